@@ -1,0 +1,51 @@
+"""Every course notebook is committed clean: valid nbformat, no outputs, no execution counts.
+
+Why clean: outputs are machine-specific measurements (an H100's numbers would
+look wrong on a laptop), they bloat diffs, and a learner should see a cell's
+result appear when *they* run it.
+
+Why no ``nbval-check-output`` tags either: nbval compares a tagged cell's new
+outputs with the outputs stored in the notebook. A stripped notebook stores
+none, so a tagged cell that prints anything fails with "Unexpected output
+fields", and one that prints nothing checks nothing. Deterministic cells in the
+course therefore ``assert`` their computed values instead; nbval runs every
+cell (``--nbval-lax``) and fails on any exception, so those asserts are checked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+COURSE = Path(__file__).resolve().parent.parent / "course"
+NOTEBOOKS = sorted(p for p in COURSE.glob("**/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def test_course_has_notebooks():
+    assert NOTEBOOKS, f"no notebooks found under {COURSE}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(COURSE)))
+def test_notebook_is_valid_and_stripped(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)  # raises nbformat.ValidationError with the offending field
+    dirty = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if cell.get("outputs"):
+            dirty.append(f"cell {i}: has {len(cell.outputs)} output(s)")
+        if cell.get("execution_count") is not None:
+            dirty.append(f"cell {i}: execution_count={cell.execution_count}")
+        if "nbval-check-output" in cell.metadata.get("tags", ()):
+            dirty.append(f"cell {i}: tagged nbval-check-output (use an assert instead)")
+    assert "widgets" not in nb.metadata, (
+        f"{path.name} stores widget state in its metadata: delete metadata['widgets'] "
+        "(and turn off Settings > Save Widget State Automatically in JupyterLab)"
+    )
+    assert not dirty, (
+        f"{path.name} is not stripped: " + "; ".join(dirty) + ". Clear it with "
+        "`jupyter nbconvert --clear-output --inplace " + str(path.relative_to(COURSE.parent)) + "`"
+    )
