@@ -1,0 +1,165 @@
+"""Figures for the course chapters: the factory diagram, sweeps, generation bars.
+
+Drawing only: every function takes numbers that were measured or looked up
+elsewhere (``bl.measure_ceilings``, ``bl.benchmark``, ``bl.spec``) and returns
+the matplotlib ``Axes`` so a notebook can add to it. ``matplotlib.pyplot`` is
+imported inside each function, so importing brrrlib never touches matplotlib's
+global state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["factory_diagram", "generations_plot", "sweep_plot"]
+
+
+def _si(value: float, unit: str) -> str:
+    """``1.5e12, "B/s"`` -> ``"1.5 TB/s"``: the unit prefix a reader expects."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    if 0 < abs(value) < 1e-3 and unit == "s":
+        return f"{value * 1e6:.3g} µs"
+    if 0 < abs(value) < 1 and unit == "s":
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} {unit}"
+
+
+def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
+    """Draw the essay's metaphor as boxes and arrows, labelled with a machine's numbers.
+
+    The *warehouse* (DRAM) holds the tensors; *trucks* (memory bandwidth,
+    bytes/s) carry them to the *factory* (the compute units, FLOP/s) and the
+    results back; the *manager* (Python and the framework, a fixed cost per
+    op) sends the factory one instruction per operation. ``ceilings`` is a
+    ``bl.Ceilings`` (measured) or anything with ``matmul_flops_per_s``,
+    ``mem_bandwidth_bytes_per_s`` and optionally ``op_overhead_s``; without it
+    the boxes carry words only. Chapter 00.
+    """
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    ax = _axes(ax, (9, 3.6))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 4.4)
+    ax.axis("off")
+
+    def box(x, y, w, h, title, detail, color):
+        ax.add_patch(
+            FancyBboxPatch(
+                (x, y), w, h, boxstyle="round,pad=0.08", fc=color, ec="black", lw=1.2, alpha=0.9
+            )
+        )
+        ax.text(x + w / 2, y + h * 0.64, title, ha="center", va="center", weight="bold")
+        ax.text(x + w / 2, y + h * 0.3, detail, ha="center", va="center", fontsize=9)
+
+    def arrow(x0, y0, x1, y1, label, dy=0.22, style="-|>"):
+        ax.add_patch(
+            FancyArrowPatch((x0, y0), (x1, y1), arrowstyle=style, mutation_scale=18, lw=1.6)
+        )
+        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + dy, label, ha="center", fontsize=9)
+
+    flops = bw = overhead = None
+    if ceilings is not None:
+        flops = _si(ceilings.matmul_flops_per_s, "FLOP/s")
+        bw = _si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
+        op_s = getattr(ceilings, "op_overhead_s", None)
+        overhead = _si(op_s, "s") + " per op" if op_s else None
+
+    box(0.2, 0.4, 2.8, 1.8, "Warehouse", "memory (DRAM)\nholds the tensors", "#d9e8f5")
+    box(6.9, 0.4, 2.8, 1.8, "Factory", f"compute units\n{flops or 'FLOP/s'}", "#f8dcc4")
+    box(
+        6.9, 2.9, 2.8, 1.2, "Manager", f"Python + framework\n{overhead or 'cost per op'}", "#e4e4e4"
+    )
+    arrow(3.15, 1.6, 6.75, 1.6, f"trucks: {bw or 'bandwidth, bytes/s'}")
+    arrow(6.75, 1.0, 3.15, 1.0, "results go back too", dy=-0.35)
+    arrow(8.3, 2.85, 8.3, 2.3, "", style="-|>")
+    ax.text(8.45, 2.55, "instructions", fontsize=9)
+    if ceilings is not None:
+        name = getattr(ceilings, "device_name", "") or getattr(ceilings, "device", "")
+        ax.set_title(f"This machine ({name})" if name else "This machine")
+    return ax
+
+
+def sweep_plot(
+    x: Sequence[float],
+    ys: Mapping[str, Sequence[float]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    hlines: Mapping[str, float] | None = None,
+    logx: bool = True,
+    logy: bool = False,
+    title: str | None = None,
+    ax: Any = None,
+) -> Any:
+    """Plot one or more measured series against a swept parameter.
+
+    ``ys`` maps a legend label to the series (same length as ``x``);
+    ``hlines`` maps a label to a horizontal reference (a ceiling, a spec-sheet
+    peak) drawn dashed. Label axes with their units, e.g.
+    ``xlabel="matrix size n"``, ``ylabel="achieved TFLOP/s"``.
+    """
+    if not ys:
+        raise ValueError("ys must hold at least one series, e.g. {'eager': times_s}")
+    for label, y in ys.items():
+        if len(y) != len(x):
+            raise ValueError(f"series {label!r} has {len(y)} points but x has {len(x)}")
+    ax = _axes(ax, (7, 4))
+    for label, y in ys.items():
+        ax.plot(x, y, marker="o", label=label)
+    for i, (label, value) in enumerate((hlines or {}).items()):
+        ax.axhline(value, ls="--", lw=1, color=f"C{len(ys) + i}", label=label)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = None) -> Any:
+    """Bars: how peak FLOP/s and memory bandwidth grew across GPU generations.
+
+    ``specs`` are ``bl.DeviceSpec`` rows in time order (e.g.
+    ``[bl.spec(n) for n in ("V100", "A100", "H100")]``). Both quantities are
+    shown relative to the first device, on one log axis, with the ridge point
+    (FLOP per byte) written above each pair: when FLOP/s grows faster than
+    bandwidth, the ridge point climbs and more kernels become memory-bound.
+    Chapter 00.
+    """
+    if len(specs) < 2:
+        raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
+    ax = _axes(ax, (7, 4))
+    first = specs[0]
+    f0 = first.peak_flops_per_s[dtype]
+    b0 = first.mem_bandwidth_bytes_per_s
+    xs = range(len(specs))
+    fl = [s.peak_flops_per_s[dtype] / f0 for s in specs]
+    bw = [s.mem_bandwidth_bytes_per_s / b0 for s in specs]
+    ax.bar([i - 0.2 for i in xs], fl, width=0.4, label=f"peak {dtype} FLOP/s")
+    ax.bar([i + 0.2 for i in xs], bw, width=0.4, label="memory bandwidth")
+    for i, s in enumerate(specs):
+        ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
+        ax.text(i, max(fl[i], bw[i]) * 1.08, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9)
+    ax.set_xticks(list(xs), [s.name for s in specs])
+    ax.set_yscale("log")
+    ax.set_ylabel(f"relative to {first.name} (x)")
+    ax.set_title("Compute outgrew bandwidth")
+    ax.legend(loc="upper left")
+    return ax

@@ -1,0 +1,63 @@
+"""Tests for brrrlib.figures: each figure draws what it is given, labelled, without measuring."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")  # no display in tests
+
+from brrrlib import figures  # noqa: E402
+
+CEILINGS = SimpleNamespace(
+    device="cpu",
+    device_name="fake cpu",
+    matmul_flops_per_s=1.5e11,
+    mem_bandwidth_bytes_per_s=1.2e10,
+    op_overhead_s=4e-6,
+)
+
+
+def _texts(ax):
+    return " ".join(t.get_text() for t in ax.texts) + " " + ax.get_title()
+
+
+def test_factory_diagram_labels_the_three_numbers():
+    ax = figures.factory_diagram(CEILINGS)
+    text = _texts(ax)
+    assert "150 GFLOP/s" in text and "12 GB/s" in text and "4 µs per op" in text
+    assert "Warehouse" in text and "Factory" in text and "Manager" in text
+    assert "fake cpu" in text
+
+
+def test_factory_diagram_without_numbers_uses_words():
+    text = _texts(figures.factory_diagram())
+    assert "bandwidth" in text and "FLOP/s" in text
+
+
+def test_sweep_plot_draws_series_and_references():
+    ax = figures.sweep_plot(
+        [32, 64, 128], {"measured": [1, 2, 3]}, xlabel="n", ylabel="% of peak", hlines={"peak": 4}
+    )
+    assert len(ax.lines) == 2 and ax.get_xlabel() == "n" and ax.get_ylabel() == "% of peak"
+    with pytest.raises(ValueError, match="series 'bad'"):
+        figures.sweep_plot([1, 2], {"bad": [1]}, xlabel="x", ylabel="y")
+    with pytest.raises(ValueError, match="ys"):
+        figures.sweep_plot([1, 2], {}, xlabel="x", ylabel="y")
+
+
+def test_generations_plot_shows_ridge_growth():
+    old = SimpleNamespace(
+        name="old", peak_flops_per_s={"fp16": 100e12}, mem_bandwidth_bytes_per_s=1e12
+    )
+    new = SimpleNamespace(
+        name="new", peak_flops_per_s={"fp16": 800e12}, mem_bandwidth_bytes_per_s=2e12
+    )
+    ax = figures.generations_plot([old, new])
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [1.0, 1.0, 2.0, 8.0]  # relative to the first device
+    assert "ridge 100 FLOP/B" in _texts(ax) and "ridge 400 FLOP/B" in _texts(ax)
+    with pytest.raises(ValueError, match="at least two"):
+        figures.generations_plot([old])
