@@ -1,10 +1,441 @@
-"""(placeholder: being written; see the module table in DESIGN.md)."""
+"""Honest timing: warm-up, sync, repeats by time budget, median and spread.
 
-__all__ = ["Timing", "benchmark", ]
+Timing code on an accelerator goes wrong in a few classic ways: the clock is
+read before the device has finished (CUDA is asynchronous, so ``time.time()``
+around a kernel launch measures the launch), the first call pays for
+compilation or memory allocation, a single run is at the mercy of the
+operating system, and a 1 µs operation is as long as the timer call itself.
+:func:`benchmark` deals with each of them and returns a :class:`Timing` that
+keeps every sample, so the spread is reported along with the median.
 
-class Timing:  # noqa: D101
-    pass
+The algorithm is triton's ``do_bench`` (``python/triton/testing.py``): run
+once, estimate the cost, derive the number of warm-up runs and timed runs from
+time budgets rather than fixed counts, time with device events on CUDA, and
+report quantiles. On the CPU it adds what ``torch.utils.benchmark.Timer``
+does for tiny operations: time *blocks* of calls, so the timer's own cost is
+amortised. Chapter 00 introduces it; every later chapter measures through it.
+"""
 
-def benchmark(*args, **kwargs):  # noqa: D103
-    raise NotImplementedError("benchmark is not written yet")
+from __future__ import annotations
 
+import gc
+import html
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from brrrlib import devices
+
+__all__ = ["Timing", "benchmark"]
+
+# A timing whose interquartile range exceeds this fraction of its median is
+# flagged as noisy: the same 10% threshold torch.utils.benchmark warns at
+# (``_IQR_WARN_THRESHOLD`` in torch/utils/benchmark/utils/common.py).
+NOISY_IQR_RATIO = 0.1
+
+# On the CPU each sample times a block of calls lasting at least this long, so
+# the clock's own cost (~50-100 ns for time.perf_counter) is below 1e-4 of it.
+_MIN_BLOCK_S = 1e-3
+
+# At least this many samples, so median and IQR mean something, even when one
+# call is longer than the budget (a 1 s call then takes ~5 s to benchmark).
+_MIN_SAMPLES = 5
+
+# Never more samples than this (keeps memory and CUDA event counts bounded).
+_MAX_SAMPLES = 10_000
+
+# The estimate keeps doubling the number of calls until they take this long.
+_ESTIMATE_S = 1e-3
+
+
+@dataclass(frozen=True, repr=False)
+class Timing:
+    """The result of :func:`benchmark`: every sample, plus robust summaries.
+
+    ``samples_s`` holds *per-call* seconds. When calls were timed in blocks
+    (``calls_per_sample > 1``, the usual case for operations under ~1 ms on
+    the CPU) each sample is one block's time divided by its number of calls,
+    so its spread is the spread of block means, smaller than the spread of
+    single calls; this is what ``torch.utils.benchmark`` reports too.
+
+    Read ``median_s`` first: the median ignores the occasional run that the
+    operating system interrupted, where the mean does not. ``iqr_s`` (the
+    75th minus the 25th percentile) measures the spread, and ``noisy`` says
+    whether that spread is more than ``NOISY_IQR_RATIO`` (10%) of the median,
+    in which case close the other programs and measure again before drawing
+    conclusions from a small difference. ``min_s`` is the best the machine
+    did; it is a good estimate of the cost when nothing interferes, but a
+    poor one of what a user sees.
+    """
+
+    samples_s: tuple[float, ...]
+    device: str
+    label: str | None = None
+    calls_per_sample: int = 1
+    flush_cache: bool = False
+    cuda_graph: bool = False
+
+    def __post_init__(self) -> None:
+        samples = tuple(float(s) for s in self.samples_s)
+        if not samples:
+            raise ValueError("samples_s is empty: a Timing needs at least one sample")
+        if not all(math.isfinite(s) and s >= 0 for s in samples):
+            raise ValueError(f"samples_s must be finite seconds >= 0, got {samples[:5]}...")
+        if int(self.calls_per_sample) < 1:
+            raise ValueError(f"calls_per_sample must be >= 1, got {self.calls_per_sample}")
+        object.__setattr__(self, "samples_s", samples)
+
+    # -- summaries ---------------------------------------------------------
+    def quantile(self, q: float) -> float:
+        """The ``q``-quantile of the samples (0 <= q <= 1), linearly interpolated.
+
+        Same convention as ``numpy.quantile``'s default and ``torch.quantile``:
+        ``quantile(0.5)`` is the median, ``quantile(0.2)`` and
+        ``quantile(0.8)`` are the band triton's ``do_bench`` reports.
+        """
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"q must be between 0 and 1, got {q}")
+        xs = sorted(self.samples_s)
+        pos = q * (len(xs) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+    @property
+    def median_s(self) -> float:
+        """Median per-call seconds: the number to quote."""
+        return self.quantile(0.5)
+
+    @property
+    def min_s(self) -> float:
+        """Fastest per-call seconds seen (best case, nothing interfering)."""
+        return min(self.samples_s)
+
+    @property
+    def max_s(self) -> float:
+        """Slowest per-call seconds seen (often an interruption)."""
+        return max(self.samples_s)
+
+    @property
+    def mean_s(self) -> float:
+        """Mean per-call seconds (pulled up by outliers; prefer the median)."""
+        return sum(self.samples_s) / len(self.samples_s)
+
+    @property
+    def iqr_s(self) -> float:
+        """Interquartile range in seconds: the 75th minus the 25th percentile."""
+        return self.quantile(0.75) - self.quantile(0.25)
+
+    @property
+    def relative_iqr(self) -> float:
+        """``iqr_s / median_s``: spread as a fraction of the typical value."""
+        return self.iqr_s / self.median_s if self.median_s > 0 else math.inf
+
+    @property
+    def noisy(self) -> bool:
+        """True when the IQR is more than ``NOISY_IQR_RATIO`` of the median."""
+        return self.relative_iqr > NOISY_IQR_RATIO
+
+    @property
+    def calls(self) -> int:
+        """Total number of timed calls (samples x calls per sample)."""
+        return len(self.samples_s) * self.calls_per_sample
+
+    # -- rendering ---------------------------------------------------------
+    def _summary(self) -> tuple[str, str]:
+        head = f"{_format_seconds(self.median_s)} median"
+        spread = (
+            f"IQR {_format_seconds(self.iqr_s)} ({self.relative_iqr:.0%}), "
+            f"min {_format_seconds(self.min_s)}, "
+            f"{len(self.samples_s)} samples x {self.calls_per_sample} call"
+            f"{'s' if self.calls_per_sample > 1 else ''}, {self.device}"
+        )
+        extras = [
+            x
+            for x, on in (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph))
+            if on
+        ]
+        if extras:
+            spread += ", " + ", ".join(extras)
+        if self.noisy:
+            spread += "; NOISY: spread > 10% of median, measure again on a quieter machine"
+        return head, spread
+
+    def __repr__(self) -> str:
+        head, spread = self._summary()
+        label = f"{self.label}: " if self.label else ""
+        return f"Timing({label}{head}; {spread})"
+
+    def _repr_html_(self) -> str:
+        head, spread = self._summary()
+        label = f"<b>{html.escape(self.label)}</b>: " if self.label else ""
+        color = "#b00" if self.noisy else "#555"
+        return (
+            f"<div>{label}<span style='font-size:1.2em'>{html.escape(head)}</span> "
+            f"<span style='color:{color}'>{html.escape(spread)}</span></div>"
+        )
+
+
+def _format_seconds(seconds: float) -> str:
+    """Format seconds with the unit that keeps 3 significant digits readable."""
+    if not math.isfinite(seconds):
+        return str(seconds)
+    a = abs(seconds)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if a >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _infer_device(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.device:
+    """The device of the first tensor among the arguments, else bl.device()."""
+    for value in (*args, *kwargs.values()):
+        candidates = value if isinstance(value, (list, tuple)) else (value,)
+        for v in candidates:
+            if isinstance(v, torch.Tensor):
+                return v.device
+            if isinstance(v, torch.nn.Module):
+                for p in v.parameters():
+                    return p.device
+    return devices.device()
+
+
+def _as_device(device: Any) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, str):
+        try:
+            return torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(
+                f"device={device!r} is not a device; use 'cpu', 'cuda' or 'mps'"
+            ) from err
+    raise TypeError(f"device must be None, a str or a torch.device, got {type(device).__name__}")
+
+
+def _flush_buffer(dev: torch.device) -> torch.Tensor:
+    """A byte buffer larger than the last-level cache (256 MB on CUDA, as triton)."""
+    if dev.type == "cuda":
+        nbytes = 256 * 2**20
+    else:
+        nbytes = max(4 * devices._last_level_cache_bytes(), 32 * 2**20)
+    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+
+
+def _flush(buffer: torch.Tensor | None) -> None:
+    # Writing every byte evicts whatever fn left in the caches.
+    if buffer is not None:
+        buffer.fill_(1)
+
+
+class _NoGC:
+    """Disable the garbage collector while timing (timeit does the same)."""
+
+    def __enter__(self) -> None:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            gc.enable()
+
+
+def benchmark(
+    fn: Callable[..., Any],
+    *args: Any,
+    budget_s: float = 0.2,
+    warmup_s: float = 0.05,
+    flush_cache: bool = False,
+    cuda_graph: bool = False,
+    device: str | torch.device | None = None,
+    label: str | None = None,
+    **kwargs: Any,
+) -> Timing:
+    """Time ``fn(*args, **kwargs)`` honestly and return a :class:`Timing`.
+
+    The method (triton's ``do_bench``, plus blocks of calls on the CPU):
+
+    1. **First call**, untimed: it may compile (``torch.compile``), allocate
+       or load libraries; none of that is the steady-state cost.
+    2. **Estimate**: time 1, 2, 4, ... calls until they take ~1 ms. This
+       gives the cost of one call and is already warm-up.
+    3. **Warm-up** for ``warmup_s`` seconds more (caches, clocks, allocator).
+    4. **Measure** for ``budget_s`` seconds: ``budget_s / estimate`` runs,
+       but at least 5. Each sample times a *block* of calls lasting about
+       1 ms or more, so on a 1 µs operation the clock's own ~0.1 µs cost is
+       amortised (``torch.utils.benchmark`` does the same). On CUDA a pair of
+       ``torch.cuda.Event`` s brackets each block and the device is
+       synchronised once at the end, never inside the timed region; on the
+       CPU the clock is ``time.perf_counter``. The garbage collector is off
+       while timing, as in ``timeit``.
+
+    A block measures the *throughput* of back-to-back calls: on a GPU, if
+    Python launches kernels faster than they run, the queue fills and the
+    time is the kernels' time; if not (tiny kernels), the time is Python's
+    and the launch overhead shows, which is chapter 03's lesson.
+
+    Args:
+        fn: the callable to time; its result is discarded.
+        *args, **kwargs: passed to ``fn``. The keywords below are taken by
+            ``benchmark`` itself; to pass one of them to ``fn`` use
+            ``functools.partial(fn, device=...)``.
+        budget_s: seconds spent in timed runs (default 0.2).
+        warmup_s: seconds of warm-up runs after the estimate (default 0.05).
+        flush_cache: write a buffer larger than the last-level cache before
+            every call (time excluded), so each call starts with cold caches
+            as in a real model where the previous layer evicted your data.
+            Forces one call per sample.
+        cuda_graph: CUDA only. Capture ``fn`` in a ``torch.cuda.CUDAGraph``
+            (after warm-up on a side stream, as the torch docs prescribe) and
+            time graph replays, which removes Python and launch overhead.
+            ``fn`` must be capturable: static shapes, no host sync.
+        device: where ``fn`` runs, for synchronisation and the report;
+            default: the device of the first tensor argument, else
+            :func:`brrrlib.device`.
+        label: a name shown in the repr.
+
+    Returns:
+        Timing with per-call ``samples_s``, ``median_s``, ``iqr_s``, ...
+
+    Example::
+
+        >>> a = torch.randn(1024, 1024)
+        >>> bl.benchmark(torch.mm, a, a, label="mm 1024")     # doctest: +SKIP
+        Timing(mm 1024: 11.5 ms median; IQR 0.2 ms (2%), ...)
+    """
+    if not callable(fn):
+        raise TypeError(
+            f"fn must be callable (a function, lambda or module), got {type(fn).__name__}; "
+            "pass the function itself, not its result: benchmark(torch.mm, a, b)"
+        )
+    for name, value in (("budget_s", budget_s), ("warmup_s", warmup_s)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+        if not math.isfinite(value) or value < 0 or (name == "budget_s" and value == 0):
+            raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+    if label is not None and not isinstance(label, str):
+        raise TypeError(f"label must be a str or None, got {type(label).__name__}")
+    dev = _infer_device(args, kwargs) if device is None else _as_device(device)
+    if cuda_graph and dev.type != "cuda":
+        raise ValueError(
+            f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
+            "CUDA graphs exist only on NVIDIA/ROCm GPUs: drop cuda_graph=True here"
+        )
+
+    buffer = _flush_buffer(dev) if flush_cache else None
+
+    def call() -> None:
+        fn(*args, **kwargs)
+
+    # 1. first call (compilation, allocation) and 2. the estimate.
+    call()
+    devices.sync(dev)
+    if cuda_graph:
+        call = _capture_cuda_graph(call, dev)
+    per_call_s, spent_s = _estimate(call, dev, buffer)
+
+    # Calls per sample: enough for a ~1 ms block, 1 when flushing caches.
+    number = 1 if flush_cache else max(1, math.ceil(_MIN_BLOCK_S / per_call_s))
+    # 3. warm-up for what is left of warmup_s.
+    n_warmup = max(0, math.ceil((warmup_s - spent_s) / per_call_s))
+    with _NoGC():
+        for _ in range(n_warmup):
+            _flush(buffer)
+            call()
+        devices.sync(dev)
+        # 4. measure.
+        n_samples = int(min(_MAX_SAMPLES, max(_MIN_SAMPLES, budget_s // (per_call_s * number))))
+        if dev.type == "cuda":
+            samples = _measure_cuda(call, dev, buffer, number, n_samples)
+        else:
+            samples = _measure_host(call, dev, buffer, number, n_samples)
+    return Timing(
+        samples_s=tuple(samples),
+        device=str(dev),
+        label=label,
+        calls_per_sample=number,
+        flush_cache=flush_cache,
+        cuda_graph=cuda_graph,
+    )
+
+
+def _estimate(
+    call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
+) -> tuple[float, float]:
+    """Per-call seconds from doubling blocks of calls; also returns time spent.
+
+    Synchronises at both ends so asynchronous devices are measured too; the
+    flush (if any) is inside the loop, so the estimate covers the full cost
+    of one timed run and the budget bounds the wall time.
+    """
+    n, spent = 1, 0.0
+    while True:
+        devices.sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            _flush(buffer)
+            call()
+        devices.sync(dev)
+        elapsed = time.perf_counter() - t0
+        spent += elapsed
+        if elapsed >= _ESTIMATE_S or n >= 2**20:
+            return max(elapsed / n, 1e-9), spent
+        n *= 2
+
+
+def _measure_host(call, dev, buffer, number, n_samples) -> list[float]:
+    """Blocks timed with time.perf_counter; sync at each block's end (no-op on CPU)."""
+    samples = []
+    clock = time.perf_counter
+    for _ in range(n_samples):
+        _flush(buffer)
+        devices.sync(dev)
+        t0 = clock()
+        for _ in range(number):
+            call()
+        devices.sync(dev)
+        samples.append((clock() - t0) / number)
+    return samples
+
+
+def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
+    """Blocks bracketed by CUDA events; one synchronize after all of them.
+
+    Events are recorded on the stream, so they time the device's work without
+    stopping the host; ``elapsed_time`` is read only after the final sync.
+    """
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
+    for i in range(n_samples):
+        _flush(buffer)
+        starts[i].record()
+        for _ in range(number):
+            call()
+        ends[i].record()
+    torch.cuda.synchronize(dev)
+    return [s.elapsed_time(e) / 1e3 / number for s, e in zip(starts, ends, strict=True)]
+
+
+def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
+    """Capture ``call`` in a CUDA graph and return a function that replays it.
+
+    Follows the torch docs (``torch.cuda.graphs``, "Whole-network capture"):
+    warm up on a side stream so lazy initialisation happens outside the
+    capture, then capture on that stream. Replaying launches every captured
+    kernel with one call, without Python or per-kernel launch overhead.
+    """
+    stream = torch.cuda.Stream(device=dev)
+    stream.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream(dev).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    torch.cuda.synchronize(dev)
+    return graph.replay
