@@ -627,4 +627,219 @@ _add(
 
 # --- chapter 03 (owner: chapter 03 author; add questions below with _add) ------
 
+# The essay's figure for how many additions per second a Python loop does
+# (https://horace.io/brrr_intro.html, section "Overhead"). Not a spec-sheet
+# number: a measured interpreter speed the essay quotes; chapter 03 measures it here.
+_ESSAY_PYTHON_ADDS_PER_S = 32e6
+
+# a + b on fp32 reads two numbers and writes one: 3 x 4 bytes per element.
+_ADD_BYTES_PER_ELEMENT = 3 * _FP32_BYTES
+
+_add(
+    "03.python_vs_h100",
+    "The essay measures Python at about 32 million additions per second. How many bf16 "
+    "FLOPs can an H100 (dense tensor-core peak, from bl.spec) do in the time Python does "
+    "one addition?",
+    lambda ctx: _peak(ctx, "H100", "bf16") / _ESSAY_PYTHON_ADDS_PER_S,
+    unit="FLOPs (a plain count)",
+    hints=(
+        "FLOPs per Python addition = (FLOPs per second) / (additions per second).",
+        "bl.spec('H100').peak_flops_per_s['bf16'] / 32e6",
+    ),
+    mistakes=lambda ctx: {
+        _peak(ctx, "H100", "fp32") / _peak(ctx, "H100", "bf16"): (
+            "You used the fp32 peak; the question asks for bf16 on the tensor cores."
+        ),
+        _peak(ctx, "A100", "bf16") / _peak(ctx, "H100", "bf16"): (
+            "That is the A100's number (the essay's); the question asks for the H100."
+        ),
+    },
+    explain="Millions of FLOPs per line of Python: a GPU is only busy when each op is big.",
+)
+
+_add(
+    "03.break_even_numel",
+    "a + b on n fp32 elements reads 2n numbers and writes n. For which n does moving those "
+    "bytes at this machine's measured bandwidth take exactly as long as one op's fixed "
+    "overhead (both from bl.measure_ceilings())? Below it, a + b is mostly overhead.",
+    lambda ctx: (
+        ctx.ceilings.op_overhead_s * ctx.ceilings.mem_bandwidth_bytes_per_s / _ADD_BYTES_PER_ELEMENT
+    ),
+    unit="elements",
+    hints=(
+        "Set n x (bytes per element) / bandwidth equal to the overhead and solve for n.",
+        "n = c.op_overhead_s * c.mem_bandwidth_bytes_per_s / 12, with c = bl.measure_ceilings()"
+        ": 12 = (2 reads + 1 write) x 4 bytes.",
+    ),
+    mistakes={
+        _ADD_BYTES_PER_ELEMENT: "That is a number of bytes; the question asks for elements.",
+        1.5: "You counted the two reads but not the write of the result.",
+        3.0: "You counted 4 bytes per element; the op reads two numbers and writes one.",
+    },
+    explain="An op smaller than this costs about the same whatever its size: that is overhead.",
+)
+
+_add(
+    "03.overhead_fraction",
+    "Doubling the batch makes a training step take only 10% longer. Model the step as a "
+    "fixed overhead plus work proportional to the batch. What fraction of the original "
+    "step's time was the fixed overhead? (a number between 0 and 1)",
+    # T(b) = O + W and T(2b) = O + 2W = 1.1 T(b)  =>  W = 0.1 T(b)  =>  O / T(b) = 0.9
+    lambda ctx: 1.0 - (1.1 - 1.0),
+    unit="fraction of the step",
+    hints=(
+        "Write T(b) = O + W and T(2b) = O + 2W. Doubling the batch added exactly one more W.",
+        "The extra 10% is one W, so W is 10% of T(b); the rest of T(b) is O.",
+    ),
+    mistakes={
+        1.0 / 9.0: "That is the work's share; the question asks for the overhead's share.",
+        1.0 / 0.9: "A fraction of the step cannot exceed 1; divide the overhead by the whole step.",
+    },
+    explain="Mostly overhead: a bigger batch is nearly free until the work catches up.",
+)
+
+_add(
+    "03.weight_read_us",
+    "At batch size 1, a Linear(4096, 4096) layer in fp32 must read its whole weight matrix "
+    "once per call (ignore the bias and the activations). How long does that take at an "
+    "A100's memory bandwidth (bl.spec)?",
+    lambda ctx: 4096 * 4096 * _FP32_BYTES / _bw(ctx, "A100") * 1e6,
+    unit="µs",
+    hints=(
+        "Bytes of the weight matrix = rows x columns x bytes per fp32 number. Time = bytes / bandwidth.",
+        "4096 * 4096 * 4 / bl.spec('A100').mem_bandwidth_bytes_per_s, then convert seconds to µs.",
+    ),
+    mistakes={
+        0.25: "You counted elements, not bytes: each fp32 weight is 4 bytes.",
+        0.5: "That is bf16 (2 bytes per weight); the layer here is fp32.",
+    },
+    explain=(
+        "Tens of µs: more than the launch overhead of an op. A small batch against big "
+        "weights is bandwidth-bound, even though doubling the batch barely changes its time."
+    ),
+)
+
 # --- chapter 04 (owner: chapter 04 author; add questions below with _add) ------
+
+_MYSTERY_NUDGES = {
+    "compute": "If it were compute-bound, FLOPs / matmul FLOP/s would come close to its measured "
+    "time. Count its FLOPs: are there that many?",
+    "memory": "If it were memory-bound, bytes moved / bandwidth would come close to its measured "
+    "time. Count its bytes: are there that many?",
+    "overhead": "If it were overhead-bound, (number of ops) x (overhead per op) would come close "
+    "to its measured time. Are there that many ops, each that small?",
+}
+
+
+def _mystery(letter: str, regime: str, why: str) -> None:
+    _add(
+        f"04.mystery_{letter}",
+        f"Read the code of workloads.mystery_{letter} (inspect.getsource) and its sizes. "
+        "Which regime is it in?",
+        lambda ctx: regime,
+        choices=("compute", "memory", "overhead"),
+        hints=(
+            "Estimate three times: FLOPs / matmul FLOP/s, bytes / bandwidth, ops x overhead per op "
+            "(bl.measure_ceilings() has all three rates). The largest wins.",
+            "bl.count(fn, *args) gives FLOPs, bytes and the number of ops; divide by the rates.",
+        ),
+        mistakes={k: v for k, v in _MYSTERY_NUDGES.items() if k != regime},
+        explain=why,
+    )
+
+
+_mystery(
+    "a",
+    "memory",
+    "Five pointwise ops over tens of megabytes: about one FLOP per 8 bytes, far below the "
+    "ridge point. The trucks set the pace; fusing the ops (torch.compile) is the remedy.",
+)
+_mystery(
+    "b",
+    "overhead",
+    "Two tiny in-place ops per parameter, over a hundred parameters: each op moves a few KB "
+    "and pays the full dispatch cost. torch._foreach_* or a fused optimizer is the remedy.",
+)
+_mystery(
+    "c",
+    "compute",
+    "A matmul of thousands of tokens by a square weight does hundreds of FLOPs per byte: "
+    "far above the ridge point. Only faster math helps: tensor cores, lower precision.",
+)
+
+
+def _block_counts(batch: int):
+    """bl.count of workloads.transformer_block(batch) on the course device."""
+    from brrrlib.counting import count
+    from brrrlib.workloads import transformer_block
+
+    block, args = transformer_block(batch=batch)
+    return count(block, *args)
+
+
+def _block_floors_s(ctx: _Context, batch: int) -> tuple[float, float]:
+    """(compute floor, memory floor) in seconds of the block on this machine."""
+    counts, c = _block_counts(batch), ctx.ceilings
+    return counts.flops / c.matmul_flops_per_s, counts.bytes_moved / c.mem_bandwidth_bytes_per_s
+
+
+def _block_lower_bound_us(ctx: _Context) -> float:
+    from brrrlib import roofline
+
+    counts, c = _block_counts(16), ctx.ceilings
+    bound_s = roofline.lower_bound_s(
+        counts.flops, counts.bytes_moved, c.matmul_flops_per_s, c.mem_bandwidth_bytes_per_s
+    )
+    return bound_s * 1e6
+
+
+def _block_mistakes(ctx: _Context) -> dict[float, str]:
+    compute_s, memory_s = _block_floors_s(ctx, 16)
+    floor_s = max(compute_s, memory_s)
+    out = {
+        (compute_s + memory_s) / floor_s: "You added the two times; the roofline takes the larger."
+    }
+    smaller = min(compute_s, memory_s) / floor_s
+    if smaller < 0.8:  # only a distinct slip when the two floors differ
+        out[smaller] = "You took the smaller of the two times; the slower resource sets the floor."
+    return out
+
+
+_add(
+    "04.block_lower_bound_us",
+    "workloads.transformer_block(batch=16): from bl.count's FLOPs and bytes and this "
+    "machine's ceilings (matmul FLOP/s, bandwidth), what is the roofline's lower bound on "
+    "its time? No real run can beat it.",
+    _block_lower_bound_us,
+    unit="µs",
+    rel_tol=0.15,
+    hints=(
+        "Two floors: FLOPs / matmul FLOP/s and bytes / bandwidth. The work cannot finish before "
+        "the slower of the two resources is done.",
+        "bl.roofline.lower_bound_s(counts.flops, counts.bytes_moved, c.matmul_flops_per_s, "
+        "c.mem_bandwidth_bytes_per_s), in µs.",
+    ),
+    mistakes=_block_mistakes,
+    explain="Compare it with the measured time: the gap is what overhead and imperfect kernels cost.",
+)
+
+_add(
+    "04.bf16_gain_a100",
+    "On an A100, by how many times is the dense bf16 tensor-core peak higher than the fp32 "
+    "peak without tensor cores (bl.spec)? That is the most a compute-bound block can gain "
+    "from switching its matmuls to bf16.",
+    lambda ctx: _peak(ctx, "A100", "bf16") / _peak(ctx, "A100", "fp32"),
+    unit="times (a ratio)",
+    hints=(
+        "Both numbers are in bl.spec('A100').peak_flops_per_s.",
+        "peak_flops_per_s['bf16'] / peak_flops_per_s['fp32']",
+    ),
+    mistakes=lambda ctx: {
+        _peak(ctx, "A100", "tf32") / _peak(ctx, "A100", "bf16"): (
+            "That is the tf32 tensor-core peak over fp32; the question asks for bf16."
+        ),
+        2.0: "Halving the bytes gives 2x to a memory-bound op; a compute-bound one gains the "
+        "peak ratio. Look at the spec table.",
+    },
+    explain="A big gain, but only for compute-bound matmuls; memory-bound ops gain 2x at most.",
+)

@@ -1,0 +1,146 @@
+"""Tests for the chapter 03 (overhead) and 04 (diagnose) questions in brrrlib.exercises.
+
+Machine-dependent answers are checked against fake ceilings, so the expected
+values are exact and the tests never depend on how busy the machine is.
+"""
+
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import brrrlib as bl
+from brrrlib import exercises, workloads
+
+CH03 = ("03.python_vs_h100", "03.break_even_numel", "03.overhead_fraction", "03.weight_read_us")
+CH04 = (
+    "04.mystery_a",
+    "04.mystery_b",
+    "04.mystery_c",
+    "04.block_lower_bound_us",
+    "04.bf16_gain_a100",
+)
+
+# A made-up machine: 2 µs per op, 12 GB/s, 100 GFLOP/s matmuls.
+FAKE = SimpleNamespace(
+    op_overhead_s=2e-6,
+    mem_bandwidth_bytes_per_s=12e9,
+    matmul_flops_per_s=100e9,
+    vector_flops_per_s=10e9,
+)
+
+
+def _check(qid, answer, capsys, **kw):
+    ok = bl.check(qid, answer, **kw)
+    return ok, capsys.readouterr().out
+
+
+def test_chapters_03_and_04_register_their_questions():
+    assert exercises.questions("03").ids == CH03
+    assert exercises.questions(4).ids == CH04
+
+
+@pytest.mark.parametrize("qid", CH03 + CH04)
+def test_unanswered_prints_a_reminder(qid, capsys):
+    ok, out = _check(qid, None, capsys)
+    assert not ok and "fill in your answer" in out
+
+
+def test_python_vs_h100(capsys):
+    h100 = bl.spec("H100").peak_flops_per_s
+    right = h100["bf16"] / 32e6
+    assert right > 1e6  # millions of FLOPs per Python addition
+    assert _check("03.python_vs_h100", right * 1.05, capsys)[0]
+    ok, out = _check("03.python_vs_h100", h100["fp32"] / 32e6, capsys)
+    assert not ok and "fp32" in out
+    ok, out = _check("03.python_vs_h100", bl.spec("A100").peak_flops_per_s["bf16"] / 32e6, capsys)
+    assert not ok and "A100" in out
+
+
+def test_break_even_numel_uses_this_machines_ceilings(capsys):
+    right = 2e-6 * 12e9 / 12  # overhead x bandwidth / (3 x 4 bytes) = 2000 elements
+    assert _check("03.break_even_numel", right, capsys, ceilings=FAKE)[0]
+    ok, out = _check("03.break_even_numel", right * 12, capsys, ceilings=FAKE)
+    assert not ok and "bytes" in out
+    ok, out = _check("03.break_even_numel", 2e-6 * 12e9 / 8, capsys, ceilings=FAKE)
+    assert not ok and "write" in out
+    assert not _check("03.break_even_numel", right * 5, capsys, ceilings=FAKE)[0]
+
+
+def test_overhead_fraction(capsys):
+    assert _check("03.overhead_fraction", 0.9, capsys)[0]
+    ok, out = _check("03.overhead_fraction", 0.1, capsys)
+    assert not ok and "work" in out
+
+
+def test_weight_read_us(capsys):
+    right = 4096 * 4096 * 4 / bl.spec("A100").mem_bandwidth_bytes_per_s * 1e6
+    assert 10 < right < 100  # tens of microseconds on any A100 variant
+    assert _check("03.weight_read_us", right, capsys)[0]
+    ok, out = _check("03.weight_read_us", right / 4, capsys)
+    assert not ok and "bytes" in out
+    ok, out = _check("03.weight_read_us", right / 1e6, capsys)  # answered in seconds
+    assert not ok and "1e6" in out
+
+
+@pytest.mark.parametrize(
+    ("letter", "regime"), [("a", "memory"), ("b", "overhead"), ("c", "compute")]
+)
+def test_mysteries_accept_only_their_regime(letter, regime, capsys):
+    qid = f"04.mystery_{letter}"
+    assert _check(qid, regime, capsys)[0]
+    assert _check(qid, regime.upper() + "-bound", capsys)[0]  # synonyms and case are fine
+    for wrong in {"compute", "memory", "overhead"} - {regime}:
+        ok, out = _check(qid, wrong, capsys)
+        assert not ok and f"{wrong}-bound" in out  # the nudge tests the learner's own claim
+
+
+def test_mystery_floors_match_the_designed_regime():
+    """The designed answer is what the roofline arithmetic says on this CPU."""
+    cpu = torch.device("cpu")
+    floors = {}
+    for letter in "abc":
+        fn, args = getattr(workloads, f"mystery_{letter}")(device=cpu)
+        counts = bl.count(fn, *args)
+        floors[letter] = {
+            "compute": counts.flops / FAKE.matmul_flops_per_s,
+            "memory": counts.bytes_moved / FAKE.mem_bandwidth_bytes_per_s,
+            "overhead": counts.ops * FAKE.op_overhead_s,
+        }
+    assert max(floors["a"], key=floors["a"].get) == "memory"
+    assert max(floors["b"], key=floors["b"].get) == "overhead"
+    assert max(floors["c"], key=floors["c"].get) == "compute"
+
+
+def test_block_lower_bound_is_the_larger_floor(capsys):
+    block, args = workloads.transformer_block(batch=16)
+    counts = bl.count(block, *args)
+    compute_s = counts.flops / FAKE.matmul_flops_per_s
+    memory_s = counts.bytes_moved / FAKE.mem_bandwidth_bytes_per_s
+    right_us = max(compute_s, memory_s) * 1e6
+    assert _check("04.block_lower_bound_us", right_us, capsys, ceilings=FAKE)[0]
+    assert not _check("04.block_lower_bound_us", right_us * 3, capsys, ceilings=FAKE)[0]
+    smaller = min(compute_s, memory_s) * 1e6
+    if smaller < 0.5 * right_us:
+        ok, out = _check("04.block_lower_bound_us", smaller, capsys, ceilings=FAKE)
+        assert not ok and "smaller" in out
+
+
+def test_bf16_gain(capsys):
+    a100 = bl.spec("A100").peak_flops_per_s
+    assert _check("04.bf16_gain_a100", a100["bf16"] / a100["fp32"], capsys)[0]
+    ok, out = _check("04.bf16_gain_a100", a100["tf32"] / a100["fp32"], capsys)
+    assert not ok and "tf32" in out
+
+
+@pytest.mark.parametrize("qid", CH03 + ("04.bf16_gain_a100",))
+def test_hints_never_give_the_number_away(qid, capsys):
+    expected = float(exercises._ANSWERS[qid](exercises._Context(FAKE)))
+    for level in (1, 2, 3):
+        bl.hint(qid, level=level)
+    text = capsys.readouterr().out
+    # every number written in the hints (not inside a name such as bf16)
+    shown = [float(m) for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]?\d+)?", text)]
+    assert shown  # the regex does find numbers (level numbers, sizes)
+    assert not [x for x in shown if abs(x - expected) <= 0.02 * abs(expected)]
