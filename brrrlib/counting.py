@@ -783,8 +783,9 @@ def time_by_category(
 ) -> CategoryTimes:
     """Time ``fn(*args, **kwargs)`` with :mod:`torch.profiler`, split by op category.
 
-    The method: call ``fn`` ``warmup`` times unprofiled (first calls allocate
-    and pick kernels), then ``runs`` times, each under its own profiler. For
+    The method: call ``fn`` ``warmup`` times and throw the result away (first
+    calls allocate memory and pick kernels, and the profiler's first start
+    costs about a second), then ``runs`` times, each under its own profiler. For
     each run, every aten op's *self* time (its time minus the ops it called,
     so nothing is counted twice) is added to :func:`categorize` of its name;
     each category reports the median over runs (robust to a busy machine).
@@ -801,8 +802,8 @@ def time_by_category(
     if not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     use_device = _uses_cuda(args, kwargs)
-    for _ in range(warmup):
-        fn(*args, **kwargs)
+    for _ in range(warmup):  # profiled too: the profiler's first start costs ~1 s
+        _profile_once(fn, args, kwargs, use_device)
     samples = [_profile_once(fn, args, kwargs, use_device) for _ in range(runs)]
     times = tuple((c, statistics.median(s[c] for s in samples)) for c in CATEGORIES)
     return CategoryTimes(

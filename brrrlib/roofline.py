@@ -1,7 +1,464 @@
-"""(placeholder: being written; see the module table in DESIGN.md)."""
+"""The roofline model: how fast can a workload go, given its FLOPs and bytes?
 
-__all__ = ["plot", ]
+A device does at most ``peak_flops_per_s`` of arithmetic and moves at most
+``mem_bandwidth_bytes_per_s`` between memory and its compute units. A
+workload doing ``flops`` operations on ``bytes_moved`` bytes therefore needs
+at least::
 
-def plot(*args, **kwargs):  # noqa: D103
-    raise NotImplementedError("plot is not written yet")
+    lower_bound_s = max(flops / peak_flops_per_s, bytes_moved / mem_bandwidth_bytes_per_s)
 
+Divide through by the bytes and you get the roofline: at arithmetic intensity
+``I = flops / bytes_moved`` (FLOPs per byte) the best achievable rate is
+``min(peak, I * bandwidth)``. The two lines meet at the **ridge point**
+``peak / bandwidth``: below it a workload is memory-bound (feeding the factory
+is the bottleneck), above it compute-bound. On an A100, 19.5 TFLOP/s of fp32
+over 1.555 TB/s puts the ridge at 12.5 FLOP/byte: a unary fp32 op (read 4 B,
+write 4 B) needs about 100 operations per element before the arithmetic,
+not the memory, sets its speed (chapter 02).
+
+Everything here is plain arithmetic on numbers you pass in, except
+:func:`ceilings_of`, which reads them off a :class:`~brrrlib.devices.DeviceSpec`
+(spec sheet) or :class:`~brrrlib.devices.Ceilings` (measured here), and
+:func:`plot`, which draws them (chapter 00, 02).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any
+
+__all__ = [
+    "ABOVE_ROOF_TOLERANCE",
+    "RooflinePoint",
+    "above_roof",
+    "arithmetic_intensity",
+    "attainable_flops_per_s",
+    "ceilings_of",
+    "lower_bound_s",
+    "plot",
+    "regime",
+    "ridge_point",
+]
+
+ABOVE_ROOF_TOLERANCE = 0.10
+"""How far (as a fraction) a measured point may sit above the roof before we flag it.
+
+Nothing runs faster than the roof, so a point above it means the FLOPs or
+bytes were over-counted or the time under-measured (no sync, a cached
+result). Measured ceilings are themselves medians of a benchmark, so a
+point may beat them by a few percent honestly; 10% leaves room for that."""
+
+
+def _check_number(name: str, value: Any, *, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or (positive and value <= 0) or value < 0:
+        need = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a number {need}, got {value!r}")
+    return value
+
+
+def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
+    """FLOPs per byte moved: ``flops / bytes_moved``.
+
+    The one number that places a workload on the roofline. An fp32
+    elementwise op reading and writing one element (8 bytes) for one FLOP has
+    intensity 1/8; an ``n x n`` fp32 matmul does ``2 n^3`` FLOPs on
+    ``3 * 4 n^2`` bytes, intensity ``n / 6``, which grows with ``n``.
+    """
+    flops = _check_number("flops", flops, positive=False)
+    bytes_moved = _check_number("bytes_moved", bytes_moved, positive=True)
+    return flops / bytes_moved
+
+
+def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> float:
+    """The intensity (FLOP/byte) where the memory slope meets the compute roof.
+
+    ``peak_flops_per_s / mem_bandwidth_bytes_per_s``. A workload needs at
+    least this many FLOPs per byte to be able to keep the compute units busy.
+    """
+    peak = _check_number("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bandwidth = _check_number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    return peak / bandwidth
+
+
+def attainable_flops_per_s(
+    intensity_flops_per_byte: float, peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float
+) -> float:
+    """The roof at this intensity: ``min(peak_flops_per_s, intensity * bandwidth)``.
+
+    Below the ridge point, bandwidth caps the rate (each byte brings
+    ``intensity`` FLOPs of work); above it, the arithmetic peak does.
+    """
+    intensity = _check_number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
+    peak = _check_number("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bandwidth = _check_number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    return min(peak, intensity * bandwidth)
+
+
+def lower_bound_s(
+    flops: float, bytes_moved: float, peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float
+) -> float:
+    """The fastest this work can run: ``max(flops / peak, bytes_moved / bandwidth)``.
+
+    Compute and memory transfers overlap at best, so the slower of the two
+    sets the floor. Overhead (Python, dispatch, kernel launches) comes on top
+    and is not in this bound: a measured time far above it is a hint that
+    overhead, not the device, is what you are paying for (chapter 03).
+    """
+    flops = _check_number("flops", flops, positive=False)
+    bytes_moved = _check_number("bytes_moved", bytes_moved, positive=False)
+    peak = _check_number("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bandwidth = _check_number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    return max(flops / peak, bytes_moved / bandwidth)
+
+
+def regime(
+    intensity_flops_per_byte: float, peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float
+) -> str:
+    """``"memory"`` below the ridge point, ``"compute"`` at or above it.
+
+    This is what the roofline predicts from the counts alone; whether a real
+    run reaches either roof, or is stuck on overhead, only a measurement says
+    (``bl.diagnose``).
+    """
+    intensity = _check_number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
+    ridge = ridge_point(peak_flops_per_s, mem_bandwidth_bytes_per_s)
+    return "compute" if intensity >= ridge else "memory"
+
+
+# ---------------------------------------------------------------- devices
+
+
+def _is_pair(x: Any) -> bool:
+    return (
+        isinstance(x, (tuple, list))
+        and len(x) == 2
+        and all(isinstance(v, Real) and not isinstance(v, bool) for v in x)
+    )
+
+
+def _is_spec(x: Any) -> bool:
+    return hasattr(x, "peak_flops_per_s") and hasattr(x, "mem_bandwidth_bytes_per_s")
+
+
+def _is_ceilings(x: Any) -> bool:
+    return all(
+        hasattr(x, a)
+        for a in ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s")
+    )
+
+
+def _spec_peak(spec: Any, dtype: str) -> float:
+    peaks = spec.peak_flops_per_s
+    value = peaks.get(dtype) if hasattr(peaks, "get") else None
+    if value is None:
+        have = sorted(k for k, v in dict(peaks).items() if v)
+        raise ValueError(
+            f"dtype: {getattr(spec, 'name', 'this device')} has no {dtype!r} peak; "
+            f"choose one of {have}"
+        )
+    return float(value)
+
+
+def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
+    """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a device, for ``dtype``.
+
+    Accepts a spec-sheet :class:`~brrrlib.devices.DeviceSpec` (``bl.spec("A100")``:
+    the peak for ``dtype``, where ``"fp32"`` means no tensor cores and
+    ``"tf32"``/``"bf16"``/``"fp16"`` the dense tensor-core peak), measured
+    :class:`~brrrlib.devices.Ceilings` (``bl.measure_ceilings()``: the matmul
+    peak, measured in ``Ceilings.dtype``), or a plain ``(peak, bandwidth)``
+    pair. Recognised by field names, so any object with those fields works.
+    """
+    if not isinstance(dtype, str):
+        raise TypeError(
+            f"dtype must be a string such as 'fp32' or 'bf16', got {type(dtype).__name__}"
+        )
+    if _is_pair(device_or_spec):
+        peak, bandwidth = device_or_spec
+    elif _is_ceilings(device_or_spec):
+        measured = getattr(device_or_spec, "dtype", "fp32")
+        if dtype != measured:
+            raise ValueError(
+                f"dtype: these ceilings were measured in {measured!r}, not {dtype!r}; pass "
+                f"dtype={measured!r}, or use a spec-sheet device (bl.spec(...)) for other dtypes"
+            )
+        peak = device_or_spec.matmul_flops_per_s
+        bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
+    elif _is_spec(device_or_spec):
+        peak = _spec_peak(device_or_spec, dtype)
+        bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
+    else:
+        raise TypeError(
+            "device_or_spec: expected a DeviceSpec (bl.spec('A100')), Ceilings "
+            f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
+            f"got {type(device_or_spec).__name__}"
+        )
+    peak = _check_number("peak_flops_per_s", peak, positive=True)
+    bandwidth = _check_number("mem_bandwidth_bytes_per_s", bandwidth, positive=True)
+    return peak, bandwidth
+
+
+def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
+    """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
+    if _is_ceilings(device) and not _is_pair(device):
+        ceilings_of(device, dtype)  # validates the dtype
+        return [
+            ("matmul", float(device.matmul_flops_per_s)),
+            ("vector", float(device.vector_flops_per_s)),
+        ]
+    peak, _ = ceilings_of(device, dtype)
+    roofs = [(dtype, peak)]
+    if _is_spec(device) and not _is_pair(device) and dtype != "fp32":
+        fp32 = dict(device.peak_flops_per_s).get("fp32")
+        if fp32 and fp32 < peak:
+            roofs.append(("fp32, no tensor cores", float(fp32)))
+    return roofs
+
+
+def _device_label(device: Any) -> str:
+    if _is_pair(device):
+        return "device"
+    return str(getattr(device, "name", None) or getattr(device, "device_name", None) or "device")
+
+
+# ---------------------------------------------------------------- points
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A measured workload to place on the roofline.
+
+    ``flops`` and ``bytes_moved`` come from counting (``bl.count``),
+    ``seconds`` from timing (``bl.benchmark(...).median_s``). The point sits
+    at x = intensity (FLOP/byte), y = achieved FLOP/s; its distance below the
+    roof is how much speed is left on the table.
+    """
+
+    label: str
+    flops: float
+    bytes_moved: float
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str):
+            raise TypeError(f"label must be a string, got {type(self.label).__name__}")
+        _check_number("flops", self.flops, positive=False)
+        _check_number("bytes_moved", self.bytes_moved, positive=True)
+        _check_number("seconds", self.seconds, positive=True)
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte moved: the x coordinate."""
+        return self.flops / self.bytes_moved
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        """FLOPs per second actually reached: the y coordinate."""
+        return self.flops / self.seconds
+
+    @property
+    def achieved_bytes_per_s(self) -> float:
+        """Bytes per second actually moved (compare with the memory bandwidth)."""
+        return self.bytes_moved / self.seconds
+
+    @classmethod
+    def from_counts(cls, counts: Any, timing: Any, label: str | None = None) -> RooflinePoint:
+        """Build a point from ``bl.count(...)`` and ``bl.benchmark(...)`` of the same work.
+
+        ``timing`` is a :class:`~brrrlib.timing.Timing` (its median is used) or
+        seconds as a number. ``label`` defaults to the timing's label.
+        """
+        if not (hasattr(counts, "flops") and hasattr(counts, "bytes_moved")):
+            raise TypeError(
+                f"counts: expected the result of bl.count(...), got {type(counts).__name__}"
+            )
+        if hasattr(timing, "median_s"):
+            seconds = timing.median_s
+            label = label if label is not None else getattr(timing, "label", None)
+        elif isinstance(timing, Real) and not isinstance(timing, bool):
+            seconds = float(timing)
+        else:
+            raise TypeError(
+                f"timing: expected a Timing (bl.benchmark(...)) or seconds, got {type(timing).__name__}"
+            )
+        return cls(
+            label=label if label is not None else "workload",
+            flops=counts.flops,
+            bytes_moved=counts.bytes_moved,
+            seconds=seconds,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"RooflinePoint({self.label!r}: {self.intensity_flops_per_byte:.3g} FLOP/byte, "
+            f"{_eng(self.achieved_flops_per_s)}FLOP/s, {_eng(self.achieved_bytes_per_s)}B/s)"
+        )
+
+
+def _as_xy(point: Any) -> tuple[str, float, float]:
+    """(label, intensity, flops_per_s) from a RooflinePoint or such a tuple."""
+    if isinstance(point, RooflinePoint):
+        return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
+    if isinstance(point, (tuple, list)) and len(point) == 3:
+        label, intensity, rate = point
+        return (
+            str(label),
+            _check_number("point intensity", intensity, positive=True),
+            _check_number("point flops_per_s", rate, positive=True),
+        )
+    raise TypeError(
+        "points: each point must be a RooflinePoint or a (label, intensity_flops_per_byte, "
+        f"flops_per_s) tuple, got {type(point).__name__}"
+    )
+
+
+def above_roof(
+    point: Any, ceilings: Any, dtype: str = "fp32", tolerance: float = ABOVE_ROOF_TOLERANCE
+) -> bool:
+    """True when ``point`` claims more FLOP/s than the roof allows (by more than ``tolerance``).
+
+    That is impossible, so it signals an error: FLOPs or bytes counted wrong,
+    or a time measured without a sync. ``point`` is a :class:`RooflinePoint`
+    or ``(label, intensity, flops_per_s)``; the roof is the highest one of
+    ``ceilings`` (see :func:`ceilings_of`).
+    """
+    _, intensity, rate = _as_xy(point)
+    top = max(r for _, r in _roofs(ceilings, dtype))
+    _, bandwidth = ceilings_of(ceilings, dtype)
+    tolerance = _check_number("tolerance", tolerance, positive=False)
+    return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + tolerance)
+
+
+# ---------------------------------------------------------------- plot
+
+
+def _eng(value: float) -> str:
+    """``19.5 T`` style: three significant digits and an SI prefix, ready for a unit."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g} "
+
+
+def _devices(ceilings: Any, extra: Sequence[Any]) -> list[Any]:
+    if isinstance(ceilings, (list, tuple)) and not _is_pair(ceilings):
+        devices = list(ceilings)
+    else:
+        devices = [ceilings]
+    devices += list(extra)
+    if not devices:
+        raise ValueError(
+            "ceilings: give at least one device (bl.spec('A100') or bl.measure_ceilings())"
+        )
+    return devices
+
+
+def plot(
+    ceilings: Any,
+    points: Sequence[Any] = (),
+    *,
+    ax: Any = None,
+    dtype: str = "fp32",
+    extra: Sequence[Any] = (),
+    title: str | None = None,
+) -> Any:
+    """Draw the roofline of one or more devices, with measured points; returns the Axes.
+
+    ``ceilings`` is a device (``bl.spec("A100")``, ``bl.measure_ceilings()``,
+    or a ``(peak_flops_per_s, bandwidth)`` pair) or a list of them to overlay
+    (chapter 00 sets this machine beside spec-sheet GPUs); ``extra`` adds more
+    devices after them. For measured ``Ceilings`` two roofs are drawn, the
+    matmul roof and the (lower, dashed) vector roof; for a spec sheet, the
+    ``dtype`` roof and, for a tensor-core dtype, the fp32 roof below it. Each
+    device's ridge point is marked.
+
+    ``points`` are :class:`RooflinePoint` or ``(label, intensity_flops_per_byte,
+    flops_per_s)`` tuples, labelled on the plot and checked against the first
+    device: one above its roof (:func:`above_roof`) is drawn as a red cross
+    and annotated, because it cannot be right. Log-log axes: intensity in
+    FLOP/byte, performance in FLOP/s. matplotlib is imported here, not at
+    ``import brrrlib``; any backend works (tests use Agg).
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.ticker import EngFormatter
+
+    devices = _devices(ceilings, extra)
+    resolved = [(d, _roofs(d, dtype), ceilings_of(d, dtype)[1]) for d in devices]
+    xy = [_as_xy(p) for p in points]
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
+
+    ridges = [roofs[0][1] / bw for _, roofs, bw in resolved]
+    low_ridges = [roofs[-1][1] / bw for _, roofs, bw in resolved]
+    xs_all = ridges + low_ridges + [x for _, x, _ in xy]
+    x_lo = min(xs_all) / 30
+    x_hi = max(xs_all) * 30
+    grid = np.logspace(math.log10(x_lo), math.log10(x_hi), 400)
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for i, (device, roofs, bandwidth) in enumerate(resolved):
+        color = colors[i % len(colors)]
+        name = _device_label(device)
+        for j, (roof_label, peak) in enumerate(roofs):
+            style = "-" if j == 0 else "--"
+            label = (
+                f"{name} {roof_label}: {_eng(peak)}FLOP/s, {_eng(bandwidth)}B/s"
+                if j == 0
+                else f"{name} {roof_label}: {_eng(peak)}FLOP/s"
+            )
+            ax.plot(
+                grid,
+                np.minimum(peak, grid * bandwidth),
+                style,
+                color=color,
+                lw=2 if j == 0 else 1.3,
+                label=label,
+            )
+        top = roofs[0][1]
+        ridge = top / bandwidth
+        ax.plot([ridge], [top], "o", color=color, ms=6)
+        ax.annotate(
+            f"ridge {ridge:.3g} FLOP/byte",
+            (ridge, top),
+            textcoords="offset points",
+            xytext=(6, -14),
+            fontsize=8,
+            color=color,
+        )
+
+    if xy:
+        first = devices[0]
+        for label, x, y in xy:
+            bad = above_roof((label, x, y), first, dtype)
+            if bad:
+                ax.plot([x], [y], "X", color="red", ms=11, zorder=5)
+                ax.annotate(
+                    f"{label}\nabove the roof: a counting or timing error",
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(8, 6),
+                    fontsize=8,
+                    color="red",
+                )
+            else:
+                ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
+                ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("performance (FLOP/s)")
+    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
+    ax.set_title(title if title is not None else f"roofline ({dtype})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
