@@ -1,0 +1,20 @@
+"""Shared fixtures: measure this machine's ceilings at most once per test session."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ceilings_cache_dir(tmp_path_factory):
+    """A session-wide BRRR_CACHE_DIR in a temporary folder (never the user's cache)."""
+    path = tmp_path_factory.mktemp("brrr-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BRRR_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(scope="session")
+def measured_ceilings(ceilings_cache_dir):
+    """bl.measure_ceilings() run once (~10 s), cached in ceilings_cache_dir."""
+    import brrrlib as bl
+
+    return bl.measure_ceilings(progress=False)
