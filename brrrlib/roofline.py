@@ -165,6 +165,36 @@ def _spec_peak(spec: Any, dtype: str) -> float:
     return float(value)
 
 
+_TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``"bf16"`` from ``"bf16"`` or ``torch.bfloat16``."""
+    if isinstance(dtype, str):
+        return dtype
+    name = str(dtype).removeprefix("torch.")
+    if name in _TORCH_DTYPES:
+        return _TORCH_DTYPES[name]
+    raise TypeError(
+        f"dtype must be 'fp32', 'tf32', 'bf16', 'fp16' or a torch float dtype, got {dtype!r}"
+    )
+
+
+def _measured_matmul(ceilings: Any, dtype: str) -> float:
+    """The matmul roof of measured Ceilings for ``dtype`` (its own dtype, or a by-dtype extra)."""
+    measured = getattr(ceilings, "dtype", "fp32")
+    if dtype == measured:
+        return ceilings.matmul_flops_per_s
+    by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", None) or {})
+    if by_dtype.get(dtype):
+        return by_dtype[dtype]
+    have = sorted({measured, *(k for k, v in by_dtype.items() if v)})
+    raise ValueError(
+        f"dtype: these ceilings have no {dtype!r} matmul measurement (measured: {have}); pass "
+        f"one of those, or use a spec-sheet device (bl.spec(...)) for other dtypes"
+    )
+
+
 def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
     """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a device, for ``dtype``.
 
@@ -174,21 +204,13 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
     :class:`~brrrlib.devices.Ceilings` (``bl.measure_ceilings()``: the matmul
     peak, measured in ``Ceilings.dtype``), or a plain ``(peak, bandwidth)``
     pair. Recognised by field names, so any object with those fields works.
+    ``dtype`` may also be a torch dtype (``torch.bfloat16``).
     """
-    if not isinstance(dtype, str):
-        raise TypeError(
-            f"dtype must be a string such as 'fp32' or 'bf16', got {type(dtype).__name__}"
-        )
+    dtype = _dtype_name(dtype)
     if _is_pair(device_or_spec):
         peak, bandwidth = device_or_spec
     elif _is_ceilings(device_or_spec):
-        measured = getattr(device_or_spec, "dtype", "fp32")
-        if dtype != measured:
-            raise ValueError(
-                f"dtype: these ceilings were measured in {measured!r}, not {dtype!r}; pass "
-                f"dtype={measured!r}, or use a spec-sheet device (bl.spec(...)) for other dtypes"
-            )
-        peak = device_or_spec.matmul_flops_per_s
+        peak = _measured_matmul(device_or_spec, dtype)
         bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
     elif _is_spec(device_or_spec):
         peak = _spec_peak(device_or_spec, dtype)
@@ -206,11 +228,14 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
 
 def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
     """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
+    dtype = _dtype_name(dtype)
     if _is_ceilings(device) and not _is_pair(device):
-        ceilings_of(device, dtype)  # validates the dtype
+        matmul = float(_measured_matmul(device, dtype))
+        measured = getattr(device, "dtype", "fp32")
+        own = dtype == measured
         return [
-            ("matmul", float(device.matmul_flops_per_s)),
-            ("vector", float(device.vector_flops_per_s)),
+            ("matmul" if own else f"{dtype} matmul", matmul),
+            ("vector" if own else f"{measured} vector", float(device.vector_flops_per_s)),
         ]
     peak, _ = ceilings_of(device, dtype)
     roofs = [(dtype, peak)]
