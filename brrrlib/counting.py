@@ -50,9 +50,11 @@ The categories (:func:`categorize`):
     number fills. 0 FLOPs; bytes as they move them (views: none).
 
 What the counter cannot see: work inside a fused op is charged to that op as
-one row (its FLOPs are its matmuls; its bytes only what crosses its boundary);
-``torch.compile`` replaces aten ops by generated kernels, so count the eager
-function.
+one row (its FLOPs are its matmuls; its bytes only what crosses its boundary).
+A ``torch.compile``'d function runs its ops eagerly under the counter (the
+compiled kernels are not aten ops), so its count is the *unfused* cost; the
+fused cost is what its kernels must read and write: for ``x.cos().cos()``,
+one read and one write of ``x``, 8 bytes per fp32 element instead of 16.
 """
 
 from __future__ import annotations
@@ -750,7 +752,8 @@ def _as_category_times(times: Any) -> CategoryTimes:
 # ---------------------------------------------------------------- timing by category
 
 
-def _profile_once(fn, args, kwargs, use_device: bool) -> dict[str, float]:
+def _profile_once(fn, args, kwargs, use_device: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """One profiled call: ({category: cpu self s}, {category: device self s})."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
@@ -760,22 +763,19 @@ def _profile_once(fn, args, kwargs, use_device: bool) -> dict[str, float]:
         fn(*args, **kwargs)
         if use_device:
             torch.cuda.synchronize()
-    per_category = dict.fromkeys(CATEGORIES, 0.0)
+    cpu = dict.fromkeys(CATEGORIES, 0.0)
+    device = dict.fromkeys(CATEGORIES, 0.0)
     for event in prof.key_averages():
-        # Device kernels appear both as their own rows and inside the aten op
-        # that launched them; count each op's self time once, on the CPU rows.
+        # Kernels appear as their own rows *and* inside the aten op that launched
+        # them (the profiler links them by correlation id); read each op's self
+        # time on its CPU row only, so nothing is counted twice.
         if event.device_type != torch.autograd.DeviceType.CPU:
             continue
-        micros = event.self_device_time_total if use_device else event.self_cpu_time_total
-        per_category[categorize(event.key)] += micros * 1e-6
-    return per_category
-
-
-def _uses_cuda(args, kwargs) -> bool:
-    return any(t.is_cuda for t in _tensors((args, kwargs))) or (
-        torch.cuda.is_available()
-        and any(p.is_cuda for a in args if isinstance(a, torch.nn.Module) for p in a.parameters())
-    )
+        category = categorize(event.key)
+        cpu[category] += event.self_cpu_time_total * 1e-6
+        if use_device:
+            device[category] += event.self_device_time_total * 1e-6
+    return cpu, device
 
 
 def time_by_category(
@@ -785,15 +785,17 @@ def time_by_category(
 
     The method: call ``fn`` ``warmup`` times and throw the result away (first
     calls allocate memory and pick kernels, and the profiler's first start
-    costs about a second), then ``runs`` times, each under its own profiler. For
-    each run, every aten op's *self* time (its time minus the ops it called,
-    so nothing is counted twice) is added to :func:`categorize` of its name;
-    each category reports the median over runs (robust to a busy machine).
-    On CUDA the clock is the kernels' device self time; elsewhere the CPU self
-    time, which includes each op's dispatch overhead and the profiler's own
-    small cost per op: tiny ops look a little slower than they are.
-    Profiler events that are not aten ops (autograd engine bookkeeping) land
-    in ``"other"``.
+    costs about a second), then ``runs`` times, each under its own profiler.
+    For each run, every aten op's *self* time (its time minus the ops it
+    called, so nothing is counted twice) is added to :func:`categorize` of its
+    name; each category reports the median over runs (robust to a busy
+    machine). With CUDA present and kernels recorded, the clock is the
+    kernels' device time, charged to the aten op that launched them;
+    otherwise the CPU self time, which includes each op's dispatch overhead
+    and the profiler's own small cost per op, so tiny ops look a little
+    slower than they are. Profiler events that are not aten ops (autograd
+    engine bookkeeping) land in ``"other"``. (MPS kernels are not recorded
+    by the profiler: there this is the CPU time of issuing them.)
     """
     if not callable(fn):
         raise TypeError(f"time_by_category(fn, ...): fn must be callable, got {type(fn).__name__}")
@@ -801,15 +803,17 @@ def time_by_category(
         raise ValueError(f"runs must be a positive int, got {runs!r}")
     if not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
-    use_device = _uses_cuda(args, kwargs)
-    for _ in range(warmup):  # profiled too: the profiler's first start costs ~1 s
+    use_device = torch.cuda.is_available()
+    for _ in range(warmup):
         _profile_once(fn, args, kwargs, use_device)
     samples = [_profile_once(fn, args, kwargs, use_device) for _ in range(runs)]
-    times = tuple((c, statistics.median(s[c] for s in samples)) for c in CATEGORIES)
+    on_device = use_device and all(sum(device.values()) > 0 for _, device in samples)
+    chosen = [device if on_device else cpu for cpu, device in samples]
+    times = tuple((c, statistics.median(s[c] for s in chosen)) for c in CATEGORIES)
     return CategoryTimes(
         times_s=times,
-        source="device self time" if use_device else "cpu self time",
-        device="cuda" if use_device else "cpu",
+        source="device self time" if on_device else "cpu self time",
+        device="cuda" if on_device else "cpu",
         runs=runs,
     )
 
