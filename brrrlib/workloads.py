@@ -160,22 +160,23 @@ def mlp(batch: int = 1, d_model: int | None = None, *, device=None):
 def mystery_a(device=None):
     """Mystery A: normalise a batch of images, then clip and rescale (chapter 04).
 
-    ``(x - mean) / std``, clamped to ``[-3, 3]`` and mapped to ``[0, 1]`` for a
-    batch of 3-channel images (16 images of 512 x 512 on a CPU, 64 of
-    1024 x 1024 on a GPU). Returns ``(fn, (x, mean, std))``. Which regime is
-    it in? Predict before you run ``bl.diagnose``.
+    ``(x - mean) / std`` per channel, clamped to ``[-3, 3]`` and mapped to
+    ``[0, 1]``, for a batch of 3-channel images (16 images of 512 x 512 on a
+    CPU, 64 of 1024 x 1024 on a GPU). Returns ``(fn, (x,))``; the channel
+    statistics live inside ``fn``. Which regime is it in? Predict before you
+    run ``bl.diagnose``.
     """
     dev = _device(device)
     n, side = (64, 1024) if _big(dev) else (16, 512)
     x = torch.rand(n, 3, side, side, device=dev)
     mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1)
-    return _normalize_images, (x, mean, std)
 
+    def normalize_images(x: torch.Tensor) -> torch.Tensor:
+        y = (x - mean) / std
+        return (y.clamp(-3.0, 3.0) + 3.0) / 6.0
 
-def _normalize_images(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    y = (x - mean) / std
-    return (y.clamp(-3.0, 3.0) + 3.0) / 6.0
+    return normalize_images, (x,)
 
 
 def mystery_b(device=None):
@@ -190,15 +191,13 @@ def mystery_b(device=None):
     shapes = [(64,), (64, 64), (16, 16), (256,), (8, 512)] * 24
     params = [torch.randn(s, device=dev) for s in shapes]
     grads = [torch.randn(s, device=dev) * 1e-3 for s in shapes]
-    return _sgd_step, (params, grads)
 
+    def sgd_step(params: list[torch.Tensor], grads: list[torch.Tensor], lr=1e-3, wd=1e-4):
+        for p, g in zip(params, grads, strict=True):
+            p.mul_(1.0 - wd).add_(g, alpha=-lr)
+        return params
 
-def _sgd_step(
-    params: list[torch.Tensor], grads: list[torch.Tensor], lr: float = 1e-3, wd: float = 1e-4
-):
-    for p, g in zip(params, grads, strict=True):
-        p.mul_(1.0 - wd).add_(g, alpha=-lr)
-    return params
+    return sgd_step, (params, grads)
 
 
 def mystery_c(device=None):
@@ -206,15 +205,19 @@ def mystery_c(device=None):
 
     ``x @ w + b`` with ``x`` of shape ``(tokens, d)`` and ``w`` of ``(d, d)``:
     2048 tokens and ``d = 1024`` on a CPU, 16384 tokens and ``d = 4096`` on a
-    GPU. Returns ``(fn, (x, w, b))``. Which regime is it in? Predict before
-    you run ``bl.diagnose``.
+    GPU. Returns ``(fn, (x,))``; the weight and bias live inside ``fn``.
+    Which regime is it in? Predict before you run ``bl.diagnose``.
     """
     dev = _device(device)
     tokens, d = (16384, 4096) if _big(dev) else (2048, 1024)
     x = torch.randn(tokens, d, device=dev)
     w = torch.randn(d, d, device=dev) / math.sqrt(d)
     b = torch.zeros(d, device=dev)
-    return torch.addmm, (b, x, w)
+
+    def project(x: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(b, x, w)
+
+    return project, (x,)
 
 
 class TinyBlock(nn.Module):
