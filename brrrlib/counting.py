@@ -11,8 +11,8 @@ it adds up two costs:
   :mod:`torch.utils.flop_counter`, so they agree with ``FlopCounterMode``.
   Fused ops that counter misses (``_scaled_dot_product_flash_attention_for_cpu``
   and its backward, the inference fast paths ``_transformer_encoder_layer_fwd``
-  and ``_native_multi_head_attention``) get formulas from their argument
-  shapes here. Everything else follows :data:`FLOPS_PER_ELEMENT` (read its
+  and ``_native_multi_head_attention``, the fused RNN layers behind
+  ``nn.LSTM``/``nn.GRU``) get formulas from their argument shapes here. Everything else follows :data:`FLOPS_PER_ELEMENT` (read its
   docstring: one FLOP per output element for an elementwise op, where
   ``FlopCounterMode`` says 0).
 * **Bytes.** Every tensor an op reads plus every tensor it writes, as if each op
@@ -255,6 +255,30 @@ def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
     return _attention_block_flops(lengths, lengths, e) + sum(4 * n * e * ffn_dim for n in lengths)
 
 
+def _tokens(x: torch.Tensor) -> int:
+    """Rows fed to a recurrent layer: every time step of every sequence (padded or packed)."""
+    return x.numel() // x.shape[-1] if x.dim() else 0
+
+
+def _mkldnn_rnn_flops(input, weight0, weight1, *args, **kwargs) -> int:
+    """``mkldnn_rnn_layer`` (nn.LSTM/GRU on CPU): per time step ``x @ W_ih.T`` and ``h @ W_hh.T``."""
+    return 2 * _tokens(input) * (weight0.numel() + weight1.numel())
+
+
+def _mkldnn_rnn_backward_flops(input, weight1, weight2, *args, **kwargs) -> int:
+    """Backward of one RNN layer: gradients for the inputs and for the weights, 2x the forward."""
+    return 2 * _mkldnn_rnn_flops(input, weight1, weight2)
+
+
+def _cudnn_rnn_flops(input, weight, *args, **kwargs) -> int:
+    """``_cudnn_rnn``: every weight matrix of every layer and direction meets every time step."""
+    return 2 * _tokens(input) * sum(w.numel() for w in weight if w.dim() == 2)
+
+
+def _cudnn_rnn_backward_flops(input, weight, *args, **kwargs) -> int:
+    return 2 * _cudnn_rnn_flops(input, weight)
+
+
 def _mv_flops(mat, vec, *args, **kwargs) -> int:
     m, n = mat.shape
     return 2 * m * n
@@ -292,6 +316,10 @@ _OUR_FORMULAS: dict[str, Callable[..., int]] = {
     "aten::_scaled_dot_product_fused_attention_overrideable_backward": _sdpa_cpu_backward_flops,
     "aten::_transformer_encoder_layer_fwd": _transformer_layer_flops,
     "aten::_native_multi_head_attention": _native_mha_flops,
+    "aten::mkldnn_rnn_layer": _mkldnn_rnn_flops,
+    "aten::mkldnn_rnn_layer_backward": _mkldnn_rnn_backward_flops,
+    "aten::_cudnn_rnn": _cudnn_rnn_flops,
+    "aten::_cudnn_rnn_backward": _cudnn_rnn_backward_flops,
     "aten::_addmm_activation": _mm_like(1),
     "aten::_int_mm": _mm_like(0),
     "aten::addbmm": _addbmm_flops,

@@ -229,6 +229,23 @@ def test_native_multi_head_attention():
     assert _matmul_flops(count(lambda: mha(x, x, x))) == expected
 
 
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
+def test_fused_rnn_layers_count_their_matmuls(cell):
+    batch, steps, inputs, hidden = 2, 5, 16, 32
+    rnn = cell(inputs, hidden, batch_first=True)
+    gates = 4 if cell is nn.LSTM else 3
+    # each time step of each sequence: x @ W_ih.T (gates*H x I) and h @ W_hh.T (gates*H x H)
+    forward = 2 * batch * steps * gates * hidden * (inputs + hidden)
+    x = torch.randn(batch, steps, inputs, requires_grad=True)
+    with torch.no_grad():
+        assert _matmul_flops(count(rnn, x)) == forward
+    # backward: gradients for inputs and for weights, each a forward's worth (with
+    # h0 requiring grad, else the unfused GRU path skips one step's hidden gradient)
+    h0 = torch.zeros(1, batch, hidden, requires_grad=True)
+    state = (h0, torch.zeros(1, batch, hidden)) if cell is nn.LSTM else h0
+    assert _matmul_flops(count(lambda: rnn(x, state)[0].sum().backward())) == 3 * forward
+
+
 def test_meta_tensors_count_without_running():
     linear = nn.Linear(1024, 512, device="meta")
     x = torch.empty(64, 1024, device="meta")
