@@ -1,0 +1,279 @@
+"""Tests for brrrlib.diagnose: the verdict's arithmetic, six workloads of known regime, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import brrrlib as bl
+from brrrlib.counting import Counts, OpCount
+from brrrlib.devices import Ceilings
+from brrrlib.diagnose import REMEDIES, Diagnosis, _weigh
+from brrrlib.timing import Timing
+from brrrlib.trace import Interval, Trace
+
+# ----------------------------------------------------------------- the verdict, by arithmetic
+
+# A made-up machine: 100 GFLOP/s matmul, 50 GFLOP/s vector, 10 GB/s, 2 µs per op.
+CEIL = Ceilings("cpu", "test machine", 100e9, 50e9, 10e9, 2e-6)
+
+
+def _counts(*rows):
+    return Counts(rows=tuple(OpCount(*r) for r in rows))
+
+
+def _timing(seconds):
+    return Timing(samples_s=(seconds,) * 5, device="cpu")
+
+
+def _busy_trace(busy_fraction):
+    iv = Interval("aten::x", 0.0, busy_fraction * 1e-3, "device", "pointwise", 0)
+    return Trace((iv,), ((0.0, 1e-3),), "cpu")
+
+
+def test_weigh_compute():
+    # 1 GFLOP of matmul in 20 ms: the matmul model needs 10 ms (50%); 12 MB need 1.2 ms (6%)
+    c = _counts(("aten::mm", "matmul", 1, 10**9, 12 * 10**6))
+    regime, confidence, _, shares, evidence = _weigh(c, _timing(0.02), CEIL, None, None, None)
+    assert regime == "compute"
+    assert shares["compute"] == pytest.approx(0.5)
+    assert shares["memory"] == pytest.approx(0.06)
+    assert shares["overhead"] == pytest.approx(2e-6 / 0.02)
+    assert confidence == "high"
+    assert [e.probe for e in evidence][:3] == [
+        "roofline: compute",
+        "roofline: memory",
+        "overhead: op count",
+    ]
+
+
+def test_weigh_vector_flops_use_the_vector_ceiling():
+    # 1 GFLOP of elementwise work is 20 ms at the 50 GFLOP/s vector ceiling, not 10 ms
+    c = _counts(("aten::mul", "pointwise", 1, 10**9, 10**6))
+    _, _, _, shares, _ = _weigh(c, _timing(0.04), CEIL, None, None, None)
+    assert shares["compute"] == pytest.approx(0.5)
+
+
+def test_weigh_overhead_from_op_count_and_idle_device():
+    # 100 tiny ops in 400 µs: 100 x 2 µs = 200 µs explains 50%
+    c = _counts(("aten::add", "pointwise", 100, 100, 1200))
+    regime, _, _, shares, _ = _weigh(c, _timing(400e-6), CEIL, None, None, None)
+    assert regime == "overhead" and shares["overhead"] == pytest.approx(0.5)
+    # a device idle 80% of the time lifts overhead's share to at least 0.8
+    regime, _, _, shares, evidence = _weigh(c, _timing(400e-6), CEIL, _busy_trace(0.2), None, None)
+    assert shares["overhead"] == pytest.approx(0.8)
+    busy = [e for e in evidence if e.probe.startswith("device busy")][0]
+    assert busy.says == "overhead" and busy.value == pytest.approx(0.2)
+
+
+def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
+    # [1, D] x [D, D] with D=4096: 64 MB of weights, 6.4 ms at 10 GB/s; measured 8 ms.
+    # Doubling the batch: bytes barely grow, time barely grows, FLOPs double.
+    D = 4096
+    one = _counts(("aten::mm", "matmul", 1, 2 * D * D, 4 * (D * D + 2 * D)))
+    two = _counts(("aten::mm", "matmul", 1, 4 * D * D, 4 * (D * D + 4 * D)))
+    regime, confidence, _, _, evidence = _weigh(
+        one, _timing(8e-3), CEIL, _busy_trace(0.99), two, _timing(8.2e-3)
+    )
+    assert regime == "memory" and confidence == "high"
+    batch = evidence[-1]
+    assert batch.probe == "batch x2" and batch.value == pytest.approx(8.2 / 8)
+    assert "memory" in batch.says
+    assert "not proof of overhead" in batch.reading
+
+
+def test_weigh_batch_disagreement_lowers_confidence():
+    # roofline says compute, but doubling the batch left the time flat and the FLOPs doubled
+    one = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
+    two = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
+    _, confidence, reason, _, evidence = _weigh(one, _timing(0.02), CEIL, None, two, _timing(0.02))
+    assert evidence[-1].says == "overhead"
+    assert confidence != "high" and "batch scaling points to overhead" in reason
+
+
+def test_weigh_close_call_is_low_confidence():
+    # compute and memory models both explain ~40%: the workload sits at the ridge
+    c = _counts(("aten::mm", "matmul", 1, 4 * 10**8, 4 * 10**7))
+    regime, confidence, reason, _, _ = _weigh(c, _timing(0.01), CEIL, None, None, None)
+    assert regime in ("compute", "memory")
+    assert confidence == "low" and "close" in reason
+
+
+# ----------------------------------------------------------------- six workloads, live
+
+W_MM = torch.randn(1024, 1024)
+W_GEMV = torch.randn(4096, 4096)  # 64 MiB: larger than the last-level cache
+
+
+def big_matmul(a):
+    return a @ W_MM
+
+
+def elementwise_chain(x):
+    for _ in range(8):
+        x = x * 1.0001 + 0.5  # 16 unfused passes, each reading and writing 16 MB
+    return x
+
+
+def tiny_ops(x):
+    for _ in range(200):
+        x = x + 1
+    return x
+
+
+def gemv(x):
+    return x @ W_GEMV
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def _tiny_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 10),
+    )
+
+
+WORKLOADS = {
+    "big_matmul": (big_matmul, lambda: torch.randn(1024, 1024), "compute"),
+    "elementwise_chain": (elementwise_chain, lambda: torch.randn(4_000_000), "memory"),
+    "tiny_ops": (tiny_ops, lambda: torch.ones(1), "overhead"),
+    "gemv_batch1": (gemv, lambda: torch.randn(1, 4096), "memory"),
+    "tiny_mlp_batch1": (_tiny_mlp(), lambda: torch.randn(1, 32), "overhead"),
+    "softmax": (softmax, lambda: torch.randn(4096, 2048), "memory"),
+}
+
+
+@pytest.fixture(scope="session")
+def shared_ceilings(tmp_path_factory):
+    """This machine's ceilings, measured once per session in a throwaway cache.
+
+    A ceiling is what the machine *can* do. If another process disturbed the
+    measurement (``noisy``), measure once more and keep the better of each
+    number, as ``measure_ceilings`` itself keeps the fast end of its samples.
+    """
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BRRR_CACHE_DIR", str(tmp_path_factory.mktemp("brrr_cache")))
+    ceilings = bl.measure_ceilings(progress=False)
+    if ceilings.noisy:
+        again = bl.measure_ceilings(progress=False, refresh=True)
+        ceilings = dataclasses.replace(
+            ceilings,
+            matmul_flops_per_s=max(ceilings.matmul_flops_per_s, again.matmul_flops_per_s),
+            vector_flops_per_s=max(ceilings.vector_flops_per_s, again.vector_flops_per_s),
+            mem_bandwidth_bytes_per_s=max(
+                ceilings.mem_bandwidth_bytes_per_s, again.mem_bandwidth_bytes_per_s
+            ),
+            op_overhead_s=min(ceilings.op_overhead_s, again.op_overhead_s),
+        )
+    yield ceilings
+    mp.undo()
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_known_regimes(name, shared_ceilings):
+    fn, make_input, expected = WORKLOADS[name]
+    with torch.no_grad():
+        d = bl.diagnose(fn, make_input(), progress=False, label=name, ceilings=shared_ceilings)
+    assert isinstance(d, Diagnosis)
+    assert d.regime == expected, str(d)
+    assert d.remedies == REMEDIES[expected]
+    # the verdict's share leads the runner-up clearly: no coin flips on a busy machine
+    others = [v for k, v in d.shares.items() if k != expected]
+    assert d.shares[expected] > 1.5 * max(others), str(d)
+    assert d.ceilings == shared_ceilings
+    assert d.batch_timing is not None and d.trace is not None
+
+
+def test_gemv_batch_probe_does_not_call_it_overhead(shared_ceilings):
+    # the essay's caveat: doubling a batch-1 GEMV does not double the bytes
+    with torch.no_grad():
+        d = bl.diagnose(
+            gemv, torch.randn(1, 4096), progress=False, trace=False, ceilings=shared_ceilings
+        )
+    assert d.batch_counts.bytes_moved < 1.01 * d.counts.bytes_moved
+    assert d.batch_counts.flops == 2 * d.counts.flops
+    assert d.regime == "memory"
+
+
+def test_reprs(shared_ceilings):
+    pytest.importorskip("matplotlib")
+    with torch.no_grad():
+        d = bl.diagnose(
+            tiny_ops, torch.ones(1), progress=False, batch_probe=False, ceilings=shared_ceilings
+        )
+    text = str(d)
+    assert "OVERHEAD-bound" in text and "what to do" in text and "torch.compile" in text
+    page = d._repr_html_()
+    assert "data:image/png;base64," in page and "<table>" in page and "overhead-bound" in page
+
+
+def test_progress_lines_go_to_stderr(shared_ceilings, capsys):
+    with torch.no_grad():
+        bl.diagnose(
+            tiny_ops,
+            torch.ones(1),
+            progress=True,
+            batch_probe=False,
+            trace=False,
+            ceilings=shared_ceilings,
+        )
+    err = capsys.readouterr().err
+    assert "diagnose tiny_ops [1/4]" in err and "weighing the evidence" in err
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def test_no_tensor_arguments_skips_batch_probe_with_a_note(shared_ceilings):
+    x = torch.ones(1)
+
+    def closure_only():
+        return tiny_ops(x)
+
+    d = bl.diagnose(closure_only, progress=False, trace=False, ceilings=shared_ceilings)
+    assert d.batch_timing is None
+    assert any("no argument is a tensor" in n for n in d.notes)
+    assert d.regime == "overhead"
+
+
+def test_weights_as_arguments_skip_the_batch_probe_with_a_note(shared_ceilings):
+    # doubling W as well breaks the shapes: the probe is skipped, the error quoted
+    d = bl.diagnose(
+        torch.mm,
+        torch.randn(64, 32),
+        torch.randn(32, 16),
+        progress=False,
+        trace=False,
+        ceilings=shared_ceilings,
+    )
+    assert d.batch_timing is None
+    assert any("fn failed" in n and "weights inside fn" in n for n in d.notes)
+
+
+def test_errors_from_fn_surface():
+    def broken(x):
+        raise RuntimeError("the learner's bug")
+
+    with pytest.raises(RuntimeError, match="the learner's bug"):
+        bl.diagnose(broken, torch.ones(3), progress=False)
+
+
+def test_fn_without_torch_work_is_a_clear_error():
+    with pytest.raises(ValueError, match="ran no torch operators"):
+        bl.diagnose(lambda x: 3 * 4, torch.ones(3), progress=False)
+
+
+def test_not_callable():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        bl.diagnose(torch.ones(3) + 1, progress=False)
+    with pytest.raises(ValueError, match="budget_s"):
+        bl.diagnose(tiny_ops, torch.ones(1), budget_s=0, progress=False)
