@@ -60,6 +60,24 @@ class FakeRepeat:
         )
 
 
+@pytest.fixture(autouse=True)
+def fast_png(request, monkeypatch):
+    """Skip rasterising (the slow part of a redraw) except in tests that ask for real_png.
+
+    The figure is still built, so the drawing code runs; each "PNG" is
+    distinct, so a test can still see that a move redrew the plot.
+    """
+    if "real_png" in request.fixturenames:
+        return
+    counter = iter(range(10**9))
+    monkeypatch.setattr(widgets, "_png", lambda fig: PNG_MAGIC + b"%d" % next(counter))
+
+
+@pytest.fixture
+def real_png():
+    """Marker fixture: this test renders real PNG bytes (see fast_png)."""
+
+
 @pytest.fixture
 def plenty_of_memory(monkeypatch):
     monkeypatch.setattr(widgets, "_available_memory_bytes", lambda device: 64 * 2**30)
@@ -72,7 +90,7 @@ def _repeat(ceilings, fake, **kwargs):
 # ------------------------------------------------------------------ repeat explorer
 
 
-def test_repeat_dom_contract(ceilings, plenty_of_memory):
+def test_repeat_dom_contract(ceilings, plenty_of_memory, real_png):
     ex = _repeat(ceilings, FakeRepeat())
     assert "brrr-repeat-explorer" in ex.widget._dom_classes
     images = [w for w in _descendants(ex.widget) if "brrr-plot" in w._dom_classes]
@@ -255,7 +273,7 @@ def _batch(ceilings, fake, **kwargs):
     return widgets.BatchExplorer(ceilings=ceilings, measure=fake, **kwargs)
 
 
-def test_batch_dom_contract_and_initial_point(ceilings, plenty_of_memory):
+def test_batch_dom_contract_and_initial_point(ceilings, plenty_of_memory, real_png):
     fake = FakeBatch()
     ex = _batch(ceilings, fake)
     assert fake.calls == [1]
