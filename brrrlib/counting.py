@@ -141,6 +141,44 @@ _NORM_BACKWARD = {
 _RMS_NORM = {"_fused_rms_norm"}
 _RMS_NORM_BACKWARD = {"_fused_rms_norm_backward"}
 
+# Composite ops that wrap the ones above. The counter never charges them (it
+# runs their decomposition), but the profiler lists them with a small self time
+# of their own, which belongs with the work they wrap.
+_MATMUL_WRAPPERS = {
+    "linear",
+    "matmul",
+    "einsum",
+    "bilinear",
+    "tensordot",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "_convolution",
+    "mkldnn_convolution",
+    "mkldnn_linear",
+    "cudnn_convolution",
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math",
+    "lstm",
+    "gru",
+    "rnn_tanh",
+    "rnn_relu",
+}
+_NORM_WRAPPERS = {
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "group_norm",
+    "batch_norm",
+    "instance_norm",
+    "rms_norm",
+    "_batch_norm_impl_index",
+    "_batch_norm_impl_index_backward",
+}
+
 # Reductions and scans without aten's "reduction" tag.
 _EXTRA_REDUCTIONS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", "mode", "median"}
 # Ops tagged "pointwise" that only move data: a clone is a copy, not arithmetic.
@@ -408,9 +446,10 @@ def categorize(op: Any) -> str:
     ``FlopCounterMode`` (``"aten.mm"``) spell it. Names that are not aten ops
     (``"autograd::engine::..."`` profiler events) are ``"other"``.
 
-    The rule, first match wins: a matmul FLOP formula exists -> ``matmul``;
-    softmax or a layer/batch/group/RMS norm (or its backward) ->
-    ``normalization``; a copy -> ``other``; aten's ``pointwise`` tag or a
+    The rule, first match wins: a matmul FLOP formula exists, or the op wraps
+    one (``linear``, ``matmul``, ``conv2d``: the profiler shows their own small
+    self time) -> ``matmul``; softmax or a layer/batch/group/RMS norm (or its
+    backward, or its wrapper) -> ``normalization``; a copy -> ``other``; aten's ``pointwise`` tag or a
     ``_foreach_``/``_fused_`` optimizer op -> ``pointwise``; aten's
     ``reduction`` tag or a scan -> ``reduction``; everything else -> ``other``.
     """
@@ -421,11 +460,17 @@ def categorize(op: Any) -> str:
 
 @lru_cache(maxsize=4096)
 def _categorize(name: str, overload: torch._ops.OpOverload | None) -> str:
-    if name in _matmul_formulas():
-        return "matmul"
     base = name.split("::", 1)[1]
+    if name in _matmul_formulas() or (name.startswith("aten::") and base in _MATMUL_WRAPPERS):
+        return "matmul"
     if base in (
-        _SOFTMAX | _SOFTMAX_BACKWARD | _NORM | _NORM_BACKWARD | _RMS_NORM | _RMS_NORM_BACKWARD
+        _SOFTMAX
+        | _SOFTMAX_BACKWARD
+        | _NORM
+        | _NORM_BACKWARD
+        | _RMS_NORM
+        | _RMS_NORM_BACKWARD
+        | _NORM_WRAPPERS
     ):
         return "normalization"
     if base in _COPIES or base in _EXTRA_VIEWS or base in _ALLOCATIONS:
@@ -499,7 +544,8 @@ def _op_cost(func, category: str, args, kwargs, out) -> tuple[int, int]:
     bytes_moved = sum(_tensor_bytes(t) for t in read) + sum(_tensor_bytes(t) for t in written)
 
     if category == "matmul":
-        flops = _matmul_formulas()[name](*args, out=out, **kwargs)
+        formula = _matmul_formulas().get(name)
+        flops = formula(*args, out=out, **kwargs) if formula is not None else 0
     elif category == "pointwise":
         flops = FLOPS_PER_ELEMENT["pointwise"] * sum(t.numel() for t in _results(out, written))
     elif category == "reduction":
@@ -565,7 +611,7 @@ class _CountingMode(TorchDispatchMode):
         category = _categorize(name, func)
         # A composite op (e.g. aten::linear under inference_mode) reaches us
         # whole; run its decomposition under this mode so its parts are counted.
-        if category != "matmul":
+        if name not in _matmul_formulas():
             with self:
                 result = func.decompose(*args, **kwargs)
             if result is not NotImplemented:
@@ -791,12 +837,23 @@ def _profile_once(fn, args, kwargs, use_device: bool) -> tuple[dict[str, float],
         fn(*args, **kwargs)
         if use_device:
             torch.cuda.synchronize()
+    return _category_seconds(prof.key_averages(), use_device)
+
+
+def _category_seconds(
+    events: Iterable[Any], use_device: bool
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Sum profiler rows (``key_averages()``) by category: CPU self s, device self s.
+
+    Kernels appear as their own rows (device type CUDA) *and* inside the aten
+    op that launched them (the profiler links them by correlation id, and an
+    op's ``self_device_time_total`` is its kernels minus its child ops'
+    kernels); reading only the CPU rows counts each kernel once, under the op
+    that launched it.
+    """
     cpu = dict.fromkeys(CATEGORIES, 0.0)
     device = dict.fromkeys(CATEGORIES, 0.0)
-    for event in prof.key_averages():
-        # Kernels appear as their own rows *and* inside the aten op that launched
-        # them (the profiler links them by correlation id); read each op's self
-        # time on its CPU row only, so nothing is counted twice.
+    for event in events:
         if event.device_type != torch.autograd.DeviceType.CPU:
             continue
         category = categorize(event.key)

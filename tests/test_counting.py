@@ -266,6 +266,10 @@ def test_meta_tensors_count_without_running():
         ("aten::convolution_backward", "matmul"),
         ("aten::_scaled_dot_product_flash_attention_for_cpu", "matmul"),
         ("aten::_transformer_encoder_layer_fwd", "matmul"),
+        ("aten::linear", "matmul"),
+        ("aten::conv2d", "matmul"),
+        ("aten::layer_norm", "normalization"),
+        ("aten::softmax", "normalization"),
         ("aten::native_layer_norm", "normalization"),
         ("aten::native_layer_norm_backward", "normalization"),
         ("aten::native_batch_norm", "normalization"),
@@ -364,6 +368,55 @@ def test_breakdown_profiles_every_category():
     # without dropout the CPU flash-attention kernel runs; its backward recomputes
     # QK^T, one attention matmul more than 3x the forward
     assert _matmul_flops(result) == 3 * _layer_flops([8, 8]) + 2 * 2 * 8 * 8 * E
+
+
+def test_profiler_rows_are_summed_once_per_kernel():
+    """A recorded CUDA profile, reduced to key_averages() rows: each kernel is listed
+    on its own (device rows) and inside the aten op that launched it."""
+    from types import SimpleNamespace
+
+    from brrrlib.counting import _category_seconds
+
+    cpu_row, cuda_row = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+
+    def row(key, device_type, self_cpu_us, self_device_us):
+        return SimpleNamespace(
+            key=key,
+            device_type=device_type,
+            self_cpu_time_total=self_cpu_us,
+            self_device_time_total=self_device_us,
+        )
+
+    events = [
+        row("aten::addmm", cpu_row, 20.0, 300.0),
+        row("aten::linear", cpu_row, 5.0, 0.0),  # its kernels belong to its child addmm
+        row("ampere_sgemm_128x64_tn", cuda_row, 0.0, 300.0),  # the same kernel again
+        row("aten::native_layer_norm", cpu_row, 15.0, 40.0),
+        row("void at::native::vectorized_elementwise_kernel<...>", cuda_row, 0.0, 25.0),
+        row("aten::gelu", cpu_row, 10.0, 25.0),
+        row("cudaLaunchKernel", cpu_row, 12.0, 0.0),
+        row("autograd::engine::evaluate_function: AddmmBackward0", cpu_row, 8.0, 0.0),
+    ]
+    cpu, device = _category_seconds(events, use_device=True)
+    assert device["matmul"] == pytest.approx(300e-6)
+    assert device["normalization"] == pytest.approx(40e-6)
+    assert device["pointwise"] == pytest.approx(25e-6)
+    assert sum(device.values()) == pytest.approx(365e-6)
+    assert cpu["other"] == pytest.approx(20e-6)  # launch and autograd bookkeeping
+    assert cpu["matmul"] == pytest.approx(25e-6)
+    _, no_device = _category_seconds(events, use_device=False)
+    assert sum(no_device.values()) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_breakdown_on_cuda_uses_kernel_time():
+    layer = nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, device="cuda")
+    x = torch.randn(8, 128, 256, device="cuda", requires_grad=True)
+    result = breakdown(lambda: layer(x).sum().backward(), runs=3)
+    assert result.times.source == "device self time"
+    assert result.times.as_dict()["matmul"] > 0
+    assert result.by_category()["matmul"]["flops_fraction"] > 0.95
 
 
 def test_bad_input_is_named():
