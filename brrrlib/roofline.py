@@ -329,6 +329,11 @@ class RooflinePoint:
 def _as_xy(point: Any) -> tuple[str, float, float]:
     """(label, intensity, flops_per_s) from a RooflinePoint or such a tuple."""
     if isinstance(point, RooflinePoint):
+        if point.flops == 0:
+            raise ValueError(
+                f"points: {point.label!r} did 0 FLOPs, so it has no place on log-log axes; "
+                "plot its bytes per second against the bandwidth instead"
+            )
         return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
     if isinstance(point, (tuple, list)) and len(point) == 3:
         label, intensity, rate = point

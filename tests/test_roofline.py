@@ -237,6 +237,8 @@ def test_plot_tensor_core_dtype_draws_the_fp32_roof_below(agg):
     assert any("bf16" in t for t in legend) and any("no tensor cores" in t for t in legend)
     with pytest.raises(TypeError, match="points"):
         rl.plot(FAKE_A100, [object()], ax=ax)
+    with pytest.raises(ValueError, match="copy"):
+        rl.plot(FAKE_A100, [rl.RooflinePoint("copy", 0, 8e6, 1e-3)], ax=ax)
 
 
 def test_plot_of_real_spec_sheets(agg):
