@@ -572,24 +572,21 @@ def _results(out: Any, written: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _normalization_flops(base: str, args) -> int:
+    """Per-element convention of :data:`FLOPS_PER_ELEMENT` times the normalized input's size."""
     tensors = _tensors(args)
     if not tensors:
         return 0
-    if base in _SOFTMAX:
-        per = FLOPS_PER_ELEMENT["softmax"]
-        elements = tensors[0].numel()
-    elif base in _SOFTMAX_BACKWARD:
-        per = FLOPS_PER_ELEMENT["softmax_backward"]
-        elements = tensors[0].numel()
-    elif base in _RMS_NORM:
-        per, elements = FLOPS_PER_ELEMENT["rms_norm"], tensors[0].numel()
-    elif base in _RMS_NORM_BACKWARD:
-        per, elements = FLOPS_PER_ELEMENT["rms_norm_backward"], tensors[0].numel()
-    elif base in _NORM_BACKWARD:
-        per, elements = FLOPS_PER_ELEMENT["norm_backward"], tensors[0].numel()
-    else:
-        per, elements = FLOPS_PER_ELEMENT["norm"], tensors[0].numel()
-    return int(per * elements)
+    kinds = (
+        (_SOFTMAX, "softmax"),
+        (_SOFTMAX_BACKWARD, "softmax_backward"),
+        (_RMS_NORM, "rms_norm"),
+        (_RMS_NORM_BACKWARD, "rms_norm_backward"),
+        (_NORM_BACKWARD, "norm_backward"),
+    )
+    kind = next((k for names, k in kinds if base in names), "norm")
+    # the first tensor argument is the input (forward) or the incoming gradient
+    # (backward); both have the normalized shape
+    return int(FLOPS_PER_ELEMENT[kind] * tensors[0].numel())
 
 
 # ---------------------------------------------------------------- the counter

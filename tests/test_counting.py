@@ -84,6 +84,19 @@ def test_bf16_moves_half_the_bytes_of_fp32():
     )
 
 
+def test_non_matmul_flops_follow_the_written_convention():
+    from brrrlib.counting import FLOPS_PER_ELEMENT
+
+    rows, cols = 16, 64
+    x = torch.randn(rows, cols)
+    assert count(torch.sum, x).flops == FLOPS_PER_ELEMENT["reduction"] * rows * cols
+    assert count(torch.softmax, x, -1).flops == FLOPS_PER_ELEMENT["softmax"] * rows * cols
+    ln = count(F.layer_norm, x, (cols,))
+    assert ln.flops == FLOPS_PER_ELEMENT["norm"] * rows * cols
+    assert {r.category for r in ln.rows} == {"normalization"}
+    assert count(F.gelu, x).flops == count(F.relu, x).flops == rows * cols  # one per element
+
+
 def test_views_move_no_bytes_but_are_op_calls():
     x = torch.randn(8, 16)
     c = count(lambda: x.view(16, 8).t().unsqueeze(0).expand(3, 8, 16))
