@@ -1019,9 +1019,15 @@ def _render(counts: Counts, timing: Any, *, by: str, html: bool) -> str:
             f"{_si(_ratio(total_bytes, seconds), 'B/s')} (median {_si(seconds, 's')} per call)"
         )
     if html:
-        head = "".join(f"<th>{h}</th>" for h in header)
+
+        def cell(tag: str, i: int, value: str) -> str:
+            align = "left" if i == 0 else "right"  # numbers line up on the right
+            return f'<{tag} style="text-align:{align}">{_escape(value)}</{tag}>'
+
+        head = "".join(cell("th", i, h) for i, h in enumerate(header))
         rows_html = "".join(
-            "<tr>" + "".join(f"<td>{_escape(v)}</td>" for v in line) + "</tr>" for line in body
+            "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(line)) + "</tr>"
+            for line in body
         )
         foot = "".join(f"<p>{_escape(n)}</p>" for n in notes)
         return f"<p><b>{_escape(title)}</b></p><table><tr>{head}</tr>{rows_html}</table>{foot}"
