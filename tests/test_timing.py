@@ -193,14 +193,24 @@ _AGREEMENT = {
 }
 
 
+# Below this share of one core for our (single-threaded) process, other
+# processes own the CPU: Timer's ~10 ms blocks then always include their time
+# slices, while bl.benchmark's ~1 ms blocks mostly fit between them, so the
+# two disagree about the *machine*, not about the op.
+_MIN_CPU_SHARE = 0.9
+
+
 def _compare(fn, args, rounds=3):
-    """Median of bl.benchmark and of Timer.blocked_autorange, interleaved round by round."""
+    """Median of bl.benchmark / median of Timer.blocked_autorange, interleaved
+    round by round, and the share of a core this process got meanwhile."""
     ours, theirs = [], []
     timer = Timer("fn(*args)", globals={"fn": fn, "args": args}, num_threads=1)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(rounds):
         ours.append(bl.benchmark(fn, *args).median_s)
         theirs.append(timer.blocked_autorange(min_run_time=0.2).median)
-    return statistics.median(ours) / statistics.median(theirs)
+    share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    return statistics.median(ours) / statistics.median(theirs), share
 
 
 @pytest.fixture
@@ -217,9 +227,15 @@ def one_thread():
 @pytest.mark.parametrize("name", list(_AGREEMENT))
 def test_agrees_with_torch_utils_benchmark_within_10_percent(name, one_thread):
     fn, args = _AGREEMENT[name]
-    ratio = _compare(fn, args)
-    if not 1 / 1.1 < ratio < 1.1:
-        # One retry, documented: a burst of load from another process during one
-        # of the six interleaved runs can still move a median; twice is a bug.
-        ratio = _compare(fn, args)
-    assert 1 / 1.1 < ratio < 1.1, f"{name}: bl.benchmark / Timer = {ratio:.3f}"
+    # At most one retry, documented: a burst of load from another process during
+    # one of the six interleaved runs can still move a median; twice is a bug.
+    for _attempt in range(2):
+        ratio, share = _compare(fn, args)
+        if 1 / 1.1 < ratio < 1.1:
+            return
+    if share < _MIN_CPU_SHARE:
+        pytest.skip(
+            f"{name}: machine saturated (this process got {share:.0%} of a core), "
+            f"ratio {ratio:.2f} says nothing about the timers; run again on a quieter machine"
+        )
+    assert 1 / 1.1 < ratio < 1.1, f"{name}: bl.benchmark / Timer = {ratio:.3f} ({share:.0%} CPU)"
