@@ -63,6 +63,10 @@ MEMORY_HEADROOM = 0.5
 POINT_BUDGET_S = 0.15
 POINT_WARMUP_S = 0.02
 
+# An eager point predicted to take longer than this to measure (seconds) is
+# skipped with a note unless forced: its time is repeat x one pass anyway.
+MAX_MEASURE_S = 10.0
+
 # Repeat counts the slider offers: powers of two and the halfway points
 # (1, 2, 3, 4, 6, 8, 12, ...), even steps on a log axis.
 _REPEATS = tuple(sorted({m * 2**k for k in range(11) for m in (2, 3)} | {1}))
@@ -566,7 +570,7 @@ class RepeatExplorer(_Explorer):
         self.size_options = sizes
         if max_repeat is None:
             knee = predicted_knee_repeat(self.ceilings)
-            max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(4 * knee, 1)))))
+            max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(3 * knee, 1)))))
         self.repeat_options = tuple(r for r in _REPEATS if r <= max_repeat) + (
             (max_repeat,) if max_repeat not in _REPEATS else ()
         )
@@ -635,12 +639,20 @@ class RepeatExplorer(_Explorer):
         return predicted_knee_repeat(self.ceilings)
 
     def set(
-        self, *, repeat: int | None = None, size: int | None = None, mode: str | None = None
+        self,
+        *,
+        repeat: int | None = None,
+        size: int | None = None,
+        mode: str | None = None,
+        force: bool = False,
     ) -> RepeatPoint | None:
         """Move the controls from code (as the learner would) and measure if needed.
 
         Returns the point now under the controls, or None when the request was
         refused or failed (then ``error`` says why, as the readout does).
+        An eager point predicted to take more than ``MAX_MEASURE_S`` to
+        measure is skipped with a note (its time is ``repeat`` x one pass,
+        which the dashed line shows); ``force=True`` measures it anyway.
         """
         if repeat is not None and repeat not in self.repeat_options:
             raise ValueError(
@@ -662,7 +674,7 @@ class RepeatExplorer(_Explorer):
                 self._mode_w.value = mode
         finally:
             self._suspended = False
-        return self._update()
+        return self._update(force=force)
 
     def remeasure(self) -> RepeatPoint | None:
         """Forget the point under the controls and measure it again (a busy machine)."""
@@ -677,7 +689,7 @@ class RepeatExplorer(_Explorer):
         if not self._suspended:
             self._update()
 
-    def _update(self) -> RepeatPoint | None:
+    def _update(self, force: bool = False) -> RepeatPoint | None:
         key = self._key()
         point = self._cache.get(key)
         if point is None:
@@ -686,7 +698,16 @@ class RepeatExplorer(_Explorer):
             if not self._fits(self.device, _repeat_bytes_needed(size, mode), what):
                 self._redraw()
                 return None
-            self._say(self._busy_message(), busy=True)
+            call_s = self._expected_call_s(size, repeat, mode)
+            if mode == "eager" and 7 * call_s > MAX_MEASURE_S and not force:
+                self._clear_error()
+                self._say(
+                    f"<b>repeat {repeat} · eager · not measured</b><br><small>"
+                    f"{html.escape(self._skip_note(repeat, call_s))}</small>"
+                )
+                self._redraw()
+                return None
+            self._say(self._busy_message(call_s), busy=True)
             point = self._measure_safely(
                 self.device,
                 what,
@@ -710,21 +731,33 @@ class RepeatExplorer(_Explorer):
             return repeat * one_pass
         return roofline.lower_bound_s(repeat * size, 8 * size, peak, bw) + c.op_overhead_s
 
-    def _busy_message(self) -> str:
-        size, repeat, mode = self.size, self.repeat, self.mode
-        head = f"repeat {repeat} · {mode} · "
-        if mode == "fused":
+    def _expected_call_s(self, size: int, repeat: int, mode: str) -> float:
+        """One call's time: the model, or (eager) the per-pass time measured here."""
+        call_s = self._predicted_s(size, repeat, mode)
+        same = [p for p in self._cache.values() if p.size == size and p.mode == "eager"]
+        if mode == "eager" and same:  # what this machine really does per pass beats the model
+            per_pass_s = min(p.median_s / p.repeat for p in same)
+            call_s = max(call_s, per_pass_s * repeat)
+        return call_s
+
+    def _skip_note(self, repeat: int, call_s: float) -> str:
+        return (
+            f"Measuring it would take about {7 * call_s:.0f} s (bl.benchmark makes at least "
+            f"7 calls, each {repeat} passes over memory, ≈ {_fmt_s(call_s)} per call), over the "
+            f"{MAX_MEASURE_S:.0f} s this explorer allows one point. Eager time is repeat × one "
+            "pass, as the dashed line shows; the lesson is in the fused curve. To measure it "
+            f"anyway: .set(repeat={repeat}, mode='eager', force=True)."
+        )
+
+    def _busy_message(self, call_s: float) -> str:
+        head = f"repeat {self.repeat} · {self.mode} · "
+        if self.mode == "fused":
             return head + (
                 "compiling… then measuring (torch.compile builds one kernel for this repeat "
                 "count; the first compile of a session takes ~20 s on a CPU, later ones a few s)"
             )
-        call_s = self._predicted_s(size, repeat, mode)
-        same = [p for p in self._cache.values() if p.size == size and p.mode == "eager"]
-        if same:  # what this machine really does per pass beats the model
-            per_pass = min(p.median_s / p.repeat for p in same)
-            call_s = max(call_s, per_pass * repeat)
         total_s = 7 * call_s  # bl.benchmark: first call, estimate, >= 5 samples
-        tail = f" (about {total_s:.0f} s: {repeat} passes per call)" if total_s > 1.5 else ""
+        tail = f" (about {total_s:.0f} s: {self.repeat} passes per call)" if total_s > 1.5 else ""
         return head + f"measuring…{tail}"
 
     # -- words ----------------------------------------------------------------------
@@ -934,7 +967,7 @@ def repeat_explorer(
 
     from this machine's :func:`brrrlib.measure_ceilings` (8 bytes: one fp32
     read, one written, per element). The slider goes to ``max_repeat``
-    (default: the power of two at least 4 x repeat*). It starts eager,
+    (default: the power of two at least 3 x repeat*). It starts eager,
     because the first ``torch.compile`` of a session takes ~20 s on a CPU;
     flip to fused to compile (the readout says "compiling…"). Each point is
     measured once with :func:`brrrlib.benchmark` and kept. Returns a
