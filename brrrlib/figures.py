@@ -95,6 +95,7 @@ def sweep_plot(
     x: Sequence[float],
     ys: Mapping[str, Sequence[float]],
     *,
+    models: Mapping[str, Sequence[float]] | None = None,
     xlabel: str,
     ylabel: str,
     hlines: Mapping[str, float] | None = None,
@@ -105,21 +106,27 @@ def sweep_plot(
 ) -> Any:
     """Plot one or more measured series against a swept parameter.
 
-    ``ys`` maps a legend label to the series (same length as ``x``);
-    ``hlines`` maps a label to a horizontal reference (a ceiling, a spec-sheet
-    peak) drawn dashed. Label axes with their units, e.g.
+    ``ys`` maps a legend label to a measured series (same length as ``x``;
+    ``nan`` leaves a point out), drawn with markers; ``models`` maps a label
+    to a predicted series, drawn dashed in the colour of the measured series
+    at the same position, so measurement and prediction pair up; ``hlines``
+    maps a label to a horizontal reference (a ceiling, a spec-sheet peak),
+    drawn dotted. Label axes with their units, e.g.
     ``xlabel="matrix size n"``, ``ylabel="achieved TFLOP/s"``.
     """
     if not ys:
         raise ValueError("ys must hold at least one series, e.g. {'eager': times_s}")
-    for label, y in ys.items():
+    models = models or {}
+    for label, y in {**ys, **models}.items():
         if len(y) != len(x):
             raise ValueError(f"series {label!r} has {len(y)} points but x has {len(x)}")
     ax = _axes(ax, (7, 4))
-    for label, y in ys.items():
-        ax.plot(x, y, marker="o", label=label)
+    for i, (label, y) in enumerate(ys.items()):
+        ax.plot(x, y, marker="o", color=f"C{i}", label=label)
+    for i, (label, y) in enumerate(models.items()):
+        ax.plot(x, y, ls="--", lw=1.2, color=f"C{i}", alpha=0.8, label=label)
     for i, (label, value) in enumerate((hlines or {}).items()):
-        ax.axhline(value, ls="--", lw=1, color=f"C{len(ys) + i}", label=label)
+        ax.axhline(value, ls=":", lw=1.2, color=f"C{len(ys) + i}", label=label)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
@@ -138,7 +145,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
 
     ``specs`` are ``bl.DeviceSpec`` rows in time order (e.g.
     ``[bl.spec(n) for n in ("V100", "A100", "H100")]``). Both quantities are
-    shown relative to the first device, on one log axis, with the ridge point
+    shown relative to the first device, on one axis, with the ridge point
     (FLOP per byte) written above each pair: when FLOP/s grows faster than
     bandwidth, the ridge point climbs and more kernels become memory-bound.
     Chapter 00.
@@ -154,12 +161,15 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
     bw = [s.mem_bandwidth_bytes_per_s / b0 for s in specs]
     ax.bar([i - 0.2 for i in xs], fl, width=0.4, label=f"peak {dtype} FLOP/s")
     ax.bar([i + 0.2 for i in xs], bw, width=0.4, label="memory bandwidth")
+    top = max(fl + bw)
     for i, s in enumerate(specs):
         ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
-        ax.text(i, max(fl[i], bw[i]) * 1.08, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9)
+        ax.text(
+            i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9
+        )
     ax.set_xticks(list(xs), [s.name for s in specs])
-    ax.set_yscale("log")
-    ax.set_ylabel(f"relative to {first.name} (x)")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_ylabel(f"growth relative to {first.name} (x)")
     ax.set_title("Compute outgrew bandwidth")
     ax.legend(loc="upper left")
     return ax

@@ -39,9 +39,18 @@ def test_factory_diagram_without_numbers_uses_words():
 
 def test_sweep_plot_draws_series_and_references():
     ax = figures.sweep_plot(
-        [32, 64, 128], {"measured": [1, 2, 3]}, xlabel="n", ylabel="% of peak", hlines={"peak": 4}
+        [32, 64, 128],
+        {"measured": [1, 2, 3]},
+        models={"model": [1.5, 2.5, 3.5]},
+        xlabel="n",
+        ylabel="% of peak",
+        hlines={"peak": 4},
     )
-    assert len(ax.lines) == 2 and ax.get_xlabel() == "n" and ax.get_ylabel() == "% of peak"
+    assert len(ax.lines) == 3 and ax.get_xlabel() == "n" and ax.get_ylabel() == "% of peak"
+    measured, model = ax.lines[:2]
+    assert measured.get_color() == model.get_color() and model.get_linestyle() == "--"
+    with pytest.raises(ValueError, match="series 'm'"):
+        figures.sweep_plot([1, 2], {"a": [1, 2]}, models={"m": [1]}, xlabel="x", ylabel="y")
     with pytest.raises(ValueError, match="series 'bad'"):
         figures.sweep_plot([1, 2], {"bad": [1]}, xlabel="x", ylabel="y")
     with pytest.raises(ValueError, match="ys"):
