@@ -412,10 +412,19 @@ def _op_name(op: Any) -> str:
     return f"{namespace}::{rest.split('.')[0]}"
 
 
-def _overload_of(op: Any) -> torch._ops.OpOverload | None:
-    """The overload whose tags describe ``op`` (the named one, else ``default``, else the first)."""
+def _tags_of(op: Any) -> frozenset:
+    """The aten tags that describe ``op`` (used for ``pointwise`` and ``reduction``).
+
+    An ``OpOverload`` describes itself; a name with an overload
+    (``"aten.max.other"``) names it. A bare name (``"aten::mul"``, as the
+    profiler prints it) is ambiguous: ``aten::mul.default`` multiplies two
+    Python scalars and carries no tag, ``aten::max.other`` is elementwise
+    while ``aten::max.dim`` reduces. The profiler times tensor ops, so a bare
+    name gets the tag most of its tensor overloads (``out=`` variants aside)
+    carry.
+    """
     if isinstance(op, torch._ops.OpOverload):
-        return op
+        return frozenset(op.tags)
     name = _op_name(op)
     overload_name = None
     if isinstance(op, str):
@@ -429,13 +438,23 @@ def _overload_of(op: Any) -> torch._ops.OpOverload | None:
         getattr(getattr(torch.ops, namespace, None), base, None) if namespace == "aten" else None
     )
     if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return None
+        return frozenset()
     overloads = packet.overloads()
-    if overload_name not in overloads:
-        overload_name = (
-            "default" if "default" in overloads else (overloads[0] if overloads else None)
-        )
-    return getattr(packet, overload_name) if overload_name else None
+    if overload_name in overloads:
+        return frozenset(getattr(packet, overload_name).tags)
+    candidates = [getattr(packet, o) for o in overloads if "out" not in o]
+    candidates = [o for o in candidates if _takes_tensor_first(o)]
+    votes = {
+        tag: sum(tag in o.tags for o in candidates)
+        for tag in (torch.Tag.pointwise, torch.Tag.reduction)
+    }
+    best = max(votes, key=votes.get)
+    return frozenset({best}) if votes[best] else frozenset()
+
+
+def _takes_tensor_first(overload: torch._ops.OpOverload) -> bool:
+    arguments = overload._schema.arguments
+    return bool(arguments) and str(arguments[0].type).startswith("Tensor")
 
 
 def categorize(op: Any) -> str:
@@ -453,13 +472,11 @@ def categorize(op: Any) -> str:
     ``_foreach_``/``_fused_`` optimizer op -> ``pointwise``; aten's
     ``reduction`` tag or a scan -> ``reduction``; everything else -> ``other``.
     """
-    name = _op_name(op)
-    overload = _overload_of(op)
-    return _categorize(name, overload)
+    return _categorize(_op_name(op), _tags_of(op))
 
 
 @lru_cache(maxsize=4096)
-def _categorize(name: str, overload: torch._ops.OpOverload | None) -> str:
+def _categorize(name: str, tags: frozenset) -> str:
     base = name.split("::", 1)[1]
     if name in _matmul_formulas() or (name.startswith("aten::") and base in _MATMUL_WRAPPERS):
         return "matmul"
@@ -475,7 +492,8 @@ def _categorize(name: str, overload: torch._ops.OpOverload | None) -> str:
         return "normalization"
     if base in _COPIES or base in _EXTRA_VIEWS or base in _ALLOCATIONS:
         return "other"
-    tags = set(overload.tags) if overload is not None else set()
+    if not tags and base.endswith("_") and not base.endswith("__"):
+        tags = _tags_of(f"aten::{base[:-1]}")  # masked_fill_ is untagged, masked_fill is not
     if torch.Tag.pointwise in tags or base.startswith(("_foreach_", "_fused_")):
         return "pointwise"
     if torch.Tag.reduction in tags or base in _EXTRA_REDUCTIONS:
@@ -605,7 +623,7 @@ class _CountingMode(TorchDispatchMode):
         base = name.split("::", 1)[1]
         if base in _METADATA:
             return func(*args, **kwargs)
-        category = _categorize(name, func)
+        category = _categorize(name, frozenset(func.tags))
         # A composite op (e.g. aten::linear under inference_mode) reaches us
         # whole; run its decomposition under this mode so its parts are counted.
         if name not in _matmul_formulas():

@@ -290,6 +290,12 @@ def test_meta_tensors_count_without_running():
         ("aten::_log_softmax_backward_data", "normalization"),
         ("aten::cos", "pointwise"),
         ("aten::add_", "pointwise"),
+        ("aten::mul", "pointwise"),  # as the profiler prints it: no overload
+        ("aten::add", "pointwise"),
+        ("aten::max", "reduction"),
+        ("aten.max.other", "pointwise"),
+        ("aten::masked_fill_", "pointwise"),
+        ("aten::fill_", "other"),
         ("aten::gelu_backward", "pointwise"),
         ("aten::_foreach_add_", "pointwise"),
         ("aten::sum", "reduction"),
