@@ -12,9 +12,10 @@ it adds up two costs:
   Fused ops that counter misses (``_scaled_dot_product_flash_attention_for_cpu``
   and its backward, the inference fast paths ``_transformer_encoder_layer_fwd``
   and ``_native_multi_head_attention``, the fused RNN layers behind
-  ``nn.LSTM``/``nn.GRU``) get formulas from their argument shapes here. Everything else follows :data:`FLOPS_PER_ELEMENT` (read its
-  docstring: one FLOP per output element for an elementwise op, where
-  ``FlopCounterMode`` says 0).
+  ``nn.LSTM``/``nn.GRU``) get formulas from their argument shapes here.
+  Everything else follows :data:`FLOPS_PER_ELEMENT` (read its docstring: one
+  FLOP per output element for an elementwise op, where ``FlopCounterMode``
+  says 0).
 * **Bytes.** Every tensor an op reads plus every tensor it writes, as if each op
   ran on its own and went to memory and back: the *unfused eager* cost. Views
   (``view``, ``t``, ``transpose``, ``expand``, ...) move no data and count
