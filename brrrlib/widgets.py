@@ -136,16 +136,19 @@ def _available_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free_bytes, _total = torch.cuda.mem_get_info(device)
         return int(free_bytes)
-    if device.type == "mps":
+    if device.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):  # torch >= 2.5
         return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
-    try:
+    # CPU (and MPS on an older torch: unified memory, so the system's free memory)
+    if os.path.isfile("/proc/meminfo"):  # Linux
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
-    except OSError:
-        pass  # not Linux: fall through to sysconf
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    page_bytes = os.sysconf("SC_PAGE_SIZE")
+    if "SC_AVPHYS_PAGES" in os.sysconf_names:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * page_bytes)
+    # macOS has no "available" figure without extra packages: assume half the RAM.
+    return int(os.sysconf("SC_PHYS_PAGES") * page_bytes // 2)
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -209,6 +212,17 @@ def _last_level_cache_bytes(device: torch.device) -> int:
 
 
 # --------------------------------------------------------------------------- widgets plumbing
+
+
+def _eng_log_axis(axis, unit: str) -> None:
+    """Log y ticks labelled '20 ms', '5 GB/s': at 1, 2, 5 x 10^k over a few decades."""
+    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
+
+    low, high = axis.axes.get_ylim()
+    decades = math.log10(high / low) if low > 0 and high > low else 10.0
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,)))
+    axis.set_major_formatter(EngFormatter(unit=unit))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _png(fig) -> bytes:
@@ -820,7 +834,7 @@ class RepeatExplorer(_Explorer):
 
     # -- picture --------------------------------------------------------------------
     def _draw(self, fig) -> None:
-        from matplotlib.ticker import EngFormatter, FuncFormatter, NullLocator
+        from matplotlib.ticker import FuncFormatter, NullLocator
 
         c = self.ceilings
         size = self.size
@@ -890,8 +904,7 @@ class RepeatExplorer(_Explorer):
                     markeredgewidth=2,
                 )
         for ax, unit in ((ax_t, "s"), (ax_f, "FLOP/s"), (ax_b, "B/s")):
-            ax.yaxis.set_major_formatter(EngFormatter(unit=unit))
-            ax.yaxis.set_minor_formatter(EngFormatter(unit=unit))
+            _eng_log_axis(ax.yaxis, unit)
         ax_t.set_ylabel("time per call")
         ax_t.set_title(
             f"runtime, {_fmt_elements(size)} elements ({_fmt_bytes(4 * size)})", fontsize=10
@@ -913,17 +926,18 @@ class RepeatExplorer(_Explorer):
     def _draw_roofline(self, ax, cur: RepeatPoint | None) -> None:
         c = self.ceilings
         pts = [p for p in self.points if p.size == self.size]
-        # The library draws the roofs (matmul and vector) and labels the current point;
-        # the other measured points go on top as small dots, so labels do not pile up.
-        current = (
-            [(f"{cur.mode} ×{cur.repeat}", cur.intensity_flops_per_byte, cur.flops_per_s)]
-            if cur is not None
-            else []
-        )
-        roofline.plot(c, current, ax=ax)
-        if pts:  # the library sized the x axis for the current point only
-            left, right = ax.get_xlim()
-            ax.set_xlim(min(left, min(p.intensity_flops_per_byte for p in pts) / 3), right)
+        # The library draws the roofs (matmul and vector), sizes the axes to fit every
+        # point and labels the current one; the rest go unlabelled so labels do not
+        # pile up, and are coloured by mode on top.
+        marks = [
+            (
+                f"{p.mode} ×{p.repeat}" if p is cur else "",
+                p.intensity_flops_per_byte,
+                p.flops_per_s,
+            )
+            for p in pts
+        ]
+        roofline.plot(c, marks, ax=ax)
         for mode in _MODES:
             mine = [p for p in pts if p.mode == mode]
             if mine:
@@ -933,7 +947,8 @@ class RepeatExplorer(_Explorer):
                     "o",
                     color=_COLOURS[mode],
                     label=mode,
-                    markersize=5,
+                    markersize=6,
+                    zorder=6,  # above the library's black dots
                 )
         if cur is not None:
             ax.plot(
@@ -945,6 +960,7 @@ class RepeatExplorer(_Explorer):
                 markeredgecolor="black",
                 markeredgewidth=2,
             )
+        ax.legend(fontsize=6, loc="lower right", framealpha=0.6)
         ax.set_title("this point on the roofline", fontsize=10)
 
 
@@ -1404,7 +1420,7 @@ class BatchExplorer(_Explorer):
 
     # -- picture --------------------------------------------------------------------
     def _draw(self, fig) -> None:
-        from matplotlib.ticker import EngFormatter, FuncFormatter, NullLocator
+        from matplotlib.ticker import FuncFormatter, NullLocator
 
         fig.set_size_inches(10, 4.2)
         ax_b, ax_s = fig.subplots(1, 2)
@@ -1462,8 +1478,7 @@ class BatchExplorer(_Explorer):
             ax.grid(True, alpha=0.25)
             ax.xaxis.set_minor_locator(NullLocator())
         for ax in (ax_b, ax_s):
-            ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
-            ax.yaxis.set_minor_formatter(EngFormatter(unit="s"))
+            _eng_log_axis(ax.yaxis, "s")
         ax_b.set_ylabel("seconds per batch")
         ax_b.set_title("time per batch", fontsize=10)
         ax_s.set_ylabel("seconds per sample")

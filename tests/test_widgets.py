@@ -430,6 +430,34 @@ def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
     assert ex.error is None and "batch 4" in ex._readout.value
 
 
+def test_explorer_displays_its_vbox(ceilings, plenty_of_memory, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    ex = _repeat(ceilings, FakeRepeat())
+    ex._ipython_display_()  # what Jupyter calls for the last expression of a cell
+    assert shown == [ex.widget]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_explorers_on_cuda(ceilings):
+    free = widgets._available_memory_bytes(torch.device("cuda"))
+    assert free > 0
+    p = widgets.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
+    assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20
+    f = widgets.measure_repeat(2**20, 4, "fused", "cuda", budget_s=0.02)
+    assert f.bytes_moved == 8 * 2**20 and f.compile_s is not None
+    model = _tiny_model().to("cuda")
+    ex = widgets.BatchExplorer(model=model, device="cuda", ceilings=ceilings, max_batch=4)
+    ex.set(batch=4)
+    assert ex.error is None and [p.batch for p in ex.points] == [1, 2, 4]
+
+
+def test_batch_model_on_other_device_is_refused(ceilings):
+    with pytest.raises(ValueError, match="model.to"):
+        widgets.BatchExplorer(model=_tiny_model(), device="meta", ceilings=ceilings)
+
+
 # ------------------------------------------------------------------ helpers
 
 
