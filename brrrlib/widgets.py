@@ -49,6 +49,7 @@ __all__ = [
     "batch_explorer",
     "measure_batch",
     "measure_repeat",
+    "predicted_knee_repeat",
     "repeat_explorer",
 ]
 
@@ -797,10 +798,19 @@ class RepeatExplorer(_Explorer):
                 if fused
                 else f"; fused, the model predicts {_fmt_s(self._predicted_s(p.size, p.repeat, 'fused'))}"
             )
+            per_pass_s = p.median_s / p.repeat
+            if per_pass_s < 3 * c.op_overhead_s:
+                regime = (
+                    f"overhead-bound: one pass ({_fmt_s(per_pass_s)}) is close to the cost of "
+                    f"launching any op ({_fmt_s(c.op_overhead_s)}); pick a larger size"
+                )
+            else:
+                regime = "memory-bound at every repeat"
+            kernels = "1 kernel" if p.repeat == 1 else f"{p.repeat} kernels"
             body = (
-                f"Eager: {p.repeat} kernel(s), each a full pass over memory "
+                f"Eager: {kernels}, each a full pass over memory "
                 f"({p.intensity_flops_per_byte:.3g} FLOP/byte at any repeat), so the time grows "
-                f"with repeat: memory-bound at every point{than}. Fused: {knee_text}."
+                f"with repeat: {regime}{than}. Fused: {knee_text}."
             )
         else:
             bound = (
