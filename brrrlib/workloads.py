@@ -279,7 +279,7 @@ def transformer_block(
     """A :class:`TinyBlock` and an input batch, ready to run (chapter 04).
 
     Returns ``(block, (x,))`` with ``x`` of shape ``(batch, seq, d_model)``.
-    Defaults: ``seq=32, d_model=128`` on a CPU, ``seq=256, d_model=1024`` on
+    Defaults: ``seq=16, d_model=64`` on a CPU, ``seq=256, d_model=1024`` on
     a GPU. The weights are seeded (the same block every call), in ``dtype``,
     and have ``requires_grad`` off: this is inference, no autograd
     bookkeeping in the timings. Chapter 04 diagnoses it at ``batch=1`` and
@@ -288,9 +288,9 @@ def transformer_block(
     batch = _positive_int("batch", batch)
     n_heads = _positive_int("n_heads", n_heads)
     dev = _device(device)
-    seq = _positive_int("seq", seq if seq is not None else (256 if _big(dev) else 32))
+    seq = _positive_int("seq", seq if seq is not None else (256 if _big(dev) else 16))
     d_model = _positive_int(
-        "d_model", d_model if d_model is not None else (1024 if _big(dev) else 128)
+        "d_model", d_model if d_model is not None else (1024 if _big(dev) else 64)
     )
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(
