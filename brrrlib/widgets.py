@@ -248,6 +248,7 @@ class _Explorer:
         self.widget = W.VBox([W.HBox(controls), self._readout, self._plot])
         self.widget.add_class(self._css_class)
         self.error: str | None = None
+        self.exception: BaseException | None = None  # the last failure, to re-raise or inspect
 
     # -- readout states -------------------------------------------------------------
     def _say(self, text_html: str, *, busy: bool = False) -> None:
@@ -271,6 +272,7 @@ class _Explorer:
         try:
             return call()
         except Exception as exc:  # noqa: BLE001 -- shown to the learner, kernel stays alive
+            self.exception = exc
             if _is_out_of_memory(exc):
                 _free_memory(device)
                 self._fail(
@@ -540,6 +542,7 @@ class RepeatExplorer(_Explorer):
         points: every measured :class:`RepeatPoint`, sorted.
         current: the point under the controls (``None`` if not measured).
         error: the message the readout shows, or ``None``.
+        exception: the exception behind the last failed measurement, if any.
         ceilings: the :class:`brrrlib.Ceilings` the predictions use.
 
     ``measure`` replaces :func:`measure_repeat` (same keyword arguments
@@ -1190,7 +1193,7 @@ class BatchExplorer(_Explorer):
 
     Attributes: ``widget`` (VBox, CSS class ``brrr-batch-explorer``),
     ``points`` (:class:`BatchPoint`, sorted), ``current``, ``error``,
-    ``model``, ``ceilings``. ``measure`` replaces :func:`measure_batch`
+    ``exception``, ``model``, ``ceilings``. ``measure`` replaces :func:`measure_batch`
     (called as ``measure(batch=..., device=...)``), for tests.
     """
 

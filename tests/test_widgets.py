@@ -203,6 +203,7 @@ def test_repeat_out_of_memory_is_reported(ceilings, plenty_of_memory, exc):
 def test_repeat_other_errors_are_shown_not_raised(ceilings, plenty_of_memory):
     ex = _repeat(ceilings, FakeRepeat(fail=ValueError("boom")))
     assert "boom" in ex.error and "boom" in ex._readout.value
+    assert isinstance(ex.exception, ValueError)  # kept for the learner to inspect
     assert ex.points == ()
 
 
