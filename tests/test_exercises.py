@@ -64,6 +64,7 @@ def _expected(qid):
 
 
 OURS = [q.id for q in ex.questions() if q.chapter in ("00", "01", "02")]
+NUMERIC = [qid for qid in OURS if ex._get(qid).kind == "number"]
 
 
 # Numbers that are part of the checker's own wording, not values: hint counters,
@@ -95,11 +96,9 @@ def test_right_answer_passes(qid, capsys):
     assert "Correct" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("qid", OURS)
+@pytest.mark.parametrize("qid", NUMERIC)
 def test_rounded_answer_passes_and_far_answer_fails(qid):
     want = _expected(qid)
-    if isinstance(want, str):
-        pytest.skip("choice question")
     tol = ex._get(qid).rel_tol
     assert ex.check(qid, want * (1 + tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * (1 - tol / 2), ceilings=FAKE) is True
