@@ -703,11 +703,35 @@ def plot_reports(
         chosen = tuple(r for r in chosen if dtype in r.matmul_flops_per_s_by_dtype)
         if not chosen:
             raise ValueError(f"dtype={dtype!r}: no report carries a {dtype} matmul peak")
-    devices = [replace(r, name=r.label) for r in chosen]
+    # A prediction is a spec sheet: drawn as one (one roof per dtype), a measurement as
+    # measured Ceilings (matmul roof and the lower, dashed vector roof).
+    devices = [
+        _SpecView(r.label, {"fp32": r.matmul_flops_per_s, **r.matmul_flops_per_s_by_dtype},
+                  r.mem_bandwidth_bytes_per_s)
+        if r.is_prediction
+        else replace(r, name=r.label)
+        for r in chosen
+    ]  # fmt: skip
     n_measured = sum(not r.is_prediction for r in chosen)
     if title is None:
         title = (
             f"the class on one roofline ({dtype}): {n_measured} measured, "
             f"{len(chosen) - n_measured} predicted"
         )
-    return roofline.plot(devices, ax=ax, dtype=dtype, title=title)
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(10, 4.8), layout="constrained")
+    ax = roofline.plot(devices, ax=ax, dtype=dtype, title=title)
+    # A class has many machines: the legend goes beside the plot, not over the lines.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return ax
+
+
+@dataclass(frozen=True)
+class _SpecView:
+    """A prediction seen as a spec-sheet row, the shape :func:`brrrlib.roofline.plot` reads."""
+
+    name: str
+    peak_flops_per_s: Mapping[str, float]
+    mem_bandwidth_bytes_per_s: float
