@@ -49,3 +49,16 @@ def test_notebook_is_valid_and_stripped(path):
         f"{path.name} is not stripped: " + "; ".join(dirty) + ". Clear it with "
         "`jupyter nbconvert --clear-output --inplace " + str(path.relative_to(COURSE.parent)) + "`"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(COURSE)))
+def test_notebook_opens_with_the_one_import(path):
+    """Like d2l: the first code cell imports the library as ``bl``; no path hacks anywhere."""
+    nb = nbformat.read(path, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert code, f"{path.name} has no code cells"
+    assert "import brrrlib as bl" in code[0].splitlines(), (
+        f"{path.name}: the first code cell must contain the line `import brrrlib as bl`"
+    )
+    hacks = [i for i, src in enumerate(code) if "sys.path" in src]
+    assert not hacks, f"{path.name}: code cells {hacks} edit sys.path; install the package instead"
