@@ -535,7 +535,12 @@ class RepeatExplorer(_Explorer):
     the roofline. On a CPU the measured bandwidth of an out-of-place op is
     well below the copy bandwidth the ceilings report: each new output tensor
     is fresh memory from the OS and every first write to a page faults. That
-    is what PyTorch costs there, so it is what the explorer shows.
+    is what PyTorch costs there, so it is what the explorer shows. A second
+    honest gap: ``x * 2`` is one FLOP per instruction, while the vector
+    ceiling is measured with fused multiply-adds (two FLOPs each), so a chain
+    of multiplications tops out near half of it. Both move the measured knee
+    to the right of the prediction; the prediction is a model, the dots are
+    this machine.
 
     Attributes:
         widget: the ``ipywidgets.VBox`` (CSS class ``brrr-repeat-explorer``).
@@ -1417,6 +1422,13 @@ class BatchExplorer(_Explorer):
                     f"the time grows with the work: past the knee, {kind}. The time per sample "
                     "no longer falls; a bigger batch buys nothing more."
                 )
+                lines = self._model_lines()
+                if lines is not None and p.batch < lines["knee"] / 4:
+                    verdict += (
+                        f" But the model expects a flat curve this far below its knee (batch ≈ "
+                        f"{lines['knee']:.3g}): if .remeasure() gives the same, the per-sample "
+                        "cost is higher than the ceilings suggest; if not, it was noise."
+                    )
             elif ratio < _NOISE:
                 verdict += (
                     "less time for more work. That is noise: something else ran during the "

@@ -329,6 +329,14 @@ def test_batch_readout_names_the_regime(ceilings, plenty_of_memory):
     assert "bandwidth-bound" in text and "compute-bound" not in text
 
 
+def test_batch_growth_far_below_the_knee_is_questioned(ceilings, plenty_of_memory):
+    fake = FakeBatch(fixed_s=1e-3, per_sample_s=1e-6)
+    ex = _batch(ceilings, fake, max_batch=65536)
+    fake.fixed_s = 3e-3  # the batch-2 call is 3x slower: not what the model predicts
+    ex.set(batch=2)
+    assert "past the knee" in ex._readout.value and "remeasure" in ex._readout.value
+
+
 def test_batch_weights_bound_is_not_called_overhead(ceilings, plenty_of_memory):
     # 100 MB of weights at 10 GB/s: 10 ms to read them, the whole 10 ms call.
     ex = _batch(ceilings, FakeBatch(fixed_s=10e-3, weight_bytes=100_000_000), max_batch=8)
