@@ -5,11 +5,14 @@ look wrong on a laptop), they bloat diffs, and a learner should see a cell's
 result appear when *they* run it.
 
 Why no ``nbval-check-output`` tags either: nbval compares a tagged cell's new
-outputs with the outputs stored in the notebook. A stripped notebook stores
-none, so a tagged cell that prints anything fails with "Unexpected output
-fields", and one that prints nothing checks nothing. Deterministic cells in the
-course therefore ``assert`` their computed values instead; nbval runs every
-cell (``--nbval-lax``) and fails on any exception, so those asserts are checked.
+outputs with the outputs stored in the notebook, but only for cells that were
+run when saved. A stripped cell has ``execution_count: null``, and nbval skips
+the comparison for such "unrun reference" cells (``nbval/plugin.py``:
+``unrun = self.cell.execution_count is None``; ``if self.options['check'] and
+not unrun: compare_outputs(...)``). So with stripped notebooks a tag would
+check nothing while looking as if it did. Deterministic cells in the course
+``assert`` their computed values instead; nbval runs every cell
+(``--nbval-lax``) and fails on any exception, so those asserts are checked.
 """
 
 from __future__ import annotations
