@@ -95,7 +95,7 @@ class _Context:
         if self._ceilings is None:
             from brrrlib.devices import measure_ceilings
 
-            self._ceilings = measure_ceilings(progress=False)
+            self._ceilings = measure_ceilings()  # cached on disk; shows progress if it measures
         return self._ceilings
 
 
