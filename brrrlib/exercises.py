@@ -334,7 +334,9 @@ def _judge_number(
     if ratio < 0:
         return False, "The sign is wrong: this quantity is positive. Check what you subtracted."
     if _close(ratio, 1.0, q.rel_tol):
-        return True, q.explain
+        # right, so the computed value may be shown: it tells how close the rounding was
+        unit = f" {q.unit}" if q.unit else ""
+        return True, f"(computed: {expected:.4g}{unit}) {q.explain}"
     for factor, nudge in mistakes.items():
         if _close(ratio, float(factor), q.rel_tol):
             return False, nudge

@@ -129,6 +129,12 @@ def test_wrong_answers_never_print_the_answer(qid, capsys):
         assert not _leaks(out, want), out
 
 
+def test_right_answer_shows_the_computed_value(capsys):
+    want = _expected("01.matmul_flops")
+    ex.check("01.matmul_flops", want)
+    assert f"{want:.4g}" in capsys.readouterr().out
+
+
 def test_none_prompts_without_raising(capsys):
     assert ex.check("02.ridge", None) is False
     out = capsys.readouterr().out
