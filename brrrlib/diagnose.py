@@ -29,13 +29,16 @@ the course, run by three probes:
     too) and says which one it follows.
 
 (c) **Device busy.** ``bl.profile`` gives the fraction of the wall time the
-    device lane was busy. The rest is the device waiting for the host: a lower
-    bound on overhead's share. On a GPU this is the sharpest probe; on a CPU the
-    "device" is the same core, and an op's own dispatch counts as busy, so it
-    only sees the Python between ops.
+    device lane was busy. On a GPU the rest is the device waiting for the host,
+    a lower bound on overhead's share: the sharpest probe there. On a CPU the
+    "device" is the same core, an op's own dispatch counts as busy, and "idle"
+    also holds the moments the OS gave the core to another program, so there it
+    only weighs on the confidence.
 
-The verdict weighs (a) first, since only it uses bytes, with (c) as a floor on
-overhead; (b) and (c) then raise or lower the confidence.
+The verdict is the regime whose model explains most of the time ((a), with (c)
+as a floor on overhead on a GPU). When the two leading models are close (within
+1.3x), the batch probe settles it if the time followed exactly one of them.
+Agreement or disagreement of (b) and (c) sets the confidence.
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ REMEDIES: Mapping[str, tuple[str, ...]] = {
     ),
 }
 
+#: Added for memory-bound work whose bytes do not grow with the batch (weights dominate).
+_REUSE_REMEDY = (
+    "Batch more: the bytes here are the weights, read once per call whatever the batch, so "
+    "more rows per call reuse each loaded weight (higher FLOP/byte) almost for free."
+)
+
 # Thresholds, named so the method can be read off them.
 #: A batch-probe growth within this factor of a model's predicted growth "follows" it.
 _FOLLOW_TOLERANCE = 1.3
@@ -89,6 +98,9 @@ _BUSY_LOW, _BUSY_HIGH = 0.5, 0.8
 #: the runner-up's.
 _HIGH_SHARE, _HIGH_MARGIN = 0.25, 2.0
 _MEDIUM_MARGIN = 1.3
+#: A doubled batch this many times slower than the largest count growth was disturbed
+#: (page faults and cache misses explain up to ~3x; beyond that, contention).
+_DISTURBED_FACTOR = 4.0
 
 
 @dataclass(frozen=True)
@@ -311,6 +323,13 @@ def diagnose(
         say(f"ceilings given: {getattr(ceilings, 'device_name', '?')}")
 
     notes: list[str] = []
+    method = str(getattr(ceilings, "vector_method", ""))
+    if method.startswith("eager"):
+        notes.append(
+            "the vector ceiling was measured with eager ops (torch.compile failed), well "
+            "below the true peak: the compute share of elementwise work is overstated. "
+            "Re-measure with bl.measure_ceilings(refresh=True)."
+        )
     batch_timing = batch_counts = None
     if batch_probe:
         say("batch probe: doubling the leading dimension of the tensor arguments")
@@ -342,13 +361,20 @@ def diagnose(
     say("weighing the evidence")
     verdict = _weigh(counts, main_timing, ceilings, tr, batch_counts, batch_timing)
     regime, confidence, reason, shares, evidence = verdict
+    remedies = REMEDIES[regime]
+    if (
+        regime == "memory"
+        and batch_counts is not None
+        and batch_counts.bytes_moved < _FOLLOW_TOLERANCE * counts.bytes_moved
+    ):
+        remedies = (_REUSE_REMEDY, *remedies)
     return Diagnosis(
         regime=regime,
         confidence=confidence,
         confidence_reason=reason,
         shares=shares,
         evidence=evidence,
-        remedies=REMEDIES[regime],
+        remedies=remedies,
         timing=main_timing,
         counts=counts,
         ceilings=ceilings,
@@ -413,8 +439,10 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
     if trace is not None and trace.runs:
         busy = _median(trace.busy_fraction_per_run)
         idle = 1.0 - busy
-        # Idle device time is time the device waited for the host: overhead's floor.
-        if busy < _BUSY_HIGH:  # a few % idle is the profiler's own noise, not evidence
+        if trace.device == "cuda" and busy < _BUSY_HIGH:
+            # On a GPU an idle device is waiting for the host: overhead's floor. (On a CPU
+            # "idle" also counts the moments the OS gave the core to another program, so
+            # there it only weighs on the confidence.)
             scores["overhead"] = max(scores["overhead"], idle)
         where = "GPU" if trace.device == "cuda" else "CPU op bodies"
         if busy < _BUSY_LOW:
@@ -442,29 +470,48 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
             reading += f" Kernels waited up to {_fmt_s(max(d))} after launch (host ran ahead)."
         evidence.append(Evidence("device busy (profile)", busy, f"{busy:.0%} busy", says, reading))
 
-    regime = max(REGIMES, key=lambda k: scores[k])
-    ranked = sorted(scores.values(), reverse=True)
-    top, second = ranked[0], ranked[1]
+    ranking = sorted(REGIMES, key=lambda k: -scores[k])
+    regime, runner_up = ranking[0], ranking[1]
+    top, second = scores[regime], scores[runner_up]
+    margin = top / second if second > 0 else math.inf
 
     batch_says = None
     if batch_timing is not None and batch_counts is not None:
-        batch_says, ev = _batch_evidence(counts, timing, batch_counts, batch_timing, regime)
+        batch_says, ev = _batch_evidence(counts, timing, batch_counts, batch_timing)
         evidence.append(ev)
+
+    # A close call between the two leading models is settled by the experiment, when
+    # batch scaling follows exactly one of them.
+    followed = batch_says.split(" or ") if batch_says else []
+    settles = [r for r in (regime, runner_up) if r in followed]
+    tie_broken = margin < _MEDIUM_MARGIN and len(settles) == 1
+    if tie_broken and settles[0] == runner_up:
+        regime, runner_up = runner_up, regime
+        top, second = second, top
 
     # Confidence: the margin of the verdict, then agreement of the other probes.
     against = []
-    if batch_says is not None and regime not in batch_says and batch_says != "-":
+    if followed and followed != ["-"] and regime not in followed:
         against.append(f"batch scaling points to {batch_says}")
     if busy is not None:
-        if regime == "overhead" and busy >= _BUSY_HIGH and (trace.device == "cuda"):
+        if regime == "overhead" and busy >= _BUSY_HIGH and trace.device == "cuda":
             against.append(f"the GPU was busy {busy:.0%} of the time")
         if regime != "overhead" and busy < _BUSY_LOW:
             against.append(f"the device idled {1 - busy:.0%} of the time")
-    margin = top / second if second > 0 else math.inf
     why = f"{regime} explains {top:.0%} of the measured time, " + (
-        f"{margin:.1f}x the runner-up" if math.isfinite(margin) else "nothing else explains any"
+        f"{top / second:.1f}x the runner-up ({runner_up})"
+        if second > 0
+        else "nothing else explains any"
     )
-    if top >= _HIGH_SHARE and margin >= _HIGH_MARGIN and not against:
+    if tie_broken:
+        confidence = "medium" if not against else "low"
+        reason = (
+            f"the roofline cannot separate {regime} ({top:.0%}) from {runner_up} "
+            f"({second:.0%}), but when the batch doubled the time followed {regime}"
+            + ("; " + "; ".join(against) if against else "")
+            + ". The workload sits near the boundary: improving either side helps."
+        )
+    elif top >= _HIGH_SHARE and margin >= _HIGH_MARGIN and not against:
         confidence = "high"
         reason = why + "; the other probes agree."
     elif margin >= _MEDIUM_MARGIN and len(against) <= 1:
@@ -473,7 +520,8 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
         if top < _HIGH_SHARE:
             reason += (
                 f" No model explains more than {top:.0%} of the time: the ops are slower than "
-                "any ceiling predicts (e.g. transcendental functions count as 1 FLOP each)."
+                "any ceiling predicts (e.g. transcendental functions count as 1 FLOP each, "
+                "or another program shares the cores)."
             )
     else:
         confidence = "low"
@@ -490,7 +538,7 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
     return regime, confidence, reason, {k: float(v) for k, v in scores.items()}, tuple(evidence)
 
 
-def _batch_evidence(counts, timing, batch_counts, batch_timing, regime):
+def _batch_evidence(counts, timing, batch_counts, batch_timing):
     """Which growth (FLOPs, bytes, ops) the time followed when the batch doubled."""
     time_ratio = batch_timing.median_s / timing.median_s
     predicted = {
@@ -502,7 +550,10 @@ def _batch_evidence(counts, timing, batch_counts, batch_timing, regime):
         k: abs(math.log(time_ratio / v)) for k, v in predicted.items() if v > 0 and time_ratio > 0
     }
     close = [k for k in REGIMES if k in dist and dist[k] <= math.log(_FOLLOW_TOLERANCE)]
-    if not close and time_ratio >= _FOLLOW_TOLERANCE:
+    disturbed = time_ratio > _DISTURBED_FACTOR * max(predicted.values())
+    if disturbed:
+        says = "-"
+    elif not close and time_ratio >= _FOLLOW_TOLERANCE:
         # Time grew, more than any count did: bigger tensors left the cache, or a new
         # large allocation page-faults on every call. The work sets the time either way.
         says = "compute or memory"
@@ -516,22 +567,28 @@ def _batch_evidence(counts, timing, batch_counts, batch_timing, regime):
         f"FLOPs x{predicted['compute']:.2f}, bytes x{predicted['memory']:.2f}, "
         f"ops x{predicted['overhead']:.2f}"
     )
-    if says == "-":
+    if disturbed:
+        reading = (
+            f"time x{time_ratio:.2f}, far more than any count grew ({growth}): that run was "
+            "disturbed (another program on the cores, threads waiting for each other); "
+            "this probe says nothing. Run again on a quieter machine."
+        )
+    elif says == "-":
         reading = f"time x{time_ratio:.2f} follows none of {growth}."
     elif not close:
         reading = (
             f"time x{time_ratio:.2f} grew more than the work ({growth}): the doubled data "
-            "no longer fit in cache (or each call page-faults in fresh memory). The work, "
-            "not overhead, sets the time."
+            "left the cache, fresh memory page-faults on each call, or the library picked a "
+            "slower kernel for the new shape. The work, not overhead, sets the time."
         )
     else:
         reading = f"time x{time_ratio:.2f} follows {says} ({growth})."
-    if time_ratio < _FOLLOW_TOLERANCE and predicted["memory"] < _FOLLOW_TOLERANCE:
+    if not disturbed and time_ratio < _FOLLOW_TOLERANCE and predicted["memory"] < _FOLLOW_TOLERANCE:
         reading += (
             " Flat time is not proof of overhead here: the bytes did not grow either "
             "(the weights dominate), so a memory-bound op stays flat too."
         )
-    elif time_ratio < _FOLLOW_TOLERANCE:
+    elif not disturbed and time_ratio < _FOLLOW_TOLERANCE:
         reading += " Twice the work for about the same time: the work was not what took the time."
     return says, Evidence("batch x2", time_ratio, f"time x{time_ratio:.2f}", says, reading)
 
@@ -540,17 +597,26 @@ def _batch_evidence(counts, timing, batch_counts, batch_timing, regime):
 
 
 def _double_batch(args: tuple, kwargs: dict):
-    """Every tensor argument with a dimension, repeated along dim 0; None if there is none."""
+    """Every tensor argument with a dimension, repeated along dim 0; None if there is none.
+
+    Tensors inside lists, tuples and dicts are doubled too (``fn(params, grads)``).
+    """
     import torch
 
     found = False
 
     def double(v):
         nonlocal found
-        if isinstance(v, torch.Tensor) and v.dim() >= 1:
+        if isinstance(v, torch.Tensor):
+            if v.dim() == 0:
+                return v
             found = True
             out = torch.cat([v.detach(), v.detach()], dim=0)
             return out.requires_grad_(v.requires_grad) if v.is_leaf else out
+        if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+            return type(v)(double(x) for x in v)
+        if isinstance(v, dict):
+            return {k: double(x) for k, x in v.items()}
         return v
 
     args2 = tuple(double(a) for a in args)

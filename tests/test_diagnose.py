@@ -28,9 +28,9 @@ def _timing(seconds):
     return Timing(samples_s=(seconds,) * 5, device="cpu")
 
 
-def _busy_trace(busy_fraction):
-    iv = Interval("aten::x", 0.0, busy_fraction * 1e-3, "device", "pointwise", 0)
-    return Trace((iv,), ((0.0, 1e-3),), "cpu")
+def _busy_trace(busy_fraction, device="cuda"):
+    iv = Interval("kernel", 0.0, busy_fraction * 1e-3, "device", "pointwise", 0)
+    return Trace((iv,), ((0.0, 1e-3),), device)
 
 
 def test_weigh_compute():
@@ -61,11 +61,25 @@ def test_weigh_overhead_from_op_count_and_idle_device():
     c = _counts(("aten::add", "pointwise", 100, 100, 1200))
     regime, _, _, shares, _ = _weigh(c, _timing(400e-6), CEIL, None, None, None)
     assert regime == "overhead" and shares["overhead"] == pytest.approx(0.5)
-    # a device idle 80% of the time lifts overhead's share to at least 0.8
+    # a GPU idle 80% of the time lifts overhead's share to at least 0.8
     regime, _, _, shares, evidence = _weigh(c, _timing(400e-6), CEIL, _busy_trace(0.2), None, None)
     assert shares["overhead"] == pytest.approx(0.8)
     busy = [e for e in evidence if e.probe.startswith("device busy")][0]
     assert busy.says == "overhead" and busy.value == pytest.approx(0.2)
+    # on a CPU "idle" also holds preemption by other programs: evidence, not a share
+    _, _, _, shares, evidence = _weigh(
+        c, _timing(400e-6), CEIL, _busy_trace(0.2, "cpu"), None, None
+    )
+    assert shares["overhead"] == pytest.approx(0.5)
+    assert evidence[-1].says == "overhead"
+
+
+def test_weigh_idle_device_contradicts_a_memory_verdict():
+    c = _counts(("aten::mul", "pointwise", 1, 10**6, 8 * 10**6))  # 0.8 ms of bytes
+    _, confidence, reason, _, _ = _weigh(
+        c, _timing(1e-3), CEIL, _busy_trace(0.3, "cpu"), None, None
+    )
+    assert confidence != "high" and "idled 70%" in reason
 
 
 def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
@@ -99,6 +113,44 @@ def test_weigh_close_call_is_low_confidence():
     regime, confidence, reason, _, _ = _weigh(c, _timing(0.01), CEIL, None, None, None)
     assert regime in ("compute", "memory")
     assert confidence == "low" and "close" in reason
+
+
+def test_weigh_close_call_settled_by_batch_scaling():
+    # 200 ops moving 3.2 MB in 800 µs: overhead explains 400 µs (50%), memory 320 µs (40%).
+    one = _counts(("aten::add_", "pointwise", 200, 10**5, 32 * 10**5))
+    two = _counts(("aten::add_", "pointwise", 200, 2 * 10**5, 64 * 10**5))
+    regime, confidence, reason, shares, _ = _weigh(
+        one, _timing(800e-6), CEIL, None, two, _timing(800e-6)
+    )
+    assert shares["memory"] == pytest.approx(0.4) and shares["overhead"] == pytest.approx(0.5)
+    # doubling the tensors doubled the bytes but the time stayed flat: overhead
+    assert regime == "overhead" and confidence == "medium"
+    assert "cannot separate" in reason
+    # the same close call, but the time doubled with the bytes: memory, against the lead
+    regime, confidence, reason, _, _ = _weigh(
+        one, _timing(800e-6), CEIL, None, two, _timing(1600e-6)
+    )
+    assert regime == "memory" and confidence == "medium"
+    assert "followed memory" in reason
+
+
+def test_weigh_disturbed_batch_run_says_nothing():
+    c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
+    c2 = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
+    _, confidence, _, _, evidence = _weigh(c, _timing(0.02), CEIL, None, c2, _timing(2.0))
+    assert evidence[-1].says == "-" and "disturbed" in evidence[-1].reading
+    assert confidence == "high"
+
+
+def test_double_batch_reaches_into_lists():
+    from brrrlib.diagnose import _double_batch
+
+    params = [torch.ones(3), torch.ones(2, 2)]
+    args2, kwargs2 = _double_batch((params, 5), {"scale": torch.tensor(2.0), "w": torch.ones(4)})
+    assert [tuple(p.shape) for p in args2[0]] == [(6,), (4, 2)]
+    assert args2[1] == 5
+    assert kwargs2["scale"].dim() == 0 and kwargs2["w"].shape == (8,)
+    assert _double_batch((3, "x"), {}) is None
 
 
 # ----------------------------------------------------------------- six workloads, live
@@ -157,13 +209,15 @@ def shared_ceilings(tmp_path_factory):
     """This machine's ceilings, measured once per session in a throwaway cache.
 
     A ceiling is what the machine *can* do. If another process disturbed the
-    measurement (``noisy``), measure once more and keep the better of each
-    number, as ``measure_ceilings`` itself keeps the fast end of its samples.
+    measurement, measure once more and keep the better of each number, as
+    ``measure_ceilings`` itself keeps the fast end of its samples.
     """
     mp = pytest.MonkeyPatch()
     mp.setenv("BRRR_CACHE_DIR", str(tmp_path_factory.mktemp("brrr_cache")))
     ceilings = bl.measure_ceilings(progress=False)
-    if ceilings.noisy:
+    # Measure again when disturbed, or when torch.compile failed for the vector ceiling
+    # (a concurrent compile can fail); keep the better of each number.
+    if ceilings.noisy or "torch.compile:" not in ceilings.vector_method:
         again = bl.measure_ceilings(progress=False, refresh=True)
         ceilings = dataclasses.replace(
             ceilings,
@@ -185,7 +239,7 @@ def test_known_regimes(name, shared_ceilings):
         d = bl.diagnose(fn, make_input(), progress=False, label=name, ceilings=shared_ceilings)
     assert isinstance(d, Diagnosis)
     assert d.regime == expected, str(d)
-    assert d.remedies == REMEDIES[expected]
+    assert set(REMEDIES[expected]) <= set(d.remedies)
     # the verdict's share leads the runner-up clearly: no coin flips on a busy machine
     others = [v for k, v in d.shares.items() if k != expected]
     assert d.shares[expected] > 1.5 * max(others), str(d)
@@ -202,6 +256,7 @@ def test_gemv_batch_probe_does_not_call_it_overhead(shared_ceilings):
     assert d.batch_counts.bytes_moved < 1.01 * d.counts.bytes_moved
     assert d.batch_counts.flops == 2 * d.counts.flops
     assert d.regime == "memory"
+    assert d.remedies[0].startswith("Batch more")  # the weights are read once per call
 
 
 def test_reprs(shared_ceilings):
