@@ -417,7 +417,8 @@ def _wait_for_redraw(explorer, before: tuple[str, str], timeout_s: float) -> tup
             "the explorer reports an error: " + explorer.locator(".brrr-error").first.inner_text()
         )
         after = _plot_state(explorer)
-        if after[0] != before[0] and after[1] != before[1]:
+        busy = explorer.locator(".brrr-readout.brrr-busy").count() > 0  # still measuring
+        if not busy and after[0] != before[0] and after[1] != before[1]:
             return after
         page.wait_for_timeout(500)
     pytest.fail(
