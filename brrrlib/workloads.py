@@ -184,11 +184,11 @@ def mystery_b(device=None):
 
     Weight decay then a gradient step, ``p.mul_(1 - wd).add_(g, alpha=-lr)``,
     for each of 120 parameter tensors of a small model (biases and small
-    weights, 64 to 4096 numbers each). Returns ``(fn, (params, grads))``.
+    weights, 64 to 1024 numbers each). Returns ``(fn, (params, grads))``.
     Which regime is it in? Predict before you run ``bl.diagnose``.
     """
     dev = _device(device)
-    shapes = [(64,), (64, 64), (16, 16), (256,), (8, 512)] * 24
+    shapes = [(64,), (32, 32), (16, 16), (128,), (8, 64)] * 24
     params = [torch.randn(s, device=dev) for s in shapes]
     grads = [torch.randn(s, device=dev) * 1e-3 for s in shapes]
 
