@@ -343,10 +343,12 @@ class Trace:
         ``run`` picks one recorded run (default: all of them, separated by dashed
         lines). Returns the matplotlib ``Axes``.
         """
-        import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
 
         created = ax is None
         if ax is None:
+            import matplotlib.pyplot as plt
+
             _, ax = plt.subplots(figsize=(10, 2.8))
         runs = list(self._run_ids(run))
         t0 = self.runs[runs[0]][0] if runs else 0.0
@@ -402,7 +404,7 @@ class Trace:
             f"{title}: device busy {self.busy_fraction:.0%} (hatched = device idle)", loc="left"
         )
         used = sorted({i.category for i in self.intervals if i.lane in lanes})
-        handles = [plt.Rectangle((0, 0), 1, 1, color=colors.get(c, "tab:gray")) for c in used]
+        handles = [Rectangle((0, 0), 1, 1, color=colors.get(c, "tab:gray")) for c in used]
         if handles:
             ax.legend(
                 handles,
@@ -416,6 +418,25 @@ class Trace:
         if created:
             ax.figure.tight_layout()
         return ax
+
+    def _timeline_img(self) -> str:
+        """The first run's timeline as an inline PNG, on a pyplot-free Figure (no stray plots)."""
+        import base64
+        import io
+
+        from matplotlib.figure import Figure
+
+        if not self.runs:
+            return ""
+        fig = Figure(figsize=(9, 2.4), dpi=80)
+        ax = fig.add_subplot()
+        self.plot(ax=ax, run=0)
+        ax.set_title(ax.get_title(loc="left") + " (run 0)", loc="left")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        data = base64.b64encode(buf.getvalue()).decode()
+        return f"<img src='data:image/png;base64,{data}' alt='timeline' style='max-width:100%'>"
 
     def summary(self) -> str:
         """A few lines: runs and wall time, device busy, idle by cause, run-ahead, top ops."""
@@ -470,7 +491,8 @@ class Trace:
                 f"max {_fmt_s(max(d))}"
             )
         return (
-            f"<div><b>{head}</b><br>device busy <b>{self.busy_fraction:.0%}</b> of wall time"
+            f"<div><b>{head}</b><br>{self._timeline_img()}<br>"
+            f"device busy <b>{self.busy_fraction:.0%}</b> of wall time"
             f"{'; idle: ' + causes if causes else ''}{extra}"
             "<table><tr><th>op</th><th>category</th><th>calls</th><th>device time</th>"
             f"<th>share</th></tr>{rows}</table>"
@@ -955,5 +977,13 @@ def _fmt_s(seconds: float) -> str:
 
 
 def _short(name: str, n: int = 18) -> str:
+    """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
     name = name.replace("aten::", "")
+    if len(name) > n and ("<" in name or "(" in name):
+        bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
+        bare = bare.split("::")[-1] or name
+        # Room to spare: name the functor too (CUDAFunctor_add, MulFunctor, sum_functor).
+        functors = re.findall(r"\w*(?:Functor|functor)\w*", name)
+        with_functor = f"{bare}<{functors[-1]}>" if functors else bare
+        name = with_functor if len(with_functor) <= n else bare
     return name if len(name) <= n else name[: n - 1] + "…"
