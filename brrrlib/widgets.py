@@ -245,7 +245,8 @@ class _Explorer:
         self._plot.add_class("brrr-plot")
         self._readout = W.HTML(value="")
         self._readout.add_class("brrr-readout")
-        self.widget = W.VBox([W.HBox(controls), self._readout, self._plot])
+        row = W.HBox(controls, layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        self.widget = W.VBox([row, self._readout, self._plot])
         self.widget.add_class(self._css_class)
         self.error: str | None = None
         self.exception: BaseException | None = None  # the last failure, to re-raise or inspect
@@ -622,8 +623,13 @@ class RepeatExplorer(_Explorer):
             value=size if size is not None else default_size,
             description="size",
         )
-        self._mode_w = W.ToggleButtons(options=list(_MODES), value=mode, description="mode")
-        self._mode_w.style.button_width = "70px"
+        self._mode_w = W.ToggleButtons(
+            options=list(_MODES),
+            value=mode,
+            description="mode",
+            style={"button_width": "70px", "description_width": "initial"},
+            layout=W.Layout(display="flex", flex_flow="row", align_items="center"),
+        )
         self._build([self._repeat_w, self._size_w, self._mode_w])
         self._suspended = False
         for w in (self._repeat_w, self._size_w, self._mode_w):
@@ -978,7 +984,7 @@ class RepeatExplorer(_Explorer):
                 markeredgecolor="black",
                 markeredgewidth=2,
             )
-        ax.legend(fontsize=6, loc="lower right", framealpha=0.6)
+        ax.legend(fontsize=6, loc="upper left", framealpha=0.6)  # empty above the slope
         ax.set_title("this point on the roofline", fontsize=10)
 
 
