@@ -63,6 +63,12 @@ MEMORY_HEADROOM = 0.5
 # costs ~3.5 s to measure (the readout warns before such a measurement).
 POINT_BUDGET_S = 0.15
 POINT_WARMUP_S = 0.02
+# Warm-up after a fresh torch.compile. Measured on a busy 2-core CPU: right
+# after a compile the new kernel's calls often took ~12 ms instead of 15 µs
+# (4096 elements; 0.02 s warm-up: 12 ms median, 1 s: 16 µs), the OpenMP
+# threads of a new kernel settling (see pytorch/pytorch#93665). Not always
+# enough on an overloaded machine: the Timing then says "noisy".
+FUSED_WARMUP_S = 1.0
 
 # An eager point predicted to take longer than this to measure (seconds) is
 # skipped with a note unless forced: its time is repeat x one pass anyway.
@@ -432,7 +438,9 @@ def measure_repeat(
     one kernel must move: read the input once, write the output once
     (``bl.count`` counts each op's reads and writes, the unfused cost).
     The fused function's first call compiles it; its duration is kept in
-    ``compile_s`` and is not part of the timing.
+    ``compile_s`` and is not part of the timing, and the fused kernel gets a
+    longer warm-up (``FUSED_WARMUP_S``): right after a compile its first
+    calls can be far slower than its steady state.
     """
     size = _positive_int("size", size)
     repeat = _positive_int("repeat", repeat)
@@ -450,7 +458,8 @@ def measure_repeat(
         bytes_moved = 2 * x.element_size() * size
         compile_s = _first_call_s(fn, x, dev)
     label = f"{repeat} x (x * 2), {mode}, {size} elements"
-    t = timing.benchmark(fn, x, budget_s=budget_s, warmup_s=POINT_WARMUP_S, device=dev, label=label)
+    warmup_s = FUSED_WARMUP_S if mode == "fused" else POINT_WARMUP_S
+    t = timing.benchmark(fn, x, budget_s=budget_s, warmup_s=warmup_s, device=dev, label=label)
     return RepeatPoint(
         size=size,
         repeat=repeat,
