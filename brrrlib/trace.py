@@ -9,12 +9,17 @@ through ``bl.diagnose``):
   outside any op, such as ``cudaDeviceSynchronize``);
 * the **device lane**: the work the device did. On a GPU these are the CUDA
   kernels, memcpys and memsets the profiler saw on the GPU. On a CPU there is no
-  separate device, so the device lane is the *innermost* ``aten::`` ops (the ops
-  that call no other op, on any thread): the intervals where an operator
-  implementation was running, minus the wrappers that only dispatch
-  (``aten::matmul`` calling ``aten::mm``) and minus pure metadata ops (views,
-  ``empty``) that move no data. Time on the host lane with nothing on the
-  device lane is then dispatch cost; time on neither lane is your Python.
+  separate device: the same core dispatches and computes. There the device lane
+  holds, for each piece of work, the outermost ``aten::`` op that does it: an op
+  that calls no other *computing* op. ``aten::matmul`` calls ``aten::mm``, so it
+  is a wrapper and ``mm`` is the device op; ``aten::add(x, 1)`` calls only
+  ``aten::to`` (to wrap the scalar), so ``add`` is the device op and its inner
+  calls are part of it. Pure metadata ops (views, ``empty``) move no data and
+  are left out. Ops on other threads (the autograd engine's) count too. So, on a
+  CPU, time on neither lane is your Python between ops, and time on the host
+  lane alone is wrapper dispatch; an op's own dispatch cost cannot be separated
+  from its math, so tiny ops look busier than they are. (On Apple's MPS the
+  profiler records no GPU work: the lanes are the CPU's.)
 
 From the lanes it derives what a learner asks first:
 
@@ -105,7 +110,9 @@ class Interval:
     """One op on one lane: ``name`` ran from ``start_s`` to ``end_s``.
 
     Times are seconds from the start of the first recorded run. ``lane`` is
-    ``"host"`` or ``"device"``; ``category`` is the op family (``"matmul"``,
+    ``"host"``, ``"device"``, or ``"launch"`` (a CUDA runtime call that carries
+    a correlation id: kept to measure launch-to-kernel delays, not drawn);
+    ``category`` is the op family (``"matmul"``,
     ``"normalization"``, ``"pointwise"``, ``"reduction"``, ``"memcpy"``,
     ``"other"``); ``run`` is the index of the recorded run it belongs to;
     ``correlation`` links a CUDA launch on the host to its kernel.

@@ -242,3 +242,24 @@ def test_fd_level_filter_when_kineto_is_told_to_be_loud():
     )
     assert out.returncode == 0, out.stderr
     assert "STAGE:" not in out.stderr and "INFO:" not in out.stderr, out.stderr
+
+
+# --------------------------------------------------------------------- live GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_profile_cuda_kernels_and_launch_delays():
+    a = torch.randn(2048, 2048, device="cuda")
+    big = bl.profile(lambda a: a @ a @ a @ a, a, runs=2)
+    assert big.device == "cuda"
+    assert len([i for i in big.device_intervals if i.run == 0]) >= 3
+    assert len(big.launch_delays_s) >= 3  # kernels matched to their launches
+    # three back-to-back big GEMMs: the host queues them all at once, the last one waits
+    assert big.run_ahead_s > 5 * min(big.launch_delays_s)
+    assert big.busy_fraction > 0.5
+
+    small = bl.profile(_tiny_loop, torch.ones(4, device="cuda"), runs=2)
+    # 30 tiny kernels: the GPU waits on Python most of the time
+    assert small.busy_fraction < big.busy_fraction
+    assert len([i for i in small.device_intervals if i.run == 0]) >= 30
