@@ -429,6 +429,24 @@ def _wait_for_redraw(explorer, before: tuple[str, str], timeout_s: float) -> tup
     )
 
 
+def _move_slider(page, slider) -> tuple[str, str]:
+    """One step with the keyboard, as a learner would: focus the handle, press an arrow.
+
+    Steps right, or left if the handle is at its maximum. Returns the slider's
+    readout (its displayed value) before and after.
+    """
+    handle = slider.locator(".noUi-handle").first
+    value_before = slider.locator(".widget-readout").first.inner_text().strip()
+    at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+    handle.focus()
+    page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+    value_after = slider.locator(".widget-readout").first.inner_text().strip()
+    assert value_after != value_before, (
+        f"the slider did not move with the keyboard ({value_before!r} -> {value_after!r})"
+    )
+    return value_before, value_after
+
+
 def _screenshot(target, name: str, saved: list[Path]) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
@@ -468,17 +486,8 @@ def test_chapter_runs_and_slider_redraws(lab, browser, chapter, capsys):
         _screenshot(page, f"{stem}-1-after-run-all", saved)
         _screenshot(explorer, f"{stem}-2-explorer-before", saved)
 
-        slider = _slider(explorer, chapter.slider)
-        handle = slider.locator(".noUi-handle").first
-        value_before = slider.locator(".widget-readout").first.inner_text().strip()
-        at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
         before = _plot_state(explorer)
-        handle.focus()
-        page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
-        value_after = slider.locator(".widget-readout").first.inner_text().strip()
-        assert value_after != value_before, (
-            f"the slider did not move with the keyboard ({value_before!r} -> {value_after!r})"
-        )
+        value_before, value_after = _move_slider(page, _slider(explorer, chapter.slider))
         moved = time.monotonic()
         after = _wait_for_redraw(explorer, before, REDRAW_S)
         redraw_s = time.monotonic() - moved
@@ -512,8 +521,10 @@ def test_chapter_runs_and_slider_redraws(lab, browser, chapter, capsys):
         )
 
 
-def test_harness_sees_a_traceback(lab, browser):
-    """The error check can fail: a notebook that raises is reported, with its error."""
+# ------------------------------------------------------------ the harness can fail
+
+
+def _write_notebook(path: Path, sources: list[str]) -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
@@ -522,12 +533,57 @@ def test_harness_sees_a_traceback(lab, browser):
         "display_name": "Python 3",
         "language": "python",
     }
-    nb.cells = [
-        nbformat.v4.new_code_cell("x = 1"),
-        nbformat.v4.new_code_cell("raise ZeroDivisionError('on purpose')"),
-        nbformat.v4.new_code_cell("y = 2"),
-    ]
-    nbformat.write(nb, lab.root / "raises_on_purpose.ipynb")
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nbformat.write(nb, path)
+
+
+# An explorer look-alike whose slider changes nothing: the plot is never redrawn.
+_STALE_EXPLORER = """
+import io
+import ipywidgets as W
+import matplotlib
+matplotlib.use("agg")
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(3, 2))
+ax.plot([0, 1], [0, 1])
+buf = io.BytesIO()
+fig.savefig(buf, format="png")
+plt.close(fig)
+plot = W.Image(value=buf.getvalue(), format="png")
+plot.add_class("brrr-plot")
+readout = W.HTML("repeat 1")
+readout.add_class("brrr-readout")
+slider = W.SelectionSlider(options=["1", "2", "4"], value="1", description="repeat")
+W.VBox([slider, readout, plot])
+"""
+
+
+def test_harness_sees_a_plot_that_is_not_redrawn(lab, browser):
+    """The redraw check can fail: a slider that changes nothing is reported."""
+    _write_notebook(lab.root / "stale_on_purpose.ipynb", [_STALE_EXPLORER])
+    page = browser.new_page()
+    try:
+        _open_notebook(page, lab, "stale_on_purpose.ipynb")
+        _run_all_cells(page)
+        assert not _tracebacks(_wait_for_run_all(page, 120))
+        explorer = _explorer(page)
+        before = _plot_state(explorer)
+        assert re.fullmatch(r"[1-9]\d* bytes sha256:[0-9a-f]{16}", before[0]), before
+        assert _move_slider(page, _slider(explorer, "repeat")) == ("1", "2")
+        with pytest.raises(pytest.fail.Exception, match="not redrawn"):
+            _wait_for_redraw(explorer, before, timeout_s=4)
+    finally:
+        page.close()
+        _stop_kernels(lab)
+
+
+def test_harness_sees_a_traceback(lab, browser):
+    """The error check can fail: a notebook that raises is reported, with its error."""
+    _write_notebook(
+        lab.root / "raises_on_purpose.ipynb",
+        ["x = 1", "raise ZeroDivisionError('on purpose')", "y = 2"],
+    )
     page = browser.new_page()
     try:
         _open_notebook(page, lab, "raises_on_purpose.ipynb")
@@ -538,5 +594,3 @@ def test_harness_sees_a_traceback(lab, browser):
         _stop_kernels(lab)
     bad = _tracebacks(state)
     assert len(bad) == 1 and "ZeroDivisionError" in bad[0] and "on purpose" in bad[0], state
-    # Run All stops at the error: the last cell never ran.
-    assert not _EXECUTED.match(state["prompts"][-1]), state["prompts"]
