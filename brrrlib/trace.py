@@ -88,6 +88,10 @@ _METADATA_OPS = frozenset(
         "aten::lift_fresh",
     }
 )
+#: Profiler name of the call into a torch.compile'd (inductor) graph: on a CPU, the fused
+#: kernels run inside it. Around it, "Torch-Compiled Region" and "TorchDynamo Cache Lookup"
+#: are the compiled function's own host-side overhead.
+_COMPILED_GRAPH = "## Call CompiledFxGraph"
 #: A gap is blamed on dispatch when the host lane was inside an op for at least this
 #: fraction of it; otherwise the host was running Python between ops.
 _DISPATCH_BLAME_FRACTION = 0.5
@@ -112,10 +116,11 @@ class Interval:
     Times are seconds from the start of the first recorded run. ``lane`` is
     ``"host"``, ``"device"``, or ``"launch"`` (a CUDA runtime call that carries
     a correlation id: kept to measure launch-to-kernel delays, not drawn);
-    ``category`` is the op family (``"matmul"``,
-    ``"normalization"``, ``"pointwise"``, ``"reduction"``, ``"memcpy"``,
-    ``"other"``); ``run`` is the index of the recorded run it belongs to;
-    ``correlation`` links a CUDA launch on the host to its kernel.
+    ``category`` is the op family (``"matmul"``, ``"normalization"``,
+    ``"pointwise"``, ``"reduction"``, ``"other"`` as in ``bl.count``, plus
+    ``"memcpy"`` for GPU copies and ``"fused"`` for a torch.compile'd graph);
+    ``run`` is the index of the recorded run it belongs to; ``correlation``
+    links a CUDA launch on the host to its kernel.
     """
 
     name: str
@@ -368,6 +373,7 @@ class Trace:
             "reduction": "tab:green",
             "normalization": "tab:purple",
             "memcpy": "tab:brown",
+            "fused": "tab:olive",
             "other": "tab:gray",
         }
         lanes = {"host": 1.0, "device": 0.0}
@@ -727,7 +733,8 @@ def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
             end = ts + float(e.get("dur", 0.0))
             while stack and ts >= stack[-1][1]:
                 stack.pop()
-            if _local_category(str(e.get("name", ""))) in _COMPUTE_FAMILIES:
+            name = str(e.get("name", ""))
+            if _local_category(name) in _COMPUTE_FAMILIES or name.startswith(_COMPILED_GRAPH):
                 wraps.update(id(a) for a, _ in stack)
             out[id(e)] = (not stack, False)
             stack.append((e, end))
@@ -740,10 +747,11 @@ def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
             while stack and ts >= stack[-1][1]:
                 stack.pop()
             inside_device_op = any(flag for _, _, flag in stack)
-            is_device = (
-                id(e) not in wraps
-                and not inside_device_op
-                and str(e.get("name", "")) not in _METADATA_OPS
+            name = str(e.get("name", ""))
+            is_device = not inside_device_op and (
+                # a torch.compile'd graph is one unit of work, whatever it calls inside
+                name.startswith(_COMPILED_GRAPH)
+                or (id(e) not in wraps and name.startswith("aten::") and name not in _METADATA_OPS)
             )
             out[id(e)] = (out[id(e)][0], is_device)
             stack.append((e, ts + float(e.get("dur", 0.0)), is_device))
@@ -853,6 +861,8 @@ def _category(name: str) -> str:
     """Op family of an ``aten::`` name: ``bl.count``'s categorizer when it has one."""
     from brrrlib import counting
 
+    if name.startswith(_COMPILED_GRAPH):
+        return "fused"
     local = _local_category(name)
     categorize = getattr(counting, "categorize", None)
     if not callable(categorize) or not name.startswith("aten::"):
@@ -985,6 +995,8 @@ def _fmt_s(seconds: float) -> str:
 
 def _short(name: str, n: int = 18) -> str:
     """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
+    if name.startswith(_COMPILED_GRAPH):
+        name = "compiled graph"
     name = name.replace("aten::", "")
     if len(name) > n and ("<" in name or "(" in name):
         bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()

@@ -120,6 +120,43 @@ def test_trace_from_event_list_without_markers_is_one_run():
     assert t.busy_s() == pytest.approx(18 * US)
 
 
+def _cpu_event(name, ts, dur, cat="cpu_op"):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def test_cpu_lanes_of_a_compiled_function():
+    # what torch.compile'd code looks like to the profiler on a CPU (µs)
+    events = [
+        _cpu_event("brrr_run_0", 0, 100, cat="user_annotation"),
+        _cpu_event("TorchDynamo Cache Lookup", 5, 5),
+        _cpu_event("Torch-Compiled Region: 0/0", 12, 78),
+        _cpu_event("## Call CompiledFxGraph abc123 ##", 20, 65),
+        _cpu_event("aten::mm", 30, 20),  # an extern kernel inside the graph
+    ]
+    t = Trace.from_chrome_trace(events)
+    dev = t.device_intervals
+    assert [(i.name, i.category) for i in dev] == [("## Call CompiledFxGraph abc123 ##", "fused")]
+    assert [i.name for i in t.host] == ["TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0"]
+    assert t.busy_fraction == pytest.approx(0.65)
+
+
+def test_cpu_lanes_wrappers_and_scalar_wrapping():
+    events = [
+        _cpu_event("brrr_run_0", 0, 100, cat="user_annotation"),
+        _cpu_event("aten::matmul", 0, 40),  # wrapper: calls mm
+        _cpu_event("aten::mm", 5, 30),
+        _cpu_event("aten::resolve_conj", 6, 1),
+        _cpu_event("aten::add", 50, 30),  # does the work; its aten::to wraps the scalar
+        _cpu_event("aten::to", 52, 8),
+        _cpu_event("aten::copy_", 54, 4),
+        _cpu_event("aten::view", 85, 5),  # metadata only
+    ]
+    t = Trace.from_chrome_trace(events)
+    assert [i.name for i in t.device_intervals] == ["aten::mm", "aten::add"]
+    assert [i.name for i in t.host] == ["aten::matmul", "aten::add", "aten::view"]
+    assert t.busy_s() == pytest.approx(60 * US)
+
+
 def test_from_chrome_trace_rejects_garbage():
     with pytest.raises(TypeError, match="source"):
         Trace.from_chrome_trace({"traceEvents": 3})
