@@ -262,7 +262,9 @@ def diagnose(
     Args:
         fn: the workload, called as ``fn(*args, **kwargs)``; a function or an
             ``nn.Module``. Pass the input as an argument (weights inside ``fn``
-            or the module) so the batch probe can double it.
+            or the module) so the batch probe can double it. The keywords
+            below are taken by ``diagnose`` itself; to pass one of them to
+            ``fn``, use ``functools.partial``.
         batch_probe: double the leading dimension of every tensor argument
             (``torch.cat([t, t])``) and time again. Skipped, with a note, when
             no argument is a tensor with a dimension, or when ``fn`` fails on
@@ -333,26 +335,7 @@ def diagnose(
     batch_timing = batch_counts = None
     if batch_probe:
         say("batch probe: doubling the leading dimension of the tensor arguments")
-        doubled = _double_batch(args, kwargs)
-        if doubled is None:
-            notes.append(
-                "batch probe skipped: no argument is a tensor with a batch dimension. Pass "
-                "the input as an argument, e.g. bl.diagnose(model, x), to get it."
-            )
-        else:
-            args2, kwargs2 = doubled
-            try:
-                batch_counts = counting.count(fn, *args2, **kwargs2)
-            except (RuntimeError, ValueError, TypeError, IndexError) as err:
-                notes.append(
-                    "batch probe skipped: fn failed when every tensor argument's first "
-                    f"dimension was doubled ({type(err).__name__}: {_first_line(err)}). "
-                    "Pass weights inside fn (a closure or an nn.Module), not as arguments."
-                )
-            else:
-                batch_timing = timing.benchmark(
-                    fn, *args2, budget_s=budget_s, label=f"{label} (batch x2)", **kwargs2
-                )
+        batch_counts, batch_timing = _batch_probe(fn, args, kwargs, budget_s, label, notes)
     tr = None
     if trace:
         say("tracing (bl.profile)")
@@ -536,6 +519,40 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
             )
         )
     return regime, confidence, reason, {k: float(v) for k, v in scores.items()}, tuple(evidence)
+
+
+def _batch_probe(fn, args, kwargs, budget_s, label, notes):
+    """Count and time ``fn`` on doubled tensor arguments; (None, None) and a note if it can't."""
+    from brrrlib import counting, timing
+
+    try:
+        doubled = _double_batch(args, kwargs)
+    except RuntimeError as err:  # out of memory for the doubled copy
+        notes.append(
+            "batch probe skipped: could not build the doubled input "
+            f"({type(err).__name__}: {_first_line(err)})."
+        )
+        return None, None
+    if doubled is None:
+        notes.append(
+            "batch probe skipped: no argument is a tensor with a batch dimension. Pass "
+            "the input as an argument, e.g. bl.diagnose(model, x), to get it."
+        )
+        return None, None
+    args2, kwargs2 = doubled
+    try:
+        batch_counts = counting.count(fn, *args2, **kwargs2)
+    except (RuntimeError, ValueError, TypeError, IndexError) as err:
+        notes.append(
+            "batch probe skipped: fn failed when every tensor argument's first "
+            f"dimension was doubled ({type(err).__name__}: {_first_line(err)}). "
+            "Pass weights inside fn (a closure or an nn.Module), not as arguments."
+        )
+        return None, None
+    batch_timing = timing.benchmark(
+        fn, *args2, budget_s=budget_s, label=f"{label} (batch x2)", **kwargs2
+    )
+    return batch_counts, batch_timing
 
 
 def _batch_evidence(counts, timing, batch_counts, batch_timing):
