@@ -325,12 +325,11 @@ def diagnose(
         say(f"ceilings given: {getattr(ceilings, 'device_name', '?')}")
 
     notes: list[str] = []
-    method = str(getattr(ceilings, "vector_method", ""))
-    if method.startswith("eager"):
+    if _vector_fell_back(ceilings):
         notes.append(
             "the vector ceiling was measured with eager ops (torch.compile failed), well "
-            "below the true peak: the compute share of elementwise work is overstated. "
-            "Re-measure with bl.measure_ceilings(refresh=True)."
+            "below the true peak, so elementwise FLOPs are judged against the matmul "
+            "ceiling instead. Re-measure with bl.measure_ceilings(refresh=True)."
         )
     batch_timing = batch_counts = None
     if batch_probe:
@@ -376,9 +375,13 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
     cats = counts.by_category()
     matmul_flops = cats["matmul"]["flops"]
     other_flops = counts.flops - matmul_flops
+    vector_peak = ceilings.vector_flops_per_s
+    if _vector_fell_back(ceilings):
+        # An eager fallback measures an in-cache, bandwidth-bound op, not the arithmetic
+        # units; in fp32 the matmul units are the same units, so their rate is a safer floor.
+        vector_peak = max(vector_peak, ceilings.matmul_flops_per_s)
     model_s = {
-        "compute": matmul_flops / ceilings.matmul_flops_per_s
-        + other_flops / ceilings.vector_flops_per_s,
+        "compute": matmul_flops / ceilings.matmul_flops_per_s + other_flops / vector_peak,
         "memory": counts.bytes_moved / ceilings.mem_bandwidth_bytes_per_s,
         "overhead": counts.ops * ceilings.op_overhead_s,
     }
@@ -392,7 +395,7 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
             f"{_fmt_count(counts.flops)}FLOP ({_pct(matmul_flops, counts.flops)} in matmuls) "
             f"need >= {_fmt_s(model_s['compute'])} at this machine's matmul "
             f"{_fmt_rate(ceilings.matmul_flops_per_s, 'FLOP/s')} / vector "
-            f"{_fmt_rate(ceilings.vector_flops_per_s, 'FLOP/s')}.",
+            f"{_fmt_rate(vector_peak, 'FLOP/s')}.",
         ),
         Evidence(
             "roofline: memory",
@@ -476,6 +479,11 @@ def _weigh(counts, timing, ceilings, trace, batch_counts, batch_timing):
     against = []
     if followed and followed != ["-"] and regime not in followed:
         against.append(f"batch scaling points to {batch_says}")
+        if regime == "memory" and batch_says == "compute":
+            against[-1] += (
+                " (or the kernel re-reads the data for each row, e.g. one GEMV per row, "
+                "which doubles the real bytes too)"
+            )
     if busy is not None:
         if regime == "overhead" and busy >= _BUSY_HIGH and trace.device == "cuda":
             against.append(f"the GPU was busy {busy:.0%} of the time")
@@ -639,6 +647,11 @@ def _double_batch(args: tuple, kwargs: dict):
     args2 = tuple(double(a) for a in args)
     kwargs2 = {k: double(v) for k, v in kwargs.items()}
     return (args2, kwargs2) if found else None
+
+
+def _vector_fell_back(ceilings) -> bool:
+    """True when the vector ceiling came from the eager fallback, not the compiled FMA chains."""
+    return str(getattr(ceilings, "vector_method", "")).startswith("eager")
 
 
 def _leads(regime: str, shares: Mapping[str, float]) -> bool:

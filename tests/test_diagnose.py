@@ -56,6 +56,18 @@ def test_weigh_vector_flops_use_the_vector_ceiling():
     assert shares["compute"] == pytest.approx(0.5)
 
 
+def test_weigh_failed_vector_ceiling_falls_back_to_matmul():
+    # torch.compile failed, so the vector ceiling is an eager op's 5 GFLOP/s: elementwise
+    # FLOPs are then judged against the 100 GFLOP/s matmul ceiling
+    bad = dataclasses.replace(
+        CEIL, vector_flops_per_s=5e9, vector_method="eager addcmul, torch.compile failed (x)"
+    )
+    c = _counts(("aten::_softmax", "normalization", 1, 10**8, 10**8))
+    _, _, _, shares, _ = _weigh(c, _timing(0.02), bad, None, None, None)
+    assert shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
+    assert shares["memory"] == pytest.approx(0.5)
+
+
 def test_weigh_overhead_from_op_count_and_idle_device():
     # 100 tiny ops in 400 µs: 100 x 2 µs = 200 µs explains 50%
     c = _counts(("aten::add", "pointwise", 100, 100, 1200))
