@@ -298,7 +298,10 @@ _NOTEBOOK_STATE_JS = """
     kernel: indicator ? indicator.getAttribute('data-status') : null,
     stderr: text('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], ' +
                  '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]'),
-    widget_errors: text('.brrr-error, .jupyter-widgets.widget-error'),
+    // ipywidgets 8: a view that failed to build gets .jupyter-widgets-error-widget; a
+    // widget output that could not render at all says "Error displaying widget".
+    widget_errors: text('.brrr-error, .jupyter-widgets-error-widget').concat(
+      text('.jp-OutputArea-output').filter((t) => t.startsWith('Error displaying widget'))),
   };
 }
 """
