@@ -393,6 +393,8 @@ def report(
     docstring) goes to ``path``; a folder, or None for ``./brrr-results/``,
     gets ``<name>-<device>.json``. ``name`` is what the class sees (default:
     the host name; pick a nickname if the host name says more than you want).
+    Without ``path`` and ``name``, an earlier report of this machine in
+    ``./brrr-results/`` is continued under its name.
 
     ``chapter`` with ``extra`` records a chapter's own numbers, e.g.
     ``bl.report(chapter=2, extra={"knee_repeat": 16})``. Reporting again from
@@ -412,6 +414,13 @@ def report(
 
     if path is None:
         target = DEFAULT_FOLDER / _default_filename(rep)
+        if name is None:
+            # Without a name, continue this machine's earlier report (say, one made
+            # with name="ada" in chapter 00) rather than start a second file.
+            earlier = _reports_of_this_machine(DEFAULT_FOLDER, rep)
+            if len(earlier) == 1:
+                target = earlier[0].path
+                rep = replace(rep, name=earlier[0].name)
     else:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
@@ -444,6 +453,26 @@ def report(
     tmp.write_text(rep.to_json(), encoding="utf-8")
     tmp.replace(target)
     return target
+
+
+def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
+    """The readable reports in ``folder`` made on the same host and device as ``rep``."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            other = _read(path)
+        except ValueError:
+            continue  # not ours to judge here; load_reports names bad files
+        if (other.kind, other.host, other.device, other.device_name) == (
+            rep.kind,
+            rep.host,
+            rep.device,
+            rep.device_name,
+        ):
+            found.append(other)
+    return found
 
 
 def write_predictions(

@@ -79,6 +79,18 @@ def test_reporting_chapters_again_merges_and_keeps_earlier_chapters(tmp_path):
     assert dict(rep.chapters["03"]) == {"flat_until_batch": 64}
 
 
+def test_report_without_a_name_continues_this_machines_earlier_report(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = bl.report(name="ada", ceilings=_ceilings())
+    again = bl.report(chapter=2, extra={"knee_repeat": 16}, ceilings=_ceilings())
+    assert again == first == Path("brrr-results") / "ada-cpu.json"
+    (rep,) = load_reports(tmp_path / "brrr-results")
+    assert rep.name == "ada" and dict(rep.chapters["02"]) == {"knee_repeat": 16}
+    # Another machine's report in the folder is left alone.
+    other = bl.report(ceilings=_ceilings(host="other-host"))
+    assert other == Path("brrr-results") / "other-host-cpu.json"
+
+
 def test_report_refuses_to_overwrite_another_machines_file(tmp_path):
     target = tmp_path / "shared.json"
     bl.report(target, ceilings=_ceilings())
