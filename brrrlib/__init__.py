@@ -13,11 +13,11 @@ overhead. This library measures which, on the machine in front of you::
     bl.diagnose(fn, x)               # the regime, its evidence and the remedy
 
 Modules (one concern each): ``devices``, ``timing``, ``counting``,
-``roofline``, ``trace``, ``diagnose``, ``widgets``, ``exercises``,
-``report``, ``cli``.
+``roofline``, ``trace``, ``diagnose``, ``widgets``, ``figures``,
+``exercises``, ``workloads``, ``report``, ``cli``.
 """
 
-from brrrlib import roofline, widgets
+from brrrlib import counting, figures, roofline, widgets, workloads
 from brrrlib.counting import Counts, OpCount, count
 from brrrlib.devices import (
     Ceilings,
@@ -29,8 +29,8 @@ from brrrlib.devices import (
     sync,
 )
 from brrrlib.diagnose import Diagnosis, diagnose
-from brrrlib.exercises import check, hint
-from brrrlib.report import load_reports, report
+from brrrlib.exercises import check, hint, questions
+from brrrlib.report import Report, load_reports, report
 from brrrlib.timing import Timing, benchmark
 from brrrlib.trace import Trace, profile
 
@@ -42,22 +42,27 @@ __all__ = [
     "DeviceSpec",
     "Diagnosis",
     "OpCount",
+    "Report",
     "Timing",
     "Trace",
     "__version__",
     "benchmark",
     "check",
     "count",
+    "counting",
     "device",
     "diagnose",
+    "figures",
     "hint",
     "load_reports",
     "measure_ceilings",
     "profile",
+    "questions",
     "report",
     "roofline",
     "spec",
     "specs",
     "sync",
     "widgets",
+    "workloads",
 ]
