@@ -70,3 +70,12 @@ def test_generations_plot_shows_ridge_growth():
     assert "ridge 100 FLOP/B" in _texts(ax) and "ridge 400 FLOP/B" in _texts(ax)
     with pytest.raises(ValueError, match="at least two"):
         figures.generations_plot([old])
+
+
+def test_decision_flow_names_every_step_and_each_regime():
+    text = _texts(figures.decision_flow())
+    for step in range(1, 7):
+        assert f"{step} ·" in text
+    for regime in ("compute-bound", "memory-bound", "overhead-bound"):
+        assert regime in text
+    assert "bl.benchmark" in text and "bl.count" in text
