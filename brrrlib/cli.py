@@ -181,11 +181,7 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     r.info(f"{c.device_name}, measured {c.measured_at} (cached; --refresh measures again)")
     r.info(f"spec source: {s.source}")
     if c.noisy:
-        noisy = ", ".join(k for k, v in c.relative_iqr.items() if v > 0.1)
-        r.warn(
-            f"the {noisy} measurement(s) were noisy (spread > 10% of the median)",
-            "close other programs and run: brrr doctor --refresh",
-        )
+        r.warn(c._noise_note(), "close other programs and run: brrr doctor --refresh")
     else:
         r.ok("measurements were steady (spread < 10% of the median)")
 

@@ -41,6 +41,7 @@ __all__ = ["Ceilings", "DeviceSpec", "device", "measure_ceilings", "spec", "spec
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 _NOISY_IQR_RATIO = 0.1  # same threshold as brrrlib.timing.NOISY_IQR_RATIO
+_MIN_CPU_SHARE = 0.8  # below this share of its threads' CPU time, the machine is busy
 
 
 # --------------------------------------------------------------------------
@@ -447,6 +448,7 @@ class Ceilings:
     vector_method: str = ""
     matmul_flops_per_s_by_dtype: Mapping[str, float] = field(default_factory=dict)
     relative_iqr: Mapping[str, float] = field(default_factory=dict)
+    cpu_share: float = 1.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -466,13 +468,30 @@ class Ceilings:
 
     @property
     def noisy(self) -> bool:
-        """True if any measurement's IQR exceeded 10% of its median.
+        """True if a measurement's IQR exceeded 10% of its median, or (CPU)
+        the cores were not ours: ``cpu_share`` below 80%.
 
-        Another program was probably competing for the cores: close it and
-        measure again with ``measure_ceilings(refresh=True)`` (or
-        ``brrr doctor --refresh``).
+        ``cpu_share`` is the CPU time this process got during the matmul,
+        divided by wall time x threads. Another busy program makes it drop,
+        and every parallel op then waits for a descheduled thread, which
+        makes the ceilings *consistently* low (a small spread cannot reveal
+        that). Close the other program and measure again with
+        ``measure_ceilings(refresh=True)`` (or ``brrr doctor --refresh``).
         """
-        return any(v > _NOISY_IQR_RATIO for v in self.relative_iqr.values())
+        busy = self.device == "cpu" and self.cpu_share < _MIN_CPU_SHARE
+        return busy or any(v > _NOISY_IQR_RATIO for v in self.relative_iqr.values())
+
+    def _noise_note(self) -> str:
+        parts = []
+        if self.device == "cpu" and self.cpu_share < _MIN_CPU_SHARE:
+            parts.append(
+                f"this process got only {self.cpu_share:.0%} of its {self.num_threads} threads' "
+                "CPU time: another program is busy, so the ceilings are too low"
+            )
+        noisy = [k for k, v in self.relative_iqr.items() if v > _NOISY_IQR_RATIO]
+        if noisy:
+            parts.append(f"the {', '.join(noisy)} measurement(s) had a spread > 10% of the median")
+        return "; ".join(parts) + "; close other programs and run measure_ceilings(refresh=True)"
 
     def ridge_point_flops_per_byte(self) -> float:
         """``matmul_flops_per_s / mem_bandwidth_bytes_per_s``: FLOPs per byte needed to be compute-bound."""
@@ -719,7 +738,11 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
             torch.backends.cuda.matmul.allow_tf32 = tf32
             x, y = a.to(dt), b.to(dt)
             out = torch.empty_like(x)
+            cpu0, wall0 = time.process_time(), time.perf_counter()
             t = benchmark(torch.mm, x, y, out=out, budget_s=1.0 if on_cpu else 0.3, device=dev)
+            if key == "fp32":
+                cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+                cpu_share = min(1.0, cpu_s / (wall_s * torch.get_num_threads()))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
         by_dtype[key] = 2 * n**3 / t.min_s
@@ -776,15 +799,10 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         vector_method=vector_method,
         matmul_flops_per_s_by_dtype=by_dtype,
         relative_iqr=iqr,
+        cpu_share=cpu_share if on_cpu else 1.0,
     )
     if progress and ceilings.noisy:
-        noisy = ", ".join(k for k, v in iqr.items() if v > _NOISY_IQR_RATIO)
-        print(
-            f"brrr: the {noisy} measurement(s) were noisy (spread > 10%): another program is "
-            "probably using the cores; close it and run measure_ceilings(refresh=True)",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"brrr: {ceilings._noise_note()}", file=sys.stderr, flush=True)
     return ceilings
 
 

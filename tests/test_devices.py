@@ -176,6 +176,9 @@ def test_ceilings_ridge_point_repr_and_round_trip():
     assert "<table>" in c._repr_html_()
     assert Ceilings(**json.loads(json.dumps(c.to_dict()))) == c
     assert not c.noisy and _fake(relative_iqr={"memory": 0.5}).noisy
+    busy = _fake(cpu_share=0.5)  # consistently slow: small spread, but half the cores were taken
+    assert busy.noisy and "50%" in busy._noise_note() and "NOISY" in repr(busy)
+    assert not _fake(device="cuda", cpu_share=0.5).noisy  # only meaningful on a CPU
 
 
 def test_ceilings_reject_nonsense():
@@ -209,6 +212,7 @@ def test_measured_ceilings_are_plausible(measured_ceilings):
         c.ridge_point_flops_per_byte(), c.matmul_flops_per_s / c.mem_bandwidth_bytes_per_s
     )
     assert set(c.relative_iqr) == {"matmul", "vector", "memory", "overhead"}
+    assert 0 < c.cpu_share <= 1
     # No ordering between ceilings is asserted: on a busy 2-core machine a
     # competing process can slow any one of them by 10x (benchmarks/ceilings.py
     # sets them beside independent measurements instead).
