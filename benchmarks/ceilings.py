@@ -63,6 +63,8 @@ def main():
     opts = parser.parse_args()
     c = bl.measure_ceilings(refresh=opts.refresh)
     print(c)
+    if c.device == "cpu":
+        print(f"(CPU share during the matmul: {c.cpu_share:.0%} of {c.num_threads} threads' time)")
     print(
         f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, numpy {np.__version__}"
     )
