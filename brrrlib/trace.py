@@ -615,10 +615,13 @@ def quiet_profiler():
 
 
 def _sync(cuda: bool) -> None:
-    if cuda:
-        import torch
+    """Wait for queued device work, so a run's marker ends when its work ends."""
+    import torch
 
+    if cuda:
         torch.cuda.synchronize()
+    elif torch.backends.mps.is_available():
+        torch.mps.synchronize()
 
 
 # ----------------------------------------------------------------------------- parsing
