@@ -71,6 +71,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from brrrlib._profiler import quiet_profiler
+
 __all__ = [
     "CATEGORIES",
     "FLOPS_PER_ELEMENT",
@@ -849,7 +851,7 @@ def _profile_once(fn, args, kwargs, use_device: bool) -> tuple[dict[str, float],
     activities = [ProfilerActivity.CPU]
     if use_device:
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
+    with quiet_profiler(), profile(activities=activities) as prof:
         fn(*args, **kwargs)
         if use_device:
             torch.cuda.synchronize()

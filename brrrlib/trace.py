@@ -42,17 +42,17 @@ also reads traces recorded elsewhere (a GPU machine, ``tests/data``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from brrrlib._profiler import quiet_profiler
 
 __all__ = ["Gap", "Interval", "OpTime", "Trace", "profile", "quiet_profiler"]
 
@@ -95,16 +95,6 @@ _COMPILED_GRAPH = "## Call CompiledFxGraph"
 #: A gap is blamed on dispatch when the host lane was inside an op for at least this
 #: fraction of it; otherwise the host was running Python between ops.
 _DISPATCH_BLAME_FRACTION = 0.5
-
-# Kineto's own log lines ("STAGE:2026-... ActivityProfiler...", "USDT:...", its
-# config dump). Only these are dropped from what the profiler writes to stderr.
-_KINETO_LINE = re.compile(
-    r"^(?:(?:INFO|STAGE|USDT|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d .*\.cpp:\d+\]"
-    r"|\s+(?:Log file|Trace start time|Trace duration|Warmup duration|Max GPU buffer size"
-    r"|Enabled activities|Trace window|Warmup start time|Active start time|Max CPU buffer)"
-    r".*:)"
-)
-
 
 # ----------------------------------------------------------------------------- data
 
@@ -574,44 +564,6 @@ def profile(
             "Profile a function that does tensor work (and call it, don't pass its result)."
         )
     return trace
-
-
-@contextlib.contextmanager
-def quiet_profiler():
-    """Keep kineto's log lines (``STAGE:...``, ``USDT:...``) out of stderr.
-
-    Kineto, the C++ profiler under ``torch.profiler``, writes straight to file
-    descriptor 2, below Python, so ``contextlib.redirect_stderr`` cannot catch
-    it. Two layers: ``KINETO_LOG_LEVEL=6`` silences it if set before the
-    profiler first starts (kineto reads it once), and, for the case where it
-    already started, fd 2 is pointed at a temporary file while the profiler
-    starts/stops; afterwards every captured line that is *not* a kineto log
-    line is written back to stderr, so nothing else is swallowed.
-    """
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    try:
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-    except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        if sys.__stderr__ is not None:
-            sys.__stderr__.flush()
-        saved = os.dup(fd)
-        os.dup2(sink.fileno(), fd)
-        try:
-            yield
-        finally:
-            os.dup2(saved, fd)
-            os.close(saved)
-            sink.seek(0)
-            kept = [
-                line
-                for line in sink.read().decode(errors="replace").splitlines(keepends=True)
-                if not _KINETO_LINE.match(line)
-            ]
-            if kept:
-                sys.stderr.write("".join(kept))
 
 
 def _sync(cuda: bool) -> None:
