@@ -17,7 +17,7 @@ Modules (one concern each): ``devices``, ``timing``, ``counting``,
 ``exercises``, ``workloads``, ``report``, ``cli``.
 """
 
-from brrrlib import counting, figures, roofline, widgets, workloads
+from brrrlib import counting, devices, figures, roofline, widgets, workloads
 from brrrlib.counting import Counts, OpCount, count
 from brrrlib.devices import (
     Ceilings,
@@ -51,6 +51,7 @@ __all__ = [
     "count",
     "counting",
     "device",
+    "devices",
     "diagnose",
     "figures",
     "hint",

@@ -37,7 +37,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["Ceilings", "DeviceSpec", "device", "measure_ceilings", "spec", "specs", "sync"]
+__all__ = [
+    "ESSAY_PYTHON_ADDS_PER_S",
+    "Ceilings",
+    "DeviceSpec",
+    "device",
+    "measure_ceilings",
+    "spec",
+    "specs",
+    "sync",
+]
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 _NOISY_IQR_RATIO = 0.1  # same threshold as brrrlib.timing.NOISY_IQR_RATIO
@@ -389,6 +398,15 @@ def _spec_for_device_name(device_name: str) -> DeviceSpec | None:
         if any(re.search(p, device_name, flags=re.IGNORECASE) for p in s._name_patterns):
             return s
     return None
+
+
+#: How many additions a plain Python loop does per second, as the essay quotes it
+#: (Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022,
+#: https://horace.io/brrr_intro.html, section "Overhead"). Set it beside
+#: ``bl.spec("A100").peak_flops_per_s["bf16"]``: 312e12 / 32e6 = 9.75 million
+#: FLOPs in the time Python does one addition. Chapter 03 measures this
+#: machine's own figure with ``bl.workloads.python_adds``.
+ESSAY_PYTHON_ADDS_PER_S: float = 32e6
 
 
 # --------------------------------------------------------------------------

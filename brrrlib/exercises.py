@@ -38,6 +38,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from brrrlib.devices import ESSAY_PYTHON_ADDS_PER_S
+
 __all__ = ["Question", "QuestionList", "check", "hint", "questions"]
 
 # Relative tolerance for numeric answers unless a question sets its own: the
@@ -628,7 +630,6 @@ _add(
 # The essay's figure for how many additions per second a Python loop does
 # (https://horace.io/brrr_intro.html, section "Overhead"). Not a spec-sheet
 # number: a measured interpreter speed the essay quotes; chapter 03 measures it here.
-_ESSAY_PYTHON_ADDS_PER_S = 32e6
 
 # a + b on fp32 reads two numbers and writes one: 3 x 4 bytes per element.
 _ADD_BYTES_PER_ELEMENT = 3 * _FP32_BYTES
@@ -638,7 +639,7 @@ _add(
     "The essay measures Python at about 32 million additions per second. How many bf16 "
     "FLOPs can an H100 (dense tensor-core peak, from bl.spec) do in the time Python does "
     "one addition?",
-    lambda ctx: _peak(ctx, "H100", "bf16") / _ESSAY_PYTHON_ADDS_PER_S,
+    lambda ctx: _peak(ctx, "H100", "bf16") / ESSAY_PYTHON_ADDS_PER_S,
     unit="FLOPs (a plain count)",
     hints=(
         "FLOPs per Python addition = (FLOPs per second) / (additions per second).",
