@@ -42,8 +42,11 @@ __all__ = [
     "Ceilings",
     "DeviceSpec",
     "device",
+    "SpecTable",
     "measure_ceilings",
+    "resolve",
     "spec",
+    "spec_table",
     "specs",
     "sync",
 ]
@@ -98,6 +101,30 @@ def device() -> torch.device:
             f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
         )
     return dev
+
+
+def _default_device() -> torch.device:
+    return device()  # the module-level function (resolve's argument shadows its name)
+
+
+def resolve(device: Any = None) -> torch.device:
+    """Turn a ``device=`` argument into a ``torch.device``: None means :func:`device`.
+
+    Accepts a ``torch.device`` or a string such as ``"cpu"`` or ``"cuda:0"``;
+    anything else raises an error that says what to pass.
+    """
+    if device is None:
+        return _default_device()
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, str):
+        try:
+            return torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(
+                f"device={device!r} is not a device; use 'cpu', 'cuda' or 'mps'"
+            ) from err
+    raise TypeError(f"device must be None, a str or a torch.device, got {type(device).__name__}")
 
 
 def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
@@ -361,6 +388,89 @@ _SPECS: tuple[DeviceSpec, ...] = (
 def specs() -> tuple[DeviceSpec, ...]:
     """Every device in the spec-sheet table, in table order."""
     return _SPECS
+
+
+@dataclass(frozen=True)
+class SpecTable:
+    """Spec-sheet rows side by side, optionally with this machine's measured row.
+
+    Made by :func:`spec_table`; renders as a plain-text or HTML table. Peaks
+    are dense (no sparsity); "-" marks a dtype the hardware has no fast path
+    for. The ridge column is the best half-precision peak over bandwidth: the
+    FLOPs per byte a kernel needs before the tensor cores, not the memory, set
+    its pace. The measured row uses the fp32 matmul ceiling.
+    """
+
+    rows: tuple[DeviceSpec, ...]
+    measured: Any = None  # a Ceilings, or None
+
+    _HEADER = ("device", "fp32", "tf32", "bf16", "fp16", "bandwidth", "memory", "ridge")
+
+    def _cells(self) -> list[tuple[str, ...]]:
+        def tflops(s: DeviceSpec, key: str) -> str:
+            value = s.peak_flops_per_s.get(key)
+            return "-" if value is None else f"{value / 1e12:.4g} TFLOP/s"
+
+        cells = []
+        for s in self.rows:
+            half = max(s.peak_flops_per_s.get(k, 0.0) for k in ("bf16", "fp16", "fp32"))
+            cells.append(
+                (
+                    s.name,
+                    *(tflops(s, k) for k in ("fp32", "tf32", "bf16", "fp16")),
+                    _fmt_bytes_per_s(s.mem_bandwidth_bytes_per_s),
+                    f"{s.mem_bytes / 2**30:.0f} GiB",
+                    f"{half / s.mem_bandwidth_bytes_per_s:.0f} FLOP/B",
+                )
+            )
+        m = self.measured
+        if m is not None:
+            cells.append(
+                (
+                    f"this machine ({m.device}, measured)",
+                    f"{m.matmul_flops_per_s / 1e12:.3g} TFLOP/s",
+                    "",
+                    "",
+                    "",
+                    _fmt_bytes_per_s(m.mem_bandwidth_bytes_per_s),
+                    "",
+                    f"{m.ridge_point_flops_per_byte():.1f} FLOP/B (fp32)",
+                )
+            )
+        return cells
+
+    def __repr__(self) -> str:
+        rows = [self._HEADER, *self._cells()]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(self._HEADER))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(line.rstrip() for line in lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in self._HEADER)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+            for r in self._cells()
+        )
+        sources = "".join(
+            f"<li>{html.escape(s.name)}: {html.escape(s.source)}</li>" for s in self.rows
+        )
+        return (
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<details><summary>sources</summary><ul>{sources}</ul></details>"
+        )
+
+
+def spec_table(ceilings: Any = None, names: Any = None) -> SpecTable:
+    """The spec-sheet table to read at a glance, with this machine beside it.
+
+    ``ceilings`` (from :func:`measure_ceilings`) adds a measured row;
+    ``names`` picks rows by :func:`spec` name (default: every row). Chapter 00
+    uses it to set a laptop's measured numbers beside datacenter GPUs: notice
+    how much faster the FLOP/s columns grew than the bandwidth column.
+    """
+    rows = _SPECS if names is None else tuple(spec(n) for n in names)
+    return SpecTable(rows, ceilings)
 
 
 def _norm(name: str) -> str:

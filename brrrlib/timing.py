@@ -205,19 +205,6 @@ def _infer_device(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.device:
     return devices.device()
 
 
-def _as_device(device: Any) -> torch.device:
-    if isinstance(device, torch.device):
-        return device
-    if isinstance(device, str):
-        try:
-            return torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(
-                f"device={device!r} is not a device; use 'cpu', 'cuda' or 'mps'"
-            ) from err
-    raise TypeError(f"device must be None, a str or a torch.device, got {type(device).__name__}")
-
-
 def _flush_buffer(dev: torch.device) -> torch.Tensor:
     """A byte buffer larger than the last-level cache (256 MB on CUDA, as triton)."""
     if dev.type == "cuda":
@@ -322,7 +309,7 @@ def benchmark(
             raise ValueError(f"{name} must be a positive number of seconds, got {value}")
     if label is not None and not isinstance(label, str):
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
-    dev = _infer_device(args, kwargs) if device is None else _as_device(device)
+    dev = _infer_device(args, kwargs) if device is None else devices.resolve(device)
     if cuda_graph and dev.type != "cuda":
         raise ValueError(
             f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "

@@ -177,21 +177,6 @@ def _free_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
-def _as_device(device: Any) -> torch.device:
-    if device is None:
-        return devices.device()
-    if isinstance(device, torch.device):
-        return device
-    if isinstance(device, str):
-        try:
-            return torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(
-                f"device={device!r} is not a device; use 'cpu', 'cuda' or 'mps'"
-            ) from err
-    raise TypeError(f"device must be None, a str or a torch.device, got {type(device).__name__}")
-
-
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive whole number, got {value!r}")
@@ -446,7 +431,7 @@ def measure_repeat(
     repeat = _positive_int("repeat", repeat)
     if mode not in _MODES:
         raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
-    dev = _as_device(device)
+    dev = devices.resolve(device)
     x = torch.randn(size, device=dev)
     flops_per_el, eager_bytes_per_el = _counted_per_element(repeat)
     compile_s = None
@@ -581,7 +566,7 @@ class RepeatExplorer(_Explorer):
     ) -> None:
         import ipywidgets as W
 
-        self.device = _as_device(device)
+        self.device = devices.resolve(device)
         if size is not None:
             size = _positive_int("size", size)
         if max_repeat is not None:
@@ -1142,7 +1127,7 @@ def measure_batch(
     :func:`brrrlib.count` (one extra untimed call).
     """
     batch = _positive_int("batch", batch)
-    dev = _as_device(device) if device is not None else _model_device(model)
+    dev = devices.resolve(device) if device is not None else _model_device(model)
     x = _input_maker(model, make_input)(batch)
     with torch.no_grad():  # grad mode is thread-local: benchmark's calls run without grad too
         counts = counting.count(model, x)
@@ -1241,7 +1226,7 @@ class BatchExplorer(_Explorer):
         if device is None:
             self.device = _model_device(model) if model is not None else devices.device()
         else:
-            self.device = _as_device(device)
+            self.device = devices.resolve(device)
         self.ceilings = (
             ceilings
             if ceilings is not None

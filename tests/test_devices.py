@@ -255,3 +255,25 @@ def test_measure_ceilings_validates_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="not available here"):
             bl.measure_ceilings("cuda")
+
+
+def test_spec_table_lists_every_row_and_the_measured_one():
+    fake = Ceilings(
+        device="cpu",
+        device_name="fake cpu",
+        matmul_flops_per_s=2e11,
+        vector_flops_per_s=1e11,
+        mem_bandwidth_bytes_per_s=4e10,
+        op_overhead_s=1e-6,
+        dtype="fp32",
+        torch_version=torch.__version__,
+        measured_at="2026-01-01T00:00:00",
+    )
+    text = repr(bl.devices.spec_table(fake))
+    for s in bl.specs():
+        assert s.name in text
+    assert "this machine (cpu, measured)" in text and "5.0 FLOP/B (fp32)" in text
+    # the A100's ridge point over bf16: 312e12 / 1.555e12 = 201
+    assert "201 FLOP/B" in text.splitlines()[2]
+    html = bl.devices.spec_table(names=["T4"])._repr_html_()
+    assert "T4" in html and "A100" not in html and "<table>" in html

@@ -79,3 +79,13 @@ def test_decision_flow_names_every_step_and_each_regime():
     for regime in ("compute-bound", "memory-bound", "overhead-bound"):
         assert regime in text
     assert "bl.benchmark" in text and "bl.count" in text
+
+
+def test_speedup_bars_colours_wins_and_losses():
+    ax = figures.speedup_bars({"fused": (2e-3, 1e-3), "worse": (1e-6, 2e-6)}, title="remedies")
+    widths = sorted(round(p.get_width(), 6) for p in ax.patches)
+    assert widths == [0.5, 2.0]
+    assert "2 ms -> 1 ms" in " ".join(t.get_text() for t in ax.get_yticklabels())
+    assert "speed-up" in ax.get_xlabel()
+    with pytest.raises(ValueError, match="before_s, after_s"):
+        figures.speedup_bars({"bad": (1.0, 0.0)})

@@ -50,7 +50,10 @@ def test_environment_yml_names_the_same_runtime_packages_as_pyproject():
 def test_environment_yml_installs_the_project_itself_editable():
     text = (ROOT / "environment.yml").read_text()
     assert "conda-forge" in text
-    assert "defaults" not in text and "  - pytorch\n" not in text.split("channels:")[1].split("dependencies:")[0]
+    assert (
+        "defaults" not in text
+        and "  - pytorch\n" not in text.split("channels:")[1].split("dependencies:")[0]
+    )
     assert re.search(r"-\s+(--editable|-e)\s+\.(\[test\])?\s*$", text, re.M)
 
 
@@ -85,13 +88,18 @@ def test_public_names_have_docstrings():
     import inspect
 
     missing = []
-    for mod_name in ["brrrlib", *[f"brrrlib.{m.stem}" for m in (ROOT / "brrrlib").glob("[!_]*.py")]]:
+    for mod_name in [
+        "brrrlib",
+        *[f"brrrlib.{m.stem}" for m in (ROOT / "brrrlib").glob("[!_]*.py")],
+    ]:
         mod = importlib.import_module(mod_name)
         if not inspect.getdoc(mod):
             missing.append(mod_name)
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)
-            if name.startswith("__") or not (inspect.isclass(obj) or callable(obj) or inspect.ismodule(obj)):
+            if name.startswith("__") or not (
+                inspect.isclass(obj) or callable(obj) or inspect.ismodule(obj)
+            ):
                 continue
             doc = inspect.getdoc(obj) or ""
             # a dataclass without a docstring gets its signature as one: that does not count
