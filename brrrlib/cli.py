@@ -21,6 +21,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -478,8 +479,16 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
     )
 
 
-def _lab_command(dest: Path, no_browser: bool, port: int | None) -> list[str]:
+def _lab_command(
+    dest: Path, no_browser: bool, port: int | None, as_root: bool | None = None
+) -> list[str]:
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={dest}"]
+    if as_root is None:
+        as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if as_root:
+        # Jupyter refuses to start as root unless told; containers and cloud
+        # notebooks often run as root, where that refusal only gets in the way.
+        cmd.append("--allow-root")
     if no_browser:
         cmd.append("--no-browser")
     if port is not None:

@@ -258,6 +258,11 @@ def test_lab_copies_then_runs_jupyter_lab_with_this_python(course, tmp_path, mon
     assert "copied 3 file(s)" in capsys.readouterr().out
 
 
+def test_lab_allows_root_only_when_running_as_root(tmp_path):
+    assert "--allow-root" in cli._lab_command(tmp_path, True, None, as_root=True)
+    assert "--allow-root" not in cli._lab_command(tmp_path, True, None, as_root=False)
+
+
 def test_lab_without_notebooks_exits_2(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cli, "course_source", lambda: None)
     assert cli.main(["lab", "--dir", str(tmp_path / "ws")]) == 2
