@@ -536,7 +536,11 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser(
         "diagnose",
         help="say whether your workload is compute-, memory- or overhead-bound",
-        description=load_target.__doc__.split("\n\n")[0] + " See `brrr diagnose --help`.",
+        description=(
+            "Run bl.diagnose on your own code: measure it, count its FLOPs and bytes, double\n"
+            "its batch, trace it, and say whether it is compute-, memory- or overhead-bound,\n"
+            "with the evidence and what to do about it (chapter 04)."
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
             "NAME is a zero-argument function returning (fn, args) or (fn, args, kwargs),\n"
