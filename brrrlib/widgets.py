@@ -306,8 +306,31 @@ class _Explorer:
 # =========================================================================== chapter 02
 
 
+class _MeasuredPoint:
+    """What both explorers' points derive from a Timing and their counts."""
+
+    timing: Any  # brrrlib.Timing: every sample, median and spread
+    flops: int
+    bytes_moved: int
+
+    @property
+    def median_s(self) -> float:
+        """Median seconds per call."""
+        return self.timing.median_s
+
+    @property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s: counted FLOPs over the median time."""
+        return self.flops / self.median_s
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Achieved memory bandwidth: counted bytes moved over the median time."""
+        return self.bytes_moved / self.median_s
+
+
 @dataclass(frozen=True)
-class RepeatPoint:
+class RepeatPoint(_MeasuredPoint):
     """One measured point of the repeat-count experiment (chapter 02).
 
     ``repeat`` multiplications ``x = x * 2`` applied to a float32 tensor of
@@ -329,21 +352,6 @@ class RepeatPoint:
     flops: int
     bytes_moved: int
     compile_s: float | None = None
-
-    @property
-    def median_s(self) -> float:
-        """Median seconds per call."""
-        return self.timing.median_s
-
-    @property
-    def flops_per_s(self) -> float:
-        """Achieved FLOP/s: FLOPs over the median time."""
-        return self.flops / self.median_s
-
-    @property
-    def bytes_per_s(self) -> float:
-        """Achieved memory bandwidth: bytes moved over the median time."""
-        return self.bytes_moved / self.median_s
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -1014,7 +1022,7 @@ def repeat_explorer(
 
 
 @dataclass(frozen=True)
-class BatchPoint:
+class BatchPoint(_MeasuredPoint):
     """One measured point of the batch-size experiment (chapter 03).
 
     One forward pass (no grad) of the model on ``batch`` samples: the timing
@@ -1034,24 +1042,9 @@ class BatchPoint:
     ops: int
 
     @property
-    def median_s(self) -> float:
-        """Median seconds per call (one batch)."""
-        return self.timing.median_s
-
-    @property
     def per_sample_s(self) -> float:
         """Seconds per sample: the time per batch over the batch size."""
         return self.median_s / self.batch
-
-    @property
-    def flops_per_s(self) -> float:
-        """Achieved FLOP/s."""
-        return self.flops / self.median_s
-
-    @property
-    def bytes_per_s(self) -> float:
-        """Achieved bytes/s (counted bytes over the median time)."""
-        return self.bytes_moved / self.median_s
 
     @property
     def weight_share(self) -> float:
