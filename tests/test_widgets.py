@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import brrrlib as bl
-from brrrlib import widgets
+from brrrlib import _batch_explorer, _explorer, _repeat_explorer, widgets
 
 PNG_MAGIC = b"\x89PNG"
 
@@ -70,7 +70,7 @@ def fast_png(request, monkeypatch):
     if "real_png" in request.fixturenames:
         return
     counter = iter(range(10**9))
-    monkeypatch.setattr(widgets, "_png", lambda fig: PNG_MAGIC + b"%d" % next(counter))
+    monkeypatch.setattr(_explorer, "_png", lambda fig: PNG_MAGIC + b"%d" % next(counter))
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def real_png():
 
 @pytest.fixture
 def plenty_of_memory(monkeypatch):
-    monkeypatch.setattr(widgets, "_available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 64 * 2**30)
 
 
 def _repeat(ceilings, fake, **kwargs):
@@ -170,14 +170,14 @@ def test_repeat_bad_arguments(ceilings, plenty_of_memory):
 
 
 def test_repeat_refuses_what_does_not_fit(ceilings, monkeypatch):
-    monkeypatch.setattr(widgets, "_available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 1000)
     fake = FakeRepeat()
     ex = _repeat(ceilings, fake)  # the kernel stays alive: no exception
     assert fake.calls == [] and ex.current is None
     assert "brrr-error" in ex._readout._dom_classes
     assert "free" in ex.error and "smaller" in ex.error
     assert bytes(ex._plot.value).startswith(PNG_MAGIC)  # still draws the predictions
-    monkeypatch.setattr(widgets, "_available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 64 * 2**30)
     assert ex.set(repeat=2) is not None
     assert ex.error is None and "brrr-error" not in ex._readout._dom_classes
 
@@ -227,7 +227,7 @@ def test_repeat_skips_slow_eager_points_unless_forced(ceilings, plenty_of_memory
     fake = FakeRepeat()
     ex = _repeat(ceilings, fake)  # repeat 1 eager: one pass = 8 x size / 10 GB/s
     one_pass_s = ex.current.median_s
-    monkeypatch.setattr(widgets, "MAX_MEASURE_S", 7 * 10 * one_pass_s)  # 10 passes allowed
+    monkeypatch.setattr(_repeat_explorer, "MAX_MEASURE_S", 7 * 10 * one_pass_s)  # 10 passes allowed
     ex.set(repeat=8)
     ex.set(repeat=12)  # 7 calls x 12 passes: over the limit
     assert [c[1] for c in fake.calls] == [1, 8]
@@ -357,10 +357,10 @@ def test_batch_noise_is_called_noise(ceilings, plenty_of_memory):
 
 
 def test_batch_refuses_what_does_not_fit(ceilings, monkeypatch):
-    monkeypatch.setattr(widgets, "_available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 64 * 2**30)
     fake = FakeBatch()
     ex = _batch(ceilings, fake, max_batch=1024)
-    monkeypatch.setattr(widgets, "_available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 1000)
     assert ex.set(batch=1024) is None
     assert fake.calls == [1] and "brrr-error" in ex._readout._dom_classes
     assert "batch 1024" in ex.error
@@ -388,9 +388,9 @@ def test_batch_bad_arguments(ceilings, plenty_of_memory):
 
 
 def test_default_mlp_width_follows_the_ceilings(ceilings):
-    small = widgets._default_mlp(ceilings, torch.device("cpu"))
+    small = _batch_explorer._default_mlp(ceilings, torch.device("cpu"))
     assert small[0].in_features == 128  # sqrt(5e-6 x 200e9 / 32) = 177 -> nearest power of two
-    big = widgets._default_mlp(
+    big = _batch_explorer._default_mlp(
         bl.Ceilings(
             device="cuda",
             device_name="big GPU",
@@ -402,7 +402,7 @@ def test_default_mlp_width_follows_the_ceilings(ceilings):
         torch.device("cpu"),
     )
     assert big[0].in_features > small[0].in_features
-    a, b = (widgets._default_mlp(ceilings, torch.device("cpu")) for _ in range(2))
+    a, b = (_batch_explorer._default_mlp(ceilings, torch.device("cpu")) for _ in range(2))
     assert torch.equal(a[0].weight, b[0].weight)  # seeded, reproducible
 
 
@@ -450,7 +450,7 @@ def test_explorer_displays_its_vbox(ceilings, plenty_of_memory, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_explorers_on_cuda(ceilings):
-    free = widgets._available_memory_bytes(torch.device("cuda"))
+    free = _explorer._available_memory_bytes(torch.device("cuda"))
     assert free > 0
     p = widgets.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
     assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20
