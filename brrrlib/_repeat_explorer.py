@@ -461,16 +461,20 @@ class RepeatExplorer(_Explorer):
         ax_f.annotate(
             "vector FLOP/s ceiling",
             (rs[0], c.vector_flops_per_s),
+            xytext=(2, -2),
+            textcoords="offset points",  # just under the line, so the line never strikes it
             fontsize=8,
-            va="bottom",
+            va="top",
             color="grey",
         )
         ax_b.axhline(c.mem_bandwidth_bytes_per_s, color="grey", linewidth=1)
         ax_b.annotate(
             "memory bandwidth ceiling",
             (rs[0], c.mem_bandwidth_bytes_per_s),
+            xytext=(2, -2),
+            textcoords="offset points",  # just under the line, so the line never strikes it
             fontsize=8,
-            va="bottom",
+            va="top",
             color="grey",
         )
         cur = self.current
@@ -499,11 +503,12 @@ class RepeatExplorer(_Explorer):
             f"runtime, {_fmt_elements(size)} elements ({_fmt_bytes(4 * size)})", fontsize=10
         )
         ax_t.annotate(
-            f" predicted knee ≈ {knee:.0f}",
+            f"predicted knee ≈ {knee:.0f} ",
             (knee, ax_t.get_ylim()[1]),
             color="tab:red",
             fontsize=8,
             va="top",
+            ha="right",  # left of the line: the knee sits in the right half, text would be cut off
         )
         ax_t.legend(fontsize=7, loc="upper left")
         ax_f.set_ylabel("achieved FLOP/s")
