@@ -457,26 +457,20 @@ class RepeatExplorer(_Explorer):
                 ax_t.plot(x, [p.median_s for p in pts], label=f"{mode}, measured", **kw)
                 ax_f.plot(x, [p.flops_per_s for p in pts], **kw)
                 ax_b.plot(x, [p.bytes_per_s for p in pts], **kw)
-        ax_f.axhline(c.vector_flops_per_s, color="grey", linewidth=1)
-        ax_f.annotate(
-            "vector FLOP/s ceiling",
-            (rs[0], c.vector_flops_per_s),
-            xytext=(2, -2),
-            textcoords="offset points",  # just under the line, so the line never strikes it
-            fontsize=8,
-            va="top",
-            color="grey",
-        )
-        ax_b.axhline(c.mem_bandwidth_bytes_per_s, color="grey", linewidth=1)
-        ax_b.annotate(
-            "memory bandwidth ceiling",
-            (rs[0], c.mem_bandwidth_bytes_per_s),
-            xytext=(2, -2),
-            textcoords="offset points",  # just under the line, so the line never strikes it
-            fontsize=8,
-            va="top",
-            color="grey",
-        )
+        for ax, ceiling, label in (
+            (ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
+            (ax_b, c.mem_bandwidth_bytes_per_s, "memory bandwidth ceiling"),
+        ):
+            ax.axhline(ceiling, color="grey", linewidth=1)
+            ax.annotate(
+                label,
+                (rs[0], ceiling),
+                xytext=(2, -2),
+                textcoords="offset points",  # just under the line, so the line never strikes it
+                fontsize=8,
+                va="top",
+                color="grey",
+            )
         cur = self.current
         for ax, value in ((ax_t, "median_s"), (ax_f, "flops_per_s"), (ax_b, "bytes_per_s")):
             ax.set_xscale("log", base=2)
