@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib import devices
@@ -152,19 +153,7 @@ def test_gpu_names_reported_by_torch_find_their_row(gpu_name, row):
 # -------------------------------------------------------------- Ceilings ---
 
 
-def _fake(**over):
-    values = dict(
-        device="cpu",
-        device_name="Test CPU",
-        matmul_flops_per_s=200e9,
-        vector_flops_per_s=150e9,
-        mem_bandwidth_bytes_per_s=20e9,
-        op_overhead_s=1e-6,
-        measured_at="2026-01-01T00:00:00+00:00",
-        relative_iqr={"matmul": 0.01},
-    )
-    values.update(over)
-    return Ceilings(**values)
+_fake = fake_ceilings
 
 
 def test_ceilings_ridge_point_repr_and_round_trip():
@@ -258,17 +247,7 @@ def test_measure_ceilings_validates_device():
 
 
 def test_spec_table_lists_every_row_and_the_measured_one():
-    fake = Ceilings(
-        device="cpu",
-        device_name="fake cpu",
-        matmul_flops_per_s=2e11,
-        vector_flops_per_s=1e11,
-        mem_bandwidth_bytes_per_s=4e10,
-        op_overhead_s=1e-6,
-        dtype="fp32",
-        torch_version=torch.__version__,
-        measured_at="2026-01-01T00:00:00",
-    )
+    fake = fake_ceilings(matmul_flops_per_s=2e11, mem_bandwidth_bytes_per_s=4e10)
     text = repr(bl.devices.spec_table(fake))
     for s in bl.specs():
         assert s.name in text

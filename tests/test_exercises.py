@@ -11,18 +11,17 @@ import re
 from types import SimpleNamespace
 
 import pytest
+from _fakes import fake_ceilings
 
 from brrrlib import exercises as ex
 
 # A fake machine: round numbers so the hand computation below is easy to read.
-FAKE = SimpleNamespace(
-    device="cpu",
+FAKE = fake_ceilings(
     device_name="fake",
     matmul_flops_per_s=2.0e11,
     vector_flops_per_s=5.0e10,
     mem_bandwidth_bytes_per_s=2.5e10,
     op_overhead_s=5e-6,
-    dtype="fp32",
 )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib.devices import Ceilings
@@ -29,21 +30,15 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "course" / "instructor" / "exam
 
 def _ceilings(**overrides) -> Ceilings:
     values = dict(
-        device="cpu",
         device_name="Test CPU 9000",
-        matmul_flops_per_s=200e9,
-        vector_flops_per_s=150e9,
         mem_bandwidth_bytes_per_s=10e9,
         op_overhead_s=2e-6,
         torch_version="2.13.0",
-        measured_at="2026-01-01T00:00:00+00:00",
         host="test-host",
         library_version="0.1.0",
         num_threads=2,
-        relative_iqr={"matmul": 0.01},
     )
-    values.update(overrides)
-    return Ceilings(**values)
+    return fake_ceilings(**{**values, **overrides})
 
 
 def test_report_writes_a_valid_file_and_load_reads_it_back(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _fakes import fake_ceilings
 from torch import nn
 
 import brrrlib as bl
@@ -21,10 +22,8 @@ PNG_MAGIC = b"\x89PNG"
 @pytest.fixture
 def ceilings():
     """A plausible laptop: 40 GFLOP/s vector, 10 GB/s, 5 µs per op (knee at repeat 32)."""
-    return bl.Ceilings(
-        device="cpu",
+    return fake_ceilings(
         device_name="test CPU",
-        matmul_flops_per_s=200e9,
         vector_flops_per_s=40e9,
         mem_bandwidth_bytes_per_s=10e9,
         op_overhead_s=5e-6,
