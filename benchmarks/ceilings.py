@@ -1,174 +1,133 @@
-"""Are bl.measure_ceilings' numbers the machine's real ceilings?
+"""Are bl.measure_ceilings' numbers this device's real ceilings?
 
-Sets each measured ceiling beside the best this machine does by other means:
+Sets each measured ceiling beside the best the same device does by other means,
+on the device in use (bl.device(); BRRR_DEVICE=cpu for the CPU of a GPU machine):
 
-* matmul: a larger, longer torch.mm run; numpy's BLAS; and the theoretical
-  SIMD peak = cores x GHz x SIMD lanes x 2 FMA pipes x 2 FLOPs, from
-  /proc/cpuinfo (the clock there is nominal; turbo can exceed it).
-* vector: the same theoretical peak, and what one eager in-cache op gets.
-* bandwidth: numpy's ``np.copyto`` into a preallocated array, a 4x larger
-  torch copy, and a copy into a *fresh* tensor (page faults: why the ceiling
+* matmul, per precision: the best of a few square ``torch.mm`` sizes, timed
+  longer (triton's ``do_bench`` on CUDA when triton is installed).
+* vector: the same fused multiply chain at other lengths (the ceiling uses 64).
+* bandwidth: a 4x larger ``copy_`` (CUDA: 1 GiB), numpy's ``copyto`` on a CPU,
+  and a copy into a *fresh* tensor (page faults on a CPU: why the ceiling
   preallocates).
-* overhead: ``a + b`` (operator) and ``torch.add(a, b, out=c)``.
+* overhead: the ceiling is a floor, so every other tiny-op form must cost at
+  least as much: ``a + b``, ``torch.add(a, b, out=c)``.
 
-Run: ``python benchmarks/ceilings.py [--refresh]`` (about 30-60 s on 2 cores).
+"ratio" is reference / ceiling: near 1 means the ceiling is what the hardware
+does; above 1, the ceiling is low. Run: ``python benchmarks/ceilings.py
+[--refresh]`` (about 30-60 s on 2 CPU cores, ~20 s on a GPU).
 """
 
 import argparse
-import os
-import platform
-import re
-from pathlib import Path
+import functools
+import statistics
 
-import numpy as np
 import torch
 
 import brrrlib as bl
-from brrrlib.devices import _fmt_bytes_per_s as fmt_b
-from brrrlib.devices import _fmt_flops as fmt_f
-from brrrlib.timing import _format_seconds as fmt_s
+from brrrlib import _fmt, ceilings
 
 
-def cpu_theoretical_flops_per_s():
-    """cores x GHz x fp32 SIMD lanes x FMA pipes x 2, with the assumptions spelled out."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    flags = (
-        set(re.search(r"^flags\s*:(.*)$", info, re.M).group(1).split())
-        if "flags" in info
-        else set()
+def _timer(dev):
+    """bl.benchmark's median, or do_bench's (device time, L2 flushed) on CUDA with triton."""
+    if dev.type == "cuda":
+        try:
+            from triton.testing import do_bench
+
+            return lambda fn: do_bench(fn, warmup=100, rep=500) / 1e3
+        except ImportError:
+            pass
+    return lambda fn: bl.benchmark(fn, budget_s=1.0, device=dev).median_s
+
+
+def row(what, reference, ceiling, fmt):
+    print(f"  {what:<52}{fmt(reference):>14}{reference / ceiling:>9.2f}")
+
+
+def matmul(c, dev, time_it):
+    sizes = (512, 1024, 2048) if dev.type == "cpu" else (4096, 8192, 16384)
+    for key, peak in c.matmul_flops_per_s_by_dtype.items():
+        best, best_n = 0.0, 0
+        with ceilings._matmul_precision("high" if key == "tf32" else "highest"):
+            for n in sizes:
+                dtype = ceilings._DTYPES[key]
+                a, b = (torch.randn(n, n, device=dev).to(dtype) for _ in range(2))
+                out = torch.empty_like(a)
+                if key != "fp32" and dev.type == "cpu" and peak < 0.05 * c.matmul_flops_per_s:
+                    n = 256  # no fast path here: one small size is enough
+                    a, b, out = a[:n, :n].contiguous(), b[:n, :n].contiguous(), out[:n, :n]
+                rate = 2 * n**3 / time_it(functools.partial(torch.mm, a, b, out=out))
+                if rate > best:
+                    best, best_n = rate, n
+                if n == 256:
+                    break
+        row(f"matmul {key}: best torch.mm (n={best_n})", best, peak, lambda x: _fmt.si(x, "FLOP/s"))
+
+
+def vector(c, dev, time_it):
+    numel = 2**16 * torch.get_num_threads() if dev.type == "cpu" else 2**24
+    x = torch.rand(numel, device=dev) + 1.0
+    rates = {}
+    for steps in (16, 32, 64, 128):
+        fn = torch.compile(functools.partial(ceilings._multiply_chain, steps=steps), dynamic=False)
+        rates[steps] = numel * steps / time_it(functools.partial(fn, x))
+    best = max(rates, key=rates.get)
+    row(f"vector: best multiply chain (length {best})", rates[best], c.vector_flops_per_s,
+        lambda v: _fmt.si(v, "FLOP/s"))  # fmt: skip
+    print(
+        "    by chain length: "
+        + ", ".join(f"{k}: {_fmt.si(v, 'FLOP/s')}" for k, v in rates.items())
     )
-    mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", info, re.M)]
-    if not mhz:
-        return None, "no /proc/cpuinfo clock: cannot compute"
-    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
-    fma = "fma" in flags or "avx512f" in flags
-    cores = os.cpu_count() or 1
-    ghz = max(mhz) / 1e3
-    peak = cores * ghz * 1e9 * lanes * 2 * (2 if fma else 1)
-    why = (
-        f"{cores} cores x {ghz:.2f} GHz (nominal) x {lanes} fp32 lanes x 2 pipes x "
-        f"{'2 (FMA)' if fma else '1'}; assumes 2 full-width FMA pipes per core"
-    )
-    return peak, why
 
 
-def row(what, value, ceiling, fmt, note=""):
-    ratio = f"{value / ceiling:6.2f}x" if ceiling else ""
-    print(f"  {what:<46}{fmt(value):>14}  {ratio}  {note}")
+def bandwidth(c, dev, time_it):
+    fmt = lambda v: _fmt.si(v, "B/s")  # noqa: E731
+    nbytes = 2**30 if dev.type == "cuda" else 4 * c.copy_bytes
+    src = torch.ones(nbytes // 4, device=dev)
+    dst = torch.zeros_like(src)
+    row(f"copy_ of {_fmt.binary_bytes(nbytes)} into existing memory",
+        2 * nbytes / time_it(functools.partial(dst.copy_, src)), c.mem_bandwidth_bytes_per_s, fmt)  # fmt: skip
+    del src, dst
+    small = torch.ones(c.copy_bytes // 4, device=dev)
+    if dev.type == "cpu":
+        import numpy as np
+
+        a, b = small.numpy(), np.zeros(small.numel(), np.float32)
+        row("np.copyto into existing memory (1 thread)",
+            2 * c.copy_bytes / time_it(functools.partial(np.copyto, b, a)),
+            c.mem_bandwidth_bytes_per_s, fmt)  # fmt: skip
+    row("torch.clone: a fresh output each call",
+        2 * c.copy_bytes / time_it(functools.partial(torch.clone, small)),
+        c.mem_bandwidth_bytes_per_s, fmt)  # fmt: skip
+
+
+def overhead(c, dev):
+    a, b, out = (torch.ones(1, device=dev) for _ in range(3))
+    forms = {
+        "a.add_(b) (the ceiling's form)": functools.partial(a.add_, b),
+        "torch.add(a, b, out=c)": functools.partial(torch.add, a, b, out=out),
+        "a + b (allocates its output)": lambda: a + b,
+    }
+    for name, fn in forms.items():
+        seconds = statistics.median(bl.benchmark(fn, budget_s=0.3, device=dev).median_s
+                                    for _ in range(3))  # fmt: skip
+        row(name, seconds, c.op_overhead_s, _fmt.seconds)
+    print("    a floor: every ratio here should be >= ~1")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refresh", action="store_true", help="measure the ceilings again")
     opts = parser.parse_args()
-    c = bl.measure_ceilings(refresh=opts.refresh)
+    dev = bl.devices.physical(bl.device())
+    c = bl.measure_ceilings(dev, refresh=opts.refresh)
     print(c)
-    if c.device == "cpu":
-        print(f"(CPU share during the matmul: {c.cpu_share:.0%} of {c.num_threads} threads' time)")
-    print(
-        f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, numpy {np.__version__}"
-    )
-    print(f"{'':<48}{'value':>14}  ratio to the ceiling")
-
-    # ---- matmul
-    print(f"\nmatmul fp32: ceiling {fmt_f(c.matmul_flops_per_s)} (n={c.matmul_size})")
-    n = 2 * c.matmul_size
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    out = torch.empty(n, n)
-    t = bl.benchmark(torch.mm, a, b, out=out, budget_s=3.0)
-    row(
-        f"torch.mm n={n}, 3 s budget (fastest)",
-        2 * n**3 / t.min_s,
-        c.matmul_flops_per_s,
-        fmt_f,
-    )
-    m = c.matmul_size
-    an, bn = np.random.rand(m, m).astype(np.float32), np.random.rand(m, m).astype(np.float32)
-    outn = np.empty((m, m), np.float32)
-    t = bl.benchmark(np.matmul, an, bn, out=outn, budget_s=1.5)
-    row(
-        f"numpy.matmul n={m} ({np.show_config.__module__.split('.')[0]} BLAS)",
-        2 * m**3 / t.min_s,
-        c.matmul_flops_per_s,
-        fmt_f,
-    )
-    peak, why = cpu_theoretical_flops_per_s()
-    if peak:
-        row("theoretical SIMD peak", peak, c.matmul_flops_per_s, fmt_f)
-        print(f"    ({why})")
-        print(f"    measured matmul = {c.matmul_flops_per_s / peak:.0%} of the theoretical peak")
-
-    # ---- vector
-    print(f"\nvector fp32: ceiling {fmt_f(c.vector_flops_per_s)} ({c.vector_method})")
-    if peak:
-        row("theoretical SIMD peak", peak, c.vector_flops_per_s, fmt_f)
-        print(f"    measured vector = {c.vector_flops_per_s / peak:.0%} of the theoretical peak")
-    k = 1 << 16
-    x, y, z, o = (torch.rand(k) for _ in range(4))
-    t = bl.benchmark(torch.addcmul, x, y, z, out=o)
-    row(
-        "eager torch.addcmul, 256 KiB in cache",
-        2 * k / t.min_s,
-        c.vector_flops_per_s,
-        fmt_f,
-        "(1 op: load/store + dispatch bound)",
-    )
-    row(
-        "matmul ceiling (same SIMD units on a CPU)",
-        c.matmul_flops_per_s,
-        c.vector_flops_per_s,
-        fmt_f,
-    )
-
-    # ---- bandwidth
-    nbytes = c.copy_bytes
-    print(
-        f"\nmemory bandwidth: ceiling {fmt_b(c.mem_bandwidth_bytes_per_s)} (copy of {nbytes >> 20} MiB, read + write)"
-    )
-    src = np.ones(nbytes // 4, np.float32)
-    dst = np.zeros_like(src)
-    t = bl.benchmark(np.copyto, dst, src, budget_s=1.5)
-    row(
-        "np.copyto into preallocated (1 thread)",
-        2 * nbytes / t.min_s,
-        c.mem_bandwidth_bytes_per_s,
-        fmt_b,
-    )
-    big = torch.ones(nbytes)  # 4x the bytes
-    bigdst = torch.zeros_like(big)
-    t = bl.benchmark(bigdst.copy_, big, budget_s=1.5)
-    row(
-        f"torch copy_ of {4 * nbytes >> 20} MiB",
-        2 * 4 * nbytes / t.min_s,
-        c.mem_bandwidth_bytes_per_s,
-        fmt_b,
-    )
-    del big, bigdst
-    s = torch.ones(nbytes // 4)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    d = torch.zeros_like(s)
-    t = bl.benchmark(d.copy_, s, budget_s=1.0)
-    torch.set_num_threads(threads)
-    row("torch copy_, 1 thread", 2 * nbytes / t.min_s, c.mem_bandwidth_bytes_per_s, fmt_b)
-    t = bl.benchmark(torch.clone, s, budget_s=1.0)
-    row(
-        "torch.clone (fresh output each call)",
-        2 * nbytes / t.min_s,
-        c.mem_bandwidth_bytes_per_s,
-        fmt_b,
-        "(allocation + page faults)",
-    )
-
-    # ---- overhead
-    print(f"\nop overhead: ceiling {fmt_s(c.op_overhead_s)} (torch.add on 1 element, median)")
-    a1, b1, o1 = torch.ones(1), torch.ones(1), torch.empty(1)
-    t = bl.benchmark(lambda: a1 + b1)
-    row("a + b via the operator, in a lambda", t.median_s, c.op_overhead_s, fmt_s)
-    t = bl.benchmark(torch.add, a1, b1, out=o1)
-    row("torch.add(a, b, out=c): no allocation", t.median_s, c.op_overhead_s, fmt_s)
-    t = bl.benchmark(lambda: None)
-    row("an empty Python call (the floor)", t.median_s, c.op_overhead_s, fmt_s)
+    time_it = _timer(dev)
+    print(f"\n{c.device_name} ({dev}), torch {torch.__version__}")
+    print(f"  {'reference':<52}{'value':>14}{'ratio':>9}")
+    matmul(c, dev, time_it)
+    vector(c, dev, time_it)
+    bandwidth(c, dev, time_it)
+    overhead(c, dev)
 
 
 if __name__ == "__main__":

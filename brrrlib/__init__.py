@@ -17,27 +17,21 @@ Modules (one concern each): ``devices``, ``timing``, ``counting``,
 ``exercises``, ``workloads``, ``report``, ``cli``.
 """
 
-from brrrlib import counting, devices, figures, roofline, widgets, workloads
+from brrrlib import ceilings, counting, devices, figures, roofline, timing, widgets, workloads
+from brrrlib.ceilings import Ceilings, measure_ceilings
 from brrrlib.counting import Counts, OpCount, count
-from brrrlib.devices import (
-    Ceilings,
-    DeviceSpec,
-    device,
-    measure_ceilings,
-    spec,
-    specs,
-    sync,
-)
+from brrrlib.devices import DeviceSpec, device, spec, specs, sync
 from brrrlib.diagnose import Diagnosis, diagnose
 from brrrlib.exercises import check, hint, questions
 from brrrlib.report import Report, load_reports, report
-from brrrlib.timing import Timing, benchmark
+from brrrlib.timing import Comparison, Timing, benchmark, compare
 from brrrlib.trace import Trace, profile
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Ceilings",
+    "Comparison",
     "Counts",
     "DeviceSpec",
     "Diagnosis",
@@ -48,7 +42,9 @@ __all__ = [
     "__version__",
     "benchmark",
     "check",
+    "compare",
     "count",
+    "ceilings",
     "counting",
     "device",
     "devices",
@@ -64,6 +60,7 @@ __all__ = [
     "spec",
     "specs",
     "sync",
+    "timing",
     "widgets",
     "workloads",
 ]

@@ -16,6 +16,7 @@ from torch import nn
 
 from brrrlib import _explorer, devices
 from brrrlib._explorer import _COLOURS, _PREDICTED_STYLE, _eng_log_axis, _Explorer, _fmt_bytes
+from brrrlib._fmt import seconds as _fmt_s
 from brrrlib._points import (
     BatchPoint,
     _input_maker,
@@ -24,8 +25,8 @@ from brrrlib._points import (
     _weight_bytes,
     measure_batch,
 )
+from brrrlib.ceilings import measure_ceilings
 from brrrlib.counting import _si as _fmt
-from brrrlib.timing import _format_seconds as _fmt_s
 
 __all__ = ["BatchExplorer", "batch_explorer"]
 
@@ -136,9 +137,7 @@ class BatchExplorer(_Explorer):
         else:
             self.device = devices.resolve(device)
         self.ceilings = (
-            ceilings
-            if ceilings is not None
-            else devices.measure_ceilings(self.device, progress=False)
+            ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
         )
         if model is None:
             model = _default_mlp(self.ceilings, self.device)

@@ -112,7 +112,7 @@ def _last_level_cache_bytes(device: torch.device) -> int:
     """Size of the largest cache in front of memory (L3 on a CPU, L2 on a GPU)."""
     if device.type == "cuda":
         return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20))
-    return devices._last_level_cache_bytes()  # unknown: 32 MiB, a large desktop L3
+    return devices.last_level_cache_bytes(device)
 
 
 # --------------------------------------------------------------------------- widgets plumbing

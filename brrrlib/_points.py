@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from brrrlib import counting, devices, timing
+from brrrlib._fmt import seconds as _fmt_s
 from brrrlib.counting import _si as _fmt
-from brrrlib.timing import _format_seconds as _fmt_s
 
 __all__ = [
     "FUSED_WARMUP_S",

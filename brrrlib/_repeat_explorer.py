@@ -24,6 +24,7 @@ from brrrlib._explorer import (
     _fmt_elements,
     _last_level_cache_bytes,
 )
+from brrrlib._fmt import seconds as _fmt_s
 from brrrlib._points import (
     _MODES,
     RepeatPoint,
@@ -31,8 +32,8 @@ from brrrlib._points import (
     measure_repeat,
     predicted_knee_repeat,
 )
+from brrrlib.ceilings import measure_ceilings
 from brrrlib.counting import _si as _fmt
-from brrrlib.timing import _format_seconds as _fmt_s
 
 __all__ = ["MAX_MEASURE_S", "RepeatExplorer", "repeat_explorer"]
 
@@ -146,9 +147,7 @@ class RepeatExplorer(_Explorer):
         if mode not in _MODES:
             raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
         self.ceilings = (
-            ceilings
-            if ceilings is not None
-            else devices.measure_ceilings(self.device, progress=False)
+            ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
         )
         self._measure = measure if measure is not None else measure_repeat
         self._cache: dict[tuple[int, int, str, str], RepeatPoint] = {}

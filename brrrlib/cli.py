@@ -116,7 +116,7 @@ def _check_device(r: _Report):
     elif dev.type == "mps":
         r.ok("mps: Apple GPU")
     else:
-        r.ok(f"cpu: {devices._cpu_name()}, {torch.get_num_threads()} threads")
+        r.ok(f"cpu: {devices.device_name(torch.device('cpu'))}, {torch.get_num_threads()} threads")
         r.info("no GPU: every chapter runs on the CPU; GPU-only cells show spec-sheet predictions")
     return dev
 
@@ -154,16 +154,17 @@ def _check_compile(r: _Report, dev) -> bool:
 
 
 def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
-    from brrrlib import devices
+    from brrrlib import _fmt
+    from brrrlib.ceilings import measure_ceilings
 
     r.section("Ceilings of this machine (bl.measure_ceilings)")
-    c = devices.measure_ceilings(dev, refresh=refresh, progress=True)
+    c = measure_ceilings(dev, refresh=refresh, progress=True)
     s = c.nearest_spec()
-    fmt_f, fmt_b = devices._fmt_flops, devices._fmt_bytes_per_s
+    fmt_f, fmt_b = (lambda x: _fmt.si(x, "FLOP/s")), (lambda x: _fmt.si(x, "B/s"))
     # (what, measured here, spec sheet, spec / measured)
     rows = [
         ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), fmt_f),
-        ("vector fp32", c.vector_flops_per_s, s.peak("fp32"), fmt_f),
+        ("vector fp32 (mul)", c.vector_flops_per_s, s.peak("fp32") / 2, fmt_f),
         ("memory bandwidth", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, fmt_b),
         ("ridge point", c.ridge_point_flops_per_byte(), s.ridge_point_flops_per_byte(), _fmt_ridge),
     ]
@@ -178,13 +179,13 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     for name, here, there, fmt in rows:
         here_s, ratio = (fmt(here), f"{there / here:.3g}x") if here else ("-", "")
         print(f"        {name:<18}{here_s:>16}{fmt(there):>22}{ratio:>11}", file=r.out)
-    print(f"        {'op overhead':<18}{devices._fmt_s(c.op_overhead_s):>16}", file=r.out)
+    print(f"        {'op overhead':<18}{_fmt.seconds(c.op_overhead_s):>16}", file=r.out)
     r.info(f"{c.device_name}, measured {c.measured_at} (cached; --refresh measures again)")
     r.info(f"spec source: {s.source}")
     if c.noisy:
-        r.warn(c._noise_note(), "close other programs and run: brrr doctor --refresh")
+        r.warn("; ".join(c.noise_notes()), "close other programs and run: brrr doctor --refresh")
     else:
-        r.ok("measurements were steady (spread < 10% of the median)")
+        r.ok("measurements were steady (the last rounds of each agreed within 10%)")
 
 
 def _fmt_ridge(x: float) -> str:

@@ -1,34 +1,28 @@
-"""Devices: which one to use, how to wait for it, what it can do on paper and in fact.
+"""Devices: which one to use, how to wait for it, and what it can do on paper.
 
 Three things live here, in the order a course needs them:
 
 * :func:`device` and :func:`sync`: pick cuda, then mps, then cpu (the
   ``BRRR_DEVICE`` environment variable overrides), and wait for queued work.
   GPUs run asynchronously: a kernel launch returns before the kernel ends, so
-  every timing boundary needs a sync (gpt-fast's ``device_sync`` idea).
-* :class:`DeviceSpec`, :func:`spec`, :func:`specs`: the ONE table of
-  spec-sheet numbers in the project, each row with its source. Notebooks ask
-  ``bl.spec("A100")`` instead of typing 312e12.
-* :class:`Ceilings`, :func:`measure_ceilings`: the same three numbers measured
-  on the machine in front of you: matmul FLOP/s (the factory), memory
-  bandwidth (the trucks), and the cost of one tiny op (the paperwork).
-  Chapter 00 introduces all three.
+  every timing boundary needs a sync (gpt-fast's ``device_sync`` idea). This
+  is the one ``sync`` in the library.
+* :class:`DeviceSpec`, :func:`spec`, :func:`specs`, :func:`spec_table`: the
+  ONE table of spec-sheet numbers in the project, each row with its source.
+  Notebooks ask ``bl.spec("A100")`` instead of typing 312e12.
+* Facts about the machine in front of you that measuring needs: the device's
+  name, its last-level cache, its free memory.
+
+What the machine *does*, measured, lives in :mod:`brrrlib.ceilings`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import difflib
 import html
-import json
-import math
 import os
 import platform
 import re
-import socket
-import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,23 +31,28 @@ from typing import Any
 
 import torch
 
+from brrrlib import _fmt
+
 __all__ = [
     "ESSAY_PYTHON_ADDS_PER_S",
-    "Ceilings",
     "DeviceSpec",
-    "device",
     "SpecTable",
-    "measure_ceilings",
+    "available_memory_bytes",
+    "check_available",
+    "device",
+    "device_name",
+    "dtype_key",
+    "last_level_cache_bytes",
+    "physical",
     "resolve",
     "spec",
+    "spec_for_device_name",
     "spec_table",
     "specs",
     "sync",
 ]
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
-_NOISY_IQR_RATIO = 0.1  # same threshold as brrrlib.timing.NOISY_IQR_RATIO
-_MIN_CPU_SHARE = 0.8  # below this share of its threads' CPU time, the machine is busy
 
 
 # --------------------------------------------------------------------------
@@ -73,58 +72,77 @@ def device() -> torch.device:
     """The device the course runs on: cuda if present, else mps, else cpu.
 
     Set the environment variable ``BRRR_DEVICE`` (``cpu``, ``cuda``,
-    ``cuda:1``, ``mps``) to override, e.g. to run the CPU version of a
-    chapter on a GPU machine. An unknown or unavailable value raises a
+    ``cuda:1``, ``mps``; any case) to override, e.g. to run the CPU version
+    of a chapter on a GPU machine. An unknown or unavailable value raises a
     ``ValueError`` that lists what this machine has.
     """
-    available = _available_device_types()
     wanted = os.environ.get("BRRR_DEVICE", "").strip()
     if not wanted:
-        return torch.device(available[0])
-    try:
-        dev = torch.device(wanted)
-    except RuntimeError:
-        dev = None
-    if dev is None or dev.type not in _KNOWN_DEVICE_TYPES:
-        raise ValueError(
-            f"BRRR_DEVICE={wanted!r} is not a device brrr knows; set it to one of "
-            f"{', '.join(_KNOWN_DEVICE_TYPES)} (available here: {', '.join(available)}) or unset it"
+        return torch.device(_available_device_types()[0])
+    return resolve(wanted.lower(), argument="BRRR_DEVICE")
+
+
+def resolve(device: Any = None, *, argument: str = "device") -> torch.device:
+    """Turn a ``device=`` argument into an available ``torch.device``; None means :func:`device`.
+
+    Accepts a ``torch.device`` or a string such as ``"cpu"``, ``"CUDA"`` or
+    ``"cuda:0"``. Anything else, or a device this machine does not have,
+    raises an error that names ``argument`` and says what to pass.
+    """
+    if device is None:
+        return globals()["device"]()
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, str):
+        try:
+            dev = torch.device(device.strip().lower())
+        except RuntimeError:
+            dev = None
+        if dev is None or dev.type not in _KNOWN_DEVICE_TYPES:
+            close = difflib.get_close_matches(device.strip().lower(), _KNOWN_DEVICE_TYPES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"{argument}={device!r} is not a device brrr knows{hint}; use one of "
+                f"{', '.join(_KNOWN_DEVICE_TYPES)} (available here: "
+                f"{', '.join(_available_device_types())})"
+            )
+    else:
+        raise TypeError(
+            f"{argument} must be None, a str such as 'cpu' or a torch.device, "
+            f"got {type(device).__name__}"
         )
-    if dev.type not in available:
-        raise ValueError(
-            f"BRRR_DEVICE={wanted!r} but this machine has no {dev.type} device "
-            f"(available here: {', '.join(available)}); unset BRRR_DEVICE or pick one of those"
-        )
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(
-            f"BRRR_DEVICE={wanted!r} but only {torch.cuda.device_count()} CUDA device(s) exist "
-            f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
-        )
+    check_available(dev, argument)
     return dev
 
 
-def _default_device() -> torch.device:
-    return device()  # the module-level function (resolve's argument shadows its name)
+def check_available(dev: torch.device, argument: str = "device") -> None:
+    """Raise a ``ValueError`` that says what to do when this machine has no ``dev``."""
+    available = _available_device_types()
+    if dev.type not in available:
+        what = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}.get(
+            dev.type, f"no {dev.type} device"
+        )
+        raise ValueError(
+            f"{argument}={str(dev)!r} but this machine has {what}; available here: "
+            f"{', '.join(available)}. Use one of those (or omit {argument} to get "
+            f"{available[0]!r})."
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(
+            f"{argument}={str(dev)!r} but only {torch.cuda.device_count()} CUDA device(s) exist "
+            f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
+        )
 
 
-def resolve(device: Any = None) -> torch.device:
-    """Turn a ``device=`` argument into a ``torch.device``: None means :func:`device`.
+def physical(dev: torch.device) -> torch.device:
+    """``cuda`` as the ``cuda:N`` it means right now; other devices unchanged.
 
-    Accepts a ``torch.device`` or a string such as ``"cpu"`` or ``"cuda:0"``;
-    anything else raises an error that says what to pass.
+    "cuda" and "cuda:0" are one GPU: measuring or caching them twice would
+    give one GPU two sets of numbers.
     """
-    if device is None:
-        return _default_device()
-    if isinstance(device, torch.device):
-        return device
-    if isinstance(device, str):
-        try:
-            return torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(
-                f"device={device!r} is not a device; use 'cpu', 'cuda' or 'mps'"
-            ) from err
-    raise TypeError(f"device must be None, a str or a torch.device, got {type(device).__name__}")
+    if dev.type == "cuda" and dev.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return dev
 
 
 def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
@@ -136,12 +154,10 @@ def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
     ``device`` may be a device, its name, a tensor (its device is used), or
     None for :func:`device`.
     """
-    if device is None:
-        dev = globals()["device"]()
-    elif isinstance(device, torch.Tensor):
+    if isinstance(device, torch.Tensor):
         dev = device.device
-    elif isinstance(device, (str, torch.device)):
-        dev = torch.device(device)
+    elif device is None or isinstance(device, (str, torch.device)):
+        dev = resolve(device)
     else:
         raise TypeError(
             f"device must be None, a str, a torch.device or a tensor, got {type(device).__name__}"
@@ -164,7 +180,7 @@ _DTYPE_ALIASES = {
 }  # fmt: skip
 
 
-def _dtype_key(dtype: str | torch.dtype) -> str:
+def dtype_key(dtype: str | torch.dtype) -> str:
     """Normalise 'float32', torch.bfloat16, 'BF16', ... to a table key."""
     if isinstance(dtype, torch.dtype):
         dtype = str(dtype).removeprefix("torch.")
@@ -224,7 +240,7 @@ class DeviceSpec:
 
     def peak(self, dtype: str | torch.dtype = "fp32") -> float:
         """Peak FLOP/s for ``dtype`` ("fp32", "tf32", "bf16", "fp16" or a torch dtype)."""
-        key = _dtype_key(dtype)
+        key = dtype_key(dtype)
         if key not in self.peak_flops_per_s:
             raise KeyError(
                 f"{self.name} has no {key} peak: the hardware has no {key} tensor-core path. "
@@ -241,9 +257,10 @@ class DeviceSpec:
         return self.peak(dtype) / self.mem_bandwidth_bytes_per_s
 
     def _repr_html_(self) -> str:
-        peaks = ", ".join(f"{k} {_fmt_flops(v)}" for k, v in self.peak_flops_per_s.items())
+        peaks = ", ".join(f"{k} {_fmt.si(v, 'FLOP/s')}" for k, v in self.peak_flops_per_s.items())
+        bandwidth = _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s")
         return (
-            f"<b>{html.escape(self.name)}</b>: {peaks}; memory {_fmt_bytes_per_s(self.mem_bandwidth_bytes_per_s)}, "
+            f"<b>{html.escape(self.name)}</b>: {peaks}; memory {bandwidth}, "
             f"{self.mem_bytes / 1e9:.0f} GB <br><small>source: {html.escape(self.source)}</small>"
         )
 
@@ -395,46 +412,55 @@ class SpecTable:
     """Spec-sheet rows side by side, optionally with this machine's measured row.
 
     Made by :func:`spec_table`; renders as a plain-text or HTML table. Peaks
-    are dense (no sparsity); "-" marks a dtype the hardware has no fast path
-    for. The ridge column is the best half-precision peak over bandwidth: the
-    FLOPs per byte a kernel needs before the tensor cores, not the memory, set
-    its pace. The measured row uses the fp32 matmul ceiling.
+    are dense (no sparsity); "-" marks a precision the hardware has no fast
+    path for. Two ridge points per row: fp32 (the CUDA cores, what plain
+    fp32 code gets) and the best tensor-core precision (what bf16/fp16 code
+    gets): the FLOPs per byte a matmul needs before memory stops setting its
+    pace. The measured row (from :func:`brrrlib.measure_ceilings`) fills in
+    every precision measured here and its ridge points the same way.
     """
 
     rows: tuple[DeviceSpec, ...]
     measured: Any = None  # a Ceilings, or None
 
-    _HEADER = ("device", "fp32", "tf32", "bf16", "fp16", "bandwidth", "memory", "ridge")
+    _HEADER = ("device", "fp32", "tf32", "bf16", "fp16", "bandwidth", "memory",
+               "ridge fp32", "ridge best")  # fmt: skip
+
+    @staticmethod
+    def _ridges(peaks: Mapping[str, float], bandwidth: float) -> tuple[str, str]:
+        best_key = max(peaks, key=lambda k: peaks[k])
+        return (
+            f"{peaks['fp32'] / bandwidth:.3g} FLOP/B",
+            f"{peaks[best_key] / bandwidth:.3g} FLOP/B ({best_key})",
+        )
 
     def _cells(self) -> list[tuple[str, ...]]:
-        def tflops(s: DeviceSpec, key: str) -> str:
-            value = s.peak_flops_per_s.get(key)
+        def tflops(peaks: Mapping[str, float], key: str) -> str:
+            value = peaks.get(key)
             return "-" if value is None else f"{value / 1e12:.4g} TFLOP/s"
 
         cells = []
         for s in self.rows:
-            half = max(s.peak_flops_per_s.get(k, 0.0) for k in ("bf16", "fp16", "fp32"))
+            peaks = s.peak_flops_per_s
             cells.append(
                 (
                     s.name,
-                    *(tflops(s, k) for k in ("fp32", "tf32", "bf16", "fp16")),
-                    _fmt_bytes_per_s(s.mem_bandwidth_bytes_per_s),
+                    *(tflops(peaks, k) for k in _DTYPE_KEYS),
+                    _fmt.si(s.mem_bandwidth_bytes_per_s, "B/s"),
                     f"{s.mem_bytes / 2**30:.0f} GiB",
-                    f"{half / s.mem_bandwidth_bytes_per_s:.0f} FLOP/B",
+                    *self._ridges(peaks, s.mem_bandwidth_bytes_per_s),
                 )
             )
         m = self.measured
         if m is not None:
+            peaks = dict(m.matmul_flops_per_s_by_dtype)
             cells.append(
                 (
                     f"this machine ({m.device}, measured)",
-                    f"{m.matmul_flops_per_s / 1e12:.3g} TFLOP/s",
+                    *(tflops(peaks, k) for k in _DTYPE_KEYS),
+                    _fmt.si(m.mem_bandwidth_bytes_per_s, "B/s"),
                     "",
-                    "",
-                    "",
-                    _fmt_bytes_per_s(m.mem_bandwidth_bytes_per_s),
-                    "",
-                    f"{m.ridge_point_flops_per_byte():.1f} FLOP/B (fp32)",
+                    *self._ridges(peaks, m.mem_bandwidth_bytes_per_s),
                 )
             )
         return cells
@@ -464,12 +490,21 @@ class SpecTable:
 def spec_table(ceilings: Any = None, names: Any = None) -> SpecTable:
     """The spec-sheet table to read at a glance, with this machine beside it.
 
-    ``ceilings`` (from :func:`measure_ceilings`) adds a measured row;
-    ``names`` picks rows by :func:`spec` name (default: every row). Chapter 00
-    uses it to set a laptop's measured numbers beside datacenter GPUs: notice
-    how much faster the FLOP/s columns grew than the bandwidth column.
+    ``ceilings`` (from :func:`brrrlib.measure_ceilings`) adds a measured row;
+    ``names`` picks rows by :func:`spec` name: one name or a list of them
+    (default: every row). Chapter 00 uses it to set a laptop's measured
+    numbers beside datacenter GPUs: notice how much faster the FLOP/s
+    columns grew than the bandwidth column.
     """
+    if isinstance(names, str):
+        names = [names]
+    if names is not None and not all(isinstance(n, str) for n in names):
+        raise TypeError("names must be a device name such as 'A100' or a list of them")
     rows = _SPECS if names is None else tuple(spec(n) for n in names)
+    if ceilings is not None and not hasattr(ceilings, "matmul_flops_per_s_by_dtype"):
+        raise TypeError(
+            f"ceilings must come from bl.measure_ceilings(), got {type(ceilings).__name__}"
+        )
     return SpecTable(rows, ceilings)
 
 
@@ -502,7 +537,7 @@ def spec(name: str) -> DeviceSpec:
     raise ValueError(f"no device named {name!r} in the spec table; {hint}")
 
 
-def _spec_for_device_name(device_name: str) -> DeviceSpec | None:
+def spec_for_device_name(device_name: str) -> DeviceSpec | None:
     """The table row whose name patterns match a GPU name reported by torch."""
     for s in _SPECS:
         if any(re.search(p, device_name, flags=re.IGNORECASE) for p in s._name_patterns):
@@ -520,185 +555,15 @@ ESSAY_PYTHON_ADDS_PER_S: float = 32e6
 
 
 # --------------------------------------------------------------------------
-# Measured ceilings
+# Facts about this machine
 # --------------------------------------------------------------------------
-def _fmt_flops(x: float) -> str:
-    return f"{x / 1e12:.3g} TFLOP/s" if x >= 1e12 else f"{x / 1e9:.3g} GFLOP/s"
-
-
-def _fmt_bytes_per_s(x: float) -> str:
-    return f"{x / 1e12:.3g} TB/s" if x >= 1e12 else f"{x / 1e9:.3g} GB/s"
-
-
-def _fmt_s(x: float) -> str:
-    from brrrlib.timing import _format_seconds
-
-    return _format_seconds(x)
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    """This machine's three ceilings, measured (see :func:`measure_ceilings`).
-
-    * ``matmul_flops_per_s``: a large square fp32 matmul. The factory's
-      top speed; nothing you write will beat it.
-    * ``vector_flops_per_s``: fp32 elementwise arithmetic on data already in
-      cache, so no trucks are waiting; the speed of non-matmul work when it is
-      not memory-bound (``vector_method`` says how it was measured).
-    * ``mem_bandwidth_bytes_per_s``: bytes read + written per second by a
-      large copy: how fast the trucks bring data from the warehouse.
-    * ``op_overhead_s``: one tiny op (``a + b`` on 1-element tensors) end to
-      end: Python, the dispatcher and (on a GPU) the kernel launch.
-
-    Throughputs use the fastest sample (``Timing.min_s``), because a ceiling
-    is what the machine *can* do: another program, an interrupt or a page
-    fault only ever slow a run down, and every sample lasts >= 1 ms, so the
-    clock's own error cannot make one look fast. Your op's *median* then
-    stays below the ceiling, as a percentage of peak should. The overhead
-    uses the median: what every tiny op actually pays. So does the memory
-    bandwidth: on shared and virtual machines memory can briefly run far
-    above the rate it sustains, and a ceiling you can reach only for a
-    quarter of a second is not one an op can be measured against.
-    ``matmul_flops_per_s_by_dtype`` adds tf32/bf16/fp16 on CUDA.
-    """
-
-    device: str
-    device_name: str
-    matmul_flops_per_s: float
-    vector_flops_per_s: float
-    mem_bandwidth_bytes_per_s: float
-    op_overhead_s: float
-    dtype: str = "fp32"
-    torch_version: str = ""
-    measured_at: str = ""
-    host: str = ""
-    library_version: str = ""
-    num_threads: int = 1
-    matmul_size: int = 0
-    copy_bytes: int = 0
-    vector_method: str = ""
-    matmul_flops_per_s_by_dtype: Mapping[str, float] = field(default_factory=dict)
-    relative_iqr: Mapping[str, float] = field(default_factory=dict)
-    cpu_share: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in (
-            "matmul_flops_per_s",
-            "vector_flops_per_s",
-            "mem_bandwidth_bytes_per_s",
-            "op_overhead_s",
-        ):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        for name in ("matmul_flops_per_s_by_dtype", "relative_iqr"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-
-    def __hash__(self) -> int:
-        return hash((self.device, self.device_name, self.measured_at))
-
-    @property
-    def noisy(self) -> bool:
-        """True if a measurement's IQR exceeded 10% of its median, or (CPU)
-        the cores were not ours: ``cpu_share`` below 80%.
-
-        ``cpu_share`` is the CPU time this process got during the matmul,
-        divided by wall time x threads. Another busy program makes it drop,
-        and every parallel op then waits for a descheduled thread, which
-        makes the ceilings *consistently* low (a small spread cannot reveal
-        that). Close the other program and measure again with
-        ``measure_ceilings(refresh=True)`` (or ``brrr doctor --refresh``).
-        """
-        busy = self.device == "cpu" and self.cpu_share < _MIN_CPU_SHARE
-        return busy or any(v > _NOISY_IQR_RATIO for v in self.relative_iqr.values())
-
-    def _noise_note(self) -> str:
-        parts = []
-        if self.device == "cpu" and self.cpu_share < _MIN_CPU_SHARE:
-            parts.append(
-                f"this process got only {self.cpu_share:.0%} of its {self.num_threads} threads' "
-                "CPU time: another program is busy, so the ceilings are too low"
-            )
-        noisy = [k for k, v in self.relative_iqr.items() if v > _NOISY_IQR_RATIO]
-        if noisy:
-            parts.append(f"the {', '.join(noisy)} measurement(s) had a spread > 10% of the median")
-        return "; ".join(parts) + "; close other programs and run measure_ceilings(refresh=True)"
-
-    def ridge_point_flops_per_byte(self) -> float:
-        """``matmul_flops_per_s / mem_bandwidth_bytes_per_s``: FLOPs per byte needed to be compute-bound."""
-        return self.matmul_flops_per_s / self.mem_bandwidth_bytes_per_s
-
-    def nearest_spec(self) -> DeviceSpec:
-        """The spec-sheet row to set beside these measurements.
-
-        On a GPU, the row whose name matches ``device_name`` (an "NVIDIA
-        A100-SXM4-80GB" gets "A100 80GB SXM"). Otherwise (a CPU, an
-        unlisted GPU) the row closest in log fp32 FLOP/s and log bandwidth,
-        which for a laptop CPU is usually the T4: the gap is the lesson.
-        """
-        by_name = _spec_for_device_name(self.device_name) if self.device == "cuda" else None
-        if by_name is not None:
-            return by_name
-
-        def distance(s: DeviceSpec) -> float:
-            return math.hypot(
-                math.log(s.peak("fp32") / self.matmul_flops_per_s),
-                math.log(s.mem_bandwidth_bytes_per_s / self.mem_bandwidth_bytes_per_s),
-            )
-
-        return min(_SPECS, key=distance)
-
-    def _rows(self) -> list[tuple[str, str]]:
-        rows = [
-            ("matmul (fp32)", _fmt_flops(self.matmul_flops_per_s)),
-            ("vector (fp32)", _fmt_flops(self.vector_flops_per_s)),
-            ("memory bandwidth", _fmt_bytes_per_s(self.mem_bandwidth_bytes_per_s)),
-            ("op overhead", _fmt_s(self.op_overhead_s)),
-            ("ridge point", f"{self.ridge_point_flops_per_byte():.3g} FLOP/byte"),
-        ]
-        rows += [
-            (f"matmul ({k})", _fmt_flops(v))
-            for k, v in self.matmul_flops_per_s_by_dtype.items()
-            if k != "fp32"
-        ]
-        return rows
-
-    def _title(self) -> str:
-        threads = f", {self.num_threads} threads" if self.device == "cpu" else ""
-        noisy = " NOISY: measure again on a quiet machine" if self.noisy else ""
-        return (
-            f"{self.device} ({self.device_name}{threads}), measured {self.measured_at[:16]}{noisy}"
-        )
-
-    def __repr__(self) -> str:
-        width = max(len(k) for k, _ in self._rows())
-        lines = [f"Ceilings: {self._title()}"]
-        lines += [f"  {k:<{width}}  {v}" for k, v in self._rows()]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        body = "".join(
-            f"<tr><td style='text-align:left'>{html.escape(k)}</td><td style='text-align:right'>{html.escape(v)}</td></tr>"
-            for k, v in self._rows()
-        )
-        return f"<table><caption style='text-align:left'><b>Ceilings</b>: {html.escape(self._title())}</caption>{body}</table>"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the on-disk cache format)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["matmul_flops_per_s_by_dtype"] = dict(self.matmul_flops_per_s_by_dtype)
-        d["relative_iqr"] = dict(self.relative_iqr)
-        return d
-
-
-def _last_level_cache_bytes() -> int:
-    """Size of the largest CPU cache (Linux sysfs), or 32 MiB if unknown."""
-    sizes = []
-    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        m = re.fullmatch(r"(\d+)([KMG]?)", f.read_text().strip())
-        if m:
-            sizes.append(int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)])
-    return max(sizes) if sizes else 32 * 2**20
+def device_name(dev: torch.device) -> str:
+    """What the device calls itself: the GPU's name, or the CPU's model name."""
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    if dev.type == "mps":
+        return f"Apple GPU ({_cpu_name()})"
+    return _cpu_name()
 
 
 def _cpu_name() -> str:
@@ -707,274 +572,58 @@ def _cpu_name() -> str:
         for line in cpuinfo.read_text(errors="replace").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
+    if platform.system() == "Darwin":
+        import subprocess
+
+        try:
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True, text=True, timeout=2, check=False,
+            )  # fmt: skip
+            if out.stdout.strip():
+                return out.stdout.strip()  # "Apple M2 Pro"
+        except (OSError, subprocess.SubprocessError):
+            pass
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-def _device_name(dev: torch.device) -> str:
-    if dev.type == "cuda":
-        return torch.cuda.get_device_name(dev)
-    if dev.type == "mps":
-        return f"Apple GPU ({platform.machine()})"
-    return _cpu_name()
+def last_level_cache_bytes(dev: torch.device | None = None) -> int:
+    """Size of the largest cache in front of memory: L2 on a GPU, the largest CPU cache else.
 
-
-def _library_version() -> str:
-    import brrrlib
-
-    return getattr(brrrlib, "__version__", "0")
-
-
-#: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_CEILINGS_METHOD_VERSION = 2
-
-
-def _cache_path(dev: torch.device, device_name: str) -> Path:
-    root = Path(os.environ.get("BRRR_CACHE_DIR") or Path.home() / ".cache" / "brrr")
-    key = "-".join(
-        [
-            socket.gethostname(),
-            device_name,
-            str(dev),
-            f"{torch.get_num_threads()}threads" if dev.type == "cpu" else "",
-            f"torch{torch.__version__}",
-            f"brrr{_library_version()}",
-            f"method{_CEILINGS_METHOD_VERSION}",
-        ]
-    )
-    return root / ("ceilings-" + re.sub(r"[^A-Za-z0-9.]+", "_", key) + ".json")
-
-
-class _Progress:
-    """One line per step on stderr; works the same in a terminal and a notebook."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled, self.total, self.step, self.t0 = enabled, total, 0, time.perf_counter()
-
-    def __call__(self, message: str) -> None:
-        self.step += 1
-        if self.enabled:
-            elapsed = time.perf_counter() - self.t0
-            print(
-                f"brrr [{self.step}/{self.total}] {elapsed:5.1f}s  {message}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
-def measure_ceilings(
-    device: str | torch.device | None = None, *, refresh: bool = False, progress: bool = True
-) -> Ceilings:
-    """Measure this machine's ceilings (or load them from the cache).
-
-    The method, one :func:`brrrlib.benchmark` per ceiling (~10-20 s on a
-    2-core laptop, a few seconds on a GPU):
-
-    1. **matmul**: ``torch.mm(a, b, out=c)`` on square fp32 matrices, the
-       size doubled from 256 until one matmul takes >= 10 ms (so the BLAS
-       kernel runs at full speed), FLOPs = 2 n^3. On CUDA also tf32, bf16
-       and fp16 (``matmul_flops_per_s_by_dtype``).
-    2. **vector**: elementwise fp32 arithmetic that never waits for memory.
-       A single eager op cannot show it: ``x.mul_(y)`` does 1 FLOP per 8-12
-       bytes, so it is bandwidth-bound even in cache, and each call pays
-       ~1 µs of dispatch. So a ``torch.compile``'d function runs 4
-       independent chains of 16 multiply-adds on each element (4 chains hide
-       the FMA latency; fused, the data stay in registers) over a tensor that
-       fits the L2 cache (CPU) or is large (GPU, 64 multiply-adds per
-       chain). On a CPU this reaches the SIMD units' peak, about what matmul
-       reaches; on a GPU, the CUDA-core (non-tensor-core) peak. If
-       ``torch.compile`` fails, an eager ``torch.addcmul`` on in-cache data
-       is used instead (well below the peak; ``vector_method`` says so).
-    3. **memory bandwidth**: ``dst.copy_(src)`` into a *preallocated*
-       ``dst`` of >= 4x the last-level cache (so the data come from DRAM),
-       counting bytes read + written. (A fresh allocation would page-fault
-       on first touch and reach only a fraction of this.)
-    4. **op overhead**: the median of ``a + b`` on 1-element tensors.
-
-    Results are cached as JSON in ``$BRRR_CACHE_DIR`` (default
-    ``~/.cache/brrr``), one file per host, device name, device, thread
-    count, torch version and brrrlib version; ``refresh=True`` measures
-    again. ``progress=False`` silences the per-step lines on stderr.
+    Linux reads sysfs; elsewhere, or if unknown, 32 MiB (a large desktop L3).
     """
-    dev = resolve(device)
-    if dev.type not in _available_device_types():
-        raise ValueError(
-            f"device={str(dev)!r} is not available here; available: {', '.join(_available_device_types())}"
-        )
-    name = _device_name(dev)
-    path = _cache_path(dev, name)
-    if not refresh and path.exists():
-        cached = _load(path)
-        if cached is not None:
-            return cached
-    ceilings = _measure(dev, name, progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(ceilings.to_dict(), indent=2))
-    tmp.replace(path)
-    return ceilings
+    if dev is not None and dev.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 50 * 2**20))
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        m = re.fullmatch(r"(\d+)([KMG]?)", f.read_text().strip())
+        if m:
+            sizes.append(int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)])
+    return max(sizes) if sizes else 32 * 2**20
 
 
-def _load(path: Path) -> Ceilings | None:
-    """Read a cached Ceilings; None (measure again) if the file is stale or damaged."""
-    try:
-        data = json.loads(path.read_text())
-        return Ceilings(**data)
-    except (OSError, ValueError, TypeError):
-        return None
+def available_memory_bytes(dev: torch.device) -> int:
+    """Bytes that can be allocated on ``dev`` right now (an estimate).
 
-
-def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
-    from brrrlib.timing import benchmark
-
-    on_cpu = dev.type == "cpu"
-    step = _Progress(progress, total=4)
-    if progress:
-        print(
-            f"brrr: measuring the ceilings of {dev} ({name}); cached afterwards",
-            file=sys.stderr,
-            flush=True,
-        )
-    iqr: dict[str, float] = {}
-
-    # 1. matmul: from a size where BLAS kernels run at full speed, grow n
-    # until one matmul takes >= 20 ms (or n_max).
-    n, n_max = (1024, 4096) if on_cpu else (2048, 8192)
-    while True:
-        a = torch.randn(n, n, device=dev)
-        b = torch.randn(n, n, device=dev)
-        c = torch.empty(n, n, device=dev)
-        seconds = []
-        for _ in range(3):  # the best of 3: the first may spin up the BLAS threads
-            sync(dev)
-            t0 = time.perf_counter()
-            torch.mm(a, b, out=c)
-            sync(dev)
-            seconds.append(time.perf_counter() - t0)
-        if min(seconds) >= 0.02 or n >= n_max:
-            break
-        n *= 2
-    by_dtype: dict[str, float] = {}
-    dtypes = [("fp32", torch.float32, False)]
+    CUDA: ``torch.cuda.mem_get_info`` (free bytes as the driver sees them).
+    MPS: the recommended working set minus what the driver holds. CPU:
+    psutil's ``available`` (free plus reclaimable page cache; psutil comes
+    with Jupyter), else ``MemAvailable`` from /proc/meminfo.
+    """
     if dev.type == "cuda":
-        dtypes += [
-            ("tf32", torch.float32, True),
-            ("bf16", torch.bfloat16, False),
-            ("fp16", torch.float16, False),
-        ]
-    for key, dt, tf32 in dtypes:
-        old = torch.backends.cuda.matmul.allow_tf32
-        try:
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            x, y = a.to(dt), b.to(dt)
-            out = torch.empty_like(x)
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            t = benchmark(torch.mm, x, y, out=out, budget_s=1.0 if on_cpu else 0.3, device=dev)
-            if key == "fp32":
-                cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
-                cpu_share = min(1.0, cpu_s / (wall_s * torch.get_num_threads()))
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = old
-        by_dtype[key] = 2 * n**3 / t.min_s
-        if key == "fp32":
-            iqr["matmul"] = t.relative_iqr
-    del a, b, c, x, y, out
-    step(f"matmul {n}x{n} fp32: {_fmt_flops(by_dtype['fp32'])}")
-
-    # 2. vector: a fused multiply-add chain in registers.
-    vector_flops, vector_method, t = _measure_vector(dev, benchmark)
-    iqr["vector"] = t.relative_iqr
-    step(f"vector fp32: {_fmt_flops(vector_flops)} ({vector_method})")
-
-    # 3. bandwidth: copy into a preallocated buffer, >= 4x the last-level cache.
-    if on_cpu:
-        nbytes = max(4 * _last_level_cache_bytes(), 64 * 2**20)
-    else:
-        l2 = (
-            getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
-            if dev.type == "cuda"
-            else 0
-        )
-        nbytes = max(8 * l2, 512 * 2**20)
-    src = torch.ones(nbytes // 4, device=dev)
-    dst = torch.zeros_like(src)  # zeros_like touches every page now, not in the timed copy
-    t = benchmark(dst.copy_, src, budget_s=1.5 if on_cpu else 0.3, device=dev)
-    # The median, not the fastest sample: on a shared or virtual machine the memory
-    # system can run far above its sustained rate for a fraction of a second (seen on
-    # a 2-core VM: ~90 GB/s for ~0.25 s, then ~45 GB/s), so the fastest sample swings
-    # between runs while the median is what a long memory-bound op sustains.
-    bandwidth = 2 * nbytes / t.median_s
-    iqr["memory"] = t.relative_iqr
-    del src, dst
-    step(f"memory bandwidth (copy of {nbytes / 2**20:.0f} MiB): {_fmt_bytes_per_s(bandwidth)}")
-
-    # 4. overhead: one tiny op, allocation included, as a user writes it.
-    a1 = torch.ones(1, device=dev)
-    b1 = torch.ones(1, device=dev)
-    t = benchmark(torch.add, a1, b1, budget_s=0.5, device=dev)
-    iqr["overhead"] = t.relative_iqr
-    step(f"op overhead (a + b on 1 element): {_fmt_s(t.median_s)}")
-
-    ceilings = Ceilings(
-        device=dev.type,
-        device_name=name,
-        matmul_flops_per_s=by_dtype["fp32"],
-        vector_flops_per_s=vector_flops,
-        mem_bandwidth_bytes_per_s=bandwidth,
-        op_overhead_s=t.median_s,
-        dtype="fp32",
-        torch_version=torch.__version__,
-        measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        host=socket.gethostname(),
-        library_version=_library_version(),
-        num_threads=torch.get_num_threads(),
-        matmul_size=n,
-        copy_bytes=nbytes,
-        vector_method=vector_method,
-        matmul_flops_per_s_by_dtype=by_dtype,
-        relative_iqr=iqr,
-        cpu_share=cpu_share if on_cpu else 1.0,
-    )
-    if progress and ceilings.noisy:
-        print(f"brrr: {ceilings._noise_note()}", file=sys.stderr, flush=True)
-    return ceilings
-
-
-_VECTOR_CHAINS = 4  # independent chains per element: hides the FMA latency
-
-
-def _fma_chains(x: torch.Tensor, steps: int) -> torch.Tensor:
-    ys = [x + i for i in range(_VECTOR_CHAINS)]  # 4 FLOPs/element
-    for _ in range(steps):
-        ys = [y * 0.999 + 0.001 for y in ys]  # 2 FLOPs each
-    out = ys[0]
-    for y in ys[1:]:
-        out = out + y  # 3 FLOPs
-    return out
-
-
-def _measure_vector(dev: torch.device, benchmark: Any) -> tuple[float, str, Any]:
-    if dev.type == "cpu":
-        # 512 KiB in + 512 KiB out per thread: stays in a 1 MiB L2.
-        numel, steps = 2**17 * max(1, torch.get_num_threads()), 16
-    else:
-        numel, steps = 2**24, 64
-    flops = numel * (2 * _VECTOR_CHAINS * (steps + 1) - 1)
-    x = torch.rand(numel, device=dev)
+        free_bytes, _total = torch.cuda.mem_get_info(dev)
+        return int(free_bytes)
+    if dev.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
     try:
-        import functools
+        import psutil
 
-        compiled = torch.compile(functools.partial(_fma_chains, steps=steps), dynamic=False)
-        compiled(x)
-        sync(dev)
-    except Exception as err:  # any compiler failure (no C compiler, ...): fall back, say why
-        compiled = None
-        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:80] if str(err) else ''}"
-    if compiled is not None:
-        t = benchmark(compiled, x, budget_s=1.0 if dev.type == "cpu" else 0.3, device=dev)
-        method = f"torch.compile: {_VECTOR_CHAINS} chains x {steps} multiply-adds on {numel * 4 / 2**20:.2g} MiB"
-        return flops / t.min_s, method, t
-    # Fallback: eager addcmul (2 FLOPs per element) on in-cache data.
-    numel = 2**16
-    x, y, z, out = (torch.rand(numel, device=dev) for _ in range(4))
-    t = benchmark(torch.addcmul, x, y, z, out=out, budget_s=0.5, device=dev)
-    return 2 * numel / t.min_s, f"eager addcmul, torch.compile failed ({reason})", t
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    if os.path.isfile("/proc/meminfo"):
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    return 4 * 2**30  # unknown: assume a small laptop's free memory

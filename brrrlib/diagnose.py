@@ -279,8 +279,9 @@ def diagnose(
     Errors ``fn`` raises are not caught: they surface as they are. A function
     that runs no torch operator raises ``ValueError``.
     """
-    from brrrlib import counting, devices, timing
+    from brrrlib import counting, timing
     from brrrlib import trace as trace_mod
+    from brrrlib.ceilings import measure_ceilings
 
     if not callable(fn):
         raise TypeError(
@@ -320,7 +321,7 @@ def diagnose(
     dev = _torch_device(main_timing.device)
     if ceilings is None:
         say(f"ceilings of {dev} (bl.measure_ceilings; cached after the first time)")
-        ceilings = devices.measure_ceilings(dev, progress=progress)
+        ceilings = measure_ceilings(dev, progress=progress)
     else:
         say(f"ceilings given: {getattr(ceilings, 'device_name', '?')}")
 

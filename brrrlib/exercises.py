@@ -95,7 +95,7 @@ class _Context:
     @property
     def ceilings(self) -> Any:
         if self._ceilings is None:
-            from brrrlib.devices import measure_ceilings
+            from brrrlib.ceilings import measure_ceilings
 
             self._ceilings = measure_ceilings()  # cached on disk; shows progress if it measures
         return self._ceilings

@@ -407,7 +407,7 @@ def report(
     if extras and chapter_key is None:
         raise ValueError("extra needs chapter=, e.g. bl.report(chapter=2, extra={...})")
     if ceilings is None:
-        from brrrlib.devices import measure_ceilings
+        from brrrlib.ceilings import measure_ceilings
 
         ceilings = measure_ceilings()
     rep = from_ceilings(ceilings, name=name)

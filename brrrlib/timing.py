@@ -1,4 +1,4 @@
-"""Honest timing: warm-up, sync, repeats by time budget, median and spread.
+"""Honest timing: warm-up, sync, repeats by time budget, disturbed samples dropped.
 
 Timing code on an accelerator goes wrong in a few classic ways: the clock is
 read before the device has finished (CUDA is asynchronous, so ``time.time()``
@@ -13,14 +13,21 @@ once, estimate the cost, derive the number of warm-up runs and timed runs from
 time budgets rather than fixed counts, time with device events on CUDA, and
 report quantiles. On the CPU it adds what ``torch.utils.benchmark.Timer``
 does for tiny operations: time *blocks* of calls, so the timer's own cost is
-amortised. Chapter 00 introduces it; every later chapter measures through it.
+amortised. And it drops samples the operating system disturbed (another
+program took the core) and measures replacements, so a busy laptop gives the
+number a quiet one would.
+
+A number on its own answers "how long?"; most lessons ask "how much longer?".
+:func:`compare` answers that: it times two workloads in alternating rounds
+(A B B A A B ...) so that whatever the machine does meanwhile hits both alike,
+and reports the ratio with a confidence interval, or says it cannot tell.
+Chapter 00 introduces both; every later chapter measures through them.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
-import html
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -29,9 +36,9 @@ from typing import Any
 
 import torch
 
-from brrrlib import devices
+from brrrlib import _fmt, devices
 
-__all__ = ["Timing", "benchmark"]
+__all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
 # A timing whose interquartile range exceeds this fraction of its median is
 # flagged as noisy: the same 10% threshold torch.utils.benchmark warns at
@@ -52,6 +59,28 @@ _MAX_SAMPLES = 10_000
 # The estimate keeps doubling the number of calls until they take this long.
 _ESTIMATE_S = 1e-3
 
+# A sample is disturbed when the OS took the CPU away from it. Two signs:
+# 1. its CPU share (this thread's CPU seconds / wall seconds) fell below
+#    this fraction of the typical sample's: the thread sat descheduled for a
+#    while (only checked when the workload keeps the thread busy: a sample
+#    that mostly waits, on a sleep or a GPU, has a low share by nature). The
+#    calling thread takes part in every parallel op, so its share drops when
+#    the OS takes its core; a *worker* thread's lost time shows instead as a
+#    longer sample, caught by sign 2 when large. (This thread's own clock is
+#    exact; the whole process's is updated in scheduler ticks of ~4 ms.)
+_DISTURBED_CPU_SHARE = 0.85
+_BUSY_WORKLOAD_SHARE = 0.5
+# 2. it lasted more than this many times the median sample (a whole time
+#    slice given to another program: 4 ms on top of a 1 ms block).
+_DISTURBED_TIME_FACTOR = 3.0
+# Replacements for dropped samples are measured for at most this many times
+# the budget, after the budget itself.
+_REPLACE_BUDGET_FACTOR = 2.0
+
+# The clocks: wall time and this thread's CPU time. Tests replace them with
+# fake clocks to check the method without a real machine.
+_CLOCKS: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.thread_time)
+
 
 @dataclass(frozen=True, repr=False)
 class Timing:
@@ -70,7 +99,9 @@ class Timing:
     in which case close the other programs and measure again before drawing
     conclusions from a small difference. ``min_s`` is the best the machine
     did; it is a good estimate of the cost when nothing interferes, but a
-    poor one of what a user sees.
+    poor one of what a user sees. ``dropped_s`` holds the samples that were
+    measured while another program had the CPU (see :func:`benchmark`, step
+    5): they were replaced and are not in ``samples_s``.
     """
 
     samples_s: tuple[float, ...]
@@ -79,6 +110,7 @@ class Timing:
     calls_per_sample: int = 1
     flush_cache: bool = False
     cuda_graph: bool = False
+    dropped_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         samples = tuple(float(s) for s in self.samples_s)
@@ -89,6 +121,7 @@ class Timing:
         if int(self.calls_per_sample) < 1:
             raise ValueError(f"calls_per_sample must be >= 1, got {self.calls_per_sample}")
         object.__setattr__(self, "samples_s", samples)
+        object.__setattr__(self, "dropped_s", tuple(float(s) for s in self.dropped_s))
 
     # -- summaries ---------------------------------------------------------
     def quantile(self, q: float) -> float:
@@ -98,13 +131,7 @@ class Timing:
         ``quantile(0.5)`` is the median, ``quantile(0.2)`` and
         ``quantile(0.8)`` are the band triton's ``do_bench`` reports.
         """
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"q must be between 0 and 1, got {q}")
-        xs = sorted(self.samples_s)
-        pos = q * (len(xs) - 1)
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(xs) - 1)
-        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+        return _fmt.quantile(self.samples_s, q)
 
     @property
     def median_s(self) -> float:
@@ -118,7 +145,7 @@ class Timing:
 
     @property
     def max_s(self) -> float:
-        """Slowest per-call seconds seen (often an interruption)."""
+        """Slowest per-call seconds kept (often an interruption)."""
         return max(self.samples_s)
 
     @property
@@ -129,7 +156,7 @@ class Timing:
     @property
     def iqr_s(self) -> float:
         """Interquartile range in seconds: the 75th minus the 25th percentile."""
-        return self.quantile(0.75) - self.quantile(0.25)
+        return _fmt.iqr(self.samples_s)
 
     @property
     def relative_iqr(self) -> float:
@@ -143,27 +170,39 @@ class Timing:
 
     @property
     def calls(self) -> int:
-        """Total number of timed calls (samples x calls per sample)."""
+        """Total number of timed calls kept (samples x calls per sample)."""
         return len(self.samples_s) * self.calls_per_sample
+
+    @property
+    def dropped(self) -> int:
+        """How many disturbed samples were dropped and replaced."""
+        return len(self.dropped_s)
 
     # -- rendering ---------------------------------------------------------
     def _summary(self) -> tuple[str, str]:
-        head = f"{_format_seconds(self.median_s)} median"
+        s = _fmt.seconds
+        head = f"{s(self.median_s)} median"
         spread = (
-            f"IQR {_format_seconds(self.iqr_s)} ({self.relative_iqr:.0%}), "
-            f"min {_format_seconds(self.min_s)}, "
+            f"IQR {s(self.iqr_s)} ({self.relative_iqr:.0%}), min {s(self.min_s)}, "
             f"{len(self.samples_s)} samples x {self.calls_per_sample} call"
             f"{'s' if self.calls_per_sample > 1 else ''}, {self.device}"
         )
         extras = [
             x
-            for x, on in (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph))
+            for x, on in (
+                ("cache flushed", self.flush_cache),
+                ("CUDA graph", self.cuda_graph),
+                (f"{self.dropped} disturbed sample(s) dropped", self.dropped > 0),
+            )
             if on
         ]
         if extras:
             spread += ", " + ", ".join(extras)
         if self.noisy:
-            spread += "; NOISY: spread > 10% of median, measure again on a quieter machine"
+            spread += (
+                f"; NOISY: the spread is {self.relative_iqr:.0%} of the median (over 10%), "
+                "so differences smaller than that mean nothing"
+            )
         return head, spread
 
     def __repr__(self) -> str:
@@ -172,64 +211,18 @@ class Timing:
         return f"Timing({label}{head}; {spread})"
 
     def _repr_html_(self) -> str:
+        from html import escape
+
         head, spread = self._summary()
-        label = f"<b>{html.escape(self.label)}</b>: " if self.label else ""
-        color = "#b00" if self.noisy else "#555"
+        label = f"<b>{escape(self.label)}</b>: " if self.label else ""
+        style = "color:var(--jp-error-color1,#b00)" if self.noisy else "opacity:0.75"
         return (
-            f"<div>{label}<span style='font-size:1.2em'>{html.escape(head)}</span> "
-            f"<span style='color:{color}'>{html.escape(spread)}</span></div>"
+            f"<div>{label}<span style='font-size:1.2em'>{escape(head)}</span> "
+            f"<span style='{style}'>{escape(spread)}</span></div>"
         )
 
 
-def _format_seconds(seconds: float) -> str:
-    """Format seconds with the unit that keeps 3 significant digits readable."""
-    if not math.isfinite(seconds):
-        return str(seconds)
-    a = abs(seconds)
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if a >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
-def _infer_device(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.device:
-    """The device of the first tensor among the arguments, else bl.device()."""
-    for value in (*args, *kwargs.values()):
-        candidates = value if isinstance(value, (list, tuple)) else (value,)
-        for v in candidates:
-            if isinstance(v, torch.Tensor):
-                return v.device
-            if isinstance(v, torch.nn.Module):
-                for p in v.parameters():
-                    return p.device
-    return devices.device()
-
-
-def _flush_buffer(dev: torch.device) -> torch.Tensor:
-    """A byte buffer larger than the last-level cache (256 MB on CUDA, as triton)."""
-    if dev.type == "cuda":
-        nbytes = 256 * 2**20
-    else:
-        nbytes = max(4 * devices._last_level_cache_bytes(), 32 * 2**20)
-    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
-
-
-def _flush(buffer: torch.Tensor | None) -> None:
-    # Writing every byte evicts whatever fn left in the caches.
-    if buffer is not None:
-        buffer.fill_(1)
-
-
-class _NoGC:
-    """Disable the garbage collector while timing (timeit does the same)."""
-
-    def __enter__(self) -> None:
-        self._was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._was_enabled:
-            gc.enable()
+# ------------------------------------------------------------------ benchmark
 
 
 def benchmark(
@@ -261,6 +254,11 @@ def benchmark(
        synchronised once at the end, never inside the timed region; on the
        CPU the clock is ``time.perf_counter``. The garbage collector is off
        while timing, as in ``timeit``.
+    5. **Drop disturbed samples** and measure replacements (for at most
+       twice the budget): a sample during which this thread got much less
+       CPU time than usual (another program had the core), or that took
+       more than 3x the median (a whole time slice went elsewhere). They are
+       kept apart in ``Timing.dropped_s``.
 
     A block measures the *throughput* of back-to-back calls: on a GPU, if
     Python launches kernels faster than they run, the queue fills and the
@@ -297,27 +295,19 @@ def benchmark(
         >>> bl.benchmark(torch.mm, a, a, label="mm 1024")     # doctest: +SKIP
         Timing(mm 1024: 11.5 ms median; IQR 0.2 ms (2%), ...)
     """
-    if not callable(fn):
-        raise TypeError(
-            f"fn must be callable (a function, lambda or module), got {type(fn).__name__}; "
-            "pass the function itself, not its result: benchmark(torch.mm, a, b)"
-        )
-    for name, value in (("budget_s", budget_s), ("warmup_s", warmup_s)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
-        if not math.isfinite(value) or value < 0 or (name == "budget_s" and value == 0):
-            raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+    _check_callable("fn", fn)
+    budget_s = _check_seconds("budget_s", budget_s, zero_ok=False)
+    warmup_s = _check_seconds("warmup_s", warmup_s, zero_ok=True)
     if label is not None and not isinstance(label, str):
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
     dev = _infer_device(args, kwargs) if device is None else devices.resolve(device)
+    devices.check_available(dev, "device")
     if cuda_graph and dev.type != "cuda":
         raise ValueError(
             f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
             "CUDA graphs exist only on NVIDIA/ROCm GPUs: drop cuda_graph=True here"
         )
-
     buffer = _flush_buffer(dev) if flush_cache else None
-
     # functools.partial calls fn from C: no extra Python frame per call, so a
     # 1 µs op costs what it costs in the learner's own loop.
     call = functools.partial(fn, *args, **kwargs)
@@ -328,75 +318,101 @@ def benchmark(
     if cuda_graph:
         call = _capture_cuda_graph(call, dev)
     per_call_s, spent_s = _estimate(call, dev, buffer)
-
     # Calls per sample: enough for a ~1 ms block, 1 when flushing caches.
     number = 1 if flush_cache else max(1, math.ceil(_MIN_BLOCK_S / per_call_s))
-    # 3. warm-up for what is left of warmup_s.
-    n_warmup = max(0, math.ceil((warmup_s - spent_s) / per_call_s))
+    n_samples = int(min(_MAX_SAMPLES, max(_MIN_SAMPLES, budget_s // (per_call_s * number))))
     with _NoGC():
-        for _ in range(n_warmup):
+        # 3. warm-up for what is left of warmup_s.
+        for _ in range(max(0, math.ceil((warmup_s - spent_s) / per_call_s))):
             _flush(buffer)
             call()
         devices.sync(dev)
-        # 4. measure.
-        n_samples = int(min(_MAX_SAMPLES, max(_MIN_SAMPLES, budget_s // (per_call_s * number))))
-        if dev.type == "cuda":
-            samples = _measure_cuda(call, dev, buffer, number, n_samples)
-        else:
-            samples = _measure_host(call, dev, buffer, number, n_samples)
+        # 4. measure, and 5. replace disturbed samples.
+        kept, dropped = _measure_until_undisturbed(
+            lambda n: _measure_blocks(call, dev, buffer, number, n),
+            n_samples,
+            deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
+        )
     return Timing(
-        samples_s=tuple(samples),
+        samples_s=tuple(kept),
         device=str(dev),
         label=label,
         calls_per_sample=number,
         flush_cache=flush_cache,
         cuda_graph=cuda_graph,
+        dropped_s=tuple(dropped),
     )
 
 
-def _estimate(
-    call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
-) -> tuple[float, float]:
-    """Per-call seconds from doubling blocks of calls; also returns time spent.
+def _measure_until_undisturbed(
+    measure: Callable[[int], list[tuple[float, float | None]]], n_samples: int, deadline: float
+) -> tuple[list[float], list[float]]:
+    """Measure ``n_samples``, then replace disturbed ones until the deadline.
 
-    Synchronises at both ends so asynchronous devices are measured too; the
-    flush (if any) is inside the loop, so the estimate covers the full cost
-    of one timed run and the budget bounds the wall time. The doubling runs
-    twice and the smaller estimate wins: a single slow call (lazy
-    initialisation, a preempted time slice) must not make a 1 µs op look
-    like a 1 ms op, or it would be timed one call at a time.
+    ``measure(n)`` returns ``n`` pairs ``(seconds per call, cpu share or
+    None)``. Disturbance is judged against all samples so far (see
+    :func:`_disturbed`), so a replacement can be dropped too.
     """
-    best, spent = math.inf, 0.0
-    for _ in range(2):
-        n = 1
-        while True:
-            devices.sync(dev)
-            t0 = time.perf_counter()
-            for _ in range(n):
-                _flush(buffer)
-                call()
-            devices.sync(dev)
-            elapsed = time.perf_counter() - t0
-            spent += elapsed
-            if elapsed >= _ESTIMATE_S or n >= 2**20:
-                break
-            n *= 2
-        best = min(best, max(elapsed / n, 1e-9))
-    return best, spent
+    samples = measure(n_samples)
+    while True:
+        flags = _disturbed(samples)
+        missing = n_samples - (len(samples) - sum(flags))
+        if missing <= 0 or _CLOCKS[0]() >= deadline or len(samples) >= _MAX_SAMPLES:
+            break
+        samples += measure(missing)
+    if len(samples) - sum(flags) < _MIN_SAMPLES:  # a machine busy all along: keep the fastest
+        fastest = sorted(range(len(samples)), key=lambda i: samples[i][0])[:_MIN_SAMPLES]
+        flags = [i not in fastest for i in range(len(samples))]
+    kept = [s for (s, _share), bad in zip(samples, flags, strict=True) if not bad]
+    dropped = [s for (s, _share), bad in zip(samples, flags, strict=True) if bad]
+    return kept, dropped
 
 
-def _measure_host(call, dev, buffer, number, n_samples) -> list[float]:
-    """Blocks timed with time.perf_counter; sync at each block's end (no-op on CPU)."""
+def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
+    """Which samples the OS disturbed (see the constants at the top of this module).
+
+    Disturbance only ever lowers a sample's CPU share and raises its time, so
+    the reference for an undisturbed share is a high one (the 90th
+    percentile: right even when most samples were disturbed), and for the
+    time the median.
+    """
+    shares = [share for _s, share in samples if share is not None]
+    quiet_share = _fmt.quantile(shares, 0.9) if shares else 0.0
+    check_share = quiet_share > _BUSY_WORKLOAD_SHARE
+    typical_s = _fmt.median([s for s, _share in samples])
+    return [
+        (check_share and share is not None and share < _DISTURBED_CPU_SHARE * quiet_share)
+        or s > _DISTURBED_TIME_FACTOR * typical_s
+        for s, share in samples
+    ]
+
+
+def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, float | None]]:
+    """Time ``n_samples`` blocks of ``number`` calls: device events on CUDA, clocks elsewhere."""
+    if dev.type == "cuda":
+        return [(s, None) for s in _measure_cuda(call, dev, buffer, number, n_samples)]
+    return _measure_host(call, dev, buffer, number, n_samples)
+
+
+def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, float]]:
+    """Blocks timed with the wall clock, each with this thread's CPU share.
+
+    Sync at each block's end (a no-op on the CPU). The CPU share is this
+    thread's CPU seconds over wall seconds: ~1 while it computes, lower when
+    the OS gave its core to another program for part of the block.
+    """
+    wall, cpu = _CLOCKS
     samples = []
-    clock = time.perf_counter
     for _ in range(n_samples):
         _flush(buffer)
         devices.sync(dev)
-        t0 = clock()
+        c0, t0 = cpu(), wall()
         for _ in range(number):
             call()
         devices.sync(dev)
-        samples.append((clock() - t0) / number)
+        t1, c1 = wall(), cpu()
+        elapsed = max(t1 - t0, 1e-12)
+        samples.append((elapsed / number, (c1 - c0) / elapsed))
     return samples
 
 
@@ -418,6 +434,38 @@ def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
     return [s.elapsed_time(e) / 1e3 / number for s, e in zip(starts, ends, strict=True)]
 
 
+def _estimate(
+    call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
+) -> tuple[float, float]:
+    """Per-call seconds from doubling blocks of calls; also returns time spent.
+
+    Synchronises at both ends so asynchronous devices are measured too; the
+    flush (if any) is inside the loop, so the estimate covers the full cost
+    of one timed run and the budget bounds the wall time. The doubling runs
+    twice and the smaller estimate wins: a single slow call (lazy
+    initialisation, a preempted time slice) must not make a 1 µs op look
+    like a 1 ms op, or it would be timed one call at a time.
+    """
+    clock = _CLOCKS[0]
+    best, spent = math.inf, 0.0
+    for _ in range(2):
+        n = 1
+        while True:
+            devices.sync(dev)
+            t0 = clock()
+            for _ in range(n):
+                _flush(buffer)
+                call()
+            devices.sync(dev)
+            elapsed = clock() - t0
+            spent += elapsed
+            if elapsed >= _ESTIMATE_S or n >= 2**20:
+                break
+            n *= 2
+        best = min(best, max(elapsed / n, 1e-9))
+    return best, spent
+
+
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
     """Capture ``call`` in a CUDA graph and return a function that replays it.
 
@@ -437,3 +485,273 @@ def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable
         call()
     torch.cuda.synchronize(dev)
     return graph.replay
+
+
+# ------------------------------------------------------------------ compare
+
+#: The interval of a comparison is "decided" when it lies within this factor
+#: of its ratio on both sides (x1.93 in [x1.80, x2.05] passes at 10%).
+COMPARE_TOLERANCE = 0.1
+#: A comparison takes at least this many rounds: with 10, the 95% interval of
+#: the median is the 2nd smallest to the 2nd largest ratio.
+_MIN_ROUNDS = 10
+
+
+@dataclass(frozen=True, repr=False)
+class Comparison:
+    """How much longer B takes than A, from rounds measured alternately.
+
+    Made by :func:`compare`. ``ratios`` holds one ``B time / A time`` per
+    round; ``ratio`` is their median and ``low``/``high`` the distribution-free
+    confidence interval of that median (:func:`brrrlib._fmt.median_interval`,
+    95% by default). ``decided`` says whether the interval is narrow enough
+    (within ``tolerance`` of the ratio on each side) to draw a conclusion
+    from; when it is not, :meth:`says` does not pretend: "too noisy to tell".
+    ``a`` and ``b`` are each side's :class:`Timing` (one sample per kept
+    round), for plotting them as points.
+
+    Ask it questions with the interval, not the point estimate:
+    ``above(1.7)`` is true only when the whole interval is above 1.7.
+    """
+
+    a: Timing
+    b: Timing
+    ratios: tuple[float, ...]
+    confidence: float = 0.95
+    tolerance: float = COMPARE_TOLERANCE
+    rounds_dropped: int = 0
+
+    @property
+    def ratio(self) -> float:
+        """B's time over A's: the median of the per-round ratios."""
+        return _fmt.median(self.ratios)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """``(low, high)``: where the true ratio lies, at ``confidence``."""
+        return _fmt.median_interval(self.ratios, self.confidence)
+
+    @property
+    def low(self) -> float:
+        """The lower end of :attr:`interval`."""
+        return self.interval[0]
+
+    @property
+    def high(self) -> float:
+        """The upper end of :attr:`interval`."""
+        return self.interval[1]
+
+    @property
+    def speedup(self) -> float:
+        """A's time over B's (``1 / ratio``): how many times faster B is."""
+        return 1.0 / self.ratio
+
+    @property
+    def decided(self) -> bool:
+        """True when the interval lies within ``tolerance`` of the ratio on both sides."""
+        r, (lo, hi) = self.ratio, self.interval
+        return lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
+
+    def above(self, x: float) -> bool:
+        """True when the whole interval lies above ``x``: B takes more than x times A."""
+        return self.low > x
+
+    def below(self, x: float) -> bool:
+        """True when the whole interval lies below ``x``."""
+        return self.high < x
+
+    def says(self, what: str = "time") -> str:
+        """The ratio in words: "x1.93 time (95% interval x1.88-x2.01)", or "too noisy to tell"."""
+        lo, hi = self.interval
+        span = f"x{lo:.2f}-x{hi:.2f}"
+        if not self.decided:
+            return f"too noisy to tell ({span}); close other programs or press re-measure"
+        return f"x{self.ratio:.2f} {what} ({self.confidence:.0%} interval {span})"
+
+    def __repr__(self) -> str:
+        la, lb = self.a.label or "A", self.b.label or "B"
+        return (
+            f"Comparison({lb} / {la}: {self.says()}; {len(self.ratios)} rounds, "
+            f"{self.rounds_dropped} disturbed dropped; A {_fmt.seconds(self.a.median_s)}, "
+            f"B {_fmt.seconds(self.b.median_s)}, {self.a.device})"
+        )
+
+
+def compare(
+    a: Callable[[], Any],
+    b: Callable[[], Any],
+    *,
+    budget_s: float = 2.0,
+    tolerance: float = COMPARE_TOLERANCE,
+    confidence: float = 0.95,
+    warmup_s: float = 0.05,
+    device: str | torch.device | None = None,
+    labels: tuple[str, str] | None = None,
+) -> Comparison:
+    """Time ``b()`` against ``a()`` in alternating rounds: the ratio with an interval.
+
+    Two separate benchmarks can disagree by more than the effect you are
+    looking for: the machine was busier during one of them. Measured in
+    rounds that alternate (A B, then B A, then A B ...), both sides meet the
+    same machine, and the per-round ratio cancels what they share. The method:
+
+    1. **First call and estimate** of each side, as :func:`benchmark` does;
+       calls per block so that each block lasts about 1 ms or more.
+    2. **Warm-up** both for ``warmup_s``.
+    3. **Rounds**: one block of each, alternating which goes first. Rounds in
+       which either side was disturbed (see :func:`benchmark`, step 5) are
+       dropped.
+    4. **Stop** after at least 10 kept rounds once the 95% interval of the
+       median ratio lies within ``tolerance`` (10%) of it, or when
+       ``budget_s`` is spent. A quiet machine decides in a few dozen
+       milliseconds; a busy one uses the budget and may still say "too noisy
+       to tell" (``Comparison.decided`` is False): then no conclusion.
+
+    ``a`` and ``b`` are called without arguments: pass ``lambda: f(x)`` or
+    ``functools.partial(f, x)``. ``device`` is where they run (default: the
+    device of a ``partial``'s tensor arguments, else :func:`brrrlib.device`).
+
+    Example::
+
+        >>> c = bl.compare(lambda: model(x[:16]), lambda: model(x[:32]))  # doctest: +SKIP
+        >>> c.ratio, c.interval, c.decided                                 # doctest: +SKIP
+        (1.08, (1.05, 1.11), True)
+    """
+    _check_callable("a", a)
+    _check_callable("b", b)
+    budget_s = _check_seconds("budget_s", budget_s, zero_ok=False)
+    warmup_s = _check_seconds("warmup_s", warmup_s, zero_ok=True)
+    if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 10):
+        raise ValueError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
+    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
+        raise ValueError(f"confidence must be between 0.5 and 1 (e.g. 0.95), got {confidence!r}")
+    dev = _infer_callable_device(a, b) if device is None else devices.resolve(device)
+    devices.check_available(dev, "device")
+    la, lb = labels if labels is not None else ("A", "B")
+
+    sides = []
+    for call in (a, b):  # 1. first call and estimate
+        call()
+        devices.sync(dev)
+        per_call_s, _spent = _estimate(call, dev, None)
+        sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
+    with _NoGC():
+        for call, per_call_s, _number in sides:  # 2. warm-up
+            for _ in range(math.ceil(warmup_s / 2 / per_call_s)):
+                call()
+        devices.sync(dev)
+        rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence)
+    flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
+    kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
+    ta = [rounds_a[i][0] for i in kept]
+    tb = [rounds_b[i][0] for i in kept]
+    return Comparison(
+        a=Timing(samples_s=ta, device=str(dev), label=la, calls_per_sample=sides[0][2]),
+        b=Timing(samples_s=tb, device=str(dev), label=lb, calls_per_sample=sides[1][2]),
+        ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
+        confidence=confidence,
+        tolerance=tolerance,
+        rounds_dropped=len(flags) - len(kept),
+    )
+
+
+def _rounds(sides, dev, budget_s, tolerance, confidence):
+    """3. and 4.: alternate one block of each side until decided or out of budget."""
+    deadline = _CLOCKS[0]() + budget_s
+    rounds_a: list[tuple[float, float | None]] = []
+    rounds_b: list[tuple[float, float | None]] = []
+    (call_a, _, n_a), (call_b, _, n_b) = sides
+    while True:
+        for _ in range(_MIN_ROUNDS if not rounds_a else 4):
+            first_a = len(rounds_a) % 2 == 0
+            for is_a in (first_a, not first_a):
+                call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
+                out += _measure_blocks(call, dev, None, n, 1)
+        flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
+        ratios = [
+            rb[0] / ra[0]
+            for ra, rb, bad in zip(rounds_a, rounds_b, flags, strict=True)
+            if not bad and ra[0] > 0
+        ]
+        done = len(ratios) >= _MIN_ROUNDS and _narrow(ratios, tolerance, confidence)
+        if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
+            return rounds_a, rounds_b
+
+
+def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
+    r = _fmt.median(ratios)
+    lo, hi = _fmt.median_interval(ratios, confidence)
+    return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _check_callable(name: str, fn: Any) -> None:
+    if not callable(fn):
+        raise TypeError(
+            f"{name} must be callable (a function, lambda or module), got {type(fn).__name__}; "
+            "pass the function itself, not its result: benchmark(torch.mm, a, b)"
+        )
+
+
+def _check_seconds(name: str, value: Any, *, zero_ok: bool) -> float:
+    """A number of seconds (any real number type, numpy's included); else a clear error."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+    return value
+
+
+def _infer_device(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.device:
+    """The device of the first tensor among the arguments, else bl.device()."""
+    for value in (*args, *kwargs.values()):
+        candidates = value if isinstance(value, (list, tuple)) else (value,)
+        for v in candidates:
+            if isinstance(v, torch.Tensor):
+                return v.device
+            if isinstance(v, torch.nn.Module):
+                for p in v.parameters():
+                    return p.device
+    return devices.device()
+
+
+def _infer_callable_device(*fns: Any) -> torch.device:
+    """The device of a ``functools.partial``'s first tensor argument, else bl.device()."""
+    for fn in fns:
+        if isinstance(fn, functools.partial):
+            for v in (fn.func, *fn.args, *fn.keywords.values()):
+                if isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple)):
+                    return _infer_device((v,), {})
+    return devices.device()
+
+
+def _flush_buffer(dev: torch.device) -> torch.Tensor:
+    """A byte buffer larger than the last-level cache (256 MB on CUDA, as triton)."""
+    if dev.type == "cuda":
+        nbytes = 256 * 2**20
+    else:
+        nbytes = max(4 * devices.last_level_cache_bytes(dev), 32 * 2**20)
+    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+
+
+def _flush(buffer: torch.Tensor | None) -> None:
+    # Writing every byte evicts whatever fn left in the caches.
+    if buffer is not None:
+        buffer.fill_(1)
+
+
+class _NoGC:
+    """Disable the garbage collector while timing (timeit does the same)."""
+
+    def __enter__(self) -> None:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            gc.enable()

@@ -4,7 +4,7 @@ Nothing here measures: tests that check arithmetic or rendering build a
 ``Ceilings`` with round numbers instead of calling ``bl.measure_ceilings()``.
 """
 
-from brrrlib.devices import Ceilings
+from brrrlib.ceilings import Ceilings
 
 
 def fake_ceilings(**overrides) -> Ceilings:
@@ -17,7 +17,7 @@ def fake_ceilings(**overrides) -> Ceilings:
         mem_bandwidth_bytes_per_s=20e9,
         op_overhead_s=1e-6,
         measured_at="2026-01-01T00:00:00+00:00",
-        relative_iqr={"matmul": 0.01},
+        spread={"matmul": 0.01},
     )
     values.update(overrides)
     return Ceilings(**values)

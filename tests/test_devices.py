@@ -1,7 +1,4 @@
-"""devices: device choice, the spec table, and measured ceilings (measured once per session)."""
-
-import json
-import math
+"""devices: device choice, sync, the spec table, and facts about this machine."""
 
 import pytest
 import torch
@@ -9,7 +6,7 @@ from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib import devices
-from brrrlib.devices import Ceilings, DeviceSpec
+from brrrlib.devices import DeviceSpec
 
 # ------------------------------------------------------ device() / sync() ---
 
@@ -29,7 +26,7 @@ def test_device_defaults_to_the_best_available(monkeypatch):
 def test_brrr_device_overrides(monkeypatch):
     monkeypatch.setenv("BRRR_DEVICE", "cpu")
     assert bl.device() == torch.device("cpu")
-    monkeypatch.setenv("BRRR_DEVICE", " CPU ".lower())
+    monkeypatch.setenv("BRRR_DEVICE", " CPU ")  # any case, spaces trimmed
     assert bl.device() == torch.device("cpu")
 
 
@@ -42,8 +39,12 @@ def test_brrr_device_unknown_value_lists_what_is_available(monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
 def test_brrr_device_unavailable_cuda_says_so(monkeypatch):
     monkeypatch.setenv("BRRR_DEVICE", "cuda")
-    with pytest.raises(ValueError, match="no cuda device"):
+    with pytest.raises(ValueError, match="BRRR_DEVICE='cuda' but this machine has no CUDA GPU"):
         bl.device()
+    with pytest.raises(ValueError, match="device='cuda' but this machine has no CUDA GPU"):
+        bl.benchmark(torch.neg, torch.ones(1), device="cuda")
+    with pytest.raises(ValueError, match="available here: .*cpu"):
+        bl.sync("cuda")
 
 
 def test_sync_accepts_devices_names_and_tensors():
@@ -53,6 +54,24 @@ def test_sync_accepts_devices_names_and_tensors():
     bl.sync(torch.ones(1))
     with pytest.raises(TypeError, match="device must be"):
         bl.sync(3)
+    with pytest.raises(
+        ValueError, match=r"device='tpu' is not a device brrr knows.*cpu, cuda, mps"
+    ):
+        bl.sync("tpu")
+    with pytest.raises(ValueError, match="did you mean 'cuda'"):
+        bl.sync("cdua")
+
+
+def test_one_gpu_has_one_name():
+    assert devices.physical(torch.device("cpu")) == torch.device("cpu")
+    if torch.cuda.is_available():
+        assert devices.physical(torch.device("cuda")) == torch.device("cuda", 0)
+
+
+def test_machine_facts():
+    assert devices.last_level_cache_bytes() >= 2**16
+    assert devices.available_memory_bytes(torch.device("cpu")) > 2**20
+    assert devices.device_name(torch.device("cpu"))
 
 
 # ------------------------------------------------------------ spec table ---
@@ -146,104 +165,8 @@ def test_peaks_mapping_is_read_only():
     ],
 )
 def test_gpu_names_reported_by_torch_find_their_row(gpu_name, row):
-    found = devices._spec_for_device_name(gpu_name)
+    found = devices.spec_for_device_name(gpu_name)
     assert (found.name if found else None) == row
-
-
-# -------------------------------------------------------------- Ceilings ---
-
-
-_fake = fake_ceilings
-
-
-def test_ceilings_ridge_point_repr_and_round_trip():
-    c = _fake()
-    assert c.ridge_point_flops_per_byte() == pytest.approx(10.0)
-    text = repr(c)
-    for piece in ("200 GFLOP/s", "150 GFLOP/s", "20 GB/s", "1 µs", "10 FLOP/byte", "Test CPU"):
-        assert piece in text
-    assert "<table>" in c._repr_html_()
-    assert Ceilings(**json.loads(json.dumps(c.to_dict()))) == c
-    assert not c.noisy and _fake(relative_iqr={"memory": 0.5}).noisy
-    busy = _fake(cpu_share=0.5)  # consistently slow: small spread, but half the cores were taken
-    assert busy.noisy and "50%" in busy._noise_note() and "NOISY" in repr(busy)
-    assert not _fake(device="cuda", cpu_share=0.5).noisy  # only meaningful on a CPU
-
-
-def test_ceilings_reject_nonsense():
-    with pytest.raises(ValueError, match="mem_bandwidth_bytes_per_s"):
-        _fake(mem_bandwidth_bytes_per_s=0)
-    with pytest.raises(ValueError, match="op_overhead_s"):
-        _fake(op_overhead_s=float("nan"))
-
-
-def test_nearest_spec_by_name_on_a_gpu_else_by_numbers():
-    a100 = _fake(device="cuda", device_name="NVIDIA A100-SXM4-80GB", matmul_flops_per_s=19e12)
-    assert a100.nearest_spec().name == "A100 80GB SXM"
-    slow = _fake()  # a CPU is far below every GPU: the nearest is the slowest row
-    assert slow.nearest_spec() is min(bl.specs(), key=lambda s: s.peak("fp32"))
-
-
-# ------------------------------------------------- measure_ceilings (live) ---
-
-
-def test_measured_ceilings_are_plausible(measured_ceilings):
-    c = measured_ceilings
-    assert c.device == bl.device().type and c.dtype == "fp32"
-    assert c.torch_version == torch.__version__ and c.library_version == bl.__version__
-    # wide physical bounds (a phone to a datacenter GPU), not expected values
-    assert 1e9 < c.matmul_flops_per_s < 1e16
-    assert 1e8 < c.vector_flops_per_s < 1e16
-    assert 1e8 < c.mem_bandwidth_bytes_per_s < 1e14
-    assert 1e-8 < c.op_overhead_s < 1e-3
-    assert c.matmul_size >= 1024 and c.copy_bytes >= 64 * 2**20
-    assert math.isclose(
-        c.ridge_point_flops_per_byte(), c.matmul_flops_per_s / c.mem_bandwidth_bytes_per_s
-    )
-    assert set(c.relative_iqr) == {"matmul", "vector", "memory", "overhead"}
-    assert 0 < c.cpu_share <= 1
-    # No ordering between ceilings is asserted: on a busy 2-core machine a
-    # competing process can slow any one of them by 10x (benchmarks/ceilings.py
-    # sets them beside independent measurements instead).
-
-
-def test_ceilings_are_cached_per_machine(measured_ceilings, ceilings_cache_dir, monkeypatch):
-    files = list(ceilings_cache_dir.glob("ceilings-*.json"))
-    assert len(files) == 1 and torch.__version__.split("+")[0] in files[0].name
-
-    def must_not_measure(*a, **k):
-        raise AssertionError("measured again despite the cache")
-
-    monkeypatch.setattr(devices, "_measure", must_not_measure)
-    assert bl.measure_ceilings(progress=False) == measured_ceilings
-
-
-def test_refresh_and_damaged_cache_measure_again(measured_ceilings, tmp_path, monkeypatch):
-    monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
-    calls = []
-
-    def fake_measure(dev, name, progress):
-        calls.append(dev)
-        return _fake(device=dev.type, device_name=name)
-
-    monkeypatch.setattr(devices, "_measure", fake_measure)
-    first = bl.measure_ceilings(progress=False)
-    assert len(calls) == 1
-    assert bl.measure_ceilings(progress=False) == first and len(calls) == 1
-    bl.measure_ceilings(refresh=True, progress=False)
-    assert len(calls) == 2
-    (path,) = tmp_path.glob("ceilings-*.json")
-    path.write_text("{not json")
-    bl.measure_ceilings(progress=False)
-    assert len(calls) == 3
-
-
-def test_measure_ceilings_validates_device():
-    with pytest.raises(TypeError, match="device must be"):
-        bl.measure_ceilings(3)
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="not available here"):
-            bl.measure_ceilings("cuda")
 
 
 def test_spec_table_lists_every_row_and_the_measured_one():
@@ -251,8 +174,14 @@ def test_spec_table_lists_every_row_and_the_measured_one():
     text = repr(bl.devices.spec_table(fake))
     for s in bl.specs():
         assert s.name in text
-    assert "this machine (cpu, measured)" in text and "5.0 FLOP/B (fp32)" in text
-    # the A100's ridge point over bf16: 312e12 / 1.555e12 = 201
-    assert "201 FLOP/B" in text.splitlines()[2]
+    measured = text.splitlines()[-1]
+    assert "this machine (cpu, measured)" in measured and "5 FLOP/B" in measured
+    # the A100's ridge points: fp32 19.5e12 / 1.555e12 = 12.5, bf16 312e12 / 1.555e12 = 201
+    assert "12.5 FLOP/B" in text.splitlines()[2] and "201 FLOP/B (bf16)" in text.splitlines()[2]
+    with_bf16 = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 8e11})
+    assert "40 FLOP/B (bf16)" in repr(bl.devices.spec_table(with_bf16, names="T4"))  # 8e11 / 2e10
     html = bl.devices.spec_table(names=["T4"])._repr_html_()
     assert "T4" in html and "A100" not in html and "<table>" in html
+    assert bl.devices.spec_table(names="A100").rows == (bl.spec("A100"),)  # one name, not letters
+    with pytest.raises(TypeError, match="bl.measure_ceilings"):
+        bl.devices.spec_table("fake")

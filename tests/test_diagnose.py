@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import brrrlib as bl
+from brrrlib.ceilings import Ceilings
 from brrrlib.counting import Counts, OpCount
-from brrrlib.devices import Ceilings
 from brrrlib.diagnose import REMEDIES, Diagnosis, _weigh
 from brrrlib.timing import Timing
 from brrrlib.trace import Interval, Trace

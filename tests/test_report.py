@@ -11,7 +11,7 @@ import pytest
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib.devices import Ceilings
+from brrrlib.ceilings import Ceilings
 from brrrlib.report import (
     SCHEMA_VERSION,
     Report,

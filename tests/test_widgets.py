@@ -463,6 +463,8 @@ def test_explorers_on_cuda(ceilings):
 
 def test_batch_model_on_other_device_is_refused(ceilings):
     with pytest.raises(ValueError, match="model.to"):
+        widgets.BatchExplorer(model=_tiny_model().to("meta"), device="cpu", ceilings=ceilings)
+    with pytest.raises(ValueError, match="device='meta' is not a device brrr knows"):
         widgets.BatchExplorer(model=_tiny_model(), device="meta", ceilings=ceilings)
 
 

@@ -1,0 +1,173 @@
+"""Numbers for people: the one unit picker, small statistics, progress lines.
+
+Every module prints through here, so the same value reads the same everywhere
+(``si(0.00099999, "s")`` is "1 ms" in a Timing, a trace and a diagnosis alike).
+The unit picker follows ``torch.utils.benchmark``'s ``select_unit``: round to
+three significant digits *first*, then pick the prefix that leaves 1-999 in
+front of it, so 999.99 µs prints as "1 ms", never "1e+03 µs".
+
+The statistics are the few a timing needs, written out so a learner can read
+them: the median (robust to the run the OS interrupted), linear-interpolated
+quantiles (numpy's default), the interquartile range, and the distribution-free
+confidence interval of a median from order statistics, which
+:func:`brrrlib.timing.compare` reports for every ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Sequence
+
+__all__ = [
+    "Progress",
+    "binary_bytes",
+    "elements",
+    "iqr",
+    "median",
+    "median_interval",
+    "percent",
+    "quantile",
+    "ratio",
+    "seconds",
+    "si",
+]
+
+_BIG = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
+
+
+def si(value: float, unit: str = "", digits: int = 3) -> str:
+    """``value`` with an SI prefix and three significant digits: ``si(2.5e12, "FLOP/s")``
+    is "2.5 TFLOP/s", ``si(8.1e-6, "s")`` is "8.1 µs". Not finite: "n/a"."""
+    if not math.isfinite(value):
+        return f"n/a {unit}".rstrip()
+    if value == 0:
+        return f"0 {unit}".rstrip()
+    rounded = float(f"{value:.{digits}g}")  # round first: 999.99e-6 -> 1e-3 -> "1 ms"
+    a = abs(rounded)
+    for scale, prefix in _BIG if a >= 1 else _SMALL:
+        if a >= scale * (1 - 1e-12):
+            return f"{rounded / scale:.{digits}g} {prefix}{unit}".rstrip()
+    scale, prefix = _SMALL[-1]
+    return f"{rounded / scale:.{digits}g} {prefix}{unit}".rstrip()
+
+
+def seconds(value: float) -> str:
+    """A duration: "1.23 ms", "45 µs", "2.1 s", "1234 s" (no kiloseconds)."""
+    if math.isfinite(value) and abs(value) >= 999.5:
+        return f"{value:.0f} s"
+    return si(value, "s")
+
+
+def binary_bytes(nbytes: float) -> str:
+    """A memory size in binary units, as memory is sold: 67108864 -> "64 MiB"."""
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def elements(n: int) -> str:
+    """An element count: powers of two as "16 Mi", others with thousands separators."""
+    for scale, unit in ((2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n:,}"
+
+
+def percent(part: float, whole: float) -> str:
+    """``part`` as a percentage of ``whole``: "12%", "0.4%"; "-" when whole is 0."""
+    if not whole or not math.isfinite(part / whole):
+        return "-"
+    share = 100 * part / whole
+    return f"{share:.1f}%" if abs(share) < 1 else f"{share:.0f}%"
+
+
+def ratio(num: float, den: float) -> float:
+    """``num / den`` that never raises: inf for x/0, 1 for 0/0."""
+    if den == 0:
+        return 1.0 if num == 0 else math.inf
+    return num / den
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    """The ``q``-quantile of ``xs`` (0 <= q <= 1), linearly interpolated (numpy's default)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be between 0 and 1, got {q}")
+    s = sorted(xs)
+    if not s:
+        return math.nan
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median(xs: Sequence[float]) -> float:
+    """The middle value: half the samples are below it, half above. NaN when empty."""
+    return quantile(xs, 0.5)
+
+
+def iqr(xs: Sequence[float]) -> float:
+    """Interquartile range: the 75th minus the 25th percentile (the middle half's width)."""
+    return quantile(xs, 0.75) - quantile(xs, 0.25)
+
+
+def median_interval(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median of ``xs``.
+
+    The sorted samples' ``k``-th smallest and ``k``-th largest bracket the
+    true median with probability ``1 - 2 P(Binomial(n, 1/2) < k)``, whatever
+    the distribution (no normality assumed): pick the largest ``k`` that keeps
+    that at least ``confidence``. With 10 samples that is the 2nd smallest and
+    2nd largest (97.9%); with 20, the 6th (95.9%). Fewer than 6 samples cannot
+    reach 95%: the interval is then (min, max), which covers less.
+    """
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return (math.nan, math.nan)
+    alpha = (1 - confidence) / 2
+    k, below = 0, 0.0  # below = P(Binomial(n, 1/2) < k + 1)
+    while True:
+        below += math.comb(n, k) / 2**n
+        if below > alpha:
+            break
+        k += 1
+    k = max(k, 1)  # 1-based rank; k = 1 is (min, max)
+    return (s[k - 1], s[n - k])
+
+
+# ------------------------------------------------------------------ progress
+
+
+class Progress:
+    """One numbered line per step on stderr, with the seconds elapsed.
+
+    Works the same in a terminal and in a notebook (stderr shows under the
+    cell). ``Progress(enabled, total, prefix)`` then ``step("what")``.
+    """
+
+    def __init__(self, enabled: bool, total: int, prefix: str = "brrr") -> None:
+        self.enabled, self.total, self.prefix = enabled, total, prefix
+        self.step, self.t0 = 0, time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        self.step += 1
+        if self.enabled:
+            elapsed = time.perf_counter() - self.t0
+            print(
+                f"{self.prefix} [{self.step}/{self.total}] {elapsed:5.1f}s  {message}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def say(self, message: str) -> None:
+        """A line without a step number (a heading or a warning)."""
+        if self.enabled:
+            print(f"{self.prefix}: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,245 @@
+"""ceilings: the Ceilings record, measuring in rounds, and the cache (measured once per session)."""
+
+import json
+import math
+import os
+import stat
+
+import pytest
+import torch
+from _fakes import fake_ceilings
+
+import brrrlib as bl
+from brrrlib import ceilings
+from brrrlib.ceilings import Ceilings
+
+# -------------------------------------------------------------- the record ---
+
+
+def test_ceilings_ridge_point_repr_and_round_trip():
+    c = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 8e11})
+    assert c.ridge_point_flops_per_byte() == pytest.approx(10.0)
+    assert c.ridge_point_flops_per_byte("bf16") == pytest.approx(40.0)
+    text = repr(c)
+    for piece in ("200 GFLOP/s", "150 GFLOP/s", "20 GB/s", "1 µs", "10 FLOP/byte", "Test CPU",
+                  "matmul (bf16)", "800 GFLOP/s", "40 FLOP/byte"):  # fmt: skip
+        assert piece in text
+    assert "<table>" in c._repr_html_()
+    assert Ceilings.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+
+
+def test_matmul_peak_per_precision_and_no_invented_numbers():
+    c = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 8e11, "tf32": 4e11})
+    assert c.matmul_peak() == c.matmul_peak("fp32") == 200e9
+    assert c.matmul_peak(torch.bfloat16) == c.matmul_peak("bfloat16") == 8e11
+    with pytest.raises(KeyError, match="no fp16 matmul ceiling was measured.*fp32, bf16, tf32"):
+        c.matmul_peak("fp16")
+    # fp32 is always the matmul_flops_per_s field, whatever the mapping says
+    assert dict(c.matmul_flops_per_s_by_dtype)["fp32"] == 200e9
+
+
+def test_noisy_names_the_number_and_by_how_much():
+    assert not fake_ceilings().noisy
+    loud = fake_ceilings(spread={"matmul": 0.02, "memory": 0.35})
+    assert loud.noisy
+    (note,) = loud.noise_notes()
+    assert "memory bandwidth varied 35%" in note and "±35%" in note
+    assert "NOISY" in repr(loud) and "memory bandwidth varied 35%" in repr(loud)
+    bf16 = fake_ceilings(spread={"matmul_bf16": 0.2})
+    assert "matmul bf16 FLOP/s varied 20%" in bf16.noise_notes()[0]
+
+
+def test_a_shared_cpu_is_said_but_is_not_noise():
+    busy = fake_ceilings(cpu_share=0.5)  # disturbed samples were dropped: the numbers stand
+    assert busy.shared_cpu and not busy.noisy
+    assert "got 50% of its 1 threads' CPU time" in repr(busy) and "NOISY" not in repr(busy)
+    assert not fake_ceilings(device="cuda", cpu_share=0.5).shared_cpu
+
+
+def test_ceilings_reject_nonsense():
+    with pytest.raises(ValueError, match="mem_bandwidth_bytes_per_s"):
+        fake_ceilings(mem_bandwidth_bytes_per_s=0)
+    with pytest.raises(ValueError, match="op_overhead_s"):
+        fake_ceilings(op_overhead_s=float("nan"))
+    with pytest.raises(ValueError, match="matmul_flops_per_s"):
+        fake_ceilings(matmul_flops_per_s=True)
+    with pytest.raises(TypeError):
+        Ceilings.from_dict({**fake_ceilings().to_dict(), "bogus": 1})
+    with pytest.raises(TypeError, match="JSON object"):
+        Ceilings.from_dict([1, 2])
+
+
+def test_nearest_spec_by_name_on_a_gpu_else_by_numbers():
+    a100 = fake_ceilings(
+        device="cuda", device_name="NVIDIA A100-SXM4-80GB", matmul_flops_per_s=19e12
+    )
+    assert a100.nearest_spec().name == "A100 80GB SXM"
+    slow = fake_ceilings()  # a CPU is far below every GPU: the nearest is the slowest row
+    assert slow.nearest_spec() is min(bl.specs(), key=lambda s: s.peak("fp32"))
+
+
+# ----------------------------------------------------------------- rounds ---
+
+
+def test_rounds_stop_once_three_agree(monkeypatch):
+    seen = iter([3.0, 1.0, 1.05, 1.02, 9.0])
+
+    class T:
+        def __init__(self):
+            self.median_s = next(seen)
+
+    monkeypatch.setattr(ceilings.timing, "benchmark", lambda *a, **k: T())
+    value, spread, rounds = ceilings._in_rounds(lambda: None, torch.device("cpu"), cap_s=60)
+    assert rounds == 4 and value == pytest.approx(1.02) and spread == pytest.approx(0.05 / 1.02)
+
+
+def test_rounds_give_up_at_the_cap_and_say_how_noisy(monkeypatch):
+    seen = iter([1.0, 2.0, 1.0, 2.0, 1.0, 2.0] * 100)
+
+    class T:
+        def __init__(self):
+            self.median_s = next(seen)
+
+    clock = iter(range(1000))
+    monkeypatch.setattr(ceilings.timing, "benchmark", lambda *a, **k: T())
+    monkeypatch.setattr(ceilings.time, "perf_counter", lambda: float(next(clock)))
+    value, spread, rounds = ceilings._in_rounds(lambda: None, torch.device("cpu"), cap_s=5)
+    assert 3 <= rounds <= 10 and spread >= 0.5  # last three: 1, 2, 1 or 2, 1, 2
+
+
+# ------------------------------------------------------------- the cache ---
+
+
+@pytest.fixture
+def fake_measure(tmp_path, monkeypatch):
+    """measure_ceilings with a counting stand-in for the 10-30 s measurement, in a fresh cache."""
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ceilings, "_MEMO", {})
+    calls = []
+
+    def measure(dev, name, progress, **overrides):
+        calls.append(dev)
+        return fake_ceilings(device=dev.type, device_name=name, **overrides)
+
+    monkeypatch.setattr(ceilings, "_measure", measure)
+    return calls
+
+
+def test_measured_once_per_machine_then_read(fake_measure, tmp_path, monkeypatch):
+    first = bl.measure_ceilings(progress=False)
+    assert bl.measure_ceilings(progress=False) is first and len(fake_measure) == 1
+    monkeypatch.setattr(ceilings, "_MEMO", {})  # a new process reads the file
+    assert bl.measure_ceilings(progress=False) == first and len(fake_measure) == 1
+    bl.measure_ceilings(refresh=True, progress=False)
+    assert len(fake_measure) == 2
+    (path,) = tmp_path.glob("ceilings-*.json")
+    path.write_text("{not json")
+    monkeypatch.setattr(ceilings, "_MEMO", {})
+    bl.measure_ceilings(progress=False)
+    assert len(fake_measure) == 3
+    assert not list(tmp_path.glob("*.tmp"))  # temporary files renamed or removed
+
+
+def test_a_noisy_cached_result_is_measured_again_once_per_process(fake_measure, monkeypatch):
+    noisy = fake_ceilings(spread={"memory": 0.5})
+    monkeypatch.setattr(
+        ceilings, "_measure", lambda dev, name, progress: (fake_measure.append(1), noisy)[1]
+    )
+    bl.measure_ceilings(progress=False)
+    assert len(fake_measure) == 1
+    monkeypatch.setattr(ceilings, "_MEMO", {})  # next process: the file says noisy
+    bl.measure_ceilings(progress=False)
+    assert len(fake_measure) == 2
+    bl.measure_ceilings(progress=False)  # same process: not again
+    assert len(fake_measure) == 2
+
+
+def test_an_unwritable_cache_keeps_the_measurement_and_warns_once(
+    fake_measure, tmp_path, monkeypatch
+):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(ceilings, "_WARNED_UNWRITABLE", set())
+    with pytest.warns(UserWarning, match="could not cache the ceilings.*BRRR_CACHE_DIR"):
+        first = bl.measure_ceilings(progress=False)
+    assert bl.measure_ceilings(progress=False) is first and len(fake_measure) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
+def test_a_read_only_cache_folder_warns(fake_measure, tmp_path, monkeypatch):
+    tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    monkeypatch.setattr(ceilings, "_WARNED_UNWRITABLE", set())
+    try:
+        with pytest.warns(UserWarning, match="could not cache"):
+            bl.measure_ceilings(progress=False)
+    finally:
+        tmp_path.chmod(stat.S_IRWXU)
+
+
+def test_two_writers_never_share_a_temporary_file(fake_measure, tmp_path, monkeypatch):
+    names = []
+    real = ceilings.tempfile.mkstemp
+
+    def spy(*a, **k):
+        fd, name = real(*a, **k)
+        names.append(name)
+        return fd, name
+
+    monkeypatch.setattr(ceilings.tempfile, "mkstemp", spy)
+    path = tmp_path / "ceilings-x.json"
+    ceilings._save(path, fake_ceilings())
+    ceilings._save(path, fake_ceilings())
+    assert len(set(names)) == 2 and json.loads(path.read_text())["device"] == "cpu"
+
+
+def test_cuda_and_cuda_0_share_one_entry():
+    dev = torch.device("cpu")
+    assert ceilings._cache_path(dev, "x") == ceilings._cache_path(torch.device("cpu"), "x")
+    if torch.cuda.is_available():
+        a = bl.devices.physical(torch.device("cuda"))
+        assert ceilings._cache_path(a, "g") == ceilings._cache_path(torch.device("cuda:0"), "g")
+
+
+def test_measure_ceilings_validates_device():
+    with pytest.raises(TypeError, match="device must be"):
+        bl.measure_ceilings(3)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            bl.measure_ceilings("cuda")
+
+
+# ------------------------------------------------- measure_ceilings (live) ---
+
+
+def test_measured_ceilings_are_plausible(measured_ceilings):
+    c = measured_ceilings
+    assert c.device == bl.device().type
+    assert c.torch_version == torch.__version__ and c.library_version == bl.__version__
+    # wide physical bounds (a phone to a datacenter GPU), not expected values
+    assert 1e9 < c.matmul_flops_per_s < 1e16
+    assert 1e8 < c.vector_flops_per_s < 1e16
+    assert 1e8 < c.mem_bandwidth_bytes_per_s < 1e14
+    assert 1e-8 < c.op_overhead_s < 1e-3
+    assert c.matmul_size >= 256 and c.copy_bytes >= 64 * 2**20
+    assert math.isclose(
+        c.ridge_point_flops_per_byte(), c.matmul_flops_per_s / c.mem_bandwidth_bytes_per_s
+    )
+    assert {"matmul", "vector", "memory", "overhead"} <= set(c.spread)
+    assert all(r >= 3 for r in c.rounds.values())
+    assert "bf16" in c.matmul_flops_per_s_by_dtype
+    assert 0 < c.cpu_share <= 1
+    # No ordering between ceilings is asserted: on a busy 2-core machine a
+    # competing process can slow any one of them (benchmarks/ceilings.py sets
+    # them beside independent measurements instead).
+
+
+def test_ceilings_are_cached_per_machine(measured_ceilings, ceilings_cache_dir, monkeypatch):
+    files = list(ceilings_cache_dir.glob("ceilings-*.json"))
+    assert len(files) == 1 and torch.__version__.split("+")[0] in files[0].name
+
+    def must_not_measure(*a, **k):
+        raise AssertionError("measured again despite the cache")
+
+    monkeypatch.setattr(ceilings, "_measure", must_not_measure)
+    assert bl.measure_ceilings(progress=False) == measured_ceilings
