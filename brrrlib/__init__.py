@@ -13,17 +13,28 @@ overhead. This library measures which, on the machine in front of you::
     bl.diagnose(fn, x)               # the regime, its evidence and the remedy
 
 Modules (one concern each): ``devices``, ``timing``, ``counting``,
-``roofline``, ``trace``, ``diagnose``, ``widgets``, ``figures``,
-``exercises``, ``workloads``, ``report``, ``cli``.
+``roofline``, ``trace``, ``diagnosis``, ``widgets``, ``figures``,
+``exercises``, ``workloads``, ``classroom``, ``cli``.
 """
 
-from brrrlib import ceilings, counting, devices, figures, roofline, timing, widgets, workloads
+from brrrlib import (
+    ceilings,
+    classroom,
+    counting,
+    devices,
+    diagnosis,
+    figures,
+    roofline,
+    timing,
+    widgets,
+    workloads,
+)
 from brrrlib.ceilings import Ceilings, measure_ceilings
+from brrrlib.classroom import Report, load_reports, report
 from brrrlib.counting import Counts, OpCount, count
 from brrrlib.devices import DeviceSpec, device, spec, specs, sync
-from brrrlib.diagnose import Diagnosis, diagnose
+from brrrlib.diagnosis import Diagnosis, diagnose
 from brrrlib.exercises import check, hint, questions
-from brrrlib.report import Report, load_reports, report
 from brrrlib.timing import Comparison, Timing, benchmark, compare
 from brrrlib.trace import Trace, profile
 
@@ -45,10 +56,12 @@ __all__ = [
     "compare",
     "count",
     "ceilings",
+    "classroom",
     "counting",
     "device",
     "devices",
     "diagnose",
+    "diagnosis",
     "figures",
     "hint",
     "load_reports",

@@ -12,7 +12,7 @@ from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib.ceilings import Ceilings
-from brrrlib.report import (
+from brrrlib.classroom import (
     SCHEMA_VERSION,
     Report,
     from_ceilings,
@@ -184,7 +184,7 @@ def test_shipped_example_results_are_up_to_date_predictions(tmp_path):
     fresh = {p.name: p.read_text() for p in write_predictions(tmp_path)}
     assert {p.name: p.read_text() for p in shipped} == fresh, (
         "course/instructor/example_results/ is out of date; regenerate with "
-        '`python -c "from brrrlib.report import write_predictions as w; '
+        '`python -c "from brrrlib.classroom import write_predictions as w; '
         "w('course/instructor/example_results')\"`"
     )
     reports = load_reports(EXAMPLES)

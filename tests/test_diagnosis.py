@@ -1,4 +1,4 @@
-"""Tests for brrrlib.diagnose: the verdict's arithmetic, six workloads of known regime, bad input."""
+"""Tests for brrrlib.diagnosis: the verdict's arithmetic, six workloads of known regime, bad input."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 import brrrlib as bl
 from brrrlib.ceilings import Ceilings
 from brrrlib.counting import Counts, OpCount
-from brrrlib.diagnose import REMEDIES, Diagnosis, _weigh
+from brrrlib.diagnosis import REMEDIES, Diagnosis, _weigh
 from brrrlib.timing import Timing
 from brrrlib.trace import Interval, Trace
 
@@ -155,7 +155,7 @@ def test_weigh_disturbed_batch_run_says_nothing():
 
 
 def test_double_batch_reaches_into_lists():
-    from brrrlib.diagnose import _double_batch
+    from brrrlib.diagnosis import _double_batch
 
     params = [torch.ones(3), torch.ones(2, 2)]
     args2, kwargs2 = _double_batch((params, 5), {"scale": torch.tensor(2.0), "w": torch.ones(4)})

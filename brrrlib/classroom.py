@@ -483,7 +483,7 @@ def write_predictions(
     This is how ``course/instructor/example_results/`` is made (a test checks
     the shipped files equal what this writes today)::
 
-        python -c "from brrrlib.report import write_predictions as w; w('course/instructor/example_results')"
+        python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
     """
     from brrrlib.devices import spec
 
