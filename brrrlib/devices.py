@@ -44,6 +44,7 @@ __all__ = [
     "dtype_key",
     "last_level_cache_bytes",
     "physical",
+    "release_cached_memory",
     "resolve",
     "spec",
     "spec_for_device_name",
@@ -627,3 +628,19 @@ def available_memory_bytes(dev: torch.device) -> int:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
     return 4 * 2**30  # unknown: assume a small laptop's free memory
+
+
+def release_cached_memory() -> None:
+    """Give memory held by dead tensors back: after an out-of-memory error, say.
+
+    Collects Python garbage, then returns the blocks PyTorch's caching
+    allocator keeps for reuse (CUDA, MPS) to the driver, so the memory shows
+    as free again and the kernel stays usable.
+    """
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        torch.mps.empty_cache()

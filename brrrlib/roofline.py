@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
+from brrrlib import _fmt
+
 __all__ = [
     "ABOVE_ROOF_TOLERANCE",
     "RooflinePoint",
@@ -37,6 +39,7 @@ __all__ = [
     "arithmetic_intensity",
     "attainable_flops_per_s",
     "ceilings_of",
+    "dominant_precision",
     "lower_bound_s",
     "plot",
     "regime",
@@ -181,14 +184,13 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _measured_matmul(ceilings: Any, dtype: str) -> float:
-    """The matmul roof of measured Ceilings for ``dtype`` (its own dtype, or a by-dtype extra)."""
-    measured = getattr(ceilings, "dtype", "fp32")
-    if dtype == measured:
+    """The matmul roof of measured Ceilings for ``dtype`` (fp32 is ``matmul_flops_per_s``)."""
+    if dtype == "fp32":
         return ceilings.matmul_flops_per_s
     by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", None) or {})
     if by_dtype.get(dtype):
         return by_dtype[dtype]
-    have = sorted({measured, *(k for k, v in by_dtype.items() if v)})
+    have = sorted({"fp32", *(k for k, v in by_dtype.items() if v)})
     raise ValueError(
         f"dtype: these ceilings have no {dtype!r} matmul measurement (measured: {have}); pass "
         f"one of those, or use a spec-sheet device (bl.spec(...)) for other dtypes"
@@ -202,7 +204,7 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
     the peak for ``dtype``, where ``"fp32"`` means no tensor cores and
     ``"tf32"``/``"bf16"``/``"fp16"`` the dense tensor-core peak), measured
     :class:`~brrrlib.devices.Ceilings` (``bl.measure_ceilings()``: the matmul
-    peak, measured in ``Ceilings.dtype``), or a plain ``(peak, bandwidth)``
+    peak of that precision, measured here), or a plain ``(peak, bandwidth)``
     pair. Recognised by field names, so any object with those fields works.
     ``dtype`` may also be a torch dtype (``torch.bfloat16``).
     """
@@ -230,12 +232,9 @@ def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
     """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
     dtype = _dtype_name(dtype)
     if _is_ceilings(device) and not _is_pair(device):
-        matmul = float(_measured_matmul(device, dtype))
-        measured = getattr(device, "dtype", "fp32")
-        own = dtype == measured
         return [
-            ("matmul" if own else f"{dtype} matmul", matmul),
-            ("vector" if own else f"{measured} vector", float(device.vector_flops_per_s)),
+            (f"{dtype} matmul", float(_measured_matmul(device, dtype))),
+            ("fp32 vector", float(device.vector_flops_per_s)),
         ]
     peak, _ = ceilings_of(device, dtype)
     roofs = [(dtype, peak)]
@@ -255,6 +254,24 @@ def _device_label(device: Any) -> str:
 # ---------------------------------------------------------------- points
 
 
+def dominant_precision(counts: Any) -> str:
+    """The precision of most of a count's matmul FLOPs ("fp32" when it has none).
+
+    That is the roof a workload is judged against: a bf16 model's matmuls
+    run on tensor cores, far above the fp32 roof.
+    """
+    split = matmul_flops_by_precision(counts)
+    return max(split, key=split.get) if split else "fp32"
+
+
+def matmul_flops_by_precision(counts: Any) -> dict[str, float]:
+    """``{"bf16": flops, ...}`` for the matmul FLOPs of a ``bl.count`` result."""
+    if hasattr(counts, "flops_by_precision"):
+        return {k: v for k, v in counts.flops_by_precision("matmul").items() if v}
+    matmul = counts.by_category()["matmul"]["flops"]
+    return {"fp32": matmul} if matmul else {}
+
+
 @dataclass(frozen=True)
 class RooflinePoint:
     """A measured workload to place on the roofline.
@@ -262,13 +279,16 @@ class RooflinePoint:
     ``flops`` and ``bytes_moved`` come from counting (``bl.count``),
     ``seconds`` from timing (``bl.benchmark(...).median_s``). The point sits
     at x = intensity (FLOP/byte), y = achieved FLOP/s; its distance below the
-    roof is how much speed is left on the table.
+    roof is how much speed is left on the table. ``precision`` ("fp32",
+    "tf32", "bf16", "fp16") says which roof it is judged against: bf16
+    matmuls run on tensor cores, far above the fp32 roof.
     """
 
     label: str
     flops: float
     bytes_moved: float
     seconds: float
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str):
@@ -297,7 +317,8 @@ class RooflinePoint:
         """Build a point from ``bl.count(...)`` and ``bl.benchmark(...)`` of the same work.
 
         ``timing`` is a :class:`~brrrlib.timing.Timing` (its median is used) or
-        seconds as a number. ``label`` defaults to the timing's label.
+        seconds as a number. ``label`` defaults to the timing's label; the
+        precision is that of most of the counted matmul FLOPs.
         """
         if not (hasattr(counts, "flops") and hasattr(counts, "bytes_moved")):
             raise TypeError(
@@ -317,13 +338,18 @@ class RooflinePoint:
             flops=counts.flops,
             bytes_moved=counts.bytes_moved,
             seconds=seconds,
+            precision=dominant_precision(counts),
         )
 
     def __repr__(self) -> str:
         return (
             f"RooflinePoint({self.label!r}: {self.intensity_flops_per_byte:.3g} FLOP/byte, "
-            f"{_eng(self.achieved_flops_per_s)}FLOP/s, {_eng(self.achieved_bytes_per_s)}B/s)"
+            f"{_fmt.si(self.achieved_flops_per_s, 'FLOP/s')}, {_fmt.si(self.achieved_bytes_per_s, 'B/s')})"
         )
+
+
+def _precision_of(point: Any) -> str:
+    return getattr(point, "precision", "fp32")
 
 
 def _as_xy(point: Any) -> tuple[str, float, float]:
@@ -349,15 +375,17 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
 
 
 def above_roof(
-    point: Any, ceilings: Any, dtype: str = "fp32", tolerance: float = ABOVE_ROOF_TOLERANCE
+    point: Any, ceilings: Any, dtype: str | None = None, tolerance: float = ABOVE_ROOF_TOLERANCE
 ) -> bool:
     """True when ``point`` claims more FLOP/s than the roof allows (by more than ``tolerance``).
 
     That is impossible, so it signals an error: FLOPs or bytes counted wrong,
-    or a time measured without a sync. ``point`` is a :class:`RooflinePoint`
-    or ``(label, intensity, flops_per_s)``; the roof is the highest one of
-    ``ceilings`` (see :func:`ceilings_of`).
+    a time measured without a sync, or the wrong roof (bf16 work judged
+    against the fp32 roof). ``point`` is a :class:`RooflinePoint` or
+    ``(label, intensity, flops_per_s)``; the roof is the highest one of
+    ``ceilings`` for ``dtype`` (default: the point's own precision).
     """
+    dtype = _precision_of(point) if dtype is None else dtype
     _, intensity, rate = _as_xy(point)
     top = max(r for _, r in _roofs(ceilings, dtype))
     _, bandwidth = ceilings_of(ceilings, dtype)
@@ -368,12 +396,16 @@ def above_roof(
 # ---------------------------------------------------------------- plot
 
 
-def _eng(value: float) -> str:
-    """``19.5 T`` style: three significant digits and an SI prefix, ready for a unit."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}"
-    return f"{value:.3g} "
+def _points_precision(points: Sequence[Any], device: Any) -> str:
+    """The roof to draw for these points: their precision (the fastest when they differ)."""
+    wanted = {_precision_of(p) for p in points} - {"fp32"}
+    usable = []
+    for p in sorted(wanted):
+        try:
+            usable.append((ceilings_of(device, p)[0], p))
+        except (ValueError, TypeError):
+            continue
+    return max(usable)[1] if usable else "fp32"
 
 
 def _devices(ceilings: Any, extra: Sequence[Any]) -> list[Any]:
@@ -394,7 +426,7 @@ def plot(
     points: Sequence[Any] = (),
     *,
     ax: Any = None,
-    dtype: str = "fp32",
+    dtype: str | None = None,
     extra: Sequence[Any] = (),
     title: str | None = None,
 ) -> Any:
@@ -406,7 +438,9 @@ def plot(
     devices after them. For measured ``Ceilings`` two roofs are drawn, the
     matmul roof and the (lower, dashed) vector roof; for a spec sheet, the
     ``dtype`` roof and, for a tensor-core dtype, the fp32 roof below it. Each
-    device's ridge point is marked.
+    device's ridge point is marked. ``dtype`` defaults to the precision of
+    the points (a :class:`RooflinePoint`'s ``precision``; the fastest roof
+    among them when they differ), else fp32; the title says which.
 
     ``points`` are :class:`RooflinePoint` or ``(label, intensity_flops_per_byte,
     flops_per_s)`` tuples, labelled on the plot and checked against the first
@@ -420,6 +454,8 @@ def plot(
     from matplotlib.ticker import EngFormatter
 
     devices = _devices(ceilings, extra)
+    if dtype is None:
+        dtype = _points_precision(points, devices[0])
     resolved = [(d, _roofs(d, dtype), ceilings_of(d, dtype)[1]) for d in devices]
     xy = [_as_xy(p) for p in points]
 
@@ -440,9 +476,9 @@ def plot(
         for j, (roof_label, peak) in enumerate(roofs):
             style = "-" if j == 0 else "--"
             label = (
-                f"{name} {roof_label}: {_eng(peak)}FLOP/s, {_eng(bandwidth)}B/s"
+                f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}, {_fmt.si(bandwidth, 'B/s')}"
                 if j == 0
-                else f"{name} {roof_label}: {_eng(peak)}FLOP/s"
+                else f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}"
             )
             ax.plot(
                 grid,
@@ -466,8 +502,8 @@ def plot(
 
     if xy:
         first = devices[0]
-        for label, x, y in xy:
-            bad = above_roof((label, x, y), first, dtype)
+        for point, (label, x, y) in zip(points, xy, strict=True):
+            bad = above_roof((label, x, y), first, _precision_of(point) if dtype is None else dtype)
             if bad:
                 ax.plot([x], [y], "X", color="red", ms=11, zorder=5)
                 ax.annotate(
@@ -488,7 +524,8 @@ def plot(
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    ax.set_title(title if title is not None else f"roofline ({dtype})")
+    roof_note = f"{dtype} roof"
+    ax.set_title(f"{title} ({roof_note})" if title is not None else f"roofline ({roof_note})")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return ax

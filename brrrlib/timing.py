@@ -234,6 +234,7 @@ def benchmark(
     cuda_graph: bool = False,
     device: str | torch.device | None = None,
     label: str | None = None,
+    min_samples: int = _MIN_SAMPLES,
     **kwargs: Any,
 ) -> Timing:
     """Time ``fn(*args, **kwargs)`` honestly and return a :class:`Timing`.
@@ -285,6 +286,8 @@ def benchmark(
             default: the device of the first tensor argument, else
             :func:`brrrlib.device`.
         label: a name shown in the repr.
+        min_samples: at least this many samples whatever the budget (default
+            5); lower it for calls that take seconds.
 
     Returns:
         Timing with per-call ``samples_s``, ``median_s``, ``iqr_s``, ...
@@ -300,6 +303,8 @@ def benchmark(
     warmup_s = _check_seconds("warmup_s", warmup_s, zero_ok=True)
     if label is not None and not isinstance(label, str):
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
+    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
+        raise ValueError(f"min_samples must be a whole number >= 1, got {min_samples!r}")
     dev = _infer_device(args, kwargs) if device is None else devices.resolve(device)
     devices.check_available(dev, "device")
     if cuda_graph and dev.type != "cuda":
@@ -313,14 +318,13 @@ def benchmark(
     call = functools.partial(fn, *args, **kwargs)
 
     # 1. first call (compilation, allocation) and 2. the estimate.
-    call()
-    devices.sync(dev)
+    _first_call(call, dev)
     if cuda_graph:
         call = _capture_cuda_graph(call, dev)
     per_call_s, spent_s = _estimate(call, dev, buffer)
     # Calls per sample: enough for a ~1 ms block, 1 when flushing caches.
     number = 1 if flush_cache else max(1, math.ceil(_MIN_BLOCK_S / per_call_s))
-    n_samples = int(min(_MAX_SAMPLES, max(_MIN_SAMPLES, budget_s // (per_call_s * number))))
+    n_samples = int(min(_MAX_SAMPLES, max(min_samples, budget_s // (per_call_s * number))))
     with _NoGC():
         # 3. warm-up for what is left of warmup_s.
         for _ in range(max(0, math.ceil((warmup_s - spent_s) / per_call_s))):
@@ -331,6 +335,7 @@ def benchmark(
         kept, dropped = _measure_until_undisturbed(
             lambda n: _measure_blocks(call, dev, buffer, number, n),
             n_samples,
+            min(min_samples, n_samples),
             deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
         )
     return Timing(
@@ -345,7 +350,10 @@ def benchmark(
 
 
 def _measure_until_undisturbed(
-    measure: Callable[[int], list[tuple[float, float | None]]], n_samples: int, deadline: float
+    measure: Callable[[int], list[tuple[float, float | None]]],
+    n_samples: int,
+    min_kept: int,
+    deadline: float,
 ) -> tuple[list[float], list[float]]:
     """Measure ``n_samples``, then replace disturbed ones until the deadline.
 
@@ -360,8 +368,8 @@ def _measure_until_undisturbed(
         if missing <= 0 or _CLOCKS[0]() >= deadline or len(samples) >= _MAX_SAMPLES:
             break
         samples += measure(missing)
-    if len(samples) - sum(flags) < _MIN_SAMPLES:  # a machine busy all along: keep the fastest
-        fastest = sorted(range(len(samples)), key=lambda i: samples[i][0])[:_MIN_SAMPLES]
+    if len(samples) - sum(flags) < min_kept:  # a machine busy all along: keep the fastest
+        fastest = sorted(range(len(samples)), key=lambda i: samples[i][0])[:min_kept]
         flags = [i not in fastest for i in range(len(samples))]
     kept = [s for (s, _share), bad in zip(samples, flags, strict=True) if not bad]
     dropped = [s for (s, _share), bad in zip(samples, flags, strict=True) if bad]
@@ -587,6 +595,7 @@ def compare(
     warmup_s: float = 0.05,
     device: str | torch.device | None = None,
     labels: tuple[str, str] | None = None,
+    min_rounds: int = _MIN_ROUNDS,
 ) -> Comparison:
     """Time ``b()`` against ``a()`` in alternating rounds: the ratio with an interval.
 
@@ -610,6 +619,9 @@ def compare(
     ``a`` and ``b`` are called without arguments: pass ``lambda: f(x)`` or
     ``functools.partial(f, x)``. ``device`` is where they run (default: the
     device of a ``partial``'s tensor arguments, else :func:`brrrlib.device`).
+    ``min_rounds`` (default 10) can be lowered for calls that take seconds;
+    with fewer than 6 rounds the interval is (min, max), which covers less
+    than 95%.
 
     Example::
 
@@ -628,11 +640,12 @@ def compare(
     dev = _infer_callable_device(a, b) if device is None else devices.resolve(device)
     devices.check_available(dev, "device")
     la, lb = labels if labels is not None else ("A", "B")
+    if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
+        raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
 
     sides = []
     for call in (a, b):  # 1. first call and estimate
-        call()
-        devices.sync(dev)
+        _first_call(call, dev)
         per_call_s, _spent = _estimate(call, dev, None)
         sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
     with _NoGC():
@@ -640,7 +653,7 @@ def compare(
             for _ in range(math.ceil(warmup_s / 2 / per_call_s)):
                 call()
         devices.sync(dev)
-        rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence)
+        rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds)
     flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
     ta = [rounds_a[i][0] for i in kept]
@@ -655,14 +668,14 @@ def compare(
     )
 
 
-def _rounds(sides, dev, budget_s, tolerance, confidence):
+def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
     """3. and 4.: alternate one block of each side until decided or out of budget."""
     deadline = _CLOCKS[0]() + budget_s
     rounds_a: list[tuple[float, float | None]] = []
     rounds_b: list[tuple[float, float | None]] = []
     (call_a, _, n_a), (call_b, _, n_b) = sides
     while True:
-        for _ in range(_MIN_ROUNDS if not rounds_a else 4):
+        for _ in range(min_rounds if not rounds_a else 4):
             first_a = len(rounds_a) % 2 == 0
             for is_a in (first_a, not first_a):
                 call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
@@ -673,7 +686,7 @@ def _rounds(sides, dev, budget_s, tolerance, confidence):
             for ra, rb, bad in zip(rounds_a, rounds_b, flags, strict=True)
             if not bad and ra[0] > 0
         ]
-        done = len(ratios) >= _MIN_ROUNDS and _narrow(ratios, tolerance, confidence)
+        done = len(ratios) >= min_rounds and _narrow(ratios, tolerance, confidence)
         if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
             return rounds_a, rounds_b
 
@@ -685,6 +698,27 @@ def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> boo
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _first_call(call: Callable[[], Any], dev: torch.device) -> None:
+    """The first, untimed call; a lost CUDA context is said in words, not as a raw error.
+
+    After a device-side assert (an index out of range inside a kernel, say)
+    every later CUDA call fails too: the only way on is a fresh process.
+    """
+    try:
+        call()
+        devices.sync(dev)
+    except Exception as err:
+        text = str(err)
+        if type(err).__name__ == "AcceleratorError" or "device-side assert" in text:
+            raise RuntimeError(
+                "the function hit a device-side assert (e.g. an index out of range inside a "
+                "kernel): the CUDA context is now lost and every later GPU call will fail. "
+                "Restart the kernel (Kernel > Restart), fix the index, and run again. "
+                f"The original error: {text.strip().splitlines()[0] if text.strip() else err!r}"
+            ) from err
+        raise
 
 
 def _check_callable(name: str, fn: Any) -> None:

@@ -10,14 +10,16 @@ import torch
 import brrrlib as bl
 from brrrlib.ceilings import Ceilings
 from brrrlib.counting import Counts, OpCount
-from brrrlib.diagnosis import REMEDIES, Diagnosis, _weigh
-from brrrlib.timing import Timing
+from brrrlib.diagnosis import REMEDIES, Diagnosis, _weigh, busy_evidence, floors
+from brrrlib.timing import Comparison, Timing
 from brrrlib.trace import Interval, Trace
 
 # ----------------------------------------------------------------- the verdict, by arithmetic
 
-# A made-up machine: 100 GFLOP/s matmul, 50 GFLOP/s vector, 10 GB/s, 2 µs per op.
-CEIL = Ceilings("cpu", "test machine", 100e9, 50e9, 10e9, 2e-6)
+# A made-up machine: 100 GFLOP/s matmul (400 in bf16), 50 GFLOP/s vector, 10 GB/s, 2 µs per op.
+CEIL = Ceilings("cpu", "test machine", 100e9, 50e9, 10e9, 2e-6,
+                matmul_flops_per_s_by_dtype={"bf16": 400e9})  # fmt: skip
+GPU = dataclasses.replace(CEIL, device="cuda", device_name="test GPU")
 
 
 def _counts(*rows):
@@ -28,70 +30,124 @@ def _timing(seconds):
     return Timing(samples_s=(seconds,) * 5, device="cpu")
 
 
-def _busy_trace(busy_fraction, device="cuda"):
-    iv = Interval("kernel", 0.0, busy_fraction * 1e-3, "device", "pointwise", 0)
-    return Trace((iv,), ((0.0, 1e-3),), device)
+def _pair(t1, t2):
+    """A doubled-batch comparison whose every round gave t2 / t1."""
+    return Comparison(a=_timing(t1), b=_timing(t2), ratios=(t2 / t1,) * 10)
+
+
+def _busy_trace(busy_fraction, device="cuda", runs=1):
+    ivs = tuple(
+        Interval("kernel", r * 1e-3, r * 1e-3 + busy_fraction * 1e-3, "device", "pointwise", r)
+        for r in range(runs)
+    )
+    return Trace(ivs, tuple((r * 1e-3, (r + 1) * 1e-3) for r in range(runs)), device)
+
+
+def _rows(d):
+    from brrrlib._diagnosis_text import rows
+
+    return rows(d)
+
+
+def _reason(d):
+    from brrrlib._diagnosis_text import reason
+
+    return reason(d)
 
 
 def test_weigh_compute():
-    # 1 GFLOP of matmul in 20 ms: the matmul model needs 10 ms (50%); 12 MB need 1.2 ms (6%)
+    # 1 GFLOP of matmul in 20 ms: the matmul floor is 10 ms (50%); 12 MB need 1.2 ms (6%)
     c = _counts(("aten::mm", "matmul", 1, 10**9, 12 * 10**6))
-    regime, confidence, _, shares, evidence = _weigh(c, _timing(0.02), CEIL, None, None, None)
-    assert regime == "compute"
-    assert shares["compute"] == pytest.approx(0.5)
-    assert shares["memory"] == pytest.approx(0.06)
-    assert shares["overhead"] == pytest.approx(2e-6 / 0.02)
-    assert confidence == "high"
-    assert [e.probe for e in evidence][:3] == [
+    d = _weigh(c, _timing(0.02), CEIL)
+    assert d.regime == "compute"
+    assert d.shares["compute"] == pytest.approx(0.5)
+    assert d.shares["memory"] == pytest.approx(0.06)
+    assert d.shares["overhead"] == pytest.approx(2e-6 / 0.02)
+    assert d.confidence == "high"
+    assert [r[0] for r in _rows(d)][:3] == [
         "roofline: compute",
         "roofline: memory",
         "overhead: op count",
     ]
 
 
+def test_floors_judge_each_precision_against_its_own_roof():
+    # 4 GFLOP of bf16 matmul take >= 10 ms at the 400 GFLOP/s bf16 roof (not 40 at fp32's)
+    rows = (OpCount("aten::mm", "matmul", 1, 4 * 10**9, 10**6),)
+    bf16 = Counts(rows=rows)
+    if "precision" in {f.name for f in dataclasses.fields(OpCount)}:
+        bf16 = Counts(rows=(dataclasses.replace(rows[0], precision="bf16"),))
+        fl = floors(bf16, CEIL)
+        assert fl.compute_s == pytest.approx(0.01)
+        assert fl.compute_by_precision_s["bf16"] == pytest.approx(0.01)
+        d = _weigh(bf16, _timing(0.0125), CEIL)
+        assert d.shares["compute"] == pytest.approx(0.8)  # not 320%
+        assert d.precision == "bf16" and "bf16 floor" in _rows(d)[0][1]
+        # fp8 has no ceiling here: judged against the fastest measured, with a note
+        fp8 = Counts(rows=(dataclasses.replace(rows[0], precision="fp8"),))
+        fl = floors(fp8, CEIL)
+        assert fl.compute_s == pytest.approx(0.01) and "no fp8 matmul ceiling" in fl.notes[0]
+    else:  # counts without precisions: every matmul FLOP is fp32
+        assert floors(bf16, CEIL).compute_s == pytest.approx(0.04)
+
+
 def test_weigh_vector_flops_use_the_vector_ceiling():
     # 1 GFLOP of elementwise work is 20 ms at the 50 GFLOP/s vector ceiling, not 10 ms
     c = _counts(("aten::mul", "pointwise", 1, 10**9, 10**6))
-    _, _, _, shares, _ = _weigh(c, _timing(0.04), CEIL, None, None, None)
-    assert shares["compute"] == pytest.approx(0.5)
+    assert _weigh(c, _timing(0.04), CEIL).shares["compute"] == pytest.approx(0.5)
 
 
 def test_weigh_failed_vector_ceiling_falls_back_to_matmul():
     # torch.compile failed, so the vector ceiling is an eager op's 5 GFLOP/s: elementwise
     # FLOPs are then judged against the 100 GFLOP/s matmul ceiling
     bad = dataclasses.replace(
-        CEIL, vector_flops_per_s=5e9, vector_method="eager addcmul, torch.compile failed (x)"
+        CEIL, vector_flops_per_s=5e9, vector_method="eager torch.mul, torch.compile failed (x)"
     )
     c = _counts(("aten::_softmax", "normalization", 1, 10**8, 10**8))
-    _, _, _, shares, _ = _weigh(c, _timing(0.02), bad, None, None, None)
-    assert shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
-    assert shares["memory"] == pytest.approx(0.5)
+    d = _weigh(c, _timing(0.02), bad)
+    assert d.shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
+    assert d.shares["memory"] == pytest.approx(0.5)
+    assert any("fell back to an eager op" in n for n in d.notes)
 
 
 def test_weigh_overhead_from_op_count_and_idle_device():
     # 100 tiny ops in 400 µs: 100 x 2 µs = 200 µs explains 50%
     c = _counts(("aten::add", "pointwise", 100, 100, 1200))
-    regime, _, _, shares, _ = _weigh(c, _timing(400e-6), CEIL, None, None, None)
-    assert regime == "overhead" and shares["overhead"] == pytest.approx(0.5)
-    # a GPU idle 80% of the time lifts overhead's share to at least 0.8
-    regime, _, _, shares, evidence = _weigh(c, _timing(400e-6), CEIL, _busy_trace(0.2), None, None)
-    assert shares["overhead"] == pytest.approx(0.8)
-    busy = [e for e in evidence if e.probe.startswith("device busy")][0]
-    assert busy.says == "overhead" and busy.value == pytest.approx(0.2)
+    d = _weigh(c, _timing(400e-6), CEIL)
+    assert d.regime == "overhead" and d.shares["overhead"] == pytest.approx(0.5)
+    # a GPU idle 80% of the time lifts overhead's score to at least 0.8
+    d = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.2))
+    assert d.verdict.scores["overhead"] == pytest.approx(0.8)
+    assert d.shares["overhead"] == pytest.approx(0.5)  # the floor's own share is unchanged
+    busy = [r for r in _rows(d) if r[0].startswith("device busy")][0]
+    assert busy[2] == "overhead" and d.busy.busy == pytest.approx(0.2)
+    # the verdict says where 80% came from, beside the op-count model's 50%
+    assert "sat idle 80%" in _reason(d) and "alone explain 50%" in _reason(d)
     # on a CPU "idle" also holds preemption by other programs: evidence, not a share
-    _, _, _, shares, evidence = _weigh(
-        c, _timing(400e-6), CEIL, _busy_trace(0.2, "cpu"), None, None
-    )
-    assert shares["overhead"] == pytest.approx(0.5)
-    assert evidence[-1].says == "overhead"
+    d = _weigh(c, _timing(400e-6), CEIL, _busy_trace(0.2, "cpu"))
+    assert d.verdict.scores["overhead"] == pytest.approx(0.5)
+    assert _rows(d)[-1][2] == "overhead"
+
+
+def test_busy_evidence_reads_the_steady_runs():
+    # run 0 holds the profiler's set-up: it is left out when there are later runs
+    tr = _busy_trace(0.9, runs=3)
+    assert busy_evidence(tr).busy == pytest.approx(0.9)
+    assert busy_evidence(None) is None
+
+
+def test_host_ran_ahead_only_when_the_device_was_busy():
+    c = _counts(("aten::add", "pointwise", 100, 100, 1200))
+    idle = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.2))
+    busy = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.95))
+    for d, expect in ((idle, False), (busy, False)):  # no launch delays in these traces
+        assert ("host ran ahead" in str(d)) is expect
 
 
 def test_weigh_idle_device_contradicts_a_memory_verdict():
     c = _counts(("aten::mul", "pointwise", 1, 10**6, 8 * 10**6))  # 0.8 ms of bytes
-    _, confidence, reason, _, _ = _weigh(
-        c, _timing(1e-3), CEIL, _busy_trace(0.3, "cpu"), None, None
-    )
-    assert confidence != "high" and "idled 70%" in reason
+    d = _weigh(c, _timing(1e-3), CEIL, _busy_trace(0.3, "cpu"))
+    assert d.confidence != "high" and "idled 70%" in _reason(d)
 
 
 def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
@@ -100,58 +156,89 @@ def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
     D = 4096
     one = _counts(("aten::mm", "matmul", 1, 2 * D * D, 4 * (D * D + 2 * D)))
     two = _counts(("aten::mm", "matmul", 1, 4 * D * D, 4 * (D * D + 4 * D)))
-    regime, confidence, _, _, evidence = _weigh(
-        one, _timing(8e-3), CEIL, _busy_trace(0.99), two, _timing(8.2e-3)
-    )
-    assert regime == "memory" and confidence == "high"
-    batch = evidence[-1]
-    assert batch.probe == "batch x2" and batch.value == pytest.approx(8.2 / 8)
-    assert "memory" in batch.says
-    assert "not proof of overhead" in batch.reading
+    d = _weigh(one, _timing(8e-3), GPU, _busy_trace(0.99), two, _pair(8e-3, 8.2e-3))
+    assert d.regime == "memory" and d.confidence == "high"
+    batch = _rows(d)[-1]
+    assert batch[0] == "batch x2" and d.batch.time_ratio == pytest.approx(8.2 / 8)
+    assert "memory" in batch[2]
+    assert "not proof of overhead" in batch[3]
 
 
 def test_weigh_batch_disagreement_lowers_confidence():
     # roofline says compute, but doubling the batch left the time flat and the FLOPs doubled
     one = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     two = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
-    _, confidence, reason, _, evidence = _weigh(one, _timing(0.02), CEIL, None, two, _timing(0.02))
-    assert evidence[-1].says == "overhead"
-    assert confidence != "high" and "batch scaling points to overhead" in reason
+    d = _weigh(one, _timing(0.02), CEIL, None, two, _pair(0.02, 0.02))
+    assert _rows(d)[-1][2] == "overhead"
+    assert d.confidence != "high" and "batch scaling points to overhead" in _reason(d)
 
 
 def test_weigh_close_call_is_low_confidence():
     # compute and memory models both explain ~40%: the workload sits at the ridge
     c = _counts(("aten::mm", "matmul", 1, 4 * 10**8, 4 * 10**7))
-    regime, confidence, reason, _, _ = _weigh(c, _timing(0.01), CEIL, None, None, None)
-    assert regime in ("compute", "memory")
-    assert confidence == "low" and "close" in reason
+    d = _weigh(c, _timing(0.01), CEIL)
+    assert d.regime in ("compute", "memory")
+    assert d.confidence == "low" and "close" in _reason(d)
 
 
 def test_weigh_close_call_settled_by_batch_scaling():
     # 200 ops moving 3.2 MB in 800 µs: overhead explains 400 µs (50%), memory 320 µs (40%).
     one = _counts(("aten::add_", "pointwise", 200, 10**5, 32 * 10**5))
     two = _counts(("aten::add_", "pointwise", 200, 2 * 10**5, 64 * 10**5))
-    regime, confidence, reason, shares, _ = _weigh(
-        one, _timing(800e-6), CEIL, None, two, _timing(800e-6)
-    )
-    assert shares["memory"] == pytest.approx(0.4) and shares["overhead"] == pytest.approx(0.5)
+    d = _weigh(one, _timing(800e-6), CEIL, None, two, _pair(800e-6, 800e-6))
+    assert d.shares["memory"] == pytest.approx(0.4) and d.shares["overhead"] == pytest.approx(0.5)
     # doubling the tensors doubled the bytes but the time stayed flat: overhead
-    assert regime == "overhead" and confidence == "medium"
-    assert "cannot separate" in reason
+    assert d.regime == "overhead" and d.confidence == "medium"
+    assert "cannot separate" in _reason(d)
     # the same close call, but the time doubled with the bytes: memory, against the lead
-    regime, confidence, reason, _, _ = _weigh(
-        one, _timing(800e-6), CEIL, None, two, _timing(1600e-6)
+    d = _weigh(one, _timing(800e-6), CEIL, None, two, _pair(800e-6, 1600e-6))
+    assert d.regime == "memory" and d.confidence == "medium"
+    assert "followed memory" in _reason(d)
+
+
+def test_idle_device_and_flat_batch_mean_overhead_whatever_the_bytes():
+    # the real encoder at batch 1: 8 MB counted (memory leads), but the CPU's op bodies were
+    # busy 32% of the time and doubling the batch left the time flat: overhead
+    one = _counts(
+        ("aten::embedding", "other", 1, 0, 8 * 10**6), ("aten::add", "pointwise", 40, 10**4, 10**5)
     )
-    assert regime == "memory" and confidence == "medium"
-    assert "followed memory" in reason
+    two = _counts(
+        ("aten::embedding", "other", 1, 0, 8 * 10**6 + 2048),
+        ("aten::add", "pointwise", 40, 2 * 10**4, 2 * 10**5),
+    )
+    d = _weigh(one, _timing(1e-3), CEIL, _busy_trace(0.32, "cpu"), two, _pair(1e-3, 1.05e-3))
+    assert d.shares["memory"] > d.shares["overhead"]
+    assert d.regime == "overhead" and d.confidence == "high"
+    assert "idled 68%" in _reason(d) and "left the time flat" in _reason(d)
 
 
-def test_weigh_disturbed_batch_run_says_nothing():
+def test_time_growing_far_more_than_the_work_is_the_work_not_overhead():
+    # measured in alternating rounds, a decided x10 is this machine's: the doubled data left
+    # the cache or page-faulted. It says "compute or memory", which agrees with compute.
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     c2 = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
-    _, confidence, _, _, evidence = _weigh(c, _timing(0.02), CEIL, None, c2, _timing(2.0))
-    assert evidence[-1].says == "-" and "disturbed" in evidence[-1].reading
-    assert confidence == "high"
+    d = _weigh(c, _timing(0.02), CEIL, None, c2, _pair(0.02, 0.2))
+    assert _rows(d)[-1][2] == "compute or memory" and "grew more than the work" in _rows(d)[-1][3]
+    assert d.confidence == "high"
+
+
+def test_an_undecided_batch_comparison_draws_no_conclusion():
+    c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
+    c2 = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
+    wide = Comparison(a=_timing(0.02), b=_timing(0.03), ratios=(0.7, 1.0, 3.1) * 4)
+    d = _weigh(c, _timing(0.02), CEIL, None, c2, wide)
+    assert not d.batch.decided and not d.batch.follows and not d.batch.flat
+    assert _rows(d)[-1][2] == "-" and "too noisy to tell" in _rows(d)[-1][3]
+
+
+def test_margins_are_capped_in_words():
+    c = _counts(("aten::mm", "matmul", 1, 10**12, 10))
+    assert "more than 100x the runner-up" in _reason(_weigh(c, _timing(12), CEIL))
+
+
+def test_ceilings_of_another_device_are_refused(shared_ceilings):
+    with pytest.raises(ValueError, match="ceilings are of a cuda.*fn ran on cpu"):
+        bl.diagnose(tiny_ops, torch.ones(1), ceilings=GPU, progress=False)
 
 
 def test_double_batch_reaches_into_lists():
@@ -218,29 +305,14 @@ WORKLOADS = {
 
 @pytest.fixture(scope="session")
 def shared_ceilings(tmp_path_factory):
-    """This machine's ceilings, measured twice per session in a throwaway cache.
+    """The CPU's ceilings (these workloads run on the CPU, on any machine), measured once.
 
-    A ceiling is what the machine *can* do, so each number is the better of the
-    two measurements (``measure_ceilings`` itself keeps the fast end of its
-    samples). On a shared 2-core machine one measurement can come out 2x low
-    while another program runs; a batch-1 GEMV sits at 0.5 FLOP/byte, close
-    to a CPU's ridge point (~1-4 FLOP/byte), so a low matmul ceiling would
-    blur the very distinction this suite checks.
+    Measured in rounds until stable, with disturbed samples dropped, so one
+    measurement is enough even on a busy 2-core machine.
     """
     mp = pytest.MonkeyPatch()
     mp.setenv("BRRR_CACHE_DIR", str(tmp_path_factory.mktemp("brrr_cache")))
-    first = bl.measure_ceilings(progress=False)
-    again = bl.measure_ceilings(progress=False, refresh=True)
-    ceilings = dataclasses.replace(
-        first,
-        matmul_flops_per_s=max(first.matmul_flops_per_s, again.matmul_flops_per_s),
-        vector_flops_per_s=max(first.vector_flops_per_s, again.vector_flops_per_s),
-        mem_bandwidth_bytes_per_s=max(
-            first.mem_bandwidth_bytes_per_s, again.mem_bandwidth_bytes_per_s
-        ),
-        op_overhead_s=min(first.op_overhead_s, again.op_overhead_s),
-    )
-    yield ceilings
+    yield bl.measure_ceilings("cpu", progress=False)
     mp.undo()
 
 
@@ -324,6 +396,44 @@ def test_weights_as_arguments_skip_the_batch_probe_with_a_note(shared_ceilings):
     )
     assert d.batch_timing is None
     assert any("fn failed" in n and "weights inside fn" in n for n in d.notes)
+
+
+@pytest.mark.parametrize("error", [AssertionError("batch must be 64"), KeyError("tokens")])
+def test_any_failure_of_the_doubled_batch_skips_the_probe(error, shared_ceilings):
+    def picky(x):
+        if x.shape[0] != 64:
+            raise error
+        return x + 1
+
+    d = bl.diagnose(picky, torch.ones(64), progress=False, trace=False, ceilings=shared_ceilings)
+    assert d.batch_timing is None and d.regime == "overhead"
+    assert any(type(error).__name__ in n for n in d.notes)
+
+
+def test_out_of_memory_in_the_doubled_batch_says_memory(shared_ceilings):
+    def hungry(x):
+        if x.shape[0] > 8:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+        return x * 2
+
+    d = bl.diagnose(hungry, torch.ones(8, 4), progress=False, trace=False, ceilings=shared_ceilings)
+    (note,) = [n for n in d.notes if "batch probe" in n]
+    assert "ran out of memory" in note and "256 B" in note and "released" in note  # 16 x 4 fp32
+    assert "weights inside fn" not in note
+
+
+def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, capsys, monkeypatch):
+    from brrrlib import diagnosis
+
+    monkeypatch.setattr(diagnosis, "SLOW_CALL_S", 0.0)  # every call counts as slow
+    calls = []
+
+    def slow(x):
+        calls.append(1)
+        return x + 1
+
+    bl.diagnose(slow, torch.ones(4), trace=False, ceilings=shared_ceilings)
+    assert "fewer samples" in capsys.readouterr().err
 
 
 def test_errors_from_fn_surface():

@@ -218,11 +218,26 @@ def test_plot_labels_units_ridge_and_points(agg):
     assert "ridge" in texts and "matmul" in texts and "cos" in texts
     assert "above the roof" not in texts
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("test cpu matmul" in t for t in legend)
-    assert any("test cpu vector" in t for t in legend)  # measured ceilings: two roofs
+    assert any("test cpu fp32 matmul" in t for t in legend)
+    assert any("test cpu fp32 vector" in t for t in legend)  # measured ceilings: two roofs
+    assert ax.get_title() == "roofline (fp32 roof)"
     assert any(t.startswith("A100") for t in legend)  # overlaid spec-sheet device
     lo, hi = ax.get_xlim()
     assert lo < 0.125 < hi and lo < rl.ridge_point(*rl.ceilings_of(FAKE_A100)) < hi
+
+
+def test_a_point_is_judged_against_the_roof_of_its_precision(agg):
+    ceilings = bl.Ceilings("cuda", "test gpu", 50e12, 28e12, 3e12, 7e-6,
+                           matmul_flops_per_s_by_dtype={"bf16": 700e12})  # fmt: skip
+    # an 8192^3 bf16 matmul at 600 TFLOP/s: 12x the fp32 roof, 86% of the bf16 one
+    n = 8192
+    bf16 = rl.RooflinePoint("mm bf16", 2 * n**3, 3 * 2 * n**2, 2 * n**3 / 600e12, "bf16")
+    assert not rl.above_roof(bf16, ceilings)
+    assert rl.above_roof(bf16, ceilings, dtype="fp32")  # the wrong roof would call it an error
+    ax = rl.plot(ceilings, [bf16])
+    assert "above the roof" not in _texts(ax) and ax.get_title() == "roofline (bf16 roof)"
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("bf16 matmul" in t for t in legend)
 
 
 def test_plot_flags_a_point_above_the_roof(agg):
