@@ -4,6 +4,9 @@ Nothing here measures: a hand-made Ceilings stands in for bl.measure_ceilings().
 """
 
 import json
+import os
+import re
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -11,14 +14,19 @@ import pytest
 from _fakes import fake_ceilings
 
 import brrrlib as bl
+from brrrlib import _report_file
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import (
+    MAX_REPORT_BYTES,
     SCHEMA_VERSION,
     Report,
+    attainable_table,
+    chapters_table,
     from_ceilings,
     load_reports,
     plot_reports,
     prediction_from_spec,
+    recorded_reports,
     reports_table,
     write_predictions,
 )
@@ -37,30 +45,42 @@ def _ceilings(**overrides) -> Ceilings:
         host="test-host",
         library_version="0.1.0",
         num_threads=2,
+        matmul_flops_per_s_by_dtype={"bf16": 300e9},
     )
     return fake_ceilings(**{**values, **overrides})
 
 
+def _file(stem: str, device: str = "cpu") -> re.Pattern:
+    """A report file name: the safe name, the device, an 8-hex-digit fingerprint."""
+    return re.compile(rf"{re.escape(stem)}-{device}-[0-9a-f]{{8}}\.json")
+
+
 def test_report_writes_a_valid_file_and_load_reads_it_back(tmp_path):
     path = bl.report(tmp_path, name="ada", ceilings=_ceilings())
-    assert path == tmp_path / "ada-cpu.json"
+    assert path.parent == tmp_path and _file("ada").fullmatch(path.name)
     data = json.loads(path.read_text())
-    assert data["schema"] == "brrr-report" and data["schema_version"] == SCHEMA_VERSION
+    assert data["schema"] == "brrr-report" and data["schema_version"] == SCHEMA_VERSION == 2
     assert data["kind"] == "measurement"
     assert data["ridge_point_flops_per_byte"] == pytest.approx(20.0)  # 200e9 / 10e9
+    assert data["ceilings"] == _ceilings().to_dict()  # every field, as Ceilings writes it
     (rep,) = load_reports(tmp_path)
     assert rep.name == "ada" and rep.device_name == "Test CPU 9000" and rep.path == path
-    assert rep.op_overhead_s == pytest.approx(2e-6)
+    assert rep.machine == _ceilings() and rep.op_overhead_s == pytest.approx(2e-6)
     assert rep.ridge_point_flops_per_byte() == pytest.approx(20.0)
-    fresh = from_ceilings(_ceilings(), name="ada")
-    assert (rep.matmul_flops_per_s, rep.host, rep.num_threads) == (200e9, "test-host", 2)
-    assert rep.to_dict()["ceilings"] == fresh.to_dict()["ceilings"]
+    assert rep.ridge_point_flops_per_byte("bf16") == pytest.approx(30.0)
+    assert (rep.matmul_peak(), rep.machine.host, rep.machine.num_threads) == (
+        200e9,
+        "test-host",
+        2,
+    )
+    assert rep.machine == from_ceilings(_ceilings(), name="ada").machine
+    assert Report.from_dict(json.loads(rep.to_json())) == rep
 
 
 def test_default_path_is_brrr_results_in_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = bl.report(ceilings=_ceilings())  # name defaults to the host recorded in the ceilings
-    assert path == Path("brrr-results") / "test-host-cpu.json"
+    assert path.parent == Path("brrr-results") and _file("test-host").fullmatch(path.name)
     assert (tmp_path / path).is_file()
 
 
@@ -72,18 +92,19 @@ def test_reporting_chapters_again_merges_and_keeps_earlier_chapters(tmp_path):
     (rep,) = load_reports(tmp_path)
     assert dict(rep.chapters["02"]) == {"knee_repeat": 16, "fused_speedup": 3.5}
     assert dict(rep.chapters["03"]) == {"flat_until_batch": 64}
+    assert [p.name for p in tmp_path.iterdir()] == ["me.json"]  # no temporary file left
 
 
 def test_report_without_a_name_continues_this_machines_earlier_report(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = bl.report(name="ada", ceilings=_ceilings())
     again = bl.report(chapter=2, extra={"knee_repeat": 16}, ceilings=_ceilings())
-    assert again == first == Path("brrr-results") / "ada-cpu.json"
+    assert again == first and first.parent == Path("brrr-results")
     (rep,) = load_reports(tmp_path / "brrr-results")
     assert rep.name == "ada" and dict(rep.chapters["02"]) == {"knee_repeat": 16}
     # Another machine's report in the folder is left alone.
     other = bl.report(ceilings=_ceilings(host="other-host"))
-    assert other == Path("brrr-results") / "other-host-cpu.json"
+    assert _file("other-host").fullmatch(other.name) and other != first
 
 
 def test_report_refuses_to_overwrite_another_machines_file(tmp_path):
@@ -91,6 +112,25 @@ def test_report_refuses_to_overwrite_another_machines_file(tmp_path):
     bl.report(target, ceilings=_ceilings())
     with pytest.raises(ValueError, match="another machine"):
         bl.report(target, ceilings=_ceilings(device_name="Other CPU"))
+
+
+NAMES = ["名前", "李", "..", ".", "../../etc/passwd", "a/b", "con", "ada", "Ada", " ada lovelace "]
+
+
+def test_names_give_distinct_safe_file_names(tmp_path):
+    """Non-ASCII names, dots and slashes never collapse into one file or leave the folder."""
+    paths = [bl.report(tmp_path, name=n, ceilings=_ceilings()) for n in NAMES]
+    assert len(set(paths)) == len(NAMES)  # nobody overwrites anybody
+    for path in paths:
+        assert path.parent == tmp_path
+        assert re.fullmatch(r"[A-Za-z0-9_-]+-cpu-[0-9a-f]{8}\.json", path.name), path.name
+        assert not path.name.startswith(("-", "."))
+    assert sorted(r.name for r in load_reports(tmp_path)) == sorted(n.strip() for n in NAMES)
+    # the same learner on another machine, or two learners called "ada": two files
+    other_machine = bl.report(tmp_path, name="ada", ceilings=_ceilings(host="laptop-2"))
+    assert other_machine not in paths and len(list(tmp_path.glob("*.json"))) == len(NAMES) + 1
+    # and the same learner again: the same file
+    assert bl.report(tmp_path, name="ada", ceilings=_ceilings()) == paths[NAMES.index("ada")]
 
 
 @pytest.mark.parametrize(
@@ -101,20 +141,32 @@ def test_report_refuses_to_overwrite_another_machines_file(tmp_path):
         ({"chapter": 2, "extra": {"t": object()}}, TypeError, r"extra\['t'\]"),
         ({"chapter": 2, "extra": {"t": float("nan")}}, TypeError, r"extra\['t'\]"),
         ({"chapter": True}, TypeError, "chapter"),
+        ({"chapter": "../x"}, ValueError, "chapter"),
         ({"path": "results.txt"}, ValueError, "ending in .json"),
         ({"path": 3}, TypeError, "path must be"),
         ({"name": "  "}, ValueError, "name"),
+        ({"ceilings": "fake"}, TypeError, "ceilings must be what bl.measure_ceilings"),
     ],
 )
 def test_report_bad_input_names_the_argument(tmp_path, monkeypatch, kwargs, error, match):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(error, match=match):
-        bl.report(ceilings=_ceilings(), **kwargs)
+        bl.report(**{"ceilings": _ceilings(), **kwargs})
+
+
+def test_report_into_an_unwritable_place_says_where(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OSError, match="could not write the report"):
+        bl.report(blocker / "sub" / "me.json", ceilings=_ceilings())
 
 
 def _write(folder: Path, name: str, data) -> Path:
     path = folder / name
-    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data if isinstance(data, str) else json.dumps(data))
     return path
 
 
@@ -127,14 +179,19 @@ def _good(tmp_path) -> dict:
     [
         (lambda d: d.update(schema="something-else"), "not a brrr report"),
         (lambda d: d.update(schema_version=99), "newer than this brrrlib"),
-        (lambda d: d.pop("machine"), "missing field 'machine'"),
+        (lambda d: d.pop("ceilings"), "missing field 'ceilings'"),
         (lambda d: d["ceilings"].pop("mem_bandwidth_bytes_per_s"), "mem_bandwidth_bytes_per_s"),
         (lambda d: d["ceilings"].update(matmul_flops_per_s="fast"), "matmul_flops_per_s"),
         (lambda d: d["ceilings"].update(matmul_flops_per_s=-1.0), "matmul_flops_per_s"),
         (lambda d: d["ceilings"].update(op_overhead_s=None), "op_overhead_s"),
+        (lambda d: d["ceilings"].update(num_threads=2.5), "num_threads"),
+        (lambda d: d["ceilings"].update(spread={"matmul": "x"}), "spread"),
+        (lambda d: d["ceilings"].update(clock_ghz=3.0), "unknown field"),
         (lambda d: d.update(kind="guess"), "kind"),
         (lambda d: d.update(ridge_point_flops_per_byte=1.0), "edited by hand"),
+        (lambda d: d.update(ridge_point_flops_per_byte="20"), "ridge_point_flops_per_byte"),
         (lambda d: d["chapters"].update({"02": {"x": [1]}}), r"chapters\['02'\]"),
+        (lambda d: d.update(notes="not a list"), "notes"),
     ],
 )
 def test_load_reports_names_the_file_and_the_field(tmp_path, mutate, match):
@@ -147,14 +204,85 @@ def test_load_reports_names_the_file_and_the_field(tmp_path, mutate, match):
     assert str(bad) in str(info.value)
 
 
+def _hostile_files(tmp_path: Path, outside: Path) -> dict[str, str]:
+    """Write one file per fault a class folder may hold; returns {file name: expected words}."""
+    good = _good(tmp_path)
+    ridge_text = {**good, "ridge_point_flops_per_byte": "20.0"}
+    big = json.dumps(good).replace('"op_overhead_s": 2e-06', '"op_overhead_s": 1' + "0" * 399)
+    deep = '{"schema": "brrr-report", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    _write(tmp_path, "ridge-string.json", ridge_text)
+    _write(tmp_path, "huge-int.json", big)
+    _write(tmp_path, "deep.json", deep)
+    _write(
+        tmp_path,
+        "latin1.json",
+        json.dumps(good).replace("test-host", "t\u00e9st").encode("latin-1"),
+    )
+    _write(tmp_path, "oversized.json", " " * (MAX_REPORT_BYTES + 1) + json.dumps(good))
+    _write(
+        tmp_path,
+        "nan.json",
+        json.dumps(good).replace('"op_overhead_s": 2e-06', '"op_overhead_s": NaN'),
+    )
+    _write(outside, "secret.json", good)
+    os.symlink(outside / "secret.json", tmp_path / "escape.json")
+    return {
+        "ridge-string.json": "ridge_point_flops_per_byte",
+        "huge-int.json": "op_overhead_s",
+        "deep.json": "nested too deeply",
+        "latin1.json": "not UTF-8",
+        "oversized.json": "limit",
+        "nan.json": "NaN",
+        "escape.json": "outside the class folder",
+    }  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_load_reports_skips_or_names_every_hostile_file(tmp_path):
+    """Each file reproduces a fault that once crashed load_reports(strict=False)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = tmp_path / "class"
+    folder.mkdir()
+    expected = _hostile_files(folder, outside)
+    (folder / "good.json").rename(folder / "zz-good.json")
+    for name, words in expected.items():  # strict: a clear error naming the file
+        lone = tmp_path / f"lone-{name}"
+        lone.mkdir()
+        if name == "escape.json":
+            (lone / name).symlink_to(outside / "secret.json")
+        else:
+            (lone / name).write_bytes((folder / name).read_bytes())
+        with pytest.raises(ValueError, match=words) as info:
+            load_reports(lone, strict=True)
+        assert name in str(info.value)
+    with pytest.warns(UserWarning, match=f"skipped {len(expected)}") as caught:
+        reports = load_reports(folder, strict=False)
+    assert [r.path.name for r in reports] == ["zz-good.json"]
+    note = str(caught[0].message)
+    assert all(name in note for name in expected), note
+
+
+def test_load_reports_does_not_enter_linked_folders(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    bl.report(outside / "other.json", ceilings=_ceilings(host="elsewhere"))
+    folder = tmp_path / "class"
+    folder.mkdir()
+    bl.report(folder / "mine.json", ceilings=_ceilings())
+    (folder / "linked").symlink_to(outside, target_is_directory=True)
+    assert [r.path.name for r in load_reports(folder)] == ["mine.json"]
+
+
 def test_load_reports_strict_false_skips_bad_files_with_a_warning(tmp_path):
     bl.report(tmp_path / "good.json", ceilings=_ceilings())
     _write(tmp_path, "broken.json", "{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         load_reports(tmp_path)
-    with pytest.warns(UserWarning, match="skipped 1"):
+    with pytest.warns(UserWarning, match="skipped 1") as caught:
         reports = load_reports(tmp_path, strict=False)
     assert [r.path.name for r in reports] == ["good.json"]
+    assert "broken.json" in str(caught[0].message)
 
 
 def test_load_reports_empty_or_missing_folder_says_what_to_do(tmp_path):
@@ -169,39 +297,71 @@ def test_prediction_from_spec_uses_the_spec_table_and_says_prediction():
     rep = prediction_from_spec(t4)
     assert rep.kind == "prediction" and rep.is_prediction
     assert "prediction" in rep.name and "prediction" in rep.label
-    assert rep.matmul_flops_per_s == t4.peak("fp32")
+    assert rep.matmul_peak() == t4.peak("fp32")
     assert rep.mem_bandwidth_bytes_per_s == t4.mem_bandwidth_bytes_per_s
     assert rep.ridge_point_flops_per_byte() == pytest.approx(t4.ridge_point_flops_per_byte())
     assert rep.op_overhead_s is None  # a spec sheet has no overhead figure
-    assert dict(rep.matmul_flops_per_s_by_dtype) == {"fp16": t4.peak("fp16")}
+    assert rep.precisions == ("fp32", "fp16") and rep.matmul_peak("fp16") == t4.peak("fp16")
     assert prediction_from_spec(t4) == rep  # deterministic: no timestamp
     assert Report.from_dict(json.loads(rep.to_json())) == rep
+    with pytest.raises(TypeError, match="spec-sheet row"):
+        prediction_from_spec("T4")
 
 
-def test_shipped_example_results_are_up_to_date_predictions(tmp_path):
+def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(tmp_path):
     shipped = sorted(EXAMPLES.glob("*.json"))
-    assert len(shipped) >= 2, f"expected example results in {EXAMPLES}"
-    fresh = {p.name: p.read_text() for p in write_predictions(tmp_path)}
-    assert {p.name: p.read_text() for p in shipped} == fresh, (
-        "course/instructor/example_results/ is out of date; regenerate with "
-        '`python -c "from brrrlib.classroom import write_predictions as w; '
-        "w('course/instructor/example_results')\"`"
-    )
+    assert len(shipped) == 3, f"expected example results in {EXAMPLES}"
+    assert all(json.loads(p.read_text())["schema_version"] == 1 for p in shipped)
+    fresh = {
+        p.name: Report.from_dict(json.loads(p.read_text())) for p in write_predictions(tmp_path)
+    }
     reports = load_reports(EXAMPLES)
-    assert all(r.kind == "prediction" and "prediction" in r.name for r in reports)
+    assert sorted(p.name for p in shipped) == sorted(fresh)  # same file names
+    for rep in reports:
+        new = fresh[rep.path.name]
+        assert rep.kind == new.kind == "prediction" and rep.name == new.name
+        assert dict(rep.machine.peak_flops_per_s) == dict(new.machine.peak_flops_per_s), (
+            "course/instructor/example_results/ is out of date with the spec table; regenerate "
+            'with `python -c "from brrrlib.classroom import write_predictions as w; '
+            "w('course/instructor/example_results')\"`"
+        )
+        assert rep.mem_bandwidth_bytes_per_s == new.mem_bandwidth_bytes_per_s
+        assert rep.machine.source == new.machine.source
+
+
+def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
+    h100, h200 = recorded_reports()
+    assert (h100.device_name, h200.device_name) == ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+    for rep in (h100, h200):
+        assert rep.recorded and not rep.is_prediction and rep.schema_version == 1
+        assert "recorded 2026-11-22" in rep.label and "torch 2.11.0+cu130" in rep.label
+        assert rep.vector_counts_fma and any("fused multiply-adds" in n for n in rep.notes)
+        assert any("noisy" in n for n in rep.notes)
+        assert rep.precisions == ("fp32", "tf32", "bf16", "fp16")
+    # Their numbers are kept as recorded (the README's table).
+    assert h100.matmul_peak("fp32") == pytest.approx(51.7e12, rel=0.01)
+    assert h100.matmul_peak("bf16") == pytest.approx(740e12, rel=0.01)
+    assert h100.mem_bandwidth_bytes_per_s == pytest.approx(2.99e12, rel=0.01)
+    assert h200.mem_bandwidth_bytes_per_s == pytest.approx(4.22e12, rel=0.01)
+    assert h100.vector_flops_per_s == pytest.approx(56.2e12, rel=0.01)
+
+
+def _class(tmp_path) -> list[Report]:
+    bl.report(tmp_path / "ada.json", name="ada", ceilings=_ceilings())
+    write_predictions(tmp_path, names=("T4", "A100"))
+    return load_reports(tmp_path)
 
 
 def test_table_and_plot_show_every_machine_and_mark_predictions(tmp_path):
-    bl.report(tmp_path / "ada.json", name="ada", ceilings=_ceilings())
-    write_predictions(tmp_path, names=("T4", "A100"))
-    reports = load_reports(tmp_path)
+    reports = _class(tmp_path)
     assert [r.kind for r in reports] == ["measurement", "prediction", "prediction"]
 
     table = reports_table(reports)
     text, page = repr(table), table._repr_html_()
-    assert len(text.splitlines()) == 2 + 3  # header, rule, one row per machine
+    assert len(text.splitlines()) == 2 + 3 + 1  # header, rule, one row per machine, caption
     assert "ada" in text and "T4 (prediction from spec sheet)" in text and "n/a" in text
     assert page.count("<tr") == 1 + 3 and "not measurements" in page
+    assert "var(--jp-" in page and "#" not in page.split("<tbody>")[0].split("caption")[0]
 
     ax = plot_reports(reports)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -214,6 +374,59 @@ def test_table_and_plot_show_every_machine_and_mark_predictions(tmp_path):
 
     ax_bf16 = plot_reports(reports, dtype="bf16")  # the T4 has no bf16 peak: left out
     legend_bf16 = " ".join(t.get_text() for t in ax_bf16.get_legend().get_texts())
-    assert "A100" in legend_bf16 and "T4" not in legend_bf16 and "ada" not in legend_bf16
+    assert "A100" in legend_bf16 and "T4" not in legend_bf16 and "ada" in legend_bf16
     with pytest.raises(ValueError, match="reports"):
         plot_reports([])
+
+
+def test_plot_counts_recorded_machines_and_draws_predictions_apart(tmp_path):
+    everyone = [*_class(tmp_path), *recorded_reports()]
+    ax = plot_reports(everyone, dtype="bf16")
+    assert "1 measured, 2 recorded, 1 predicted" in ax.get_title()
+    styles = {}
+    for line in ax.get_lines():
+        label = line.get_label()
+        if not label.startswith("_"):
+            styles.setdefault(label.split(" bf16")[0].split(" fp32")[0], set()).add(
+                line.get_linestyle()
+            )
+    assert styles["A100 40GB SXM (prediction from spec sheet)"] == {":"}  # dotted: a prediction
+    recorded = [k for k in styles if "recorded 2026-11-22" in k]
+    assert len(recorded) == 2 and all(":" not in styles[k] for k in recorded)
+    assert ":" not in styles["ada"]
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert legend.count("FMA = 2 FLOPs") == 2  # the recorded vector roofs are labelled
+
+
+def test_attainable_table_computes_how_far_apart_the_peaks_are(tmp_path):
+    everyone = [*_class(tmp_path), *recorded_reports()]
+    table = attainable_table(everyone, 0.125)
+    peaks = [r.matmul_peak() for r in everyone]
+    ratio = max(peaks) / min(peaks)  # 51.7 TFLOP/s (H100, recorded) / 200 GFLOP/s (ada)
+    assert f"differ by {round(ratio):,}x" in table.caption
+    assert len(table.rows) == len(everyone)
+    # at 0.125 FLOP/byte every machine is memory-bound: a few percent of its peak at most
+    shares = [0.125 * r.mem_bandwidth_bytes_per_s / r.matmul_peak() for r in everyone]
+    assert max(shares) < 0.05
+    with pytest.raises(ValueError, match="intensity_flops_per_byte"):
+        attainable_table(everyone, -1)
+
+
+def test_chapters_table_lists_measurements_or_says_there_are_none(tmp_path):
+    reports = _class(tmp_path)
+    empty = chapters_table(reports)
+    assert not empty.rows and "No chapter measurements yet" in repr(empty)
+    assert "{}" not in repr(empty) and "<table" not in empty._repr_html_()
+    bl.report(tmp_path / "ada.json", chapter=2, extra={"knee_repeat": 16}, ceilings=_ceilings())
+    table = chapters_table(load_reports(tmp_path))
+    assert table.rows == (("ada", "02", "knee_repeat", "16"),)
+
+
+def test_report_file_reads_schema_1_measurements_and_notes_what_differed(tmp_path):
+    data = json.loads((bl.classroom.RECORDINGS / "reports" / "measured-h200-cuda.json").read_text())
+    rep = Report.from_dict(data, where="h200")
+    assert rep.machine.vector_method == _report_file.V1_VECTOR_METHOD
+    assert rep.op_overhead_s == pytest.approx(6.37e-6, rel=0.01)
+    data["ceilings"]["dtype"] = "bf16"
+    with pytest.raises(ValueError, match="h200: ceilings: field 'dtype'"):
+        Report.from_dict(data, where="h200")

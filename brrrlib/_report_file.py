@@ -1,0 +1,436 @@
+"""The class report file: read it safely, check every field, know both schema versions.
+
+Written through :func:`write_atomic` under a :func:`file_name` that is safe
+on any file system and distinct per learner.
+
+A report file comes from a learner's machine, so it is read as data that
+could be anything: :func:`read_json` reads JSON only (no pickle, no code),
+refuses files over :data:`MAX_REPORT_BYTES`, links that lead out of the class
+folder, anything that is not a plain file, bytes that are not UTF-8, numbers
+a float cannot hold and nesting deeper than Python's parser allows. Then
+:func:`parse` checks each field against the type its dataclass declares
+(:class:`~brrrlib.ceilings.Ceilings`, :class:`~brrrlib.devices.DeviceSpec`),
+so a string where a number belongs is an error that names the file and the
+field, never a crash later in a plot.
+
+Two layouts exist. Schema version 2 (written now) stores the measured
+``Ceilings`` as :meth:`Ceilings.to_dict` writes it, or for a prediction the
+spec-sheet row. Schema version 1 (the first workshops, the recorded H100 and
+H200 reports) stored a flat copy of a few fields; :func:`parse` maps it onto
+the same types and keeps its numbers, with notes on what version 1 measured
+differently (see ``brrrlib/recordings/*/README.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+import tempfile
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from brrrlib.ceilings import Ceilings
+from brrrlib.devices import DeviceSpec
+
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "V1_VECTOR_METHOD",
+    "chapter_key",
+    "check_chapters",
+    "extras",
+    "file_name",
+    "loads",
+    "parse",
+    "read_json",
+    "slug",
+    "spec_to_dict",
+    "write_atomic",
+]
+
+SCHEMA = "brrr-report"
+SCHEMA_VERSION = 2
+"""Version of the JSON layout written now. Bump it when a field changes meaning or is
+removed; :func:`parse` refuses files newer than it understands."""
+
+MAX_REPORT_BYTES = 256 * 2**10
+"""A report is about 2 KB; a file over this size (256 KiB) is not one and is not read."""
+
+#: The longest integer literal read as an integer; longer ones become floats (or inf).
+_MAX_INT_DIGITS = 18
+#: Spec-sheet fields a prediction stores (the rest of a DeviceSpec is lookup plumbing).
+_SPEC_FIELDS = ("name", "peak_flops_per_s", "mem_bandwidth_bytes_per_s", "mem_bytes",
+                "source", "kind", "vendor")  # fmt: skip
+#: Chapter measurements are flat: name -> number, text or bool.
+_SCALARS = (bool, int, float, str)
+
+V1_VECTOR_METHOD = "fused multiply-adds, two FLOPs each (schema 1)"
+"""How schema-1 reports measured the vector ceiling: fused multiply-adds, two FLOPs
+per instruction, about twice the chained multiplies brrrlib measures now."""
+
+_V1_NOTES = {
+    "vector": "vector ceiling measured on fused multiply-adds (two FLOPs per instruction): "
+    "about twice what brrrlib's chained multiplies reach now",
+    "overhead": "op overhead measured on a + b with a fresh output, not the in-place floor",
+    "noisy": "flagged noisy when measured (schema 1 kept no per-ceiling spread)",
+}
+
+
+# ------------------------------------------------------------------ reading the bytes
+
+
+def read_json(path: Path, root: Path) -> Any:
+    """The decoded JSON of ``path``, a file found under the class folder ``root``.
+
+    Every refusal is a ``ValueError`` that starts with the file's path, so
+    :func:`brrrlib.classroom.load_reports` can name the file it skips.
+    """
+    try:
+        raw = _read_bytes(path, _inside(path, root))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {raw[exc.start : exc.start + 1]!r}); "
+            "a report is JSON written by bl.report(): ask for the file again"
+        ) from None
+    return loads(text, str(path))
+
+
+def _read_bytes(path: Path, real: Path) -> bytes:
+    """At most :data:`MAX_REPORT_BYTES` of a plain file, opened without following links."""
+    info = os.stat(real, follow_symlinks=False)
+    if not stat.S_ISREG(info.st_mode):  # a fifo named x.json would block the kernel
+        raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
+    if info.st_size > MAX_REPORT_BYTES:
+        raise ValueError(
+            f"{path}: {info.st_size:,} bytes, over the {MAX_REPORT_BYTES:,}-byte limit for a "
+            "report (a real one is about 2 KB): not read"
+        )
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_REPORT_BYTES + 1)
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ValueError(f"{path}: grew past the {MAX_REPORT_BYTES:,}-byte limit while read")
+    return raw
+
+
+def loads(text: str, where: str) -> Any:
+    """``json.loads`` that keeps numbers finite and nesting bounded; errors name ``where``."""
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to be a report") from None
+    except ValueError as exc:  # JSONDecodeError and the refusals below
+        raise ValueError(f"{where}: not valid JSON ({exc}); ask for the file again") from None
+
+
+def _parse_int(digits: str) -> int | float:
+    # A 400-digit integer is no measurement: as a float it becomes inf, which the field
+    # checks refuse by name (as an int it would overflow deep inside the arithmetic).
+    return int(digits) if len(digits.lstrip("-")) <= _MAX_INT_DIGITS else float(digits)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a report can hold")
+
+
+def _inside(path: Path, root: Path) -> Path:
+    """``path`` with links resolved; a link that leads out of ``root`` is refused."""
+    real, home = path.resolve(), root.resolve()
+    if path.is_symlink() and not real.is_relative_to(home):
+        raise ValueError(
+            f"{path}: a link to {real}, outside the class folder {home}; not followed "
+            "(copy the file into the folder instead)"
+        )
+    return real
+
+
+# ------------------------------------------------------------------ checking fields
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check(value: Any, hint: Any, where: str) -> Any:
+    """``value`` if it has the declared type ``hint`` (str, int, float, Mapping[str, T])."""
+    origin = typing.get_origin(hint)
+    if origin is not None and issubclass(origin, Mapping):
+        _, inner = typing.get_args(hint)
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} must be an object of name -> {inner.__name__}")
+        return {_check(k, str, f"{where} key"): _check(v, inner, f"{where}[{k!r}]")
+                for k, v in value.items()}  # fmt: skip
+    if hint is float:
+        if not (_is_number(value) and math.isfinite(value)):
+            raise ValueError(f"{where} must be a finite number, got {_short(value)}")
+        return float(value)
+    if hint is int and not isinstance(value, bool) and isinstance(value, int):
+        return value
+    if hint in (str, bool, dict) and isinstance(value, hint):
+        return value
+    raise ValueError(f"{where} must be {getattr(hint, '__name__', hint)}, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(cls: type, data: Any, where: str, allowed: tuple[str, ...] | None = None) -> Any:
+    """``cls(**data)`` after checking each key against ``cls``'s declared field types."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be an object, got {type(data).__name__}")
+    hints = {k: v for k, v in _hints(cls).items() if allowed is None or k in allowed}
+    unknown = sorted(set(data) - set(hints))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown field(s) {', '.join(map(repr, unknown[:5]))} "
+            "(written by a newer brrrlib? upgrade: pip install -U brrrlib)"
+        )
+    fields = {k: _check(v, hints[k], f"{where}: field {k!r}") for k, v in data.items()}
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _field(data: Mapping, key: str, where: str, hint: Any, nullable: bool = False) -> Any:
+    if key not in data:
+        raise ValueError(f"{where}: missing field {key!r}")
+    if data[key] is None and nullable:
+        return None
+    return _check(data[key], hint, f"{where}: field {key!r}")
+
+
+def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
+    """Chapter measurements: ``{"02": {"knee_repeat": 16}}``, values finite numbers, text, bools."""
+    if not isinstance(chapters, Mapping):
+        raise ValueError(f"{where}: chapters must be an object of chapter -> measurements")
+    out = {}
+    for key, values in chapters.items():
+        if not isinstance(key, str) or not isinstance(values, Mapping):
+            raise ValueError(f"{where}: chapters[{key!r}] must be an object of name -> value")
+        for name, value in values.items():
+            finite = not isinstance(value, float) or math.isfinite(value)
+            if not (isinstance(name, str) and isinstance(value, _SCALARS) and finite):
+                raise ValueError(
+                    f"{where}: chapters[{key!r}][{name!r}] must be a finite number, text or bool"
+                )
+        out[key] = dict(values)
+    return out
+
+
+# ------------------------------------------------------------------ the two layouts
+
+
+def parse(data: Any, where: str) -> dict[str, Any]:
+    """Check a decoded report file; returns the :class:`~brrrlib.classroom.Report` fields.
+
+    Keys: ``name``, ``machine`` (``Ceilings`` or, for a prediction, ``DeviceSpec``),
+    ``chapters``, ``created_at``, ``notes``, ``schema_version``.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    if data.get("schema") != SCHEMA:
+        raise ValueError(
+            f"{where}: not a brrr report (field 'schema' is {_short(data.get('schema'))}, "
+            f"expected {SCHEMA!r}); files come from bl.report()"
+        )
+    version = _field(data, "schema_version", where, int)
+    if version > SCHEMA_VERSION:
+        raise ValueError(
+            f"{where}: schema_version {version} is newer than this brrrlib understands "
+            f"({SCHEMA_VERSION}); upgrade brrrlib (pip install -U brrrlib)"
+        )
+    if version < 1:
+        raise ValueError(f"{where}: schema_version must be >= 1, got {version}")
+    kind = _field(data, "kind", where, str)
+    if kind not in ("measurement", "prediction"):
+        raise ValueError(
+            f"{where}: field 'kind' must be 'measurement' or 'prediction', got {kind!r}"
+        )
+    fields = {
+        "name": _field(data, "name", where, str),
+        "created_at": _field(data, "created_at", where, str, nullable=True),
+        "chapters": check_chapters(_field(data, "chapters", where, dict), where),
+        "schema_version": version,
+    }
+    fields.update(_parse_v1(data, kind, where) if version == 1 else _parse_v2(data, kind, where))
+    _check_ridge(data, fields["machine"], where)
+    return fields
+
+
+def _parse_v2(data: dict, kind: str, where: str) -> dict[str, Any]:
+    notes = data.get("notes", [])
+    if not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        raise ValueError(f"{where}: field 'notes' must be a list of text")
+    if kind == "measurement":
+        machine = _build(Ceilings, _field(data, "ceilings", where, dict), f"{where}: ceilings")
+    else:
+        spec = _field(data, "spec", where, dict)
+        machine = _build(DeviceSpec, spec, f"{where}: spec", allowed=_SPEC_FIELDS)
+        _check_spec_numbers(machine, f"{where}: spec")
+    return {"machine": machine, "notes": tuple(notes)}
+
+
+def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
+    """Schema 1: ``machine`` and ``ceilings`` objects with a flat copy of a few fields."""
+    m, c = f"{where}: machine", f"{where}: ceilings"
+    machine = _field(data, "machine", where, dict)
+    ceil = _field(data, "ceilings", where, dict)
+    if _field(ceil, "dtype", c, str) != "fp32":
+        raise ValueError(f"{c}: field 'dtype' must be 'fp32' (schema 1 measured fp32 only)")
+    by_dtype = _field(ceil, "matmul_flops_per_s_by_dtype", c, Mapping[str, float])
+    numbers = {k: _field(ceil, k, c, float) for k in
+               ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s")}  # fmt: skip
+    device, name = _field(machine, "device", m, str), _field(machine, "device_name", m, str)
+    if kind == "prediction":
+        spec = {"name": name, "mem_bandwidth_bytes_per_s": numbers["mem_bandwidth_bytes_per_s"],
+                "peak_flops_per_s": {"fp32": numbers["matmul_flops_per_s"], **by_dtype},
+                "mem_bytes": 0, "vendor": "",  # schema 1 kept neither
+                "source": _field(data, "source", where, str).removeprefix("spec sheet: "),
+                "kind": "gpu" if device == "cuda" else device}  # fmt: skip
+        machine_obj = _build(DeviceSpec, spec, c, allowed=_SPEC_FIELDS)
+        _check_spec_numbers(machine_obj, c)
+        return {"machine": machine_obj, "notes": ()}
+    overhead = _field(ceil, "op_overhead_s", c, float, nullable=True)
+    if overhead is None:
+        raise ValueError(f"{c}: field 'op_overhead_s': a measurement must include it")
+    ceilings = {**numbers, "op_overhead_s": overhead, "device": device, "device_name": name,
+                "matmul_flops_per_s_by_dtype": by_dtype, "vector_method": V1_VECTOR_METHOD,
+                "num_threads": _field(machine, "num_threads", m, int, nullable=True) or 1,
+                "torch_version": _field(machine, "torch_version", m, str),
+                "library_version": _field(machine, "brrrlib_version", m, str),
+                "host": _field(machine, "host", m, str),
+                "measured_at": _field(ceil, "measured_at", c, str, nullable=True) or ""}  # fmt: skip
+    notes = [_V1_NOTES["vector"], _V1_NOTES["overhead"]]
+    if _field(ceil, "noisy", c, bool):
+        notes.append(_V1_NOTES["noisy"])
+    return {"machine": _build(Ceilings, ceilings, c), "notes": tuple(notes)}
+
+
+def _check_spec_numbers(spec: DeviceSpec, where: str) -> None:
+    numbers = {**{f"peak_flops_per_s[{k!r}]": v for k, v in spec.peak_flops_per_s.items()},
+               "mem_bandwidth_bytes_per_s": spec.mem_bandwidth_bytes_per_s}  # fmt: skip
+    for name, value in numbers.items():
+        if not value > 0:
+            raise ValueError(f"{where}: field {name} must be a positive number, got {value!r}")
+
+
+def _check_ridge(data: dict, machine: Ceilings | DeviceSpec, where: str) -> None:
+    """The stored fp32 ridge point (for readers without brrrlib) must match the numbers."""
+    stored = data.get("ridge_point_flops_per_byte")
+    if stored is None:
+        return
+    if not (_is_number(stored) and math.isfinite(stored)):
+        raise ValueError(
+            f"{where}: field 'ridge_point_flops_per_byte' must be a finite number, "
+            f"got {_short(stored)}"
+        )
+    ridge = machine.ridge_point_flops_per_byte("fp32")
+    if not math.isclose(stored, ridge, rel_tol=1e-6):
+        raise ValueError(
+            f"{where}: ridge_point_flops_per_byte {stored!r} does not equal matmul / bandwidth "
+            f"= {ridge:.6g}: the file was edited by hand; write it again with bl.report()"
+        )
+
+
+def spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
+    """The spec-sheet fields a prediction file stores (schema 2's ``"spec"``)."""
+    out = {name: getattr(spec, name) for name in _SPEC_FIELDS}
+    out["peak_flops_per_s"] = dict(spec.peak_flops_per_s)
+    return out
+
+
+# ------------------------------------------------------------------ writing
+
+
+def file_name(name: str, device: str, device_name: str, host: str) -> str:
+    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
+
+    The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
+    "李" and ".." can neither leave the folder nor collapse into one name);
+    the fingerprint, a hash of the exact name, host and device, keeps two
+    learners apart even with the same nickname, and one learner on one file.
+    """
+    key = "\0".join((name, host, device, device_name)).encode()
+    fingerprint = hashlib.sha256(key).hexdigest()[:8]
+    return f"{slug(name) or 'learner'}-{device}-{fingerprint}.json"
+
+
+def slug(text: str) -> str:
+    """``text`` reduced to ASCII letters, digits, ``_`` and ``-`` (at most 40 of them)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-")[:40]
+
+
+def write_atomic(target: Path, text: str) -> None:
+    """Write through a unique temporary file, then rename: a reader never sees half a file,
+    and two kernels writing at once never mix their bytes."""
+    tmp = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".brrr-", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # the instructor must be able to read it
+        os.replace(tmp, target)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise OSError(
+            f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
+            "folder you can write to"
+        ) from None
+
+
+def chapter_key(chapter: Any) -> str | None:
+    """``2`` or ``"2"`` -> ``"02"``: the key a chapter's numbers are stored under."""
+    if chapter is None:
+        return None
+    if isinstance(chapter, bool) or not isinstance(chapter, (int, str)):
+        raise TypeError(f"chapter must be a chapter number like 2 or '02', got {chapter!r}")
+    text = str(chapter).strip()
+    if text.isdigit() and len(text) <= 3:
+        return f"{int(text):02d}"
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", text):
+        raise ValueError(f"chapter={chapter!r}: use a chapter number like 2 or '02'")
+    return text
+
+
+def extras(extra: Any) -> dict[str, Any]:
+    """A chapter's own numbers as given to ``bl.report(extra=...)``, checked for JSON."""
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping):
+        raise TypeError(
+            f"extra must be a dict of name -> number/text, e.g. {{'knee_repeat': 16}}; "
+            f"got {type(extra).__name__}"
+        )
+    for key, value in extra.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"extra: keys must be non-empty strings, got {key!r}")
+        try:
+            check_chapters({"-": {key: value}}, "extra")
+        except ValueError:
+            raise TypeError(
+                f"extra[{key!r}] must be a finite number, text or bool (it goes into JSON); "
+                f"got {type(value).__name__}: pass e.g. float(x) or t.median_s"
+            ) from None
+    return dict(extra)
