@@ -8,72 +8,90 @@ overhead. This library measures which, on the machine in front of you::
     bl.device()                      # cuda, then mps, then cpu (BRRR_DEVICE overrides)
     bl.measure_ceilings()            # this machine's matmul FLOP/s, bandwidth, op overhead
     bl.benchmark(torch.mm, a, b)     # honest timing: warm-up, sync, repeats, spread
+    bl.compare(slow, fast)           # how much faster, from alternating rounds, with an interval
     bl.count(torch.mm, a, b)         # FLOPs and bytes moved, per op
     bl.profile(fn, x).plot()         # where the time goes: host lane over device lane
     bl.diagnose(fn, x)               # the regime, its evidence and the remedy
 
-Modules (one concern each): ``devices``, ``timing``, ``counting``,
-``roofline``, ``trace``, ``diagnosis``, ``widgets``, ``figures``,
-``exercises``, ``workloads``, ``classroom``, ``cli``.
+Where things live (one idea per module; read them in this order to see how
+each number is measured):
+
+=================  ===========================================================
+``timing``         honest timing (``benchmark``) and paired comparison (``compare``)
+``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
+``roofline``       the arithmetic of the roofline model, and its plot
+``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
+``devices``        device choice, the one ``sync``, the spec-sheet table (``spec``)
+``trace``          profiles: host and device lanes, busy time, gaps (``profile``)
+``diagnosis``      the decision procedure (``diagnose``)
+``sweeps``         declared sweeps behind the explorers and chapter figures
+``widgets``        the two explorers (repeat count, batch size)
+``figures``        the chapters' figures
+``workloads``      the chapters' workloads
+``exercises``      the question bank: ``check``, ``hint``, ``questions``
+``classroom``      a learner's result file and the class view (``report``)
+``cli``            the ``brrr`` command: ``doctor``, ``diagnose``, ``lab``
+``_fmt``           the one unit picker, small statistics, progress lines
+=================  ===========================================================
+
+Modules load when first used, so ``import brrrlib`` is quick and the ``brrr``
+command can say what is missing when torch is not installed.
 """
 
-from brrrlib import (
-    ceilings,
-    classroom,
-    counting,
-    devices,
-    diagnosis,
-    figures,
-    roofline,
-    timing,
-    widgets,
-    workloads,
-)
-from brrrlib.ceilings import Ceilings, measure_ceilings
-from brrrlib.classroom import Report, load_reports, report
-from brrrlib.counting import Counts, OpCount, count
-from brrrlib.devices import DeviceSpec, device, spec, specs, sync
-from brrrlib.diagnosis import Diagnosis, diagnose
-from brrrlib.exercises import check, hint, questions
-from brrrlib.timing import Comparison, Timing, benchmark, compare
-from brrrlib.trace import Trace, profile
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
 
-__all__ = [
-    "Ceilings",
-    "Comparison",
-    "Counts",
-    "DeviceSpec",
-    "Diagnosis",
-    "OpCount",
-    "Report",
-    "Timing",
-    "Trace",
-    "__version__",
-    "benchmark",
-    "check",
-    "compare",
-    "count",
-    "ceilings",
-    "classroom",
-    "counting",
-    "device",
-    "devices",
-    "diagnose",
-    "diagnosis",
-    "figures",
-    "hint",
-    "load_reports",
-    "measure_ceilings",
-    "profile",
-    "questions",
-    "report",
-    "roofline",
-    "spec",
-    "specs",
-    "sync",
-    "timing",
-    "widgets",
-    "workloads",
-]
+__version__ = "0.2.0"
+
+_MODULES = (
+    "ceilings", "classroom", "counting", "devices", "diagnosis", "exercises", "figures",
+    "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
+)  # fmt: skip
+
+# Public names at the top level and the module each comes from.
+_NAMES = {
+    "Ceilings": "ceilings", "measure_ceilings": "ceilings",
+    "Report": "classroom", "load_reports": "classroom", "report": "classroom",
+    "Counts": "counting", "OpCount": "counting", "count": "counting",
+    "DeviceSpec": "devices", "device": "devices", "spec": "devices", "specs": "devices",
+    "sync": "devices",
+    "Diagnosis": "diagnosis", "diagnose": "diagnosis",
+    "check": "exercises", "hint": "exercises", "questions": "exercises",
+    "Comparison": "timing", "Timing": "timing", "benchmark": "timing", "compare": "timing",
+    "Trace": "trace", "profile": "trace",
+}  # fmt: skip
+
+__all__ = sorted([*_MODULES, *_NAMES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    """Load a module (``bl.timing``) or a public name (``bl.benchmark``) on first use."""
+    if name in _MODULES:
+        module = _import(name)
+        globals()[name] = module
+        return module
+    if name in _NAMES:
+        value = getattr(_import(_NAMES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'brrrlib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def _import(module: str) -> Any:
+    try:
+        return importlib.import_module(f"brrrlib.{module}")
+    except ModuleNotFoundError as err:
+        if err.name != "torch":
+            raise
+        raise ImportError(
+            "brrrlib needs PyTorch, which is not installed in this Python environment. "
+            "Install the build for this machine, then try again: CPU only: pip install torch "
+            "--index-url https://download.pytorch.org/whl/cpu ; NVIDIA GPU: pip install torch ; "
+            "Apple silicon: pip install torch. `brrr doctor` checks the rest."
+        ) from err
