@@ -1,415 +1,207 @@
-"""The ``brrr`` console script: ``brrr doctor``, ``brrr diagnose``, ``brrr lab``.
+"""The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab.
 
-* ``brrr doctor`` is what a workshop attendee runs first. It checks the
-  Python packages, the device, that ``torch.compile`` works, measures this
-  machine's ceilings (cached) beside the nearest spec-sheet device, and checks
-  that every course notebook can run here. It exits non-zero when the course
-  cannot run, and every problem comes with what to do about it.
-* ``brrr diagnose MODULE:NAME`` runs :func:`brrrlib.diagnose` on your own
-  workload from the command line.
-* ``brrr lab`` copies the course notebooks into a workspace folder (never
-  overwriting your edits) and starts JupyterLab there with this Python.
+* ``brrr doctor``, run first: can this machine run the course, and if not,
+  what to do (:mod:`brrrlib._doctor`). Exit 1 when it cannot.
+* ``brrr diagnose MODULE:NAME`` runs :func:`brrrlib.diagnose` on your code.
+  MODULE is a module name or a ``path/to/file.py``; NAME is a zero-argument
+  function returning ``(fn, args)`` or ``(fn, args, kwargs)``::
+
+      def workload():                  # brrr diagnose mymodel.py:workload
+          x = torch.randn(4096, 4096)
+          return torch.mm, (x, x)
+
+  Exit 0 when it diagnosed, 1 when the workload failed, 2 for a bad target.
+* ``brrr lab`` copies the notebooks into a workspace (never over your edits)
+  and starts JupyterLab there, on loopback behind a fresh token.
+
+Torch is imported only inside the commands that need it, so ``brrr --help``
+and ``brrr doctor`` work on a machine without it.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import importlib
 import importlib.metadata
 import importlib.util
 import inspect
-import json
 import os
-import platform
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import sysconfig
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CopyReport", "copy_course", "course_source", "load_target", "main"]
+from brrrlib._doctor import course_source, doctor, package_version, torch_problem
 
-# Packages the notebooks need (required) and the test tools (optional).
-_REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
-_OPTIONAL = ("nbval", "pytest")
-_DEFAULT_WORKSPACE = Path.home() / "brrr-course"
+__all__ = [
+    "CopyReport",
+    "TargetError",
+    "copy_course",
+    "course_source",
+    "doctor",
+    "load_target",
+    "main",
+]
 
-
-class _Report:
-    """Collects doctor's findings; FAIL lines make the exit status non-zero."""
-
-    def __init__(self, out) -> None:
-        self.out, self.failures, self.warnings = out, 0, 0
-
-    def section(self, title: str) -> None:
-        print(f"\n{title}", file=self.out)
-
-    def ok(self, text: str) -> None:
-        print(f"  ok    {text}", file=self.out)
-
-    def info(self, text: str) -> None:
-        print(f"        {text}", file=self.out)
-
-    def warn(self, text: str, advice: str = "") -> None:
-        self.warnings += 1
-        print(f"  WARN  {text}" + (f"\n        -> {advice}" if advice else ""), file=self.out)
-
-    def fail(self, text: str, advice: str) -> None:
-        self.failures += 1
-        print(f"  FAIL  {text}\n        -> {advice}", file=self.out)
-
-
-# ------------------------------------------------------------------ doctor ---
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _check_packages(r: _Report) -> set[str]:
-    r.section("Python and packages")
-    r.ok(f"Python {platform.python_version()} ({sys.executable})")
-    missing = set()
-    for name in _REQUIRED:
-        v = _version(name)
-        if v is None:
-            missing.add(name)
-            r.fail(
-                f"{name} is not installed",
-                f"pip install {name}  (or: pip install -e . in the course folder)",
-            )
-        else:
-            r.ok(f"{name} {v}")
-    for name in _OPTIONAL:
-        v = _version(name)
-        if v is None:
-            r.warn(
-                f"{name} is not installed (only needed to run the tests)",
-                "pip install -e '.[test]'",
-            )
-        else:
-            r.ok(f"{name} {v}")
-    v = _version("brrrlib")
-    r.ok(f"brrrlib {v or '(not installed as a package: imported from the source tree)'}")
-    return missing
-
-
-def _check_device(r: _Report):
-    import torch
-
-    from brrrlib import devices
-
-    r.section("Device")
-    try:
-        dev = devices.device()
-    except ValueError as err:
-        r.fail(str(err), "fix or unset the BRRR_DEVICE environment variable")
-        return None
-    if dev.type == "cuda":
-        r.ok(f"cuda: {torch.cuda.get_device_name(dev)} (CUDA {torch.version.cuda})")
-    elif dev.type == "mps":
-        r.ok("mps: Apple GPU")
-    else:
-        r.ok(f"cpu: {devices.device_name(torch.device('cpu'))}, {torch.get_num_threads()} threads")
-        r.info("no GPU: every chapter runs on the CPU; GPU-only cells show spec-sheet predictions")
-    return dev
-
-
-def _check_compile(r: _Report, dev) -> bool:
-    import torch
-
-    r.section("torch.compile")
-
-    def tiny(x):
-        return (x.sin() + 1).cos()
-
-    try:
-        t0 = time.perf_counter()
-        compiled = torch.compile(tiny)
-        x = torch.randn(1024, device=dev)
-        y = compiled(x)
-        elapsed = time.perf_counter() - t0
-        if not torch.allclose(y, tiny(x), atol=1e-5):
-            r.fail("torch.compile gave a wrong result", "update torch: pip install -U torch")
-            return False
-    except Exception as err:  # any compiler failure is reported with advice, never hidden
-        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-        r.fail(
-            f"torch.compile failed: {type(err).__name__}: {first}",
-            "install a C/C++ compiler: Debian/Ubuntu `sudo apt install build-essential`, "
-            "macOS `xcode-select --install`, conda `conda install -c conda-forge cxx-compiler`; "
-            "chapters 02 and 03 use torch.compile",
-        )
-        return False
-    r.ok(
-        f"compiled and ran a tiny function in {elapsed:.1f} s (first compile; later ones are cached)"
-    )
-    return True
-
-
-def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
-    from brrrlib import _fmt
-    from brrrlib.ceilings import measure_ceilings
-
-    r.section("Ceilings of this machine (bl.measure_ceilings)")
-    c = measure_ceilings(dev, refresh=refresh, progress=True)
-    s = c.nearest_spec()
-    fmt_f, fmt_b = (lambda x: _fmt.si(x, "FLOP/s")), (lambda x: _fmt.si(x, "B/s"))
-    # (what, measured here, spec sheet, spec / measured)
-    rows = [
-        ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), fmt_f),
-        ("vector fp32 (mul)", c.vector_flops_per_s, s.peak("fp32") / 2, fmt_f),
-        ("memory bandwidth", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, fmt_b),
-        ("ridge point", c.ridge_point_flops_per_byte(), s.ridge_point_flops_per_byte(), _fmt_ridge),
-    ]
-    if "bf16" in s.peak_flops_per_s:
-        rows.append(
-            ("matmul bf16", c.matmul_flops_per_s_by_dtype.get("bf16"), s.peak("bf16"), fmt_f)
-        )
-    print(
-        f"        {'':<18}{'measured here':>16}{s.name + ' (spec)':>22}{'spec/here':>11}",
-        file=r.out,
-    )
-    for name, here, there, fmt in rows:
-        here_s, ratio = (fmt(here), f"{there / here:.3g}x") if here else ("-", "")
-        print(f"        {name:<18}{here_s:>16}{fmt(there):>22}{ratio:>11}", file=r.out)
-    print(f"        {'op overhead':<18}{_fmt.seconds(c.op_overhead_s):>16}", file=r.out)
-    r.info(f"{c.device_name}, measured {c.measured_at} (cached; --refresh measures again)")
-    r.info(f"spec source: {s.source}")
-    if c.noisy:
-        r.warn("; ".join(c.noise_notes()), "close other programs and run: brrr doctor --refresh")
-    else:
-        r.ok("measurements were steady (the last rounds of each agreed within 10%)")
-
-
-def _fmt_ridge(x: float) -> str:
-    return f"{x:.3g} FLOP/B"
-
-
-def course_source() -> Path | None:
-    """Where the course notebooks ship: the clone's ``course/``, else the installed copy.
-
-    In a source checkout the notebooks sit in ``course/`` next to the
-    ``brrrlib`` package; an installed wheel puts them in
-    ``<sys.prefix>/share/brrr/course``. Returns None if neither exists.
-    """
-    import brrrlib
-
-    for candidate in (
-        Path(brrrlib.__file__).resolve().parents[1] / "course",
-        Path(sys.prefix) / "share" / "brrr" / "course",
-    ):
-        if candidate.is_dir() and any(candidate.glob("*.ipynb")):
-            return candidate
-    return None
-
-
-def _notebook_imports(nb: dict) -> set[str]:
-    """Top-level modules imported by a notebook's code cells."""
-    names = set()
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        src = "".join(cell.get("source", []))
-        src = "\n".join(
-            line for line in src.splitlines() if not line.lstrip().startswith(("%", "!"))
-        )
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
-            continue  # a deliberately broken exercise cell: not an import problem
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(a.name.split(".")[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
-    return names
-
-
-def _check_course(r: _Report, compile_ok: bool | None) -> None:
-    r.section("Course notebooks")
-    src = course_source()
-    if src is None:
-        r.fail(
-            "course notebooks not found",
-            "run brrr from the course clone (git clone ...; pip install -e .), or reinstall the package",
-        )
-        return
-    r.ok(f"found in {src}")
-    for path in sorted(src.glob("*.ipynb")):
-        try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            r.fail(
-                f"{path.name}: unreadable ({err})", "re-copy it: brrr lab --reset (keeps a backup)"
-            )
-            continue
-        missing = sorted(m for m in _notebook_imports(nb) if importlib.util.find_spec(m) is None)
-        uses_compile = "torch.compile" in path.read_text(encoding="utf-8")
-        if missing:
-            r.fail(f"{path.name}: needs {', '.join(missing)}", f"pip install {' '.join(missing)}")
-        elif uses_compile and compile_ok is False:
-            r.fail(
-                f"{path.name}: uses torch.compile, which fails here",
-                "see the torch.compile advice above",
-            )
-        else:
-            note = (
-                " (torch.compile not checked: --quick)"
-                if uses_compile and compile_ok is None
-                else ""
-            )
-            r.ok(f"{path.name}: can run{note}")
-
-
-def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
-    """Check that the course can run here; return 0 if so, 1 if not."""
-    out = out or sys.stdout
-    r = _Report(out)
-    print("brrr doctor: can this machine run the course?", file=out)
-    missing = _check_packages(r)
-    if "torch" in missing:
-        print("\nCannot go on without torch.", file=out)
-        return 1
-    dev = _check_device(r)
-    compile_ok = None
-    if dev is not None:
-        compile_ok = None if quick else _check_compile(r, dev)
-        _check_ceilings(r, dev, refresh)
-    _check_course(r, compile_ok)
-    verdict = (
-        f"{r.failures} problem(s): fix the FAIL lines above, then run brrr doctor again"
-        if r.failures
-        else "all good: run `brrr lab` to open the course"
-    )
-    print(f"\n{verdict}" + (f" ({r.warnings} warning(s))" if r.warnings else ""), file=out)
-    return 1 if r.failures else 0
+_DEFAULT_WORKSPACE = "~/brrr-course"
+_TARGET_FORM = "MODULE:NAME or path/to/file.py:NAME"
 
 
 # ---------------------------------------------------------------- diagnose ---
 class TargetError(Exception):
-    """A ``MODULE:NAME`` target that cannot be loaded (exit status 2)."""
+    """A ``MODULE:NAME`` target that cannot be loaded (``brrr diagnose`` exits 2)."""
 
 
-def load_target(target: str) -> tuple[Any, tuple, dict]:
+def load_target(target: str) -> tuple[Callable, tuple, dict]:
     """Resolve ``MODULE:NAME`` (or ``path/to/file.py:NAME``) to ``(fn, args, kwargs)``.
 
-    What NAME may be:
-
-    1. a zero-argument callable returning ``(fn, args)`` or
-       ``(fn, args, kwargs)``: the general form, e.g.::
-
-           def workload():
-               x = torch.randn(4096, 4096)
-               return torch.mm, (x, x)
-
-    2. a ``torch.nn.Module`` instance, or a function that takes arguments:
-       then the module must define ``example_inputs``, a tuple of arguments
-       (or a single tensor), and NAME is called as ``NAME(*example_inputs)``.
-
-    The current directory is put on ``sys.path`` first, as ``python -m``
-    does. Raises :class:`TargetError` with what to do when anything is off.
+    NAME is a zero-argument function returning ``(fn, args)`` or ``(fn,
+    args, kwargs)`` (see the module docstring); it builds the inputs, so the
+    module stays cheap to import. The current folder goes on ``sys.path``
+    first, as with ``python -m``. Raises :class:`TargetError` saying what to
+    do, also when the module or NAME calls ``sys.exit`` or is interrupted.
     """
-    import torch
-
-    if not isinstance(target, str) or target.count(":") < 1:
-        raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
-    module_part, _, name = target.rpartition(":")
+    module_part, _, name = target.rpartition(":") if isinstance(target, str) else ("", "", "")
     if not module_part or not name:
-        raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
-    cwd = str(Path.cwd())
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
-            path = Path(module_part).resolve()
-            if not path.is_file():
-                raise TargetError(f"no such file: {module_part}")
-            mod_name = f"_brrr_target_{path.stem}"
-            spec = importlib.util.spec_from_file_location(mod_name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[mod_name] = module
-            sys.path.insert(0, str(path.parent))
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_part)
-    except TargetError:
-        raise
-    except Exception as err:  # the learner's module failed to import: say which and why
-        raise TargetError(f"cannot import {module_part!r}: {type(err).__name__}: {err}") from err
-    obj: Any = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            public = sorted(n for n in dir(module) if not n.startswith("_"))[:15]
-            raise TargetError(f"{module_part} has no {name!r}; it defines: {', '.join(public)}")
-        obj = getattr(obj, part)
-
-    example = getattr(module, "example_inputs", None)
-    takes_args = (
-        callable(obj) and not isinstance(obj, torch.nn.Module) and _required_params(obj) > 0
+        raise TargetError(f"target {target!r} must look like {_TARGET_FORM}")
+    module = _run_user_code(
+        lambda: _import(module_part),
+        f"importing {module_part!r}",
+        f"cannot import {module_part!r}:",
     )
-    if isinstance(obj, torch.nn.Module) or takes_args:
-        if example is None:
-            what = (
-                "an nn.Module"
-                if isinstance(obj, torch.nn.Module)
-                else "a function that takes arguments"
-            )
-            raise TargetError(
-                f"{name} is {what}: define `example_inputs = (tensor, ...)` in {module_part}, "
-                "or point at a zero-argument function returning (fn, args)"
-            )
-        args = example if isinstance(example, (tuple, list)) else (example,)
-        return obj, tuple(args), {}
-    if not callable(obj):
-        raise TargetError(f"{name} is a {type(obj).__name__}, not a callable returning (fn, args)")
-    try:
-        result = obj()
-    except Exception as err:  # the learner's factory raised: report it as such
-        raise TargetError(f"calling {name}() raised {type(err).__name__}: {err}") from err
+    factory = _lookup(module, module_part, name)
+    result = _run_user_code(factory, f"calling {name}()", f"calling {name}() raised")
     if not (isinstance(result, tuple) and len(result) in (2, 3)):
+        kind = type(result).__name__
         raise TargetError(
-            f"{name}() returned {type(result).__name__}; it must return (fn, args) or (fn, args, kwargs)"
+            f"{name}() returned {kind}; it must return (fn, args) or (fn, args, kwargs)"
         )
     fn, args, kwargs = (*result, {}) if len(result) == 2 else result
     if not callable(fn):
         raise TargetError(f"{name}()[0] must be callable, got {type(fn).__name__}")
     if not isinstance(args, (tuple, list)):
         raise TargetError(f"{name}()[1] must be a tuple of arguments, got {type(args).__name__}")
-    if not isinstance(kwargs, dict):
-        raise TargetError(
-            f"{name}()[2] must be a dict of keyword arguments, got {type(kwargs).__name__}"
-        )
+    if not (isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs)):
+        raise TargetError(f"{name}()[2] must be a dict of keyword arguments, got {kwargs!r:.80}")
     return fn, tuple(args), kwargs
 
 
-def _required_params(fn) -> int:
+def _run_user_code(call: Callable[[], Any], doing: str, failed: str) -> Any:
+    """Run the learner's code (an import, a factory); any way it stops becomes a TargetError."""
     try:
-        sig = inspect.signature(fn)
+        return call()
+    except TargetError:
+        raise
+    except SystemExit as err:
+        raise TargetError(
+            f"{doing} called sys.exit({err.code!r}) instead of returning: put the script part "
+            'of that file under `if __name__ == "__main__":`'
+        ) from None
+    except KeyboardInterrupt:
+        raise TargetError(f"{doing} was interrupted (KeyboardInterrupt)") from None
+    except Exception as err:  # the learner's code failed: say where, without a traceback
+        raise TargetError(f"{failed} {_describe(err)}") from err
+
+
+def _import(module_part: str):
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    if not (module_part.endswith(".py") or "/" in module_part or "\\" in module_part):
+        return importlib.import_module(module_part)
+    path = Path(module_part).resolve()
+    if not path.is_file():
+        raise TargetError(f"no such file: {module_part}")
+    spec = importlib.util.spec_from_file_location(f"_brrr_target_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{module_part} is not a Python file: give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    sys.path.insert(0, str(path.parent))
+    spec.loader.exec_module(module)
+    return module
+
+
+def _lookup(module, module_part: str, name: str) -> Callable:
+    """``module.NAME`` (dotted names too), checked to be a zero-argument callable."""
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            public = sorted(n for n in dir(module) if not n.startswith("_"))[:15]
+            raise TargetError(f"{module_part} has no {name!r}; it defines: {', '.join(public)}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TargetError(f"{name} is a {type(obj).__name__}, not a callable returning (fn, args)")
+    try:  # an nn.Module is called through its forward
+        sig = inspect.signature(getattr(obj, "forward", obj))
     except (TypeError, ValueError):
-        return 0  # builtins without a signature: treat as a factory
-    return sum(
-        p.default is p.empty
-        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        return obj  # a builtin without a signature: call it and see
+    if any(
+        p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         for p in sig.parameters.values()
-    )
+    ):
+        raise TargetError(
+            f"{name} takes arguments, but brrr diagnose calls NAME with none: point at a "
+            "zero-argument function that builds the inputs, e.g. "
+            f"`def workload(): x = torch.randn(64, 1024); return {name}, (x,)`"
+        )
+    return obj
+
+
+def _check_keywords(kwargs: dict, diagnose: Callable) -> None:
+    """Refuse workload keywords that ``diagnose`` would take as its own (``budget_s``, ...)."""
+    params = inspect.signature(diagnose).parameters.values()
+    own = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    clash = sorted(own.intersection(kwargs))
+    if clash:
+        raise TargetError(
+            f"the workload's keyword argument(s) {', '.join(clash)} are bl.diagnose's own, "
+            "and it would take them: bind them to the workload instead, e.g. return "
+            f"functools.partial(fn, {clash[0]}={kwargs[clash[0]]!r:.40}), args"
+        )
+
+
+def _describe(err: BaseException) -> str:
+    """``KeyError: 'x' (at model.py:12)``: the error and the innermost line of the learner's code."""
+    text = f"{type(err).__name__}: {err}"
+    if isinstance(err, SystemExit):
+        text = f"it called sys.exit({err.code!r})"
+    paths = sysconfig.get_paths()  # frames in Python, site-packages or brrrlib are not theirs
+    folders = (paths["stdlib"], paths["purelib"], paths["platlib"], str(Path(__file__).parent))
+    not_theirs = (*(os.path.join(f, "") for f in folders), "<")
+    theirs = [
+        f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(not_theirs)
+    ]
+    return text + (f" (at {Path(theirs[-1].filename).name}:{theirs[-1].lineno})" if theirs else "")
 
 
 def _diagnose(target: str, out) -> int:
+    problem = torch_problem()
+    if problem:
+        print(f"brrr diagnose: {problem}", file=sys.stderr)
+        return 1
+    import brrrlib
+
     try:
         fn, args, kwargs = load_target(target)
+        _check_keywords(kwargs, brrrlib.diagnose)
     except TargetError as err:
         print(f"brrr diagnose: {err}", file=sys.stderr)
         return 2
-    import brrrlib
-
-    print(repr(brrrlib.diagnose(fn, *args, **kwargs)), file=out)
+    try:
+        result = brrrlib.diagnose(fn, *args, **kwargs)
+    except (Exception, SystemExit) as err:  # the workload failed while measured: a real error
+        print(f"brrr diagnose: {target} failed while measured: {_describe(err)}", file=sys.stderr)
+        return 1
+    print(repr(result), file=out)
     return 0
 
 
@@ -422,25 +214,12 @@ class CopyReport:
     kept: tuple[str, ...] = ()
     backed_up: tuple[str, ...] = ()
     backup_dir: Path | None = None
-    skipped: tuple[str, ...] = field(default=())
 
     def __str__(self) -> str:
-        lines = [f"copied {len(self.copied)} file(s), kept {len(self.kept)} of yours unchanged"]
+        text = f"copied {len(self.copied)} file(s), kept {len(self.kept)} of yours unchanged"
         if self.backed_up:
-            lines.append(f"backed up {len(self.backed_up)} old file(s) to {self.backup_dir}")
-        return "; ".join(lines)
-
-
-def _course_files(source: Path) -> list[Path]:
-    """Every file under ``source`` except hidden ones and notebook checkpoints."""
-    files = []
-    for p in sorted(source.rglob("*")):
-        rel = p.relative_to(source)
-        if p.is_file() and not any(
-            part.startswith(".") or part == "__pycache__" for part in rel.parts
-        ):
-            files.append(rel)
-    return files
+            text += f"; backed up {len(self.backed_up)} old file(s) to {self.backup_dir}"
+        return text
 
 
 def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
@@ -449,7 +228,8 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
     Only files missing in ``dest`` are copied: a learner's edited notebook is
     never overwritten. With ``reset=True`` every course file is copied fresh,
     and any existing one that differs is first moved to
-    ``dest/.brrr-backup-<timestamp>/`` so no work is lost.
+    ``dest/.brrr-backup-<timestamp>/`` so no work is lost. Hidden files and
+    notebook checkpoints are not part of the course.
     """
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
@@ -457,11 +237,13 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
     if dest.exists() and not dest.is_dir():
         raise ValueError(f"dest={str(dest)!r} exists and is not a folder; choose another --dir")
     dest.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    backup_dir = dest / f".brrr-backup-{stamp}"
+    backup_dir = dest / f".brrr-backup-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     copied, kept, backed_up = [], [], []
-    for rel in _course_files(source):
-        src, dst = source / rel, dest / rel
+    for src in sorted(source.rglob("*")):
+        rel = src.relative_to(source)
+        if not src.is_file() or any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
+            continue
+        dst = dest / rel
         if dst.exists():
             if not reset or dst.read_bytes() == src.read_bytes():
                 kept.append(str(rel))
@@ -473,17 +255,47 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
         shutil.copy2(src, dst)
         copied.append(str(rel))
     return CopyReport(
-        copied=tuple(copied),
-        kept=tuple(kept),
-        backed_up=tuple(backed_up),
-        backup_dir=backup_dir if backed_up else None,
+        tuple(copied), tuple(kept), tuple(backed_up), backup_dir if backed_up else None
     )
 
 
-def _lab_command(
-    dest: Path, no_browser: bool, port: int | None, as_root: bool | None = None
-) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={dest}"]
+def _workspace_problem(dest: Path) -> str | None:
+    """None if notebooks can be written into ``dest`` (made if missing), else why not."""
+    if dest.exists() and not dest.is_dir():
+        return f"--dir {dest} is a file, not a folder: choose another --dir"
+    if not dest.exists() and not dest.parent.is_dir():
+        return (
+            f"--dir {dest}: its parent {dest.parent} does not exist: create it, or choose another"
+        )
+    try:
+        dest.mkdir(exist_ok=True)
+        with tempfile.TemporaryFile(dir=dest):
+            pass
+    except OSError as err:
+        why = err.strerror or err
+        return f"--dir {dest}: cannot write there ({why}): choose a folder of your own"
+    return None
+
+
+# Jupyter also reads the user's config files, and one that sets an empty token
+# or ip="0.0.0.0" would open the course (a Python shell) to anyone who can reach
+# the machine. Options on the command line win over config files, so brrr lab
+# sets loopback and a fresh token there. The token travels in the environment
+# and is appended to sys.argv inside the new process: any user of the machine
+# can read a process's command line (`ps`), only its owner its environment.
+_TOKEN_ENV = "BRRR_LAB_TOKEN"
+_LAUNCH_LAB = (
+    "import os, sys; from jupyterlab.labapp import main; "
+    f"sys.argv.append('--IdentityProvider.token=' + os.environ.pop({_TOKEN_ENV!r})); "
+    "sys.exit(main())"
+)
+
+
+def _lab_command(dest: Path, no_browser: bool, port: int, as_root: bool | None = None):
+    """JupyterLab's command line, as a list; the token comes through the environment."""
+    cmd = [sys.executable, "-c", _LAUNCH_LAB, f"--ServerApp.root_dir={dest}"]
+    # The port brrr lab printed, or an error: never a quiet move to the next one.
+    cmd += ["--ServerApp.ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0"]
     if as_root is None:
         as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     if as_root:
@@ -492,9 +304,17 @@ def _lab_command(
         cmd.append("--allow-root")
     if no_browser:
         cmd.append("--no-browser")
-    if port is not None:
-        cmd.append(f"--port={port}")
     return cmd
+
+
+def _free_port(preferred: int = 8888) -> int:
+    """``preferred`` if it is free on loopback, else a free port the system picks."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _lab(opts, out) -> int:
@@ -502,80 +322,95 @@ def _lab(opts, out) -> int:
     if src is None:
         print(
             "brrr lab: the course notebooks were not found (neither course/ next to brrrlib "
-            f"nor {Path(sys.prefix) / 'share' / 'brrr' / 'course'}); run from the course clone "
+            "nor share/brrr/course under this Python's prefix); run from the course clone "
             "after `pip install -e .`",
             file=sys.stderr,
         )
         return 2
-    dest = Path(opts.dir).expanduser().resolve()
     try:
-        report = copy_course(src, dest, reset=opts.reset)
-    except ValueError as err:
-        print(f"brrr lab: {err}", file=sys.stderr)
+        dest = Path(opts.dir).expanduser().resolve()
+        problem = _workspace_problem(dest)
+        report = None if problem else copy_course(src, dest, reset=opts.reset)
+    except (OSError, RuntimeError, ValueError) as err:  # RuntimeError: "~" without a home
+        problem = f"--dir {opts.dir}: copying the course there failed: {err}"
+    if problem:
+        print(f"brrr lab: {problem}", file=sys.stderr)
         return 2
     print(f"brrr lab: workspace {dest}: {report}", file=out)
     if importlib.util.find_spec("jupyterlab") is None:
         print("brrr lab: jupyterlab is not installed here; pip install jupyterlab", file=sys.stderr)
         return 1
-    cmd = _lab_command(dest, opts.no_browser, opts.port)
-    print("brrr lab: " + " ".join(cmd), file=out, flush=True)
-    return subprocess.call(cmd, cwd=dest)
+    port, token = opts.port or _free_port(), secrets.token_hex(24)  # 192 random bits
+    # Jupyter shows a token it did not make itself as "...": the address is printed here.
+    print(f"brrr lab: JupyterLab at http://127.0.0.1:{port}/lab?token={token}", file=out)
+    out.flush()
+    cmd = _lab_command(dest, opts.no_browser, port)
+    return subprocess.call(cmd, cwd=dest, env={**os.environ, _TOKEN_ENV: token})
 
 
 # -------------------------------------------------------------------- main ---
+_DIAGNOSE_HELP = """\
+NAME is a zero-argument function that returns (fn, args) or (fn, args, kwargs);
+brrr diagnose measures fn(*args, **kwargs). For example, in mymodel.py:
+
+    def workload():
+        x = torch.randn(4096, 4096)
+        return torch.mm, (x, x)
+
+then:  brrr diagnose mymodel.py:workload   (or: brrrlib.workloads:mystery_a)
+Keywords bl.diagnose takes itself (budget_s, label, ...) cannot be the
+workload's: bind those with functools.partial(fn, budget_s=...).
+Exit status: 0 diagnosed, 1 the workload failed, 2 the target cannot be loaded."""
+
+
+def _port(text: str) -> int:
+    if not (text.isdigit() and 1 <= int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a number from 1 to 65535")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="brrr",
-        description="Making deep learning go brrrr, measured: the course's command line.",
+        prog="brrr", description="Making deep learning go brrrr, measured: the course's commands."
     )
+    p.add_argument("--version", action="version", version=f"brrr {package_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     d = sub.add_parser("doctor", help="check that this machine can run the course (run this first)")
-    d.add_argument(
-        "--refresh", action="store_true", help="measure the ceilings again (ignore the cache)"
-    )
+    d.add_argument("--refresh", action="store_true", help="measure the ceilings again (no cache)")
     d.add_argument("--quick", action="store_true", help="skip the torch.compile check")
     g = sub.add_parser(
         "diagnose",
         help="say whether your workload is compute-, memory- or overhead-bound",
-        description=(
-            "Run bl.diagnose on your own code: measure it, count its FLOPs and bytes, double\n"
-            "its batch, trace it, and say whether it is compute-, memory- or overhead-bound,\n"
-            "with the evidence and what to do about it (chapter 04)."
-        ),
+        description="Run bl.diagnose on your own code: measure it, count its FLOPs and bytes,\n"
+        "double its batch, trace it, and name its regime (compute-, memory- or\n"
+        "overhead-bound) with the evidence and what to do about it (chapter 04).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "NAME is a zero-argument function returning (fn, args) or (fn, args, kwargs),\n"
-            "or an nn.Module / function taking arguments with a module-level `example_inputs`.\n"
-            "example:  brrr diagnose mymodel.py:workload"
-        ),
+        epilog=_DIAGNOSE_HELP,
     )
-    g.add_argument(
-        "target", metavar="MODULE:NAME", help="e.g. mymodel:workload or path/to/file.py:workload"
-    )
+    g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
     lab = sub.add_parser("lab", help="copy the course notebooks to a workspace and open JupyterLab")
-    lab.add_argument(
-        "--dir", default=str(_DEFAULT_WORKSPACE), help="workspace folder (default ~/brrr-course)"
-    )
-    lab.add_argument(
-        "--reset", action="store_true", help="re-copy fresh notebooks, backing up yours first"
-    )
+    lab.add_argument("--dir", default=_DEFAULT_WORKSPACE, help="workspace (default ~/brrr-course)")
+    lab.add_argument("--reset", action="store_true", help="fresh notebooks; yours backed up first")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("--port", type=int, default=None, help="port for JupyterLab")
+    lab.add_argument("--port", type=_port, default=None, help="port for JupyterLab")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``brrr`` console script; returns the exit status."""
+    """Entry point of ``brrr`` and ``python -m brrrlib``; returns the exit status."""
     parser = _parser()
     opts = parser.parse_args(argv)
-    out = sys.stdout
-    if opts.command == "doctor":
-        return doctor(refresh=opts.refresh, quick=opts.quick, out=out)
-    if opts.command == "diagnose":
-        return _diagnose(opts.target, out)
-    if opts.command == "lab":
-        return _lab(opts, out)
-    parser.print_help(out)
+    try:
+        if opts.command == "doctor":
+            return doctor(refresh=opts.refresh, quick=opts.quick, out=sys.stdout)
+        if opts.command == "diagnose":
+            return _diagnose(opts.target, sys.stdout)
+        if opts.command == "lab":
+            return _lab(opts, sys.stdout)
+    except KeyboardInterrupt:
+        print("\nbrrr: interrupted", file=sys.stderr)
+        return 130
+    parser.print_help(sys.stdout)
     return 2
 
 

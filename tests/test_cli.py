@@ -1,16 +1,28 @@
-"""The brrr console script: doctor, diagnose (bl.diagnose monkeypatched), lab (copy logic only)."""
+"""The brrr command line: doctor, diagnose (bl.diagnose replaced by a spy), lab (no server).
 
+Subprocess tests run ``python -m brrrlib`` and the CLI with torch hidden by an
+import hook, as on a machine where torch was never installed.
+"""
+
+import functools
+import importlib.metadata
 import io
+import os
+import subprocess
 import sys
 import textwrap
+import types
+from pathlib import Path
 
 import pytest
 import torch
 
 import brrrlib
-from brrrlib import cli
+from brrrlib import _doctor, cli
 
-# ------------------------------------------------------------------ main ---
+ROOT = Path(__file__).resolve().parents[1]
+
+# --------------------------------------------------------------------- main ---
 
 
 def test_no_command_prints_help_and_returns_2(capsys):
@@ -24,17 +36,130 @@ def test_unknown_command_exits_with_usage():
     assert exc.value.code == 2
 
 
+def test_version_comes_from_the_package_metadata(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"brrr {importlib.metadata.version('brrrlib')}"
+
+
+def test_version_falls_back_to_the_source_tree(monkeypatch):
+    monkeypatch.setattr(_doctor, "_version", lambda name: None)
+    monkeypatch.setattr(brrrlib, "__version__", "9.8.7")
+    assert _doctor.package_version() == "9.8.7"
+
+
+def test_python_dash_m_brrrlib_runs_the_cli():
+    run = subprocess.run(
+        [sys.executable, "-m", "brrrlib", "--version"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("brrr ") and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("port", ["0", "70000", "abc", "-1"])
+def test_lab_port_must_be_a_port(port, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lab", "--port", port])
+    assert exc.value.code == 2
+    assert "give a number from 1 to 65535" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ without torch ---
+
+# An import hook that makes torch look uninstalled, as ModuleNotFoundError says it.
+_HIDE_TORCH = """
+import sys
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+def _run_without_torch(script: str, *args: str) -> subprocess.CompletedProcess:
+    code = _HIDE_TORCH + textwrap.dedent(script)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+# The cli module alone, with the package's own __init__ (which imports torch) bypassed.
+_CLI_ALONE = f"""
+import types
+pkg = types.ModuleType("brrrlib")
+pkg.__path__ = [{str(ROOT / "brrrlib")!r}]
+sys.modules["brrrlib"] = pkg
+from brrrlib import cli
+try:
+    code = cli.main(sys.argv[1:])
+except SystemExit as stop:
+    code = stop.code
+print("torch imported:", "torch" in sys.modules)
+sys.exit(code)
+"""
+
+
+def test_help_and_version_need_no_torch():
+    for args in (["--help"], ["--version"], ["diagnose", "--help"]):
+        run = _run_without_torch(_CLI_ALONE, *args)
+        assert run.returncode == 0, run.stderr
+        assert "torch imported: False" in run.stdout and "Traceback" not in run.stderr
+
+
+def test_doctor_without_torch_says_what_to_install():
+    run = _run_without_torch(_CLI_ALONE, "doctor")
+    assert run.returncode == 1, run.stderr
+    assert "FAIL  torch is not installed: install it for this machine (" in run.stdout
+    assert "pip install torch" in run.stdout and "Cannot go on without torch" in run.stdout
+    assert "torch imported: False" in run.stdout and "Traceback" not in run.stderr
+
+
+def test_brrr_doctor_without_torch_end_to_end():
+    """The console script's own path: ``python -m brrrlib doctor`` imports the package first."""
+    script = """
+    import runpy
+    sys.argv = ["brrr", "doctor"]
+    runpy.run_module("brrrlib", run_name="__main__", alter_sys=True)
+    """
+    run = _run_without_torch(script)
+    assert run.returncode == 1, run.stderr
+    assert "torch is not installed: install it for this machine (" in run.stdout
+    assert "Traceback" not in run.stderr
+
+
+def test_torch_advice_names_this_kind_of_machine(monkeypatch):
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: None)
+    assert "(CPU" in _doctor._torch_advice() and "whl/cpu" in _doctor._torch_advice()
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    assert "(CUDA" in _doctor._torch_advice() and "whl/cpu" not in _doctor._torch_advice()
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Darwin")
+    assert "(Apple" in _doctor._torch_advice()
+
+
+def test_a_broken_torch_is_named_as_such(monkeypatch):
+    def broken(name):
+        raise OSError("libtorch_cpu.so: cannot open shared object file")
+
+    monkeypatch.setattr(_doctor.importlib, "import_module", broken)
+    problem = _doctor.torch_problem()
+    assert problem.startswith("torch cannot be imported (OSError: libtorch_cpu.so")
+    assert "reinstall it for this machine (" in problem
+
+
 # ---------------------------------------------------------------- doctor ---
 
 
-def _doctor(**kw):
+def _doctor_run(**kw):
     out = io.StringIO()
     code = cli.doctor(out=out, **kw)
     return code, out.getvalue()
 
 
 def test_doctor_passes_on_this_environment(measured_ceilings):
-    code, text = _doctor(quick=True)
+    code, text = _doctor_run(quick=True)
     assert code == 0, text
     for section in ("Python and packages", "Device", "Ceilings", "Course notebooks"):
         assert section in text
@@ -45,9 +170,11 @@ def test_doctor_passes_on_this_environment(measured_ceilings):
 
 
 def test_doctor_fails_with_advice_when_a_package_is_missing(measured_ceilings, monkeypatch):
-    real = cli._version
-    monkeypatch.setattr(cli, "_version", lambda name: None if name == "ipywidgets" else real(name))
-    code, text = _doctor(quick=True)
+    real = _doctor._version
+    monkeypatch.setattr(
+        _doctor, "_version", lambda name: None if name == "ipywidgets" else real(name)
+    )
+    code, text = _doctor_run(quick=True)
     assert code == 1
     assert "FAIL  ipywidgets is not installed" in text and "pip install ipywidgets" in text
 
@@ -57,7 +184,7 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
         raise RuntimeError("InductorError: no C++ compiler found")
 
     monkeypatch.setattr(torch, "compile", broken)
-    code, text = _doctor()
+    code, text = _doctor_run()
     assert code == 1
     assert "torch.compile failed: RuntimeError" in text and "build-essential" in text
     # chapters that use torch.compile are flagged, the others still run
@@ -67,13 +194,13 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
 
 def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
     monkeypatch.setenv("BRRR_DEVICE", "tpu")
-    code, text = _doctor(quick=True)
+    code, text = _doctor_run(quick=True)
     assert code == 1 and "BRRR_DEVICE='tpu'" in text and "unset" in text
 
 
 def test_doctor_without_course_notebooks_fails(measured_ceilings, monkeypatch):
-    monkeypatch.setattr(cli, "course_source", lambda: None)
-    code, text = _doctor(quick=True)
+    monkeypatch.setattr(_doctor, "course_source", lambda: None)
+    code, text = _doctor_run(quick=True)
     assert code == 1 and "course notebooks not found" in text
 
 
@@ -89,7 +216,7 @@ def test_notebook_imports_are_found_by_parsing_code_cells():
             {"cell_type": "code", "source": "this is ( not python"},
         ]
     }
-    assert cli._notebook_imports(nb) == {"torch", "numpy", "brrrlib"}
+    assert _doctor._notebook_imports(nb) == {"torch", "numpy", "brrrlib"}
 
 
 # -------------------------------------------------------------- diagnose ---
@@ -100,22 +227,29 @@ class _FakeDiagnosis:
         self.fn, self.args, self.kwargs = fn, args, kwargs
 
     def __repr__(self):
-        return f"FakeDiagnosis({getattr(self.fn, '__name__', type(self.fn).__name__)}, {len(self.args)} args, {sorted(self.kwargs)})"
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        return f"FakeDiagnosis({name}, {len(self.args)} args, {sorted(self.kwargs)})"
 
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
-    """A temporary cwd with sys.path/sys.modules restored afterwards, and a fake bl.diagnose."""
+    """A temporary cwd, sys.path/sys.modules restored afterwards, and a spy for bl.diagnose.
+
+    The spy calls the workload once (as diagnose would) and carries the real
+    diagnose's signature, so its own keywords are the real ones.
+    """
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setattr(sys, "modules", dict(sys.modules))
     seen = []
 
-    def fake_diagnose(fn, *args, **kwargs):
+    @functools.wraps(brrrlib.diagnose)
+    def spy(fn, *args, **kwargs):
         seen.append((fn, args, kwargs))
+        fn(*args, **kwargs)
         return _FakeDiagnosis(fn, args, kwargs)
 
-    monkeypatch.setattr(brrrlib, "diagnose", fake_diagnose)
+    monkeypatch.setattr(brrrlib, "diagnose", spy)
     return tmp_path, seen
 
 
@@ -142,22 +276,10 @@ def test_diagnose_factory_returning_fn_and_args(workspace, capsys):
     assert seen[-1][2] == {"dim": 0}
 
 
-def test_diagnose_module_instance_and_function_with_example_inputs(workspace, capsys):
+def test_diagnose_the_readmes_example_target(workspace, capsys):
     tmp, seen = workspace
-    _write(
-        tmp / "wl_model.py",
-        """
-        import torch
-        model = torch.nn.Linear(4, 2)
-        def forward(x, y):
-            return x + y
-        example_inputs = (torch.ones(3, 4),)
-        """,
-    )
-    assert cli.main(["diagnose", "wl_model:model"]) == 0
-    assert isinstance(seen[-1][0], torch.nn.Linear) and seen[-1][1][0].shape == (3, 4)
-    assert cli.main(["diagnose", "wl_model:forward"]) == 0
-    assert seen[-1][0].__name__ == "forward"
+    assert cli.main(["diagnose", "brrrlib.workloads:mystery_a"]) == 0
+    assert len(seen) == 1 and "FakeDiagnosis(" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -169,9 +291,14 @@ def test_diagnose_module_instance_and_function_with_example_inputs(workspace, ca
         ("wl_bad:returns_one", "must return (fn, args)"),
         ("wl_bad:not_callable", "not a callable"),
         ("wl_bad:first_not_callable", "must be callable"),
-        ("wl_bad:raises", "raised ZeroDivisionError"),
-        ("wl_bad:needs_args", "define `example_inputs"),
+        ("wl_bad:raises", "raised ZeroDivisionError: division by zero (at wl_bad.py:10)"),
+        ("wl_bad:needs_args", "needs_args takes arguments"),
+        ("wl_bad:model", "model takes arguments"),  # an nn.Module: wrap it in a factory
+        ("wl_bad:exits", "calling exits() called sys.exit(0)"),
+        ("wl_bad:interrupted", "calling interrupted() was interrupted"),
         ("wl_broken:fn", "cannot import 'wl_broken': NameError"),
+        ("wl_exits_at_import.py:fn", "importing 'wl_exits_at_import.py' called sys.exit(0)"),
+        ("wl_interrupts:fn", "importing 'wl_interrupts' was interrupted"),
         ("nowhere/file.py:fn", "no such file"),
     ],
 )
@@ -180,7 +307,8 @@ def test_diagnose_bad_targets_exit_2_with_a_clear_message(workspace, capsys, tar
     _write(
         tmp / "wl_bad.py",
         """
-        import torch
+        import sys, torch
+        model = torch.nn.Linear(4, 2)
         def returns_one():
             return torch.mm
         not_callable = 3
@@ -190,12 +318,83 @@ def test_diagnose_bad_targets_exit_2_with_a_clear_message(workspace, capsys, tar
             return 1 / 0
         def needs_args(x):
             return x
+        def exits():
+            sys.exit(0)
+        def interrupted():
+            raise KeyboardInterrupt
         """,
     )
     _write(tmp / "wl_broken.py", "undefined_name\n")
+    _write(tmp / "wl_exits_at_import.py", "import sys\nprint('a script')\nsys.exit(0)\n")
+    _write(tmp / "wl_interrupts.py", "raise KeyboardInterrupt\n")
     assert cli.main(["diagnose", target]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1  # one line
     assert seen == []
+
+
+def test_diagnose_refuses_keywords_that_diagnose_would_take(workspace, capsys):
+    tmp, seen = workspace
+    _write(
+        tmp / "wl_kw.py",
+        """
+        import torch
+        def run(x, budget_s):
+            return x * budget_s
+        def workload():
+            return run, (torch.ones(3),), {"budget_s": 5.0}
+        """,
+    )
+    assert cli.main(["diagnose", "wl_kw:workload"]) == 2
+    err = capsys.readouterr().err
+    assert "budget_s" in err and "functools.partial(fn, budget_s=5.0)" in err
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("raise KeyError('no such layer')", "KeyError: 'no such layer' (at wl_fail.py:4)"),
+        ("sys.exit(3)", "it called sys.exit(3) (at wl_fail.py:4)"),
+    ],
+)
+def test_a_workload_that_fails_while_measured_exits_1(workspace, capsys, body, message):
+    tmp, seen = workspace
+    _write(
+        tmp / "wl_fail.py",
+        f"""
+        import sys, torch
+        def step(x):
+            {body}
+        def workload():
+            return step, (torch.ones(2),)
+        """,
+    )
+    assert cli.main(["diagnose", "wl_fail:workload"]) == 1
+    err = capsys.readouterr().err
+    assert f"wl_fail:workload failed while measured: {message}" in err
+    assert "Traceback" not in err and len(seen) == 1
+
+
+def test_diagnose_interrupted_exits_130(workspace, capsys, monkeypatch):
+    tmp, seen = workspace
+    _write(
+        tmp / "wl_ok.py", "import torch\ndef workload():\n    return torch.neg, (torch.ones(2),)\n"
+    )
+
+    def interrupted(fn, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(brrrlib, "diagnose", interrupted)
+    assert cli.main(["diagnose", "wl_ok:workload"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_diagnose_without_torch_says_what_to_install(workspace, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "torch_problem", lambda: "torch is not installed: install it ...")
+    assert cli.main(["diagnose", "wl_anything:workload"]) == 1
+    assert "brrr diagnose: torch is not installed" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------- lab ---
@@ -245,22 +444,102 @@ def test_copy_course_rejects_bad_folders(course, tmp_path):
         cli.copy_course(course, tmp_path / "afile")
 
 
-def test_lab_copies_then_runs_jupyter_lab_with_this_python(course, tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def lab_calls(course, monkeypatch):
+    """Runs of Jupyter that brrr lab asked for, as (cmd, cwd, env); none is started."""
     calls = []
     monkeypatch.setattr(cli, "course_source", lambda: course)
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, cwd: calls.append((cmd, cwd)) or 0)
+    monkeypatch.setattr(
+        cli.subprocess, "call", lambda cmd, cwd, env: calls.append((cmd, cwd, env)) or 0
+    )
+    return calls
+
+
+def test_lab_copies_then_runs_jupyter_lab_with_this_python(lab_calls, tmp_path, capsys):
     dest = tmp_path / "ws"
     assert cli.main(["lab", "--dir", str(dest), "--no-browser", "--port", "8899"]) == 0
-    (cmd, cwd) = calls[0]
-    assert cmd[:4] == [sys.executable, "-m", "jupyter", "lab"]
+    (cmd, cwd, env) = lab_calls[0]
+    assert cmd[:3] == [sys.executable, "-c", cli._LAUNCH_LAB]
     assert "--no-browser" in cmd and "--port=8899" in cmd and cwd == dest
     assert (dest / "00_a.ipynb").exists()
     assert "copied 3 file(s)" in capsys.readouterr().out
 
 
+def test_lab_sets_loopback_and_a_fresh_token_whatever_jupyters_config_says(
+    lab_calls, tmp_path, capsys
+):
+    for _ in range(2):
+        assert cli.main(["lab", "--dir", str(tmp_path / "ws"), "--no-browser"]) == 0
+    out = capsys.readouterr().out
+    tokens = []
+    for cmd, _cwd, env in lab_calls:
+        assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port_retries=0" in cmd
+        token = env[cli._TOKEN_ENV]
+        assert len(token) == 48 and int(token, 16) >= 0  # 192 random bits, hex
+        assert not any(token in arg for arg in cmd)  # `ps` shows a command line to everyone
+        port = next(a for a in cmd if a.startswith("--port=")).split("=")[1]
+        assert f"http://127.0.0.1:{port}/lab?token={token}" in out
+        tokens.append(token)
+    assert tokens[0] != tokens[1]
+
+
+def test_the_launcher_hands_the_token_to_jupyter_on_its_command_line(monkeypatch):
+    """Options on the command line win over Jupyter's config files; an empty token never goes."""
+    argv_seen = []
+    fake = types.ModuleType("jupyterlab.labapp")
+    fake.main = lambda: argv_seen.append(list(sys.argv)) or 0
+    monkeypatch.setitem(sys.modules, "jupyterlab.labapp", fake)
+    monkeypatch.setattr(sys, "argv", ["-c", "--ServerApp.ip=127.0.0.1"])
+    monkeypatch.setenv(cli._TOKEN_ENV, "abc123")
+    with pytest.raises(SystemExit) as exc:
+        exec(cli._LAUNCH_LAB, {})
+    assert exc.value.code == 0
+    assert argv_seen == [["-c", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=abc123"]]
+    assert cli._TOKEN_ENV not in os.environ  # the kernels it starts do not inherit it
+
+
 def test_lab_allows_root_only_when_running_as_root(tmp_path):
-    assert "--allow-root" in cli._lab_command(tmp_path, True, None, as_root=True)
-    assert "--allow-root" not in cli._lab_command(tmp_path, True, None, as_root=False)
+    assert "--allow-root" in cli._lab_command(tmp_path, True, 8888, as_root=True)
+    assert "--allow-root" not in cli._lab_command(tmp_path, True, 8888, as_root=False)
+
+
+def test_lab_picks_a_free_port_when_the_usual_one_is_taken():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        port = cli._free_port(busy)
+    assert port != busy and 0 < port < 65536
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("/proc", "--dir /proc: cannot write there"),
+        ("/proc/brrr-ws", "--dir /proc/brrr-ws: cannot write there"),
+        ("{tmp}/afile", "is a file, not a folder"),
+        ("{tmp}/missing/ws", "its parent {tmp}/missing does not exist"),
+    ],
+)
+def test_lab_with_an_unusable_dir_says_why_in_one_line(lab_calls, tmp_path, capsys, where, message):
+    (tmp_path / "afile").write_text("x")
+    where, message = where.format(tmp=tmp_path), message.format(tmp=tmp_path)
+    assert cli.main(["lab", "--dir", where]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert lab_calls == []
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into read-only folders"
+)
+def test_lab_in_a_read_only_folder_says_why(lab_calls, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    assert cli.main(["lab", "--dir", str(ro)]) == 2
+    assert "cannot write there (Permission denied)" in capsys.readouterr().err
 
 
 def test_lab_without_notebooks_exits_2(monkeypatch, tmp_path, capsys):

@@ -1,0 +1,310 @@
+"""``brrr doctor``: can this machine run the course, and if not, what to do.
+
+The checks run in the order a learner can act on them: the packages (torch
+first: without it nothing else can be checked, and the message names the
+build to install for this machine, CPU, CUDA or Apple), the device,
+``torch.compile``, this machine's ceilings beside the nearest spec-sheet
+device, and each course notebook's imports. Every FAIL line comes with what
+to do, and makes the exit status 1.
+
+Torch is imported inside the checks that need it, never at import time, so
+this module (and ``brrr --help``) loads on a machine without torch. The
+command line itself lives in :mod:`brrrlib.cli`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import platform
+import shutil
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from brrrlib import _fmt
+
+__all__ = ["course_source", "doctor", "package_version", "torch_problem"]
+
+# Packages the notebooks need (required) and the test tools (optional).
+_REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
+_OPTIONAL = ("nbval", "pytest")
+
+
+class _Report:
+    """Doctor's findings, one tagged line each; FAIL lines make the exit status 1."""
+
+    def __init__(self, out) -> None:
+        self.out, self.failures, self.warnings = out, 0, 0
+
+    def line(self, tag: str, text: str, advice: str = "") -> None:
+        self.failures += tag == "FAIL"
+        self.warnings += tag == "WARN"
+        advice = f"\n        -> {advice}" if advice else ""
+        print(f"  {tag:<5} {text}{advice}", file=self.out)
+
+    def section(self, title: str) -> None:
+        print(f"\n{title}", file=self.out)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def package_version() -> str:
+    """The installed distribution's version, else the source tree's ``brrrlib.__version__``."""
+    return _version("brrrlib") or getattr(sys.modules.get("brrrlib"), "__version__", "unknown")
+
+
+def _torch_advice() -> str:
+    """The install command for this machine's torch build: Apple, CUDA or CPU."""
+    if platform.system() == "Darwin":
+        return "for this machine (Apple: MPS is in the default wheel): pip install torch"
+    if shutil.which("nvidia-smi"):
+        return "for this machine (CUDA: an NVIDIA GPU is here): pip install torch"
+    cpu_index = "https://download.pytorch.org/whl/cpu"
+    return f"for this machine (CPU: no NVIDIA GPU): pip install torch --index-url {cpu_index}"
+
+
+def torch_problem() -> str | None:
+    """None if torch imports; else one sentence: what is wrong and what to install."""
+    try:
+        importlib.import_module("torch")
+    except ModuleNotFoundError as err:
+        if err.name == "torch":
+            return f"torch is not installed: install it {_torch_advice()}"
+        problem: Exception = err
+    except Exception as err:  # a broken install fails in many ways: name it, never hide it
+        problem = err
+    else:
+        return None
+    what = f"{type(problem).__name__}: {problem}"
+    return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+
+
+def _check_packages(r: _Report) -> bool:
+    """One line per package; True if torch imports (nothing else runs without it)."""
+    r.section("Python and packages")
+    r.line("ok", f"Python {platform.python_version()} ({sys.executable})")
+    problem = torch_problem()
+    for name in _REQUIRED + _OPTIONAL:
+        v = _version(name)
+        if name == "torch" and problem:
+            r.line("FAIL", problem, "then run brrr doctor again")
+        elif v is None and name in _REQUIRED:
+            r.line("FAIL", f"{name} is not installed", f"pip install {name}  (or pip install -e .)")
+        elif v is None:
+            r.line(
+                "WARN",
+                f"{name} is not installed (only the tests need it)",
+                "pip install -e '.[test]'",
+            )
+        else:
+            r.line("ok", f"{name} {v}")
+    r.line("ok", f"brrrlib {package_version()}")
+    return problem is None
+
+
+def _check_device(r: _Report):
+    import torch
+
+    from brrrlib import devices
+
+    r.section("Device")
+    try:
+        dev = devices.device()
+    except ValueError as err:
+        r.line("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
+        return None
+    if dev.type == "cuda":
+        r.line("ok", f"cuda: {torch.cuda.get_device_name(dev)} (CUDA {torch.version.cuda})")
+    elif dev.type == "mps":
+        r.line("ok", "mps: Apple GPU")
+    else:
+        r.line("ok", f"cpu: {devices.device_name(dev)}, {torch.get_num_threads()} threads")
+        r.line("", "no GPU: every chapter runs on the CPU; GPU-only cells show predictions")
+    return dev
+
+
+def _check_compile(r: _Report, dev) -> bool:
+    import torch
+
+    r.section("torch.compile")
+
+    def tiny(x):
+        return (x.sin() + 1).cos()
+
+    try:
+        t0 = time.perf_counter()
+        x = torch.randn(1024, device=dev)
+        right = torch.allclose(torch.compile(tiny)(x), tiny(x), atol=1e-5)
+        elapsed_s = time.perf_counter() - t0
+    except Exception as err:  # any compiler failure is reported with advice, never hidden
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        r.line(
+            "FAIL",
+            f"torch.compile failed: {type(err).__name__}: {first}",
+            "install a C/C++ compiler: Debian/Ubuntu `sudo apt install build-essential`, "
+            "macOS `xcode-select --install`, conda `conda install -c conda-forge cxx-compiler`; "
+            "chapters 02 and 03 use torch.compile",
+        )
+        return False
+    if not right:
+        r.line("FAIL", "torch.compile gave a wrong result", "update torch: pip install -U torch")
+    else:
+        r.line(
+            "ok",
+            f"compiled and ran a tiny function in {_fmt.seconds(elapsed_s)} (first compile; "
+            "later ones are cached)",
+        )
+    return right
+
+
+def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
+    from brrrlib.ceilings import measure_ceilings
+
+    r.section("Ceilings of this machine (bl.measure_ceilings)")
+    try:
+        c = measure_ceilings(dev, refresh=refresh, progress=True)
+    except OSError as err:
+        r.line(
+            "FAIL", f"ceilings not measured: {err}", "set BRRR_CACHE_DIR to a folder you can write"
+        )
+        return
+    s = c.nearest_spec()
+    rows = [  # (what, measured here, spec sheet, unit)
+        ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), "FLOP/s"),
+        ("vector fp32 (mul)", c.vector_flops_per_s, s.peak("fp32") / 2, "FLOP/s"),
+        ("memory bandwidth", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, "B/s"),
+        ("ridge point", c.ridge_point_flops_per_byte(), s.ridge_point_flops_per_byte(), "FLOP/B"),
+    ]
+    if "bf16" in s.peak_flops_per_s:
+        bf16 = c.matmul_flops_per_s_by_dtype.get("bf16")
+        rows.append(("matmul bf16", bf16, s.peak("bf16"), "FLOP/s"))
+    print(f"{'':<26}{'measured here':>16}{s.name + ' (spec)':>22}{'spec/here':>11}", file=r.out)
+    for name, here, there, unit in rows:
+        here_s, ratio = (_fmt.si(here, unit), _fmt.si(there / here, "x")) if here else ("-", "")
+        print(f"{'':<8}{name:<18}{here_s:>16}{_fmt.si(there, unit):>22}{ratio:>11}", file=r.out)
+    print(f"{'':<8}{'op overhead':<18}{_fmt.seconds(c.op_overhead_s):>16}", file=r.out)
+    r.line("", f"{c.device_name}, measured {c.measured_at} (cached; --refresh measures again)")
+    r.line("", f"spec source: {s.source}")
+    if c.noisy:
+        r.line("WARN", "; ".join(c.noise_notes()), "close other programs; brrr doctor --refresh")
+    else:
+        r.line("ok", "measurements were steady (the last rounds of each agreed within 10%)")
+
+
+def course_source() -> Path | None:
+    """Where the course notebooks are: the clone's ``course/``, else an installed copy.
+
+    In a source checkout they sit in ``course/`` next to the ``brrrlib``
+    package; an installed wheel puts them in ``<prefix>/share/brrr/course``,
+    the prefix being the environment's (``pip install``) or the user's
+    (``pip install --user``). None if no such folder holds a notebook.
+    """
+    prefixes = (sys.prefix, sysconfig.get_config_var("userbase") or sys.prefix)
+    for folder in (
+        Path(__file__).resolve().parents[1] / "course",
+        *(Path(p) / "share" / "brrr" / "course" for p in prefixes),
+    ):
+        if folder.is_dir() and any(folder.glob("*.ipynb")):
+            return folder
+    return None
+
+
+def _notebook_imports(nb: dict) -> set[str]:
+    """Top-level modules imported by a notebook's code cells."""
+    names = set()
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        lines = "".join(cell.get("source", [])).splitlines()
+        src = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue  # a deliberately broken exercise cell: not an import problem
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def _check_course(r: _Report, compile_ok: bool | None) -> None:
+    r.section("Course notebooks")
+    src = course_source()
+    if src is None:
+        r.line(
+            "FAIL",
+            "course notebooks not found",
+            "run brrr from the course clone (pip install -e .), or reinstall the package",
+        )
+        return
+    r.line("ok", f"found in {src}")
+    for path in sorted(src.glob("*.ipynb")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            missing = sorted(
+                m
+                for m in _notebook_imports(json.loads(text))
+                if importlib.util.find_spec(m) is None
+            )
+        except (OSError, ValueError) as err:
+            r.line("FAIL", f"{path.name}: unreadable ({err})", "brrr lab --reset (keeps a backup)")
+            continue
+        uses_compile = "torch.compile" in text
+        if missing:
+            r.line(
+                "FAIL",
+                f"{path.name}: needs {', '.join(missing)}",
+                f"pip install {' '.join(missing)}",
+            )
+        elif uses_compile and compile_ok is False:
+            r.line("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
+        else:
+            unchecked = (
+                " (torch.compile not checked: --quick)"
+                if uses_compile and compile_ok is None
+                else ""
+            )
+            r.line("ok", f"{path.name}: can run{unchecked}")
+
+
+def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
+    """Check that the course can run here, saying what to fix; 0 if it can, 1 if not.
+
+    ``brrr doctor`` from the shell: ``refresh`` measures the ceilings again
+    instead of reading the cache, ``quick`` skips the ``torch.compile`` check.
+    Without torch it stops after the packages, naming the build to install.
+    """
+    out = out or sys.stdout
+    r = _Report(out)
+    print("brrr doctor: can this machine run the course?", file=out)
+    if not _check_packages(r):
+        print(
+            "\nCannot go on without torch: install it as above, then run brrr doctor again.",
+            file=out,
+        )
+        return 1
+    dev = _check_device(r)
+    compile_ok = None
+    if dev is not None:
+        compile_ok = None if quick else _check_compile(r, dev)
+        _check_ceilings(r, dev, refresh)
+    _check_course(r, compile_ok)
+    verdict = (
+        f"{r.failures} problem(s): fix the FAIL lines above, then run brrr doctor again"
+        if r.failures
+        else "all good: run `brrr lab` to open the course"
+    )
+    print(f"\n{verdict}" + (f" ({r.warnings} warning(s))" if r.warnings else ""), file=out)
+    return 1 if r.failures else 0
