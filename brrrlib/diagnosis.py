@@ -444,6 +444,7 @@ def diagnose(
     from brrrlib import trace as trace_mod
 
     _check_arguments(fn, ceilings, budget_s)
+    _check_one_device(fn, args, kwargs)
     label = label or _name_of(fn)
     t_start = time.perf_counter()
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
@@ -464,7 +465,7 @@ def diagnose(
     main = timing.benchmark(fn, *args, budget_s=budget_s, label=label,
                             min_samples=3 if slow else 5, **kwargs)  # fmt: skip
     ceilings = _ceilings_for(main.device, ceilings, say, progress)
-    notes: list[str] = []
+    notes: list[str] = _train_mode_notes(fn)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
@@ -516,6 +517,34 @@ def _check_arguments(fn, ceilings, budget_s) -> None:
         )
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0:
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+
+
+def _check_one_device(fn, args, kwargs) -> None:
+    """A workload whose tensors sit on two devices cannot run: say so before measuring."""
+    import torch
+
+    found = {str(t.device) for t in _tensors((args, kwargs))}
+    if isinstance(fn, torch.nn.Module):
+        found |= {str(p.device) for p in fn.parameters()}
+    if len({torch.device(d).type for d in found}) > 1:
+        raise ValueError(
+            f"fn's tensors and parameters are on {', '.join(sorted(found))}: an op needs its "
+            "inputs on one device. Move them first, e.g. model.to(x.device) or x.to('cuda')."
+        )
+
+
+def _train_mode_notes(fn) -> list[str]:
+    import torch
+
+    if isinstance(fn, torch.nn.Module) and fn.training:
+        dropout = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in fn.modules())
+        if dropout:
+            return [
+                "fn is in training mode with dropout: each call draws new random masks (extra "
+                "work and bytes an inference run does not do). For inference numbers, call "
+                "model.eval() first; for training, diagnose the whole step."
+            ]
+    return []
 
 
 def _ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
@@ -593,17 +622,22 @@ def _is_out_of_memory(err: BaseException) -> bool:
     return isinstance(err, (oom, MemoryError)) or "out of memory" in text
 
 
-def _tensor_bytes(tree: Any) -> int:
-    """Bytes of every tensor in nested tuples, lists and dicts."""
+def _tensors(tree: Any) -> list:
+    """Every tensor in nested tuples, lists and dicts."""
     import torch
 
     if isinstance(tree, torch.Tensor):
-        return tree.numel() * tree.element_size()
+        return [tree]
     if isinstance(tree, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in tree)
+        return [t for v in tree for t in _tensors(v)]
     if isinstance(tree, dict):
-        return sum(_tensor_bytes(v) for v in tree.values())
-    return 0
+        return [t for v in tree.values() for t in _tensors(v)]
+    return []
+
+
+def _tensor_bytes(tree: Any) -> int:
+    """Bytes of every tensor in nested tuples, lists and dicts."""
+    return sum(t.numel() * t.element_size() for t in _tensors(tree))
 
 
 def _double_batch(args: tuple, kwargs: dict):
@@ -642,4 +676,3 @@ def _name_of(fn) -> str:
 def _weigh(counts, timing, ceilings, trace=None, batch_counts=None, comparison=None) -> Diagnosis:
     """The verdict from measurements already taken (no measuring): for tests and notebooks."""
     return _assemble(counts, timing, ceilings, trace, comparison, batch_counts, [], None, 0.0)
-

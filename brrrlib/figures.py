@@ -12,19 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from brrrlib import _fmt
+
 __all__ = ["decision_flow", "factory_diagram", "generations_plot", "speedup_bars", "sweep_plot"]
-
-
-def _si(value: float, unit: str) -> str:
-    """``1.5e12, "B/s"`` -> ``"1.5 TB/s"``: the unit prefix a reader expects."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    if 0 < abs(value) < 1e-3 and unit == "s":
-        return f"{value * 1e6:.3g} µs"
-    if 0 < abs(value) < 1 and unit == "s":
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} {unit}"
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -71,10 +61,10 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
 
     flops = bw = overhead = None
     if ceilings is not None:
-        flops = _si(ceilings.matmul_flops_per_s, "FLOP/s")
-        bw = _si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
+        flops = _fmt.si(ceilings.matmul_flops_per_s, "FLOP/s")
+        bw = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
         op_s = getattr(ceilings, "op_overhead_s", None)
-        overhead = _si(op_s, "s") + " per op" if op_s else None
+        overhead = _fmt.seconds(op_s) + " per op" if op_s else None
 
     box(0.2, 0.4, 2.8, 1.8, "Warehouse", "memory (DRAM)\nholds the tensors", "#d9e8f5")
     box(6.9, 0.4, 2.8, 1.8, "Factory", f"compute units\n{flops or 'FLOP/s'}", "#f8dcc4")
@@ -317,7 +307,7 @@ def speedup_bars(
     ax = _axes(ax, (8, 0.8 + 0.7 * len(results)))
     speedups = [before / after for before, after in results.values()]
     labels = [
-        f"{name}\n{_si(before, 's')} -> {_si(after, 's')}"
+        f"{name}\n{_fmt.seconds(before)} -> {_fmt.seconds(after)}"
         for name, (before, after) in results.items()
     ]
     ax.barh(labels, speedups, color=["tab:green" if x >= 1 else "tab:red" for x in speedups])

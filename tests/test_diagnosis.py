@@ -444,6 +444,22 @@ def test_errors_from_fn_surface():
         bl.diagnose(broken, torch.ones(3), progress=False)
 
 
+def test_dropout_in_training_mode_gets_a_note(shared_ceilings):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1))
+    d = bl.diagnose(model, torch.ones(4, 8), progress=False, trace=False, batch_probe=False,
+                    ceilings=shared_ceilings)  # fmt: skip
+    assert any("model.eval()" in n for n in d.notes)
+    d = bl.diagnose(model.eval(), torch.ones(4, 8), progress=False, trace=False,
+                    batch_probe=False, ceilings=shared_ceilings)  # fmt: skip
+    assert not any("model.eval()" in n for n in d.notes)
+
+
+def test_tensors_on_two_devices_are_a_clear_error():
+    model = torch.nn.Linear(4, 4).to("meta")
+    with pytest.raises(ValueError, match="on cpu, meta: an op needs its inputs on one device"):
+        bl.diagnose(model, torch.ones(2, 4), progress=False)
+
+
 def test_fn_without_torch_work_is_a_clear_error():
     with pytest.raises(ValueError, match="ran no torch operators"):
         bl.diagnose(lambda x: 3 * 4, torch.ones(3), progress=False)
