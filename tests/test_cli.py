@@ -514,11 +514,14 @@ def test_lab_picks_a_free_port_when_the_usual_one_is_taken():
     assert port != busy and 0 < port < 65536
 
 
+_LINUX = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux's")
+
+
 @pytest.mark.parametrize(
     ("where", "message"),
     [
-        ("/proc", "--dir /proc: cannot write there"),
-        ("/proc/brrr-ws", "--dir /proc/brrr-ws: cannot write there"),
+        pytest.param("/proc", "--dir /proc: cannot write there", marks=_LINUX),
+        pytest.param("/proc/brrr-ws", "--dir /proc/brrr-ws: cannot write there", marks=_LINUX),
         ("{tmp}/afile", "is a file, not a folder"),
         ("{tmp}/missing/ws", "its parent {tmp}/missing does not exist"),
     ],
