@@ -1,54 +1,67 @@
-"""Exercise checkers for the course chapters: ``bl.check``, ``bl.hint``, ``bl.questions``.
+"""Exercises: ``bl.check`` an answer, ``bl.hint`` when stuck, ``bl.solution`` after the last hint.
 
-Every chapter ends with a few questions. You write your answer into a
-variable and ask the checker::
+Every chapter asks a few questions. You write your answer into a variable and
+ask the checker::
 
     answer = 12.5                        # your number, in the unit the prompt names
     bl.check("00.ridge_a100", answer)    # prints feedback, returns True/False
     bl.hint("00.ridge_a100")             # a first hint; level=2 gives a stronger one
+    bl.solution("00.ridge_a100")         # the worked answer, step by step
 
 How the checker works (so you can trust it):
 
 * The expected answer is **computed when you ask**, never stored: from the
   spec-sheet table (``bl.spec``) or from this machine's measured ceilings
-  (``bl.measure_ceilings``). Change the table or the machine and the answer
-  follows.
+  (``bl.measure_ceilings``), by the question's solver in the question bank
+  (:mod:`brrrlib._questions`). Change the table or the machine and the answer
+  follows; :func:`solution` shows the same computation, step by step.
 * A numeric answer is right when it is within the question's relative
   tolerance (10 % unless the prompt says otherwise): performance numbers are
-  estimates, not digits to copy.
+  estimates, not digits to copy. Answers are compared as logarithms, so any
+  number, however large or small, gets a reply, never an exception.
 * A wrong answer gets a nudge that diagnoses the usual slips: a units prefix
   (off by 1e3, 1e6, 1e9, 1e12), a ratio turned upside down, the question's own
   common mistakes (forgetting that an op also *writes* its output, counting a
   multiply-add as one FLOP, bytes vs elements), or else how far off you are,
   as a band ("between 1.5x and 3x too high"). The expected value itself is
-  never printed before you get it right.
+  never printed before you get it right (or ask for the solution).
 
-Chapters register their questions with :func:`_add` in their own marked
-section below (``# --- chapter 00`` ...). Each question is plain data: an id
-``"CC.name"``, a prompt with its unit, a function ``answer(ctx)`` that computes
-the expected value from a :class:`_Context`, hints from gentle to strong, and a
-mapping of typical mistakes to the nudge they deserve.
+Instructors get every worked answer in one table: :func:`answer_key`.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import numbers
-from collections.abc import Callable, Mapping
+import reprlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from brrrlib.devices import ESSAY_PYTHON_ADDS_PER_S
+from brrrlib._questions import CHAPTERS_00_02, Context, Exercise, Question, Worked, index
+from brrrlib._questions_03_04 import CHAPTERS_03_04
 
-__all__ = ["Question", "QuestionList", "check", "hint", "questions"]
+__all__ = [
+    "AnswerKey",
+    "Question",
+    "QuestionList",
+    "answer_key",
+    "check",
+    "hint",
+    "questions",
+    "solution",
+]
 
-# Relative tolerance for numeric answers unless a question sets its own: the
-# inputs are spec-sheet numbers that people round (1.5 vs 1.555 TB/s).
-DEFAULT_REL_TOL = 0.1
+_BANK: dict[str, Exercise] = index(CHAPTERS_00_02 + CHAPTERS_03_04)
 
-# A numeric answer this close (as a ratio, in log space) to a power of 1000
-# times the right value is reported as a units slip rather than as "too high".
+#: A numeric answer this close (as a ratio, in log space) to a power of 1000 times
+#: the right value is reported as a units slip rather than as "too high".
 _UNIT_SLIP_REL_TOL = 0.25
+#: Answers beyond these magnitudes are out of range for every question in the bank.
+_LARGEST, _SMALLEST = 1e300, 1e-300
+#: A choice longer than this is not one of the options (and is not echoed whole).
+_LONGEST_CHOICE = 100
 
 _BIG_PREFIXES = {3: "kilo", 6: "mega", 9: "giga", 12: "tera", 15: "peta"}
 _SMALL_PREFIXES = {3: "milli", 6: "micro", 9: "nano", 12: "pico"}
@@ -63,72 +76,14 @@ _BANDS = (
 )
 
 _CHOICE_SYNONYMS = {
-    "memory-bound": "memory",
-    "memory bound": "memory",
-    "bandwidth": "memory",
-    "memory bandwidth": "memory",
-    "bandwidth-bound": "memory",
-    "compute-bound": "compute",
-    "compute bound": "compute",
-    "overhead-bound": "overhead",
-    "overhead bound": "overhead",
-}
+    "memory-bound": "memory", "memory bound": "memory", "bandwidth": "memory",
+    "memory bandwidth": "memory", "bandwidth-bound": "memory",
+    "compute-bound": "compute", "compute bound": "compute",
+    "overhead-bound": "overhead", "overhead bound": "overhead",
+}  # fmt: skip
 
-
-class _Context:
-    """What an answer function may look at: the spec table and this machine's ceilings.
-
-    ``ceilings`` is measured (or read from the on-disk cache) only when a
-    question needs it, so spec-sheet questions never start a measurement.
-    Tests pass a fake ``Ceilings`` to make machine-dependent answers exact.
-    """
-
-    def __init__(self, ceilings: Any = None) -> None:
-        self._ceilings = ceilings
-
-    @staticmethod
-    def spec(name: str) -> Any:
-        from brrrlib.devices import spec
-
-        return spec(name)
-
-    @property
-    def ceilings(self) -> Any:
-        if self._ceilings is None:
-            from brrrlib.ceilings import measure_ceilings
-
-            self._ceilings = measure_ceilings()  # cached on disk; shows progress if it measures
-        return self._ceilings
-
-
-@dataclass(frozen=True)
-class Question:
-    """One exercise: its id, the prompt the learner reads, and how it is checked.
-
-    ``kind`` is ``"number"`` (compare within ``rel_tol``) or ``"choice"`` (one
-    of ``choices``). ``explain`` is shown once the answer is right. The answer
-    function and the typical mistakes are kept out of this record, so listing
-    questions reveals nothing.
-    """
-
-    id: str
-    prompt: str
-    unit: str = ""
-    kind: str = "number"
-    choices: tuple[str, ...] = ()
-    hints: tuple[str, ...] = ()
-    rel_tol: float = DEFAULT_REL_TOL
-    explain: str = ""
-
-    @property
-    def chapter(self) -> str:
-        """The two-digit chapter the question belongs to (``"02"`` for ``"02.ridge"``)."""
-        return self.id.split(".", 1)[0]
-
-    def __repr__(self) -> str:
-        unit = f" [{self.unit}]" if self.unit else ""
-        options = f" (one of: {', '.join(self.choices)})" if self.choices else ""
-        return f"{self.id}: {self.prompt}{unit}{options}"
+_short = reprlib.Repr()
+_short.maxstring, _short.maxother, _short.maxlist = 40, 40, 4
 
 
 @dataclass(frozen=True)
@@ -155,8 +110,6 @@ class QuestionList:
         return "\n".join(repr(q) for q in self.items) or "(no questions)"
 
     def _repr_html_(self) -> str:
-        import html
-
         rows = "".join(
             f"<tr><td><code>{html.escape(q.id)}</code></td><td style='text-align:left'>"
             f"{html.escape(q.prompt)}</td><td>{html.escape(q.unit or ', '.join(q.choices))}"
@@ -166,64 +119,40 @@ class QuestionList:
         return f"<table><tr><th>id</th><th>question</th><th>unit / options</th></tr>{rows}</table>"
 
 
-_QUESTIONS: dict[str, Question] = {}
-_ANSWERS: dict[str, Callable[[_Context], Any]] = {}
-_MISTAKES: dict[str, Mapping[Any, str] | Callable[[_Context], Mapping[Any, str]]] = {}
-
-
-def _add(
-    id: str,
-    prompt: str,
-    answer: Callable[[_Context], Any],
-    *,
-    unit: str = "",
-    choices: tuple[str, ...] = (),
-    hints: tuple[str, ...] = (),
-    rel_tol: float = DEFAULT_REL_TOL,
-    mistakes: Mapping[Any, str] | Callable[[_Context], Mapping[Any, str]] | None = None,
-    explain: str = "",
-) -> None:
-    """Register a question (used by the chapter sections of this module).
-
-    ``answer(ctx)`` computes the expected value from ``ctx.spec(name)`` and
-    ``ctx.ceilings``. ``mistakes`` maps a typical slip to its nudge: for a
-    number, the ratio *learner's answer / right answer* that the slip produces
-    (``0.5`` = "forgot that the op also writes"); for a choice, the wrong
-    option. It may also be a function of ``ctx`` when the ratio comes from the
-    spec table (e.g. the bf16/fp32 peak ratio). Nudges and hints must never
-    contain the expected value.
-    """
-    if id in _QUESTIONS:
-        raise ValueError(f"question id {id!r} is registered twice")
-    if not hints:
-        raise ValueError(f"question {id!r} needs at least one hint")
-    _QUESTIONS[id] = Question(
-        id=id,
-        prompt=prompt,
-        unit=unit,
-        kind="choice" if choices else "number",
-        choices=tuple(choices),
-        hints=tuple(hints),
-        rel_tol=rel_tol,
-        explain=explain,
-    )
-    _ANSWERS[id] = answer
-    _MISTAKES[id] = mistakes if mistakes is not None else {}
-
-
-def _get(question_id: Any) -> Question:
+def _get(question_id: Any) -> Exercise:
     if not isinstance(question_id, str):
         raise TypeError(
             f"question_id must be a string such as '02.ridge', got {type(question_id).__name__}"
         )
     try:
-        return _QUESTIONS[question_id]
+        return _BANK[question_id]
     except KeyError:
-        valid = ", ".join(_QUESTIONS)
         raise ValueError(
-            f"unknown question_id {question_id!r}; valid ids are: {valid}. "
+            f"unknown question_id {_short.repr(question_id)}; valid ids are: {', '.join(_BANK)}. "
             "bl.questions() lists them with their prompts."
         ) from None
+
+
+def _context(ceilings: Any) -> Context:
+    needed = ("matmul_flops_per_s", "mem_bandwidth_bytes_per_s", "op_overhead_s")
+    if ceilings is not None and not all(hasattr(ceilings, a) for a in needed):
+        raise TypeError(
+            "ceilings must be what bl.measure_ceilings() returns (or None for this machine's), "
+            f"got {type(ceilings).__name__}"
+        )
+    return Context(ceilings)
+
+
+def _chapter_key(chapter: Any) -> str:
+    if isinstance(chapter, bool) or not isinstance(chapter, (str, int)):
+        raise TypeError(f"chapter must be like '02' or 2, got {type(chapter).__name__}")
+    key = f"{int(chapter):02d}" if isinstance(chapter, int) else chapter.zfill(2)
+    if not any(ex.question.chapter == key for ex in _BANK.values()):
+        chapters = sorted({ex.question.chapter for ex in _BANK.values()})
+        raise ValueError(
+            f"chapter {chapter!r} has no questions; chapters with questions: {chapters}"
+        )
+    return key
 
 
 def questions(chapter: str | int | None = None) -> QuestionList:
@@ -232,27 +161,19 @@ def questions(chapter: str | int | None = None) -> QuestionList:
     Each entry shows the id to pass to :func:`check`, the prompt and the unit
     (or the options) the answer is expected in.
     """
-    if chapter is None:
-        return QuestionList(tuple(_QUESTIONS.values()))
-    if isinstance(chapter, bool) or not isinstance(chapter, (str, int)):
-        raise TypeError(f"chapter must be like '02' or 2, got {type(chapter).__name__}")
-    key = f"{int(chapter):02d}" if isinstance(chapter, int) else chapter.zfill(2)
-    items = tuple(q for q in _QUESTIONS.values() if q.chapter == key)
-    if not items:
-        chapters = sorted({q.chapter for q in _QUESTIONS.values()})
-        raise ValueError(
-            f"chapter {chapter!r} has no questions; chapters with questions: {chapters}"
-        )
-    return QuestionList(items)
+    key = None if chapter is None else _chapter_key(chapter)
+    return QuestionList(
+        tuple(ex.question for ex in _BANK.values() if key in (None, ex.question.chapter))
+    )
 
 
 def hint(question_id: str, level: int = 1) -> None:
     """Print a hint for a question; ``level=2`` (and up) gives a stronger one.
 
     Hints point at the method (which spec row, which formula), never at the
-    number itself.
+    number itself. After the last one, :func:`solution` shows the working.
     """
-    q = _get(question_id)
+    q = _get(question_id).question
     if isinstance(level, bool) or not isinstance(level, int) or level < 1:
         raise ValueError(f"level must be a positive integer (1 = gentlest), got {level!r}")
     n = len(q.hints)
@@ -260,7 +181,7 @@ def hint(question_id: str, level: int = 1) -> None:
     more = (
         f"  (bl.hint({question_id!r}, level={level + 1}) gives a stronger hint)"
         if level < n
-        else "  (that is the last hint)"
+        else f"  (that is the last hint; bl.solution({question_id!r}) shows the worked answer)"
     )
     print(f"Hint {min(level, n)}/{n} for {question_id}: {text}\n{more}")
 
@@ -271,32 +192,34 @@ def check(question_id: str, answer: Any, *, ceilings: Any = None) -> bool:
     ``answer`` is a number in the unit the prompt names (plain Python number,
     NumPy scalar or 0-d tensor) or, for a multiple-choice question, one of its
     options as a string. ``None`` means "not answered yet" and only prints a
-    reminder. ``ceilings`` replaces this machine's measured ceilings (tests use
-    it; by default they come from ``bl.measure_ceilings()``, cached on disk).
+    reminder. Whatever the answer (text for a number, 1e-324, 10**400, nan,
+    a megabyte of text), the checker replies in words and never raises.
+    ``ceilings`` replaces this machine's measured ceilings (tests use it; by
+    default they come from ``bl.measure_ceilings()``, cached on disk).
     """
-    q = _get(question_id)
+    ex = _get(question_id)
+    q, ctx = ex.question, _context(ceilings)
     if answer is None or answer is ...:
         print(
             f"{question_id}: fill in your answer first ({_expects(q)}), then run this cell again."
         )
         return False
     if q.kind == "number":
-        answer = _as_number(q, answer)  # a bad type raises before anything is measured
+        value, problem = _read_number(q, answer)  # before anything is measured
+        if problem:
+            print(f"Not yet. {problem}")
+            return False
     elif not isinstance(answer, str):
-        raise TypeError(
-            f"answer to {q.id} must be {_expects(q)} (a string), got {type(answer).__name__}"
+        print(
+            f"Not yet. The answer to {q.id} is {_expects(q)} (a string), not {_short.repr(answer)}."
         )
-    ctx = _Context(ceilings)
-    expected = _ANSWERS[question_id](ctx)
-    mistakes = _MISTAKES[question_id]
-    if callable(mistakes):
-        mistakes = mistakes(ctx)
+        return False
+    expected = ex.solve(ctx).value
     if q.kind == "choice":
-        ok, message = _judge_choice(q, answer, expected, mistakes)
+        ok, message = _judge_choice(q, answer, expected, ex.mistakes_for(ctx))
     else:
-        ok, message = _judge_number(q, answer, float(expected), mistakes)
-    mark = "Correct!" if ok else "Not yet."
-    print(f"{mark} {message}".rstrip())
+        ok, message = _judge_number(q, value, float(expected), ex.mistakes_for(ctx))
+    print(f"{'Correct!' if ok else 'Not yet.'} {message}".rstrip())
     if not ok:
         print(f"  (bl.hint({question_id!r}) helps)")
     return ok
@@ -308,60 +231,79 @@ def _expects(q: Question) -> str:
     return f"a number, in {q.unit}" if q.unit else "a number"
 
 
-def _as_number(q: Question, answer: Any) -> float:
-    if hasattr(answer, "item") and callable(answer.item) and getattr(answer, "ndim", 0) == 0:
-        answer = answer.item()  # NumPy scalar or 0-d tensor
+def _read_number(q: Question, answer: Any) -> tuple[float, str]:
+    """The answer as a float, or a sentence saying why it cannot be checked as one."""
+    if hasattr(answer, "item") and callable(answer.item) and getattr(answer, "ndim", None) == 0:
+        try:
+            answer = answer.item()  # NumPy scalar or 0-d tensor
+        except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
+            return math.nan, f"{_short.repr(answer)} has no value to read ({type(exc).__name__})."
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        raise TypeError(
-            f"answer to {q.id} must be {_expects(q)}, got {type(answer).__name__} {answer!r}"
+        return math.nan, (
+            f"The answer to {q.id} must be {_expects(q)}, not {type(answer).__name__} "
+            f"{_short.repr(answer)}: write the number without quotes."
         )
-    return float(answer)
+    out_of_range = (
+        f"{_short.repr(answer)} is out of range for {q.id}: it expects {_expects(q)}, between "
+        f"{_SMALLEST:g} and {_LARGEST:g} in size."
+    )
+    try:
+        value = float(answer)
+    except OverflowError:  # an int or Fraction beyond any float
+        return math.nan, out_of_range
+    if math.isnan(value):
+        return value, f"{value} is not a number; the answer is {_expects(q)}."
+    if not abs(value) <= _LARGEST or 0 < abs(value) < _SMALLEST:
+        return value, out_of_range
+    return value, ""
 
 
-def _close(ratio: float, target: float, rel_tol: float) -> bool:
-    return target > 0 and abs(math.log(ratio / target)) <= math.log1p(rel_tol)
+def _close(log_ratio: float, target: float, rel_tol: float) -> bool:
+    """True when ``exp(log_ratio)`` is within ``rel_tol`` of ``target`` (a ratio)."""
+    return target > 0 and abs(log_ratio - math.log(target)) <= math.log1p(rel_tol)
 
 
 def _judge_number(
-    q: Question, answer: Any, expected: float, mistakes: Mapping[Any, str]
+    q: Question, value: float, expected: float, mistakes: Mapping[Any, str]
 ) -> tuple[bool, str]:
-    value = _as_number(q, answer)
-    if not math.isfinite(value):
-        return False, f"{value} is not a finite number; the answer is {_expects(q)}."
     if value == 0 or expected == 0:
         if value == expected:
             return True, q.explain
         return False, "Zero is not right here: the quantity asked for is not zero."
-    ratio = value / expected
-    if ratio < 0:
+    if (value < 0) != (expected < 0):
         return False, "The sign is wrong: this quantity is positive. Check what you subtracted."
-    if _close(ratio, 1.0, q.rel_tol):
+    # Compare logarithms: a ratio of two extreme numbers may not fit a float, its log does.
+    lr = math.log(abs(value)) - math.log(abs(expected))
+    if _close(lr, 1.0, q.rel_tol):
         # right, so the computed value may be shown: it tells how close the rounding was
-        unit = f" {q.unit}" if q.unit else ""
-        return True, f"(computed: {expected:.4g}{unit}) {q.explain}"
+        return True, f"(computed: {_answer_text(q, expected)}) {q.explain}"
     for factor, nudge in mistakes.items():
-        if _close(ratio, float(factor), q.rel_tol):
+        if _close(lr, float(factor), q.rel_tol):
             return False, nudge
-    exponent = round(math.log10(ratio) / 3) * 3
-    if exponent != 0 and _close(ratio, 10.0**exponent, _UNIT_SLIP_REL_TOL):
-        unit = q.unit or "the unit asked for"
-        if exponent < 0:
-            prefix = _BIG_PREFIXES.get(-exponent, f"1e{-exponent}")
-            guess = f"did you answer in {prefix}-units (e.g. 1.5 for 1.5e12)?"
-        else:
-            prefix = _SMALL_PREFIXES.get(exponent, f"1e-{exponent}")
-            guess = f"did you answer in {prefix}-units (e.g. milliseconds instead of seconds)?"
-        direction = "too large" if exponent > 0 else "too small"
-        return False, (
-            f"Your number is {direction} by a factor of about 1e{abs(exponent)}: {guess} "
-            f"The answer is wanted in plain {unit}."
-        )
-    if _close(value * expected, 1.0, q.rel_tol) and abs(math.log10(abs(ratio))) > 0.5:
+    exponent = round(lr / math.log(10) / 3) * 3
+    if exponent != 0 and _close(lr, 10.0**exponent, _UNIT_SLIP_REL_TOL):
+        return False, _unit_slip(q, exponent)
+    flipped = math.log(abs(value)) + math.log(abs(expected))
+    if _close(flipped, 1.0, q.rel_tol) and abs(lr) > 0.5 * math.log(10):
         return False, "Your ratio looks upside down: divide the other way round."
-    direction = "too high" if ratio > 1 else "too low"
-    off = ratio if ratio > 1 else 1 / ratio
-    band = next(words for upper, words in _BANDS if off < upper)
+    direction = "too high" if lr > 0 else "too low"
+    band = next(words for upper, words in _BANDS if abs(lr) < math.log(upper))
     return False, f"Your answer is {direction} {band}."
+
+
+def _unit_slip(q: Question, exponent: int) -> str:
+    unit = q.unit or "the unit asked for"
+    if exponent < 0:
+        prefix = _BIG_PREFIXES.get(-exponent, f"1e{-exponent}")
+        guess = f"did you answer in {prefix}-units (e.g. 1.5 for 1.5e12)?"
+    else:
+        prefix = _SMALL_PREFIXES.get(exponent, f"1e-{exponent}")
+        guess = f"did you answer in {prefix}-units (e.g. milliseconds instead of seconds)?"
+    direction = "too large" if exponent > 0 else "too small"
+    return (
+        f"Your number is {direction} by a factor of about 1e{abs(exponent)}: {guess} "
+        f"The answer is wanted in plain {unit}."
+    )
 
 
 def _normalize_choice(answer: str) -> str:
@@ -370,475 +312,128 @@ def _normalize_choice(answer: str) -> str:
 
 
 def _judge_choice(
-    q: Question, answer: Any, expected: str, mistakes: Mapping[Any, str]
+    q: Question, answer: str, expected: str, mistakes: Mapping[Any, str]
 ) -> tuple[bool, str]:
-    a = _normalize_choice(answer)  # check() has made sure it is a string
+    a = _normalize_choice(answer) if len(answer) <= _LONGEST_CHOICE else answer
     if a not in q.choices:
-        return False, f"{answer!r} is not one of the options: {', '.join(map(repr, q.choices))}."
+        options = ", ".join(map(repr, q.choices))
+        return False, f"{_short.repr(answer)} is not one of the options: {options}."
     if a == expected:
         return True, q.explain
     return False, mistakes.get(a, f"{a!r} is not it. Think about which resource runs out first.")
 
 
-# ---------------------------------------------------------------------------
-# Answer helpers shared by chapters. Spec-sheet numbers always come from
-# ctx.spec(...) and measured ones from ctx.ceilings: nothing is typed here.
-# ---------------------------------------------------------------------------
-
-_FP32_BYTES = 4
+# --------------------------------------------------------------------------- worked answers
 
 
-def _peak(ctx: _Context, device: str, dtype: str) -> float:
-    return float(ctx.spec(device).peak_flops_per_s[dtype])
+def _answer_text(q: Question, value: Any) -> str:
+    """The expected answer as the learner would type it: a plain number in the unit, or the option."""
+    if q.kind == "choice":
+        return repr(value)
+    number = str(value) if isinstance(value, int) else f"{value:.4g}"  # an int exactly
+    return f"{number} {q.unit}".rstrip()
 
 
-def _bw(ctx: _Context, device: str) -> float:
-    return float(ctx.spec(device).mem_bandwidth_bytes_per_s)
+def _solve(ex: Exercise, ctx: Context) -> Worked:
+    worked = ex.solve(ctx)
+    if not worked.steps:
+        raise ValueError(f"question {ex.question.id!r}: its solver gives no working")
+    return worked
 
 
-# --- chapter 00 --------------------------------------------------------------
+def solution(question_id: str, *, ceilings: Any = None) -> None:
+    """Print the worked answer to a question: each step with its numbers, then the answer.
 
-_add(
-    "00.ridge_a100",
-    "An A100 without tensor cores (fp32 peak FLOP/s) and its memory bandwidth: how many "
-    "FLOPs must a kernel do per byte it moves before compute, not memory, is the limit? "
-    "(the ridge point)",
-    lambda ctx: _peak(ctx, "A100", "fp32") / _bw(ctx, "A100"),
-    unit="FLOP/byte",
-    hints=(
-        "The ridge point is peak FLOP/s divided by bytes/s; the seconds cancel.",
-        "bl.spec('A100').peak_flops_per_s['fp32'] / bl.spec('A100').mem_bandwidth_bytes_per_s",
-    ),
-    mistakes=lambda ctx: {
-        4.0: "That is per fp32 element (4 bytes); the question asks per byte.",
-        _peak(ctx, "A100", "bf16") / _peak(ctx, "A100", "fp32"): (
-            "You used the tensor-core (bf16) peak; the question asks for fp32 without tensor cores."
-        ),
-    },
-    explain="Below this many FLOPs per byte, an A100 kernel waits on the trucks, not the factory.",
-)
-
-_add(
-    "00.ridge_here",
-    "This machine's ridge point: its measured matmul FLOP/s divided by its measured memory "
-    "bandwidth (both from bl.measure_ceilings()).",
-    lambda ctx: ctx.ceilings.matmul_flops_per_s / ctx.ceilings.mem_bandwidth_bytes_per_s,
-    unit="FLOP/byte",
-    hints=(
-        "Run c = bl.measure_ceilings() and look at its fields; units are FLOP/s and bytes/s.",
-        "c.matmul_flops_per_s / c.mem_bandwidth_bytes_per_s",
-    ),
-    mistakes={4.0: "That is per fp32 element (4 bytes); the question asks per byte."},
-    explain="An op doing fewer FLOPs per byte than this is memory-bound on this machine.",
-)
-
-_add(
-    "00.growth",
-    "From V100 to H100, fp16 tensor-core FLOP/s grew by one factor and memory bandwidth by "
-    "another. Divide the FLOP/s growth by the bandwidth growth: by how many times did the "
-    "FLOPs a kernel must do per byte (to stay compute-bound) go up?",
-    lambda ctx: (
-        (_peak(ctx, "H100", "fp16") / _peak(ctx, "V100", "fp16"))
-        / (_bw(ctx, "H100") / _bw(ctx, "V100"))
-    ),
-    unit="times (a ratio)",
-    hints=(
-        "Growth of X = X on H100 / X on V100. Do it for FLOP/s and for bandwidth, then divide.",
-        "It equals H100's fp16 ridge point divided by V100's fp16 ridge point.",
-    ),
-    explain="Compute outgrew bandwidth: each generation, more kernels end up memory-bound.",
-)
-
-_add(
-    "00.regime_tiny",
-    "A loop calls x + 1 a million times on a tensor of 10 floats. Which of the three is it "
-    "paying for?",
-    lambda ctx: "overhead",
-    choices=("compute", "memory", "overhead"),
-    hints=(
-        "Ten floats are 40 bytes and ten FLOPs. How long would the factory or the trucks need?",
-        "Every call goes through Python, the dispatcher and a kernel launch, whatever its size.",
-    ),
-    mistakes={
-        "compute": "Ten additions take the factory nanoseconds; the time goes elsewhere.",
-        "memory": "40 bytes take the trucks nanoseconds; the time goes elsewhere.",
-    },
-    explain="Tiny ops spend their time on the instructions (Python, dispatch, launch), not the work.",
-)
-
-# --- chapter 01 --------------------------------------------------------------
-
-_MM_SHAPE = (512, 1024, 256)  # (M, K, N) for 01.matmul_flops
-_MM_HERE_N = 2048  # square size for 01.matmul_time_here
+    For when the last hint was not enough. The steps are the solver's own
+    computation (the same one :func:`check` compares against), from
+    ``bl.spec`` and this machine's ceilings; a machine-dependent answer is
+    this machine's. Try the question first: the working teaches more after
+    an attempt.
+    """
+    ex = _get(question_id)
+    ctx = _context(ceilings)
+    worked = _solve(ex, ctx)
+    q = ex.question
+    lines = [f"Worked answer to {q.id}: {q.prompt}"]
+    lines += [f"  {i}. {step}" for i, step in enumerate(worked.steps, 1)]
+    name = getattr(ctx.known_ceilings, "device_name", "")
+    here = f" (on this machine, {name})" if ctx.used_ceilings else ""
+    lines.append(f"  answer: {_answer_text(q, worked.value)}{here}")
+    if q.explain:
+        lines.append(f"  {q.explain}")
+    print("\n".join(lines))
 
 
-def _mm_flops(m: int, k: int, n: int) -> int:
-    return 2 * m * k * n  # one multiply + one add per (i, j, k)
+@dataclass(frozen=True)
+class AnswerKey:
+    """Every question with its answer and working: the instructor's key (:func:`answer_key`).
+
+    ``entries`` holds ``(question, worked, from_this_machine)`` per question.
+    Answers computed from measured ceilings are this machine's (``machine``
+    names it); a learner's machine gives its own. Renders as text, as HTML
+    in a notebook, and as Markdown (:meth:`to_markdown`) for a handout.
+    """
+
+    entries: tuple[tuple[Question, Worked, bool], ...]
+    machine: str = ""
+
+    def _rows(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        return [(q.id, q.prompt, _answer_text(q, w.value) + " *" * here, w.steps)
+                for q, w, here in self.entries]  # fmt: skip
+
+    def _note(self) -> str:
+        if not any(here for _, _, here in self.entries):
+            return ""
+        return f"* measured on this machine ({self.machine}); each learner's machine gives its own"
+
+    def __repr__(self) -> str:
+        blocks = [f"{i}  {prompt}\n   answer: {answer}\n" + "\n".join(f"   - {s}" for s in steps)
+                  for i, prompt, answer, steps in self._rows()]  # fmt: skip
+        return "\n\n".join(blocks + [self._note()] * bool(self._note()))
+
+    def to_markdown(self) -> str:
+        """A Markdown table (id, question, answer, working) for a handout or a wiki."""
+
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|").replace("\n", " ")
+
+        lines = ["| id | question | answer | working |", "|---|---|---|---|"]
+        lines += [f"| `{i}` | {cell(p)} | {cell(a)} | {'<br>'.join(cell(s) for s in steps)} |"
+                  for i, p, a, steps in self._rows()]  # fmt: skip
+        return "\n".join(lines + ["", self._note()] * bool(self._note())) + "\n"
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        body = "".join(
+            f"<tr><td><code>{e(i)}</code></td><td style='text-align:left'>{e(p)}</td>"
+            f"<td style='text-align:left'>{e(a)}</td><td style='text-align:left'><ol>"
+            + "".join(f"<li>{e(s)}</li>" for s in steps)
+            + "</ol></td></tr>"
+            for i, p, a, steps in self._rows()
+        )
+        note = f"<caption style='caption-side:bottom'><small>{e(self._note())}</small></caption>"
+        return (
+            f"<table>{note * bool(self._note())}<tr><th>id</th><th>question</th><th>answer</th>"
+            f"<th>working</th></tr>{body}</table>"
+        )
 
 
-_add(
-    "01.matmul_flops",
-    f"How many FLOPs does torch.mm do for a ({_MM_SHAPE[0]}, {_MM_SHAPE[1]}) matrix times a "
-    f"({_MM_SHAPE[1]}, {_MM_SHAPE[2]}) matrix?",
-    lambda ctx: _mm_flops(*_MM_SHAPE),
-    unit="FLOPs",
-    rel_tol=0.01,
-    hints=(
-        "Each of the M*N outputs is a dot product of length K.",
-        "A dot product of length K is K multiplies and K adds.",
-    ),
-    mistakes={0.5: "A multiply-add counts as two FLOPs: one multiply and one add."},
-    explain="2*M*K*N: the formula every matmul FLOP count (and bl.count) uses.",
-)
+def answer_key(chapter: str | int | None = None, *, ceilings: Any = None) -> AnswerKey:
+    """The answer key for one chapter or the whole course, made from the question bank.
 
-_add(
-    "01.tensor_core_ratio",
-    "On an A100, how many times higher is the bf16 tensor-core peak than the fp32 peak "
-    "(which does not use tensor cores)?",
-    lambda ctx: _peak(ctx, "A100", "bf16") / _peak(ctx, "A100", "fp32"),
-    unit="times (a ratio)",
-    hints=(
-        "bl.spec('A100').peak_flops_per_s is a dict keyed by dtype.",
-        "Divide the 'bf16' entry by the 'fp32' entry.",
-    ),
-    explain="Anything that is not a matmul runs on the slow units: that is the real price of "
-    "'everything else'.",
-)
-
-_add(
-    "01.matmul_time_here",
-    f"At this machine's measured matmul peak, what is the shortest time a {_MM_HERE_N}x"
-    f"{_MM_HERE_N} by {_MM_HERE_N}x{_MM_HERE_N} fp32 matmul can take?",
-    lambda ctx: _mm_flops(_MM_HERE_N, _MM_HERE_N, _MM_HERE_N) / ctx.ceilings.matmul_flops_per_s,
-    unit="seconds",
-    hints=(
-        "time >= FLOPs / (FLOP/s). Count the FLOPs first.",
-        "FLOPs = 2*n**3; divide by bl.measure_ceilings().matmul_flops_per_s.",
-    ),
-    mistakes={0.5: "A multiply-add counts as two FLOPs: one multiply and one add."},
-    explain="Compare with bl.benchmark(torch.mm, a, b): how close does this machine get?",
-)
-
-_add(
-    "01.bert_norm",
-    "In the essay's BERT measurements, normalization is 0.17% of the FLOPs but 25.5% of the "
-    "runtime. What is it spending its time on?",
-    lambda ctx: "memory",
-    choices=("compute", "memory", "overhead"),
-    hints=(
-        "It does almost no arithmetic, yet it reads and writes whole activations.",
-        "Count bytes per FLOP: a layer norm moves each element a few times for a few FLOPs.",
-    ),
-    mistakes={
-        "compute": "0.17% of the FLOPs cannot fill 25.5% of the time on the factory floor.",
-        "overhead": "BERT's activations are large, so each call does real work; think bytes.",
-    },
-    explain="Normalization is memory-bound: the trucks, not the factory, set its time.",
-)
-
-# --- chapter 02 --------------------------------------------------------------
-
-_UNARY_BYTES_PER_ELEMENT = 2 * _FP32_BYTES  # read one fp32, write one fp32
-_UNARY_HERE_N = 2**24  # elements for 02.unary_time_here
-# FLOPs per element of tanh-approximated gelu, counted by hand:
-# 0.5*x*(1+tanh(0.79788456*(x+0.044715*x**3))), tanh as ~8 FLOPs of exp/div.
-_GELU_FLOPS_PER_ELEMENT = 16
-
-
-def _ops_per_element(ctx: _Context, device: str) -> float:
-    """FLOPs the vector units can do while one fp32 element is read and written."""
-    return _peak(ctx, device, "fp32") * _UNARY_BYTES_PER_ELEMENT / _bw(ctx, device)
-
-
-_add(
-    "02.ridge",
-    "A100, fp32, an elementwise op: it reads each 4-byte element and writes one back. How "
-    "many FLOPs per element could the fp32 units do in the time memory takes to move that "
-    "element in and out?",
-    lambda ctx: _ops_per_element(ctx, "A100"),
-    unit="FLOPs per element",
-    hints=(
-        "How many elements per second can the trucks carry in and out? Compare with FLOP/s.",
-        "Bytes per element moved = 4 (read) + 4 (write). FLOPs per element = peak * 8 / bandwidth.",
-    ),
-    mistakes=lambda ctx: {
-        0.5: "Remember the op also writes its output: 8 bytes move per element, not 4.",
-        0.125: "That is per byte; the question asks per element (read + write = 8 bytes).",
-        _peak(ctx, "A100", "bf16") / _peak(ctx, "A100", "fp32"): (
-            "Elementwise ops cannot use the tensor cores: use the fp32 peak."
-        ),
-    },
-    explain="Until an elementwise op does this much arithmetic, its cost is just moving bytes.",
-)
-
-_add(
-    "02.fusion_speedup",
-    "y = x.cos().cos() on a large tensor, memory-bound. Eager runs two kernels (the first writes "
-    "a temporary, the second reads it back); a fused kernel reads x once and writes y once. "
-    "Predicted speedup of fused over eager?",
-    lambda ctx: (2 * _UNARY_BYTES_PER_ELEMENT) / _UNARY_BYTES_PER_ELEMENT,
-    unit="times (a ratio)",
-    hints=(
-        "When memory-bound, time is proportional to bytes moved. Count reads and writes.",
-        "Eager: read x, write tmp, read tmp, write y. Fused: read x, write y.",
-    ),
-    mistakes={
-        0.75: "Count the temporary twice in eager: it is written once and read back once.",
-    },
-    explain="Fusion removes the round trip to the warehouse; the cos arithmetic is nearly free.",
-)
-
-_add(
-    "02.unary_time_here",
-    f"On this machine, what is the shortest time torch.relu on {_UNARY_HERE_N:,} fp32 elements "
-    "can take if it runs at the measured memory bandwidth?",
-    lambda ctx: _UNARY_HERE_N * _UNARY_BYTES_PER_ELEMENT / ctx.ceilings.mem_bandwidth_bytes_per_s,
-    unit="seconds",
-    hints=(
-        "time >= bytes moved / (bytes/s). Count the bytes first.",
-        "Bytes = elements * (4 read + 4 written); bandwidth is "
-        "bl.measure_ceilings().mem_bandwidth_bytes_per_s.",
-    ),
-    mistakes={
-        0.5: "Remember the op also writes its output: 8 bytes move per element, not 4.",
-        0.25: "Each fp32 element is 4 bytes: convert elements to bytes.",
-        0.125: "Bytes, not elements: each element is 4 bytes read plus 4 bytes written.",
-    },
-    explain="Compare with bl.benchmark(torch.relu, x): the gap is what a real kernel loses.",
-)
-
-_add(
-    "02.gelu_vs_relu",
-    "On an A100 in fp32, gelu does many more FLOPs per element than relu (which does one). On "
-    "a large tensor, which is faster?",
-    lambda ctx: "same" if _GELU_FLOPS_PER_ELEMENT < _ops_per_element(ctx, "A100") else "relu",
-    choices=("gelu", "relu", "same"),
-    hints=(
-        "Are these two ops compute-bound or memory-bound? Compare their FLOPs per element with "
-        "02.ridge.",
-        "Both read one element and write one element.",
-    ),
-    mistakes={
-        "relu": "More FLOPs only costs time once compute is the limit. Is it, for gelu?",
-        "gelu": "gelu never does *less* work than relu; think about what sets their time.",
-    },
-    explain="Both are memory-bound: same bytes, same time. The extra FLOPs are free.",
-)
-
-# --- chapter 03 (owner: chapter 03 author; add questions below with _add) ------
-
-# The essay's figure for how many additions per second a Python loop does
-# (https://horace.io/brrr_intro.html, section "Overhead"). Not a spec-sheet
-# number: a measured interpreter speed the essay quotes; chapter 03 measures it here.
-
-# a + b on fp32 reads two numbers and writes one: 3 x 4 bytes per element.
-_ADD_BYTES_PER_ELEMENT = 3 * _FP32_BYTES
-
-_add(
-    "03.python_vs_h100",
-    "The essay measures Python at about 32 million additions per second. How many bf16 "
-    "FLOPs can an H100 (dense tensor-core peak, from bl.spec) do in the time Python does "
-    "one addition?",
-    lambda ctx: _peak(ctx, "H100", "bf16") / ESSAY_PYTHON_ADDS_PER_S,
-    unit="FLOPs (a plain count)",
-    hints=(
-        "FLOPs per Python addition = (FLOPs per second) / (additions per second).",
-        "bl.spec('H100').peak_flops_per_s['bf16'] / 32e6",
-    ),
-    mistakes=lambda ctx: {
-        _peak(ctx, "H100", "fp32") / _peak(ctx, "H100", "bf16"): (
-            "You used the fp32 peak; the question asks for bf16 on the tensor cores."
-        ),
-        _peak(ctx, "A100", "bf16") / _peak(ctx, "H100", "bf16"): (
-            "That is the A100's number (the essay's); the question asks for the H100."
-        ),
-    },
-    explain="Millions of FLOPs per line of Python: a GPU is only busy when each op is big.",
-)
-
-_add(
-    "03.break_even_numel",
-    "a + b on n fp32 elements reads 2n numbers and writes n. For which n does moving those "
-    "bytes at this machine's measured bandwidth take exactly as long as one op's fixed "
-    "overhead (both from bl.measure_ceilings())? Below it, a + b is mostly overhead.",
-    lambda ctx: (
-        ctx.ceilings.op_overhead_s * ctx.ceilings.mem_bandwidth_bytes_per_s / _ADD_BYTES_PER_ELEMENT
-    ),
-    unit="elements",
-    hints=(
-        "Set n x (bytes per element) / bandwidth equal to the overhead and solve for n.",
-        "n = c.op_overhead_s * c.mem_bandwidth_bytes_per_s / 12, with c = bl.measure_ceilings()"
-        ": 12 = (2 reads + 1 write) x 4 bytes.",
-    ),
-    mistakes={
-        _ADD_BYTES_PER_ELEMENT: "That is a number of bytes; the question asks for elements.",
-        1.5: "You counted the two reads but not the write of the result.",
-        3.0: "You counted 4 bytes per element; the op reads two numbers and writes one.",
-    },
-    explain="An op smaller than this costs about the same whatever its size: that is overhead.",
-)
-
-_add(
-    "03.overhead_fraction",
-    "Doubling the batch makes a training step take only 10% longer. Model the step as a "
-    "fixed overhead plus work proportional to the batch. What fraction of the original "
-    "step's time was the fixed overhead? (a number between 0 and 1)",
-    # T(b) = O + W and T(2b) = O + 2W = 1.1 T(b)  =>  W = 0.1 T(b)  =>  O / T(b) = 0.9
-    lambda ctx: 1.0 - (1.1 - 1.0),
-    unit="fraction of the step",
-    hints=(
-        "Write T(b) = O + W and T(2b) = O + 2W. Doubling the batch added exactly one more W.",
-        "The extra 10% is one W, so W is 10% of T(b); the rest of T(b) is O.",
-    ),
-    mistakes={
-        1.0 / 9.0: "That is the work's share; the question asks for the overhead's share.",
-        1.0 / 0.9: "A fraction of the step cannot exceed 1; divide the overhead by the whole step.",
-    },
-    explain="Mostly overhead: a bigger batch is nearly free until the work catches up.",
-)
-
-_add(
-    "03.weight_read_us",
-    "At batch size 1, a Linear(4096, 4096) layer in fp32 must read its whole weight matrix "
-    "once per call (ignore the bias and the activations). How long does that take at an "
-    "A100's memory bandwidth (bl.spec)?",
-    lambda ctx: 4096 * 4096 * _FP32_BYTES / _bw(ctx, "A100") * 1e6,
-    unit="µs",
-    hints=(
-        "Bytes of the weight matrix = rows x columns x bytes per fp32 number. Time = bytes / bandwidth.",
-        "4096 * 4096 * 4 / bl.spec('A100').mem_bandwidth_bytes_per_s, then convert seconds to µs.",
-    ),
-    mistakes={
-        0.25: "You counted elements, not bytes: each fp32 weight is 4 bytes.",
-        0.5: "That is bf16 (2 bytes per weight); the layer here is fp32.",
-    },
-    explain=(
-        "Tens of µs: more than the launch overhead of an op. A small batch against big "
-        "weights is bandwidth-bound, even though doubling the batch barely changes its time."
-    ),
-)
-
-# --- chapter 04 (owner: chapter 04 author; add questions below with _add) ------
-
-_MYSTERY_NUDGES = {
-    "compute": "If it were compute-bound, FLOPs / matmul FLOP/s would come close to its measured "
-    "time. Count its FLOPs: are there that many?",
-    "memory": "If it were memory-bound, bytes moved / bandwidth would come close to its measured "
-    "time. Count its bytes: are there that many?",
-    "overhead": "If it were overhead-bound, (number of ops) x (overhead per op) would come close "
-    "to its measured time. Are there that many ops, each that small?",
-}
-
-
-def _mystery(letter: str, regime: str, why: str) -> None:
-    _add(
-        f"04.mystery_{letter}",
-        f"Read the code of workloads.mystery_{letter} (inspect.getsource) and its sizes. "
-        "Which regime is it in?",
-        lambda ctx: regime,
-        choices=("compute", "memory", "overhead"),
-        hints=(
-            "Estimate three times: FLOPs / matmul FLOP/s, bytes / bandwidth, ops x overhead per op "
-            "(bl.measure_ceilings() has all three rates). The largest wins.",
-            "bl.count(fn, *args) gives FLOPs, bytes and the number of ops; divide by the rates.",
-        ),
-        mistakes={k: v for k, v in _MYSTERY_NUDGES.items() if k != regime},
-        explain=why,
-    )
-
-
-_mystery(
-    "a",
-    "memory",
-    "Five pointwise ops over tens of megabytes: about one FLOP per 8 bytes, far below the "
-    "ridge point. The trucks set the pace; fusing the ops (torch.compile) is the remedy.",
-)
-_mystery(
-    "b",
-    "overhead",
-    "Two tiny in-place ops per parameter, over a hundred parameters: each op moves a few KB "
-    "and pays the full dispatch cost. torch._foreach_* or a fused optimizer is the remedy.",
-)
-_mystery(
-    "c",
-    "compute",
-    "A matmul of thousands of tokens by a square weight does hundreds of FLOPs per byte: "
-    "far above the ridge point. Only faster math helps: tensor cores, lower precision.",
-)
-
-
-def _block_counts(batch: int):
-    """bl.count of workloads.transformer_block(batch) on the course device."""
-    from brrrlib.counting import count
-    from brrrlib.workloads import transformer_block
-
-    block, args = transformer_block(batch=batch)
-    return count(block, *args)
-
-
-def _block_floors_s(ctx: _Context, batch: int) -> tuple[float, float]:
-    """(compute floor, memory floor) in seconds of the block on this machine."""
-    counts, c = _block_counts(batch), ctx.ceilings
-    return counts.flops / c.matmul_flops_per_s, counts.bytes_moved / c.mem_bandwidth_bytes_per_s
-
-
-def _block_lower_bound_us(ctx: _Context) -> float:
-    from brrrlib import roofline
-
-    counts, c = _block_counts(16), ctx.ceilings
-    bound_s = roofline.lower_bound_s(
-        counts.flops, counts.bytes_moved, c.matmul_flops_per_s, c.mem_bandwidth_bytes_per_s
-    )
-    return bound_s * 1e6
-
-
-def _block_mistakes(ctx: _Context) -> dict[float, str]:
-    compute_s, memory_s = _block_floors_s(ctx, 16)
-    floor_s = max(compute_s, memory_s)
-    out = {
-        (compute_s + memory_s) / floor_s: "You added the two times; the roofline takes the larger."
-    }
-    smaller = min(compute_s, memory_s) / floor_s
-    if smaller < 0.8:  # only a distinct slip when the two floors differ
-        out[smaller] = "You took the smaller of the two times; the slower resource sets the floor."
-    return out
-
-
-_add(
-    "04.block_lower_bound_us",
-    "workloads.transformer_block(batch=16): from bl.count's FLOPs and bytes and this "
-    "machine's ceilings (matmul FLOP/s, bandwidth), what is the roofline's lower bound on "
-    "its time? No real run can beat it.",
-    _block_lower_bound_us,
-    unit="µs",
-    rel_tol=0.15,
-    hints=(
-        "Two floors: FLOPs / matmul FLOP/s and bytes / bandwidth. The work cannot finish before "
-        "the slower of the two resources is done.",
-        "bl.roofline.lower_bound_s(counts.flops, counts.bytes_moved, c.matmul_flops_per_s, "
-        "c.mem_bandwidth_bytes_per_s), in µs.",
-    ),
-    mistakes=_block_mistakes,
-    explain="Compare it with the measured time: the gap is what overhead and imperfect kernels cost.",
-)
-
-_add(
-    "04.bf16_gain_a100",
-    "On an A100, by how many times is the dense bf16 tensor-core peak higher than the fp32 "
-    "peak without tensor cores (bl.spec)? That is the most a compute-bound block can gain "
-    "from switching its matmuls to bf16.",
-    lambda ctx: _peak(ctx, "A100", "bf16") / _peak(ctx, "A100", "fp32"),
-    unit="times (a ratio)",
-    hints=(
-        "Both numbers are in bl.spec('A100').peak_flops_per_s.",
-        "peak_flops_per_s['bf16'] / peak_flops_per_s['fp32']",
-    ),
-    mistakes=lambda ctx: {
-        _peak(ctx, "A100", "tf32") / _peak(ctx, "A100", "bf16"): (
-            "That is the tf32 tensor-core peak over fp32; the question asks for bf16."
-        ),
-        2.0: "Halving the bytes gives 2x to a memory-bound op; a compute-bound one gains the "
-        "peak ratio. Look at the spec table.",
-    },
-    explain="A big gain, but only for compute-bound matmuls; memory-bound ops gain 2x at most.",
-)
+    Each answer is computed as the checker computes it, with its working.
+    Answers that depend on the machine use ``ceilings`` (default: this
+    machine's, ``bl.measure_ceilings()``, measured once if not cached) and are
+    marked; the rest come from the spec table and hold for every learner.
+    """
+    key = None if chapter is None else _chapter_key(chapter)
+    ctx = _context(ceilings)
+    entries = []
+    for ex in _BANK.values():
+        if key not in (None, ex.question.chapter):
+            continue
+        ctx = Context(ctx.known_ceilings)  # measured at most once, reused by later questions
+        entries.append((ex.question, _solve(ex, ctx), ctx.used_ceilings))
+    c = ctx.known_ceilings
+    machine = "" if c is None else f"{getattr(c, 'device', '')} {getattr(c, 'device_name', '')}"
+    return AnswerKey(tuple(entries), machine.strip())

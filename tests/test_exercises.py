@@ -63,7 +63,7 @@ def _expected(qid):
 
 
 OURS = [q.id for q in ex.questions() if q.chapter in ("00", "01", "02")]
-NUMERIC = [qid for qid in OURS if ex._get(qid).kind == "number"]
+NUMERIC = [qid for qid in OURS if ex._get(qid).question.kind == "number"]
 
 
 # Numbers that are part of the checker's own wording, not values: hint counters,
@@ -98,7 +98,7 @@ def test_right_answer_passes(qid, capsys):
 @pytest.mark.parametrize("qid", NUMERIC)
 def test_rounded_answer_passes_and_far_answer_fails(qid):
     want = _expected(qid)
-    tol = ex._get(qid).rel_tol
+    tol = ex._get(qid).question.rel_tol
     assert ex.check(qid, want * (1 + tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * (1 - tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * 5, ceilings=FAKE) is False
@@ -107,7 +107,7 @@ def test_rounded_answer_passes_and_far_answer_fails(qid):
 @pytest.mark.parametrize("qid", OURS)
 def test_wrong_answers_never_print_the_answer(qid, capsys):
     want = _expected(qid)
-    q = ex._get(qid)
+    q = ex._get(qid).question
     wrongs = (
         [c for c in q.choices if c != want]
         if isinstance(want, str)
@@ -191,15 +191,18 @@ def test_accepts_numpy_and_tensor_scalars():
     assert ex.check("01.matmul_flops", torch.tensor(float(want))) is True
 
 
-def test_bad_input_errors_name_the_argument():
+def test_bad_input_errors_name_the_argument(capsys):
     with pytest.raises(ValueError, match="02.ridge"):  # lists valid ids
         ex.check("02.rigde", 1.0)
     with pytest.raises(TypeError, match="question_id"):
         ex.check(2, 1.0)
-    with pytest.raises(TypeError, match="answer to 02.ridge must be a number"):
-        ex.check("02.ridge", "a hundred")
-    with pytest.raises(TypeError, match="must be one of"):
-        ex.check("01.bert_norm", 3)
+    with pytest.raises(TypeError, match="ceilings must be what bl.measure_ceilings"):
+        ex.check("00.ridge_here", 1.0, ceilings="fake")
+    # A learner's answer of the wrong type is not an exception: the reply says what to write.
+    assert ex.check("02.ridge", "a hundred") is False
+    assert "answer to 02.ridge must be a number" in capsys.readouterr().out
+    assert ex.check("01.bert_norm", 3) is False
+    assert "one of" in capsys.readouterr().out
     with pytest.raises(ValueError, match="level"):
         ex.hint("02.ridge", level=0)
     with pytest.raises(ValueError, match="chapter"):
@@ -220,7 +223,148 @@ def test_question_listing_does_not_carry_answers():
 
 
 def test_registering_twice_or_without_hints_is_refused():
+    from brrrlib._questions import Exercise, Question, Worked, index
+
+    again = Exercise(Question("02.ridge", "again", hints=("h",)), lambda ctx: Worked(1.0))
     with pytest.raises(ValueError, match="twice"):
-        ex._add("02.ridge", "again", lambda ctx: 1.0, hints=("h",))
+        index((*ex._BANK.values(), again))
     with pytest.raises(ValueError, match="hint"):
-        ex._add("99.no_hints", "no hints", lambda ctx: 1.0)
+        Question("99.no_hints", "no hints")
+
+
+# --------------------------------------------------------------------------- extreme answers
+
+ALL = list(ex.questions().ids)
+ALL_NUMERIC = [qid for qid in ALL if ex._get(qid).question.kind == "number"]
+CHOICE = [qid for qid in ALL if ex._get(qid).question.kind == "choice"]
+HUGE_TEXT = "9" * 1_000_000
+OUT_OF_RANGE = [5e-324, 10**400, -(10**400), float("inf"), float("-inf"), 1e-310]
+
+
+def _extreme_numbers():
+    from fractions import Fraction
+
+    np = pytest.importorskip("numpy")
+    return [
+        *OUT_OF_RANGE, float("nan"), -0.0, 0.0, Fraction(10**400), np.float32("inf"),
+        np.float64(5e-324), np.array(1.5), HUGE_TEXT, "1e3", [1.0], object(), True, b"12",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("qid", ALL_NUMERIC)
+def test_extreme_numeric_answers_get_a_reply_never_an_exception(qid, capsys):
+    """5e-324 once raised 'math domain error' and 10**400 an OverflowError."""
+    for answer in _extreme_numbers():
+        assert ex.check(qid, answer, ceilings=FAKE) is False, answer
+        out = capsys.readouterr().out
+        assert out.startswith("Not yet.") and len(out) < 1000, (answer, out[:200])
+    for answer in OUT_OF_RANGE:
+        ex.check(qid, answer, ceilings=FAKE)
+        assert "out of range" in capsys.readouterr().out, answer
+
+
+def test_extreme_answers_to_a_tensor_without_a_value_are_a_reply(capsys):
+    torch = pytest.importorskip("torch")
+    meta = torch.empty((), device="meta")
+    assert ex.check("00.ridge_here", meta, ceilings=FAKE) is False
+    assert "no value" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("qid", CHOICE)
+def test_extreme_choice_answers_get_a_short_reply(qid, capsys):
+    for answer in [HUGE_TEXT, " " * 10_000, "\x00", 10**400, 5e-324, float("nan"), ["memory"]]:
+        assert ex.check(qid, answer, ceilings=FAKE) is False
+        out = capsys.readouterr().out
+        assert out.startswith("Not yet.") and len(out) < 1000, out[:200]
+
+
+def test_near_extremes_still_get_the_usual_nudges(capsys):
+    # a huge but finite answer is "too high", in log space, without overflow
+    ex.check("00.ridge_here", 1e299, ceilings=FAKE)
+    assert "too high by more than 100x" in capsys.readouterr().out
+    ex.check("01.matmul_time_here", 1e-299, ceilings=FAKE)
+    assert "too low by more than 100x" in capsys.readouterr().out
+    ex.check("00.ridge_here", -_expected("00.ridge_here"), ceilings=FAKE)
+    assert "sign is wrong" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- solutions and the key
+
+MACHINE_DEPENDENT = {
+    "00.ridge_here", "01.matmul_time_here", "02.unary_time_here", "03.break_even_numel",
+    "04.block_lower_bound_us",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("qid", ALL)
+def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
+    from brrrlib._questions import Context
+
+    worked = ex._get(qid).solve(Context(FAKE))
+    assert len(worked.steps) >= 2, "a worked answer needs its working"
+    ex.solution(qid, ceilings=FAKE)
+    out = capsys.readouterr().out
+    assert out.startswith(f"Worked answer to {qid}") and "answer: " in out
+    answer_line = next(line for line in out.splitlines() if "answer: " in line)
+    shown = answer_line.split("answer: ", 1)[1]
+    if isinstance(worked.value, str):
+        assert shown.startswith(repr(worked.value))
+    else:
+        typed = float(shown.split()[0])  # what a learner would copy from the solution
+        assert ex.check(qid, typed, ceilings=FAKE) is True
+    assert ("on this machine" in answer_line) == (qid in MACHINE_DEPENDENT)
+
+
+def test_solution_computes_from_the_spec_table(capsys):
+    from brrrlib import _fmt
+
+    ex.solution("00.ridge_a100")
+    out = capsys.readouterr().out
+    assert _fmt.si(_peak("A100", "fp32"), "FLOP/s") in out
+    assert _fmt.si(_bw("A100"), "B/s") in out
+    assert f"{_expected('00.ridge_a100'):.4g} FLOP/byte" in out
+    ex.solution("00.ridge_here", ceilings=FAKE)
+    out = capsys.readouterr().out
+    assert _fmt.si(FAKE.matmul_flops_per_s, "FLOP/s") in out and "fake" in out
+
+
+def test_the_last_hint_points_to_the_solution(capsys):
+    for qid in ALL:
+        ex.hint(qid, level=len(ex._get(qid).question.hints))
+        assert f"bl.solution('{qid}')" in capsys.readouterr().out
+
+
+def test_answer_key_holds_every_question_with_its_working():
+    from brrrlib._questions import Context
+
+    key = ex.answer_key(ceilings=FAKE)
+    assert [q.id for q, _, _ in key.entries] == ALL
+    for q, worked, here in key.entries:
+        assert worked.value == ex._get(q.id).solve(Context(FAKE)).value
+        assert here == (q.id in MACHINE_DEPENDENT), q.id
+    md = key.to_markdown()
+    rows = [line for line in md.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(ALL) and md.startswith("| id | question | answer | working |")
+    assert all(row.count(" | ") == 3 for row in rows)  # no stray pipe splits a row
+    assert sum(row.split(" | ")[2].endswith(" *") for row in rows) == len(MACHINE_DEPENDENT)
+    assert "fake" in md  # the machine the starred answers were computed on
+    page = key._repr_html_()
+    assert page.count("<tr>") == 1 + len(ALL) and page.count("<ol>") == len(ALL)
+    assert len(repr(key).split("\n\n")) == len(ALL) + 1  # one block per question, the note
+
+
+def test_answer_key_of_one_chapter_measures_at_most_once(monkeypatch):
+    calls = []
+
+    def fake_measure(*args, **kwargs):
+        calls.append(1)
+        return FAKE
+
+    monkeypatch.setattr("brrrlib.ceilings.measure_ceilings", fake_measure)
+    key = ex.answer_key(2)
+    assert [q.id for q, _, _ in key.entries] == list(ex.questions(2).ids)
+    assert calls == [1]
+    with pytest.raises(ValueError, match="chapter"):
+        ex.answer_key("99")
+    with pytest.raises(TypeError, match="ceilings"):
+        ex.answer_key(ceilings=3)
