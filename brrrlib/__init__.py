@@ -21,7 +21,8 @@ each number is measured):
 ``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
-``devices``        device choice, the one ``sync``, the spec-sheet table (``spec``)
+``devices``        device choice, the one ``sync``, facts about this machine
+``hardware``       the spec-sheet table, each number with its source (``spec``)
 ``trace``          profiles: host and device lanes, busy time, gaps (``profile``)
 ``diagnosis``      the decision procedure (``diagnose``)
 ``sweeps``         declared sweeps behind the explorers and chapter figures
@@ -47,7 +48,7 @@ __version__ = "0.2.0"
 
 _MODULES = (
     "ceilings", "classroom", "counting", "devices", "diagnosis", "exercises", "figures",
-    "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
+    "hardware", "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
 )  # fmt: skip
 
 # Public names at the top level and the module each comes from.
@@ -55,8 +56,8 @@ _NAMES = {
     "Ceilings": "ceilings", "measure_ceilings": "ceilings",
     "Report": "classroom", "load_reports": "classroom", "report": "classroom",
     "Counts": "counting", "OpCount": "counting", "count": "counting",
-    "DeviceSpec": "devices", "device": "devices", "spec": "devices", "specs": "devices",
-    "sync": "devices",
+    "DeviceSpec": "hardware", "spec": "hardware", "specs": "hardware",
+    "device": "devices", "sync": "devices",
     "Diagnosis": "diagnosis", "diagnose": "diagnosis",
     "check": "exercises", "hint": "exercises", "questions": "exercises",
     "Comparison": "timing", "Timing": "timing", "benchmark": "timing", "compare": "timing",

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices, timing
+from brrrlib import _fmt, devices, hardware, timing
 
 __all__ = ["Ceilings", "measure_ceilings"]
 
@@ -123,7 +123,7 @@ class Ceilings:
         A precision not measured here raises ``KeyError`` naming those that
         were: judging bf16 work against the fp32 roof would be a wrong model.
         """
-        key = devices.dtype_key(precision)
+        key = hardware.dtype_key(precision)
         if key not in self.matmul_flops_per_s_by_dtype:
             raise KeyError(
                 f"no {key} matmul ceiling was measured on {self.device_name}; measured: "
@@ -162,24 +162,24 @@ class Ceilings:
                 )
         return tuple(notes)
 
-    def nearest_spec(self) -> devices.DeviceSpec:
+    def nearest_spec(self) -> hardware.DeviceSpec:
         """The spec-sheet row to set beside these measurements.
 
         On a GPU, the row whose name matches ``device_name``. Otherwise (a
         CPU, an unlisted GPU) the row closest in log fp32 FLOP/s and log
         bandwidth, which for a laptop CPU is usually the T4: the gap is the lesson.
         """
-        by_name = devices.spec_for_device_name(self.device_name) if self.device == "cuda" else None
+        by_name = hardware.spec_for_device_name(self.device_name) if self.device == "cuda" else None
         if by_name is not None:
             return by_name
 
-        def distance(s: devices.DeviceSpec) -> float:
+        def distance(s: hardware.DeviceSpec) -> float:
             return math.hypot(
                 math.log(s.peak("fp32") / self.matmul_flops_per_s),
                 math.log(s.mem_bandwidth_bytes_per_s / self.mem_bandwidth_bytes_per_s),
             )
 
-        return min(devices.specs(), key=distance)
+        return min(hardware.specs(), key=distance)
 
     # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str]]:

@@ -7,49 +7,46 @@ Three things live here, in the order a course needs them:
   GPUs run asynchronously: a kernel launch returns before the kernel ends, so
   every timing boundary needs a sync (gpt-fast's ``device_sync`` idea). This
   is the one ``sync`` in the library.
-* :class:`DeviceSpec`, :func:`spec`, :func:`specs`, :func:`spec_table`: the
-  ONE table of spec-sheet numbers in the project, each row with its source.
-  Notebooks ask ``bl.spec("A100")`` instead of typing 312e12.
 * Facts about the machine in front of you that measuring needs: the device's
-  name, its last-level cache, its free memory.
+  name, its last-level cache, its free memory, and a way to give memory back
+  after an out-of-memory error.
 
-What the machine *does*, measured, lives in :mod:`brrrlib.ceilings`.
+What the machine can do on paper is :mod:`brrrlib.hardware` (the spec-sheet
+table); what it *does*, measured, is :mod:`brrrlib.ceilings`.
 """
 
 from __future__ import annotations
 
 import difflib
-import html
 import os
 import platform
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import torch
 
-from brrrlib import _fmt
+# The spec-sheet table moved to brrrlib.hardware; these names stay importable from here.
+from brrrlib.hardware import (  # noqa: F401
+    ESSAY_PYTHON_ADDS_PER_S,
+    DeviceSpec,
+    SpecTable,
+    dtype_key,
+    spec,
+    spec_for_device_name,
+    spec_table,
+    specs,
+)
 
 __all__ = [
-    "ESSAY_PYTHON_ADDS_PER_S",
-    "DeviceSpec",
-    "SpecTable",
     "available_memory_bytes",
     "check_available",
     "device",
     "device_name",
-    "dtype_key",
     "last_level_cache_bytes",
     "physical",
     "release_cached_memory",
     "resolve",
-    "spec",
-    "spec_for_device_name",
-    "spec_table",
-    "specs",
     "sync",
 ]
 
@@ -167,392 +164,6 @@ def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
         torch.cuda.synchronize(dev)
     elif dev.type == "mps":
         torch.mps.synchronize()
-
-
-# --------------------------------------------------------------------------
-# The spec-sheet table
-# --------------------------------------------------------------------------
-_DTYPE_KEYS = ("fp32", "tf32", "bf16", "fp16")
-_DTYPE_ALIASES = {
-    "fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16", "bfloat16": "bf16",
-    "fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
-}  # fmt: skip
-
-
-def dtype_key(dtype: str | torch.dtype) -> str:
-    """Normalise 'float32', torch.bfloat16, 'BF16', ... to a table key."""
-    if isinstance(dtype, torch.dtype):
-        dtype = str(dtype).removeprefix("torch.")
-    if not isinstance(dtype, str):
-        raise TypeError(f"dtype must be a str or torch.dtype, got {type(dtype).__name__}")
-    key = _DTYPE_ALIASES.get(dtype.strip().lower())
-    if key is None:
-        raise ValueError(
-            f"dtype={dtype!r} is not in the spec table; use one of {', '.join(_DTYPE_KEYS)}"
-        )
-    return key
-
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    """One device's spec-sheet numbers, with where they come from.
-
-    ``peak_flops_per_s`` maps a dtype key to the vendor's peak:
-
-    * ``"fp32"``: plain fp32 on the vector units (CUDA cores), no tensor
-      cores. This is what elementwise ops and normalisations can use.
-    * ``"tf32"``, ``"bf16"``, ``"fp16"``: *dense* matrix multiply on tensor
-      cores (matrix cores on AMD). Vendor sheets often print numbers "with
-      sparsity", twice the dense figure; the table halves those (comments in
-      the rows say where). A key is absent where the hardware has no such
-      path (V100 and T4 have no tf32 or bf16 tensor cores); asking for it
-      raises a ``KeyError`` that says so, rather than inventing a number.
-
-    ``mem_bandwidth_bytes_per_s`` is the DRAM/HBM bandwidth on the sheet (a
-    copy kernel reaches ~80-90% of it). The ratio of the two is the ridge
-    point: :meth:`ridge_point_flops_per_byte`.
-    """
-
-    name: str
-    peak_flops_per_s: Mapping[str, float]
-    mem_bandwidth_bytes_per_s: float
-    mem_bytes: int
-    source: str
-    aliases: tuple[str, ...] = ()
-    kind: str = "gpu"
-    vendor: str = "NVIDIA"
-    notes: str = ""
-    # Regular expressions matched against torch.cuda.get_device_name().
-    _name_patterns: tuple[str, ...] = field(default=(), repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        peaks = dict(self.peak_flops_per_s)
-        unknown = set(peaks) - set(_DTYPE_KEYS)
-        if unknown or "fp32" not in peaks:
-            raise ValueError(
-                f"{self.name}: peak_flops_per_s keys must include fp32 and be in {_DTYPE_KEYS}"
-            )
-        object.__setattr__(self, "peak_flops_per_s", MappingProxyType(peaks))
-
-    def __hash__(self) -> int:
-        return hash(self.name)
-
-    def peak(self, dtype: str | torch.dtype = "fp32") -> float:
-        """Peak FLOP/s for ``dtype`` ("fp32", "tf32", "bf16", "fp16" or a torch dtype)."""
-        key = dtype_key(dtype)
-        if key not in self.peak_flops_per_s:
-            raise KeyError(
-                f"{self.name} has no {key} peak: the hardware has no {key} tensor-core path. "
-                f"Available: {', '.join(self.peak_flops_per_s)}"
-            )
-        return self.peak_flops_per_s[key]
-
-    def ridge_point_flops_per_byte(self, dtype: str | torch.dtype = "fp32") -> float:
-        """FLOPs per byte at which compute and bandwidth take equal time.
-
-        An op doing fewer FLOPs per byte moved than this is memory-bound on
-        this device; more, compute-bound. A100 fp32: 19.5e12 / 1.555e12 = 12.5.
-        """
-        return self.peak(dtype) / self.mem_bandwidth_bytes_per_s
-
-    def _repr_html_(self) -> str:
-        peaks = ", ".join(f"{k} {_fmt.si(v, 'FLOP/s')}" for k, v in self.peak_flops_per_s.items())
-        bandwidth = _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s")
-        return (
-            f"<b>{html.escape(self.name)}</b>: {peaks}; memory {bandwidth}, "
-            f"{self.mem_bytes / 1e9:.0f} GB <br><small>source: {html.escape(self.source)}</small>"
-        )
-
-
-_GB = 10**9
-_GiB = 2**30
-_NV = "NVIDIA"
-_SPECS: tuple[DeviceSpec, ...] = (
-    DeviceSpec(
-        name="A100 40GB SXM",
-        # Sheet: TF32 156 | 312*, BF16/FP16 312 | 624* (* = with sparsity); dense used.
-        peak_flops_per_s={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},
-        mem_bandwidth_bytes_per_s=1.555e12,
-        mem_bytes=40 * _GiB,
-        source="NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 40GB SXM column",
-        aliases=("a100", "a100-40gb", "a100 40gb", "a100-sxm4-40gb", "a100 sxm"),
-        _name_patterns=(r"A100.*40GB", r"A100-SXM4(?!.*80)", r"^NVIDIA A100$"),
-    ),
-    DeviceSpec(
-        name="A100 80GB SXM",
-        # Same compute as the 40GB part; HBM2e raises bandwidth to 2,039 GB/s.
-        peak_flops_per_s={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},
-        mem_bandwidth_bytes_per_s=2.039e12,
-        mem_bytes=80 * _GiB,
-        source="NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 80GB SXM column",
-        aliases=("a100-80gb", "a100 80gb", "a100-sxm4-80gb"),
-        _name_patterns=(r"A100.*80GB",),
-    ),
-    DeviceSpec(
-        name="H100 SXM",
-        # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp16": 989.5e12},
-        mem_bandwidth_bytes_per_s=3.35e12,
-        mem_bytes=80 * _GiB,
-        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 SXM column",
-        aliases=("h100", "h100-sxm", "h100 sxm5", "h100-sxm5-80gb"),
-        _name_patterns=(r"H100.*(SXM|HBM3)",),
-    ),
-    DeviceSpec(
-        name="H100 PCIe",
-        # Sheet: TF32 756*, BF16/FP16 1,513* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 51e12, "tf32": 378e12, "bf16": 756.5e12, "fp16": 756.5e12},
-        mem_bandwidth_bytes_per_s=2.0e12,
-        mem_bytes=80 * _GiB,
-        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 PCIe column",
-        aliases=("h100-pcie", "h100 pcie"),
-        _name_patterns=(r"H100.*PCIe",),
-    ),
-    DeviceSpec(
-        name="H200 SXM",
-        # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp16": 989.5e12},
-        mem_bandwidth_bytes_per_s=4.8e12,
-        mem_bytes=141 * _GB,
-        source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/), H200 SXM column",
-        aliases=("h200", "h200-sxm", "h200 sxm"),
-        _name_patterns=(r"H200",),
-    ),
-    DeviceSpec(
-        name="V100 SXM2 32GB",
-        # Volta tensor cores do fp16 only: no tf32, no bf16 (keys absent).
-        peak_flops_per_s={"fp32": 15.7e12, "fp16": 125e12},
-        mem_bandwidth_bytes_per_s=900e9,
-        mem_bytes=32 * _GiB,
-        source="NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column",
-        aliases=("v100", "v100-sxm2", "tesla v100"),
-        _name_patterns=(r"V100",),
-    ),
-    DeviceSpec(
-        name="T4",
-        # Turing tensor cores: fp16 (mixed precision) 65 TFLOPS; no tf32, no bf16.
-        peak_flops_per_s={"fp32": 8.1e12, "fp16": 65e12},
-        mem_bandwidth_bytes_per_s=320e9,
-        mem_bytes=16 * _GiB,
-        source="NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/)",
-        aliases=("tesla t4", "t4"),
-        _name_patterns=(r"\bT4\b",),
-    ),
-    DeviceSpec(
-        name="L4",
-        # Sheet: TF32 120*, BF16/FP16 242* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12},
-        mem_bandwidth_bytes_per_s=300e9,
-        mem_bytes=24 * _GiB,
-        source="NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/)",
-        aliases=("l4",),
-        _name_patterns=(r"\bL4\b",),
-    ),
-    DeviceSpec(
-        name="A10G",
-        peak_flops_per_s={"fp32": 35e12, "tf32": 35e12, "bf16": 70e12, "fp16": 70e12},
-        mem_bandwidth_bytes_per_s=600e9,
-        mem_bytes=24 * _GiB,
-        source=(
-            "AWS G5 variant of the A10; NVIDIA publishes no A10G datasheet. Dense figures as "
-            "tabulated in Baseten, 'NVIDIA A10 vs A10G for ML model inference' "
-            "(baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)"
-        ),
-        aliases=("a10g", "aws a10g"),
-        notes="Less tensor throughput than the A10 (125 TFLOPS bf16) but the same 600 GB/s.",
-        _name_patterns=(r"A10G",),
-    ),
-    DeviceSpec(
-        name="RTX 4090",
-        # GeForce: tensor FP16/BF16 with FP32 accumulate (what PyTorch uses) is
-        # 165.2 dense (330.4 sparse); TF32 82.6 dense (165.2 sparse).
-        peak_flops_per_s={"fp32": 82.6e12, "tf32": 82.6e12, "bf16": 165.2e12, "fp16": 165.2e12},
-        mem_bandwidth_bytes_per_s=1008e9,
-        mem_bytes=24 * _GiB,
-        source="NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column",
-        aliases=("4090", "rtx4090", "rtx 4090", "geforce rtx 4090"),
-        kind="gpu (consumer)",
-        _name_patterns=(r"4090",),
-    ),
-    DeviceSpec(
-        name="RTX 3090",
-        # GA102 whitepaper: FP16/BF16 tensor with FP32 accumulate 71 dense
-        # (142 sparse); TF32 35.6 dense (71 sparse).
-        peak_flops_per_s={"fp32": 35.6e12, "tf32": 35.6e12, "bf16": 71e12, "fp16": 71e12},
-        mem_bandwidth_bytes_per_s=936e9,
-        mem_bytes=24 * _GiB,
-        source="NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A, GeForce RTX 3090 column",
-        aliases=("3090", "rtx3090", "rtx 3090", "geforce rtx 3090"),
-        kind="gpu (consumer)",
-        _name_patterns=(r"3090",),
-    ),
-    DeviceSpec(
-        name="MI300X",
-        # Sheet: FP32 vector 163.4; TF32 653.7, BF16/FP16 1,307.4 dense
-        # (1,307.4 / 2,614.9 with sparsity).
-        peak_flops_per_s={"fp32": 163.4e12, "tf32": 653.7e12, "bf16": 1307.4e12, "fp16": 1307.4e12},
-        mem_bandwidth_bytes_per_s=5.3e12,
-        mem_bytes=192 * _GB,
-        source="AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
-        aliases=("mi300x", "mi300", "instinct mi300x"),
-        vendor="AMD",
-        _name_patterns=(r"MI300X",),
-    ),
-)
-
-
-def specs() -> tuple[DeviceSpec, ...]:
-    """Every device in the spec-sheet table, in table order."""
-    return _SPECS
-
-
-@dataclass(frozen=True)
-class SpecTable:
-    """Spec-sheet rows side by side, optionally with this machine's measured row.
-
-    Made by :func:`spec_table`; renders as a plain-text or HTML table. Peaks
-    are dense (no sparsity); "-" marks a precision the hardware has no fast
-    path for. Two ridge points per row: fp32 (the CUDA cores, what plain
-    fp32 code gets) and the best tensor-core precision (what bf16/fp16 code
-    gets): the FLOPs per byte a matmul needs before memory stops setting its
-    pace. The measured row (from :func:`brrrlib.measure_ceilings`) fills in
-    every precision measured here and its ridge points the same way.
-    """
-
-    rows: tuple[DeviceSpec, ...]
-    measured: Any = None  # a Ceilings, or None
-
-    _HEADER = ("device", "fp32", "tf32", "bf16", "fp16", "bandwidth", "memory",
-               "ridge fp32", "ridge best")  # fmt: skip
-
-    @staticmethod
-    def _ridges(peaks: Mapping[str, float], bandwidth: float) -> tuple[str, str]:
-        best_key = max(peaks, key=lambda k: peaks[k])
-        return (
-            f"{peaks['fp32'] / bandwidth:.3g} FLOP/B",
-            f"{peaks[best_key] / bandwidth:.3g} FLOP/B ({best_key})",
-        )
-
-    def _cells(self) -> list[tuple[str, ...]]:
-        def tflops(peaks: Mapping[str, float], key: str) -> str:
-            value = peaks.get(key)
-            return "-" if value is None else f"{value / 1e12:.4g} TFLOP/s"
-
-        cells = []
-        for s in self.rows:
-            peaks = s.peak_flops_per_s
-            cells.append(
-                (
-                    s.name,
-                    *(tflops(peaks, k) for k in _DTYPE_KEYS),
-                    _fmt.si(s.mem_bandwidth_bytes_per_s, "B/s"),
-                    f"{s.mem_bytes / 2**30:.0f} GiB",
-                    *self._ridges(peaks, s.mem_bandwidth_bytes_per_s),
-                )
-            )
-        m = self.measured
-        if m is not None:
-            peaks = dict(m.matmul_flops_per_s_by_dtype)
-            cells.append(
-                (
-                    f"this machine ({m.device}, measured)",
-                    *(tflops(peaks, k) for k in _DTYPE_KEYS),
-                    _fmt.si(m.mem_bandwidth_bytes_per_s, "B/s"),
-                    "",
-                    *self._ridges(peaks, m.mem_bandwidth_bytes_per_s),
-                )
-            )
-        return cells
-
-    def __repr__(self) -> str:
-        rows = [self._HEADER, *self._cells()]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(self._HEADER))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(line.rstrip() for line in lines)
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in self._HEADER)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-            for r in self._cells()
-        )
-        sources = "".join(
-            f"<li>{html.escape(s.name)}: {html.escape(s.source)}</li>" for s in self.rows
-        )
-        return (
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            f"<details><summary>sources</summary><ul>{sources}</ul></details>"
-        )
-
-
-def spec_table(ceilings: Any = None, names: Any = None) -> SpecTable:
-    """The spec-sheet table to read at a glance, with this machine beside it.
-
-    ``ceilings`` (from :func:`brrrlib.measure_ceilings`) adds a measured row;
-    ``names`` picks rows by :func:`spec` name: one name or a list of them
-    (default: every row). Chapter 00 uses it to set a laptop's measured
-    numbers beside datacenter GPUs: notice how much faster the FLOP/s
-    columns grew than the bandwidth column.
-    """
-    if isinstance(names, str):
-        names = [names]
-    if names is not None and not all(isinstance(n, str) for n in names):
-        raise TypeError("names must be a device name such as 'A100' or a list of them")
-    rows = _SPECS if names is None else tuple(spec(n) for n in names)
-    if ceilings is not None and not hasattr(ceilings, "matmul_flops_per_s_by_dtype"):
-        raise TypeError(
-            f"ceilings must come from bl.measure_ceilings(), got {type(ceilings).__name__}"
-        )
-    return SpecTable(rows, ceilings)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", name.strip().lower())
-
-
-def spec(name: str) -> DeviceSpec:
-    """Look up a spec-sheet device by name or alias, case-insensitively.
-
-    ``spec("A100")`` is the A100 40GB SXM of the essay (312 TFLOP/s bf16,
-    19.5 TFLOP/s fp32, 1.555 TB/s); ``spec("h100")`` is the SXM part;
-    ``spec("4090")`` the RTX 4090. An unknown name raises ``ValueError``
-    listing the closest names in the table.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str such as 'A100', got {type(name).__name__}")
-    key = _norm(name)
-    table: dict[str, DeviceSpec] = {}
-    for s in _SPECS:
-        for n in (s.name, *s.aliases):
-            table.setdefault(_norm(n), s)
-    if key in table:
-        return table[key]
-    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.4)
-    names = list(dict.fromkeys(table[c].name for c in close))
-    hint = (
-        f"closest: {', '.join(names)}" if names else f"known: {', '.join(s.name for s in _SPECS)}"
-    )
-    raise ValueError(f"no device named {name!r} in the spec table; {hint}")
-
-
-def spec_for_device_name(device_name: str) -> DeviceSpec | None:
-    """The table row whose name patterns match a GPU name reported by torch."""
-    for s in _SPECS:
-        if any(re.search(p, device_name, flags=re.IGNORECASE) for p in s._name_patterns):
-            return s
-    return None
-
-
-#: How many additions a plain Python loop does per second, as the essay quotes it
-#: (Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022,
-#: https://horace.io/brrr_intro.html, section "Overhead"). Set it beside
-#: ``bl.spec("A100").peak_flops_per_s["bf16"]``: 312e12 / 32e6 = 9.75 million
-#: FLOPs in the time Python does one addition. Chapter 03 measures this
-#: machine's own figure with ``bl.workloads.python_adds``.
-ESSAY_PYTHON_ADDS_PER_S: float = 32e6
 
 
 # --------------------------------------------------------------------------
