@@ -150,8 +150,9 @@ def draw(reports: Sequence[Any], ax: Any, dtype: str, title: str) -> Any:
     if ax is None:
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=(10, 4.8), layout="constrained")
-    ax = roofline.plot(devices, ax=ax, dtype=dtype, title=title)
+        _, ax = plt.subplots(figsize=(12, 5), layout="constrained")
+    ax = roofline.plot(devices, ax=ax, dtype=dtype)
+    ax.set_title(title)
     for r in reports:
         for line in ax.get_lines():
             if not line.get_label().startswith(r.label + " "):

@@ -581,5 +581,5 @@ def plot_reports(
         if not chosen:
             raise ValueError(f"dtype={dtype!r}: no report carries a {dtype} matmul peak")
     if title is None:
-        title = f"the class on one roofline ({dtype}): {_class_view.counts(chosen)}"
+        title = f"the class on one roofline, {dtype} roofs: {_class_view.counts(chosen)}"
     return _class_view.draw(chosen, ax, dtype, title)
