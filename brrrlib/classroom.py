@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
+import numbers
 import os
 import socket
 import warnings
@@ -552,12 +554,10 @@ def attainable_table(
     chosen = tuple(r for r in _check_reports(reports) if precision in r.precisions)
     if not chosen:
         raise ValueError(f"precision={precision!r}: no report carries a {precision} matmul peak")
-    if isinstance(intensity_flops_per_byte, bool) or not (
-        isinstance(intensity_flops_per_byte, (int, float)) and intensity_flops_per_byte > 0
-    ):
+    x = intensity_flops_per_byte
+    if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
         raise ValueError(
-            f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), "
-            f"got {intensity_flops_per_byte!r}"
+            f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
         )
     return _class_view.attainable(chosen, float(intensity_flops_per_byte), precision)
 

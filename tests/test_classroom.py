@@ -430,3 +430,29 @@ def test_report_file_reads_schema_1_measurements_and_notes_what_differed(tmp_pat
     data["ceilings"]["dtype"] = "bf16"
     with pytest.raises(ValueError, match="h200: ceilings: field 'dtype'"):
         Report.from_dict(data, where="h200")
+
+
+def test_report_record_refuses_what_it_cannot_hold(tmp_path):
+    with pytest.raises(TypeError, match="machine must be Ceilings"):
+        Report("ada", {"matmul_flops_per_s": 1e12})
+    with pytest.raises(ValueError, match=r"chapters\['02'\]\['x'\]"):
+        Report("ada", _ceilings(), chapters={"02": {"x": float("inf")}})
+    with pytest.raises(ValueError, match="name"):
+        Report(" ", _ceilings())
+    rep = Report("ada", _ceilings(), chapters={"02": {"knee_repeat": 16}})
+    with pytest.raises(TypeError):
+        rep.chapters["02"]["knee_repeat"] = 1  # frozen all the way down
+    page = rep._repr_html_()
+    assert page.count("<tr") == 2 and "ada" in page and "02" in page
+    assert "ada" in repr(rep) and "200 GFLOP/s" in repr(rep)
+
+
+def test_attainable_table_takes_any_real_number():
+    np = pytest.importorskip("numpy")
+    reports = recorded_reports()
+    assert (
+        attainable_table(reports, np.float32(0.125)).rows == attainable_table(reports, 0.125).rows
+    )
+    for bad in (0, float("nan"), float("inf"), True, "0.125"):
+        with pytest.raises(ValueError, match="intensity_flops_per_byte"):
+            attainable_table(reports, bad)
