@@ -312,10 +312,11 @@ def report(
     Measures nothing new by default: :func:`brrrlib.measure_ceilings` reads its
     cache (chapter 00 filled it). ``path`` is a ``.json`` file or a folder;
     a folder, or None for ``./brrr-results/``, gets a file named after
-    ``name``, the device and a fingerprint (see :func:`brrrlib._report_file.file_name`). ``name``
-    is what the class sees (default: the host name; pick a nickname if the
-    host name says more than you want). Without ``path`` and ``name``, an
-    earlier report of this machine in ``./brrr-results/`` is continued.
+    ``name``, the device and a fingerprint, safe for any name and distinct
+    per learner (:func:`brrrlib._report_file.file_name`). ``name`` is what the
+    class sees (default: the host name; pick a nickname if the host name says
+    more than you want). Without ``path`` and ``name``, an earlier report of
+    this machine in ``./brrr-results/`` is continued.
 
     ``chapter`` with ``extra`` records a chapter's own numbers, e.g.
     ``bl.report(chapter=2, extra={"knee_repeat": 16})``. Reporting again to
@@ -411,6 +412,8 @@ def write_predictions(
     """
     from brrrlib.devices import spec
 
+    if isinstance(names, str):
+        names = (names,)  # one device, not its letters
     folder = Path(folder)
     written = []
     for device_name in names:

@@ -327,6 +327,8 @@ def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(t
         )
         assert rep.mem_bandwidth_bytes_per_s == new.mem_bandwidth_bytes_per_s
         assert rep.machine.source == new.machine.source
+    (one,) = write_predictions(tmp_path / "one", names="T4")  # a name, not its letters
+    assert one.name == "prediction-T4-cuda.json"
 
 
 def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
