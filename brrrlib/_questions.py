@@ -113,7 +113,7 @@ class Context:
     @staticmethod
     def spec(name: str) -> Any:
         """The spec-sheet row ``bl.spec(name)``."""
-        from brrrlib.devices import spec
+        from brrrlib.hardware import spec
 
         return spec(name)
 

@@ -40,7 +40,7 @@ _LINEAR = 4096  # Linear(_LINEAR, _LINEAR) for 03.weight_read_us
 def _python_vs_h100(ctx: Context) -> Worked:
     # The essay's figure for how many additions per second a Python loop does
     # (https://horace.io/brrr_intro.html, section "Overhead"); chapter 03 measures it here.
-    from brrrlib.devices import ESSAY_PYTHON_ADDS_PER_S
+    from brrrlib.hardware import ESSAY_PYTHON_ADDS_PER_S
 
     return Worked(
         peak(ctx, "H100", "bf16") / ESSAY_PYTHON_ADDS_PER_S,

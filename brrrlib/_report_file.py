@@ -9,7 +9,7 @@ refuses files over :data:`MAX_REPORT_BYTES`, links that lead out of the class
 folder, anything that is not a plain file, bytes that are not UTF-8, numbers
 a float cannot hold and nesting deeper than Python's parser allows. Then
 :func:`parse` checks each field against the type its dataclass declares
-(:class:`~brrrlib.ceilings.Ceilings`, :class:`~brrrlib.devices.DeviceSpec`),
+(:class:`~brrrlib.ceilings.Ceilings`, :class:`~brrrlib.hardware.DeviceSpec`),
 so a string where a number belongs is an error that names the file and the
 field, never a crash later in a plot.
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from brrrlib.ceilings import Ceilings
-from brrrlib.devices import DeviceSpec
+from brrrlib.hardware import DeviceSpec
 
 __all__ = [
     "MAX_REPORT_BYTES",

@@ -15,7 +15,7 @@ machines on one roofline: the same code, ridge points far apart.
   :func:`plot_reports` draws them all on one roofline.
 
 A :class:`Report` is a name plus the numbers: measured ``Ceilings``, or for a
-*prediction* the spec-sheet :class:`~brrrlib.devices.DeviceSpec` (nothing
+*prediction* the spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (nothing
 measured). The file is plain JSON (``schema_version`` 2)::
 
     {
@@ -54,7 +54,7 @@ from brrrlib import _class_view, _report_file
 from brrrlib._class_view import ClassTable
 from brrrlib._report_file import MAX_REPORT_BYTES, SCHEMA, SCHEMA_VERSION
 from brrrlib.ceilings import Ceilings
-from brrrlib.devices import DeviceSpec
+from brrrlib.hardware import DeviceSpec
 
 __all__ = [
     "DEFAULT_FOLDER",
@@ -92,7 +92,7 @@ class Report:
     """One machine's results for the class: a name and its roofs, measured or predicted.
 
     ``machine`` holds the numbers: :class:`~brrrlib.ceilings.Ceilings` for a
-    measurement, or a spec-sheet :class:`~brrrlib.devices.DeviceSpec` for a
+    measurement, or a spec-sheet :class:`~brrrlib.hardware.DeviceSpec` for a
     *prediction* (nothing measured: ``kind`` says so and every rendering
     labels it). ``chapters`` maps a chapter to its own measurements
     (``{"02": {"knee_repeat": 16}}``). ``recorded`` marks the measurements
@@ -410,7 +410,7 @@ def write_predictions(
 
         python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
     """
-    from brrrlib.devices import spec
+    from brrrlib.hardware import spec
 
     if isinstance(names, str):
         names = (names,)  # one device, not its letters
