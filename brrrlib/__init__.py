@@ -29,7 +29,7 @@ each number is measured):
 ``widgets``        the two explorers (repeat count, batch size)
 ``figures``        the chapters' figures
 ``workloads``      the chapters' workloads
-``exercises``      the question bank: ``check``, ``hint``, ``questions``
+``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``
 ``classroom``      a learner's result file and the class view (``report``)
 ``cli``            the ``brrr`` command: ``doctor``, ``diagnose``, ``lab``
 ``_fmt``           the one unit picker, small statistics, progress lines
@@ -59,7 +59,7 @@ _NAMES = {
     "DeviceSpec": "hardware", "spec": "hardware", "specs": "hardware",
     "device": "devices", "sync": "devices",
     "Diagnosis": "diagnosis", "diagnose": "diagnosis",
-    "check": "exercises", "hint": "exercises", "questions": "exercises",
+    "check": "exercises", "hint": "exercises", "questions": "exercises", "solution": "exercises",
     "Comparison": "timing", "Timing": "timing", "benchmark": "timing", "compare": "timing",
     "Trace": "trace", "profile": "trace",
 }  # fmt: skip
