@@ -1,0 +1,603 @@
+"""Declarative sweeps: one parameter swept, a few lines compared, every point measured alike.
+
+A sweep is data, as in triton's ``testing.Benchmark`` / ``perf_report``: the name
+and values of the swept parameter ``x`` (a repeat count, a batch size), the
+``lines`` to draw (``"eager"`` and ``"fused"``), and ``setup(x, line)``, which
+builds what one point runs: a :class:`Case`, a zero-argument call with its
+FLOPs and bytes (from :func:`brrrlib.count` or a formula). :func:`sweep` times
+every point through :func:`brrrlib.benchmark` or :func:`brrrlib.compare` and
+returns a frozen :class:`Sweep`: the points with their raw timings, the paired
+comparisons, the model's prediction, a table and ``plot(ax)``.
+
+Three rules keep what a reader sees honest on a busy laptop:
+
+1. **A ratio someone will read is measured in alternating rounds.** ``pairs``
+   names such points (eager against fused at one repeat; batch b/2 against b):
+   both are timed together by :func:`brrrlib.compare`, so their ratio comes
+   with an interval, and both points keep the paired timings.
+2. **More work never takes less time.** A point more than 10% faster than the
+   point before it on its line, beyond both spreads, is measured again, paired
+   with that neighbour, before anyone sees it. If the alternating rounds agree
+   it stays, with a note that says so.
+3. **A point that was not measured says why, in words** (``Point.reason``): it
+   would take too long, or it would not fit in memory, or it ran out of
+   memory. Never a NaN. Such a point is tried again by the next sweep that
+   reuses this one (``into=``): memory may have been freed, a limit raised.
+
+The explorers of :mod:`brrrlib.widgets` keep one :class:`Sweep` each and pass
+it back as ``into=`` on every slider move: nothing is measured twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import html
+import itertools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from brrrlib import _fmt, devices, timing
+from brrrlib.timing import Comparison, Timing
+
+__all__ = [
+    "BUSY_CPU_SHARE",
+    "COMPARE_BUDGET_S",
+    "MEASURED",
+    "MEMORY_HEADROOM",
+    "NO_MEMORY",
+    "POINT_BUDGET_S",
+    "POINT_WARMUP_S",
+    "SLACK",
+    "TOO_SLOW",
+    "Case",
+    "Pair",
+    "Point",
+    "Predicted",
+    "Sweep",
+    "is_out_of_memory",
+    "log_axes",
+    "release_memory",
+    "sweep",
+]
+
+#: Seconds of timed runs for a point measured alone (bl.benchmark's budget_s):
+#: small, so a slider move stays short; bl.benchmark still takes at least 5 samples.
+POINT_BUDGET_S = 0.15
+#: Seconds of warm-up before a point is timed (a freshly compiled kernel asks for more).
+POINT_WARMUP_S = 0.02
+#: At most this many seconds of alternating rounds for a pair (bl.compare's budget_s).
+#: A quiet machine decides in far less; a busy one uses it and may say "too noisy".
+COMPARE_BUDGET_S = 2.0
+#: A point may use at most this fraction of the memory free right now: the rest
+#: is for Python, the plot and whatever else the kernel holds.
+MEMORY_HEADROOM = 0.5
+#: Below this CPU share of the calling thread, a CPU measurement waited for cores.
+BUSY_CPU_SHARE = 0.8
+#: More work may measure up to this much faster before it is questioned: two
+#: problem sizes can honestly get slightly different code (vector width, tiling).
+SLACK = 0.1
+
+# What became of a point: evidence as data; the words are in Point.reason.
+MEASURED, TOO_SLOW, NO_MEMORY = "measured", "too slow", "no memory"
+_STATUSES = (MEASURED, TOO_SLOW, NO_MEMORY)
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one point runs: a zero-argument call and the work one call does.
+
+    ``fn()`` is timed. ``flops`` and ``bytes_moved`` are per call (counted by
+    :func:`brrrlib.count`, or a formula for what a fused kernel must move).
+    ``warmup_s`` is the warm-up before timing (a freshly compiled kernel needs
+    more); ``no_grad`` times it with autograd off, as ``torch.no_grad()``
+    around the whole measurement (not inside every call). The other fields are
+    copied to the :class:`Point`: ``size`` (elements per input),
+    ``weight_bytes`` (read by every call, whatever ``x``), ``ops`` (op calls
+    per call), ``compile_s`` (the first call of a compiled function, untimed).
+    """
+
+    fn: Callable[[], Any]
+    flops: int
+    bytes_moved: int
+    device: torch.device
+    label: str = ""
+    warmup_s: float = POINT_WARMUP_S
+    no_grad: bool = False
+    size: int = 0
+    weight_bytes: int = 0
+    ops: int = 0
+    compile_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """The model's time for one point, with the work it assumes (for rate lines)."""
+
+    seconds: float
+    flops: float
+    bytes_moved: float
+
+
+@dataclass(frozen=True, repr=False)
+class Point:
+    """One point of a sweep: measured, or not measured and why.
+
+    ``timing`` is the :class:`brrrlib.Timing` behind the point (its raw
+    samples; from :func:`brrrlib.compare` when the point was paired), ``None``
+    when ``status`` is ``"too slow"`` or ``"no memory"``; ``reason`` then says
+    why in words. On a measured point ``reason`` is empty or a note (a point
+    re-measured because it looked implausible). ``predicted_s`` is the model's
+    time, if the sweep has a model. The achieved rates divide the work by the
+    median time; asking a point that was not measured for them raises an error
+    that gives the reason.
+    """
+
+    x: int
+    line: str
+    device: str
+    timing: Timing | None = None
+    flops: int = 0
+    bytes_moved: int = 0
+    predicted_s: float | None = None
+    status: str = MEASURED
+    reason: str = ""
+    size: int = 0
+    weight_bytes: int = 0
+    ops: int = 0
+    compile_s: float | None = None
+    cpu_share: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in _STATUSES:
+            raise ValueError(f"status must be one of {_STATUSES}, got {self.status!r}")
+        if (self.status == MEASURED) != (self.timing is not None):
+            raise ValueError("a measured point needs a timing, and only a measured one has one")
+        if self.status != MEASURED and not self.reason:
+            raise ValueError("a point that was not measured needs a reason, in words")
+
+    @property
+    def measured(self) -> bool:
+        """True when the point has a timing."""
+        return self.status == MEASURED
+
+    @property
+    def waited(self) -> bool:
+        """True when a CPU measurement waited for cores (``cpu_share`` below ``BUSY_CPU_SHARE``).
+
+        While it computes, the calling thread runs the whole time (worker
+        threads spin at a barrier rather than sleep), so this thread's CPU
+        seconds over the wall seconds is close to 1. Far below it, the call
+        waited for a core that another program held: a multi-threaded op on a
+        busy 2-core laptop can take a whole scheduler slice (tens of ms) per
+        call. That time is the busy machine's, not the workload's.
+        """
+        return self.cpu_share is not None and self.cpu_share < BUSY_CPU_SHARE
+
+    @property
+    def median_s(self) -> float:
+        """Median seconds per call."""
+        if self.timing is None:
+            raise ValueError(f"{self.line} at x={self.x} was not measured: {self.reason}")
+        return self.timing.median_s
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        """Counted FLOPs over the median time."""
+        return self.flops / self.median_s
+
+    @property
+    def achieved_bytes_per_s(self) -> float:
+        """Counted bytes moved over the median time: compare with the bandwidth ceiling."""
+        return self.bytes_moved / self.median_s
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte moved: the point's place on the roofline's x axis."""
+        return self.flops / self.bytes_moved if self.bytes_moved else math.inf
+
+    @property
+    def per_x_s(self) -> float:
+        """Median seconds per unit of ``x``: the time per sample when ``x`` is the batch."""
+        return self.median_s / self.x
+
+    @property
+    def weight_share(self) -> float:
+        """Fraction of the bytes moved that are weights (read whatever ``x``)."""
+        return self.weight_bytes / self.bytes_moved if self.bytes_moved else 0.0
+
+    @property
+    def model_ratio(self) -> float | None:
+        """Measured time over the model's time (None without a model or a timing)."""
+        if self.predicted_s is None or self.timing is None:
+            return None
+        return self.median_s / self.predicted_s
+
+    def __repr__(self) -> str:
+        head = f"Point(x={self.x}, line={self.line!r}, {self.device}"
+        if not self.measured:
+            return f"{head}, {self.status}: {self.reason})"
+        return (
+            f"{head}, {_fmt.seconds(self.median_s)}, {_fmt.si(self.achieved_bytes_per_s, 'B/s')}"
+            f", {_fmt.si(self.achieved_flops_per_s, 'FLOP/s')})"
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class Pair:
+    """Two points timed together in alternating rounds: ``comparison.ratio`` is b's time over a's."""
+
+    a: tuple[int, str]
+    b: tuple[int, str]
+    comparison: Comparison
+    remeasured: bool = False  # measured a second time because the first looked implausible
+
+    def __repr__(self) -> str:
+        return f"Pair({self.b} / {self.a}: {self.comparison.says()})"
+
+
+# (what to plot, its axis label, its unit, the predicted value) per y= of Sweep.plot
+_Y = {
+    "time": ("median_s", "time per call (s)", "s", lambda x, p: p.seconds),
+    "per_x": ("per_x_s", "time per {x} (s)", "s", lambda x, p: p.seconds / x),
+    "flops": ("achieved_flops_per_s", "achieved FLOP/s", "FLOP/s", lambda x, p: p.flops / p.seconds),
+    "bytes": ("achieved_bytes_per_s", "achieved bandwidth (B/s)", "B/s",
+              lambda x, p: p.bytes_moved / p.seconds),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, repr=False)
+class Sweep:
+    """The result of :func:`sweep`: every point, the pairs, the model; a table and a plot."""
+
+    x_name: str
+    x_label: str
+    points: tuple[Point, ...]
+    pairs: tuple[Pair, ...] = ()
+    predicted: tuple[tuple[int, str, Predicted], ...] = ()
+    title: str = ""
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The lines, in the order they first appear."""
+        keys = [p.line for p in self.points] + [line for _x, line, _p in self.predicted]
+        return tuple(dict.fromkeys(keys))
+
+    def point(self, x: int, line: str) -> Point | None:
+        """The point at ``x`` on ``line``, or None if the sweep never got there."""
+        return next((p for p in self.points if (p.x, p.line) == (x, line)), None)
+
+    def line(self, line: str) -> tuple[Point, ...]:
+        """The points of one line, by ``x``."""
+        return tuple(sorted((p for p in self.points if p.line == line), key=lambda p: p.x))
+
+    def comparison(self, a: tuple[int, str], b: tuple[int, str]) -> Comparison | None:
+        """The paired comparison of ``b`` against ``a`` (b's time over a's), if measured."""
+        return next((q.comparison for q in self.pairs if (q.a, q.b) == (a, b)), None)
+
+    def without(self, keys: Iterable[tuple[int, str]]) -> Sweep:
+        """This sweep without the points at ``keys`` and the pairs they were in (to re-measure)."""
+        drop = set(keys)
+        return replace(
+            self,
+            points=tuple(p for p in self.points if (p.x, p.line) not in drop),
+            pairs=tuple(q for q in self.pairs if q.a not in drop and q.b not in drop),
+        )
+
+    # -- rendering ------------------------------------------------------------------
+    def _rows(self) -> list[tuple[str, ...]]:
+        rows = []
+        for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x)):
+            if not p.measured:
+                rows.append((str(p.x), p.line, "-", "-", "-", "-", "-", f"{p.status}: {p.reason}"))
+                continue
+            model = "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s)
+            vs = "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}"
+            rows.append((str(p.x), p.line, _fmt.seconds(p.median_s), model, vs,
+                         _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
+                         _fmt.si(p.achieved_bytes_per_s, "B/s"), p.reason))  # fmt: skip
+        return rows
+
+    def _header(self) -> tuple[str, ...]:
+        return (self.x_name, "line", "median", "model", "measured/model", "achieved FLOP/s",
+                "achieved B/s", "note")  # fmt: skip
+
+    def table(self) -> str:
+        """The points as a text table, one row per point, with the pairs' ratios below."""
+        rows = [self._header(), *self._rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        text = [
+            "  ".join(c.rjust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+            for r in rows
+        ]
+        text += [
+            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
+            for q in self.pairs
+        ]
+        return "\n".join(line.rstrip() for line in text)
+
+    def __repr__(self) -> str:
+        head = f"Sweep({self.title or self.x_name}: {len(self.points)} points)"
+        return head + "\n" + self.table()
+
+    def _repr_html_(self) -> str:
+        return (
+            f"<pre style='color:var(--jp-ui-font-color1);background:var(--jp-layout-color1)'>"
+            f"{html.escape(repr(self))}</pre>"
+        )
+
+    def plot(self, ax: Any = None, *, y: str = "time", colours: dict | None = None) -> Any:
+        """Draw each line against ``x``: measured dots joined, the model dashed; returns the Axes.
+
+        ``y`` is ``"time"`` (seconds per call), ``"per_x"`` (seconds per unit
+        of x), ``"flops"`` (achieved FLOP/s) or ``"bytes"`` (achieved B/s).
+        Log axes, labelled with their units. Points that were not measured are
+        left out (the table says why).
+        """
+        if y not in _Y:
+            raise ValueError(f"y must be one of {', '.join(_Y)}, got {y!r}")
+        attr, label, unit, model_value = _Y[y]
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+        for i, name in enumerate(self.lines):
+            colour = (colours or {}).get(name, f"C{i}")
+            model = sorted((x, p) for x, line, p in self.predicted if line == name)
+            if model:
+                ax.plot([x for x, _ in model], [model_value(x, p) for x, p in model],
+                        color=colour, linestyle="--", linewidth=1.0, alpha=0.7,
+                        label=f"{name}, model")  # fmt: skip
+            pts = [p for p in self.line(name) if p.measured]
+            if pts:
+                ax.plot([p.x for p in pts], [getattr(p, attr) for p in pts], color=colour,
+                        marker="o", linewidth=1.2, label=f"{name}, measured")  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(self.x_label or self.x_name)
+        ax.set_ylabel(label.format(x=self.x_name))
+        log_axes(ax, unit)
+        if self.title:
+            ax.set_title(self.title, fontsize=10)
+        return ax
+
+
+def log_axes(ax: Any, unit: str) -> None:
+    """Ticks for log-log sweep axes: x at the swept values' powers of two, y as "20 ms", "5 GB/s"."""
+    from matplotlib import ticker
+
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
+    low, high = ax.get_ylim()
+    decades = math.log10(high / low) if low > 0 and high > low else 10.0
+    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    ax.yaxis.set_major_locator(ticker.LogLocator(subs=subs))
+    ax.yaxis.set_major_formatter(ticker.EngFormatter(unit=unit))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.grid(True, alpha=0.25)
+
+
+# ------------------------------------------------------------------ measuring
+
+
+def sweep(
+    x_name: str,
+    x_values: Sequence[int],
+    lines: Sequence[str],
+    setup: Callable[[int, str], Case],
+    *,
+    pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
+    predict: Callable[[int, str], Predicted] | None = None,
+    skip: Callable[[int, str], str | None] | None = None,
+    memory: Callable[[int, str], int] | None = None,
+    device: str | torch.device | None = None,
+    budget_s: float = POINT_BUDGET_S,
+    into: Sweep | None = None,
+    x_label: str = "",
+    title: str = "",
+    progress: bool = False,
+) -> Sweep:
+    """Measure every ``line`` at every ``x`` in ``x_values``; returns a :class:`Sweep`.
+
+    The method, one step per comment in the body:
+
+    1. **The model** ``predict(x, line)`` at every point, if given (arithmetic only).
+    2. **Pairs** (``((x_a, line_a), (x_b, line_b))``): both points timed together
+       by :func:`brrrlib.compare` in alternating rounds; ``Sweep.comparison(a, b)``
+       holds the ratio with its interval.
+    3. **Every other point** alone: ``setup(x, line)`` builds its :class:`Case`
+       and :func:`brrrlib.benchmark` times it (``budget_s``).
+    4. **Implausible neighbours**: a point more than 10% faster than the one
+       before it on its line, beyond both spreads (or, for a pair, with the
+       whole interval below 0.9), is measured again paired with it.
+
+    Before anything is built, ``skip(x, line)`` may return a reason not to
+    measure (too slow), and ``memory(x, line)`` the bytes a point needs: more
+    than ``MEMORY_HEADROOM`` of :func:`brrrlib.devices.available_memory_bytes`
+    is refused. Running out of memory anyway is caught: cached device blocks
+    are released and the point says so. Points already measured in ``into``
+    are kept, never measured again; its points that were not measured are
+    tried again. ``progress`` prints one line per measured point.
+    """
+    if not x_values or not lines:
+        raise ValueError("x_values and lines must each hold at least one value")
+    if into is not None and into.x_name != x_name:
+        raise ValueError(f"into= holds a sweep over {into.x_name!r}, not {x_name!r}")
+    dev = devices.resolve(device)
+    run = _Run(setup, skip, memory, dev, budget_s, into)
+    keys = [(x, line) for x, line in itertools.product(x_values, lines)]
+    say = _fmt.Progress(progress, len(keys), prefix=f"sweep {x_name}")
+    # 1. the model
+    predicted = dict(((x, line), p) for x, line, p in (into.predicted if into else ()))
+    if predict is not None:
+        predicted.update({k: predict(*k) for k in keys})
+    run.predicted = predicted
+    # 2. pairs, measured together
+    for a, b in pairs:
+        if (a, b) not in run.pairs:
+            run.pair(a, b)
+    # 3. every other point, alone
+    for key in keys:
+        if key not in run.points or not run.points[key].measured:
+            run.alone(key)
+        say(repr(run.points[key]))
+    # 4. implausible neighbours, measured again paired
+    for line in lines:
+        run.recheck(line)
+    return Sweep(
+        x_name=x_name,
+        x_label=x_label or (into.x_label if into else ""),
+        points=tuple(run.points.values()),
+        pairs=tuple(run.pairs.values()),
+        predicted=tuple((x, line, p) for (x, line), p in predicted.items()),
+        title=title or (into.title if into else ""),
+    )
+
+
+class _Run:
+    """The working state of one :func:`sweep` call: points and pairs by key."""
+
+    def __init__(self, setup, skip, memory, dev, budget_s, into: Sweep | None) -> None:
+        self.setup, self.skip, self.memory, self.dev = setup, skip, memory, dev
+        self.budget_s = budget_s
+        self.points = {(p.x, p.line): p for p in (into.points if into else ()) if p.measured}
+        self.pairs = {(q.a, q.b): q for q in (into.pairs if into else ())}
+        self.predicted: dict = {}
+        self.fresh: set[tuple[int, str]] = set()
+
+    def refused(self, keys: Sequence[tuple[int, str]]) -> bool:
+        """Record why ``keys`` cannot be measured now (too slow, no memory); False if they can."""
+        for key in keys:
+            reason = self.skip(*key) if self.skip is not None else None
+            if reason:
+                self._unmeasured(key, TOO_SLOW, reason)
+                return True
+        needed = sum(self.memory(*key) for key in keys) if self.memory is not None else 0
+        free = devices.available_memory_bytes(self.dev) if needed else 0
+        if needed <= MEMORY_HEADROOM * free or not needed:
+            return False
+        self._unmeasured(keys[-1], NO_MEMORY, (
+            f"needs about {_fmt.binary_bytes(needed)}, but only {_fmt.binary_bytes(free)} is "
+            f"free on {self.dev.type} (at most {MEMORY_HEADROOM:.0%} of it is used). Nothing "
+            "was allocated; pick a smaller size."))  # fmt: skip
+        return True
+
+    def _unmeasured(self, key, status: str, reason: str) -> None:
+        if key not in self.points or not self.points[key].measured:
+            p = self.predicted.get(key)
+            self.points[key] = Point(x=key[0], line=key[1], device=str(self.dev), status=status,
+                                     reason=reason, predicted_s=p and p.seconds)  # fmt: skip
+
+    def _keep(self, key, case: Case, t: Timing, share: float | None) -> None:
+        self.fresh.add(key)
+        p = self.predicted.get(key)
+        self.points[key] = Point(
+            x=key[0], line=key[1], device=str(case.device), timing=t, flops=case.flops,
+            bytes_moved=case.bytes_moved, predicted_s=p and p.seconds, size=case.size,
+            weight_bytes=case.weight_bytes, ops=case.ops, compile_s=case.compile_s,
+            cpu_share=share if case.device.type == "cpu" else None,
+        )  # fmt: skip
+
+    def alone(self, key) -> None:
+        """3.: one point, timed by bl.benchmark."""
+        if self.refused([key]):
+            return
+        with _OutOfMemory(self, [key]):
+            case = self.setup(*key)
+            t, share = _with_cpu_share(case, lambda: timing.benchmark(
+                case.fn, budget_s=self.budget_s, warmup_s=case.warmup_s, device=case.device,
+                label=case.label or None))  # fmt: skip
+            self._keep(key, case, t, share)
+
+    def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
+        """2. and 4.: two points timed together by bl.compare, in alternating rounds."""
+        if self.refused([a, b]):
+            return None
+        with _OutOfMemory(self, [a, b]):
+            case_a, case_b = self.setup(*a), self.setup(*b)
+            c, share = _with_cpu_share(case_a, lambda: timing.compare(
+                case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S,
+                warmup_s=max(case_a.warmup_s, case_b.warmup_s), device=case_a.device,
+                labels=(case_a.label or str(a), case_b.label or str(b))))  # fmt: skip
+            self._keep(a, case_a, c.a, share)
+            self._keep(b, case_b, c.b, share)
+            self.pairs[(a, b)] = Pair(a, b, c, remeasured)
+        return self.pairs.get((a, b))
+
+    def recheck(self, line: str) -> None:
+        """4.: neighbours on ``line`` where more work took clearly less time, measured paired."""
+        pts = sorted((p for p in self.points.values() if p.line == line and p.measured),
+                     key=lambda p: p.x)  # fmt: skip
+        for lo, hi in zip(pts, pts[1:], strict=False):
+            a, b = (lo.x, line), (hi.x, line)
+            known = self.pairs.get((a, b))
+            if not ({a, b} & self.fresh) or not _implausible(lo, hi, known):
+                continue
+            if known is not None and known.remeasured:
+                continue
+            q = self.pair(a, b, remeasured=True)
+            if q is not None and q.comparison.below(1 - SLACK):
+                self.points[b] = replace(self.points[b], reason=(
+                    f"faster than {lo.x} in alternating rounds too ({q.comparison.says()}): not "
+                    "noise; the two sizes run different code"))  # fmt: skip
+
+
+def _with_cpu_share(case: Case, measure: Callable[[], Any]) -> tuple[Any, float]:
+    """``measure()`` (under no_grad if the case asks), and the calling thread's CPU share meanwhile."""
+    wall, cpu = timing._CLOCKS  # the timer's clocks: tests replace them with fake ones
+    t0, c0 = wall(), cpu()
+    with torch.no_grad() if case.no_grad else contextlib.nullcontext():
+        result = measure()
+    return result, min(1.0, (cpu() - c0) / max(wall() - t0, 1e-12))
+
+
+def _implausible(lo: Point, hi: Point, pair: Pair | None) -> bool:
+    """More work (``hi``) clearly faster than less (``lo``): beyond the interval or both spreads."""
+    if pair is not None:
+        return pair.comparison.below(1 - SLACK)
+    return hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
+
+
+class _OutOfMemory:
+    """Turn running out of memory into a point that says so, after releasing cached blocks."""
+
+    def __init__(self, run: _Run, keys) -> None:
+        self.run, self.keys = run, keys
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, _tb) -> bool:
+        if exc is None or not is_out_of_memory(exc):
+            return False
+        release_memory(self.run.dev)
+        needed = sum(self.run.memory(*k) for k in self.keys) if self.run.memory else 0
+        size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
+        first = (str(exc).strip().splitlines() or [kind.__name__])[0][:160]
+        self.run._unmeasured(self.keys[-1], NO_MEMORY, (
+            f"ran out of memory on {self.run.dev.type}{size}: {first}. Cached blocks were "
+            "released; pick a smaller size."))  # fmt: skip
+        return True
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the errors torch raises when an allocation fails (CUDA, MPS or the CPU)."""
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def release_memory(dev: torch.device) -> None:
+    """Give back what a failed allocation left: Python garbage, then the device's cached blocks."""
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    elif dev.type == "mps":
+        torch.mps.empty_cache()
