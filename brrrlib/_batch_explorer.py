@@ -1,7 +1,9 @@
 """The batch-size explorer of chapter 03: does doubling the batch double the time?
 
-:func:`batch_explorer` and its :class:`BatchExplorer`; each point comes from
-:func:`brrrlib.widgets.measure_batch`. Re-exported by :mod:`brrrlib.widgets`.
+:func:`batch_explorer` and its :class:`BatchExplorer`. Every point comes from
+:func:`brrrlib.sweeps.sweep` over :func:`brrrlib.widgets.batch_case`, each
+batch measured together with half of it; this module only draws and words.
+Re-exported by :mod:`brrrlib.widgets`.
 """
 
 from __future__ import annotations
@@ -14,40 +16,30 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _explorer, devices
-from brrrlib._explorer import _COLOURS, _PREDICTED_STYLE, _eng_log_axis, _Explorer, _fmt_bytes
-from brrrlib._fmt import seconds as _fmt_s
-from brrrlib._points import (
-    BatchPoint,
-    _input_maker,
-    _model_device,
-    _positive_int,
-    _weight_bytes,
-    measure_batch,
-)
+from brrrlib import _experiments, _fmt, devices, sweeps
+from brrrlib._experiments import check_positive_int, model_device
+from brrrlib._explorer import COLOURS, RING, _Explorer, waited_text
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.counting import _si as _fmt
+from brrrlib.sweeps import Case, Point, Sweep
 
 __all__ = ["BatchExplorer", "batch_explorer"]
 
-# Doubling the batch and the time grows by less than this factor: the cost
-# is (mostly) fixed per call, the overhead signature. More than _LINEAR: the
-# cost grows with the work, compute- or bandwidth-bound.
+# Doubling the batch, the whole 95% interval of the time ratio below _FLAT: the
+# cost is (mostly) fixed per call. Above _LINEAR: the cost grows with the work.
+# Inside [_FLAT, _LINEAR]: in the knee. Anything else: the interval cannot say.
 _FLAT = 1.3
 _LINEAR = 1.7
-# Below this, twice the work took clearly less time: the machine was busy.
-_NOISE = 0.8
 
 
 def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
-    """A 4-layer MLP (Linear, ReLU, ...) sized to this device.
+    """A 4-layer MLP (Linear, ReLU, ...) whose predicted knee falls near batch 32.
 
-    The width ``w`` puts the predicted knee near batch 32: one call costs
-    about ``8 ops x op_overhead_s`` fixed, plus ``2 x 4 x w**2`` FLOPs per
-    sample at the matmul peak; they are equal at batch
-    ``op_overhead_s x matmul_flops_per_s / w**2``. Clamped to 128..4096 and
-    rounded to a power of two. Built under a forked RNG with seed 0, so it is
-    the same every time and the learner's random state is untouched.
+    One call costs about ``8 ops x op_overhead_s`` fixed plus ``2 x 4 x w**2``
+    FLOPs per sample at the matmul peak; they are equal at batch
+    ``op_overhead_s x matmul_flops_per_s / w**2``, so ``w`` is the power of two
+    nearest ``sqrt(op_overhead_s x matmul_flops_per_s / 32)``, clamped to
+    128..4096. Built under a forked RNG with seed 0: the same every time, and
+    the learner's random state is untouched.
     """
     w = math.sqrt(ceilings.op_overhead_s * ceilings.matmul_flops_per_s / 32)
     w = min(4096, max(128, 2 ** round(math.log2(max(w, 1)))))
@@ -56,63 +48,53 @@ def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
         layers: list[nn.Module] = []
         for i in range(4):
             layers += [nn.Linear(w, w)] + ([nn.ReLU()] if i < 3 else [])
-        model = nn.Sequential(*layers)
-    return model.to(device).eval()
+    return nn.Sequential(*layers).to(device).eval()
 
 
-def _bytes_per_sample(model: nn.Module, x: torch.Tensor) -> int:
-    """Upper bound on activation memory per sample: every leaf module's output, kept."""
-    total = [x.numel() * x.element_size()]
-
-    def hook(_module, _inputs, output) -> None:
-        if isinstance(output, torch.Tensor):
-            total[0] += output.numel() * output.element_size()
-
-    leaves = [m for m in model.modules() if not list(m.children())]
-    handles = [m.register_forward_hook(hook) for m in leaves]
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return max(1, total[0] // max(1, x.shape[0]))
+def _precision(model: nn.Module) -> str:
+    """The matmul precision the model runs in: its parameters' dtype; TF32 where CUDA allows it."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    key = devices.dtype_key(dtype)
+    on_cuda = any(p.is_cuda for p in model.parameters())
+    if key == "fp32" and on_cuda and torch.get_float32_matmul_precision() != "highest":
+        return "tf32"
+    return key
 
 
 class BatchExplorer(_Explorer):
     """The batch-size experiment of chapter 03, as a slider and a live plot.
 
     Time one forward pass of a small model as the batch doubles. While a call
-    is dominated by a fixed cost, doubling the batch adds only a little time
-    (the "double the batch, +10% time" signature) and the time per sample
-    halves: more samples per call are nearly free. Once the work per sample
-    dominates, the time per batch doubles with the batch and the time per
-    sample stops falling: the knee. The fixed cost is *overhead* (Python,
-    dispatch, kernel launches: ``ops x op_overhead_s``) or, for a model with
-    large weights, *bandwidth on the weights* (every call reads them all:
-    ``weight_bytes / mem_bandwidth_bytes_per_s``). Both look flat on the
-    plot; the readout tells them apart with :func:`brrrlib.count`'s bytes.
+    is dominated by a fixed cost, doubling the batch adds little time and the
+    time per sample halves: more samples per call are nearly free. Once the
+    work per sample dominates, the time doubles with the batch: the knee. The
+    fixed cost is *overhead* (Python, dispatch, launches: ``ops x
+    op_overhead_s``) or, for large weights, *bandwidth on the weights* (every
+    call reads them all: ``weight_bytes / mem_bandwidth_bytes_per_s``). Both
+    look flat; the readout tells them apart with :func:`brrrlib.count`'s bytes.
 
-    The plot shows time per batch and time per sample against the batch (log
-    axes), measured dots and the model's dashed lines: the overhead floor,
-    the weight-reading time, the compute time (FLOPs / matmul peak) and the
-    memory time (bytes / bandwidth). The predicted knee is where the
-    per-sample work overtakes the larger fixed cost::
+    Each batch is measured together with half of it, in alternating rounds
+    (:func:`brrrlib.compare`): the readout's doubling ratio has a 95% interval,
+    and names a regime only when the whole interval supports it (flat below
+    ×1.3, linear above ×1.7, the knee in between); otherwise it says it is too
+    noisy to tell. The dashed lines are the model: the overhead floor, the
+    weight-reading time, compute (FLOPs over the matmul peak of the model's own
+    precision) and memory (bytes over bandwidth). The predicted knee is where
+    the per-sample work overtakes the larger fixed cost::
 
         batch* = max(ops x op_overhead_s, weight_bytes / B)
                  / max(flops_per_sample / F_matmul, activation_bytes_per_sample / B)
 
-    Each move measures the new batch and, for the doubling ratio, half of it
-    (if not measured yet); nothing is measured twice.
-
-    Attributes: ``widget`` (VBox, CSS class ``brrr-batch-explorer``),
-    ``points`` (:class:`BatchPoint`, sorted), ``current``, ``error``,
-    ``exception``, ``model``, ``ceilings``. ``measure`` replaces :func:`measure_batch`
-    (called as ``measure(batch=..., device=...)``), for tests.
+    Attributes: ``widget`` (VBox, CSS class ``brrr-batch-explorer``), ``points``
+    (:class:`brrrlib.sweeps.Point`, by batch), ``current``, ``sweep``, ``error``,
+    ``exception``, ``model``, ``ceilings``, ``precision``. ``setup`` replaces
+    :func:`brrrlib.widgets.batch_case` (called as ``setup(batch=, device=)``,
+    returning a :class:`brrrlib.sweeps.Case`), for tests.
     """
 
     _css_class = "brrr-batch-explorer"
     _name = "batch explorer"
+    _figsize = (10, 4.2)
 
     def __init__(
         self,
@@ -123,66 +105,59 @@ class BatchExplorer(_Explorer):
         batch: int = 1,
         make_input: Callable[[int], torch.Tensor] | None = None,
         ceilings: Any = None,
-        measure: Callable[..., BatchPoint] | None = None,
+        setup: Callable[..., Case] | None = None,
     ) -> None:
         import ipywidgets as W
 
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        if max_batch is not None:
-            max_batch = _positive_int("max_batch", max_batch)
-        batch = _positive_int("batch", batch)
-        if device is None:
-            self.device = _model_device(model) if model is not None else devices.device()
-        else:
-            self.device = devices.resolve(device)
+        batch = check_positive_int("batch", batch)
+        default = model_device(model) if model is not None else devices.device()
+        self.device = devices.resolve(device) if device is not None else default
         self.ceilings = (
             ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
         )
-        if model is None:
-            model = _default_mlp(self.ceilings, self.device)
-        elif _model_device(model).type != self.device.type:
-            raise ValueError(
-                f"model is on {_model_device(model)} but device={str(self.device)!r}; "
-                f"move it first: model.to({str(self.device)!r})"
-            )
-        self.model = model
-        self._make_input = _input_maker(model, make_input)
-        self.weight_bytes = _weight_bytes(model)
-        self._sample_bytes = _bytes_per_sample(model, self._make_input(1))
-        if measure is None:
-
-            def measure(*, batch: int, device: torch.device) -> BatchPoint:
-                return measure_batch(self.model, batch, device, make_input=self._make_input)
-
-        self._measure = measure
-        self._cache: dict[tuple[int, str], BatchPoint] = {}
-
-        if max_batch is None:
-            max_batch = 4096 if self.device.type == "cpu" else 65536
-            # Read on _explorer at call time, so a test can replace them there.
-            free = _explorer._available_memory_bytes(self.device)
-            while (
-                max_batch > 1
-                and self._bytes_needed(max_batch) > _explorer.MEMORY_HEADROOM * free / 4
-            ):
-                max_batch //= 2
-        top = 2 ** math.ceil(math.log2(max_batch))
-        self.batch_options = tuple(
-            b for b in (2**k for k in range(int(math.log2(top)) + 1)) if b <= max_batch
-        ) + (() if max_batch & (max_batch - 1) == 0 else (max_batch,))
+        self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
+        if model_device(self.model).type != self.device.type:
+            raise ValueError(f"model is on {model_device(self.model)} but device={str(self.device)!r}; "
+                             f"move it first: model.to({str(self.device)!r})")  # fmt: skip
+        make, self._sample_bytes = _experiments.checked_input_maker(self.model, make_input)
+        self._setup = setup or (
+            lambda *, batch, device: _experiments.batch_case(self.model, batch, make, device)
+        )
+        self.precision = _precision(self.model)
+        try:
+            self._peak, self._peak_note = self.ceilings.matmul_peak(self.precision), ""
+        except KeyError:
+            self._peak = self.ceilings.matmul_flops_per_s
+            self._peak_note = f"No {self.precision} matmul ceiling was measured here: the compute line uses the fp32 one."
+        self.sweep = Sweep("batch", "batch size", ())
+        self._version = 0
+        self.batch_options = self._batch_menu(max_batch)
         if batch not in self.batch_options:
             raise ValueError(f"batch={batch} is not on the slider; use one of {self.batch_options}")
-        self._batch_w = W.SelectionSlider(
-            options=[(str(b), b) for b in self.batch_options],
-            value=batch,
-            description="batch",
-            continuous_update=False,
-        )
+        self._batch_w = W.SelectionSlider(options=[(str(b), b) for b in self.batch_options], value=batch,
+                                          description="batch", continuous_update=False)  # fmt: skip
         self._build([self._batch_w])
         self._suspended = False
-        self._batch_w.observe(self._on_change, names="value")
+        self._batch_w.observe(
+            lambda _change: None if self._suspended else self._update(), names="value"
+        )
         self._update()
+
+    def _batch_menu(self, max_batch: int | None) -> tuple[int, ...]:
+        """Powers of two up to ``max_batch`` (default 4096 on a CPU, 65536 on a GPU, less if short)."""
+        if max_batch is None:
+            max_batch = 4096 if self.device.type == "cpu" else 65536
+            free = devices.available_memory_bytes(self.device)
+            while (
+                max_batch > 1 and max_batch * self._sample_bytes > sweeps.MEMORY_HEADROOM * free / 4
+            ):
+                max_batch //= 2
+        max_batch = check_positive_int("max_batch", max_batch)
+        return tuple(
+            sorted({*(2**k for k in range(max_batch.bit_length()) if 2**k <= max_batch), max_batch})
+        )
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -191,16 +166,17 @@ class BatchExplorer(_Explorer):
         return self._batch_w.value
 
     @property
-    def points(self) -> tuple[BatchPoint, ...]:
-        """Every measured point, sorted by batch."""
-        return tuple(sorted(self._cache.values(), key=lambda p: p.batch))
+    def points(self) -> tuple[Point, ...]:
+        """Every measured point, by batch."""
+        return tuple(p for p in self.sweep.line("batch") if p.measured)
 
     @property
-    def current(self) -> BatchPoint | None:
+    def current(self) -> Point | None:
         """The measured point under the slider, or None (refused or failed)."""
-        return self._cache.get((self.batch, str(self.device)))
+        p = self.sweep.point(self.batch, "batch")
+        return p if p is not None and p.measured else None
 
-    def set(self, *, batch: int) -> BatchPoint | None:
+    def set(self, *, batch: int) -> Point | None:
         """Move the slider from code and measure if needed; returns the current point."""
         if batch not in self.batch_options:
             raise ValueError(
@@ -213,213 +189,160 @@ class BatchExplorer(_Explorer):
             self._suspended = False
         return self._update()
 
-    def remeasure(self) -> BatchPoint | None:
-        """Forget the current batch (and half of it) and measure again (a busy machine)."""
-        for b in (self.batch, self.batch // 2):
-            self._cache.pop((b, str(self.device)), None)
+    def remeasure(self) -> Point | None:
+        """Forget the current batch and its pairing with half of it, and measure both again."""
+        self.sweep = self.sweep.without([(self.batch, "batch")])
+        self._version += 1
         return self._update()
 
-    def _bytes_needed(self, batch: int) -> int:
-        # Weights are already allocated; the call needs room for its activations.
-        return batch * self._sample_bytes
-
-    def _on_change(self, _change: dict) -> None:
-        if not self._suspended:
-            self._update()
-
-    def _get(self, batch: int) -> BatchPoint | None:
-        key = (batch, str(self.device))
-        point = self._cache.get(key)
+    # -- measuring ------------------------------------------------------------------
+    def _update(self) -> Point | None:
+        b = self.batch
+        pair = ((b // 2, "batch"), (b, "batch"))
+        if self.current is None or (b > 1 and self.sweep.comparison(*pair) is None):
+            self._say(f"batch {b} · measuring, together with batch {b // 2}…" if b > 1
+                      else "batch 1 · measuring…", busy=True)  # fmt: skip
+            res = self._safely(f"batch {b}", lambda: sweeps.sweep(
+                "batch", [b], ["batch"], lambda x, _line: self._setup(batch=x, device=self.device),
+                pairs=[pair] if b > 1 else [], memory=lambda x, _line: x * self._sample_bytes,
+                device=self.device, into=self.sweep))  # fmt: skip
+            if res is not None:
+                self.sweep, self._version = res, self._version + 1
+        point, missing = self.current, self.sweep.point(b, "batch")
         if point is not None:
-            return point
-        what = f"batch {batch}"
-        if not self._fits(self.device, self._bytes_needed(batch), what):
-            return None
-        self._say(f"batch {self.batch} · measuring…", busy=True)
-        point = self._measure_safely(
-            self.device, what, lambda: self._measure(batch=batch, device=self.device)
-        )
-        if point is not None:
-            self._cache[key] = point
-        return point
-
-    def _update(self) -> BatchPoint | None:
-        point = self._get(self.batch)
-        if point is None:
-            self._redraw()
-            return None
-        half = self._get(self.batch // 2) if self.batch > 1 else None
-        if self.batch > 1 and half is None:
-            self._redraw()
-            return point
-        self._clear_error()
-        self._say(self._describe(point, half))
+            self._clear_error()
+            self._say(self._describe(point, self.sweep.comparison(*pair)))
+        elif missing is not None:
+            self._fail(f"batch {b}: {missing.reason}")
         self._redraw()
         return point
 
     # -- the model --------------------------------------------------------------------
     def _model_lines(self) -> dict[str, Any] | None:
-        """Per-batch costs from the roofline model, scaled from a measured point."""
-        pts = self.points
-        if not pts:
+        """Per-batch costs from the roofline model, scaled from the largest measured point."""
+        if not self.points:
             return None
-        ref = pts[-1]  # the largest batch: per-sample terms are least diluted
-        c = self.ceilings
+        ref, c = self.points[-1], self.ceilings
         bw = c.mem_bandwidth_bytes_per_s
-        flops_per_sample = ref.flops / ref.batch
-        act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.batch
-        overhead_s = ref.ops * c.op_overhead_s
-        weights_s = ref.weight_bytes / bw
-        per_sample_s = max(flops_per_sample / c.matmul_flops_per_s, act_per_sample / bw)
-        fixed_s = max(overhead_s, weights_s)
+        flops_per_sample = ref.flops / ref.x
+        act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.x
+        overhead_s, weights_s = ref.ops * c.op_overhead_s, ref.weight_bytes / bw
+        per_sample_s = max(flops_per_sample / self._peak, act_per_sample / bw)
         return {
-            "overhead_s": overhead_s,
-            "weights_s": weights_s,
-            "compute_s": lambda b: b * flops_per_sample / c.matmul_flops_per_s,
-            "memory_s": lambda b: ref.weight_bytes / bw + b * act_per_sample / bw,
-            "knee": fixed_s / per_sample_s if per_sample_s > 0 else math.inf,
-            "ops": ref.ops,
+            f"overhead floor ({ref.ops} ops × op overhead)": lambda b: overhead_s,
+            "reading the weights (weights ÷ bandwidth)": lambda b: weights_s,
+            f"compute (FLOPs ÷ {self.precision} matmul peak)": lambda b: (
+                b * flops_per_sample / self._peak
+            ),
+            "memory (bytes ÷ bandwidth)": lambda b: weights_s + b * act_per_sample / bw,
+            "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
         }
 
-    def _describe(self, p: BatchPoint, half: BatchPoint | None) -> str:
+    def _costs(self, p: Point) -> tuple[float, float, str]:
+        """(weight-reading seconds, overhead seconds, the sentence that states both)."""
         c = self.ceilings
-        bw = c.mem_bandwidth_bytes_per_s
-        head = (
-            f"<b>batch {p.batch} · {_fmt_s(p.median_s)} per batch · "
-            f"{_fmt_s(p.per_sample_s)} per sample · {_fmt(p.flops_per_s, 'FLOP/s')}</b>"
-            f" · {html.escape(getattr(c, 'device_name', p.device))}"
+        weights_s, overhead_s = (
+            p.weight_bytes / c.mem_bandwidth_bytes_per_s,
+            p.ops * c.op_overhead_s,
         )
-        weights_s = p.weight_bytes / bw
-        overhead_s = p.ops * c.op_overhead_s
-        weights_text = (
-            f"bl.count: the weights are {_fmt_bytes(p.weight_bytes)}, {p.weight_share:.0%} of the "
-            f"{_fmt_bytes(p.bytes_moved)} moved; reading them takes ≥ {_fmt_s(weights_s)} at "
-            f"{_fmt(bw, 'B/s')}"
-        )
-        if half is None:
-            verdict = (
-                "Move the slider right: the readout compares each batch with half of it. "
-                + weights_text
-                + f"; {p.ops} ops × {_fmt_s(c.op_overhead_s)} op overhead ≈ "
-                f"{_fmt_s(overhead_s)}."
-            )
-        else:
-            ratio = p.median_s / half.median_s
-            verdict = f"Doubling the batch {half.batch} → {p.batch} cost ×{ratio:.2f} time: "
-            if _NOISE <= ratio < _FLAT:
-                if weights_s >= 0.5 * p.median_s:
-                    verdict += (
-                        "a fixed cost per call, and here it is bandwidth on the weights, not "
-                        f"overhead: {weights_text}, {weights_s / p.median_s:.0%} of the call. "
-                        "A bigger batch reuses each weight read for more samples."
-                    )
-                else:
-                    verdict += (
-                        "the overhead signature. The call costs about the same whatever the "
-                        f"batch: Python, dispatch and launches ({p.ops} ops; ≥ {_fmt_s(overhead_s)}"
-                        f" at the measured {_fmt_s(c.op_overhead_s)} per tiny op), not the work. "
-                        f"{weights_text} ({weights_s / p.median_s:.0%} of the call), so not "
-                        "bandwidth-bound either. More samples per call are nearly free."
-                    )
-            elif ratio > _LINEAR:
-                compute_s = p.flops / c.matmul_flops_per_s
-                memory_s = p.bytes_moved / bw
-                kind = (
-                    f"compute-bound ({p.flops_per_s / c.matmul_flops_per_s:.0%} of the matmul peak)"
-                    if compute_s >= memory_s
-                    else f"bandwidth-bound ({p.bytes_per_s / bw:.0%} of the memory bandwidth)"
-                )
-                verdict += (
-                    f"the time grows with the work: past the knee, {kind}. The time per sample "
-                    "no longer falls; a bigger batch buys nothing more."
-                )
-                lines = self._model_lines()
-                if lines is not None and p.batch < lines["knee"] / 4:
-                    verdict += (
-                        f" But the model expects a flat curve this far below its knee (batch ≈ "
-                        f"{lines['knee']:.3g}): if .remeasure() gives the same, the per-sample "
-                        "cost is higher than the ceilings suggest; if not, it was noise."
-                    )
-            elif ratio < _NOISE:
-                verdict += (
-                    "less time for more work. That is noise: something else ran during the "
-                    "smaller batch's measurement. Run .remeasure() or close other programs."
-                )
-            else:
-                verdict += "in the knee: the fixed cost and the per-sample work are comparable."
-        lines = self._model_lines()
-        if lines is not None and math.isfinite(lines["knee"]):
-            verdict += f" Knee predicted from the ceilings at batch ≈ {lines['knee']:.3g}."
-        if getattr(p.timing, "noisy", False):
-            verdict += " (The timing is noisy: the machine is busy.)"
-        return f"{head}<br><small>{html.escape(verdict)}</small>"
+        text = (f"bl.count: the weights are {_fmt.binary_bytes(p.weight_bytes)}, "
+                f"{_fmt.percent(p.weight_bytes, p.bytes_moved)} of the {_fmt.binary_bytes(p.bytes_moved)}"
+                f" moved; reading them takes ≥ {_fmt.seconds(weights_s)} at "
+                f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}; {p.ops} ops × "
+                f"{_fmt.seconds(c.op_overhead_s)} op overhead ≥ {_fmt.seconds(overhead_s)}.")  # fmt: skip
+        return weights_s, overhead_s, text
+
+    def _describe(self, p: Point, cmp: Any) -> str:
+        head = (f"<b>batch {p.x} · {_fmt.seconds(p.median_s)} per batch · {_fmt.seconds(p.per_x_s)} per "
+                f"sample · {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')}</b> · "
+                f"{html.escape(getattr(self.ceilings, 'device_name', p.device))}")  # fmt: skip
+        lines = [self._verdict(p, cmp)]
+        model = self._model_lines()
+        if model is not None and math.isfinite(model["knee"]):
+            lines.append(f"Knee predicted from the ceilings at batch ≈ {model['knee']:.3g}.")
+        lines += [p.reason, self._peak_note]
+        if cmp is None and p.waited:
+            lines.append(f"Not this machine's best: {waited_text(p)}.")
+        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
+
+    def _verdict(self, p: Point, cmp: Any) -> str:
+        """The doubling ratio in words: a regime only where the whole interval supports one."""
+        weights_s, overhead_s, costs = self._costs(p)
+        if cmp is None:
+            return ("Move the slider right: each batch is measured together with half of it, in "
+                    "alternating rounds, for the doubling ratio. " + costs)  # fmt: skip
+        lo, hi = cmp.interval
+        waited = waited_text(p, self.sweep.point(p.x // 2, "batch"))
+        if waited:
+            return (f"Doubling the batch {p.x // 2} → {p.x}: too noisy to tell (×{lo:.2f}–×{hi:.2f}): "
+                    f"{waited}. No regime until then.")  # fmt: skip
+        said = (f"Doubling the batch {p.x // 2} → {p.x} cost ×{cmp.ratio:.2f} time (95% interval "
+                f"×{lo:.2f}–×{hi:.2f}, alternating rounds): ")  # fmt: skip
+        if hi < 1 - sweeps.SLACK:
+            return said + ("less time for twice the work, twice in alternating rounds: the library "
+                           "runs different code at this batch size than at half of it (BLAS picks its "
+                           "method by shape). That says nothing about the regime. " + costs)  # fmt: skip
+        if hi < _FLAT and weights_s >= 0.5 * p.median_s:
+            return said + ("a fixed cost per call, and here it is bandwidth on the weights, not "
+                           f"overhead: {costs} A bigger batch reuses each weight read for more samples.")  # fmt: skip
+        if hi < _FLAT:
+            return said + ("the overhead signature: the call costs about the same whatever the batch: "
+                           f"Python, dispatch and launches, not the work. {costs} More samples per call "
+                           "are nearly free.")  # fmt: skip
+        if lo > _LINEAR:
+            return said + self._past_knee(p)
+        if lo >= _FLAT and hi <= _LINEAR:
+            return said + "in the knee: the fixed cost and the per-sample work are comparable."
+        if not cmp.decided:
+            return f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No regime until then."
+        return said + ("the interval straddles a border between regimes (×1.3 or ×1.7): no "
+                       "conclusion; press re-measure to narrow it.")  # fmt: skip
+
+    def _past_knee(self, p: Point) -> str:
+        bw = self.ceilings.mem_bandwidth_bytes_per_s
+        kind = (f"compute-bound ({_fmt.percent(p.achieved_flops_per_s, self._peak)} of the "
+                f"{self.precision} matmul peak)" if p.flops / self._peak >= p.bytes_moved / bw
+                else f"bandwidth-bound ({_fmt.percent(p.achieved_bytes_per_s, bw)} of the bandwidth)")  # fmt: skip
+        text = (f"the time grows with the work: past the knee, {kind}. The time per sample no longer "
+                "falls; a bigger batch buys nothing more.")  # fmt: skip
+        model = self._model_lines()
+        if model is not None and p.x < model["knee"] / 4:
+            text += (f" But the model expects a flat curve this far below its knee (batch ≈ "
+                     f"{model['knee']:.3g}): the per-sample cost is higher than the ceilings suggest.")  # fmt: skip
+        return text
 
     # -- picture --------------------------------------------------------------------
-    def _draw(self, fig) -> None:
-        from matplotlib.ticker import FuncFormatter, NullLocator
+    def _data_version(self) -> Any:
+        return self._version
 
-        fig.set_size_inches(10, 4.2)
+    def _draw(self, fig) -> None:
         ax_b, ax_s = fig.subplots(1, 2)
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.25, top=0.92, wspace=0.28)
-        bs = self.batch_options
-        pts = self.points
-        lines = self._model_lines()
-        if lines is not None:
-            model = {
-                f"overhead floor ({lines['ops']} ops × op overhead)": [lines["overhead_s"]]
-                * len(bs),
-                "reading the weights (weights ÷ bandwidth)": [lines["weights_s"]] * len(bs),
-                "compute (FLOPs ÷ matmul peak)": [lines["compute_s"](b) for b in bs],
-                "memory (bytes ÷ bandwidth)": [lines["memory_s"](b) for b in bs],
-            }
-            for (label, ys), colour in zip(
-                model.items(), ("tab:red", "tab:purple", "tab:orange", "tab:blue"), strict=True
-            ):
-                ax_b.plot(bs, ys, color=colour, label=label, **_PREDICTED_STYLE)
-                ax_s.plot(
-                    bs,
-                    [y / b for y, b in zip(ys, bs, strict=True)],
-                    color=colour,
-                    **_PREDICTED_STYLE,
-                )
-            if math.isfinite(lines["knee"]) and bs[0] <= lines["knee"] <= bs[-1]:
-                for ax in (ax_b, ax_s):
-                    ax.axvline(lines["knee"], color="black", linestyle=":", linewidth=1)
-                ax_b.annotate(
-                    f" predicted knee ≈ {lines['knee']:.3g}",
-                    (lines["knee"], 0.02),
-                    xycoords=("data", "axes fraction"),
-                    fontsize=8,
-                )
-        kw = {"color": _COLOURS["batch"], "marker": "o", "linewidth": 1.5}
-        if pts:
-            ax_b.plot([p.batch for p in pts], [p.median_s for p in pts], label="measured", **kw)
-            ax_s.plot([p.batch for p in pts], [p.per_sample_s for p in pts], **kw)
-        cur = self.current
-        ring = {
-            "marker": "o",
-            "markersize": 14,
-            "markerfacecolor": "none",
-            "markeredgecolor": "black",
-            "markeredgewidth": 2,
-        }
-        if cur is not None:
-            ax_b.plot([cur.batch], [cur.median_s], **ring)
-            ax_s.plot([cur.batch], [cur.per_sample_s], **ring)
-        for ax in (ax_b, ax_s):
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-            ax.set_yscale("log")
-            ax.set_xlabel("batch size")
-            ax.grid(True, alpha=0.25)
-            ax.xaxis.set_minor_locator(NullLocator())
-        for ax in (ax_b, ax_s):
-            _eng_log_axis(ax.yaxis, "s")
-        ax_b.set_ylabel("seconds per batch")
-        ax_b.set_title("time per batch", fontsize=10)
-        ax_s.set_ylabel("seconds per sample")
-        ax_s.set_title("time per sample", fontsize=10)
-        fig.legend(fontsize=7, loc="lower center", ncols=3)
+        bs, model = self.batch_options, self._model_lines()
+        for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
+            if model is not None:
+                for (label, cost), colour in zip(list(model.items())[:4],
+                                                 ("tab:red", "tab:purple", "tab:orange", "tab:blue"),
+                                                 strict=True):  # fmt: skip
+                    ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
+                    ax.plot(bs, ys, color=colour, linestyle="--", linewidth=1, alpha=0.7,
+                            label=label if ax is ax_b else None)  # fmt: skip
+                if bs[0] <= model["knee"] <= bs[-1]:
+                    ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
+            self.sweep.plot(ax, y=y, colours=COLOURS)
+            ax.set_title(title, fontsize=10)
+        ax_b.set_ylabel("seconds per batch (s)")
+        ax_s.set_ylabel("seconds per sample (s)")
+        handles, labels = ax_b.get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
+
+    def _marks(self, fig) -> list:
+        p = self.current
+        if p is None:
+            return []
+        ax_b, ax_s = fig.axes[:2]
+        return [(ax_b, ax_b.plot([p.x], [p.median_s], **RING)[0]),
+                (ax_s, ax_s.plot([p.x], [p.per_x_s], **RING)[0])]  # fmt: skip
 
 
 def batch_explorer(
@@ -432,16 +355,15 @@ def batch_explorer(
 ) -> BatchExplorer:
     """The batch-size slider of chapter 03: does doubling the batch double the time?
 
-    ``model`` defaults to a 4-layer MLP sized so its knee falls near batch
-    32 on this device (see :class:`BatchExplorer` for the formula); pass
-    your own ``nn.Module`` (and ``make_input=lambda batch: ...`` if its first
-    layer is not an ``nn.Linear``). The slider doubles the batch from 1 to
-    ``max_batch`` (default 4096 on a CPU, 65536 on a GPU, less if memory is
-    short). Each batch is measured once (:func:`brrrlib.benchmark`, no grad)
-    and counted (:func:`brrrlib.count`). The readout states the doubling
-    ratio and what it means: overhead, bandwidth on the weights, or past
-    the knee, compute- or bandwidth-bound. Returns a :class:`BatchExplorer`;
-    as the last expression of a cell it shows itself.
+    ``model`` defaults to a 4-layer MLP sized so its knee falls near batch 32
+    on this device; pass your own ``nn.Module`` (and ``make_input=lambda
+    batch: ...`` if its first layer is not an ``nn.Linear``; it is checked on
+    the spot). The slider doubles the batch from 1 to ``max_batch`` (default
+    4096 on a CPU, 65536 on a GPU, less if memory is short). Each batch is
+    measured together with half of it (:func:`brrrlib.compare`, no grad) and
+    counted (:func:`brrrlib.count`); the readout states the doubling ratio with
+    its interval and what it means. Returns a :class:`BatchExplorer`; as the
+    last expression of a cell it shows itself.
     """
     return BatchExplorer(
         model=model, max_batch=max_batch, device=device, batch=batch, make_input=make_input

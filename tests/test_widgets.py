@@ -1,12 +1,16 @@
-"""Tests for brrrlib.widgets: the repeat (chapter 02) and batch (chapter 03) explorers.
+"""Tests for brrrlib.sweeps and the explorers of brrrlib.widgets (chapters 02 and 03).
 
-Most tests inject a fake measure function and fixed ceilings, so they check
-the explorers' logic (what they ask the library to measure, caching, memory
-refusal, the readout and its CSS classes) without timing anything. Two smoke
-tests measure for real on tiny tensors.
+Most tests run the real measuring path (bl.benchmark, bl.compare) on a fake
+clock: each fake workload advances the clock by the seconds it is meant to
+take, so every timing, ratio and interval is known exactly and nothing depends
+on how busy the machine is. They check the logic: what is measured, what is
+paired, what is re-measured, what the readout says. A few smoke tests measure
+tiny workloads for real and assert orderings with wide margins.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -14,9 +18,43 @@ from _fakes import fake_ceilings
 from torch import nn
 
 import brrrlib as bl
-from brrrlib import _batch_explorer, _explorer, _repeat_explorer, widgets
+from brrrlib import _batch_explorer, _explorer, _repeat_explorer, devices, sweeps, timing, widgets
+from brrrlib.sweeps import Case
 
 PNG_MAGIC = b"\x89PNG"
+CPU = torch.device("cpu")
+
+
+class FakeClock:
+    """Wall and CPU clocks that only move when a fake workload runs."""
+
+    def __init__(self, cpu_share: float = 1.0) -> None:
+        self.now, self.cpu_s, self.cpu_share = 0.0, 0.0, cpu_share
+
+    def wall(self) -> float:
+        return self.now
+
+    def cpu(self) -> float:
+        return self.cpu_s
+
+    def work(self, *seconds: float):
+        """A zero-argument call taking ``seconds`` (cycling through them, call by call)."""
+        calls = [0]
+
+        def call() -> None:
+            s = seconds[calls[0] % len(seconds)]
+            calls[0] += 1
+            self.now += s
+            self.cpu_s += s * self.cpu_share
+
+        return call
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    monkeypatch.setattr(timing, "_CLOCKS", (c.wall, c.cpu))
+    return c
 
 
 @pytest.fixture
@@ -30,35 +68,6 @@ def ceilings():
     )
 
 
-def _timing(seconds: float) -> bl.Timing:
-    return bl.Timing(samples_s=(seconds,) * 5, device="cpu", label="fake")
-
-
-class FakeRepeat:
-    """Records every (size, repeat, mode) asked for; answers with a roofline-shaped time."""
-
-    def __init__(self, fail: BaseException | None = None) -> None:
-        self.calls: list[tuple[int, int, str]] = []
-        self.fail = fail
-
-    def __call__(self, *, size, repeat, mode, device):
-        self.calls.append((size, repeat, mode))
-        if self.fail is not None:
-            raise self.fail
-        one_pass_s = 8 * size / 10e9
-        t = repeat * one_pass_s if mode == "eager" else max(one_pass_s, repeat * size / 40e9)
-        moved = (repeat if mode == "eager" else 1) * 8 * size
-        return widgets.RepeatPoint(
-            size=size,
-            repeat=repeat,
-            mode=mode,
-            device=str(device),
-            timing=_timing(t),
-            flops=repeat * size,
-            bytes_moved=moved,
-        )
-
-
 @pytest.fixture(autouse=True)
 def fast_png(request, monkeypatch):
     """Skip rasterising (the slow part of a redraw) except in tests that ask for real_png.
@@ -69,7 +78,8 @@ def fast_png(request, monkeypatch):
     if "real_png" in request.fixturenames:
         return
     counter = iter(range(10**9))
-    monkeypatch.setattr(_explorer, "_png", lambda fig: PNG_MAGIC + b"%d" % next(counter))
+    monkeypatch.setattr(_explorer, "_render", lambda canvas: None)
+    monkeypatch.setattr(_explorer, "_png", lambda canvas: PNG_MAGIC + b"%d" % next(counter))
 
 
 @pytest.fixture
@@ -79,18 +89,161 @@ def real_png():
 
 @pytest.fixture
 def plenty_of_memory(monkeypatch):
-    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+
+
+class FakeRepeat:
+    """Records every (size, repeat, mode) set up; its calls take a roofline-shaped fake time."""
+
+    def __init__(self, clock: FakeClock, fail: BaseException | None = None, scale=None) -> None:
+        self.clock, self.fail, self.calls = clock, fail, []
+        self.scale = scale or {}  # (repeat, mode) -> factor on the time, or a tuple to cycle
+
+    def __call__(self, *, size, repeat, mode, device):
+        self.calls.append((size, repeat, mode))
+        if self.fail is not None:
+            raise self.fail
+        one_pass_s = 8 * size / 10e9
+        t = repeat * one_pass_s if mode == "eager" else max(one_pass_s, repeat * size / 40e9)
+        factors = self.scale.get((repeat, mode), 1.0)
+        factors = factors if isinstance(factors, tuple) else (factors,)
+        moved = (repeat if mode == "eager" else 1) * 8 * size
+        return Case(self.clock.work(*(t * f for f in factors)), repeat * size, moved, CPU,
+                    size=size, ops=repeat if mode == "eager" else 1)  # fmt: skip
 
 
 def _repeat(ceilings, fake, **kwargs):
-    return widgets.RepeatExplorer(device="cpu", ceilings=ceilings, measure=fake, **kwargs)
+    return widgets.RepeatExplorer(device="cpu", ceilings=ceilings, setup=fake, **kwargs)
+
+
+# ------------------------------------------------------------------ sweeps
+
+
+def test_sweep_measures_each_point_once_and_reuses_it(clock):
+    made = []
+
+    def setup(x, line):
+        made.append((x, line))
+        return Case(clock.work(1e-3 * x * (2 if line == "slow" else 1)), 100 * x, 800 * x, CPU)
+
+    first = sweeps.sweep("n", [1, 2, 4], ["fast", "slow"], setup, x_label="n (items)")
+    assert len(first.points) == 6 and all(p.measured for p in first.points)
+    assert first.point(4, "slow").median_s == pytest.approx(8e-3)
+    assert first.point(2, "fast").achieved_flops_per_s == pytest.approx(100 * 2 / 2e-3)
+    assert first.point(2, "fast").achieved_bytes_per_s == pytest.approx(800 * 2 / 2e-3)
+    again = sweeps.sweep("n", [1, 2, 4, 8], ["fast", "slow"], setup, into=first)
+    assert made[6:] == [(8, "fast"), (8, "slow")]  # nothing measured twice
+    assert [p.x for p in again.line("fast")] == [1, 2, 4, 8]
+
+
+def test_sweep_pairs_are_measured_together_with_an_interval(clock):
+    setup = lambda x, line: Case(clock.work(1e-3 * x), x, x, CPU)  # noqa: E731
+    result = sweeps.sweep("n", [2], ["l"], setup, pairs=[((1, "l"), (2, "l"))])
+    c = result.comparison((1, "l"), (2, "l"))
+    assert c.ratio == pytest.approx(2.0) and c.decided and c.above(1.7)
+    # both points carry the paired timings, one sample per round
+    assert result.point(1, "l").timing is c.a and result.point(2, "l").timing is c.b
+    assert "x2.00 time" in result.table()
+
+
+def test_sweep_skipped_point_says_why_never_nan(clock, real_png):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    setup = lambda x, line: Case(clock.work(1e-3 * x), x, 8 * x, CPU)  # noqa: E731
+    result = sweeps.sweep(
+        "repeat", [1, 64], ["eager"], setup, skip=lambda x, _l: "too slow here" if x > 8 else None,
+        predict=lambda x, _l: sweeps.Predicted(1e-3 * x, x, 8 * x), x_label="repeat (count)",
+    )  # fmt: skip
+    skipped = result.point(64, "eager")
+    assert skipped.status == "too slow" and skipped.reason == "too slow here"
+    assert "nan" not in result.table().lower() and "too slow here" in result.table()
+    with pytest.raises(ValueError, match="was not measured: too slow here"):
+        _ = skipped.median_s
+    assert result.point(1, "eager").model_ratio == pytest.approx(1.0)
+    ax = result.plot(y="time")
+    assert ax.get_xlabel() == "repeat (count)" and "(s)" in ax.get_ylabel()
+    assert "var(--jp-" in result._repr_html_()
+    with pytest.raises(ValueError, match="y must be one of"):
+        result.plot(ax, y="speed")
+
+
+def test_sweep_remeasures_implausible_neighbours_paired(clock):
+    # x=4 is meant to take 4 ms but measures 1 ms when alone: less time for more work.
+    alone = {"n": 0}
+
+    def setup(x, line):
+        if x == 4 and alone["n"] == 0:
+            alone["n"] += 1
+            return Case(clock.work(1e-3), x, x, CPU)
+        return Case(clock.work(1e-3 * x), x, x, CPU)
+
+    result = sweeps.sweep("n", [2, 4], ["l"], setup)
+    assert result.comparison((2, "l"), (4, "l")).ratio == pytest.approx(2.0)
+    assert result.point(4, "l").median_s == pytest.approx(4e-3)  # the paired timing is kept
+
+
+def test_sweep_keeps_a_confirmed_drop_with_a_note(clock):
+    setup = lambda x, line: Case(clock.work(1e-3 if x == 4 else 2e-3), x, x, CPU)  # noqa: E731
+    result = sweeps.sweep("n", [2, 4], ["l"], setup)
+    assert result.pairs and result.pairs[0].remeasured
+    assert "faster than 2 in alternating rounds too" in result.point(4, "l").reason
+
+
+def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 1000)
+    made = []
+    result = sweeps.sweep(
+        "n", [1], ["l"], lambda x, _line: made.append(x), memory=lambda x, _line: 2**30
+    )
+    p = result.point(1, "l")
+    assert made == [] and p.status == "no memory" and "1 GiB" in p.reason and "smaller" in p.reason
+
+
+def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
+    released = []
+    monkeypatch.setattr(sweeps, "release_memory", lambda dev: released.append(dev))
+
+    def setup(x, line):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    result = sweeps.sweep("n", [1], ["l"], setup, memory=lambda x, _line: 3 * 2**20)
+    p = result.point(1, "l")
+    assert released == [CPU] and p.status == "no memory"
+    assert "needs about 3 MiB" in p.reason and "Tried to allocate 2.00 GiB" in p.reason
+
+
+def test_release_memory_empties_the_cuda_cache(monkeypatch):
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    sweeps.release_memory(torch.device("cuda"))
+    assert emptied == [True]
+    assert sweeps.is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory"))
+    assert not sweeps.is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_point_checks_itself():
+    with pytest.raises(ValueError, match="needs a reason"):
+        sweeps.Point(x=1, line="l", device="cpu", status="too slow")
+    with pytest.raises(ValueError, match="needs a timing"):
+        sweeps.Point(x=1, line="l", device="cpu")
+    p = sweeps.Point(x=4, line="fused", device="cpu", timing=_timing(2e-6), flops=4000,
+                     bytes_moved=8000, cpu_share=0.5)  # fmt: skip
+    assert p.achieved_flops_per_s == pytest.approx(2e9)
+    assert p.achieved_bytes_per_s == pytest.approx(4e9)
+    assert p.intensity_flops_per_byte == pytest.approx(0.5) and p.per_x_s == pytest.approx(5e-7)
+    assert p.waited and "GB/s" in repr(p)
+
+
+def _timing(seconds: float) -> bl.Timing:
+    return bl.Timing(samples_s=(seconds,) * 5, device="cpu", label="fake")
 
 
 # ------------------------------------------------------------------ repeat explorer
 
 
-def test_repeat_dom_contract(ceilings, plenty_of_memory, real_png):
-    ex = _repeat(ceilings, FakeRepeat())
+def test_repeat_dom_contract(clock, ceilings, plenty_of_memory, real_png):
+    ex = _repeat(ceilings, FakeRepeat(clock))
     assert "brrr-repeat-explorer" in ex.widget._dom_classes
     images = [w for w in _descendants(ex.widget) if "brrr-plot" in w._dom_classes]
     readouts = [w for w in _descendants(ex.widget) if "brrr-readout" in w._dom_classes]
@@ -101,10 +254,21 @@ def test_repeat_dom_contract(ceilings, plenty_of_memory, real_png):
     assert "brrr-error" not in readouts[0]._dom_classes
     sliders = [w for w in _descendants(ex.widget) if getattr(w, "description", "") == "repeat"]
     assert sliders and sliders[0].continuous_update is False
+    buttons = [w for w in _descendants(ex.widget) if getattr(w, "description", "") == "re-measure"]
+    assert len(buttons) == 1
 
 
-def test_repeat_measures_initial_point_once_and_caches(ceilings, plenty_of_memory):
-    fake = FakeRepeat()
+def test_repeat_readout_states_model_and_ratio(clock, ceilings, plenty_of_memory):
+    ex = _repeat(ceilings, FakeRepeat(clock, scale={(1, "eager"): 1.25}))
+    p = ex.current
+    # model: 8 B/element at 10 GB/s plus 5 µs of op overhead
+    assert p.predicted_s == pytest.approx(8 * ex.size / 10e9 + 5e-6)
+    assert p.model_ratio == pytest.approx(1.25, rel=0.01)
+    assert f"measured ×{p.model_ratio:.2f} of it" in ex._readout.value
+
+
+def test_repeat_measures_initial_point_once_and_caches(clock, ceilings, plenty_of_memory):
+    fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)
     size = ex.size
     assert fake.calls == [(size, 1, "eager")]
@@ -112,48 +276,75 @@ def test_repeat_measures_initial_point_once_and_caches(ceilings, plenty_of_memor
     ex.set(repeat=1)
     ex.set(repeat=8)
     assert fake.calls == [(size, 1, "eager"), (size, 8, "eager")]
-    ex.set(mode="fused")
+    assert [(p.x, p.line) for p in ex.points] == [(1, "eager"), (8, "eager")]
+    assert ex.current.x == 8 and ex.current.line == "eager"
+
+
+def test_repeat_flipping_mode_pairs_eager_and_fused(clock, ceilings, plenty_of_memory):
+    fake = FakeRepeat(clock)
+    ex = _repeat(ceilings, fake)
+    ex.set(repeat=8)
+    ex.set(mode="fused")  # eager 8 exists: fused 8 is measured together with it
+    assert fake.calls[2:] == [(ex.size, 8, "fused"), (ex.size, 8, "eager")]
+    c = ex.sweeps[ex.size].comparison((8, "fused"), (8, "eager"))
+    assert c.ratio == pytest.approx(8.0) and c.decided
+    assert "eager takes x8.00 the time of fused" in ex._readout.value
+    ex.set(mode="eager")  # both measured: nothing more
+    assert len(fake.calls) == 4 and "x8.00" in ex._readout.value
+
+
+def test_repeat_noisy_pair_draws_no_conclusion(clock, ceilings, plenty_of_memory):
+    fake = FakeRepeat(clock, scale={(2, "eager"): (1.0, 3.0)})  # every other call 3x slower
+    ex = _repeat(ceilings, fake, repeat=2, mode="fused")
     ex.set(mode="eager")
-    assert fake.calls[-1] == (size, 8, "fused") and len(fake.calls) == 3
-    assert [(p.repeat, p.mode) for p in ex.points] == [(1, "eager"), (8, "eager"), (8, "fused")]
-    assert ex.current.repeat == 8 and ex.current.mode == "eager"
+    assert "too noisy to tell" in ex._readout.value and "re-measure" in ex._readout.value
+    assert "eager takes" not in ex._readout.value
 
 
-def test_repeat_one_set_with_three_changes_measures_once(ceilings, plenty_of_memory):
-    fake = FakeRepeat()
+def test_repeat_one_set_with_three_changes_measures_once(clock, ceilings, plenty_of_memory):
+    fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)
     other = next(s for s in ex.size_options if s != ex.size)
     ex.set(repeat=4, size=other, mode="fused")
     assert fake.calls[1:] == [(other, 4, "fused")]
 
 
-def test_repeat_slider_move_measures(ceilings, plenty_of_memory):
-    fake = FakeRepeat()
+def test_repeat_slider_move_measures_and_going_back_only_redraws_marks(
+    clock, ceilings, plenty_of_memory, monkeypatch
+):
+    fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)
     before = ex._plot.value
     ex._repeat_w.value = 16  # what the browser does
     assert fake.calls[-1] == (ex.size, 16, "eager")
-    assert "repeat 16" in ex._readout.value
-    assert ex._plot.value != before
+    assert "repeat 16" in ex._readout.value and ex._plot.value != before
+    bases = []
+    real_draw = _repeat_explorer.RepeatExplorer._draw
+    monkeypatch.setattr(_repeat_explorer.RepeatExplorer, "_draw",
+                        lambda self, fig: (bases.append(1), real_draw(self, fig)))  # fmt: skip
+    shown = ex._plot.value
+    ex._repeat_w.value = 1  # measured already: the base picture is reused, marks move
+    assert bases == [] and ex._plot.value != shown and "repeat 1 ·" in ex._readout.value
+    assert len(fake.calls) == 2
 
 
-def test_repeat_knee_and_default_slider(ceilings, plenty_of_memory):
+def test_repeat_knee_and_default_slider(clock, ceilings, plenty_of_memory):
     # repeat* = vector FLOP/s x 8 bytes / bandwidth = 40e9 x 8 / 10e9 = 32
     assert widgets.predicted_knee_repeat(ceilings) == pytest.approx(32)
-    ex = _repeat(ceilings, FakeRepeat())
+    ex = _repeat(ceilings, FakeRepeat(clock))
     assert ex.predicted_knee_repeat == pytest.approx(32)
-    assert max(ex.repeat_options) == 128  # the power of two >= 3 x knee
+    assert max(ex.repeat_options) == 256  # the power of two >= 6 x knee
     assert ex.repeat_options[:6] == (1, 2, 3, 4, 6, 8)
-    assert "32" in ex._readout.value  # the readout states the knee
+    assert "32" in ex._readout.value and "multiplies" in ex._readout.value
 
 
-def test_repeat_max_repeat_argument(ceilings, plenty_of_memory):
-    ex = _repeat(ceilings, FakeRepeat(), max_repeat=20)
+def test_repeat_max_repeat_argument(clock, ceilings, plenty_of_memory):
+    ex = _repeat(ceilings, FakeRepeat(clock), max_repeat=20)
     assert max(ex.repeat_options) == 20 and 16 in ex.repeat_options
 
 
-def test_repeat_bad_arguments(ceilings, plenty_of_memory):
-    ex = _repeat(ceilings, FakeRepeat())
+def test_repeat_bad_arguments(clock, ceilings, plenty_of_memory):
+    ex = _repeat(ceilings, FakeRepeat(clock))
     with pytest.raises(ValueError, match="repeat"):
         ex.set(repeat=5)
     with pytest.raises(ValueError, match="mode"):
@@ -161,22 +352,22 @@ def test_repeat_bad_arguments(ceilings, plenty_of_memory):
     with pytest.raises(ValueError, match="size"):
         ex.set(size=12345)
     with pytest.raises(ValueError, match="max_repeat"):
-        _repeat(ceilings, FakeRepeat(), max_repeat=0)
+        _repeat(ceilings, FakeRepeat(clock), max_repeat=0)
     with pytest.raises(ValueError, match="device"):
-        widgets.RepeatExplorer(device="not-a-device", ceilings=ceilings, measure=FakeRepeat())
+        widgets.RepeatExplorer(device="not-a-device", ceilings=ceilings, setup=FakeRepeat(clock))
     with pytest.raises(ValueError, match="mode"):
         widgets.measure_repeat(1024, 2, "lazy", "cpu")
 
 
-def test_repeat_refuses_what_does_not_fit(ceilings, monkeypatch):
-    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 1000)
-    fake = FakeRepeat()
+def test_repeat_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 1000)
+    fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)  # the kernel stays alive: no exception
     assert fake.calls == [] and ex.current is None
     assert "brrr-error" in ex._readout._dom_classes
-    assert "free" in ex.error and "smaller" in ex.error
+    assert "free" in ex.error and "smaller" in ex.error and "needs about" in ex.error
     assert bytes(ex._plot.value).startswith(PNG_MAGIC)  # still draws the predictions
-    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
     assert ex.set(repeat=2) is not None
     assert ex.error is None and "brrr-error" not in ex._readout._dom_classes
 
@@ -188,10 +379,10 @@ def test_repeat_refuses_what_does_not_fit(ceilings, monkeypatch):
         RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 GB"),
     ],
 )
-def test_repeat_out_of_memory_is_reported(ceilings, plenty_of_memory, exc):
-    fake = FakeRepeat(fail=exc)
+def test_repeat_out_of_memory_is_reported(clock, ceilings, plenty_of_memory, exc):
+    fake = FakeRepeat(clock, fail=exc)
     ex = _repeat(ceilings, fake)
-    assert ex.current is None and "out of memory" in ex.error
+    assert ex.current is None and "ran out of memory" in ex.error and "needs about" in ex.error
     assert "brrr-error" in ex._readout._dom_classes
     fake.fail = None
     ex.set(repeat=2)
@@ -199,14 +390,14 @@ def test_repeat_out_of_memory_is_reported(ceilings, plenty_of_memory, exc):
     assert "repeat 2" in ex._readout.value
 
 
-def test_repeat_other_errors_are_shown_not_raised(ceilings, plenty_of_memory):
-    ex = _repeat(ceilings, FakeRepeat(fail=ValueError("boom")))
+def test_repeat_other_errors_are_shown_not_raised(clock, ceilings, plenty_of_memory):
+    ex = _repeat(ceilings, FakeRepeat(clock, fail=ValueError("boom")))
     assert "boom" in ex.error and "boom" in ex._readout.value
     assert isinstance(ex.exception, ValueError)  # kept for the learner to inspect
     assert ex.points == ()
 
 
-def test_repeat_busy_message_says_compiling(ceilings, plenty_of_memory):
+def test_repeat_busy_message_says_compiling(clock, ceilings, plenty_of_memory):
     seen = []
 
     class Spy(FakeRepeat):
@@ -215,69 +406,66 @@ def test_repeat_busy_message_says_compiling(ceilings, plenty_of_memory):
             return super().__call__(**kw)
 
     ex = None
-    ex = _repeat(ceilings, Spy())
+    ex = _repeat(ceilings, Spy(clock))
     ex.set(mode="fused")
     text, classes = seen[-1]
     assert "compiling" in text and "brrr-busy" in classes
     assert "brrr-busy" not in ex._readout._dom_classes
 
 
-def test_repeat_skips_slow_eager_points_unless_forced(ceilings, plenty_of_memory, monkeypatch):
-    fake = FakeRepeat()
-    ex = _repeat(ceilings, fake)  # repeat 1 eager: one pass = 8 x size / 10 GB/s
-    one_pass_s = ex.current.median_s
-    monkeypatch.setattr(_repeat_explorer, "MAX_MEASURE_S", 7 * 10 * one_pass_s)  # 10 passes allowed
+def test_repeat_skips_slow_eager_points_unless_forced(clock, ceilings, plenty_of_memory, monkeypatch):
+    from brrrlib import _experiments
+
+    fake = FakeRepeat(clock)
+    ex = _repeat(ceilings, fake)  # one pass: 8 x size / 10 GB/s (+ 5 µs)
+    one_pass_s = ex.current.predicted_s
+    monkeypatch.setattr(_experiments, "MAX_POINT_S", 8 * 10.5 * one_pass_s)  # 10 passes a call
     ex.set(repeat=8)
-    ex.set(repeat=12)  # 7 calls x 12 passes: over the limit
+    ex.set(repeat=12)  # 8 calls x 12 passes: over the limit
     assert [c[1] for c in fake.calls] == [1, 8]
     assert ex.current is None and ex.error is None
     assert "not measured" in ex._readout.value and "force=True" in ex._readout.value
     assert "repeat 12" in ex._readout.value
     ex.set(mode="fused")  # one pass: always measured
-    ex.set(mode="eager", force=True)
-    assert [c[1:] for c in fake.calls[2:]] == [(12, "fused"), (12, "eager")]
+    ex.set(mode="eager", force=True)  # measured together with fused 12
+    assert [c[1:] for c in fake.calls[2:]] == [(12, "fused"), (12, "fused"), (12, "eager")]
 
 
-def test_repeat_point_derived_numbers():
-    p = widgets.RepeatPoint(
-        size=1000,
-        repeat=4,
-        mode="fused",
-        device="cpu",
-        timing=_timing(2e-6),
-        flops=4000,
-        bytes_moved=8000,
-    )
-    assert p.flops_per_s == pytest.approx(2e9)
-    assert p.bytes_per_s == pytest.approx(4e9)
-    assert p.intensity_flops_per_byte == pytest.approx(0.5)
-    assert "GB/s" in repr(p)
+def test_repeat_implausible_point_is_remeasured_before_drawn(clock, ceilings, plenty_of_memory):
+    fake = FakeRepeat(clock, scale={(4, "eager"): 0.25})  # repeat 4 "as fast as" repeat 1
+    ex = _repeat(ceilings, fake, repeat=2)
+    ex.set(repeat=4)
+    # repeat 4 looked 2x faster than repeat 2: both set up again and timed together
+    assert fake.calls[1:] == [(ex.size, 4, "eager"), (ex.size, 2, "eager"), (ex.size, 4, "eager")]
+    assert "faster than 2 in alternating rounds too" in ex._readout.value
+
+
+def test_repeat_waiting_for_cores_is_said(ceilings, plenty_of_memory, monkeypatch):
+    slow_clock = FakeClock(cpu_share=0.5)  # this thread ran half the time: cores were taken
+    monkeypatch.setattr(timing, "_CLOCKS", (slow_clock.wall, slow_clock.cpu))
+    ex = _repeat(ceilings, FakeRepeat(slow_clock))
+    assert ex.current.waited and "another program" in ex._readout.value
 
 
 # ------------------------------------------------------------------ batch explorer
 
 
 class FakeBatch:
-    """Records every batch asked for; time = fixed + per-sample x batch."""
+    """Records every batch set up; time = fixed + per-sample x batch (or a cycle of factors)."""
 
-    def __init__(self, fixed_s=1e-3, per_sample_s=1e-6, weight_bytes=1000, fail=None) -> None:
-        self.calls: list[int] = []
+    def __init__(self, clock, fixed_s=1e-3, per_sample_s=1e-6, weight_bytes=1000, fail=None):
+        self.clock, self.calls, self.fail = clock, [], fail
         self.fixed_s, self.per_sample_s, self.weight_bytes = fixed_s, per_sample_s, weight_bytes
-        self.fail = fail
+        self.scale: dict[int, tuple[float, ...]] = {}
 
     def __call__(self, *, batch, device):
         self.calls.append(batch)
         if self.fail is not None:
             raise self.fail
-        return widgets.BatchPoint(
-            batch=batch,
-            device=str(device),
-            timing=_timing(self.fixed_s + self.per_sample_s * batch),
-            flops=2 * 64 * 64 * batch,
-            bytes_moved=self.weight_bytes + 4 * 128 * batch,
-            weight_bytes=self.weight_bytes,
-            ops=3,
-        )
+        t = self.fixed_s + self.per_sample_s * batch
+        work = self.clock.work(*(t * f for f in self.scale.get(batch, (1.0,))))
+        return Case(work, 2 * 64 * 64 * batch, self.weight_bytes + 4 * 128 * batch, CPU,
+                    weight_bytes=self.weight_bytes, ops=3, size=batch, no_grad=True)  # fmt: skip
 
 
 def _tiny_model():
@@ -286,11 +474,11 @@ def _tiny_model():
 
 def _batch(ceilings, fake, **kwargs):
     kwargs.setdefault("model", _tiny_model())
-    return widgets.BatchExplorer(ceilings=ceilings, measure=fake, **kwargs)
+    return widgets.BatchExplorer(ceilings=ceilings, setup=fake, **kwargs)
 
 
-def test_batch_dom_contract_and_initial_point(ceilings, plenty_of_memory, real_png):
-    fake = FakeBatch()
+def test_batch_dom_contract_and_initial_point(clock, ceilings, plenty_of_memory, real_png):
+    fake = FakeBatch(clock)
     ex = _batch(ceilings, fake)
     assert fake.calls == [1]
     assert "brrr-batch-explorer" in ex.widget._dom_classes
@@ -300,108 +488,151 @@ def test_batch_dom_contract_and_initial_point(ceilings, plenty_of_memory, real_p
     assert "batch 1 ·" in ex._readout.value and "per sample" in ex._readout.value
 
 
-def test_batch_measures_point_and_half_once(ceilings, plenty_of_memory):
-    fake = FakeBatch()
+def test_batch_measures_each_batch_with_its_half(clock, ceilings, plenty_of_memory):
+    fake = FakeBatch(clock)
     ex = _batch(ceilings, fake, max_batch=64)
     assert ex.batch_options == (1, 2, 4, 8, 16, 32, 64)
     ex.set(batch=8)
-    assert fake.calls == [1, 8, 4]  # the point, then half of it for the doubling ratio
+    assert fake.calls == [1, 4, 8]  # half and batch, set up together for one comparison
     ex.set(batch=8)
-    assert fake.calls == [1, 8, 4]
+    ex.set(batch=1)
+    assert fake.calls == [1, 4, 8]
     ex.set(batch=16)
-    assert fake.calls == [1, 8, 4, 16]
-    ex.set(batch=4)  # its half (2) was never measured
-    ex.set(batch=16)
-    assert fake.calls == [1, 8, 4, 16, 2]
-    assert [p.batch for p in ex.points] == [1, 2, 4, 8, 16]
+    assert fake.calls == [1, 4, 8, 8, 16]
+    assert [p.x for p in ex.points] == [1, 4, 8, 16]
+    assert ex.sweep.comparison((8, "batch"), (16, "batch")) is not None
 
 
-def test_batch_readout_names_the_regime(ceilings, plenty_of_memory):
+def test_batch_readout_names_the_regime_from_the_interval(clock, ceilings, plenty_of_memory):
     # fixed 1 ms, 1 µs per sample: flat at small batch, linear past ~1000.
-    ex = _batch(ceilings, FakeBatch(fixed_s=1e-3, per_sample_s=1e-6), max_batch=65536)
+    ex = _batch(ceilings, FakeBatch(clock, fixed_s=1e-3, per_sample_s=1e-6), max_batch=65536)
     ex.set(batch=8)
-    assert "×1.00" in ex._readout.value and "overhead signature" in ex._readout.value
+    text = ex._readout.value
+    assert "cost ×1.00 time (95% interval ×1.00–×1.00" in text and "overhead signature" in text
     ex.set(batch=65536)
     text = ex._readout.value
-    assert "×1.9" in text and "past the knee" in text
+    assert "×1.97" in text and "past the knee" in text
     # 512 B per sample at 10 GB/s (51 ns) outweighs 8 kFLOP at 200 GFLOP/s (41 ns).
     assert "bandwidth-bound" in text and "compute-bound" not in text
 
 
-def test_batch_growth_far_below_the_knee_is_questioned(ceilings, plenty_of_memory):
-    fake = FakeBatch(fixed_s=1e-3, per_sample_s=1e-6)
-    ex = _batch(ceilings, fake, max_batch=65536)
-    fake.fixed_s = 3e-3  # the batch-2 call is 3x slower: not what the model predicts
+def test_batch_knee_words_only_inside_the_band(clock, ceilings, plenty_of_memory):
+    ex = _batch(ceilings, FakeBatch(clock, fixed_s=1e-3, per_sample_s=0.5e-3), max_batch=8)
+    ex.set(batch=2)  # 2 ms / 1.5 ms = 1.33: inside [1.3, 1.7]
+    assert "×1.33" in ex._readout.value and "in the knee" in ex._readout.value
+
+
+def test_batch_noise_draws_no_conclusion(clock, ceilings, plenty_of_memory):
+    fake = FakeBatch(clock)
+    fake.scale[2] = (1.0, 3.0)  # every other batch-2 call 3x slower: a busy machine
+    ex = _batch(ceilings, fake, max_batch=8)
     ex.set(batch=2)
-    assert "past the knee" in ex._readout.value and "remeasure" in ex._readout.value
+    text = ex._readout.value
+    assert "too noisy to tell" in text and "re-measure" in text
+    assert not any(w in text for w in ("overhead signature", "past the knee", "in the knee"))
 
 
-def test_batch_weights_bound_is_not_called_overhead(ceilings, plenty_of_memory):
+def test_batch_growth_far_below_the_knee_is_questioned(clock, ceilings, plenty_of_memory):
+    fake = FakeBatch(clock, fixed_s=1e-3, per_sample_s=1e-6)
+    ex = _batch(ceilings, fake, max_batch=65536)
+    fake.scale[2] = (3.0,)  # the batch-2 call is 3x slower: not what the model predicts
+    ex.set(batch=2)
+    assert "past the knee" in ex._readout.value and "higher than the ceilings" in ex._readout.value
+
+
+def test_batch_weights_bound_is_not_called_overhead(clock, ceilings, plenty_of_memory):
     # 100 MB of weights at 10 GB/s: 10 ms to read them, the whole 10 ms call.
-    ex = _batch(ceilings, FakeBatch(fixed_s=10e-3, weight_bytes=100_000_000), max_batch=8)
+    ex = _batch(ceilings, FakeBatch(clock, fixed_s=10e-3, weight_bytes=100_000_000), max_batch=8)
     ex.set(batch=4)
     text = ex._readout.value
     assert "bandwidth on the weights, not overhead" in text
     assert "overhead signature" not in text
 
 
-def test_batch_noise_is_called_noise(ceilings, plenty_of_memory):
-    fake = FakeBatch()
+def test_batch_time_falling_is_remeasured_then_called_different_code(
+    clock, ceilings, plenty_of_memory
+):
+    fake = FakeBatch(clock)
+    fake.scale[2] = (0.5,)  # twice the work in half the time, every time
     ex = _batch(ceilings, fake, max_batch=8)
-    fake.fixed_s = 1e-4  # the batch-2 call is 10x faster than the batch-1 call
     ex.set(batch=2)
-    assert "noise" in ex._readout.value
+    assert fake.calls == [1, 1, 2, 1, 2]  # paired, then paired again before it is drawn
+    text = ex._readout.value
+    assert "less time for twice the work" in text and "overhead signature" not in text
     ex.remeasure()
-    assert fake.calls == [1, 2, 2, 1]
+    assert fake.calls[5:] == [1, 2, 1, 2]
 
 
-def test_batch_refuses_what_does_not_fit(ceilings, monkeypatch):
-    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 64 * 2**30)
-    fake = FakeBatch()
+def test_batch_waiting_for_cores_is_too_noisy(ceilings, plenty_of_memory, monkeypatch):
+    slow_clock = FakeClock(cpu_share=0.4)
+    monkeypatch.setattr(timing, "_CLOCKS", (slow_clock.wall, slow_clock.cpu))
+    ex = _batch(ceilings, FakeBatch(slow_clock), max_batch=8)
+    ex.set(batch=2)
+    text = ex._readout.value
+    assert "too noisy to tell" in text and "another program" in text
+    assert "overhead signature" not in text
+
+
+def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    fake = FakeBatch(clock)
     ex = _batch(ceilings, fake, max_batch=1024)
-    monkeypatch.setattr(_explorer, "_available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 10)
     assert ex.set(batch=1024) is None
     assert fake.calls == [1] and "brrr-error" in ex._readout._dom_classes
-    assert "batch 1024" in ex.error
-    ex.set(batch=1)  # cached: no memory needed, error cleared
+    assert "batch 1024" in ex.error and "needs about" in ex.error
+    ex.set(batch=1)  # measured: no memory needed, error cleared
     assert ex.error is None and "brrr-error" not in ex._readout._dom_classes
 
 
-def test_batch_out_of_memory_is_reported(ceilings, plenty_of_memory):
-    fake = FakeBatch()
+def test_batch_out_of_memory_is_reported(clock, ceilings, plenty_of_memory):
+    fake = FakeBatch(clock)
     ex = _batch(ceilings, fake, max_batch=8)
     fake.fail = torch.OutOfMemoryError("CUDA out of memory")
-    assert ex.set(batch=8) is None and "out of memory" in ex.error
+    assert ex.set(batch=8) is None and "ran out of memory" in ex.error
+    assert "needs about" in ex.error
 
 
-def test_batch_bad_arguments(ceilings, plenty_of_memory):
+def test_batch_bad_arguments(clock, ceilings, plenty_of_memory):
     with pytest.raises(TypeError, match="model"):
-        _batch(ceilings, FakeBatch(), model="mlp")
+        _batch(ceilings, FakeBatch(clock), model="mlp")
     with pytest.raises(ValueError, match="make_input"):
-        _batch(ceilings, FakeBatch(), model=nn.Sequential(nn.ReLU()))
+        _batch(ceilings, FakeBatch(clock), model=nn.Sequential(nn.ReLU()))
     with pytest.raises(ValueError, match="max_batch"):
-        _batch(ceilings, FakeBatch(), max_batch=-1)
-    ex = _batch(ceilings, FakeBatch(), max_batch=8)
+        _batch(ceilings, FakeBatch(clock), max_batch=-1)
+    ex = _batch(ceilings, FakeBatch(clock), max_batch=8)
     with pytest.raises(ValueError, match="batch"):
         ex.set(batch=3)
 
 
+def test_batch_bad_make_input_is_named(ceilings, plenty_of_memory):
+    t = torch.ones(1, 8)
+    with pytest.raises(TypeError, match=r"make_input\(2\) must return one tensor.*got list"):
+        widgets.batch_explorer(model=_tiny_model(), make_input=lambda b: [t])
+    with pytest.raises(ValueError, match=r"model\(make_input\(2\)\) failed.*make_input must build"):
+        widgets.BatchExplorer(model=_tiny_model(), ceilings=ceilings,
+                              make_input=lambda b: torch.ones(b, 7))  # fmt: skip
+    with pytest.raises(TypeError, match="first dimension is the batch"):
+        widgets.BatchExplorer(model=_tiny_model(), ceilings=ceilings,
+                              make_input=lambda b: torch.ones(3, 8))  # fmt: skip
+
+
+def test_batch_compute_line_uses_the_models_precision(clock, plenty_of_memory):
+    c = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 800e9})
+    ex = _batch(c, FakeBatch(clock), model=_tiny_model().to(torch.bfloat16), max_batch=8)
+    assert ex.precision == "bf16" and ex._peak == 800e9 and ex._peak_note == ""
+    ex = _batch(c, FakeBatch(clock), model=_tiny_model().to(torch.float16), max_batch=8)
+    assert ex._peak == c.matmul_flops_per_s and "No fp16 matmul ceiling" in ex._readout.value
+
+
 def test_default_mlp_width_follows_the_ceilings(ceilings):
-    small = _batch_explorer._default_mlp(ceilings, torch.device("cpu"))
+    small = _batch_explorer._default_mlp(ceilings, CPU)
     assert small[0].in_features == 128  # sqrt(5e-6 x 200e9 / 32) = 177 -> nearest power of two
     big = _batch_explorer._default_mlp(
-        bl.Ceilings(
-            device="cuda",
-            device_name="big GPU",
-            matmul_flops_per_s=50e12,
-            vector_flops_per_s=50e12,
-            mem_bandwidth_bytes_per_s=3e12,
-            op_overhead_s=5e-6,
-        ),
-        torch.device("cpu"),
+        fake_ceilings(device="cuda", matmul_flops_per_s=50e12, op_overhead_s=5e-6), CPU
     )
     assert big[0].in_features > small[0].in_features
-    a, b = (_batch_explorer._default_mlp(ceilings, torch.device("cpu")) for _ in range(2))
+    a, b = (_batch_explorer._default_mlp(ceilings, CPU) for _ in range(2))
     assert torch.equal(a[0].weight, b[0].weight)  # seeded, reproducible
 
 
@@ -412,15 +643,29 @@ def test_measure_repeat_real_tiny():
     p = widgets.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01)
     assert p.flops == 3 * 4096  # one FLOP per element per multiply (bl.count)
     assert p.bytes_moved == 3 * 2 * 4 * 4096  # each multiply reads and writes 4 bytes
-    assert p.median_s > 0 and p.compile_s is None
+    assert p.median_s > 0 and p.compile_s is None and p.ops == 3
     assert p.timing.device == "cpu"
+    fresh = widgets.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01, fresh_output=True)
+    assert (fresh.flops, fresh.bytes_moved) == (p.flops, p.bytes_moved)
+
+
+def test_repeat_case_computes_the_same_either_way():
+    torch.manual_seed(0)
+    eager = widgets.repeat_case(1000, 5, "eager", "cpu").fn()
+    torch.manual_seed(0)
+    fused = widgets.repeat_case(1000, 5, "fused", "cpu")
+    x, out = fused.fn.args
+    fused.fn()
+    assert torch.equal(out, x * 32) and torch.equal(eager, x * 32)
+    assert fused.bytes_moved == 8 * 1000 and fused.compile_s is not None
+    assert fused.warmup_s > widgets.repeat_case(8, 1, "eager").warmup_s
 
 
 def test_repeat_explorer_real_tiny(ceilings, plenty_of_memory):
     ex = widgets.RepeatExplorer(size=4096, device="cpu", ceilings=ceilings, max_repeat=8)
     ex.set(repeat=8)
-    one, eight = (p for p in ex.points if p.mode == "eager")
-    assert (one.repeat, eight.repeat) == (1, 8)
+    one, eight = (p for p in ex.points if p.line == "eager")
+    assert (one.x, eight.x) == (1, 8)
     assert eight.flops == 8 * one.flops and eight.bytes_moved == 8 * one.bytes_moved
     # Eight passes cost more than one; generous margin for a busy machine.
     assert eight.median_s > 1.2 * one.median_s
@@ -430,18 +675,19 @@ def test_repeat_explorer_real_tiny(ceilings, plenty_of_memory):
 def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
     ex = widgets.BatchExplorer(model=_tiny_model(), device="cpu", ceilings=ceilings, max_batch=4)
     ex.set(batch=4)
-    one, two, four = ex.points
-    assert (one.batch, two.batch, four.batch) == (1, 2, 4)
-    assert four.flops == 4 * one.flops > 0
+    assert [p.x for p in ex.points] == [1, 2, 4]
+    two, four = ex.points[1:]
+    assert four.flops == 2 * two.flops >= 4 * 2 * (8 * 16 + 16 * 4)  # the matmuls, at least
     assert four.weight_bytes == (8 * 16 + 16 + 16 * 4 + 4) * 4
-    assert four.bytes_moved > one.bytes_moved
+    c = ex.sweep.comparison((2, "batch"), (4, "batch"))
+    assert 0.3 < c.ratio < 3.0  # a tiny model: overhead-bound, far from x2 either way
     assert ex.error is None and "batch 4" in ex._readout.value
 
 
-def test_explorer_displays_its_vbox(ceilings, plenty_of_memory, monkeypatch):
+def test_explorer_displays_its_vbox(clock, ceilings, plenty_of_memory, monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
-    ex = _repeat(ceilings, FakeRepeat())
+    ex = _repeat(ceilings, FakeRepeat(clock))
     ex._ipython_display_()  # what Jupyter calls for the last expression of a cell
     assert shown == [ex.widget]
 
@@ -449,16 +695,17 @@ def test_explorer_displays_its_vbox(ceilings, plenty_of_memory, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_explorers_on_cuda(ceilings):
-    free = _explorer._available_memory_bytes(torch.device("cuda"))
+    free = devices.available_memory_bytes(torch.device("cuda"))
     assert free > 0
     p = widgets.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
-    assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20
+    assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20 and p.cpu_share is None
     f = widgets.measure_repeat(2**20, 4, "fused", "cuda", budget_s=0.02)
     assert f.bytes_moved == 8 * 2**20 and f.compile_s is not None
+    assert f.median_s < p.median_s  # one pass against four
     model = _tiny_model().to("cuda")
     ex = widgets.BatchExplorer(model=model, device="cuda", ceilings=ceilings, max_batch=4)
     ex.set(batch=4)
-    assert ex.error is None and [p.batch for p in ex.points] == [1, 2, 4]
+    assert ex.error is None and ex.sweep.comparison((2, "batch"), (4, "batch")) is not None
 
 
 def test_batch_model_on_other_device_is_refused(ceilings):
@@ -466,6 +713,17 @@ def test_batch_model_on_other_device_is_refused(ceilings):
         widgets.BatchExplorer(model=_tiny_model().to("meta"), device="cpu", ceilings=ceilings)
     with pytest.raises(ValueError, match="device='meta' is not a device brrr knows"):
         widgets.BatchExplorer(model=_tiny_model(), device="meta", ceilings=ceilings)
+
+
+def test_measured_knee_from_a_roofline_shaped_sweep(clock):
+    # fused: flat 3 ms, then repeat x 0.15 ms: knee at 20
+    def setup(x, line):
+        return Case(clock.work(max(3e-3, x * 0.15e-3)), x, 8, CPU)
+
+    result = sweeps.sweep("repeat", [1, 4, 8, 64, 128], ["fused"], setup)
+    assert widgets.measured_knee_repeat(result) == pytest.approx(20)
+    assert widgets.measured_knee_repeat(sweeps.sweep("repeat", [1, 2], ["fused"], setup)) is None
+    assert math.isfinite(widgets.predicted_knee_repeat(fake_ceilings()))
 
 
 # ------------------------------------------------------------------ helpers

@@ -1,0 +1,433 @@
+"""The two experiments behind the explorers: repeat count (chapter 02) and batch size (chapter 03).
+
+Each experiment is a ``setup`` for :func:`brrrlib.sweeps.sweep` (what one
+point runs, as a :class:`~brrrlib.sweeps.Case`), a roofline model of its
+time, and the verbs the chapters call: :func:`measure_repeat` and
+:func:`repeat_sweep` (chapter 02), :func:`measure_batch` (chapter 03).
+Re-exported by :mod:`brrrlib.widgets`.
+
+**Repeat.** ``x = x * 2``, ``repeat`` times, on ``size`` float32 elements.
+*Eager* runs one kernel per multiply, each a full pass over memory, writing
+into outputs that already exist (two buffers used in turn, ``torch.mul(x, 2,
+out=buf)``). *Fused* is one ``torch.compile``'d kernel writing into an
+existing ``out``. Both then follow the model: 8 bytes per element per pass
+(4 read, 4 written) at the bandwidth ceiling, plus one op's overhead per
+kernel. ``fresh_output=True`` measures the other way, a new output tensor
+per call (``return x * 2``), whose first touch of fresh memory costs page
+faults on a CPU: chapter 02 shows that cost in a cell of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from brrrlib import _fmt, counting, devices, sweeps
+from brrrlib.ceilings import measure_ceilings
+from brrrlib.sweeps import Case, Point, Predicted, Sweep
+
+__all__ = [
+    "FUSED_WARMUP_S",
+    "MAX_POINT_S",
+    "MODES",
+    "batch_case",
+    "check_positive_int",
+    "checked_input_maker",
+    "measure_batch",
+    "measure_repeat",
+    "measured_knee_repeat",
+    "model_device",
+    "predicted_knee_repeat",
+    "repeat_bytes_needed",
+    "repeat_case",
+    "repeat_model",
+    "repeat_skip",
+    "repeat_size",
+    "repeat_sweep",
+]
+
+MODES = ("eager", "fused")
+# Warm-up after a fresh torch.compile. Measured on a busy 2-core CPU: right after
+# a compile the new kernel's calls often took ~12 ms instead of 15 µs (the OpenMP
+# threads of a new kernel settling, pytorch/pytorch#93665); 1 s of calls settles it.
+FUSED_WARMUP_S = 1.0
+# A point predicted to take longer than this to measure (seconds) is skipped
+# with a note, unless asked for: an eager point's time is repeat x one pass anyway.
+MAX_POINT_S = 10.0
+# bl.benchmark makes about this many calls at the least (first call, two estimates,
+# five samples): what a point costs to measure when one call is long.
+_CALLS_PER_POINT = 8
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` if it is a whole number >= 1, else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    return value
+
+
+# =========================================================================== repeat
+
+
+def _eager_into(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
+    """``repeat`` kernels ``torch.mul(src, 2, out=dst)``, ping-ponging two existing buffers."""
+    buffers = (torch.zeros_like(x), torch.zeros_like(x))  # zeros: pages touched now, not timed
+
+    def eager_into() -> torch.Tensor:
+        src = x
+        for i in range(repeat):
+            src = torch.mul(src, 2, out=buffers[i % 2])  # one pass: read 4 B, write 4 B
+        return src
+
+    return eager_into
+
+
+def _eager_fresh(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
+    """``x = x * 2``, ``repeat`` times: every multiply allocates a fresh output."""
+
+    def eager_fresh() -> torch.Tensor:
+        y = x
+        for _ in range(repeat):
+            y = y * 2
+        return y
+
+    return eager_fresh
+
+
+def _chain(repeat: int, into: bool) -> Callable[..., Any]:
+    """The function torch.compile fuses: ``repeat`` multiplies, into ``out`` or a fresh tensor."""
+
+    def chain_into(x: torch.Tensor, out: torch.Tensor) -> None:
+        y = x
+        for _ in range(repeat):
+            y = y * 2
+        out.copy_(y)  # Inductor writes the fused result straight into out
+
+    def chain_fresh(x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for _ in range(repeat):
+            y = y * 2
+        return y
+
+    return chain_into if into else chain_fresh
+
+
+@functools.cache
+def _fused(repeat: int, into: bool) -> Callable[..., Any]:
+    """``torch.compile`` of :func:`_chain`: one kernel doing ``repeat`` multiplies per element.
+
+    torch.compile caches graphs per *code object* and, past a limit (8),
+    falls back to eager. Each repeat count is another graph, so each gets its
+    own copy of the code object (``code.replace()``) and its own cache.
+    (The compiler does not fold the multiplies into one: the time grows with
+    repeat past the knee.)
+    """
+    base = _chain(repeat, into)
+    fn = types.FunctionType(
+        base.__code__.replace(), base.__globals__, f"chain_{repeat}", None, base.__closure__
+    )
+    return torch.compile(fn, dynamic=False)
+
+
+@functools.cache
+def _counted_per_element(repeat: int) -> tuple[float, float]:
+    """FLOPs and bytes per element of one eager call, counted by bl.count on 1024 elements.
+
+    Every op is pointwise, so the cost is proportional to the elements:
+    counting a small tensor and scaling is exact.
+    """
+    n = 1024
+    counts = counting.count(_eager_into(torch.ones(n), repeat))
+    return counts.flops / n, counts.bytes_moved / n
+
+
+def repeat_bytes_needed(size: int, mode: str) -> int:
+    """Peak memory of one point: input and two buffers (eager) or input and output (fused)."""
+    return (3 if mode == "eager" else 2) * 4 * size
+
+
+def repeat_case(
+    size: int,
+    repeat: int,
+    mode: str,
+    device: str | torch.device | None = None,
+    *,
+    fresh_output: bool = False,
+) -> Case:
+    """What one point of the repeat experiment runs (see the module docstring)."""
+    size, repeat = check_positive_int("size", size), check_positive_int("repeat", repeat)
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
+    dev = devices.resolve(device)
+    x = torch.randn(size, device=dev)
+    flops_per_element, eager_bytes_per_element = _counted_per_element(repeat)
+    label = f"{repeat} x (x * 2), {mode}{', fresh output' if fresh_output else ''}"
+    if mode == "eager":
+        fn = (_eager_fresh if fresh_output else _eager_into)(x, repeat)
+        return Case(fn, round(flops_per_element * size), round(eager_bytes_per_element * size),
+                    dev, label, size=size, ops=repeat)  # fmt: skip
+    compiled = _fused(repeat, not fresh_output)
+    fn = functools.partial(compiled, x) if fresh_output else functools.partial(
+        compiled, x, torch.zeros_like(x))  # fmt: skip
+    devices.sync(dev)
+    start = time.perf_counter()
+    fn()  # the first call compiles: kept apart from the timing
+    devices.sync(dev)
+    return Case(fn, round(flops_per_element * size), 2 * 4 * size, dev, label,
+                warmup_s=FUSED_WARMUP_S, size=size, ops=1,
+                compile_s=time.perf_counter() - start)  # fmt: skip
+
+
+def repeat_model(ceilings: Any, size: int, repeat: int, mode: str) -> Predicted:
+    """The roofline model's time for one call, from this machine's ceilings.
+
+    One pass moves 8 bytes per element (4 read, 4 written) and does one FLOP
+    per element per multiply; each kernel also pays ``op_overhead_s``::
+
+        eager = repeat x (max(N / F, 8 N / B) + overhead)    # repeat kernels
+        fused = max(repeat x N / F, 8 N / B) + overhead        # one kernel
+
+    with F the vector ceiling (multiplies per second) and B the bandwidth.
+    """
+    f, b, o = (
+        ceilings.vector_flops_per_s,
+        ceilings.mem_bandwidth_bytes_per_s,
+        ceilings.op_overhead_s,
+    )
+    if mode == "eager":
+        return Predicted(
+            repeat * (max(size / f, 8 * size / b) + o), repeat * size, repeat * 8 * size
+        )
+    return Predicted(max(repeat * size / f, 8 * size / b) + o, repeat * size, 8 * size)
+
+
+def predicted_knee_repeat(ceilings: Any, element_size: int = 4) -> float:
+    """Repeat count where the fused chain turns from memory- to compute-bound.
+
+    Its time is ``max(repeat x N / F, 2 x element_size x N / B)`` (see
+    :func:`repeat_model`); the two are equal at::
+
+        repeat* = F x (2 x element_size) / B
+
+    Below repeat* the extra multiplies are free (the kernel waits on memory);
+    above it each one costs time. F is the vector ceiling, measured on chained
+    *multiplies*, the operation this chain runs: one FLOP per element per
+    instruction. A spec sheet's fp32 peak counts a fused multiply-add as two
+    FLOPs; with it the knee would land about twice too far right. Eager never
+    gets there: each multiply is its own pass, 1/8 FLOP/byte at any repeat.
+    """
+    return ceilings.vector_flops_per_s * 2 * element_size / ceilings.mem_bandwidth_bytes_per_s
+
+
+def measured_knee_repeat(result: Sweep) -> float | None:
+    """Where the measured fused line bends: its flat level over its compute-bound slope.
+
+    The fused time follows ``max(flat, repeat x s)``. ``flat`` is the median of
+    the measured points within 15% of the fastest; ``s`` the median of
+    ``time / repeat`` over the points that take more than twice ``flat``
+    (clearly compute-bound). None until the sweep reaches such a point.
+    """
+    pts = [p for p in result.line("fused") if p.measured]
+    if not pts:
+        return None
+    fastest = min(p.median_s for p in pts)
+    flat = _fmt.median([p.median_s for p in pts if p.median_s <= 1.15 * fastest])
+    slopes = [p.median_s / p.x for p in pts if p.median_s > 2 * flat]
+    return flat / _fmt.median(slopes) if slopes else None
+
+
+def repeat_size(device: torch.device, ceilings: Any) -> int:
+    """The default tensor size (elements) of the repeat experiment on ``device``.
+
+    The smallest power of two whose float32 tensor is at least twice the
+    last-level cache (every pass goes to memory, not to cache) and whose pass
+    lasts at least 20 times an op's overhead (so the overhead does not hide
+    the memory time).
+    """
+    cache = devices.last_level_cache_bytes(device)
+    n = 2**16
+    while (
+        4 * n < 2 * cache
+        or 8 * n / ceilings.mem_bandwidth_bytes_per_s < 20 * ceilings.op_overhead_s
+    ):
+        n *= 2
+    return n
+
+
+def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, str], str | None]:
+    """skip= for a repeat sweep: a reason when a point would take over ``max_point_s`` to measure."""
+
+    def skip(repeat: int, mode: str) -> str | None:
+        call_s = repeat_model(ceilings, size, repeat, mode).seconds
+        if _CALLS_PER_POINT * call_s <= max_point_s:
+            return None
+        return (
+            f"measuring it would take about {_CALLS_PER_POINT * call_s:.0f} s (at least "
+            f"{_CALLS_PER_POINT} calls of {_fmt.seconds(call_s)}: {repeat} passes over memory "
+            f"each), over the {max_point_s:g} s allowed one point. Its time is repeat x one "
+            "pass, as the model line shows; measure it anyway with max_point_s=math.inf, or "
+            "force=True in the explorer."
+        )
+
+    return skip
+
+
+def repeat_sweep(
+    size: int | None = None,
+    repeats: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
+    modes: Sequence[str] = MODES,
+    device: str | torch.device | None = None,
+    *,
+    ceilings: Any = None,
+    pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
+    max_point_s: float = MAX_POINT_S,
+    fresh_output: bool = False,
+    progress: bool = True,
+) -> Sweep:
+    """Chapter 02's repeat experiment as a fixed sweep: every mode at every repeat, with the model.
+
+    ``size`` defaults to :func:`repeat_size` (the explorer's default);
+    ``ceilings`` to :func:`brrrlib.measure_ceilings` (cached). A point whose
+    measurement would take over ``max_point_s`` is skipped and says so;
+    ``pairs`` (e.g. ``[((1, "eager"), (16, "eager"))]``) are timed together in
+    alternating rounds, for a ratio with an interval:
+    ``result.comparison((1, "eager"), (16, "eager")).says()``. Returns a
+    :class:`brrrlib.sweeps.Sweep` (``.table()``, ``.plot(ax)``).
+    """
+    dev = devices.resolve(device)
+    c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
+    size = check_positive_int("size", size) if size is not None else repeat_size(dev, c)
+    return sweeps.sweep(
+        "repeat", [check_positive_int("repeat", r) for r in repeats], modes,
+        lambda r, m: repeat_case(size, r, m, dev, fresh_output=fresh_output),
+        pairs=pairs,
+        predict=None if fresh_output else (lambda r, m: repeat_model(c, size, r, m)),
+        skip=repeat_skip(c, size, max_point_s), memory=lambda r, m: repeat_bytes_needed(size, m),
+        device=dev, x_label="repeat (multiplies per element)", progress=progress,
+        title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
+    )  # fmt: skip
+
+
+def measure_repeat(
+    size: int,
+    repeat: int,
+    mode: str,
+    device: str | torch.device | None = None,
+    *,
+    budget_s: float = sweeps.POINT_BUDGET_S,
+    fresh_output: bool = False,
+) -> Point:
+    """Measure ``repeat`` x ``x = x * 2`` on ``size`` float32 elements, eager or fused.
+
+    One point of :func:`repeat_sweep`, timed with :func:`brrrlib.benchmark`,
+    counted with :func:`brrrlib.count`. By default every output already
+    exists (the model's assumption); ``fresh_output=True`` allocates a new
+    output per call instead, to measure what that costs (page faults on a
+    CPU). The fused point's ``compile_s`` is its first call, not timed.
+    """
+    return sweeps.sweep(
+        "repeat", [repeat], [mode],
+        lambda r, m: repeat_case(size, r, m, device, fresh_output=fresh_output),
+        device=device, budget_s=budget_s,
+    ).point(repeat, mode)  # fmt: skip
+
+
+# =========================================================================== batch
+
+
+def checked_input_maker(
+    model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
+) -> tuple[Callable[[int], torch.Tensor], int]:
+    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample.
+
+    Runs the model once on ``make_input(2)``, so a wrong input type or width
+    is reported here, naming ``make_input``, not as torch's error from inside
+    a slider. The bytes per sample are every leaf module's output (an upper
+    bound on the activations a call keeps).
+    """
+    make = make_input if make_input is not None else _linear_input(model)
+    if not callable(make):
+        raise TypeError("make_input must be a function batch -> input tensor")
+    x = make(2)
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(
+            f"make_input(2) must return one tensor whose first dimension is the batch (2), got "
+            f"{got}; e.g. make_input=lambda batch: torch.randn(batch, 16)"
+        )
+    outputs = [x.numel() * x.element_size()]
+
+    def hook(_module, _inputs, out) -> None:
+        if isinstance(out, torch.Tensor):
+            outputs.append(out.numel() * out.element_size())
+
+    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(x)
+    except Exception as exc:  # the learner's model or input: say which argument to fix
+        raise ValueError(
+            f"model(make_input(2)) failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            "make_input must build the input this model takes for a given batch size"
+        ) from exc
+    finally:
+        for h in hooks:
+            h.remove()
+    return make, max(1, sum(outputs) // 2)
+
+
+def _linear_input(model: nn.Module) -> Callable[[int], torch.Tensor]:
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError(
+            "model: could not find an nn.Linear to infer the input width; pass "
+            "make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
+        )
+    w = first.weight
+    return lambda batch: torch.randn(batch, first.in_features, device=w.device, dtype=w.dtype)
+
+
+def batch_case(
+    model: nn.Module, batch: int, make_input: Callable[[int], torch.Tensor], device: torch.device
+) -> Case:
+    """What one batch point runs: a forward pass, no grad, counted by :func:`brrrlib.count`."""
+    x = make_input(check_positive_int("batch", batch))
+    with torch.no_grad():
+        counts = counting.count(model, x)
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    return Case(functools.partial(model, x), int(counts.flops), int(counts.bytes_moved), device,
+                f"batch {batch}", no_grad=True, size=batch, weight_bytes=weights,
+                ops=int(counts.ops))  # fmt: skip
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (the default device if it has none)."""
+    return next((p.device for p in model.parameters()), devices.device())
+
+
+def measure_batch(
+    model: nn.Module,
+    batch: int,
+    device: str | torch.device | None = None,
+    *,
+    make_input: Callable[[int], torch.Tensor] | None = None,
+    budget_s: float = sweeps.POINT_BUDGET_S,
+) -> Point:
+    """Measure one forward pass of ``model`` on ``batch`` samples (no grad): one point.
+
+    The input comes from ``make_input(batch)`` (default: ``torch.randn(batch,
+    in_features)`` of the first ``nn.Linear``). Timed with
+    :func:`brrrlib.benchmark`, counted with :func:`brrrlib.count`.
+    """
+    dev = devices.resolve(device) if device is not None else model_device(model)
+    make, _ = checked_input_maker(model, make_input)
+    return sweeps.sweep(
+        "batch", [batch], ["batch"], lambda b, _line: batch_case(model, b, make, dev),
+        device=dev, budget_s=budget_s,
+    ).point(batch, "batch")  # fmt: skip
