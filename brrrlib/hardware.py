@@ -4,7 +4,9 @@ The ONE table of spec-sheet numbers in the project (peak FLOP/s per
 precision, memory bandwidth and size, each row with its source). Notebooks
 ask ``bl.spec("A100")`` instead of typing 312e12; ``spec_table()`` sets the
 rows side by side, with this machine's measured row beside them when given
-its ``Ceilings``. What the machine in front of you *does* is measured by
+its ``Ceilings``. The links between chips (PCIe, NVLink, InfiniBand, Ethernet)
+and to storage have their own small table: ``link("NVLink 4")``, ``links()``
+(chapter 05). What the machine in front of you *does* is measured by
 :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.devices`.
 """
 
@@ -24,9 +26,13 @@ from brrrlib import _fmt
 
 __all__ = [
     "ESSAY_PYTHON_ADDS_PER_S",
+    "LINK_KINDS",
     "DeviceSpec",
+    "LinkSpec",
     "SpecTable",
     "dtype_key",
+    "link",
+    "links",
     "spec",
     "spec_for_device_name",
     "spec_table",
@@ -414,3 +420,143 @@ def spec_for_device_name(device_name: str) -> DeviceSpec | None:
 #: FLOPs in the time Python does one addition. Chapter 03 measures this
 #: machine's own figure with ``bl.workloads.python_adds``.
 ESSAY_PYTHON_ADDS_PER_S: float = 32e6
+
+
+# --------------------------------------------------------------------------- links
+
+#: The rungs of the ladder past one chip, nearest first.
+LINK_KINDS = ("host-device", "device-device", "node-node", "storage")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One link's spec-sheet bandwidth, with where it comes from (chapter 05).
+
+    ``bandwidth_bytes_per_s`` is for **one direction**: what one GPU can send
+    while it also receives as much. Vendors often print both directions
+    added (NVIDIA's "NVLink: 900 GB/s" for an H100 is 450 GB/s each way);
+    ``sheet_bytes_per_s`` is the number as printed, ``both_directions_on_sheet``
+    says which it is. Network links are sold in bits per second (NDR
+    InfiniBand: 400 Gb/s): divided by 8 here. This one-direction figure is the
+    one to set beside the *bus bandwidth* of an all-reduce (nccl-tests,
+    ``doc/PERFORMANCE.md``). ``kind`` is one of :data:`LINK_KINDS`.
+    """
+
+    name: str
+    kind: str
+    bandwidth_bytes_per_s: float
+    source: str
+    aliases: tuple[str, ...] = ()
+    both_directions_on_sheet: bool = False
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in LINK_KINDS:
+            raise ValueError(f"{self.name}: kind must be one of {LINK_KINDS}, got {self.kind!r}")
+
+    @property
+    def sheet_bytes_per_s(self) -> float:
+        """The bandwidth as the spec sheet prints it (both directions added where it does)."""
+        return self.bandwidth_bytes_per_s * (2 if self.both_directions_on_sheet else 1)
+
+    def seconds_for(self, nbytes: float) -> float:
+        """Time to move ``nbytes`` one way at the spec bandwidth (no latency, no overhead)."""
+        return nbytes / self.bandwidth_bytes_per_s
+
+    def _repr_html_(self) -> str:
+        return (
+            f"<b>{html.escape(self.name)}</b> ({self.kind}): "
+            f"{_fmt.si(self.bandwidth_bytes_per_s, 'B/s')} each way"
+            f"<br><small>source: {html.escape(self.source)}</small>"
+        )
+
+
+_PCIE = "PCI-SIG, PCI Express Base Specification"
+_LINKS: tuple[LinkSpec, ...] = (
+    LinkSpec(
+        # 16 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 31.5 GB/s each way.
+        "PCIe 4.0 x16", "host-device", 31.5e9,
+        f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet "
+        "prints 'PCIe Gen4: 64 GB/s', both directions",
+        aliases=("pcie4", "pcie 4", "pcie gen4", "pcie 4.0"),
+    ),
+    LinkSpec(
+        # 32 GT/s x 16 lanes x 128/130 / 8 = 63 GB/s each way.
+        "PCIe 5.0 x16", "host-device", 63.0e9,
+        f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet "
+        "prints 'PCIe Gen5: 128 GB/s', both directions",
+        aliases=("pcie5", "pcie 5", "pcie gen5", "pcie 5.0"),
+    ),
+    LinkSpec(
+        "NVLink 3 (A100)", "device-device", 300e9,
+        "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/): "
+        "'NVLink: 600 GB/s' (12 links, both directions added)",
+        aliases=("nvlink 3", "nvlink3", "a100 nvlink", "nvlink a100"),
+        both_directions_on_sheet=True,
+        notes="Between the 8 GPUs of one DGX A100 node (through NVSwitch).",
+    ),
+    LinkSpec(
+        "NVLink 4 (H100)", "device-device", 450e9,
+        "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), SXM "
+        "column: 'NVLink: 900 GB/s' (18 links, both directions added)",
+        aliases=("nvlink 4", "nvlink4", "h100 nvlink", "nvlink h100", "nvlink"),
+        both_directions_on_sheet=True,
+        notes="Between the 8 GPUs of one DGX H100 node (through NVSwitch).",
+    ),
+    LinkSpec(
+        "HDR InfiniBand", "node-node", 200e9 / 8,
+        "NVIDIA DGX A100 datasheet: 8 single-port ConnectX-6 adapters, 200 Gb/s HDR "
+        "InfiniBand each (one per GPU)",
+        aliases=("hdr", "hdr ib", "infiniband hdr", "hdr infiniband 200"),
+        notes="200 Gb/s per port; a DGX A100 has one port per GPU for the compute network.",
+    ),
+    LinkSpec(
+        "NDR InfiniBand", "node-node", 400e9 / 8,
+        "NVIDIA DGX H100 datasheet: 8 ConnectX-7 adapters, 400 Gb/s NDR InfiniBand each "
+        "(one per GPU)",
+        aliases=("ndr", "ndr ib", "infiniband", "infiniband ndr", "ib"),
+        notes="400 Gb/s per port; a DGX H100 has one port per GPU for the compute network.",
+    ),
+    LinkSpec(
+        "100 GbE", "node-node", 100e9 / 8,
+        "IEEE 802.3ba-2010, 100 Gb/s Ethernet",
+        aliases=("100gbe", "100g ethernet", "ethernet 100g"),
+    ),
+    LinkSpec(
+        "400 GbE", "node-node", 400e9 / 8,
+        "IEEE 802.3bs-2017, 400 Gb/s Ethernet",
+        aliases=("400gbe", "400g ethernet", "ethernet 400g"),
+    ),
+    LinkSpec(
+        "NVMe SSD (PCIe 4.0 x4)", "storage", 7.45e9,
+        "Samsung 990 PRO data sheet: sequential read up to 7,450 MB/s",
+        aliases=("nvme", "ssd", "nvme ssd", "disk"),
+        notes="Sequential read of a fast consumer drive; random 4 KiB reads are far slower.",
+    ),
+)  # fmt: skip
+
+
+def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
+    """Every link in the table, nearest rung first; ``kind`` keeps one of :data:`LINK_KINDS`."""
+    if kind is not None and kind not in LINK_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LINK_KINDS)} or None, got {kind!r}")
+    return tuple(x for x in _LINKS if kind in (None, x.kind))
+
+
+def link(name: str) -> LinkSpec:
+    """Look up a link by name or alias, case-insensitively: ``link("NDR")``, ``link("pcie5")``.
+
+    An unknown name raises ``ValueError`` listing the closest names in the table.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str such as 'NVLink 4', got {type(name).__name__}")
+    table: dict[str, LinkSpec] = {}
+    for x in _LINKS:
+        for n in (x.name, *x.aliases):
+            table.setdefault(_norm(n), x)
+    key = _norm(name)
+    if key in table:
+        return table[key]
+    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.4)
+    names = list(dict.fromkeys(table[c].name for c in close)) or [x.name for x in _LINKS]
+    raise ValueError(f"no link named {name!r} in the table; closest: {', '.join(names)}")
