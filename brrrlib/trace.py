@@ -4,99 +4,77 @@
 lanes of intervals (chapter 03, "Python vs the device"; chapter 04 uses it
 through ``bl.diagnose``):
 
-* the **host lane**: the operators as Python dispatched them, one interval per
-  top-level ``aten::`` op on the calling thread (plus CUDA runtime calls made
-  outside any op, such as ``cudaDeviceSynchronize``);
-* the **device lane**: the work the device did. On a GPU these are the CUDA
-  kernels, memcpys and memsets the profiler saw on the GPU. On a CPU there is no
-  separate device: the same core dispatches and computes. There the device lane
-  holds, for each piece of work, the outermost ``aten::`` op that does it: an op
-  that calls no other *computing* op. ``aten::matmul`` calls ``aten::mm``, so it
-  is a wrapper and ``mm`` is the device op; ``aten::add(x, 1)`` calls only
-  ``aten::to`` (to wrap the scalar), so ``add`` is the device op and its inner
-  calls are part of it. Pure metadata ops (views, ``empty``) move no data and
-  are left out. Ops on other threads (the autograd engine's) count too. So, on a
-  CPU, time on neither lane is your Python between ops, and time on the host
-  lane alone is wrapper dispatch; an op's own dispatch cost cannot be separated
-  from its math, so tiny ops look busier than they are. (On Apple's MPS the
-  profiler records no GPU work: the lanes are the CPU's.)
+* the **host lane**: what the calling thread did, one interval per top-level
+  ``aten::`` op (plus CUDA runtime calls made outside any op, such as
+  ``cudaDeviceSynchronize``). Time on no host interval is Python between ops.
+* the **device lane**: the work the device did. On a GPU, the kernels,
+  memcpys and memsets the profiler saw. On a CPU the same core dispatches and
+  computes; there the device lane holds the outermost ``aten::`` op that does
+  each piece of work (``aten::matmul`` only wraps ``aten::mm``; views and
+  ``empty`` move no data and are left out), so an op's dispatch cost cannot be
+  separated from its math and tiny ops look busier than they are. (On Apple's
+  MPS the profiler records no GPU work: the lanes are the CPU's.)
 
 From the lanes it derives what a learner asks first:
 
-* ``wall_s``: wall time of each recorded run (each run ends with a device sync,
-  so it includes the device's work);
+* ``wall_s``: wall time of each recorded run (each ends with a device sync);
 * ``busy_fraction``: the union of device intervals over the run spans, as
-  HolisticTraceAnalysis computes idle time (span minus union). A device that
-  is busy 30% of the time is waiting on the host: overhead;
+  HolisticTraceAnalysis computes idle time (span minus union). A device busy
+  30% of the time is waiting on the host: overhead;
 * ``gaps``: the idle stretches of the device, each with a cause told from the
-  host lane (the host was inside an op dispatching, or in Python between ops);
-* ``top_ops``: device time per op name, largest first;
+  host lane (inside an op dispatching, or in Python between ops);
+* ``outside_ops_s``: host time per run outside any op (Python, module calls,
+  hooks), which no per-op model counts;
 * ``launch_delays_s`` (CUDA): how long each kernel waited between its launch
-  call on the host and its start on the GPU, found through the profiler's
-  correlation ids. Large delays mean the host ran far ahead of the device and
-  the GPU always had a queue of work: the opposite of overhead-bound.
+  call and its start, split into ``queued_s`` (the GPU was busy with earlier
+  work: the host ran ahead) and ``device_waited_s`` (the GPU sat idle until
+  the launch arrived: it waited on the host);
+* ``steady_runs``: the runs to read. The first recorded run can carry the
+  profiler's own set-up; ``bl.profile`` pays that before run 0, but traces
+  recorded elsewhere may not have.
 
-Parsing works on the profiler's chrome-trace JSON, so ``Trace.from_chrome_trace``
-also reads traces recorded elsewhere (a GPU machine, ``tests/data``).
+Parsing the profiler's chrome-trace JSON lives in :mod:`brrrlib._chrome`, so
+``Trace.from_chrome_trace`` also reads traces recorded elsewhere, and
+:func:`recorded` opens the ones shipped with brrrlib (an H100, 2026-11-22).
+:func:`time_by_category` and :func:`breakdown` time a function per op category
+from the same profiler capture (chapter 01's BERT table).
 """
 
 from __future__ import annotations
 
-import json
+import bisect
+import dataclasses
 import math
 import os
 import re
+import statistics
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brrrlib._profiler import quiet_profiler
+from brrrlib import _chrome, _fmt, _profiler, _timeline
+from brrrlib._aten_ops import CATEGORIES, categorize
+from brrrlib._profiler import RUN_MARKER, quiet_profiler
+from brrrlib.counting import CategoryTimes, Counts, count
 
-__all__ = ["Gap", "Interval", "OpTime", "Trace", "profile", "quiet_profiler"]
+__all__ = [
+    "Gap", "Interval", "OpTime", "Trace", "breakdown", "profile", "quiet_profiler", "recorded",
+    "recorded_names", "time_by_category",
+]  # fmt: skip
 
-#: Prefix of the ``record_function`` marker around each recorded run.
-RUN_MARKER = "brrr_run_"
-
-#: Chrome-trace categories that are work done by the GPU.
-_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-#: Chrome-trace categories of host-side CUDA API calls (launches, syncs, copies).
-_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-#: CPU ops that move no data (views, allocation, metadata); not "device work" on a CPU.
-_METADATA_OPS = frozenset(
-    {
-        "aten::empty",
-        "aten::empty_strided",
-        "aten::empty_like",
-        "aten::as_strided",
-        "aten::view",
-        "aten::_unsafe_view",
-        "aten::reshape",
-        "aten::resolve_conj",
-        "aten::resolve_neg",
-        "aten::detach",
-        "aten::t",
-        "aten::transpose",
-        "aten::permute",
-        "aten::expand",
-        "aten::unsqueeze",
-        "aten::squeeze",
-        "aten::select",
-        "aten::slice",
-        "aten::alias",
-        "aten::lift_fresh",
-    }
-)
-#: Profiler name of the call into a torch.compile'd (inductor) graph: on a CPU, the fused
-#: kernels run inside it. Around it, "Torch-Compiled Region" and "TorchDynamo Cache Lookup"
-#: are the compiled function's own host-side overhead.
-_COMPILED_GRAPH = "## Call CompiledFxGraph"
 #: A gap is blamed on dispatch when the host lane was inside an op for at least this
 #: fraction of it; otherwise the host was running Python between ops.
-_DISPATCH_BLAME_FRACTION = 0.5
+DISPATCH_BLAME_FRACTION = 0.5
+#: Run 0 is "inflated" when it took this many times the median of the later runs: it paid
+#: set-up (the profiler's, first launches), not the workload.
+FIRST_RUN_INFLATED = 1.5
+#: A kernel that sat this long behind earlier work shows the host ran ahead of the GPU;
+#: below it, the wait is launch jitter.
+RAN_AHEAD_MIN_S = 10e-6
 
-# ----------------------------------------------------------------------------- data
+_RECORDINGS = Path(__file__).parent / "recordings"
 
 
 @dataclass(frozen=True)
@@ -108,9 +86,9 @@ class Interval:
     a correlation id: kept to measure launch-to-kernel delays, not drawn);
     ``category`` is the op family (``"matmul"``, ``"normalization"``,
     ``"pointwise"``, ``"reduction"``, ``"other"`` as in ``bl.count``, plus
-    ``"memcpy"`` for GPU copies and ``"fused"`` for a torch.compile'd graph);
-    ``run`` is the index of the recorded run it belongs to; ``correlation``
-    links a CUDA launch on the host to its kernel.
+    ``"memcpy"`` for GPU copies, ``"fused"`` for a torch.compile'd graph and
+    ``"runtime"`` for CUDA runtime calls); ``run`` is the index of the recorded
+    run it belongs to; ``correlation`` links a CUDA launch to its kernel.
     """
 
     name: str
@@ -166,9 +144,12 @@ class OpTime:
 class Trace:
     """A profiled function: host and device intervals over ``len(runs)`` recorded runs.
 
-    Build one with ``bl.profile(fn, *args)`` or ``Trace.from_chrome_trace(path)``.
-    Fields keep the raw intervals; everything else is derived. See the module
-    docstring for what the lanes mean on a CPU and on a GPU.
+    Build one with ``bl.profile(fn, *args)``, ``Trace.from_chrome_trace(path)``
+    or :func:`recorded`. Fields keep the raw intervals; everything else is
+    derived. ``device_name`` is the GPU's name when the trace file carries it;
+    ``recorded_on`` says where and when a shipped recording was made
+    ("NVIDIA H100 80GB HBM3, 2026-11-22, torch 2.11.0+cu130"), empty for a
+    trace profiled here.
     """
 
     intervals: tuple[Interval, ...]
@@ -176,6 +157,8 @@ class Trace:
     device: str  # "cuda" when the device lane holds GPU kernels, else "cpu"
     label: str | None = None
     chrome_trace: str = field(default="", repr=False, compare=False)
+    device_name: str = ""
+    recorded_on: str = ""
 
     # -- lanes
     @property
@@ -197,12 +180,30 @@ class Trace:
     @property
     def median_wall_s(self) -> float:
         """Median of ``wall_s``."""
-        return _median(self.wall_s)
+        return _fmt.median(self.wall_s)
+
+    @property
+    def first_run_inflation(self) -> float:
+        """Run 0's wall time over the median of the later runs (NaN with one run).
+
+        Well above 1 means run 0 paid set-up, not the workload: the first
+        CUDA kernel under the profiler sets up CUPTI (1-40 ms on an H100). The
+        traces shipped in ``brrrlib/recordings`` show 2-40x.
+        """
+        later = self.wall_s[1:]
+        return self.wall_s[0] / _fmt.median(later) if later and _fmt.median(later) > 0 else math.nan
+
+    @property
+    def steady_runs(self) -> tuple[int, ...]:
+        """The runs to read: all of them, or runs 1 and later when run 0 is inflated."""
+        skip = self.first_run_inflation > FIRST_RUN_INFLATED  # NaN compares False
+        return tuple(range(1 if skip else 0, len(self.runs)))
 
     def busy_s(self, run: int | None = None) -> float:
         """Seconds the device lane was busy (union of its intervals) in ``run`` or all runs."""
         return sum(
-            _union_length(_clip(self._device_in(r), *self.runs[r])) for r in self._run_ids(run)
+            _union_length(_clip(self._lane_in("device", r), *self.runs[r]))
+            for r in self._run_ids(run)
         )
 
     @property
@@ -217,18 +218,37 @@ class Trace:
         return tuple(self.busy_s(r) / w if w > 0 else 0.0 for r, w in enumerate(self.wall_s))
 
     @property
+    def outside_ops_s(self) -> tuple[float, ...]:
+        """Per run, host time outside any op: wall time minus the union of the host lane.
+
+        That is Python between ops and module machinery (``nn.Module.__call__``,
+        hooks, argument handling), the overhead a per-op model misses. The
+        profiler's own bookkeeping between ops lands here too, so it is an
+        upper bound for tiny ops.
+        """
+        return tuple(
+            (end - start) - _union_length(_clip(self._lane_in("host", r), start, end))
+            for r, (start, end) in enumerate(self.runs)
+        )
+
+    @property
+    def outside_ops_fraction(self) -> float:
+        """``outside_ops_s`` over wall time, all runs pooled."""
+        total = sum(self.wall_s)
+        return sum(self.outside_ops_s) / total if total > 0 else 0.0
+
+    @property
     def gaps(self) -> tuple[Gap, ...]:
         """Every idle stretch of the device lane inside a run, with its cause."""
         out: list[Gap] = []
-        host = self.host
         for r, (start, end) in enumerate(self.runs):
-            busy = _merge(_clip(self._device_in(r), start, end))
-            host_busy = _merge(_clip([i for i in host if i.run == r], start, end))
+            busy = _merge(_clip(self._lane_in("device", r), start, end))
+            host_busy = _merge(_clip(self._lane_in("host", r), start, end))
             cursor = start
             for b0, b1 in [*busy, (end, end)]:
                 if b0 > cursor:
                     covered = _overlap(host_busy, cursor, b0) / (b0 - cursor)
-                    cause = "dispatch" if covered >= _DISPATCH_BLAME_FRACTION else "python"
+                    cause = "dispatch" if covered >= DISPATCH_BLAME_FRACTION else "python"
                     out.append(Gap(cursor, b0, r, cause, covered))
                 cursor = max(cursor, b1)
         return tuple(out)
@@ -252,31 +272,53 @@ class Trace:
         rows.sort(key=lambda r: -r.total_s)
         return tuple(rows[:n])
 
-    @property
-    def launch_delays_s(self) -> tuple[float, ...]:
-        """CUDA only: per kernel, its start on the GPU minus the start of its launch call.
-
-        Matched through correlation ids. A few microseconds is the bare launch
-        latency: the GPU started the kernel as soon as it was asked, so it was
-        waiting on the host. Delays of milliseconds mean the host ran that far
-        ahead and the GPU had a queue of work. Empty on a CPU.
-        """
+    # -- launches (CUDA)
+    def _launched(self) -> list[tuple[float, Interval]]:
+        """(launch call start, kernel) for every kernel matched to its launch."""
         launches = {
             i.correlation: i.start_s
             for i in self.intervals
             if i.lane == "launch" and i.correlation is not None
         }
-        return tuple(
-            i.start_s - launches[i.correlation]
-            for i in self.device_intervals
-            if i.correlation in launches
-        )
+        return [(launches[i.correlation], i) for i in self.device_intervals if i.correlation in launches]
+
+    @property
+    def launch_delays_s(self) -> tuple[float, ...]:
+        """CUDA only: per kernel, its start on the GPU minus the start of its launch call.
+
+        Matched through correlation ids (a CUDA graph's kernels all share their
+        ``cudaGraphLaunch``). Each delay is ``queued_s + device_waited_s``.
+        Empty on a CPU.
+        """
+        return tuple(k.start_s - launch for launch, k in self._launched())
+
+    @property
+    def queued_s(self) -> tuple[float, ...]:
+        """Per kernel (as ``launch_delays_s``): the part of its delay the GPU spent on earlier work.
+
+        A kernel queued behind others because the host launched it early: the
+        host ran ahead and the GPU had work waiting. Milliseconds of it mean
+        a device-bound run; zeros mean every kernel met an idle GPU.
+        """
+        busy = _merge((i.start_s, i.end_s) for i in self.device_intervals)
+        return tuple(_overlap(busy, launch, k.start_s) for launch, k in self._launched())
+
+    @property
+    def device_waited_s(self) -> tuple[float, ...]:
+        """Per kernel: the part of its delay the GPU sat idle, waiting for the launch to arrive."""
+        return tuple(d - q for d, q in zip(self.launch_delays_s, self.queued_s, strict=True))
+
+    RAN_AHEAD_MIN_S = RAN_AHEAD_MIN_S
+
+    @property
+    def host_ran_ahead(self) -> bool:
+        """Whether some kernel queued behind earlier work for at least ``RAN_AHEAD_MIN_S``."""
+        return max(self.queued_s, default=0.0) >= RAN_AHEAD_MIN_S
 
     @property
     def run_ahead_s(self) -> float:
-        """Largest launch-to-start delay: how far the host got ahead of the GPU (0 on CPU)."""
-        d = self.launch_delays_s
-        return max(d) if d else 0.0
+        """Largest launch-to-start delay (0 on a CPU); ``queued_s`` says how much was a queue."""
+        return max(self.launch_delays_s, default=0.0)
 
     def _run_ids(self, run: int | None) -> range:
         if run is None:
@@ -285,10 +327,10 @@ class Trace:
             raise ValueError(f"run={run} is out of range: this trace has {len(self.runs)} runs")
         return range(run, run + 1)
 
-    def _device_in(self, run: int) -> list[Interval]:
-        return [i for i in self.intervals if i.lane == "device" and i.run == run]
+    def _lane_in(self, lane: str, run: int) -> list[Interval]:
+        return [i for i in self.intervals if i.lane == lane and i.run == run]
 
-    # -- building
+    # -- building and writing
     @classmethod
     def from_chrome_trace(
         cls, source: str | os.PathLike | Mapping | Sequence, *, label: str | None = None
@@ -299,209 +341,43 @@ class Trace:
         ``bl.profile`` writes; a trace without them is one run spanning all its
         events. Timestamps (``ts``, ``dur``) are microseconds in the file.
         """
-        raw_text = ""
-        if isinstance(source, (str, os.PathLike)):
-            raw_text = Path(source).read_text()
-            data: Any = json.loads(raw_text)
-        else:
-            data = source
-        events = data.get("traceEvents", []) if isinstance(data, Mapping) else data
-        if not isinstance(events, (list, tuple)):
-            raise TypeError(
-                "source must be a chrome-trace path, a dict with 'traceEvents', or a list of "
-                f"events; got {type(source).__name__}"
-            )
-        if not raw_text:
-            raw_text = json.dumps({"traceEvents": list(events)})
-        intervals, runs, device = _parse(events)
-        return cls(tuple(intervals), tuple(runs), device, label, raw_text)
+        events, raw_text, meta = _chrome.load(source)
+        rows, runs, device = _chrome.parse(events)
+        intervals = tuple(Interval(*row) for row in rows)
+        return cls(intervals, tuple(runs), device, label, raw_text, _chrome.device_name(meta))
 
-    # -- output
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
+        import json
+
         path = Path(path)
-        text = self.chrome_trace or json.dumps({"traceEvents": self._synthetic_events()})
-        path.write_text(text)
+        tid = {"host": 1, "device": 2, "launch": 1}
+        events = [
+            {"ph": "X", "name": i.name, "cat": i.category, "pid": 0, "tid": tid[i.lane],
+             "ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
+            for i in self.intervals
+        ]  # fmt: skip
+        path.write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
         return path
 
-    def _synthetic_events(self) -> list[dict]:
-        tid = {"host": 1, "device": 2, "launch": 1}
-        return [
-            {
-                "ph": "X",
-                "name": i.name,
-                "cat": i.category,
-                "pid": 0,
-                "tid": tid[i.lane],
-                "ts": i.start_s * 1e6,
-                "dur": i.duration_s * 1e6,
-            }
-            for i in self.intervals
-        ]
-
+    # -- reading (drawn and worded by brrrlib._timeline)
     def plot(self, ax=None, *, run: int | None = None):
         """Draw the timeline: host lane over device lane, idle gaps shaded, ops labelled.
 
         ``run`` picks one recorded run (default: all of them, separated by dashed
         lines). Returns the matplotlib ``Axes``.
         """
-        from matplotlib.patches import Rectangle
-
-        created = ax is None
-        if ax is None:
-            import matplotlib.pyplot as plt
-
-            _, ax = plt.subplots(figsize=(10, 2.8))
-        runs = list(self._run_ids(run))
-        t0 = self.runs[runs[0]][0] if runs else 0.0
-        t1 = self.runs[runs[-1]][1] if runs else 1.0
-        span = max(t1 - t0, 1e-9)
-        scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
-        colors = {
-            "matmul": "tab:blue",
-            "pointwise": "tab:orange",
-            "reduction": "tab:green",
-            "normalization": "tab:purple",
-            "memcpy": "tab:brown",
-            "fused": "tab:olive",
-            "other": "tab:gray",
-        }
-        lanes = {"host": 1.0, "device": 0.0}
-        for i in self.intervals:
-            if i.lane not in lanes or i.run not in runs:
-                continue
-            x = (i.start_s - t0) * scale
-            w = i.duration_s * scale
-            y = lanes[i.lane]
-            ax.broken_barh(
-                [(x, w)],
-                (y - 0.35, 0.7),
-                facecolors=colors.get(i.category, "tab:gray"),
-                edgecolors="white",
-                linewidth=0.3,
-            )
-            text = _short(i.name)
-            if w > 0.007 * len(text) * span * scale:  # label only where it fits
-                ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=7, clip_on=True)
-        gaps = [g for g in self.gaps if g.run in runs]
-        for g in gaps:
-            ax.broken_barh(
-                [((g.start_s - t0) * scale, g.duration_s * scale)],
-                (-0.35, 0.7),
-                facecolors="none",
-                edgecolors="tab:red",
-                hatch="////",
-                linewidth=0.0,
-                alpha=0.5,
-            )
-        for r in runs[1:]:
-            ax.axvline((self.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
-        ax.set_yticks([0.0, 1.0])
-        device_name = "GPU kernels" if self.device == "cuda" else "CPU op bodies"
-        ax.set_yticklabels([f"device\n({device_name})", "host\n(dispatched ops)"])
-        ax.set_ylim(-0.6, 1.6)
-        ax.set_xlim(0, span * scale)
-        ax.set_xlabel(f"time since run start ({unit})")
-        title = self.label or "trace"
-        ax.set_title(
-            f"{title}: device busy {self.busy_fraction:.0%} (hatched = device idle)", loc="left"
-        )
-        used = sorted({i.category for i in self.intervals if i.lane in lanes})
-        handles = [Rectangle((0, 0), 1, 1, color=colors.get(c, "tab:gray")) for c in used]
-        if handles:
-            ax.legend(
-                handles,
-                used,
-                loc="lower right",
-                bbox_to_anchor=(1.0, 1.0),
-                fontsize=7,
-                ncol=len(used),
-                frameon=False,
-            )
-        if created:
-            ax.figure.tight_layout()
-        return ax
-
-    def _timeline_img(self) -> str:
-        """The first run's timeline as an inline PNG, on a pyplot-free Figure (no stray plots)."""
-        import base64
-        import io
-
-        from matplotlib.figure import Figure
-
-        if not self.runs:
-            return ""
-        fig = Figure(figsize=(9, 2.4), dpi=80)
-        ax = fig.add_subplot()
-        self.plot(ax=ax, run=0)
-        ax.set_title(ax.get_title(loc="left") + " (run 0)", loc="left")
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        data = base64.b64encode(buf.getvalue()).decode()
-        return f"<img src='data:image/png;base64,{data}' alt='timeline' style='max-width:100%'>"
+        return _timeline.plot(self, ax, runs=list(self._run_ids(run)))
 
     def summary(self) -> str:
-        """A few lines: runs and wall time, device busy, idle by cause, run-ahead, top ops."""
-        lines = []
-        what = f" of {self.label}" if self.label else ""
-        w = self.wall_s
-        lines.append(
-            f"Trace{what} on {self.device}: {len(w)} run(s), wall {_fmt_s(self.median_wall_s)} "
-            f"median (min {_fmt_s(min(w) if w else 0.0)}, max {_fmt_s(max(w) if w else 0.0)})"
-        )
-        idle = self.idle_by_cause()
-        total = sum(w) or 1.0
-        causes = ", ".join(
-            f"{k} {v / total:.0%}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1])
-        )
-        lines.append(
-            f"  device busy {self.busy_fraction:.0%} of wall time; idle {sum(idle.values()) / total:.0%}"
-            + (f" ({causes})" if causes else "")
-        )
-        d = self.launch_delays_s
-        if d:
-            lines.append(
-                f"  host ran ahead: launch -> kernel start median {_fmt_s(_median(d))}, "
-                f"max {_fmt_s(max(d))} over {len(d)} kernels"
-            )
-        for op in self.top_ops(5):
-            lines.append(
-                f"  {op.share:5.0%}  {_fmt_s(op.total_s):>9}  {op.calls:4d}x  {_short(op.name, 60)}  [{op.category}]"
-            )
-        return "\n".join(lines)
+        """A few lines: runs and wall time, device busy, launches, time outside ops, top ops."""
+        return "\n".join(_timeline.summary_lines(self))
 
     def __repr__(self) -> str:
         return self.summary()
 
     def _repr_html_(self) -> str:
-        import html
-
-        rows = "".join(
-            f"<tr><td title='{html.escape(op.name)}'>{html.escape(_short(op.name, 60))}</td><td>{op.category}</td><td>{op.calls}</td>"
-            f"<td>{_fmt_s(op.total_s)}</td><td>{op.share:.0%}</td></tr>"
-            for op in self.top_ops(8)
-        )
-        head = html.escape(self.summary().splitlines()[0])
-        idle = self.idle_by_cause()
-        total = sum(self.wall_s) or 1.0
-        causes = ", ".join(f"{k} {v / total:.0%}" for k, v in idle.items())
-        extra = ""
-        if self.launch_delays_s:
-            d = self.launch_delays_s
-            extra = (
-                f"<br>host ran ahead: launch &rarr; kernel start median {_fmt_s(_median(d))}, "
-                f"max {_fmt_s(max(d))}"
-            )
-        return (
-            f"<div><b>{head}</b><br>{self._timeline_img()}<br>"
-            f"device busy <b>{self.busy_fraction:.0%}</b> of wall time"
-            f"{'; idle: ' + causes if causes else ''}{extra}"
-            "<table><tr><th>op</th><th>category</th><th>calls</th><th>device time</th>"
-            f"<th>share</th></tr>{rows}</table>"
-            "<small>trace.plot() draws the timeline; trace.export_chrome_trace(path) opens in "
-            "Perfetto.</small></div>"
-        )
+        return _timeline.html(self)
 
 
 # ----------------------------------------------------------------------------- capture
@@ -512,53 +388,26 @@ def profile(
 ) -> Trace:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``.
 
-    Method: call ``fn`` ``warmup`` times unrecorded (first calls pay one-off
-    costs: allocator growth, lazy init, autotuning), then record ``runs`` calls,
-    each inside a ``record_function("brrr_run_<i>")`` marker that ends with a
+    Method (:func:`brrrlib._profiler.record`): call ``fn`` ``warmup`` times
+    unrecorded; start the profiler and put a device kernel and one more call
+    of ``fn`` through it, so the profiler's own set-up (CUPTI's, on a GPU) is
+    paid before run 0 and outside every run; then record ``runs`` calls, each
+    inside a ``record_function("brrr_run_<i>")`` marker that ends with a
     device sync so the run's wall time includes the device's work. The
     profiler's chrome trace is parsed into lanes (see the module docstring).
     The profiler adds a few microseconds per op, so traces of tiny ops look
     slower than ``bl.benchmark`` says; use traces for *where* time goes and
-    ``bl.benchmark`` for *how much*.
-
-    Kineto's log lines are kept out of your notebook (see ``quiet_profiler``).
+    ``bl.benchmark`` for *how much*. Kineto's log lines and the profiler's
+    warnings are kept out of your notebook (see ``quiet_profiler``).
     """
-    import torch
-    from torch.profiler import ProfilerActivity, record_function
-
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}; pass the function itself")
-    if not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a positive integer, got {runs!r}")
-    if not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-
-    cuda = torch.cuda.is_available()
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    _sync(cuda)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    prof = torch.profiler.profile(activities=activities)
-    with quiet_profiler():
-        prof.start()
-    try:
-        # The profiler's first recorded event pays its lazy set-up (~0.5 ms on a CPU);
-        # pay it here, outside the runs, so run 0 is not charged for it.
-        with record_function("brrr_profiler_warmup"):
-            torch.empty(0)
-        for r in range(runs):
-            with record_function(f"{RUN_MARKER}{r}"):
-                fn(*args, **kwargs)
-                _sync(cuda)
-    finally:
-        with quiet_profiler():
-            prof.stop()
+    _check(fn, runs, warmup)
+    prof = _profiler.record(fn, args, kwargs, runs=runs, warmup=warmup)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         with quiet_profiler():
             prof.export_chrome_trace(str(path))
         trace = Trace.from_chrome_trace(path, label=label or getattr(fn, "__name__", None))
-    if not trace.host and not trace.device_intervals:
+    if not trace.device_intervals and all(i.category == "runtime" for i in trace.host):
         raise ValueError(
             f"fn={getattr(fn, '__name__', fn)!r} ran no torch operators: the trace is empty. "
             "Profile a function that does tensor work (and call it, don't pass its result)."
@@ -566,345 +415,151 @@ def profile(
     return trace
 
 
-def _sync(cuda: bool) -> None:
-    """Wait for queued device work, so a run's marker ends when its work ends."""
+def _check(fn: Any, runs: Any, warmup: Any) -> None:
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}; pass the function itself")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+
+
+def time_by_category(
+    fn: Callable[..., Any], *args: Any, runs: int = 5, warmup: int = 1, **kwargs: Any
+) -> CategoryTimes:
+    """Time ``fn(*args, **kwargs)`` with the profiler, split by op category (chapter 01).
+
+    The method: the same capture as :func:`profile` (warm-up, the profiler's
+    own set-up before run 0, ``runs`` marked runs). Within each run every op's
+    *self* time (its time minus the ops it called, so nothing is counted
+    twice) is added to :func:`~brrrlib.counting.categorize` of its name; each
+    category reports the median over runs (robust to a busy machine). With
+    CUDA present and kernels recorded, the clock is the kernels' device time,
+    charged to the aten op that launched them; otherwise the CPU self time,
+    which includes each op's dispatch overhead and the profiler's own small
+    cost per op, so tiny ops look a little slower than they are. Profiler
+    events that are not aten ops (autograd engine bookkeeping, the final
+    device sync) land in ``"other"``.
+    """
     import torch
 
-    if cuda:
-        torch.cuda.synchronize()
-    elif torch.backends.mps.is_available():
-        torch.mps.synchronize()
-
-
-# ----------------------------------------------------------------------------- parsing
-
-
-def _parse(events: Iterable[Mapping]) -> tuple[list[Interval], list[tuple[float, float]], str]:
-    """Chrome-trace events -> (intervals in seconds from the first run, run spans, device)."""
-    xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
-    markers = sorted(
-        (
-            e
-            for e in xs
-            if str(e.get("name", "")).startswith(RUN_MARKER)
-            and e.get("cat") != "gpu_user_annotation"
-        ),
-        key=lambda e: float(e["ts"]),
+    if not callable(fn):
+        raise TypeError(f"time_by_category(fn, ...): fn must be callable, got {type(fn).__name__}")
+    _check(fn, runs, warmup)
+    prof = _profiler.record(fn, args, kwargs, runs=runs, warmup=warmup)
+    use_device = torch.cuda.is_available()
+    samples = [_category_seconds(events, use_device) for events in _runs_of(prof.events(), runs)]
+    on_device = use_device and all(sum(device.values()) > 0 for _, device in samples)
+    chosen = [device if on_device else cpu for cpu, device in samples]
+    return CategoryTimes(
+        times_s=tuple((c, statistics.median(s[c] for s in chosen)) for c in CATEGORIES),
+        source="device self time" if on_device else "cpu self time",
+        device="cuda" if on_device else "cpu",
+        runs=runs,
     )
-    cpu_ops = [e for e in xs if e.get("cat") == "cpu_op"]
-    kernels = [e for e in xs if e.get("cat") in _DEVICE_CATS]
-    runtime = [e for e in xs if e.get("cat") in _RUNTIME_CATS]
-    device = "cuda" if kernels else "cpu"
-
-    if markers:
-        spans_us = [(float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0.0))) for m in markers]
-        host_tid = (markers[0].get("pid"), markers[0].get("tid"))
-    else:
-        timed = cpu_ops + kernels + runtime
-        if not timed:
-            return [], [], device
-        spans_us = [
-            (
-                min(float(e["ts"]) for e in timed),
-                max(float(e["ts"]) + float(e.get("dur", 0.0)) for e in timed),
-            )
-        ]
-        host_tid = _busiest_thread(cpu_ops or runtime)
-    origin = spans_us[0][0]
-
-    def run_of(ts: float) -> int | None:
-        for r, (a, b) in enumerate(spans_us):
-            if a <= ts <= b:
-                return r
-        return None
-
-    def sec(ts: float) -> float:
-        return (ts - origin) * 1e-6
-
-    intervals: list[Interval] = []
-    # Nesting of CPU ops per thread: top-level ops form the host lane; on CPU the leaves
-    # (ops that call no other op) form the device lane.
-    depth_info = _nesting(cpu_ops + [e for e in runtime])
-    for e in cpu_ops + runtime:
-        ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
-        r = run_of(ts)
-        if r is None:
-            continue
-        name = str(e.get("name", "?"))
-        corr = _correlation(e)
-        top, leaf = depth_info[id(e)]
-        on_host_thread = (e.get("pid"), e.get("tid")) == host_tid
-        if e.get("cat") in _RUNTIME_CATS:
-            if corr is not None:  # keep launches for launch -> kernel delay
-                intervals.append(Interval(name, sec(ts), sec(ts + dur), "launch", "other", r, corr))
-            if top and on_host_thread:
-                intervals.append(Interval(name, sec(ts), sec(ts + dur), "host", "other", r, None))
-            continue
-        cat = _category(name)
-        if top and on_host_thread:
-            intervals.append(Interval(name, sec(ts), sec(ts + dur), "host", cat, r, None))
-        if device == "cpu" and leaf:
-            intervals.append(Interval(name, sec(ts), sec(ts + dur), "device", cat, r, None))
-
-    if device == "cuda":
-        launch_ts = {c: float(e["ts"]) for e in runtime if (c := _correlation(e)) is not None}
-        flow_corr = _flow_correlations(events)
-        for e in kernels:
-            ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
-            corr = _correlation(e)
-            if corr is None:
-                corr = flow_corr.get((e.get("pid"), e.get("tid"), ts))
-            # A kernel belongs to the run whose marker contains its launch (or, failing
-            # that, its start): with the sync at the end of each run both agree.
-            r = run_of(launch_ts[corr]) if corr in launch_ts else run_of(ts)
-            if r is None:
-                continue
-            name = str(e.get("name", "?"))
-            cat = "memcpy" if e.get("cat") != "kernel" else _kernel_category(name)
-            intervals.append(Interval(name, sec(ts), sec(ts + dur), "device", cat, r, corr))
-
-    intervals.sort(key=lambda i: (i.start_s, -i.end_s))
-    runs = [(sec(a), sec(b)) for a, b in spans_us]
-    return intervals, runs, device
 
 
-def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
-    """For each event: (top level on its thread, is a CPU "device" op), by time containment.
-
-    "Computes" means an op of a compute family (matmul, pointwise, reduction,
-    normalization). ``aten::matmul`` -> ``aten::mm`` makes ``matmul`` a wrapper;
-    ``aten::add(x, 1)`` -> ``aten::to`` (wrapping the scalar) leaves ``add`` doing the work.
-    """
-    out: dict[int, tuple[bool, bool]] = {}
-    by_thread: dict[tuple, list[Mapping]] = {}
+def _runs_of(events: Iterable[Any], runs: int) -> list[list[Any]]:
+    """Profiler events (``prof.events()``) grouped by the run marker whose span holds their start."""
+    events = list(events)
+    spans = {
+        int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name.startswith(RUN_MARKER)
+    }
+    out: list[list[Any]] = [[] for _ in range(runs)]
     for e in events:
-        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
-    for evs in by_thread.values():
-        evs.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
-        stack: list[tuple[Mapping, float]] = []
-        wraps: set[int] = set()
-        for e in evs:
-            ts = float(e["ts"])
-            end = ts + float(e.get("dur", 0.0))
-            while stack and ts >= stack[-1][1]:
-                stack.pop()
-            name = str(e.get("name", ""))
-            if _local_category(name) in _COMPUTE_FAMILIES or name.startswith(_COMPILED_GRAPH):
-                wraps.update(id(a) for a, _ in stack)
-            out[id(e)] = (not stack, False)
-            stack.append((e, end))
-        # Second pass: the device op is the outermost op that is neither a wrapper nor a
-        # metadata op; ops nested inside it (scalar wrapping, output allocation) are its own
-        # setup, not separate device work.
-        stack = []
-        for e in evs:
-            ts = float(e["ts"])
-            while stack and ts >= stack[-1][1]:
-                stack.pop()
-            inside_device_op = any(flag for _, _, flag in stack)
-            name = str(e.get("name", ""))
-            is_device = not inside_device_op and (
-                # a torch.compile'd graph is one unit of work, whatever it calls inside
-                name.startswith(_COMPILED_GRAPH)
-                or (id(e) not in wraps and name.startswith("aten::") and name not in _METADATA_OPS)
-            )
-            out[id(e)] = (out[id(e)][0], is_device)
-            stack.append((e, ts + float(e.get("dur", 0.0)), is_device))
+        if e.name.startswith(("brrr_", "[")):  # our markers, the profiler's memory rows
+            continue
+        for r, (start, end) in spans.items():
+            if start <= e.time_range.start <= end:
+                out[r].append(e)
+                break
     return out
 
 
-def _correlation(e: Mapping) -> int | None:
-    args = e.get("args") or {}
-    c = args.get("correlation")
-    return int(c) if c is not None else None
+def _category_seconds(
+    events: Iterable[Any], use_device: bool
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Sum profiler rows by category: ({category: CPU self s}, {category: device self s}).
+
+    Kernels appear as their own rows (device type CUDA) *and* inside the aten
+    op that launched them (the profiler links them by correlation id, and an
+    op's ``self_device_time_total`` is its kernels minus its child ops'
+    kernels); reading only the CPU rows counts each kernel once, under the op
+    that launched it.
+    """
+    import torch
+
+    cpu = dict.fromkeys(CATEGORIES, 0.0)
+    device = dict.fromkeys(CATEGORIES, 0.0)
+    for event in events:
+        if event.device_type != torch.autograd.DeviceType.CPU:
+            continue
+        category = categorize(event.key)
+        cpu[category] += event.self_cpu_time_total * 1e-6
+        if use_device:
+            device[category] += event.self_device_time_total * 1e-6
+    return cpu, device
 
 
-def _flow_correlations(events: Iterable[Mapping]) -> dict[tuple, int]:
-    """Flow-event fallback: ``ac2g`` flow ends ("f") sit on the kernel they point at."""
-    return {
-        (e.get("pid"), e.get("tid"), float(e["ts"])): int(e["id"])
-        for e in events
-        if e.get("ph") == "f" and e.get("cat") == "ac2g" and "id" in e and "ts" in e
-    }
+def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
+    """Count ``fn`` and time it by category: the essay's BERT table in one call (chapter 01).
+
+    ``bl.trace.breakdown(lambda: layer(x).sum().backward())`` returns a
+    :class:`~brrrlib.counting.Counts` whose table shows, per category, the
+    share of FLOPs next to the share of runtime (:func:`time_by_category`).
+    Matmuls do nearly all the FLOPs; the other categories take a share of the
+    time out of proportion to their FLOPs because they are bound by memory
+    bandwidth or overhead. (``bl.counting.breakdown`` is the same function.)
+
+    Note: ``nn.TransformerEncoderLayer`` in ``eval()`` under ``no_grad`` with
+    ``batch_first=True`` runs one fused op; its count is one matmul row, while
+    the profiler still splits its time over the ops it calls inside.
+    """
+    counts = count(fn, *args, **kwargs)
+    return counts.with_times(time_by_category(fn, *args, runs=runs, **kwargs))
 
 
-def _busiest_thread(events: list[Mapping]) -> tuple:
-    counts: dict[tuple, int] = {}
-    for e in events:
-        k = (e.get("pid"), e.get("tid"))
-        counts[k] = counts.get(k, 0) + 1
-    return max(counts, key=counts.get) if counts else (None, None)
+# ----------------------------------------------------------------------------- recordings
 
 
-_MATMUL_OPS = (
-    "mm",
-    "bmm",
-    "addmm",
-    "baddbmm",
-    "matmul",
-    "linear",
-    "conv",
-    "einsum",
-    "dot",
-    "mv",
-    "addmv",
-    "_scaled_dot_product",
-    "scaled_dot_product",
-    "convolution",
-    "addbmm",
-)
-_NORM_OPS = (
-    "softmax",
-    "log_softmax",
-    "layer_norm",
-    "batch_norm",
-    "group_norm",
-    "rms_norm",
-    "native_layer_norm",
-    "native_batch_norm",
-    "instance_norm",
-)
-_REDUCE_OPS = (
-    "sum",
-    "mean",
-    "max",
-    "min",
-    "amax",
-    "amin",
-    "prod",
-    "norm",
-    "var",
-    "std",
-    "argmax",
-    "argmin",
-    "cumsum",
-    "logsumexp",
-    "all",
-    "any",
-)
-_OTHER_OPS = (
-    "copy_",
-    "clone",
-    "contiguous",
-    "cat",
-    "stack",
-    "index",
-    "gather",
-    "scatter",
-    "fill_",
-    "zero_",
-    "zeros",
-    "ones",
-    "full",
-    "arange",
-    "randn",
-    "rand",
-    "to",
-    "_to_copy",
-    "item",
-    "_local_scalar_dense",
-    "embedding",
-    "cumprod",
-    "sort",
-    "topk",
-    "where",
-    "masked_fill",
-)
+def recorded_names(folder: str = "h100-2026-11-22") -> tuple[str, ...]:
+    """The traces shipped in ``brrrlib/recordings/<folder>/traces`` (see its README)."""
+    return tuple(sorted(p.stem for p in (_RECORDINGS / folder / "traces").glob("*.json")))
 
 
-def _category(name: str) -> str:
-    """Op family of an ``aten::`` name: ``bl.count``'s categorizer when it has one."""
-    from brrrlib import counting
+def recorded(name: str, *, folder: str = "h100-2026-11-22") -> Trace:
+    """A trace recorded on a GPU and shipped with brrrlib: what a learner without one can open.
 
-    if name.startswith(_COMPILED_GRAPH):
-        return "fused"
-    local = _local_category(name)
-    categorize = getattr(counting, "categorize", None)
-    if not callable(categorize) or not name.startswith("aten::"):
-        return local
-    shared = str(categorize(name))
-    # A bare profiler name has no overload; where bl.count cannot tell (it says "other"),
-    # the name table decides (e.g. "aten::add" resolves to the Python-int overload there).
-    return local if shared == "other" else shared
-
-
-_COMPUTE_FAMILIES = frozenset({"matmul", "pointwise", "reduction", "normalization"})
-
-
-def _local_category(name: str) -> str:
-    """Op family of an ``aten::`` name from a small name table (views/copies are "other")."""
-    base = name.split("::")[-1].split(".")[0]
-    if base in _MATMUL_OPS or base.startswith(
-        ("conv", "_convolution", "cudnn_conv", "mkldnn_conv")
-    ):
-        return "matmul"
-    if base.lstrip("_") in _NORM_OPS or base.endswith("_norm"):
-        return "normalization"
-    if base in _REDUCE_OPS:
-        return "reduction"
-    if base in _OTHER_OPS or base in _METADATA_OPS or name in _METADATA_OPS:
-        return "other"
-    return "pointwise" if name.startswith("aten::") else "other"
-
-
-def _kernel_category(name: str) -> str:
-    """Op family of a CUDA kernel from its (mangled or demangled) name."""
-    n = name.lower()
-    if any(
-        k in n
-        for k in (
-            "gemm",
-            "gemv",
-            "cutlass",
-            "xmma",
-            "sgemm",
-            "hgemm",
-            "cublas",
-            "conv",
-            "wgrad",
-            "dgrad",
-            "flash",
-            "fmha",
-            "sm90_",
-            "sm80_",
-            "ampere_",
-            "volta_",
-            "turing_",
-        )
-    ):
-        return "matmul"
-    if any(
-        k in n
-        for k in (
-            "softmax",
-            "layer_norm",
-            "layernorm",
-            "batch_norm",
-            "batchnorm",
-            "rms_norm",
-            "group_norm",
-        )
-    ):
-        return "normalization"
-    if "reduce" in n:
-        return "reduction"
-    if any(k in n for k in ("elementwise", "vectorized", "pointwise", "unrolled", "triton_poi")):
-        return "pointwise"
-    if "triton_red" in n or "triton_per" in n:
-        return "reduction"
-    return "other"
+    ``bl.trace.recorded("short_chain_1k")`` is 32 tiny ops on an H100
+    (:func:`recorded_names` lists the rest; the folder's README says what each
+    workload is). The trace's ``recorded_on`` says where and when
+    ("NVIDIA H100 80GB HBM3, 2026-11-22, torch 2.11.0+cu130"). These
+    recordings predate the profiler warm-up of :func:`profile`: their run 0
+    is inflated, so read ``trace.steady_runs``.
+    """
+    names = recorded_names(folder)
+    stem = str(name).removesuffix(".json")
+    if stem not in names:
+        known = ", ".join(names) if names else f"none (no folder recordings/{folder}/traces)"
+        raise ValueError(f"name={name!r} is not a recorded trace; recorded traces: {known}")
+    trace = Trace.from_chrome_trace(_RECORDINGS / folder / "traces" / f"{stem}.json", label=stem)
+    readme = _RECORDINGS / folder / "README.md"
+    text = readme.read_text() if readme.is_file() else ""
+    date = re.search(r"\d{4}-\d\d-\d\d", folder)
+    torch_version = re.search(r"torch (\d[\w.+]*)", text)
+    parts = [trace.device_name or "a GPU", date.group(0) if date else "",
+             f"torch {torch_version.group(1)}" if torch_version else ""]  # fmt: skip
+    return dataclasses.replace(trace, recorded_on=", ".join(p for p in parts if p))
 
 
 # ----------------------------------------------------------------------------- interval math
 
 
 def _clip(intervals: Iterable[Interval], start: float, end: float) -> list[tuple[float, float]]:
-    out = []
-    for i in intervals:
-        a, b = max(i.start_s, start), min(i.end_s, end)
-        if b > a:
-            out.append((a, b))
-    return out
+    spans = ((max(i.start_s, start), min(i.end_s, end)) for i in intervals)
+    return [(a, b) for a, b in spans if b > a]
 
 
 def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -923,41 +578,11 @@ def _union_length(spans: Iterable[tuple[float, float]]) -> float:
 
 
 def _overlap(merged: list[tuple[float, float]], start: float, end: float) -> float:
-    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in merged)
-
-
-def _median(xs: Sequence[float]) -> float:
-    if not xs:
-        return math.nan
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def _fmt_s(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "n/a"
-    seconds = float(f"{seconds:.3g}")  # round first so 999.99 µs prints as 1 ms
-    a = abs(seconds)
-    if a >= 1:
-        return f"{seconds:.3g} s"
-    if a >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if a >= 1e-6:
-        return f"{seconds * 1e6:.3g} µs"
-    return f"{seconds * 1e9:.3g} ns"
-
-
-def _short(name: str, n: int = 18) -> str:
-    """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
-    if name.startswith(_COMPILED_GRAPH):
-        name = "compiled graph"
-    name = name.replace("aten::", "")
-    if len(name) > n and ("<" in name or "(" in name):
-        bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
-        bare = bare.split("::")[-1] or name
-        # Room to spare: name the functor too (CUDAFunctor_add, MulFunctor, sum_functor).
-        functors = re.findall(r"\w*(?:Functor|functor)\w*", name)
-        with_functor = f"{bare}<{functors[-1]}>" if functors else bare
-        name = with_functor if len(with_functor) <= n else bare
-    return name if len(name) <= n else name[: n - 1] + "…"
+    """Length of ``[start, end]`` covered by ``merged`` (sorted, disjoint spans)."""
+    i = max(bisect.bisect_right(merged, (start, math.inf)) - 1, 0)
+    total = 0.0
+    for a, b in merged[i:]:
+        if a >= end:
+            break
+        total += max(0.0, min(b, end) - max(a, start))
+    return total

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -12,7 +14,16 @@ import pytest
 import torch
 
 import brrrlib as bl
-from brrrlib.trace import Interval, Trace
+from brrrlib.counting import CATEGORIES, CategoryTimes
+from brrrlib.trace import (
+    RAN_AHEAD_MIN_S,
+    Interval,
+    Trace,
+    breakdown,
+    recorded,
+    recorded_names,
+    time_by_category,
+)
 
 DATA = Path(__file__).parent / "data"
 US = 1e-6
@@ -64,6 +75,34 @@ def test_top_ops_sorted_with_shares(synthetic):
     assert sum(r.share for r in rows) == pytest.approx(1.0)
     assert rows[2].category == "matmul"
     assert len(synthetic.top_ops(1)) == 1
+
+
+def test_host_time_outside_any_op(synthetic):
+    # the host lane covers [5,45] and [50,58]: 48 of the run's 100 µs; the other 52 µs the
+    # host spent outside any op (Python between ops, module machinery)
+    assert synthetic.outside_ops_s == pytest.approx((52 * US,))
+    assert synthetic.outside_ops_fraction == pytest.approx(0.52)
+    two_runs = Trace(
+        (_iv("aten::a", 0, 10, "host"), _iv("aten::b", 5, 30, "host"),  # overlap: counted once
+         _iv("aten::c", 100, 190, "host", run=1)),
+        ((0.0, 100 * US), (100 * US, 200 * US)),
+        "cpu",
+    )  # fmt: skip
+    assert two_runs.outside_ops_s == pytest.approx((70 * US, 10 * US))
+    assert two_runs.outside_ops_fraction == pytest.approx(80 / 200)
+    assert "host outside any op" in synthetic.summary()
+
+
+def test_an_inflated_first_run_is_named_and_skipped():
+    runs = ((0.0, 1000 * US), (1000 * US, 1100 * US), (1100 * US, 1210 * US))
+    t = Trace((), runs, "cuda")
+    assert t.first_run_inflation == pytest.approx(1000 / 105)
+    assert t.steady_runs == (1, 2)
+    assert "read runs 1 and later" in t.summary()
+    even = Trace((), ((0.0, 100 * US), (100 * US, 210 * US)), "cpu")
+    assert even.steady_runs == (0, 1) and "read runs" not in even.summary()
+    one = Trace((), ((0.0, 100 * US),), "cpu")
+    assert math.isnan(one.first_run_inflation) and one.steady_runs == (0,)
 
 
 def test_run_out_of_range_is_a_clear_error(synthetic):
@@ -118,6 +157,97 @@ def test_trace_from_event_list_without_markers_is_one_run():
     # span now runs from the first event (aten::add at 10 µs) to the last end (98 µs)
     assert t.wall_s[0] == pytest.approx(88 * US)
     assert t.busy_s() == pytest.approx(18 * US)
+
+
+def test_launch_delays_split_into_queue_and_wait():
+    # overhead-bound: every kernel met an idle GPU, so its whole delay was the GPU waiting
+    idle = Trace.from_chrome_trace(DATA / "cuda_overhead_trace.json")
+    assert idle.queued_s == pytest.approx((0.0, 0.0, 0.0))
+    assert idle.device_waited_s == pytest.approx(idle.launch_delays_s)
+    assert not idle.host_ran_ahead
+    assert "host ran ahead" not in repr(idle) and "waited on the host" in repr(idle)
+    # device-bound: the GEMMs and the copy queued behind the GEMMs launched before them
+    busy = Trace.from_chrome_trace(DATA / "cuda_busy_trace.json")
+    assert max(busy.queued_s) > 500 * US and busy.host_ran_ahead
+    for d, q, w in zip(busy.launch_delays_s, busy.queued_s, busy.device_waited_s, strict=True):
+        assert q + w == pytest.approx(d) and q >= 0 and w >= 0
+    assert "host ran ahead" in repr(busy)
+
+
+# --------------------------------------------------------------------- shipped H100 recordings
+
+
+def test_recorded_traces_are_listed_and_say_where_they_were_made():
+    names = recorded_names()
+    assert {"short_chain_1k", "graph_replay_1k", "compiled_long_chain_64Mi"} <= set(names)
+    t = recorded("short_chain_1k")
+    assert t.device == "cuda" and t.device_name == "NVIDIA H100 80GB HBM3"
+    assert t.recorded_on == "NVIDIA H100 80GB HBM3, 2026-11-22, torch 2.11.0+cu130"
+    assert t.label == "short_chain_1k"
+    assert "recorded on NVIDIA H100 80GB HBM3, 2026-11-22" in t.summary()
+    assert recorded("short_chain_1k.json").runs == t.runs
+    with pytest.raises(ValueError, match="short_chain_1k") as info:
+        recorded("short_chain")
+    assert "not a recorded trace" in str(info.value)
+
+
+def test_recorded_cuda_lanes_of_32_tiny_ops():
+    t = recorded("short_chain_1k")  # 16 multiply-adds on 1000 elements, 3 runs
+    assert len(t.runs) == 3
+    for r in range(3):
+        kernels = [i for i in t.device_intervals if i.run == r]
+        host = [i.name for i in t.host if i.run == r]
+        assert len(kernels) == 32 and {k.category for k in kernels} == {"pointwise"}
+        assert host.count("aten::mul") == host.count("aten::add") == 16
+        assert host[-1] == "cudaDeviceSynchronize"
+    assert len(t.launch_delays_s) == 96  # every kernel matched to its launch
+    assert max(t.busy_fraction_per_run[r] for r in t.steady_runs) < 0.1  # the GPU waits
+    assert not t.host_ran_ahead and max(t.queued_s) < RAN_AHEAD_MIN_S
+    assert "waited on the host" in t.summary()
+
+
+def test_recorded_device_bound_chain_ran_ahead():
+    t = recorded("long_chain_64Mi")  # the same chain on 64 Mi elements
+    assert min(t.busy_fraction_per_run) > 0.85
+    assert t.host_ran_ahead and max(t.queued_s) > 1e-3  # kernels queued for milliseconds
+    assert "host ran ahead" in t.summary()
+
+
+def test_recorded_graph_replay_is_one_launch_and_many_kernels():
+    t = recorded("graph_replay_1k")
+    for r in t.steady_runs:
+        launches = [i for i in t.intervals if i.lane == "launch" and i.run == r]
+        graph = [i for i in launches if i.name == "cudaGraphLaunch"]
+        kernels = [i for i in t.device_intervals if i.run == r]
+        assert len(graph) == 1 and not [i for i in launches if i.name == "cudaLaunchKernel"]
+        assert len(kernels) == 32 and {k.correlation for k in kernels} == {graph[0].correlation}
+        assert not [i for i in t.host if i.run == r and i.name.startswith("aten::")]  # no ops
+    assert len(t.launch_delays_s) == 96  # each kernel measured from its graph's launch
+
+
+def test_recorded_compiled_region_is_one_fused_kernel():
+    t = recorded("compiled_long_chain_64Mi")
+    for r in range(len(t.runs)):
+        host = [i.name for i in t.host if i.run == r]
+        kernels = [i for i in t.device_intervals if i.run == r]
+        assert any(h.startswith("Torch-Compiled Region") for h in host)
+        assert len(kernels) == 1 and kernels[0].name.startswith("triton_poi_fused")
+        assert kernels[0].category == "pointwise"
+
+
+def test_run_0_of_the_recordings_is_inflated_and_the_summary_says_so():
+    # recorded before the profiler warm-up put a kernel through CUPTI ahead of run 0
+    inflation = {name: recorded(name).first_run_inflation for name in recorded_names()}
+    device_bound = {"long_chain_64Mi"}  # 6 ms of kernels per run hide the set-up
+    for name, x in inflation.items():
+        t = recorded(name)
+        if name in device_bound:
+            assert x < 1.5 and t.steady_runs[0] == 0
+        else:
+            assert x > 2, (name, x)
+            assert t.steady_runs == tuple(range(1, len(t.runs)))
+            assert "read runs 1 and later" in t.summary()
+    assert inflation["small_matmuls_bmm"] > 20  # 2,141 µs, then 129 and 56 µs
 
 
 def _cpu_event(name, ts, dur, cat="cpu_op"):
@@ -279,6 +409,168 @@ def test_fd_level_filter_when_kineto_is_told_to_be_loud():
     )
     assert out.returncode == 0, out.stderr
     assert "STAGE:" not in out.stderr and "INFO:" not in out.stderr, out.stderr
+
+
+# --------------------------------------------------------------------- the profiler's warm-up
+
+
+def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
+    """The CUDA path of the capture, on fakes: the order of what reaches the profiler."""
+    from brrrlib import _profiler
+
+    log = []
+
+    class FakeProfile:
+        def __init__(self, activities, **options):
+            log.append(("profile", sorted(a.name for a in activities)))
+
+        def start(self):
+            log.append("start")
+
+        def stop(self):
+            log.append("stop")
+
+    @contextlib.contextmanager
+    def marker(name):
+        log.append(("enter", name))
+        yield
+        log.append(("exit", name))
+
+    real_ones = torch.ones
+
+    def ones(*size, device=None, **kwargs):
+        log.append(("kernel", device))
+        return real_ones(*size, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(torch.profiler, "record_function", marker)
+    monkeypatch.setattr(torch, "ones", ones)
+    monkeypatch.setattr(bl.devices, "sync", lambda device=None: log.append("sync"))
+    _profiler.record(lambda: log.append("fn"), (), {}, runs=2, warmup=1)
+    assert log == [
+        "fn", "sync",  # the unrecorded warm-up
+        ("profile", ["CPU", "CUDA"]), "start",
+        ("enter", "brrr_profiler_warmup"), ("kernel", "cuda"), "fn", "sync",
+        ("exit", "brrr_profiler_warmup"),  # CUPTI set up before run 0, outside every run
+        ("enter", "brrr_run_0"), "fn", "sync", ("exit", "brrr_run_0"),
+        ("enter", "brrr_run_1"), "fn", "sync", ("exit", "brrr_run_1"),
+        "stop",
+    ]  # fmt: skip
+
+
+def test_the_warmup_call_is_profiled_but_is_not_a_run():
+    t = bl.profile(_tiny_loop, torch.ones(4), runs=2)
+    events = json.loads(t.chrome_trace)["traceEvents"]
+    warmup = [e for e in events if e.get("name") == "brrr_profiler_warmup"][0]
+    inside = [
+        e for e in events
+        if e.get("name") == "aten::add"
+        and warmup["ts"] <= e["ts"] <= warmup["ts"] + warmup["dur"]
+    ]  # fmt: skip
+    assert len(inside) == 30  # fn ran once under the profiler before run 0...
+    assert len(t.runs) == 2  # ...and is not a run
+    assert len([i for i in t.device_intervals if i.name == "aten::add"]) == 60
+
+
+def test_no_profiler_warning_reaches_the_notebook():
+    import warnings
+
+    from brrrlib.trace import quiet_profiler
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bl.profile(_tiny_loop, torch.ones(4), runs=1)
+        time_by_category(_tiny_loop, torch.ones(4), runs=1)
+        with quiet_profiler():  # the warning torch 2.11 printed in chapters 01, 03 and 04
+            warnings.warn(
+                "Warning: Profiler clears events at the end of each cycle.Only events from the "
+                "current cycle will be reported.To keep events across cycles, set acc_events=True.",
+                UserWarning,
+                stacklevel=1,
+            )
+    assert [str(w.message) for w in caught] == []
+
+
+# --------------------------------------------------------------------- time by category
+
+
+def test_breakdown_profiles_every_category():
+    e, heads, ffn = 32, 4, 64
+    layer = torch.nn.TransformerEncoderLayer(e, heads, ffn, dropout=0.0, batch_first=True)
+    x = torch.randn(2, 8, e, requires_grad=True)
+    result = breakdown(lambda: layer(x).sum().backward(), runs=2)
+    assert isinstance(result.times, CategoryTimes)
+    times = result.times.as_dict()
+    assert set(times) == set(CATEGORIES)
+    assert times["matmul"] > 0
+    assert result.times.total_s > 0
+    assert result.times.runs == 2
+    assert "% time" in result.table()
+    # without dropout the CPU flash-attention kernel runs; its backward recomputes
+    # QK^T, one attention matmul more than 3x the forward
+    # per sequence of 8 tokens: QKV 2*8*E*3E, QK^T and AV 2*8*8*E each, out 2*8*E*E,
+    # feed-forward 4*8*E*F; the backward of each matmul is two matmuls of its size
+    forward = 2 * (2 * 8 * e * 3 * e + 4 * 8 * 8 * e + 2 * 8 * e * e + 4 * 8 * e * ffn)
+    matmul = result.by_category()["matmul"]["flops"]
+    assert matmul == 3 * forward + 2 * 2 * 8 * 8 * e
+
+
+def test_profiler_rows_are_summed_once_per_kernel():
+    """A recorded CUDA profile, reduced to key_averages() rows: each kernel is listed
+    on its own (device rows) and inside the aten op that launched it."""
+    from types import SimpleNamespace
+
+    from brrrlib.trace import _category_seconds
+
+    cpu_row, cuda_row = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+
+    def row(key, device_type, self_cpu_us, self_device_us):
+        return SimpleNamespace(
+            key=key,
+            device_type=device_type,
+            self_cpu_time_total=self_cpu_us,
+            self_device_time_total=self_device_us,
+        )
+
+    events = [
+        row("aten::addmm", cpu_row, 20.0, 300.0),
+        row("aten::linear", cpu_row, 5.0, 0.0),  # its kernels belong to its child addmm
+        row("ampere_sgemm_128x64_tn", cuda_row, 0.0, 300.0),  # the same kernel again
+        row("aten::native_layer_norm", cpu_row, 15.0, 40.0),
+        row("void at::native::vectorized_elementwise_kernel<...>", cuda_row, 0.0, 25.0),
+        row("aten::gelu", cpu_row, 10.0, 25.0),
+        row("cudaLaunchKernel", cpu_row, 12.0, 0.0),
+        row("autograd::engine::evaluate_function: AddmmBackward0", cpu_row, 8.0, 0.0),
+    ]
+    cpu, device = _category_seconds(events, use_device=True)
+    assert device["matmul"] == pytest.approx(300e-6)
+    assert device["normalization"] == pytest.approx(40e-6)
+    assert device["pointwise"] == pytest.approx(25e-6)
+    assert sum(device.values()) == pytest.approx(365e-6)
+    assert cpu["other"] == pytest.approx(20e-6)  # launch and autograd bookkeeping
+    assert cpu["matmul"] == pytest.approx(25e-6)
+    _, no_device = _category_seconds(events, use_device=False)
+    assert sum(no_device.values()) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_breakdown_on_cuda_uses_kernel_time():
+    layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, device="cuda")
+    x = torch.randn(8, 128, 256, device="cuda", requires_grad=True)
+    result = breakdown(lambda: layer(x).sum().backward(), runs=3)
+    assert result.times.source == "device self time"
+    assert result.times.as_dict()["matmul"] > 0
+    assert result.by_category()["matmul"]["flops_fraction"] > 0.95
+
+
+def test_time_by_category_bad_input():
+    with pytest.raises(ValueError, match="runs"):
+        time_by_category(lambda: None, runs=0)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        time_by_category(torch.ones(3))
+    assert isinstance(time_by_category(_tiny_loop, torch.ones(3), runs=1), CategoryTimes)
 
 
 # --------------------------------------------------------------------- live GPU

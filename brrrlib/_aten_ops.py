@@ -1,0 +1,592 @@
+"""What brrrlib knows about individual aten ops: their category, FLOP formula and touched bytes.
+
+The counting core (:mod:`brrrlib.counting`) applies one rule to every op; this
+module holds the op-by-op facts that rule looks up, and :mod:`brrrlib.trace`
+uses the same categories for the rows of a profile:
+
+* :data:`CATEGORIES` and :func:`categorize`: the five op families of the essay's
+  BERT table (chapter 01), for an ``OpOverload`` or any spelling of its name
+  (``"aten::mm"`` as the profiler prints it, too).
+* :data:`FLOPS_PER_ELEMENT`: the per-element convention for everything that is
+  not a matmul, and :func:`matmul_flops` for everything that is: torch's
+  registered formulas (:mod:`torch.utils.flop_counter`), plus formulas for the
+  fused ops it misses (attention kernels with grouped-query heads, the
+  transformer fast path, fused RNN layers) and for sparse operands.
+* :data:`TOUCHED_BYTES`: ops that read only *part* of a tensor (an embedding
+  reads the rows it looks up, not its table; ``index_add_`` writes the rows it
+  adds to) with the bytes they read and write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+__all__ = [
+    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "TOUCHED_BYTES", "attention_flops",
+    "categorize", "has_matmul_formula", "matmul_flops", "moves_no_data", "normalization_flops",
+    "profiler_category", "tensor_bytes",
+]  # fmt: skip
+
+CATEGORIES: tuple[str, ...] = ("matmul", "normalization", "pointwise", "reduction", "other")
+"""The op categories, in the order tables list them."""
+
+FLOPS_PER_ELEMENT: Mapping[str, float] = {
+    # One FLOP per output element for an elementwise op, whatever it computes:
+    # relu, add, cos and gelu all count 1. (torch's FlopCounterMode counts them
+    # as 0.) A gelu really costs tens of instructions per element, but it is so
+    # memory-bound that the instruction count does not change its runtime;
+    # what changes is the bytes, which we count exactly.
+    "pointwise": 1,
+    # One FLOP per *input* element: a sum of N numbers is N - 1 additions.
+    "reduction": 1,
+    # Statistical normalizations, per element of the normalized input, as a
+    # textbook implementation computes them (per-row scalars like the rsqrt of
+    # the variance are ignored):
+    "softmax": 5,  # max, subtract, exp, sum, divide
+    "softmax_backward": 4,  # grad * y, row sum, subtract, multiply by y
+    "norm": 7,  # mean, subtract, square, sum, scale by rstd, * weight, + bias
+    "norm_backward": 12,  # recompute xhat, two row sums, combine; weight/bias grads
+    "rms_norm": 4,  # square, sum, scale by rstd, * weight
+    "rms_norm_backward": 8,
+    # Data movement (views, copies, indexing) does no arithmetic.
+    "other": 0,
+}
+"""FLOPs charged per element to ops that are not matmuls: the one place the
+counting convention is written down. Matmuls use exact formulas instead
+(``2*M*K*N`` for an ``(M,K) @ (K,N)``: one multiply and one add per term)."""
+
+# ---------------------------------------------------------------- op-name tables
+
+_SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"}
+_SOFTMAX_BACKWARD = {"_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward"}
+_NORM = {
+    "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+    "_batch_norm_with_update", "_batch_norm_no_update", "batch_norm_stats", "batch_norm_elemt",
+    "cudnn_batch_norm", "miopen_batch_norm",
+}  # fmt: skip
+_NORM_BACKWARD = {
+    "native_layer_norm_backward", "native_group_norm_backward", "native_batch_norm_backward",
+    "batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward",
+}  # fmt: skip
+_RMS_NORM = {"_fused_rms_norm"}
+_RMS_NORM_BACKWARD = {"_fused_rms_norm_backward"}
+# Composite ops that wrap the ones above. The counter never charges them (it
+# runs their decomposition), but the profiler lists them with a small self time
+# of their own, which belongs with the work they wrap.
+_MATMUL_WRAPPERS = {
+    "linear", "matmul", "einsum", "bilinear", "tensordot", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_convolution",
+    "mkldnn_convolution", "mkldnn_linear", "cudnn_convolution", "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math", "lstm", "gru", "rnn_tanh", "rnn_relu",
+}  # fmt: skip
+_NORM_WRAPPERS = {
+    "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "instance_norm",
+    "rms_norm", "_batch_norm_impl_index", "_batch_norm_impl_index_backward",
+}  # fmt: skip
+_NORMALIZATION = (
+    _SOFTMAX | _SOFTMAX_BACKWARD | _NORM | _NORM_BACKWARD | _RMS_NORM | _RMS_NORM_BACKWARD
+    | _NORM_WRAPPERS
+)  # fmt: skip
+# Reductions and scans without aten's "reduction" tag.
+_EXTRA_REDUCTIONS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", "mode", "median"}
+# Ops tagged "pointwise" that only move data: a clone is a copy, not arithmetic.
+_COPIES = {"clone", "copy_", "_to_copy", "contiguous", "_copy_from", "_copy_from_and_resize"}
+# Ops that return an alias without being marked as views in their schema.
+EXTRA_VIEWS = frozenset({"_unsafe_view", "lift_fresh", "_reshape_alias", "_neg_view", "_conj"})
+# Allocations: the memory is not touched, so no bytes move.
+ALLOCATIONS = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
+     "resize_"}
+)  # fmt: skip
+# In-place ops that overwrite `self` without reading it (a fill is a write).
+WRITE_ONLY_SELF = frozenset(
+    {"fill_", "zero_", "copy_", "uniform_", "normal_", "random_", "bernoulli_", "exponential_",
+     "geometric_", "log_normal_", "cauchy_"}
+)  # fmt: skip
+# Metadata queries: not work, not counted.
+METADATA = frozenset(
+    {"size", "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset", "numel",
+     "sym_numel", "dim", "is_contiguous", "sym_is_contiguous", "is_strides_like_format",
+     "is_non_overlapping_and_dense", "device", "layout"}
+)  # fmt: skip
+# Profiler rows that move no data (views, allocation, metadata): on a CPU trace they are
+# not "device work".
+_PROFILER_NO_DATA = frozenset(
+    {"empty", "empty_strided", "empty_like", "as_strided", "view", "_unsafe_view", "reshape",
+     "resolve_conj", "resolve_neg", "detach", "t", "transpose", "permute", "expand", "unsqueeze",
+     "squeeze", "select", "slice", "alias", "lift_fresh"}
+)  # fmt: skip
+#: Profiler name of the call into a torch.compile'd (inductor) graph: on a CPU its fused
+#: kernels run inside it.
+COMPILED_GRAPH = "## Call CompiledFxGraph"
+
+
+# ---------------------------------------------------------------- categories
+
+
+def _op_name(op: Any) -> str:
+    """``aten::mm`` from an OpOverload, a packet, or a string in any common spelling."""
+    if isinstance(op, torch._ops.OpOverload):
+        return op._schema.name
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        return op._qualified_op_name
+    if not isinstance(op, str):
+        raise TypeError(
+            f"categorize(op): expected an aten op or its name such as 'aten::mm', got {type(op).__name__}"
+        )
+    name = op.strip()
+    if "::" not in name:
+        name = "aten::" + name.removeprefix("aten.")
+    namespace, _, rest = name.partition("::")
+    return f"{namespace}::{rest.split('.')[0]}"
+
+
+def _tags_of(op: Any) -> frozenset:
+    """The aten tags that describe ``op`` (used for ``pointwise`` and ``reduction``).
+
+    An ``OpOverload`` describes itself; a name with an overload
+    (``"aten.max.other"``) names it. A bare name (``"aten::max"``, as the
+    profiler prints it) is ambiguous (``max.other`` is elementwise, ``max.dim``
+    reduces): it gets the tag most of its tensor overloads carry.
+    """
+    if isinstance(op, torch._ops.OpOverload):
+        return frozenset(op.tags)
+    namespace, _, base = _op_name(op).partition("::")
+    overload_name = None
+    if isinstance(op, str):
+        tail = op.strip().split("::")[-1].removeprefix("aten.")
+        overload_name = tail.split(".", 1)[1] if "." in tail else None
+    packet = getattr(torch.ops.aten, base, None) if namespace == "aten" else None
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return frozenset()
+    overloads = packet.overloads()
+    if overload_name in overloads:
+        return frozenset(getattr(packet, overload_name).tags)
+    candidates = [getattr(packet, o) for o in overloads if "out" not in o]
+    candidates = [o for o in candidates if _takes_tensor_first(o)]
+    votes = {
+        tag: sum(tag in o.tags for o in candidates)
+        for tag in (torch.Tag.pointwise, torch.Tag.reduction)
+    }
+    best = max(votes, key=votes.get)
+    return frozenset({best}) if votes[best] else frozenset()
+
+
+def _takes_tensor_first(overload: torch._ops.OpOverload) -> bool:
+    arguments = overload._schema.arguments
+    return bool(arguments) and str(arguments[0].type).startswith("Tensor")
+
+
+def categorize(op: Any) -> str:
+    """The category of an aten op: one of :data:`CATEGORIES`.
+
+    Accepts an ``OpOverload`` (``torch.ops.aten.mm.default``), a packet, or a
+    name as the dispatcher (``"aten::mm"``), the profiler (``"aten::mm"``) or
+    ``FlopCounterMode`` (``"aten.mm"``) spell it. Names that are not aten ops
+    (``"autograd::engine::..."`` profiler events) are ``"other"``.
+
+    The rule, first match wins: a matmul FLOP formula exists, or the op wraps
+    one (``linear``, ``matmul``, ``conv2d``: the profiler shows their own small
+    self time) -> ``matmul``; softmax or a layer/batch/group/RMS norm (or its
+    backward, or its wrapper) -> ``normalization``; a copy -> ``other``; aten's
+    ``pointwise`` tag or a ``_foreach_``/``_fused_`` optimizer op -> ``pointwise``;
+    aten's ``reduction`` tag or a scan -> ``reduction``; everything else -> ``other``.
+    """
+    return _categorize(_op_name(op), _tags_of(op))
+
+
+@lru_cache(maxsize=4096)
+def _categorize(name: str, tags: frozenset) -> str:
+    base = name.split("::", 1)[1]
+    if name in _matmul_formulas() or (name.startswith("aten::") and base in _MATMUL_WRAPPERS):
+        return "matmul"
+    if base in _NORMALIZATION:
+        return "normalization"
+    if base in _COPIES or base in EXTRA_VIEWS or base in ALLOCATIONS:
+        return "other"
+    if not tags and base.endswith("_") and not base.endswith("__"):
+        tags = _tags_of(f"aten::{base[:-1]}")  # masked_fill_ is untagged, masked_fill is not
+    if torch.Tag.pointwise in tags or base.startswith(("_foreach_", "_fused_")):
+        return "pointwise"
+    if torch.Tag.reduction in tags or base in _EXTRA_REDUCTIONS:
+        return "reduction"
+    return "other"
+
+
+def profiler_category(name: str) -> str:
+    """Category of a profiler row's name: :func:`categorize`, or ``"fused"`` for a compiled graph."""
+    if name.startswith(COMPILED_GRAPH):
+        return "fused"
+    return categorize(name) if name.startswith("aten::") else "other"
+
+
+def moves_no_data(name: str) -> bool:
+    """A profiler row that only makes a view, allocates or reads metadata (``aten::view``)."""
+    base = name.removeprefix("aten::")
+    return name.startswith("aten::") and (base in _PROFILER_NO_DATA or base in ALLOCATIONS)
+
+
+# ---------------------------------------------------------------- bytes
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of the distinct elements of ``t``.
+
+    A stride-0 (broadcast) dimension counts once: an expanded bias is one row
+    in memory. A sparse tensor counts its stored values and indices, not its
+    dense size.
+    """
+    if t.layout != torch.strided and not t.is_nested:
+        return sum(tensor_bytes(part) for part in _sparse_parts(t))
+    if t.is_nested or t.numel() == 0:
+        return t.numel() * t.element_size()
+    elements = math.prod(s for s, st in zip(t.shape, t.stride(), strict=True) if st != 0)
+    return elements * t.element_size()
+
+
+def _sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if t.layout == torch.sparse_coo:
+        return (t._indices(), t._values())
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return (t.crow_indices(), t.col_indices(), t.values())
+    return (t.ccol_indices(), t.row_indices(), t.values())
+
+
+def _nnz(t: torch.Tensor) -> int:
+    return t._nnz() if t.layout == torch.sparse_coo else int(t.values().numel())
+
+
+def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
+    """An op that reads one element of ``args[source]`` per output element (a gather).
+
+    Reads: the index tensors in full, plus the looked-up elements (``rows`` overrides
+    their count). Writes: its outputs.
+    """
+
+    def rule(args, out) -> tuple[int, int]:
+        src = args[source]
+        index_bytes = sum(tensor_bytes(t) for i in indices if i < len(args) for t in _flat(args[i]))
+        looked_up = rows(args) if rows else _first(out).numel()
+        written = sum(tensor_bytes(t) for t in _flat(out))
+        return index_bytes + looked_up * src.element_size(), written
+
+    return rule
+
+
+def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Callable) -> Callable:
+    """An in-place op that writes ``positions(args)`` elements of ``self`` (``args[0]``).
+
+    Reads: the index tensor(s), the part of ``args[source]`` it writes (its storage if
+    smaller: a broadcast value), and with ``rmw`` (accumulate, add) the positions it
+    updates. Writes: those positions.
+    """
+
+    def rule(args, out) -> tuple[int, int]:
+        self_, k = args[0], positions(args)
+        read = sum(tensor_bytes(t) for t in _flat(args[index]))
+        if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
+            src = args[source]
+            read += min(tensor_bytes(src), k * src.element_size())
+        if rmw(args):
+            read += k * self_.element_size()
+        return read, k * self_.element_size()
+
+    return rule
+
+
+def _indexed_numel(self_: torch.Tensor, indices: list) -> int:
+    """How many elements ``self_[indices]`` selects (a boolean mask selects its True count)."""
+    shapes, dim, rest = [], 0, 1
+    for idx in indices:
+        if idx is None:
+            rest *= self_.shape[dim]
+            dim += 1
+        elif idx.dtype in (torch.bool, torch.uint8):
+            true = idx.numel() if idx.device.type == "meta" else int(idx.count_nonzero())
+            shapes.append((true,))
+            dim += idx.dim()
+        else:
+            shapes.append(tuple(idx.shape))
+            dim += 1
+    rest *= math.prod(self_.shape[dim:])
+    return (math.prod(torch.broadcast_shapes(*shapes)) if shapes else 1) * rest
+
+
+def _index_fill_positions(args) -> int:
+    self_, dim, index = args[0], args[1], args[2]
+    return index.numel() * (self_.numel() // max(self_.shape[dim], 1) if self_.dim() else 1)
+
+
+def _accumulate(position: int) -> Callable:
+    """``accumulate=True`` at ``args[position]``: the op reads what it adds to."""
+    return lambda args: len(args) > position and bool(args[position])
+
+
+_ALWAYS, _NEVER = (lambda args: True), (lambda args: False)
+
+
+TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
+    # gathers: read the index and the elements looked up
+    "embedding": _lookup(0, (1,)),  # (weight, indices): one row per index
+    "index_select": _lookup(0, (2,)),  # (self, dim, index)
+    "gather": _lookup(0, (2,)),  # (self, dim, index)
+    "take": _lookup(0, (1,)),  # (self, index)
+    "index": _lookup(0, (1,)),  # advanced indexing (self, indices): x[idx], x[mask]
+    # (weight, indices, offsets, ..., per_sample_weights): a row per index, summed per bag
+    "_embedding_bag": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
+    "_embedding_bag_forward_only": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
+    # scatters: write the positions addressed, read what is written there
+    "index_put_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+    "_index_put_impl_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), _ALWAYS),  # (self, dim, index, source)
+    "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), _NEVER),
+    "index_fill_": _scatter_into(2, None, _index_fill_positions, _NEVER),
+    "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), _NEVER),  # (self, dim, index, src)
+    "scatter_add_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
+    "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
+    "put_": _scatter_into(1, 2, lambda a: a[1].numel(), _accumulate(3)),  # (self, index, source)
+}  # fmt: skip
+"""``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch
+part of a tensor. Every other op reads its inputs and writes its outputs in full."""
+
+
+def _flat(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _flat(item)]
+    return []
+
+
+def _first(x: Any) -> torch.Tensor:
+    return x if isinstance(x, torch.Tensor) else _flat(x)[0]
+
+
+# ---------------------------------------------------------------- FLOP formulas
+
+
+def _dims(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
+    """(batch, heads, sequence, head dim) of an attention operand in ``"BHSD"`` or ``"BSHD"``."""
+    *batch, a, b, d = t.shape
+    heads, seq = (a, b) if layout == "BHSD" else (b, a)
+    return math.prod(batch), heads, seq, d
+
+
+def attention_flops(q, k, v, *, layout: str = "BHSD", backward: bool = False, cum_q=None, cum_k=None) -> int:
+    """QK^T and PV of scaled-dot-product attention, for any number of key/value heads.
+
+    Each of the ``Hq`` query heads does ``2*Sq*Sk*D`` FLOPs for ``QK^T`` and
+    ``2*Sq*Sk*Dv`` for ``P @ V``, whether it has a key/value head of its own or
+    shares one (grouped-query attention, as in Llama 2/3 and Mistral): the
+    shared head is read once but multiplied ``Hq/Hkv`` times. The backward
+    recomputes ``QK^T`` and does four more matmuls (``dP``, ``dV``, ``dQ``,
+    ``dK``): ``2*Sq*Sk*(3*D + 2*Dv)`` per query head. Variable-length batches
+    (``cum_q``/``cum_k`` offsets) add up their sequences. A causal mask is not
+    taken into account, as in torch's own counter.
+    """
+    if cum_q is not None:  # packed (total tokens, heads, dim) with sequence offsets
+        heads, d, dv = q.shape[-2], q.shape[-1], v.shape[-1]
+        lq = _lengths(cum_q, q.shape[-3])
+        lk = _lengths(cum_k if cum_k is not None else cum_q, k.shape[-3])
+        pairs = sum(a * b for a, b in zip(lq, lk, strict=True))
+    else:
+        batch, heads, sq, d = _dims(q, layout)
+        sk, dv = _dims(k, layout)[2], v.shape[-1]
+        pairs = batch * sq * sk
+    per_pair = 3 * d + 2 * dv if backward else d + dv
+    return 2 * heads * pairs * per_pair
+
+
+def _lengths(offsets: torch.Tensor, total: int) -> list[int]:
+    if offsets.device.type == "meta":
+        return [total] * (offsets.numel() - 1)  # no data: every sequence at most all tokens
+    return [int(n) for n in offsets.diff().tolist()]
+
+
+def _attention(first: int, layout: str, backward: bool, cum: int | None = None) -> Callable:
+    """A formula for an attention op whose q, k, v are ``args[first:first + 3]``."""
+
+    def flops(*args, **kwargs) -> int:
+        q, k, v = args[first : first + 3]
+        cum_q = args[cum] if cum is not None and len(args) > cum else None
+        cum_k = args[cum + 1] if cum is not None and len(args) > cum + 1 else None
+        return attention_flops(q, k, v, layout=layout, backward=backward, cum_q=cum_q, cum_k=cum_k)
+
+    return flops
+
+
+def _sequence_lengths(t: torch.Tensor) -> list[int]:
+    """Token count of each sequence in a (batch, seq, embed) tensor, nested or not."""
+    if t.is_nested:
+        return [int(n) for n in t._nested_tensor_size()[:, 0].tolist()]
+    if t.dim() == 2:  # one unbatched sequence (seq, embed)
+        return [t.shape[0]]
+    return [t.shape[1]] * t.shape[0]
+
+
+def _attention_block_flops(lengths_q, lengths_k, embed_dim: int) -> int:
+    """Q/K/V and output projections plus QK^T and PV, summed over sequences.
+
+    Per sequence with ``lq`` queries and ``lk`` keys (all heads together span
+    ``embed_dim``): projections ``2*E*E*(lq + 2*lk)`` (Q, K, V) ``+ 2*lq*E*E``
+    (out), attention ``2*lq*lk*E`` (QK^T) ``+ 2*lq*lk*E`` (PV).
+    """
+    e = embed_dim
+    return sum(
+        2 * e * e * (lq + 2 * lk) + 2 * lq * e * e + 4 * lq * lk * e
+        for lq, lk in zip(lengths_q, lengths_k, strict=True)
+    )
+
+
+def _native_mha_flops(query, key, value, embed_dim, num_head, *args, **kwargs) -> int:
+    """``_native_multi_head_attention``: the fused inference path of nn.MultiheadAttention."""
+    return _attention_block_flops(_sequence_lengths(query), _sequence_lengths(key), int(embed_dim))
+
+
+def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
+    """``_transformer_encoder_layer_fwd``: nn.TransformerEncoderLayer's inference fast path.
+
+    The attention block (see :func:`_attention_block_flops`) plus the feed-forward
+    network, two matmuls ``2*L*E*F`` each with ``F = ffn_weight_1.shape[0]``.
+    """
+    ffn_weight_1 = args[11] if len(args) > 11 else kwargs["ffn_weight_1"]
+    ffn_dim, e = int(ffn_weight_1.shape[0]), int(embed_dim)
+    lengths = _sequence_lengths(src)
+    return _attention_block_flops(lengths, lengths, e) + sum(4 * n * e * ffn_dim for n in lengths)
+
+
+def _tokens(x: torch.Tensor) -> int:
+    """Rows fed to a recurrent layer: every time step of every sequence (padded or packed)."""
+    return x.numel() // x.shape[-1] if x.dim() else 0
+
+
+def _mkldnn_rnn_flops(input, weight0, weight1, *args, **kwargs) -> int:
+    """``mkldnn_rnn_layer`` (nn.LSTM/GRU on CPU): per time step ``x @ W_ih.T`` and ``h @ W_hh.T``."""
+    return 2 * _tokens(input) * (weight0.numel() + weight1.numel())
+
+
+def _cudnn_rnn_flops(input, weight, *args, **kwargs) -> int:
+    """``_cudnn_rnn``: every weight matrix of every layer and direction meets every time step."""
+    return 2 * _tokens(input) * sum(w.numel() for w in weight if w.dim() == 2)
+
+
+def _twice(formula: Callable[..., int], skip: int = 0) -> Callable[..., int]:
+    """A backward's formula: gradients for inputs and for weights, 2x the forward's."""
+    return lambda *args, **kwargs: 2 * formula(*args[skip:], **kwargs)
+
+
+def _mm_like(index: int) -> Callable[..., int]:
+    """``2*M*K*N`` for an op whose ``args[index]``, ``args[index + 1]`` are the two matrices."""
+    return lambda *args, **kwargs: _mm(args[index], args[index + 1])
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor) -> int:
+    if a.layout != torch.strided or b.layout != torch.strided:
+        return _sparse_mm(a, b)
+    batch = math.prod(a.shape[:-2])
+    rows = a.shape[-2] if a.dim() > 1 else 1
+    cols = b.shape[-1] if b.dim() > 1 else 1
+    return 2 * batch * rows * a.shape[-1] * cols
+
+
+def _sparse_mm(a: torch.Tensor, b: torch.Tensor) -> int:
+    """A sparse operand costs one multiply-add per stored value and dense column (or row).
+
+    ``S @ D``: each stored ``s_ik`` scales row ``k`` of ``D`` (N columns),
+    ``2*nnz*N``; ``D @ S``: ``2*nnz*M``. Sparse @ sparse: ``2*nnz(A)*nnz(B)/K``,
+    the expected number of products when the values are spread evenly.
+    """
+    a_sparse, b_sparse = a.layout != torch.strided, b.layout != torch.strided
+    if a_sparse and b_sparse:
+        return 2 * _nnz(a) * _nnz(b) // max(a.shape[-1], 1)
+    if a_sparse:
+        return 2 * _nnz(a) * (b.shape[-1] if b.dim() > 1 else 1)
+    return 2 * _nnz(b) * (a.shape[-2] if a.dim() > 1 else 1)
+
+
+_OUR_FORMULAS: dict[str, Callable[..., int]] = {
+    # attention kernels (torch's formulas assume as many key/value heads as query heads
+    # on some versions); arguments as the ops take them
+    "_scaled_dot_product_flash_attention_for_cpu": _attention(0, "BHSD", False),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _attention(1, "BHSD", True),
+    "_scaled_dot_product_fused_attention_overrideable": _attention(0, "BHSD", False),
+    "_scaled_dot_product_fused_attention_overrideable_backward": _attention(1, "BHSD", True),
+    "_scaled_dot_product_flash_attention": _attention(0, "BHSD", False),
+    "_scaled_dot_product_flash_attention_backward": _attention(1, "BHSD", True),
+    "_scaled_dot_product_efficient_attention": _attention(0, "BHSD", False),
+    "_scaled_dot_product_efficient_attention_backward": _attention(1, "BHSD", True),
+    "_scaled_dot_product_cudnn_attention": _attention(0, "BHSD", False),
+    "_scaled_dot_product_cudnn_attention_backward": _attention(1, "BHSD", True),
+    "_flash_attention_forward": _attention(0, "BSHD", False, cum=3),
+    "_flash_attention_backward": _attention(1, "BSHD", True, cum=6),
+    "_efficient_attention_forward": _attention(0, "BSHD", False, cum=4),
+    "_efficient_attention_backward": _attention(1, "BSHD", True, cum=6),
+    # fused layers
+    "_transformer_encoder_layer_fwd": _transformer_layer_flops,
+    "_native_multi_head_attention": _native_mha_flops,
+    "mkldnn_rnn_layer": _mkldnn_rnn_flops,
+    "mkldnn_rnn_layer_backward": _twice(_mkldnn_rnn_flops, skip=0),
+    "_cudnn_rnn": _cudnn_rnn_flops,
+    "_cudnn_rnn_backward": _twice(_cudnn_rnn_flops),
+    # matrix products torch's table leaves out, and every product with a sparse operand
+    "mm": _mm_like(0), "addmm": _mm_like(1), "bmm": _mm_like(0), "baddbmm": _mm_like(1),
+    "_addmm_activation": _mm_like(1), "_int_mm": _mm_like(0), "addbmm": _mm_like(1),
+    "mv": _mm_like(0), "addmv": _mm_like(1), "dot": _mm_like(0), "vdot": _mm_like(0),
+    "_sparse_addmm": _mm_like(1), "_sparse_mm": _mm_like(0), "sspaddmm": _mm_like(1),
+    "_sparse_sparse_matmul": _mm_like(0),
+}  # fmt: skip
+
+
+@lru_cache(maxsize=1)
+def _matmul_formulas() -> dict[str, Callable[..., int]]:
+    """Ours first (keyed ``aten::mm``), then torch's registered formulas for the rest."""
+    from torch.utils.flop_counter import flop_registry
+
+    formulas = {f"aten::{name}": formula for name, formula in _OUR_FORMULAS.items()}
+    for target, formula in flop_registry.items():
+        name = getattr(target, "_qualified_op_name", None)
+        if name is not None:
+            formulas.setdefault(name, _torch_formula(formula))
+    return formulas
+
+
+def _torch_formula(formula: Callable[..., int]) -> Callable[..., int]:
+    return lambda *args, **kwargs: int(formula(*args, **kwargs))
+
+
+def has_matmul_formula(name: str) -> bool:
+    """Whether op ``name`` (``"aten::mm"``) has a matmul FLOP formula."""
+    return name in _matmul_formulas()
+
+
+def matmul_flops(name: str, args: tuple, kwargs: dict, out: Any) -> int | None:
+    """FLOPs of matmul-like op ``name`` (``"aten::mm"``) called on ``args``; None if no formula."""
+    formula = _matmul_formulas().get(name)
+    if formula is None:
+        return None
+    if name.removeprefix("aten::") in _OUR_FORMULAS:
+        return int(formula(*args, **kwargs))
+    return int(formula(*args, out_val=out, **kwargs))
+
+
+def normalization_flops(base: str, tensors: list[torch.Tensor]) -> int:
+    """Per-element convention of :data:`FLOPS_PER_ELEMENT` times the normalized input's size."""
+    if not tensors:
+        return 0
+    kinds = (
+        (_SOFTMAX, "softmax"),
+        (_SOFTMAX_BACKWARD, "softmax_backward"),
+        (_RMS_NORM, "rms_norm"),
+        (_RMS_NORM_BACKWARD, "rms_norm_backward"),
+        (_NORM_BACKWARD, "norm_backward"),
+    )
+    kind = next((k for names, k in kinds if base in names), "norm")
+    # the first tensor argument is the input (forward) or the incoming gradient
+    # (backward); both have the normalized shape
+    return int(FLOPS_PER_ELEMENT[kind] * tensors[0].numel())

@@ -1,0 +1,314 @@
+"""What ``bl.count`` returns: :class:`Counts`, one :class:`OpCount` row per aten op, and its table.
+
+The counting itself is in :mod:`brrrlib.counting`; these are its results,
+importable from there (``brrrlib.counting.Counts``). A ``Counts`` keeps the
+raw rows; totals, the split by category and by precision, and the essay's
+BERT table (FLOPs and bytes per category, plus % of runtime once
+:func:`brrrlib.trace.breakdown` attaches :class:`CategoryTimes`) are derived.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from brrrlib import _fmt
+from brrrlib._aten_ops import CATEGORIES
+
+__all__ = ["CategoryTimes", "Counts", "OpCount"]
+
+@dataclass(frozen=True)
+class OpCount:
+    """One aten op's totals over a counted run.
+
+    ``op`` is the dispatcher name (``"aten::mm"``), ``category`` one of
+    :data:`CATEGORIES`, ``calls`` how many times it ran, ``flops`` and
+    ``bytes_moved`` summed over those calls, ``precision`` what its FLOPs ran
+    in (``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp64"``, ``"fp8"``,
+    ``"int"``; ``""`` for an op without FLOPs). An op that ran in two
+    precisions has a row for each.
+    """
+
+    op: str
+    category: str
+    calls: int
+    flops: int
+    bytes_moved: int
+    precision: str = ""
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte moved (``inf`` for an op that moves no bytes but computes)."""
+        return _intensity(self.flops, self.bytes_moved)
+
+
+@dataclass(frozen=True)
+class CategoryTimes:
+    """Seconds per call of a function, split by op category (see :func:`brrrlib.trace.time_by_category`).
+
+    ``times_s`` pairs each category with the median, over ``runs`` profiled
+    calls, of the summed *self* time of its ops; ``source`` says which clock
+    (``"cpu self time"`` or ``"device self time"``) and ``device`` where it ran.
+    """
+
+    times_s: tuple[tuple[str, float], ...]
+    source: str
+    device: str
+    runs: int
+
+    def as_dict(self) -> dict[str, float]:
+        """``{category: seconds}`` with every category present (0.0 if none)."""
+        out = dict.fromkeys(CATEGORIES, 0.0)
+        out.update(dict(self.times_s))
+        return out
+
+    @property
+    def total_s(self) -> float:
+        """Sum over categories: the op time of one call (Python time between ops excluded)."""
+        return sum(t for _, t in self.times_s)
+
+    def __repr__(self) -> str:
+        total = self.total_s
+        parts = ", ".join(
+            f"{c} {_fmt.percent(t, total)}" for c, t in sorted(self.times_s, key=lambda p: -p[1])
+        )
+        return (
+            f"CategoryTimes({_fmt.seconds(total)} per call on {self.device}, {self.source}: "
+            f"{parts})"
+        )
+
+
+@dataclass(frozen=True)
+class Counts:
+    """FLOPs and bytes of one run of a function, per aten op (see :func:`brrrlib.counting.count`).
+
+    ``rows`` holds one :class:`OpCount` per (op, category, precision);
+    ``times`` is optional per-category timing attached by
+    :func:`brrrlib.trace.breakdown` or :meth:`with_times`; ``notes`` says what
+    the count could not see (ops it could not price, a compiled function
+    counted as its eager graph). Totals are properties; :meth:`by_category`
+    and :meth:`table` group the rows like the essay's BERT table.
+    """
+
+    rows: tuple[OpCount, ...]
+    times: CategoryTimes | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flops(self) -> int:
+        """Total floating-point operations."""
+        return sum(r.flops for r in self.rows)
+
+    @property
+    def bytes_moved(self) -> int:
+        """Total bytes read plus written, op by op (unfused eager cost)."""
+        return sum(r.bytes_moved for r in self.rows)
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        """Arithmetic intensity of the whole run: ``flops / bytes_moved``."""
+        return _intensity(self.flops, self.bytes_moved)
+
+    @property
+    def ops(self) -> int:
+        """Number of aten op calls, views included (each one costs dispatch overhead)."""
+        return sum(r.calls for r in self.rows)
+
+    @property
+    def work_ops(self) -> int:
+        """Op calls that do work on data: every op but views, metadata and bare allocations.
+
+        Each of these pays at least what the tiniest op costs (dispatch, and a
+        kernel launch on a GPU), so ``work_ops * op_overhead_s`` is a lower
+        bound on the host time of one call. Views and ``empty`` are cheaper
+        than a tiny op and are left out; the counter charges them nothing.
+        """
+        return sum(r.calls for r in self.rows if r.flops or r.bytes_moved)
+
+    def flops_by_precision(self, category: str | None = None) -> dict[str, int]:
+        """``{precision: FLOPs}``, e.g. ``counts.flops_by_precision("matmul")`` -> ``{"bf16": ...}``.
+
+        Each precision has its own roof (an H100 does 52 TFLOP/s of fp32
+        matmul, ~400 in TF32, ~740 in bf16), so the compute floor is the sum
+        of each precision's FLOPs over its own ceiling. ``category`` keeps one
+        of :data:`CATEGORIES`; ops without FLOPs are left out.
+        """
+        if category is not None and category not in CATEGORIES:
+            raise ValueError(f"category must be one of {list(CATEGORIES)} or None, got {category!r}")
+        out: dict[str, int] = {}
+        for r in self.rows:
+            if r.flops and category in (None, r.category):
+                out[r.precision] = out.get(r.precision, 0) + r.flops
+        return out
+
+    def by_category(self) -> dict[str, dict[str, float]]:
+        """``{category: {"calls", "flops", "bytes_moved", "flops_fraction", "bytes_fraction"}}``.
+
+        Every category in :data:`CATEGORIES` is present. With times attached,
+        each entry also has ``"time_s"`` and ``"time_fraction"``.
+        """
+        total_flops, total_bytes = self.flops, self.bytes_moved
+        times = self.times.as_dict() if self.times is not None else None
+        total_time = self.times.total_s if self.times is not None else 0.0
+        out: dict[str, dict[str, float]] = {}
+        for category in CATEGORIES:
+            rows = [r for r in self.rows if r.category == category]
+            flops, nbytes = sum(r.flops for r in rows), sum(r.bytes_moved for r in rows)
+            entry: dict[str, float] = {
+                "calls": sum(r.calls for r in rows),
+                "flops": flops,
+                "bytes_moved": nbytes,
+                "flops_fraction": flops / total_flops if total_flops else 0.0,
+                "bytes_fraction": nbytes / total_bytes if total_bytes else 0.0,
+            }
+            if times is not None:
+                entry["time_s"] = times[category]
+                entry["time_fraction"] = times[category] / total_time if total_time else 0.0
+            out[category] = entry
+        return out
+
+    def with_times(self, times: CategoryTimes | Mapping[str, float]) -> Counts:
+        """A copy with per-category times attached (a :class:`CategoryTimes` or ``{category: s}``)."""
+        return Counts(rows=self.rows, times=_as_category_times(times), notes=self.notes)
+
+    def table(self, timing: Any = None, *, by: str = "category") -> str:
+        """A text table: FLOPs, % of FLOPs, bytes, % of bytes per category (or per op).
+
+        ``timing`` adds time columns: a :class:`CategoryTimes` (or a
+        ``{category: seconds}`` mapping) gives each category's % of runtime, the
+        essay's BERT table; a :class:`~brrrlib.timing.Timing` (anything with
+        ``median_s``) of the whole function adds the achieved FLOP/s and bytes/s.
+        Without ``timing``, times attached by ``breakdown`` are used.
+        ``by="op"`` lists every aten op instead of the categories.
+        """
+        return _render(self, timing, by=by, html=False)
+
+    def _repr_html_(self) -> str:
+        return _render(self, None, by="category", html=True)
+
+    def __repr__(self) -> str:
+        return _render(self, None, by="category", html=False)
+
+
+def _intensity(flops: float, nbytes: float) -> float:
+    if nbytes == 0:
+        return math.inf if flops else 0.0
+    return flops / nbytes
+
+
+def _as_category_times(times: Any) -> CategoryTimes:
+    if isinstance(times, CategoryTimes):
+        return times
+    if isinstance(times, Mapping):
+        unknown = set(times) - set(CATEGORIES)
+        if unknown:
+            raise ValueError(
+                f"times: unknown categories {sorted(unknown)}; use {list(CATEGORIES)} "
+                "(map op names with bl.counting.categorize)"
+            )
+        pairs = tuple((c, float(times[c])) for c in CATEGORIES if c in times)
+        if any(t < 0 or not math.isfinite(t) for _, t in pairs):
+            raise ValueError("times: every value must be a finite number of seconds >= 0")
+        return CategoryTimes(times_s=pairs, source="given", device="?", runs=0)
+    raise TypeError(
+        f"times: expected CategoryTimes or a {{category: seconds}} mapping, got {type(times).__name__}"
+    )
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _render(counts: Counts, timing: Any, *, by: str, html: bool) -> str:
+    """The table as text or HTML: a title line, a header, one line per category or op, notes."""
+    if by not in ("category", "op"):
+        raise ValueError(f"by must be 'category' or 'op', got {by!r}")
+    times, whole = counts.times, None
+    if timing is not None and hasattr(timing, "median_s"):
+        whole = timing  # a Timing of the whole function: achieved rates
+    elif timing is not None:
+        times = _as_category_times(timing)
+    header = ["category" if by == "category" else "op", "calls", "FLOPs", "% FLOPs", "bytes",
+              "% bytes", "FLOP/byte"]  # fmt: skip
+    if by == "category" and times is not None:
+        header += ["time", "% time"]
+    body = _category_lines(counts, times) if by == "category" else _op_lines(counts)
+    title = (
+        f"Counts: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved, "
+        f"{counts.intensity_flops_per_byte:.3g} FLOP/byte, {counts.ops} op calls"
+    )
+    notes = []
+    if times is not None and by == "category":
+        notes.append(
+            f"time: {times.source} on {times.device}, median of {times.runs} runs, "
+            f"{_fmt.seconds(times.total_s)} of op time per call"
+        )
+    if whole is not None:
+        s = whole.median_s
+        notes.append(
+            f"achieved: {_fmt.si(counts.flops / s, 'FLOP/s')}, "
+            f"{_fmt.si(counts.bytes_moved / s, 'B/s')} (median {_fmt.seconds(s)} per call)"
+        )
+    notes += [f"note: {n}" for n in counts.notes]
+    return (_html_table if html else _text_table)(title, header, body, notes)
+
+
+def _category_lines(counts: Counts, times: CategoryTimes | None) -> list[list[str]]:
+    cats = counts.by_category()
+    time_map = times.as_dict() if times is not None else None
+    lines = []
+    for c in CATEGORIES:
+        e = cats[c]
+        line = [c, f"{int(e['calls'])}", *_share_cells(counts, e["flops"], e["bytes_moved"])]
+        if time_map is not None:
+            line += [_fmt.seconds(time_map[c]), _fmt.percent(time_map[c], times.total_s)]
+        lines.append(line)
+    return lines
+
+
+def _op_lines(counts: Counts) -> list[list[str]]:
+    order = sorted(counts.rows, key=lambda r: (-r.flops, -r.bytes_moved, r.op))
+    return [
+        [f"{r.op} ({r.category}{', ' + r.precision if r.precision else ''})", str(r.calls),
+         *_share_cells(counts, r.flops, r.bytes_moved)]
+        for r in order
+    ]  # fmt: skip
+
+
+def _share_cells(counts: Counts, flops: float, nbytes: float) -> list[str]:
+    return [
+        _fmt.si(flops, "FLOP"),
+        _fmt.percent(flops, counts.flops),
+        _fmt.si(nbytes, "B"),
+        _fmt.percent(nbytes, counts.bytes_moved),
+        f"{_intensity(flops, nbytes):.3g}",
+    ]
+
+
+def _html_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:
+    def cell(tag: str, i: int, value: str) -> str:
+        align = "left" if i == 0 else "right"  # numbers line up on the right
+        return f'<{tag} style="text-align:{align}">{html.escape(value)}</{tag}>'
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    rows = "".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(line)) + "</tr>" for line in body
+    )
+    foot = "".join(
+        f'<p style="color:var(--jp-ui-font-color2)">{html.escape(n)}</p>' for n in notes
+    )
+    return f"<p><b>{html.escape(title)}</b></p><table><tr>{head}</tr>{rows}</table>{foot}"
+
+
+def _text_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:
+    widths = [max([len(h), *(len(line[i]) for line in body)]) for i, h in enumerate(header)]
+
+    def fmt(cells: Iterable[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([title, fmt(header), *(fmt(line) for line in body), *notes])
