@@ -29,7 +29,8 @@ class OpCount:
     ``bytes_moved`` summed over those calls, ``precision`` what its FLOPs ran
     in (``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp64"``, ``"fp8"``,
     ``"int"``; ``""`` for an op without FLOPs). An op that ran in two
-    precisions has a row for each.
+    precisions has a row for each. A row made by hand is fp32 unless it says
+    otherwise: torch's default dtype.
     """
 
     op: str
@@ -37,7 +38,7 @@ class OpCount:
     calls: int
     flops: int
     bytes_moved: int
-    precision: str = ""
+    precision: str = "fp32"
 
     @property
     def intensity_flops_per_byte(self) -> float:

@@ -289,8 +289,8 @@ def _notes(fn: Any, mode: _CountingMode) -> tuple[str, ...]:
         )
     if mode.on_meta:
         notes.append(
-            "counted on meta tensors: shapes without data, nothing ran; a data-dependent count "
-            "(a boolean mask's True elements, a sparse tensor's nonzeros) is taken at its largest"
+            "counted on meta tensors: shapes without data, nothing ran; a data-dependent size "
+            "(a boolean mask's True elements, packed sequence lengths) is taken at its largest"
         )
     return tuple(notes)
 

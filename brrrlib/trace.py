@@ -33,9 +33,11 @@ From the lanes it derives what a learner asks first:
   profiler's own set-up; ``bl.profile`` pays that before run 0, but traces
   recorded elsewhere may not have.
 
-Parsing the profiler's chrome-trace JSON lives in :mod:`brrrlib._chrome`, so
-``Trace.from_chrome_trace`` also reads traces recorded elsewhere, and
-:func:`recorded` opens the ones shipped with brrrlib (an H100, 2026-11-22).
+Parsing the profiler's chrome-trace JSON lives in :mod:`brrrlib._chrome` (so
+``Trace.from_chrome_trace`` also reads traces recorded elsewhere), the timeline
+drawing and the summary's words in :mod:`brrrlib._timeline`, the capture in
+:mod:`brrrlib._profiler`. :func:`recorded` opens the traces shipped with
+brrrlib (an H100, 2026-11-22).
 :func:`time_by_category` and :func:`breakdown` time a function per op category
 from the same profiler capture (chapter 01's BERT table).
 """
@@ -47,7 +49,6 @@ import dataclasses
 import math
 import os
 import re
-import statistics
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -452,7 +453,7 @@ def time_by_category(
     on_device = use_device and all(sum(device.values()) > 0 for _, device in samples)
     chosen = [device if on_device else cpu for cpu, device in samples]
     return CategoryTimes(
-        times_s=tuple((c, statistics.median(s[c] for s in chosen)) for c in CATEGORIES),
+        times_s=tuple((c, _fmt.median([s[c] for s in chosen])) for c in CATEGORIES),
         source="device self time" if on_device else "cpu self time",
         device="cuda" if on_device else "cpu",
         runs=runs,

@@ -602,7 +602,7 @@ def test_counting_a_compiled_function_leaves_it_compiled():
     counted, twin = torch.compile(_chain), torch.compile(lambda t: _chain(t))
     counted(x), twin(x)  # compile both
     c = count(counted, x)
-    assert c.ops == 16 and c.bytes_moved == 16 * 3 * 4 * x.numel() - 16 * 4 * x.numel()
+    assert c.ops == 16 and c.bytes_moved == 16 * 2 * 4 * x.numel()  # each op reads, writes x
     assert any("torch.compile'd" in n and "eager graph" in n for n in c.notes)
     assert any("torch.compile'd" in n for n in count(lambda: counted(x)).notes)
     assert not count(_chain, x).notes
