@@ -17,12 +17,12 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
+import importlib.resources
 import importlib.util
 import json
 import platform
 import shutil
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
@@ -202,36 +202,59 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
 
 
 def course_source() -> Path | None:
-    """Where the course notebooks are: the clone's ``course/``, else an installed copy.
+    """Where the course notebooks are: the package data ``brrrlib.course``, else the clone's.
 
-    In a source checkout they sit in ``course/`` next to the ``brrrlib``
-    package; an installed wheel puts them in ``<prefix>/share/brrr/course``,
-    the prefix being the environment's (``pip install``) or the user's
-    (``pip install --user``). None if no such folder holds a notebook.
+    A wheel ships ``course/`` as ``brrrlib/course``, and
+    :mod:`importlib.resources` finds it wherever pip put it (a venv, a
+    ``--user`` install). A clone (``pip install -e .``, or run from its root)
+    has ``course/`` beside the ``brrrlib`` folder: an editable install does not
+    map a folder without ``__init__.py`` as a subpackage. None if no such
+    folder holds a notebook.
     """
-    prefixes = (sys.prefix, sysconfig.get_config_var("userbase") or sys.prefix)
-    for folder in (
-        Path(__file__).resolve().parents[1] / "course",
-        *(Path(p) / "share" / "brrr" / "course" for p in prefixes),
-    ):
-        if folder.is_dir() and any(folder.glob("*.ipynb")):
-            return folder
+    return _installed_course() or _clone_course()
+
+
+def _installed_course() -> Path | None:
+    try:
+        root = importlib.resources.files("brrrlib.course")
+    except ModuleNotFoundError:
+        return None
+    # A folder of data without __init__.py is a namespace package, whose files() is a
+    # MultiplexedPath; its entries are plain paths, and a notebook's parent is the folder.
+    for entry in root.iterdir():
+        if isinstance(entry, Path) and entry.suffix == ".ipynb":
+            return entry.parent
     return None
 
 
+def _clone_course() -> Path | None:
+    folder = Path(__file__).resolve().parents[1] / "course"
+    return folder if folder.is_dir() and any(folder.glob("*.ipynb")) else None
+
+
 def _notebook_imports(nb: dict) -> set[str]:
-    """Top-level modules imported by a notebook's code cells."""
+    """Modules a notebook's code cells import at their top level.
+
+    An import under an ``if`` (the Colab set-up cell's ``google.colab``) runs
+    only where it can, so only top-level imports count. Line magics and shell
+    lines become ``pass``, keeping the cell's indentation valid.
+    """
     names = set()
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
         lines = "".join(cell.get("source", [])).splitlines()
-        src = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+        src = "\n".join(
+            line[: len(line) - len(line.lstrip())] + "pass"
+            if line.lstrip().startswith(("%", "!"))
+            else line
+            for line in lines
+        )
         try:
             tree = ast.parse(src)
         except SyntaxError:
             continue  # a deliberately broken exercise cell: not an import problem
-        for node in ast.walk(tree):
+        for node in tree.body:
             if isinstance(node, ast.Import):
                 names.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -246,7 +269,7 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
         r.line(
             "FAIL",
             "course notebooks not found",
-            "run brrr from the course clone (pip install -e .), or reinstall the package",
+            "reinstall the package (pip install brrrlib, or pip install -e . in the clone)",
         )
         return
     r.line("ok", f"found in {src}")

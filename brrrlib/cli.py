@@ -12,7 +12,9 @@
 
   Exit 0 when it diagnosed, 1 when the workload failed, 2 for a bad target.
 * ``brrr lab`` copies the notebooks into a workspace (never over your edits)
-  and starts JupyterLab there, on loopback behind a fresh token.
+  and starts JupyterLab there, on loopback behind a fresh token. ``brrr lab
+  --copy-only DIR`` only copies, for a hub whose users are already in a
+  JupyterLab. The notebooks are the package data ``brrrlib/course``.
 
 Torch is imported only inside the commands that need it, so ``brrr --help``
 and ``brrr doctor`` work on a machine without it.
@@ -259,13 +261,14 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
     )
 
 
-def _workspace_problem(dest: Path) -> str | None:
+def _workspace_problem(dest: Path, option: str = "--dir") -> str | None:
     """None if notebooks can be written into ``dest`` (made if missing), else why not."""
     if dest.exists() and not dest.is_dir():
-        return f"--dir {dest} is a file, not a folder: choose another --dir"
+        return f"{option} {dest} is a file, not a folder: choose another {option}"
     if not dest.exists() and not dest.parent.is_dir():
         return (
-            f"--dir {dest}: its parent {dest.parent} does not exist: create it, or choose another"
+            f"{option} {dest}: its parent {dest.parent} does not exist: "
+            "create it, or choose another"
         )
     try:
         dest.mkdir(exist_ok=True)
@@ -273,7 +276,7 @@ def _workspace_problem(dest: Path) -> str | None:
             pass
     except OSError as err:
         why = err.strerror or err
-        return f"--dir {dest}: cannot write there ({why}): choose a folder of your own"
+        return f"{option} {dest}: cannot write there ({why}): choose a folder of your own"
     return None
 
 
@@ -321,22 +324,26 @@ def _lab(opts, out) -> int:
     src = course_source()
     if src is None:
         print(
-            "brrr lab: the course notebooks were not found (neither course/ next to brrrlib "
-            "nor share/brrr/course under this Python's prefix); run from the course clone "
-            "after `pip install -e .`",
+            "brrr lab: the course notebooks were not found (neither the package data "
+            "brrrlib/course nor course/ beside brrrlib): reinstall the package "
+            "(pip install brrrlib, or pip install -e . in the clone)",
             file=sys.stderr,
         )
         return 2
+    copy_only = opts.copy_only is not None
+    option, where = ("--copy-only", opts.copy_only) if copy_only else ("--dir", opts.dir)
     try:
-        dest = Path(opts.dir).expanduser().resolve()
-        problem = _workspace_problem(dest)
+        dest = Path(where).expanduser().resolve()
+        problem = _workspace_problem(dest, option)
         report = None if problem else copy_course(src, dest, reset=opts.reset)
     except (OSError, RuntimeError, ValueError) as err:  # RuntimeError: "~" without a home
-        problem = f"--dir {opts.dir}: copying the course there failed: {err}"
+        problem = f"{option} {where}: copying the course there failed: {err}"
     if problem:
         print(f"brrr lab: {problem}", file=sys.stderr)
         return 2
     print(f"brrr lab: workspace {dest}: {report}", file=out)
+    if copy_only:  # a hub's start hook: the user is already in a JupyterLab
+        return 0
     if importlib.util.find_spec("jupyterlab") is None:
         print("brrr lab: jupyterlab is not installed here; pip install jupyterlab", file=sys.stderr)
         return 1
@@ -389,7 +396,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
     lab = sub.add_parser("lab", help="copy the course notebooks to a workspace and open JupyterLab")
-    lab.add_argument("--dir", default=_DEFAULT_WORKSPACE, help="workspace (default ~/brrr-course)")
+    where = lab.add_mutually_exclusive_group()
+    where.add_argument(
+        "--dir", default=_DEFAULT_WORKSPACE, help="workspace (default ~/brrr-course)"
+    )
+    where.add_argument(
+        "--copy-only",
+        metavar="DIR",
+        help="only copy the notebooks into DIR (missing ones; with --reset, fresh ones) and "
+        "exit without starting JupyterLab: for a JupyterHub start hook",
+    )
     lab.add_argument("--reset", action="store_true", help="fresh notebooks; yours backed up first")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.add_argument("--port", type=_port, default=None, help="port for JupyterLab")

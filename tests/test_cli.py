@@ -554,3 +554,48 @@ def test_lab_without_notebooks_exits_2(monkeypatch, tmp_path, capsys):
 def test_course_source_finds_the_clones_course_folder():
     src = cli.course_source()
     assert src is not None and any(src.glob("*.ipynb"))
+
+
+def test_lab_copy_only_copies_and_starts_nothing(lab_calls, tmp_path, capsys):
+    dest = tmp_path / "home" / "brrr-course"
+    dest.parent.mkdir()
+    assert cli.main(["lab", "--copy-only", str(dest)]) == 0
+    assert lab_calls == []  # no JupyterLab: a hub user is already in one
+    assert sorted(p.name for p in dest.glob("*.ipynb")) == ["00_a.ipynb", "01_b.ipynb"]
+    assert f"workspace {dest}: copied 3 file(s)" in capsys.readouterr().out
+    (dest / "00_a.ipynb").write_text('{"v": "my edits"}')
+    assert cli.main(["lab", "--copy-only", str(dest)]) == 0  # a start hook runs every time
+    assert (dest / "00_a.ipynb").read_text() == '{"v": "my edits"}'
+    assert "copied 0 file(s), kept 3" in capsys.readouterr().out
+
+
+def test_lab_copy_only_needs_no_jupyterlab(lab_calls, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    assert cli.main(["lab", "--copy-only", str(tmp_path / "ws")]) == 0
+    assert (tmp_path / "ws" / "01_b.ipynb").exists() and lab_calls == []
+
+
+def test_lab_copy_only_names_its_own_option_when_the_folder_is_unusable(
+    lab_calls, tmp_path, capsys
+):
+    (tmp_path / "afile").write_text("x")
+    assert cli.main(["lab", "--copy-only", str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err
+    assert f"--copy-only {tmp_path / 'afile'} is a file" in err and "--dir" not in err
+
+
+def test_lab_takes_either_dir_or_copy_only(lab_calls, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lab", "--dir", str(tmp_path / "a"), "--copy-only", str(tmp_path / "b")])
+    assert exc.value.code == 2 and lab_calls == []
+
+
+def test_doctor_counts_only_top_level_imports_of_a_notebook():
+    """The Colab set-up cell imports google.colab under an `if`: not a missing package here."""
+    setup = (
+        "import sys\n\nif 'google.colab' in sys.modules:\n"
+        "    %pip install -q brrrlib\n    from google.colab import output\n\n"
+        "import brrrlib as bl\n"
+    )
+    nb = {"cells": [{"cell_type": "code", "source": setup}, {"cell_type": "markdown"}]}
+    assert _doctor._notebook_imports(nb) == {"sys", "brrrlib"}

@@ -40,26 +40,70 @@ def _conda_dependencies() -> list[str]:
     return names
 
 
+# In environment.yml but not a Python package: the compiler torch.compile needs on a CPU.
+CONDA_ONLY = {"python", "pip", "pip:", "cxx-compiler"}
+TEST_TOOLS = {"pytest", "nbval", "ruff", "playwright"}
+
+
+def _specifiers(requirements) -> dict[str, str]:
+    """``{"torch": ">=2.3", ...}``: each requirement's version part, spaces removed."""
+    out = {}
+    for r in requirements:
+        name = _name(r)
+        out[CONDA_TO_PYPI.get(name, name)] = r.strip()[len(name) :].replace(" ", "")
+    return out
+
+
 def test_environment_yml_names_the_same_runtime_packages_as_pyproject():
-    runtime = {_name(r) for r in _pyproject()["project"]["dependencies"]}
-    conda = {CONDA_TO_PYPI.get(_name(d), _name(d)) for d in _conda_dependencies()}
-    conda -= {"python", "pip", "pip:"}
-    assert conda == runtime, f"environment.yml vs pyproject.toml differ: {conda ^ runtime}"
+    runtime = _specifiers(_pyproject()["project"]["dependencies"])
+    conda = _specifiers(d for d in _conda_dependencies() if _name(d) not in CONDA_ONLY)
+    assert set(conda) == set(runtime), (
+        f"environment.yml vs pyproject.toml: {set(conda) ^ set(runtime)}"
+    )
+    differ = {n: (conda[n], runtime[n]) for n in runtime if conda[n] != runtime[n]}
+    assert not differ, f"version bounds differ (environment.yml, pyproject.toml): {differ}"
 
 
-def test_environment_yml_installs_the_project_itself_editable():
+def test_environment_yml_is_a_learners_environment():
+    """The compiler torch.compile needs, the project itself editable, and no test tools."""
     text = (ROOT / "environment.yml").read_text()
     assert "conda-forge" in text
     assert (
         "defaults" not in text
         and "  - pytorch\n" not in text.split("channels:")[1].split("dependencies:")[0]
     )
-    assert re.search(r"-\s+(--editable|-e)\s+\.(\[test\])?\s*$", text, re.M)
+    assert "cxx-compiler" in {_name(d) for d in _conda_dependencies()}
+    assert re.search(r"-\s+(--editable|-e)\s+\.\s*$", text, re.M), "pip: --editable . (no extras)"
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())  # comments may name them
+    present = {tool for tool in TEST_TOOLS if re.search(rf"\b{tool}\b", code)}
+    assert not present and "[test]" not in code, (
+        f"test tools in the learners' environment: {present}"
+    )
+
+
+def test_requires_python_agrees_with_ruffs_target():
+    floor = _pyproject()["project"]["requires-python"]
+    target = _pyproject()["tool"]["ruff"]["target-version"]
+    assert floor == ">=3." + target.removeprefix("py3"), (floor, target)
 
 
 def test_test_extra_has_the_tools_the_test_command_uses():
     test_extra = {_name(r) for r in _pyproject()["project"]["optional-dependencies"]["test"]}
     assert {"pytest", "nbval", "ruff"} <= test_extra
+
+
+def test_license_file_is_the_license_pyproject_names():
+    project = _pyproject()["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
+
+
+def test_the_course_ships_as_package_data_not_data_files():
+    setuptools = _pyproject()["tool"]["setuptools"]
+    assert "data-files" not in setuptools
+    assert setuptools["package-dir"] == {"brrrlib.course": "course"}
+    assert {"*.ipynb", "*.md"} <= set(setuptools["package-data"]["brrrlib.course"])
 
 
 def test_readme_commands_are_what_ci_runs():
