@@ -431,7 +431,7 @@ def test_an_fp32_matmul_on_cuda_is_tf32_where_tf32_is_allowed():
     # FakeTensorMode makes tensors that say they live on a GPU without one
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    before = torch.get_float32_matmul_precision()
+    before, cudnn_before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     try:
         with FakeTensorMode():
             a = torch.empty(8, 8, device="cuda")
@@ -441,10 +441,16 @@ def test_an_fp32_matmul_on_cuda_is_tf32_where_tf32_is_allowed():
             assert count(torch.mm, a, a).rows[0].precision == "tf32"
             assert count(torch.add, a, a).rows[0].precision == "fp32"  # only matmuls use TF32
             assert count(torch.mm, a.half(), a.half()).rows[0].precision == "fp16"
+            # convolutions follow cuDNN's switch, on by default
+            image, kernel = torch.empty(1, 3, 8, 8, device="cuda"), torch.empty(4, 3, 3, 3, device="cuda")
+            assert count(F.conv2d, image, kernel).rows[0].precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = False
+            assert count(F.conv2d, image, kernel).rows[0].precision == "fp32"
         cpu = torch.empty(8, 8)
         assert count(torch.mm, cpu, cpu).rows[0].precision == "fp32"  # no TF32 on a CPU
     finally:
         torch.set_float32_matmul_precision(before)
+        torch.backends.cudnn.allow_tf32 = cudnn_before
 
 
 # ------------------------------------------------------------------ work ops

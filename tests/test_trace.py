@@ -588,7 +588,12 @@ def test_profile_cuda_kernels_and_launch_delays():
     assert big.run_ahead_s > 5 * min(big.launch_delays_s)
     assert big.busy_fraction > 0.5
 
-    small = bl.profile(_tiny_loop, torch.ones(4, device="cuda"), runs=2)
+    assert big.host_ran_ahead  # the later GEMMs queued behind the first
+
+    small = bl.profile(_tiny_loop, torch.ones(4, device="cuda"), runs=3)
     # 30 tiny kernels: the GPU waits on Python most of the time
     assert small.busy_fraction < big.busy_fraction
     assert len([i for i in small.device_intervals if i.run == 0]) >= 30
+    assert not small.host_ran_ahead
+    # CUPTI was set up in the warm-up: run 0 costs what the others cost (it was 2-40x)
+    assert small.first_run_inflation < 2 and small.steady_runs == (0, 1, 2)
