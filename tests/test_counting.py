@@ -590,31 +590,29 @@ def _chain(x):
     return x
 
 
-def _median_s(fn, x, n=7):
-    import time
+def _ran_compiled(fn, x) -> bool:
+    """Whether a profiled call of ``fn`` ran its compiled graph (not 16 eager aten ops)."""
+    from brrrlib.trace import profile
 
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[n // 2]
+    host = {i.name for i in profile(fn, x, runs=1).host}
+    return any(n.startswith("Torch-Compiled Region") for n in host) and not any(
+        n.startswith("aten::") for n in host
+    )
 
 
 def test_counting_a_compiled_function_leaves_it_compiled():
     # counting under a dispatch mode used to send dynamo back to eager for good: the
-    # compiled chain ran ~20x slower from then on, while a twin never counted did not
-    x = torch.randn(4 * 2**20)
-    counted, twin = torch.compile(_chain), torch.compile(lambda t: _chain(t))
-    counted(x), twin(x)  # compile both
+    # compiled chain ran 16 eager ops (~20x slower on 4 Mi floats) from then on
+    x = torch.randn(4096)
+    counted = torch.compile(_chain)
+    counted(x)
+    assert _ran_compiled(counted, x)
     c = count(counted, x)
     assert c.ops == 16 and c.bytes_moved == 16 * 2 * 4 * x.numel()  # each op reads, writes x
     assert any("torch.compile'd" in n and "eager graph" in n for n in c.notes)
     assert any("torch.compile'd" in n for n in count(lambda: counted(x)).notes)
     assert not count(_chain, x).notes
-    ratios = [_median_s(counted, x) / _median_s(twin, x) for _ in range(3)]
-    # de-optimised it was 20-60x the twin; the margin leaves room for a busy machine
-    assert min(ratios) < 4, ratios
+    assert _ran_compiled(counted, x)  # still the compiled graph, not eager ops
 
 
 def test_meta_counts_say_nothing_ran():
