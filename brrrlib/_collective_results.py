@@ -1,0 +1,485 @@
+"""The results of chapter 05's measurements: an all-reduce sweep and data-parallel steps.
+
+Frozen dataclasses that keep every raw sample (one per round, the slowest
+rank's) and derive the rest: medians and spread, nccl-tests' algorithm and
+bus bandwidth, the alpha-beta fit, step times per mode and the crossover
+batch. They render as text, as HTML in a notebook, and as plots with labelled
+axes; :meth:`CollectiveSweep.to_dict` and ``from_dict`` make them JSON (what
+``python -m brrrlib.distributed ... --out FILE`` writes under torchrun).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from brrrlib import _fmt
+from brrrlib._collectives_worker import MODES
+from brrrlib._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
+
+__all__ = [
+    "CollectiveSweep",
+    "DataParallelRun",
+    "mlp_flops_per_sample",
+    "mlp_params",
+    "paired_ratio",
+    "ratio_says",
+]
+
+#: A ratio is stated when its 95% interval lies within this fraction of it on both sides.
+RATIO_TOLERANCE = 0.1
+
+
+def paired_ratio(a_s: Sequence[float], b_s: Sequence[float]) -> tuple[float, float, float]:
+    """Median of the per-round ratios ``a / b`` and its 95% interval: ``(ratio, low, high)``.
+
+    Samples taken in the same round met the same machine, so their ratio
+    cancels what the round shared (as :func:`brrrlib.compare` does).
+    """
+    r = [a / b for a, b in zip(a_s, b_s, strict=True) if b > 0]
+    return (_fmt.median(r), *_fmt.median_interval(r))
+
+
+def ratio_says(a_s: Sequence[float], b_s: Sequence[float]) -> str:
+    """:func:`paired_ratio` in words: the ratio when the interval is narrow, else what can be said.
+
+    Narrow (within 10% each side): "x1.93 (95% interval x1.88-x2.01)". Wide
+    but all on one side of 1: "more than 1: x1.4 (x1.1-x2.3)" (the direction is
+    known, the size is not). Wide across 1: "too noisy to tell".
+    """
+    ratio, lo, hi = paired_ratio(a_s, b_s)
+    span = f"x{lo:.2f}-x{hi:.2f}"
+    if lo >= ratio / (1 + RATIO_TOLERANCE) and hi <= ratio * (1 + RATIO_TOLERANCE):
+        return f"x{ratio:.2f} (95% interval {span})"
+    if lo > 1 or hi < 1:
+        return f"{'more' if lo > 1 else 'less'} than 1: x{ratio:.2f} (95% interval {span}, wide)"
+    return f"too noisy to tell (95% interval {span})"
+
+
+def _dims(shape: Mapping[str, int]) -> list[int]:
+    return [shape["d_in"], *[shape["hidden"]] * shape["depth"], shape["d_out"]]
+
+
+def mlp_params(shape: Mapping[str, int]) -> int:
+    """Parameters (weights and biases) of the data-parallel MLP of this ``shape``."""
+    dims = _dims(shape)
+    return sum(i * o + o for i, o in zip(dims, dims[1:], strict=False))
+
+
+def mlp_flops_per_sample(shape: Mapping[str, int]) -> int:
+    """Training FLOPs per sample of the MLP, counted layer by layer.
+
+    Each Linear(i, o) costs 2 i o FLOPs per sample forward and 4 i o
+    backward (gradients of its input and of its weight), except the first
+    layer, whose input needs no gradient: 2 i o. About 6 x params.
+    """
+    dims = _dims(shape)
+    weights = [i * o for i, o in zip(dims, dims[1:], strict=False)]
+    return 6 * sum(weights) - 2 * weights[0]
+
+
+def _where(r: Any) -> str:
+    nodes = len(set(r.hosts)) or 1
+    place = f"{nodes} nodes" if nodes > 1 else "1 machine"
+    return (
+        f"{r.world_size} processes ({r.launcher}, {place}), {r.backend} on {r.device_name}, "
+        f"{r.threads_per_process} thread(s) each"
+    )
+
+
+def _html_table(header: tuple[str, ...], rows: list[tuple[str, ...]], caption: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    cap = f"<caption style='caption-side:bottom;text-align:left'><small>{html.escape(caption)}</small></caption>"
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, repr=False)
+class CollectiveSweep:
+    """All-reduce time against message size, measured over ``world_size`` processes.
+
+    ``samples_s[i]`` holds the per-call seconds of size ``sizes_bytes[i]``,
+    one sample per round: each is a block of ``calls_per_sample[i]`` calls
+    timed on every rank, the slowest rank's time kept (a collective is done
+    when its last rank is). Read it as nccl-tests prints it
+    (``doc/PERFORMANCE.md``): ``algbw`` = size / time, ``busbw`` = algbw x
+    2(n-1)/n, comparable with a link's spec bandwidth whatever n is.
+    :attr:`fit` is the latency-bandwidth model through the medians.
+    ``verified`` says the group's sums were checked against a known answer.
+    """
+
+    sizes_bytes: tuple[int, ...]
+    samples_s: tuple[tuple[float, ...], ...]
+    world_size: int
+    backend: str
+    device: str = "cpu"
+    device_name: str = "cpu"
+    launcher: str = "local processes"
+    hosts: tuple[str, ...] = ()
+    threads_per_process: int = 1
+    calls_per_sample: tuple[int, ...] = ()
+    verified: bool = False
+    torch_version: str = ""
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        sizes = tuple(int(s) for s in self.sizes_bytes)
+        samples = tuple(tuple(float(x) for x in row) for row in self.samples_s)
+        if len(sizes) != len(samples) or not sizes or not all(samples):
+            raise ValueError("need one non-empty row of samples_s per size in sizes_bytes")
+        if not all(math.isfinite(x) and x > 0 for row in samples for x in row):
+            raise ValueError("samples_s must be positive, finite seconds")
+        object.__setattr__(self, "sizes_bytes", sizes)
+        object.__setattr__(self, "samples_s", samples)
+        object.__setattr__(self, "hosts", tuple(self.hosts))
+        object.__setattr__(self, "calls_per_sample", tuple(self.calls_per_sample))
+
+    # -- derived ---------------------------------------------------------------------
+    @property
+    def median_s(self) -> tuple[float, ...]:
+        """Median seconds per all-reduce, per size."""
+        return tuple(_fmt.median(row) for row in self.samples_s)
+
+    @property
+    def relative_iqr(self) -> tuple[float, ...]:
+        """Spread per size: the interquartile range over the median."""
+        return tuple(_fmt.iqr(row) / _fmt.median(row) for row in self.samples_s)
+
+    @property
+    def algbw_bytes_per_s(self) -> tuple[float, ...]:
+        """nccl-tests' algorithm bandwidth per size: bytes / median time."""
+        return tuple(n / t for n, t in zip(self.sizes_bytes, self.median_s, strict=True))
+
+    @property
+    def busbw_bytes_per_s(self) -> tuple[float, ...]:
+        """nccl-tests' bus bandwidth per size: algbw x 2(n-1)/n."""
+        return tuple(b * ring_factor(self.world_size) for b in self.algbw_bytes_per_s)
+
+    @property
+    def fit(self) -> AlphaBeta:
+        """The alpha-beta model fitted to the medians (relative errors, see ``fit_alpha_beta``)."""
+        return fit_alpha_beta(self.sizes_bytes, self.median_s, self.world_size)
+
+    def time_ratio(self, size_a: int, size_b: int) -> str:
+        """How many times longer ``size_a`` takes than ``size_b``, paired by round, in words."""
+        index = {n: i for i, n in enumerate(self.sizes_bytes)}
+        if size_a not in index or size_b not in index:
+            raise ValueError(f"both sizes must be among those measured: {self.sizes_bytes}")
+        return ratio_says(self.samples_s[index[size_a]], self.samples_s[index[size_b]])
+
+    @property
+    def peak_busbw_bytes_per_s(self) -> float:
+        """The highest bus bandwidth measured (usually at the largest sizes)."""
+        return max(self.busbw_bytes_per_s)
+
+    # -- rendering -------------------------------------------------------------------
+    _HEADER = ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        fit = self.fit
+        return [
+            (
+                _fmt.binary_bytes(n),
+                f"{n // 4:,}",
+                self.dtype,
+                _fmt.seconds(t),
+                f"{q:.0%}",
+                _fmt.si(a, "B/s"),
+                _fmt.si(b, "B/s"),
+                _fmt.seconds(fit.time_s(n)),
+            )
+            for n, t, q, a, b in zip(
+                self.sizes_bytes,
+                self.median_s,
+                self.relative_iqr,
+                self.algbw_bytes_per_s,
+                self.busbw_bytes_per_s,
+                strict=True,
+            )
+        ]
+
+    def _caption(self) -> str:
+        check = "sums verified" if self.verified else "sums NOT verified"
+        rounds = len(self.samples_s[0])
+        return (
+            f"all-reduce over {_where(self)}; median of {rounds} rounds (slowest rank), "
+            f"spread = IQR/median; {check}. Fit: {self.fit._text()}"
+        )
+
+    def __repr__(self) -> str:
+        return f"CollectiveSweep\n{_text_table(self._HEADER, self._rows())}\n{self._caption()}"
+
+    def _repr_html_(self) -> str:
+        return _html_table(self._HEADER, self._rows(), self._caption())
+
+    def plot(self, axes: Any = None, *, links: tuple[Any, ...] = ()) -> Any:
+        """Two panels: time vs size with the fitted model, and bus bandwidth vs size.
+
+        ``links`` (rows of ``bl.hardware.links()``) draws their spec bandwidth
+        on the bandwidth panel, for scale. Returns the two axes.
+        """
+        import matplotlib.pyplot as plt
+
+        if axes is None:
+            _, axes = plt.subplots(1, 2, figsize=(11, 4))
+        ax_t, ax_b = axes
+        fit, sizes = self.fit, self.sizes_bytes
+        low = [_fmt.quantile(r, 0.25) * 1e6 for r in self.samples_s]
+        high = [_fmt.quantile(r, 0.75) * 1e6 for r in self.samples_s]
+        med = [t * 1e6 for t in self.median_s]
+        ax_t.errorbar(
+            sizes,
+            med,
+            yerr=[
+                [m - lo for m, lo in zip(med, low, strict=True)],
+                [h - m for m, h in zip(med, high, strict=True)],
+            ],
+            fmt="o",
+            label="measured (median, IQR)",
+        )
+        ax_t.plot(sizes, [fit.time_s(n) * 1e6 for n in sizes], "-", label="alpha + beta x size")
+        ax_t.axhline(fit.alpha_s * 1e6, ls=":", color="gray", label="alpha (latency)")
+        ax_t.set(
+            xscale="log",
+            yscale="log",
+            xlabel="message size (bytes)",
+            ylabel="time per all-reduce (µs)",
+            title=f"All-reduce time, {self.world_size} processes, {self.backend}",
+        )
+        ax_b.plot(sizes, [b / 1e9 for b in self.busbw_bytes_per_s], "o", label="measured busbw")
+        ax_b.plot(
+            sizes,
+            [ring_factor(self.world_size) * n / fit.time_s(n) / 1e9 for n in sizes],
+            "-",
+            label="model busbw",
+        )
+        for x in links:
+            ax_b.axhline(x.bandwidth_bytes_per_s / 1e9, ls="--", lw=1, color="gray")
+            ax_b.annotate(
+                f"{x.name} (spec)",
+                (sizes[0], x.bandwidth_bytes_per_s / 1e9),
+                fontsize=8,
+                va="bottom",
+            )
+        ax_b.set(
+            xscale="log",
+            yscale="log",
+            xlabel="message size (bytes)",
+            ylabel="bus bandwidth (GB/s)",
+            title="Bus bandwidth = size / time x 2(n-1)/n",
+        )
+        for ax in axes:
+            ax.legend(fontsize=8)
+        return axes
+
+    # -- JSON --------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reads it back."""
+        return {"kind": "all_reduce", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CollectiveSweep:
+        """A sweep from :meth:`to_dict`'s output or a worker's raw result."""
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, repr=False)
+class DataParallelRun:
+    """Data-parallel training steps of a small model, per batch size and mode.
+
+    ``samples_s[mode][i]`` holds seconds per step at ``batches[i]`` samples
+    per process, one per round (slowest rank). The modes: ``"compute only"``
+    (DDP's ``no_sync()``: forward, backward, optimizer, no communication),
+    ``"all-reduce after backward"`` (one gradient bucket: communication
+    starts when the backward pass ends) and ``"overlapped buckets"`` (small
+    buckets, each all-reduced while the backward pass goes on).
+    ``allreduce_samples_s`` times the gradient all-reduce alone.
+
+    The step model: ``step = compute + communication``, overlapped or not.
+    :attr:`measured_crossover_batch` is where the measured compute time
+    equals the communication it waits for
+    (:func:`brrrlib.distributed.predict_local_crossover` predicts it);
+    :meth:`ratio_says` compares two modes round by round, with an interval.
+    """
+
+    batches: tuple[int, ...]
+    samples_s: Mapping[str, tuple[tuple[float, ...], ...]]
+    allreduce_samples_s: tuple[float, ...]
+    params: int
+    grad_bytes: int
+    model: Mapping[str, int]
+    world_size: int
+    backend: str
+    device: str = "cpu"
+    device_name: str = "cpu"
+    launcher: str = "local processes"
+    hosts: tuple[str, ...] = ()
+    threads_per_process: int = 1
+    buckets: Mapping[str, int] = field(default_factory=dict)
+    verified: bool = False
+    torch_version: str = ""
+
+    def __post_init__(self) -> None:
+        samples = {
+            m: tuple(tuple(float(x) for x in row) for row in rows)
+            for m, rows in dict(self.samples_s).items()
+        }
+        if not samples or any(len(rows) != len(self.batches) for rows in samples.values()):
+            raise ValueError("samples_s needs one row per batch for every mode")
+        object.__setattr__(self, "batches", tuple(int(b) for b in self.batches))
+        object.__setattr__(self, "samples_s", MappingProxyType(samples))
+        object.__setattr__(
+            self, "allreduce_samples_s", tuple(float(x) for x in self.allreduce_samples_s)
+        )
+        object.__setattr__(self, "model", MappingProxyType(dict(self.model)))
+        object.__setattr__(self, "buckets", MappingProxyType(dict(self.buckets)))
+        object.__setattr__(self, "hosts", tuple(self.hosts))
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes measured, in order."""
+        return tuple(self.samples_s)
+
+    def step_s(self, mode: str) -> tuple[float, ...]:
+        """Median seconds per step in ``mode``, per batch."""
+        if mode not in self.samples_s:
+            raise ValueError(
+                f"mode must be one of {', '.join(map(repr, self.modes))}, got {mode!r}"
+            )
+        return tuple(_fmt.median(row) for row in self.samples_s[mode])
+
+    @property
+    def compute_s(self) -> tuple[float, ...]:
+        """Median seconds per step with no communication, per batch."""
+        return self.step_s(MODES[0])
+
+    @property
+    def comm_s(self) -> float:
+        """Median seconds of the gradient all-reduce on its own."""
+        return _fmt.median(self.allreduce_samples_s)
+
+    def exposed_comm_s(self, mode: str) -> tuple[float, ...]:
+        """Seconds a step in ``mode`` spends beyond compute, per batch (paired by round)."""
+        return tuple(
+            _fmt.median([s - c for s, c in zip(row, base, strict=True)])
+            for row, base in zip(self.samples_s[mode], self.samples_s[MODES[0]], strict=True)
+        )
+
+    @property
+    def flops_per_sample(self) -> int:
+        """Training FLOPs per sample of the MLP (:func:`mlp_flops_per_sample`), about 6 x params."""
+        return mlp_flops_per_sample(self.model)
+
+    def ratios(self, mode: str, base: str = MODES[1]) -> tuple[tuple[float, float, float], ...]:
+        """Per batch: ``mode``'s time over ``base``'s, paired by round: (median, low, high)."""
+        return tuple(
+            paired_ratio(row, ref)
+            for row, ref in zip(self.samples_s[mode], self.samples_s[base], strict=True)
+        )
+
+    def ratio_says(self, mode: str, base: str = MODES[1]) -> tuple[str, ...]:
+        """The ratios of :meth:`ratios` in words, or "too noisy to tell" (:func:`ratio_says`)."""
+        return tuple(
+            ratio_says(row, ref)
+            for row, ref in zip(self.samples_s[mode], self.samples_s[base], strict=True)
+        )
+
+    @property
+    def measured_crossover_batch(self) -> float | None:
+        """The batch at which compute equals the exposed all-reduce time (no overlap).
+
+        Interpolated between the two measured batches around it, on log
+        scales; ``None`` when it lies outside the batches measured.
+        """
+        comm = self.exposed_comm_s(MODES[1])
+        ratio = [c / max(x, 1e-12) for c, x in zip(self.compute_s, comm, strict=True)]
+        for i in range(1, len(ratio)):
+            if ratio[i - 1] < 1 <= ratio[i]:
+                x0, x1 = math.log(self.batches[i - 1]), math.log(self.batches[i])
+                y0, y1 = math.log(ratio[i - 1]), math.log(ratio[i])
+                return math.exp(x0 + (x1 - x0) * (0 - y0) / (y1 - y0))
+        return None
+
+    # -- rendering -------------------------------------------------------------------
+    def _rows(self) -> list[tuple[str, ...]]:
+        cols = [self.compute_s, *(self.step_s(m) for m in self.modes[1:])]
+        exposed = self.exposed_comm_s(MODES[1])
+        return [
+            (str(b), *(_fmt.seconds(c[i]) for c in cols), _fmt.percent(exposed[i], cols[1][i]))
+            for i, b in enumerate(self.batches)
+        ]
+
+    def _caption(self) -> str:
+        found = self.measured_crossover_batch
+        cross = f"about {found:.0f}" if found else "outside the batches measured"
+        buckets = ", ".join(f"{m}: {n} bucket(s)" for m, n in self.buckets.items() if n)
+        return (
+            f"{_fmt.si(self.params)} parameters, {_fmt.binary_bytes(self.grad_bytes)} of gradients; "
+            f"their all-reduce alone {_fmt.seconds(self.comm_s)}; {_where(self)}; {buckets}. "
+            f"Compute equals communication at batch {cross}."
+        )
+
+    def _header(self) -> tuple[str, ...]:
+        return ("batch", *self.modes, "comm share (no overlap)")
+
+    def __repr__(self) -> str:
+        return f"DataParallelRun\n{_text_table(self._header(), self._rows())}\n{self._caption()}"
+
+    def _repr_html_(self) -> str:
+        return _html_table(self._header(), self._rows(), self._caption())
+
+    def plot(self, ax: Any = None, *, predicted_crossover: float | None = None) -> Any:
+        """Step time against batch per process for every mode, the all-reduce alone, the crossovers."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, 4.5))
+        for mode, marker in zip(self.modes, "os^", strict=False):
+            ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
+        ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
+        if self.measured_crossover_batch:
+            ax.axvline(
+                self.measured_crossover_batch, color="black", lw=1, label="crossover, measured"
+            )
+        if predicted_crossover:
+            ax.axvline(
+                predicted_crossover, color="black", lw=1, ls="--", label="crossover, predicted"
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="batch per process (samples)",
+            ylabel="time per step (ms)",
+            title=f"Data-parallel steps over {self.world_size} processes ({self.backend})",
+        )
+        ax.legend(fontsize=8)
+        return ax
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reads it back."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(
+            samples_s={m: [list(r) for r in rows] for m, rows in self.samples_s.items()},
+            model=dict(self.model),
+            buckets=dict(self.buckets),
+        )
+        return {"kind": "data_parallel", **data}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DataParallelRun:
+        """A run from :meth:`to_dict`'s output or a worker's raw result."""
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,405 @@
+"""What each process of a collective benchmark runs, under the library's launcher or torchrun.
+
+Every process (a *rank*) runs the same code, and they meet in collectives: an
+all-reduce returns on a rank only once every rank has contributed. So every
+rank must make the same calls in the same order, and anything that decides a
+count (how many calls per timed block, how many rounds) is agreed first with
+an all-reduce of the estimates (``MAX``), never decided by one rank alone.
+
+The process group is set up from environment variables, the ``env://``
+convention that ``torchrun`` uses: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR``, ``MASTER_PORT``. :mod:`brrrlib._launch` sets the same ones
+for local processes, so one code path serves a laptop and a cluster.
+
+Two jobs (:func:`run_job`): an **all-reduce sweep** over message sizes and
+**data-parallel steps** of a small model (compute alone, gradients
+all-reduced after the backward pass, and all-reduced in buckets during it).
+Rank 0 returns the raw samples as a dict; :mod:`brrrlib.distributed` turns
+it into a result.
+
+A process never outlives its purpose: a watchdog thread ends it when its
+deadline passes or when the process that started it is gone (exit codes
+below), and a collective whose peer died raises instead of waiting forever
+(gloo sees the closed connection; the group's timeout bounds the rest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime
+import json
+import math
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EXIT_DEADLINE",
+    "EXIT_ERROR",
+    "EXIT_PARENT_GONE",
+    "EXIT_PEER_LOST",
+    "EXIT_PORT_IN_USE",
+    "MODES",
+    "main",
+    "mlp",
+    "run_job",
+]
+
+# Exit codes the launcher reads (0 is success).
+EXIT_ERROR = 1
+EXIT_PORT_IN_USE = 3
+EXIT_PARENT_GONE = 4
+EXIT_DEADLINE = 5
+EXIT_PEER_LOST = 6
+
+#: A timed block of calls lasts at least this long, so the clock and the
+#: skew between ranks leaving the barrier are small against it.
+_MIN_BLOCK_S = {"all_reduce": 2e-3, "data_parallel": 5e-3}
+_MAX_CALLS_PER_BLOCK = 2000
+#: How often the watchdog looks at the parent and the deadline.
+_WATCH_EVERY_S = 0.2
+#: Words in an error that mean the port was taken (Linux, macOS and torch's own text).
+_PORT_TAKEN = ("address already in use", "eaddrinuse", "errno 98", "errno 48")
+#: Words in an error that mean another rank went away in the middle of a collective.
+_PEER_LOST = (
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "timed out",
+    "timeout",
+    "socket closed",
+    "connection refused",
+    "peer",
+    "end of file",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m brrrlib._collectives_worker JOB.json``: run one rank of the job.
+
+    Rank 0 writes the result as JSON to the job's ``out`` path (written
+    whole, then renamed, so the launcher never reads half a file).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    job = json.loads(Path(args[0]).read_text())
+    _start_watchdog(os.environ.get("BRRR_PARENT_PID"), float(job["deadline_unix"]))
+    try:
+        result = run_job(job)
+    except _PortTaken as err:
+        print(f"brrr worker: {err}", file=sys.stderr)
+        return EXIT_PORT_IN_USE
+    except Exception as err:  # noqa: BLE001 -- the launcher reads the code and this text
+        text = f"{type(err).__name__}: {err}"
+        print(f"brrr worker rank {os.environ.get('RANK')}: {text}", file=sys.stderr)
+        lost = any(words in text.lower() for words in _PEER_LOST)
+        return EXIT_PEER_LOST if lost else EXIT_ERROR
+    if result is not None:
+        out = Path(job["out"])
+        tmp = out.with_suffix(".partial")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(out)
+    return 0
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
+    """Join the process group, run ``job["kind"]``, leave the group; rank 0 returns the result.
+
+    1. **Threads**: ``job["threads"]`` per process, so that n processes on a
+       machine do not ask for n times its cores.
+    2. **Group**: ``init_process_group`` from the environment (``env://``),
+       gloo on CPUs, NCCL on GPUs (one GPU per rank, ``LOCAL_RANK``), with a
+       timeout so that no collective waits forever.
+    3. **Job**: the all-reduce sweep or the data-parallel steps.
+    4. **Check**: one all-reduce whose answer is known (the sum of the ranks
+       plus one), so a result is never reported from a group that computes
+       wrong sums.
+    """
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(int(job.get("threads", 1)))  # 1.
+    dev = _join(job, dist, torch)  # 2.
+    try:
+        _status(f"running the {job['kind'].replace('_', ' ')} job")
+        measure = {"all_reduce": _all_reduce_sweep, "data_parallel": _data_parallel}[job["kind"]]
+        result = measure(job, dist, torch, dev)  # 3.
+        result.update(_facts(job, dist, torch, dev))
+        result["verified"] = _verify(dist, torch, dev)  # 4.
+        _status("done")
+        return result if dist.get_rank() == 0 else None
+    finally:
+        dist.destroy_process_group()
+
+
+def _join(job: dict[str, Any], dist: Any, torch: Any) -> Any:
+    """2. The process group, from the environment; a taken port becomes :class:`_PortTaken`."""
+    backend = job["backend"]
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device("cpu")
+    kwargs: dict[str, Any] = {}
+    if backend == "nccl":
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+        kwargs["device_id"] = dev
+    _status("initialising the process group")
+    try:
+        dist.init_process_group(
+            backend, timeout=datetime.timedelta(seconds=float(job["group_timeout_s"])), **kwargs
+        )
+    except Exception as err:
+        if any(words in str(err).lower() for words in _PORT_TAKEN):
+            port = os.environ.get("MASTER_PORT")
+            raise _PortTaken(f"port {port} is already in use: {err}") from err
+        raise
+    return dev
+
+
+class _PortTaken(RuntimeError):
+    pass
+
+
+def _facts(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
+    """Where it ran: backend, world size, hosts (all ranks' host names), torch version."""
+    hosts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(hosts, socket.gethostname())
+    device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    return {
+        "backend": dist.get_backend(),
+        "world_size": dist.get_world_size(),
+        "hosts": hosts,
+        "device": dev.type,
+        "device_name": device_name,
+        "threads_per_process": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "launcher": job.get("launcher", "torchrun"),
+    }
+
+
+def _verify(dist: Any, torch: Any, dev: Any) -> bool:
+    x = torch.full((4,), float(dist.get_rank() + 1), device=dev)
+    dist.all_reduce(x)
+    n = dist.get_world_size()
+    return bool((x == n * (n + 1) / 2).all())
+
+
+def _sync(torch: Any, dev: Any) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _agree(dist: Any, torch: Any, values: list[float]) -> list[float]:
+    """Every rank's values replaced by the largest across ranks: counts all ranks agree on."""
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.cpu().tolist()
+
+
+def _time_block(dist: Any, torch: Any, dev: Any, call: Any, calls: int) -> float:
+    """Seconds per call of one block: barrier, sync, ``calls`` calls, sync."""
+    dist.barrier()
+    _sync(torch, dev)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    _sync(torch, dev)
+    return (time.perf_counter() - t0) / calls
+
+
+def _plan(job: dict[str, Any], per_call_s: list[float]) -> tuple[list[int], int]:
+    """Calls per block (each block >= the minimum) and rounds (the budget, within bounds)."""
+    floor_s = _MIN_BLOCK_S[job["kind"]]
+    calls = [
+        max(1, min(_MAX_CALLS_PER_BLOCK, math.ceil(floor_s / max(s, 1e-9)))) for s in per_call_s
+    ]
+    round_s = sum(c * s for c, s in zip(calls, per_call_s, strict=True))
+    rounds = int(job["budget_s"] / max(round_s, 1e-9))
+    return calls, max(int(job["min_rounds"]), min(int(job["max_rounds"]), rounds))
+
+
+# ------------------------------------------------------------------ the all-reduce sweep
+
+
+def _all_reduce_sweep(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
+    """Time all-reduce over each message size, in rounds that visit every size.
+
+    1. **Buffers**: one fp32 tensor per size, zeros (sums of zeros stay zero:
+       no overflow however many times it is reduced).
+    2. **Warm-up and estimate**: a few calls per size (the first ones set up
+       connections and buffers), then 3 timed calls; the estimates are
+       agreed across ranks.
+    3. **Rounds**: every round times one block of each size, ascending in
+       even rounds and descending in odd ones, so a slow spell of the machine
+       lands on all sizes alike rather than on the ones measured last.
+    4. **The slowest rank counts**: a collective is done when the last rank
+       has its result, so each sample is the maximum over ranks.
+    """
+    sizes = [int(n) for n in job["sizes_bytes"]]
+    bufs = [torch.zeros(max(1, n // 4), dtype=torch.float32, device=dev) for n in sizes]  # 1.
+    estimates = []
+    for n, buf in zip(sizes, bufs, strict=True):  # 2.
+        _status(f"warming up the all-reduce of {n} bytes")
+        for _ in range(3):
+            dist.all_reduce(buf)
+        estimates.append(_time_block(dist, torch, dev, lambda b=buf: dist.all_reduce(b), 3))
+    calls, rounds = _plan(job, _agree(dist, torch, estimates))
+    samples = torch.zeros(rounds, len(sizes), dtype=torch.float64)
+    for r in range(rounds):  # 3.
+        _status(f"all-reduce round {r + 1}/{rounds}")
+        order = range(len(sizes)) if r % 2 == 0 else reversed(range(len(sizes)))
+        for i in order:
+            call = lambda b=bufs[i]: dist.all_reduce(b)  # noqa: E731
+            samples[r, i] = _time_block(dist, torch, dev, call, calls[i])
+    worst = _agree(dist, torch, samples.flatten().tolist())  # 4.
+    table = torch.tensor(worst, dtype=torch.float64).reshape(rounds, len(sizes))
+    return {
+        "kind": "all_reduce",
+        "sizes_bytes": [4 * b.numel() for b in bufs],
+        "samples_s": table.T.tolist(),
+        "calls_per_sample": calls,
+        "dtype": "float32",
+    }
+
+
+# ------------------------------------------------------------------ data-parallel steps
+
+#: The three ways a step is run, in the order the result lists them.
+MODES = ("compute only", "all-reduce after backward", "overlapped buckets")
+
+
+def mlp(d_in: int, hidden: int, depth: int, d_out: int) -> Any:
+    """The data-parallel example: ``depth`` hidden layers of ``hidden`` units with ReLU."""
+    import torch
+
+    layers: list[Any] = []
+    width = d_in
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
+        width = hidden
+    layers.append(torch.nn.Linear(width, d_out))
+    return torch.nn.Sequential(*layers)
+
+
+def _data_parallel(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
+    """Time training steps of one small model at several batch sizes per process.
+
+    1. **Models**: the same initial weights on every rank (seeded), twice:
+       one wrapped in DDP with a single bucket as large as the model (its
+       all-reduce can only start after the whole backward pass), one with
+       small buckets (each is all-reduced as soon as its gradients are
+       ready, while the backward pass goes on).
+    2. **Modes** per step: *compute only* (the single-bucket model under
+       ``no_sync()``: no communication at all), *all-reduce after backward*
+       and *overlapped buckets*. Plus the gradient all-reduce on its own.
+    3. **Warm-up** (DDP rebuilds its buckets after the first step), estimate,
+       agree on calls per block.
+    4. **Rounds**: each round times one block of every (batch, mode), modes
+       in alternating order, so the modes are compared under the same load.
+    """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    shape = job["model"]
+    torch.manual_seed(0)  # 1. same weights on every rank
+    base = mlp(**shape).to(dev)
+    one = DDP(copy.deepcopy(base), bucket_cap_mb=float(job["one_bucket_mb"]))
+    many = DDP(copy.deepcopy(base), bucket_cap_mb=float(job["small_bucket_mb"]))
+    opts = {id(m): torch.optim.SGD(m.parameters(), lr=1e-6) for m in (one, many)}
+    torch.manual_seed(1 + dist.get_rank())  # each rank its own data, as in real training
+    batches = [int(b) for b in job["batches"]]
+    inputs = [torch.randn(b, shape["d_in"], device=dev) for b in batches]
+    grads = torch.zeros(sum(p.numel() for p in base.parameters()), device=dev)
+
+    def step(model: Any, x: Any, sync: bool) -> None:
+        opts[id(model)].zero_grad(set_to_none=True)
+        with contextlib.nullcontext() if sync else model.no_sync():
+            model(x).square().mean().backward()
+        opts[id(model)].step()
+
+    modes = {MODES[0]: (one, False), MODES[1]: (one, True), MODES[2]: (many, True)}  # 2.
+    cases = [(x, m) for x in inputs for m in modes]
+    estimates = []
+    for x, mode in cases:  # 3.
+        _status(f"warming up: batch {len(x)}, {mode}")
+        model, sync = modes[mode]
+        for _ in range(3):
+            step(model, x, sync)
+        call = lambda m=model, x=x, s=sync: step(m, x, s)  # noqa: E731
+        estimates.append(_time_block(dist, torch, dev, call, 1))
+    estimates.append(_time_block(dist, torch, dev, lambda: dist.all_reduce(grads), 3))
+    calls, rounds = _plan(job, _agree(dist, torch, estimates))
+    samples = torch.zeros(rounds, len(cases) + 1, dtype=torch.float64)
+    for r in range(rounds):  # 4.
+        _status(f"data-parallel round {r + 1}/{rounds}")
+        for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
+            x, mode = cases[i]
+            model, sync = modes[mode]
+            call = lambda m=model, x=x, s=sync: step(m, x, s)  # noqa: E731
+            samples[r, i] = _time_block(dist, torch, dev, call, calls[i])
+        samples[r, -1] = _time_block(dist, torch, dev, lambda: dist.all_reduce(grads), calls[-1])
+    worst = torch.tensor(_agree(dist, torch, samples.flatten().tolist()), dtype=torch.float64)
+    table = worst.reshape(rounds, len(cases) + 1).T.tolist()
+    return {
+        "kind": "data_parallel",
+        "batches": batches,
+        "modes": list(modes),
+        "samples_s": {
+            mode: [table[i * len(modes) + k] for i in range(len(batches))]
+            for k, mode in enumerate(modes)
+        },
+        "allreduce_samples_s": table[-1],
+        "params": int(grads.numel()),
+        "grad_bytes": int(grads.numel() * grads.element_size()),
+        "buckets": {MODES[1]: _buckets(one), MODES[2]: _buckets(many)},
+        "model": dict(shape),
+    }
+
+
+def _buckets(model: Any) -> int:
+    """How many gradient buckets DDP formed (0 when this torch does not say)."""
+    with contextlib.suppress(Exception):
+        data = model._get_ddp_logging_data()
+        sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+        return len([s for s in str(sizes).split(",") if s.strip()])
+    return 0
+
+
+# ------------------------------------------------------------------ staying bounded
+
+
+def _status(text: str) -> None:
+    """What this rank is doing, for the launcher's message if something goes wrong."""
+    path = os.environ.get("BRRR_STATUS_FILE")
+    if path:
+        with contextlib.suppress(OSError):
+            Path(path).write_text(text)
+
+
+def _start_watchdog(parent_pid: str | None, deadline_unix: float) -> None:
+    """End this process when its parent is gone or its deadline has passed.
+
+    A daemon thread looks every 0.2 s. ``os._exit`` ends the process even
+    while the main thread is blocked inside a collective, which a Python
+    exception could not interrupt.
+    """
+    parent = int(parent_pid) if parent_pid else None
+
+    def watch() -> None:
+        while True:
+            time.sleep(_WATCH_EVERY_S)
+            if parent is not None and os.getppid() != parent:
+                os._exit(EXIT_PARENT_GONE)
+            if time.time() > deadline_unix:
+                print("brrr worker: deadline passed, exiting", file=sys.stderr, flush=True)
+                os._exit(EXIT_DEADLINE)
+
+    threading.Thread(target=watch, name="brrr-watchdog", daemon=True).start()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
