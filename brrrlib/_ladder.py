@@ -1,0 +1,349 @@
+"""The bandwidth ladder: every place data moves, one picture, measured where this machine can.
+
+"Movement is hierarchical": from cache to DRAM or HBM, from the host to the
+device, between devices, between machines, from disk. Each rung is a
+bandwidth, and each rung down is slower, often by ten times.
+:func:`bandwidth_ladder` sets them side by side (chapter 05):
+
+* **measured here**: a copy that stays in this machine's cache (timed with
+  :func:`brrrlib.benchmark`), its DRAM bandwidth (``bl.measure_ceilings()``),
+  a file read from its disk with the page cache dropped
+  (:func:`measure_disk_read`), and, when given, host-to-device copies on a GPU
+  and the bus bandwidth of an all-reduce between local processes;
+* **spec sheets**: the HBM of datacenter GPUs (``bl.spec``) and the links of
+  ``bl.hardware.links()``, each with its source.
+
+Each :class:`Rung` says which it is; the plot draws measured rungs solid and
+spec-sheet rungs hatched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from brrrlib import _fmt, hardware
+
+__all__ = ["LEVELS", "BandwidthLadder", "DiskRead", "Rung", "bandwidth_ladder", "measure_disk_read"]
+
+#: The rungs, nearest the compute units first.
+LEVELS = ("cache", "memory", "host-device", "device-device", "node-node", "storage")
+#: How a rung's number was obtained.
+HOW = ("measured", "spec")
+_READ_CHUNK_BYTES = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of the ladder: a bandwidth, where it sits, and how it is known.
+
+    ``how`` is ``"measured"`` (on this machine, ``detail`` says how) or
+    ``"spec"`` (a spec sheet: ``source`` names it). ``level`` is one of
+    :data:`LEVELS`.
+    """
+
+    name: str
+    level: str
+    bandwidth_bytes_per_s: float
+    how: str
+    source: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS or self.how not in HOW:
+            raise ValueError(f"{self.name}: level must be in {LEVELS} and how in {HOW}")
+        if not self.bandwidth_bytes_per_s > 0:
+            raise ValueError(f"{self.name}: bandwidth_bytes_per_s must be > 0")
+
+
+@dataclass(frozen=True, repr=False)
+class BandwidthLadder:
+    """The rungs of :func:`bandwidth_ladder`, nearest first; a table and a picture."""
+
+    rungs: tuple[Rung, ...]
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        return [
+            (
+                r.level,
+                r.name,
+                _fmt.si(r.bandwidth_bytes_per_s, "B/s"),
+                r.how,
+                r.detail if r.how == "measured" else r.source,
+            )
+            for r in self.rungs
+        ]
+
+    def __repr__(self) -> str:
+        rows = self._rows()
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) for r in rows]
+        return "BandwidthLadder (one direction; nearest first)\n" + "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(
+            f"<th>{h}</th>" for h in ("level", "rung", "bandwidth", "how", "how / source")
+        )
+        body = "".join(
+            "<tr>"
+            + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in r)
+            + "</tr>"
+            for r in self._rows()
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def get(self, name: str) -> Rung:
+        """The rung whose name starts with ``name`` (case-insensitive)."""
+        for r in self.rungs:
+            if r.name.lower().startswith(name.lower()):
+                return r
+        raise KeyError(f"no rung named {name!r}; rungs: {', '.join(r.name for r in self.rungs)}")
+
+    def plot(self, ax: Any = None) -> Any:
+        """Horizontal bars on a log scale: measured solid, spec sheets hatched, levels coloured."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))
+        colours = dict(
+            zip(
+                LEVELS,
+                ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
+                strict=True,
+            )
+        )
+        ys = list(range(len(self.rungs)))
+        for y, r in zip(ys, self.rungs, strict=True):
+            measured = r.how == "measured"
+            ax.barh(
+                y,
+                r.bandwidth_bytes_per_s / 1e9,
+                color=colours[r.level],
+                alpha=0.9 if measured else 0.45,
+                hatch=None if measured else "//",
+                edgecolor="black",
+                lw=0.5,
+            )
+            ax.text(
+                r.bandwidth_bytes_per_s / 1e9 * 1.08,
+                y,
+                _fmt.si(r.bandwidth_bytes_per_s, "B/s"),
+                va="center",
+                fontsize=8,
+            )
+        ax.set_yticks(ys, [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
+        ax.set_title("The bandwidth ladder: measured here (solid) and spec sheets (hatched)")
+        right = max(r.bandwidth_bytes_per_s for r in self.rungs) / 1e9
+        ax.set_xlim(min(r.bandwidth_bytes_per_s for r in self.rungs) / 1e9 / 2, right * 8)
+        return ax
+
+
+def bandwidth_ladder(
+    ceilings: Any = None,
+    *,
+    disk: DiskRead | None = None,
+    sweep: Any = None,
+    copies: Any = None,
+    devices: Sequence[str] = ("A100", "H100"),
+    measure_cache: bool = True,
+) -> BandwidthLadder:
+    """The ladder from this machine's measurements and the spec tables.
+
+    ``ceilings`` (``bl.measure_ceilings()``) gives the measured DRAM rung;
+    ``disk`` (:func:`measure_disk_read`), ``sweep`` (an all-reduce sweep:
+    its peak bus bandwidth between local processes) and ``copies``
+    (``host_device_copies()`` on a GPU) add their rungs when given;
+    ``devices`` picks the spec-sheet GPUs whose HBM is shown;
+    ``measure_cache`` times a copy that fits in this machine's cache (a
+    fraction of a second).
+    """
+    rungs: list[Rung] = []
+    if measure_cache:
+        rungs.append(_cache_rung())
+    if ceilings is not None:
+        rungs.append(
+            Rung(
+                f"DRAM, this machine ({ceilings.device_name})",
+                "memory",
+                ceilings.mem_bandwidth_bytes_per_s,
+                "measured",
+                detail="bl.measure_ceilings(): a large copy, bytes read + written / time",
+            )
+        )
+    for name in devices:
+        s = hardware.spec(name)
+        rungs.append(
+            Rung(f"HBM, {s.name}", "memory", s.mem_bandwidth_bytes_per_s, "spec", s.source)
+        )
+    if copies is not None and getattr(copies, "measured", False):
+        rungs.append(
+            Rung(
+                f"host to {copies.device_name}, pinned",
+                "host-device",
+                copies.pinned_bytes_per_s,
+                "measured",
+                detail="bl.benchmark of a copy",
+            )
+        )
+    if sweep is not None:
+        rungs.append(
+            Rung(
+                f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})",
+                "device-device",
+                sweep.peak_busbw_bytes_per_s,
+                "measured",
+                detail="all_reduce_sweep(): the largest bus bandwidth measured",
+            )
+        )
+    rungs += [
+        Rung(x.name, x.kind, x.bandwidth_bytes_per_s, "spec", x.source) for x in hardware.links()
+    ]
+    if disk is not None:
+        rungs.append(
+            Rung(
+                "file read, this machine",
+                "storage",
+                disk.bytes_per_s,
+                "measured",
+                detail=disk.method,
+            )
+        )
+    order = {level: i for i, level in enumerate(LEVELS)}
+    return BandwidthLadder(
+        tuple(sorted(rungs, key=lambda r: (order[r.level], -r.bandwidth_bytes_per_s)))
+    )
+
+
+def _cache_rung() -> Rung:
+    """A copy small enough to stay in the last-level cache, timed with bl.benchmark (bytes read + written)."""
+    import torch
+
+    from brrrlib import devices, timing
+
+    dev = devices.device()
+    nbytes = max(64 * 2**10, min(devices.last_level_cache_bytes(dev) // 4, 8 * 2**20))
+    src = torch.ones(nbytes // 4, device=dev)
+    dst = torch.empty_like(src)
+    t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
+    where = "L2" if dev.type == "cuda" else "the CPU's caches"
+    return Rung(
+        f"cache, this machine ({dev.type})",
+        "cache",
+        2 * nbytes / t.median_s,
+        "measured",
+        detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, small enough for {where}",
+    )
+
+
+# ------------------------------------------------------------------ disk
+
+
+@dataclass(frozen=True, repr=False)
+class DiskRead:
+    """Reads of one file from disk: every sample, and how the page cache was kept out.
+
+    ``samples_s`` are seconds per whole read of ``nbytes``. ``method`` says
+    how each read was made to come from the disk rather than from memory:
+    the operating system keeps recently used file pages in RAM (the *page
+    cache*), and a second read of a file usually never touches the disk.
+    ``evicted`` is False where no way to drop them exists: then the number
+    is a memory copy, and :meth:`__repr__` says so.
+    """
+
+    nbytes: int
+    samples_s: tuple[float, ...]
+    method: str
+    evicted: bool
+    directory: str
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Median read bandwidth."""
+        return self.nbytes / _fmt.median(self.samples_s)
+
+    def __repr__(self) -> str:
+        spread = _fmt.iqr(self.samples_s) / _fmt.median(self.samples_s)
+        warn = (
+            ""
+            if self.evicted
+            else "; the page cache could NOT be dropped: this is memory, not disk"
+        )
+        return (
+            f"DiskRead({_fmt.si(self.bytes_per_s, 'B/s')} median reading "
+            f"{_fmt.binary_bytes(self.nbytes)} from {self.directory}, IQR {spread:.0%}, "
+            f"{len(self.samples_s)} reads; {self.method}{warn})"
+        )
+
+
+def measure_disk_read(
+    nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
+) -> DiskRead:
+    """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times.
+
+    1. **Write** random bytes (nothing to compress) and ``fsync``: the file is on disk.
+    2. **Drop its pages from the page cache** before each read:
+       ``posix_fadvise(DONTNEED)`` on Linux (clean pages of a file you own
+       can be dropped without privileges), ``F_NOCACHE`` on macOS.
+    3. **Read** it in 8 MiB chunks into one buffer; time the whole read.
+    4. **Delete** the file, whatever happens.
+
+    On a virtual machine the host may cache the disk image itself, so the
+    number can still be higher than the drive's. ``directory`` defaults to
+    the system's temporary folder.
+    """
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 2**20 <= nbytes <= 2**32:
+        raise ValueError(f"nbytes must be a whole number from 1 MiB to 4 GiB, got {nbytes!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:
+        raise ValueError(f"repeats must be a whole number from 1 to 100, got {repeats!r}")
+    directory = directory or tempfile.gettempdir()
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise ValueError(f"directory={directory!r} is not a folder this program can write to")
+    free = shutil.disk_usage(directory).free
+    if nbytes > free // 2:
+        raise ValueError(
+            f"nbytes={nbytes} needs {_fmt.binary_bytes(nbytes)} on disk but {directory} has "
+            f"{_fmt.binary_bytes(free)} free: pass a smaller nbytes or another directory"
+        )
+    fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
+    try:
+        block = os.urandom(min(nbytes, 2**20))  # 1.
+        for offset in range(0, nbytes, len(block)):
+            os.write(fd, block[: nbytes - offset])
+        os.fsync(fd)
+        buf = memoryview(bytearray(_READ_CHUNK_BYTES))
+        samples, method, evicted = [], "", False
+        for _ in range(repeats):
+            method, evicted = _drop_cached_pages(fd)  # 2.
+            t0 = time.perf_counter()  # 3.
+            os.lseek(fd, 0, os.SEEK_SET)
+            while os.readv(fd, [buf]) > 0:
+                pass
+            samples.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)  # 4.
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return DiskRead(nbytes, tuple(samples), method, evicted, directory)
+
+
+def _drop_cached_pages(fd: int) -> tuple[str, bool]:
+    """Ask the OS to forget the file's cached pages; say how, and whether it could."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return "page cache dropped before each read (posix_fadvise DONTNEED)", True
+    with contextlib.suppress(ImportError, OSError):
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_NOCACHE", 48), 1)
+        return "page cache bypassed (fcntl F_NOCACHE)", True
+    return "read through the page cache (no way to drop it here)", False

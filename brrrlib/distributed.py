@@ -1,0 +1,563 @@
+"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism.
+
+Chapter 05 of the course. Past one chip, data moves over links: PCIe to the
+host, NVLink between GPUs, InfiniBand or Ethernet between machines, and from
+disk. Each is a rung of a bandwidth ladder (:func:`bandwidth_ladder`), and
+the one that training meets on every step is the **all-reduce** that sums
+gradients across devices. This module measures it with ``torch.distributed``,
+the engine you will use on a cluster:
+
+    from brrrlib import distributed
+    sweep = distributed.all_reduce_sweep()        # 2 local processes, 4 B to 32 MiB
+    sweep                                         # nccl-tests' table: time, algbw, busbw
+    sweep.fit                                     # t = alpha + beta x size
+    run = distributed.data_parallel_steps()       # DDP: compute, + all-reduce, overlapped
+    distributed.predict_data_parallel("H100", "NDR InfiniBand")
+
+**Local processes.** :func:`all_reduce_sweep` and :func:`data_parallel_steps`
+start ``world_size`` Python processes on this machine (the ``gloo`` backend
+on CPUs; ``nccl`` when CUDA has a GPU per process), wait for them within
+``timeout_s`` and stop them on every way out: a result, an error, Ctrl-C, the
+end of Python (``atexit``); each process also ends itself if this one
+disappears. A taken ``port``, a process that dies mid-collective, a timeout
+and messages too large for memory each raise an error that says what to do
+(:class:`DistributedError` and its kinds, or ``ValueError``).
+
+**On a cluster, with torchrun.** The same measurements run as a module
+under ``torchrun``, which starts the processes itself; rank 0 prints the
+table and ``--out`` saves it for :func:`load`::
+
+    # one machine, one process per GPU (or 2 CPU processes):
+    torchrun --standalone --nproc-per-node=8 -m brrrlib.distributed all-reduce --out ar.json
+    # two machines, 8 GPUs each: run on both, HOST being the first machine's address
+    torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \\
+        --rdzv-id=brrr -m brrrlib.distributed all-reduce --out ar.json
+    # the same, with a fixed rank per machine instead of a rendezvous:
+    torchrun --nnodes=2 --node-rank=0 --master-addr=HOST --master-port=29500 \\
+        --nproc-per-node=8 -m brrrlib.distributed all-reduce     # --node-rank=1 on the other
+    torchrun --standalone --nproc-per-node=8 -m brrrlib.distributed data-parallel --out dp.json
+
+``--sizes 4,64K,16M`` (bytes; K, M, G are powers of 1024), ``--batches
+8,32,128``, ``--budget-s``, ``--timeout-s`` and ``--backend`` are the
+functions' arguments. Across machines, the bus bandwidth of large messages
+is the slowest link's: set it beside ``bl.hardware.link("NDR")``.
+
+The arithmetic (ring factor, alpha-beta fit, data-parallel prediction) is in
+:mod:`brrrlib._comm_model`, the processes in :mod:`brrrlib._launch` and
+:mod:`brrrlib._collectives_worker`, the results in
+:mod:`brrrlib._collective_results`, the ladder in :mod:`brrrlib._ladder`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from brrrlib import _collectives_worker, _fmt, _launch
+from brrrlib._collective_results import (
+    CollectiveSweep,
+    DataParallelRun,
+    mlp_flops_per_sample,
+    mlp_params,
+)
+from brrrlib._comm_model import (
+    FLOPS_PER_PARAM_PER_SAMPLE,
+    AlphaBeta,
+    DataParallelPrediction,
+    bus_bandwidth,
+    fit_alpha_beta,
+    predict_data_parallel,
+    ring_factor,
+)
+from brrrlib._host_transfers import (
+    HostDeviceCopies,
+    InputPipeline,
+    host_device_copies,
+    input_pipeline,
+)
+from brrrlib._ladder import BandwidthLadder, DiskRead, Rung, bandwidth_ladder, measure_disk_read
+from brrrlib._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
+from brrrlib._message_explorer import MessageSizeExplorer, message_size_explorer
+
+__all__ = [
+    "DEFAULT_BATCHES",
+    "DEFAULT_MODEL",
+    "DEFAULT_SIZES_BYTES",
+    "FLOPS_PER_PARAM_PER_SAMPLE",
+    "AlphaBeta",
+    "BandwidthLadder",
+    "CollectiveSweep",
+    "DataParallelPrediction",
+    "DataParallelRun",
+    "DiskRead",
+    "DistributedError",
+    "GroupTimeout",
+    "HostDeviceCopies",
+    "InputPipeline",
+    "MessageSizeExplorer",
+    "PortInUse",
+    "Rung",
+    "WorkerDied",
+    "all_reduce_sweep",
+    "bandwidth_ladder",
+    "bus_bandwidth",
+    "check",
+    "cores_note",
+    "data_parallel_steps",
+    "fit_alpha_beta",
+    "hint",
+    "host_device_copies",
+    "input_pipeline",
+    "load",
+    "local_world_sizes",
+    "main",
+    "measure_disk_read",
+    "message_size_explorer",
+    "predict_data_parallel",
+    "predict_local_crossover",
+    "ring_factor",
+]
+
+#: 4 bytes (one fp32 number) to 32 MiB, every factor of 4, then 32 MiB.
+DEFAULT_SIZES_BYTES: tuple[int, ...] = (*(4**k for k in range(1, 13)), 2**25)
+#: Batches per process for :func:`data_parallel_steps`.
+DEFAULT_BATCHES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+#: The data-parallel example: an MLP of 786k parameters (3 MiB of fp32 gradients).
+DEFAULT_MODEL = {"d_in": 256, "hidden": 512, "depth": 3, "d_out": 256}
+#: The most processes the local launcher starts.
+MAX_LOCAL_WORLD_SIZE = 64
+#: Each process holds every message buffer plus about this many times the largest as scratch.
+_SCRATCH_COPIES = 2
+#: Only this share of the memory available now is planned for.
+_MEMORY_SHARE = 0.5
+
+
+# ------------------------------------------------------------------ how many processes here
+
+
+def local_world_sizes() -> tuple[int, ...]:
+    """The process counts worth measuring here: 2, and 4 when there are 4 cores or more.
+
+    Every process of a CPU collective keeps a core busy (copying, adding,
+    polling its sockets). With more processes than cores, the operating
+    system takes turns, and the time of a collective includes waiting for a
+    turn (milliseconds) rather than the link: :func:`cores_note` says so.
+    """
+    return tuple(n for n in (2, 4) if n == 2 or n <= (os.cpu_count() or 1))
+
+
+def cores_note(world_size: int) -> str:
+    """Why ``world_size`` processes would oversubscribe this machine's cores, or ``""``."""
+    cores = os.cpu_count() or 1
+    if world_size <= cores:
+        return ""
+    return (
+        f"{world_size} processes on {cores} cores: each process of a collective keeps a core "
+        f"busy, so {world_size - cores} of them would always be waiting for the operating system "
+        "to give them a turn (a time slice of milliseconds), and the times would measure the "
+        "scheduler, not the link. Measure with as many processes as cores, or fewer."
+    )
+
+
+# ------------------------------------------------------------------ the measurements
+
+
+def all_reduce_sweep(
+    sizes_bytes: Sequence[int] | None = None,
+    *,
+    world_size: int = 2,
+    backend: str | None = None,
+    budget_s: float = 2.0,
+    timeout_s: float = 120.0,
+    port: int | None = None,
+) -> CollectiveSweep:
+    """All-reduce time against message size, over ``world_size`` processes on this machine.
+
+    The method (nccl-tests' ``all_reduce_perf``, with the course's timing rules):
+
+    1. **Start** ``world_size`` processes (:mod:`brrrlib._launch`), each with
+       ``cores / world_size`` threads; they join one process group.
+    2. **Warm up** each size (connections and buffers are set up on first use).
+    3. **Time blocks** of back-to-back all-reduces, each block at least 2 ms
+       (small messages take tens of µs), between barriers.
+    4. **Rounds**: each round visits every size, up and down in turn, until
+       ``budget_s`` is spent (5 to 50 rounds); every sample is the slowest
+       rank's, and the spread across rounds is reported.
+    5. **Check** the sums against a known answer, and fit ``t = alpha + beta S``.
+
+    ``sizes_bytes`` default: 4 B to 32 MiB (:data:`DEFAULT_SIZES_BYTES`); each
+    is rounded up to whole fp32 numbers. ``backend``: ``"gloo"`` (CPU) or
+    ``"nccl"`` (one GPU per process); default nccl when CUDA has a GPU per
+    process. ``port``: the rendezvous port (default: a free one).
+    """
+    world_size = _check_world_size(world_size)
+    sizes = _check_sizes(sizes_bytes)
+    backend = _backend(backend, world_size)
+    _check_memory(sizes, world_size, backend)
+    job = _all_reduce_job(sizes, world_size, backend, budget_s, timeout_s)
+    what = f"the all-reduce sweep over {world_size} local processes"
+    result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
+    return CollectiveSweep.from_dict(result)
+
+
+def data_parallel_steps(
+    batches: Sequence[int] | None = None,
+    *,
+    world_size: int = 2,
+    model: dict[str, int] | None = None,
+    backend: str | None = None,
+    budget_s: float = 4.0,
+    timeout_s: float = 180.0,
+    port: int | None = None,
+) -> DataParallelRun:
+    """Data-parallel training steps of a small MLP at each batch size, three ways.
+
+    Every process holds the same model (:data:`DEFAULT_MODEL`, 786k
+    parameters) and its own batch; DDP (``DistributedDataParallel``) sums the
+    gradients with all-reduce. Each batch size is timed as *compute only*
+    (``no_sync()``), *all-reduce after backward* (one bucket: nothing
+    overlaps) and *overlapped buckets* (buckets of an eighth of the gradients
+    or one layer, DDP never splits a tensor, each all-reduced while the
+    backward pass goes on), plus the gradient all-reduce alone, in
+    alternating rounds (:mod:`brrrlib._collectives_worker`). Arguments as in
+    :func:`all_reduce_sweep`; ``batches`` are samples per process.
+    """
+    world_size = _check_world_size(world_size)
+    batches = _check_batches(batches)
+    shape = _check_model(model)
+    backend = _backend(backend, world_size)
+    job = _data_parallel_job(batches, shape, world_size, backend, budget_s, timeout_s)
+    what = f"the data-parallel steps over {world_size} local processes"
+    result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
+    return DataParallelRun.from_dict(result)
+
+
+def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
+    """Read a result saved by ``python -m brrrlib.distributed ... --out PATH`` (or ``to_dict``)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"path={str(path)!r} is not a saved result ({err})") from None
+    kinds = {"all_reduce": CollectiveSweep, "data_parallel": DataParallelRun}
+    if not isinstance(data, dict) or data.get("kind") not in kinds:
+        raise ValueError(f"path={str(path)!r} holds no all_reduce or data_parallel result")
+    return kinds[data["kind"]].from_dict(data)
+
+
+def _all_reduce_job(
+    sizes: list[int], world_size: int, backend: str, budget_s: float, timeout_s: float
+) -> dict[str, Any]:
+    common = _common(world_size, backend, budget_s, timeout_s)
+    return {"kind": "all_reduce", "sizes_bytes": sizes, "min_rounds": 5, "max_rounds": 50, **common}
+
+
+def _data_parallel_job(
+    batches: list[int],
+    shape: dict[str, int],
+    world_size: int,
+    backend: str,
+    budget_s: float,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """At least 6 rounds: then a median's 95% interval is narrower than the whole range."""
+    grad_mb = mlp_params(shape) * 4 / 2**20
+    return {
+        "kind": "data_parallel",
+        "batches": batches,
+        "model": shape,
+        "min_rounds": 6,
+        "max_rounds": 20,
+        "one_bucket_mb": 2 * grad_mb + 1,
+        "small_bucket_mb": grad_mb / 8,
+        **_common(world_size, backend, budget_s, timeout_s),
+    }
+
+
+def _common(world_size: int, backend: str, budget_s: float, timeout_s: float) -> dict[str, Any]:
+    for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e5:
+            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return {
+        "backend": backend,
+        "threads": _threads(world_size),
+        "budget_s": float(budget_s),
+        "group_timeout_s": max(10.0, min(60.0, float(timeout_s))),
+        "launcher": "local processes",
+    }
+
+
+def _threads(world_size: int) -> int:
+    """Threads per process: this machine's cores shared out, at least one."""
+    return max(1, (os.cpu_count() or 1) // world_size)
+
+
+def predict_local_crossover(
+    fit: AlphaBeta, ceilings: Any, *, world_size: int = 2, model: dict[str, int] | None = None
+) -> float:
+    """The batch per process at which :func:`data_parallel_steps`' compute equals its all-reduce.
+
+    From the model of chapter 05, before measuring: the all-reduce of the
+    gradients takes ``fit.time_s(gradient bytes)`` (the alpha-beta fit of an
+    all-reduce sweep); a step computes ``flops per sample x batch`` FLOPs at
+    this machine's measured matmul FLOP/s (``ceilings``) shared out to one
+    process's threads. Their ratio is the crossover. Small batches run below
+    the matmul peak, so the measured crossover usually comes earlier.
+    """
+    shape = _check_model(model)
+    world_size = _check_world_size(world_size)
+    if not hasattr(fit, "time_s") or not hasattr(ceilings, "matmul_flops_per_s"):
+        raise TypeError("fit must be a sweep's .fit and ceilings bl.measure_ceilings()'s result")
+    share = min(1.0, _threads(world_size) / max(1, getattr(ceilings, "num_threads", 1)))
+    flops_per_s = ceilings.matmul_flops_per_s * share
+    return fit.time_s(4 * mlp_params(shape)) * flops_per_s / mlp_flops_per_sample(shape)
+
+
+# ------------------------------------------------------------------ checking arguments
+
+
+def _check_world_size(world_size: Any) -> int:
+    if (
+        isinstance(world_size, bool)
+        or not isinstance(world_size, int)
+        or not 2 <= world_size <= MAX_LOCAL_WORLD_SIZE
+    ):
+        raise ValueError(
+            f"world_size must be a whole number from 2 to {MAX_LOCAL_WORLD_SIZE} (a collective "
+            f"needs at least 2 processes), got {world_size!r}; local_world_sizes() suggests some"
+        )
+    return world_size
+
+
+def _check_port(port: Any) -> int | None:
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
+    ):
+        raise ValueError(
+            f"port must be None (pick a free one) or a number 1024-65535, got {port!r}"
+        )
+    return port
+
+
+def _check_sizes(sizes_bytes: Sequence[int] | None) -> list[int]:
+    """Whole positive sizes, rounded up to whole fp32 numbers (4 bytes), sorted, no repeats."""
+    if sizes_bytes is None:
+        return list(DEFAULT_SIZES_BYTES)
+    if isinstance(sizes_bytes, (int, str)) or not isinstance(sizes_bytes, Sequence):
+        raise TypeError(
+            f"sizes_bytes must be a list of sizes in bytes such as [4, 4096, 2**20], got {sizes_bytes!r}"
+        )
+    bad = [s for s in sizes_bytes if isinstance(s, bool) or not isinstance(s, int) or s < 1]
+    if bad or not sizes_bytes or len(sizes_bytes) > 64:
+        raise ValueError(
+            f"sizes_bytes must hold 1 to 64 whole numbers of bytes >= 1; these are not: {bad[:3]}"
+        )
+    return sorted({4 * math.ceil(s / 4) for s in sizes_bytes})
+
+
+def _check_batches(batches: Sequence[int] | None) -> list[int]:
+    if batches is None:
+        return list(DEFAULT_BATCHES)
+    ok = isinstance(batches, Sequence) and not isinstance(batches, str) and 1 <= len(batches) <= 16
+    if not ok or any(
+        isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 65536 for b in batches
+    ):
+        raise ValueError(f"batches must be 1 to 16 whole numbers from 1 to 65536, got {batches!r}")
+    return sorted(set(batches))
+
+
+def _check_model(model: dict[str, int] | None) -> dict[str, int]:
+    shape = dict(DEFAULT_MODEL if model is None else model)
+    if set(shape) != set(DEFAULT_MODEL) or not all(
+        isinstance(v, int) and 1 <= v <= 8192 for v in shape.values()
+    ):
+        raise ValueError(
+            f"model must be a dict like {DEFAULT_MODEL} (whole numbers 1-8192), got {model!r}"
+        )
+    return shape
+
+
+def _backend(backend: str | None, world_size: int) -> str:
+    """gloo on CPUs; nccl when CUDA has one GPU per process (asked for, or by default)."""
+    import torch
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
+    if backend is None:
+        return "nccl" if nccl_ok else "gloo"
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo', 'nccl' or None, got {backend!r}")
+    if backend == "nccl" and not nccl_ok:
+        raise ValueError(
+            f"backend='nccl' needs CUDA with one GPU per process ({world_size}); this machine has "
+            f"{gpus}. Use backend='gloo' (CPU) or fewer processes."
+        )
+    return backend
+
+
+def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
+    """Refuse messages that would not fit: every process holds all buffers plus scratch."""
+    import torch
+
+    from brrrlib import devices
+
+    per_process = sum(sizes) + _SCRATCH_COPIES * max(sizes)
+    dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
+    need, have = processes * per_process, devices.available_memory_bytes(dev)
+    if need > _MEMORY_SHARE * have:
+        fits = [
+            s
+            for s in sizes
+            if processes * (sum(x for x in sizes if x <= s) + _SCRATCH_COPIES * s)
+            <= _MEMORY_SHARE * have
+        ]
+        advice = (
+            f"keep sizes up to {_fmt.binary_bytes(max(fits))}" if fits else "use fewer processes"
+        )
+        raise ValueError(
+            f"sizes_bytes asks for messages up to {_fmt.binary_bytes(max(sizes))}: {processes} "
+            f"process(es) x (all buffers + {_SCRATCH_COPIES} x the largest as scratch) need about "
+            f"{_fmt.binary_bytes(need)}, and this machine has {_fmt.binary_bytes(have)} available "
+            f"on {dev.type} (half of it is the limit). Drop the largest sizes ({advice}) or close "
+            "other programs."
+        )
+
+
+# ------------------------------------------------------------------ chapter 05's exercises
+
+
+def _exercise(question_id: Any) -> Any:
+    from brrrlib._questions_05 import CHAPTER_05
+
+    bank = {ex.question.id: ex for ex in CHAPTER_05}
+    if question_id not in bank:
+        raise ValueError(
+            f"unknown question_id {question_id!r}; chapter 05's are: {', '.join(bank)}"
+        )
+    return bank[question_id]
+
+
+def check(question_id: str, answer: Any) -> bool:
+    """Check an answer to a chapter-05 exercise, with ``bl.check``'s rules and feedback.
+
+    The same checker as every chapter's (:mod:`brrrlib.exercises`): within
+    10%, a nudge for the usual slips (bits for bytes, both directions of a
+    link, the ring factor), never the expected value before it is right.
+    """
+    from brrrlib import exercises
+    from brrrlib._questions import Context
+
+    if question_id in exercises.questions().ids:  # the course's bank lists it: ask it
+        return exercises.check(question_id, answer)
+    ex = _exercise(question_id)
+    q = ex.question
+    if answer is None or answer is ...:
+        print(
+            f"{question_id}: fill in your answer first ({exercises._expects(q)}), then run this cell again."
+        )
+        return False
+    value, problem = exercises._read_number(q, answer)
+    if problem:
+        print(f"Not yet. {problem}")
+        return False
+    ctx = Context()
+    ok, message = exercises._judge_number(
+        q, value, float(ex.solve(ctx).value), ex.mistakes_for(ctx)
+    )
+    print(f"{'Correct!' if ok else 'Not yet.'} {message}".rstrip())
+    if not ok:
+        print(f"  (distributed.hint({question_id!r}) helps)")
+    return ok
+
+
+def hint(question_id: str, level: int = 1) -> None:
+    """Print a hint for a chapter-05 exercise; ``level=2`` gives a stronger one."""
+    from brrrlib import exercises
+
+    if question_id in exercises.questions().ids:
+        return exercises.hint(question_id, level)
+    q = _exercise(question_id).question
+    if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+        raise ValueError(f"level must be a positive integer (1 = gentlest), got {level!r}")
+    text = q.hints[min(level, len(q.hints)) - 1]
+    print(f"Hint {min(level, len(q.hints))}/{len(q.hints)} for {question_id}: {text}")
+    return None
+
+
+# ------------------------------------------------------------------ under torchrun
+
+
+def _size(text: str) -> int:
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text.strip()[-1:].upper(), 1)
+    number = text.strip()[:-1] if scale > 1 else text.strip()
+    return int(float(number) * scale)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m brrrlib.distributed",
+        description="Collective benchmarks of the brrr course; run under torchrun "
+        "(torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed all-reduce).",
+    )
+    sub = parser.add_subparsers(dest="job", required=True)
+    for name, helptext in (
+        ("all-reduce", "all-reduce time vs message size"),
+        ("data-parallel", "DDP steps: compute, all-reduce, overlap"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--budget-s", type=float, default=2.0 if name == "all-reduce" else 4.0)
+        p.add_argument("--timeout-s", type=float, default=600.0)
+        p.add_argument("--backend", choices=("gloo", "nccl"), default=None)
+        p.add_argument("--out", help="save the result as JSON (read it with distributed.load)")
+        if name == "all-reduce":
+            p.add_argument("--sizes", help="bytes, comma-separated; K, M, G = 1024, 1024^2, 1024^3")
+        else:
+            p.add_argument("--batches", help="samples per process, comma-separated")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m brrrlib.distributed {all-reduce,data-parallel}``, one rank under torchrun."""
+    args = _parser().parse_args(argv)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        print(
+            "run this under torchrun, which starts the processes: torchrun --standalone "
+            f"--nproc-per-node=2 -m brrrlib.distributed {args.job}",
+            file=sys.stderr,
+        )
+        return 2
+    world = int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    backend = _backend(args.backend, local)
+    if args.job == "all-reduce":
+        sizes = _check_sizes([_size(x) for x in args.sizes.split(",")] if args.sizes else None)
+        _check_memory(sizes, local, backend)
+        job = _all_reduce_job(sizes, local, backend, args.budget_s, args.timeout_s)
+    else:
+        batches = _check_batches(
+            [int(b) for b in args.batches.split(",")] if args.batches else None
+        )
+        shape = dict(DEFAULT_MODEL)
+        job = _data_parallel_job(batches, shape, local, backend, args.budget_s, args.timeout_s)
+    job["launcher"] = "torchrun"
+    job["deadline_unix"] = time.time() + args.timeout_s
+    _collectives_worker._start_watchdog(None, job["deadline_unix"])
+    result = _collectives_worker.run_job(job)
+    if result is not None:  # rank 0
+        shown = (CollectiveSweep if args.job == "all-reduce" else DataParallelRun).from_dict(result)
+        print(shown)
+        if args.out:
+            Path(args.out).write_text(json.dumps(shown.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
