@@ -1,0 +1,515 @@
+"""distributed: the arithmetic of collectives, the link table, local process groups and their faults.
+
+The arithmetic (ring factor, alpha-beta fit, data-parallel crossover) is
+checked against hand-computed values. Process groups are started for real
+(gloo on this machine's CPU) with small jobs; their timing assertions are
+orderings with wide margins (a 4 MiB all-reduce against a 4-byte one), never
+absolute times. Faults are made on purpose: a port held by this test, a
+worker killed with SIGKILL mid-collective, a deadline too short to start,
+a parent process killed; each must give its message and leave no process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+from _fakes import fake_ceilings
+
+import brrrlib as bl
+from brrrlib import _launch, distributed, hardware
+from brrrlib._collective_results import mlp_flops_per_sample, mlp_params
+from brrrlib._collectives_worker import EXIT_PEER_LOST, MODES, mlp
+from brrrlib._ladder import LEVELS
+
+REPO = Path(__file__).resolve().parent.parent
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+def _children() -> list[psutil.Process]:
+    """This test process's living descendants (zombies already reaped by the launcher excluded)."""
+    kids = psutil.Process().children(recursive=True)
+    return [p for p in kids if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_until(condition, timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+# ------------------------------------------------------------------ arithmetic
+
+
+def test_ring_factor_is_two_n_minus_one_over_n():
+    assert [distributed.ring_factor(n) for n in (1, 2, 4, 8)] == [0.0, 1.0, 1.5, 1.75]
+    assert distributed.bus_bandwidth(1e9, 10e-3, 8) == pytest.approx(175e9)
+    for bad in (0, -2, 2.0, True, "8"):
+        with pytest.raises(ValueError, match="world_size"):
+            distributed.ring_factor(bad)
+
+
+def test_alpha_beta_fit_recovers_known_latency_and_bandwidth():
+    alpha, beta = 50e-6, 1 / 2e9  # 50 µs and 2 GB/s
+    sizes = [4**k for k in range(1, 13)]
+    exact = distributed.fit_alpha_beta(sizes, [alpha + beta * s for s in sizes], world_size=4)
+    assert exact.alpha_s == pytest.approx(alpha, rel=1e-9)
+    assert exact.beta_s_per_byte == pytest.approx(beta, rel=1e-9)
+    assert exact.bus_bytes_per_s == pytest.approx(1.5 * 2e9)
+    assert exact.half_bandwidth_bytes == pytest.approx(alpha / beta)
+    assert exact.max_relative_error < 1e-9
+    # +-5% noise, alternating: the relative fit stays within 10%; an absolute
+    # least-squares fit (numpy's polyfit) gets alpha wrong by far more.
+    noisy = [(alpha + beta * s) * (1.05 if i % 2 else 0.95) for i, s in enumerate(sizes)]
+    fit = distributed.fit_alpha_beta(sizes, noisy)
+    assert fit.alpha_s == pytest.approx(alpha, rel=0.1)
+    assert fit.beta_s_per_byte == pytest.approx(beta, rel=0.1)
+    import numpy as np
+
+    _slope, intercept = np.polyfit(sizes, noisy, 1)
+    assert abs(intercept - alpha) > 10 * abs(fit.alpha_s - alpha)
+
+
+def test_alpha_beta_fit_never_returns_a_negative_term():
+    sizes = [1e3, 1e6, 1e9]
+    pure_bandwidth = distributed.fit_alpha_beta(
+        sizes, [s * 1e-9 * 0.9 if s < 1e6 else s * 1e-9 for s in sizes]
+    )
+    assert pure_bandwidth.alpha_s >= 0 and pure_bandwidth.beta_s_per_byte > 0
+    flat = distributed.fit_alpha_beta(sizes, [1e-3, 0.9e-3, 0.95e-3])
+    assert flat.alpha_s > 0 and flat.beta_s_per_byte >= 0
+    with pytest.raises(ValueError, match="at least 2"):
+        distributed.fit_alpha_beta([1], [1e-3])
+    with pytest.raises(ValueError, match="positive"):
+        distributed.fit_alpha_beta([1, 2], [1e-3, 0.0])
+
+
+def test_data_parallel_prediction_from_the_spec_tables():
+    p = distributed.predict_data_parallel("H100", "NDR InfiniBand", world_size=64)
+    peak, wire = bl.spec("H100").peak("bf16"), hardware.link("NDR").bandwidth_bytes_per_s
+    assert p.ridge_flops_per_byte == pytest.approx(peak / wire)
+    # 6 x batch x params FLOPs at peak == 2(n-1)/n x 2 bytes x params at the link's bandwidth
+    expected = distributed.ring_factor(64) * 2 * peak / (6 * wire)
+    assert p.crossover_batch == pytest.approx(expected)
+    assert p.overlapped_crossover_batch == pytest.approx(1.5 * expected)
+    assert p.comm_share(p.crossover_batch) == pytest.approx(0.5)
+    for params in (1e6, 7e9):  # the model's size cancels
+        assert p.compute_s(p.crossover_batch, params) == pytest.approx(p.comm_s(params))
+    inside = distributed.predict_data_parallel("H100", "NVLink 4", world_size=8)
+    assert inside.crossover_batch < p.crossover_batch / 5  # NVLink is 9x the bandwidth
+    with pytest.raises(ValueError, match="no link named"):
+        distributed.predict_data_parallel("H100", "carrier pigeon")
+
+
+def test_mlp_flops_match_the_op_counter():
+    shape = distributed.DEFAULT_MODEL
+    model = mlp(**shape)
+    assert sum(p.numel() for p in model.parameters()) == mlp_params(shape)
+    x = torch.randn(16, shape["d_in"])
+
+    def step(x):
+        model.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+
+    counted = bl.count(step, x).flops
+    assert counted == pytest.approx(16 * mlp_flops_per_sample(shape), rel=0.01)
+    assert mlp_flops_per_sample(shape) == pytest.approx(6 * mlp_params(shape), rel=0.2)
+
+
+# ------------------------------------------------------------------ the link table
+
+
+def test_link_rows_have_sources_and_one_direction_bandwidths():
+    rows = hardware.links()
+    assert len(rows) >= 9 and all(r.source and r.bandwidth_bytes_per_s > 0 for r in rows)
+    assert {r.kind for r in rows} == set(hardware.LINK_KINDS)
+    assert hardware.link("nvlink 4").sheet_bytes_per_s == 900e9  # the H100 sheet's number
+    assert hardware.link("NVLink 3 (A100)").bandwidth_bytes_per_s == 300e9
+    assert hardware.link("ndr").bandwidth_bytes_per_s == 400e9 / 8
+    assert (
+        hardware.link("PCIe 5.0 x16").bandwidth_bytes_per_s
+        == 2 * hardware.link("pcie4").bandwidth_bytes_per_s
+    )
+    assert [r.kind for r in hardware.links("storage")] == ["storage"]
+    with pytest.raises(ValueError, match="closest: .*NDR InfiniBand"):
+        hardware.link("NDR Infiniband 400")
+    with pytest.raises(ValueError, match="kind"):
+        hardware.links("wormhole")
+    assert bl.spec("A100").name == "A100 40GB SXM"  # the device table is untouched
+
+
+# ------------------------------------------------------------------ results, rendered
+
+
+def _sweep(world_size=4, alpha=100e-6, bandwidth=1e9):
+    sizes = [4**k for k in range(1, 12)]
+    samples = [[(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99)] for s in sizes]
+    return distributed.CollectiveSweep(
+        sizes, samples, world_size, "gloo", verified=True, hosts=("a",) * world_size
+    )
+
+
+def test_collective_sweep_reports_as_nccl_tests_does():
+    s = _sweep()
+    assert s.busbw_bytes_per_s[-1] == pytest.approx(1.5 * s.algbw_bytes_per_s[-1])
+    assert s.algbw_bytes_per_s[-1] == pytest.approx(s.sizes_bytes[-1] / s.median_s[-1])
+    assert s.fit.alpha_s == pytest.approx(100e-6, rel=0.05)
+    text = repr(s)
+    assert "busbw" in text and "algbw" in text and "sums verified" in text
+    assert "<table>" in s._repr_html_()
+    again = distributed.CollectiveSweep.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert again == s
+    axes = s.plot(links=(hardware.link("100 GbE"),))
+    assert "bytes" in axes[0].get_xlabel() and "µs" in axes[0].get_ylabel()
+    assert "GB/s" in axes[1].get_ylabel()
+    with pytest.raises(ValueError, match="one non-empty row"):
+        distributed.CollectiveSweep([4, 8], [[1e-3]], 2, "gloo")
+
+
+def _run(compute_per_sample_s=1e-4, comm_s=4e-3, rounds=8):
+    batches = (4, 16, 64, 256)
+    samples = {
+        MODES[0]: [[b * compute_per_sample_s] * rounds for b in batches],
+        MODES[1]: [[b * compute_per_sample_s + comm_s] * rounds for b in batches],
+        MODES[2]: [[max(b * compute_per_sample_s, comm_s)] * rounds for b in batches],
+    }
+    return distributed.DataParallelRun(
+        batches, samples, [comm_s] * rounds, mlp_params(distributed.DEFAULT_MODEL),
+        4 * mlp_params(distributed.DEFAULT_MODEL), distributed.DEFAULT_MODEL, 2, "gloo",
+        buckets={MODES[1]: 1, MODES[2]: 4},
+    )  # fmt: skip
+
+
+def test_data_parallel_run_finds_the_crossover_batch():
+    run = _run()  # compute 0.1 ms per sample, all-reduce 4 ms: equal at batch 40
+    assert run.measured_crossover_batch == pytest.approx(40)
+    assert run.exposed_comm_s(MODES[1]) == pytest.approx((4e-3,) * 4)
+    assert _run(comm_s=1e-5).measured_crossover_batch is None  # below the batches measured
+    ratio, lo, hi = run.ratios(MODES[2])[0]
+    assert ratio == pytest.approx(4e-3 / 4.4e-3) and lo == hi == ratio
+    assert run.ratio_says(MODES[2])[0].startswith("x0.91")
+    assert "Compute equals communication at batch about 40" in repr(run)
+    assert run.plot(predicted_crossover=50).get_xlabel() == "batch per process (samples)"
+    assert distributed.DataParallelRun.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_predicted_local_crossover_is_the_model_of_the_chapter():
+    fit = distributed.fit_alpha_beta([4, 2**20, 2**24], [1e-4 + s / 1e9 for s in (4, 2**20, 2**24)])
+    c = fake_ceilings(num_threads=2)
+    got = distributed.predict_local_crossover(fit, c, world_size=2)
+    shape = distributed.DEFAULT_MODEL
+    per_process = c.matmul_flops_per_s * max(1, (os.cpu_count() or 1) // 2) / 2
+    expected = (
+        fit.time_s(4 * mlp_params(shape))
+        * min(per_process, c.matmul_flops_per_s)
+        / mlp_flops_per_sample(shape)
+    )
+    assert got == pytest.approx(expected)
+
+
+def test_message_size_explorer_says_which_term_dominates():
+    ex = distributed.message_size_explorer(_sweep(alpha=100e-6, bandwidth=1e9))
+    ex.set(16)
+    assert "latency-bound" in ex.readout and "between the sizes measured" in ex.readout
+    ex.set(2**30)
+    assert "bandwidth-bound" in ex.readout and "EXTRAPOLATED" in ex.readout
+    assert ex._slider.value == 30 and ex._plot.value[:4] == b"\x89PNG"
+    ex._slider.value = 10  # what dragging the slider does
+    assert ex.nbytes == 1024 and "Measured at this size" in ex.readout
+    with pytest.raises(ValueError, match="nbytes"):
+        ex.set(-1)
+    with pytest.raises(TypeError, match="all_reduce_sweep"):
+        distributed.message_size_explorer("not a sweep")
+
+
+# ------------------------------------------------------------------ the ladder and the host rungs
+
+
+def test_ladder_orders_rungs_and_labels_how_each_is_known():
+    ladder = distributed.bandwidth_ladder(fake_ceilings(), measure_cache=False, sweep=_sweep())
+    levels = [r.level for r in ladder.rungs]
+    assert levels == sorted(levels, key=LEVELS.index)
+    assert ladder.get("DRAM").how == "measured" and ladder.get("DRAM").bandwidth_bytes_per_s == 20e9
+    assert ladder.get("NDR").how == "spec" and "ConnectX-7" in ladder.get("NDR").source
+    assert ladder.get("all-reduce busbw").bandwidth_bytes_per_s == _sweep().peak_busbw_bytes_per_s
+    assert len([r for r in ladder.rungs if r.how == "spec"]) == len(hardware.links()) + 2  # + 2 HBM
+    ax = ladder.plot()
+    assert "GB/s" in ax.get_xlabel()
+
+
+def test_disk_read_drops_the_page_cache_and_deletes_its_file(tmp_path):
+    disk = distributed.measure_disk_read(2**21, directory=str(tmp_path), repeats=3)
+    assert len(disk.samples_s) == 3 and disk.bytes_per_s > 0
+    assert disk.evicted == hasattr(os, "posix_fadvise")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="nbytes"):
+        distributed.measure_disk_read(10)
+    with pytest.raises(ValueError, match="directory"):
+        distributed.measure_disk_read(2**21, directory=str(tmp_path / "missing"))
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="the prediction is what a CPU-only machine gets"
+)
+def test_host_device_copies_without_a_gpu_are_a_labelled_prediction():
+    copies = distributed.host_device_copies(2**26, ceilings=fake_ceilings())
+    assert not copies.measured and "PREDICTED" in repr(copies)
+    assert copies.predicted_s["PCIe 4.0 x16"] == pytest.approx(
+        2 * copies.predicted_s["PCIe 5.0 x16"]
+    )
+    assert copies.staging_s == pytest.approx(2 * 2**26 / 20e9)
+    with pytest.raises(ValueError, match="no GPU"):
+        _ = copies.pinned_bytes_per_s
+
+
+def test_input_pipeline_counts_batches_per_worker_setting():
+    pipe = distributed.input_pipeline(workers=(0, 1), batch_size=8, decode_passes=1, rounds=2)
+    assert pipe.workers == (0, 1) and [len(s) for s in pipe.samples_s] == [2, 2]
+    assert all(r > 0 for r in pipe.samples_per_s) and "worker(s)" in repr(pipe)
+    with pytest.raises(ValueError, match="workers"):
+        distributed.input_pipeline(workers=(-1,))
+    assert not _children()  # the workers were stopped
+
+
+def test_cores_decide_how_many_processes_are_measured(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert distributed.local_world_sizes() == (2,)
+    assert "4 processes on 2 cores" in distributed.cores_note(4)
+    assert distributed.cores_note(2) == ""
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert distributed.local_world_sizes() == (2, 4)
+
+
+# ------------------------------------------------------------------ exercises
+
+
+def test_chapter_05_exercises_check_against_the_tables(capsys):
+    assert distributed.check("05.bus_bandwidth", 175) is True
+    assert distributed.check("05.bus_bandwidth", 100) is False
+    assert "algorithm bandwidth" in capsys.readouterr().out
+    nvlink_ms = 1.75 * 14e9 / hardware.link("NVLink 4").bandwidth_bytes_per_s * 1e3
+    assert distributed.check("05.nvlink_allreduce_ms", nvlink_ms)
+    tokens = 4 * bl.spec("H100").peak("bf16") / (6 * 50e9)
+    assert distributed.check("05.crossover_tokens", tokens)
+    capsys.readouterr()
+    assert not distributed.check("05.crossover_tokens", tokens / 8)
+    assert "gigabits" in capsys.readouterr().out
+    assert distributed.check("05.overlap_step_ms", 35)
+    assert not distributed.check("05.overlap_step_ms", None)
+    distributed.hint("05.overlap_step_ms", level=2)
+    assert "max(backward, all-reduce)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="05.bus_bandwidth"):
+        distributed.check("05.nope", 1)
+
+
+# ------------------------------------------------------------------ bad input, before anything starts
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"world_size": 1}, "world_size must be a whole number from 2"),
+        ({"world_size": "2"}, "world_size"),
+        ({"sizes_bytes": [0, 4]}, "sizes_bytes"),
+        ({"sizes_bytes": 1024}, "sizes_bytes must be a list"),
+        ({"sizes_bytes": [2**42]}, "sizes_bytes asks for messages up to 4 TiB"),
+        ({"backend": "mpi"}, "backend must be"),
+        ({"port": 70000}, "port"),
+        ({"budget_s": -1}, "budget_s"),
+        ({"timeout_s": 0}, "timeout_s"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_argument_named(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        distributed.all_reduce_sweep(**kwargs)
+    assert not _children()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine can run nccl")
+def test_nccl_without_gpus_says_what_to_use_instead():
+    with pytest.raises(ValueError, match="backend='gloo'"):
+        distributed.all_reduce_sweep(backend="nccl")
+
+
+def test_bad_data_parallel_arguments():
+    with pytest.raises(ValueError, match="batches"):
+        distributed.data_parallel_steps(batches=[0])
+    with pytest.raises(ValueError, match="model must be a dict"):
+        distributed.data_parallel_steps(model={"d_in": 4})
+
+
+# ------------------------------------------------------------------ real process groups
+
+
+def test_all_reduce_sweep_over_two_local_processes():
+    sweep = distributed.all_reduce_sweep([4, 4 * 2**20], budget_s=0.3, timeout_s=120)
+    assert sweep.world_size == 2 and sweep.backend == "gloo" and sweep.verified
+    assert sweep.launcher == "local processes" and sweep.sizes_bytes == (4, 4 * 2**20)
+    assert all(len(row) >= 5 for row in sweep.samples_s)
+    assert sweep.calls_per_sample[0] >= sweep.calls_per_sample[1]  # small messages: more per block
+    small, large = sweep.median_s
+    assert large > 2 * small  # a million times the bytes: far longer, however busy the machine
+    assert sweep.busbw_bytes_per_s == sweep.algbw_bytes_per_s  # n = 2: the ring factor is 1
+    assert not _children()
+
+
+def test_data_parallel_steps_over_two_local_processes():
+    run = distributed.data_parallel_steps([4, 64], budget_s=0.5, timeout_s=150)
+    assert run.modes == MODES and run.batches == (4, 64) and run.verified
+    assert all(len(r) >= 6 for rows in run.samples_s.values() for r in rows)
+    compute = run.compute_s
+    assert compute[1] > 2 * compute[0]  # 16x the samples
+    assert run.step_s(MODES[1])[0] > compute[0]  # the all-reduce of 3 MiB is not free
+    assert run.buckets[MODES[1]] in (0, 1) and run.buckets[MODES[2]] != 1
+    assert not _children()
+
+
+def test_torchrun_runs_the_same_benchmark(tmp_path):
+    out = tmp_path / "ar.json"
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node=2", "-m", "brrrlib.distributed",
+           "all-reduce", "--sizes", "4,1M", "--budget-s", "0.3", "--timeout-s", "120", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sweep = distributed.load(out)
+    assert sweep.launcher == "torchrun" and sweep.world_size == 2 and sweep.verified
+    assert sweep.sizes_bytes == (4, 2**20) and "busbw" in done.stdout
+    with pytest.raises(ValueError, match="holds no"):
+        (tmp_path / "other.json").write_text("[1, 2]")
+        distributed.load(tmp_path / "other.json")
+
+
+def test_the_module_outside_torchrun_says_how_to_start_it(monkeypatch, capsys):
+    monkeypatch.delenv("RANK", raising=False)
+    assert distributed.main(["all-reduce"]) == 2
+    assert "torchrun --standalone --nproc-per-node=2" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ faults
+
+
+def _job(**overrides):
+    job = {"kind": "all_reduce", "sizes_bytes": [4 * 2**20], "min_rounds": 5, "max_rounds": 50,
+           "backend": "gloo", "threads": 1, "budget_s": 60.0, "group_timeout_s": 10.0,
+           "launcher": "local processes"}  # fmt: skip
+    job.update(overrides)
+    return job
+
+
+def test_a_port_in_use_is_refused_before_starting():
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(
+            distributed.PortInUse, match=f"port={port} is already in use.*port=None"
+        ):
+            distributed.all_reduce_sweep([4], port=port)
+    assert not _children()
+
+
+def test_a_port_taken_after_it_was_picked_is_reported_by_the_worker(monkeypatch):
+    picked = []
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # As if another program took the port between picking and listening, every time.
+        monkeypatch.setattr(_launch, "_free_port", lambda: picked.append(port) or port)
+        monkeypatch.setattr(_launch, "_PORT_TRIES", 2)
+        with pytest.raises(distributed.PortInUse, match=f"port={port}"):
+            _launch.run(_job(budget_s=0.2), 2, timeout_s=90, port=None, what="the test sweep")
+    assert len(picked) == 2  # picked again once, then gave up with the message
+    assert not _children()
+
+
+def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message():
+    with _launch.LocalGroup(
+        _job(), 2, timeout_s=120, port=_launch._free_port(), what="the test sweep"
+    ) as g:
+        status = g.dir / "rank1.status"
+        assert _wait_until(lambda: status.exists() and "round" in status.read_text(), 90), (
+            "never started"
+        )
+        pids = g.pids
+        os.kill(pids[1], signal.SIGKILL)
+        with pytest.raises(distributed.WorkerDied) as err:
+            g.wait()
+    text = str(err.value)
+    assert (
+        "rank 1" in text and "SIGKILL" in text and "all-reduce round" in text and "stopped" in text
+    )
+    assert all(_gone(pid) for pid in pids) and not _children()
+
+
+def test_the_other_workers_exit_on_their_own_when_one_dies():
+    g = _launch.LocalGroup(
+        _job(), 2, timeout_s=120, port=_launch._free_port(), what="the test sweep"
+    )
+    try:
+        g.start()
+        status = g.dir / "rank0.status"
+        assert _wait_until(lambda: status.exists() and "round" in status.read_text(), 90), (
+            "never started"
+        )
+        os.kill(g.pids[1], signal.SIGKILL)
+        # Nobody stops rank 0: it must notice its peer is gone and exit by itself.
+        assert _wait_until(lambda: g.procs[0].poll() is not None, 30), "rank 0 hung on a dead peer"
+        assert g.procs[0].returncode == EXIT_PEER_LOST
+    finally:
+        g.stop()
+    assert not _children()
+
+
+def test_a_timeout_stops_every_process():
+    start = time.monotonic()
+    with pytest.raises(distributed.GroupTimeout, match=r"timeout_s=0.5 s.*stopped") as err:
+        distributed.all_reduce_sweep([4], timeout_s=0.5)
+    assert isinstance(err.value, TimeoutError)
+    assert time.monotonic() - start < 10  # 0.5 s, then at most the 2 s grace per process
+    assert not _children()
+
+
+def test_workers_end_themselves_when_their_parent_is_killed(tmp_path):
+    code = (
+        "import json, time\n"
+        "from brrrlib import _launch\n"
+        f"job = {_job()!r}\n"
+        "g = _launch.LocalGroup(job, 2, timeout_s=120, port=_launch._free_port(), what='x')\n"
+        "g.start()\n"
+        "print(json.dumps([g.pids, str(g.dir)]), flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids, folder = json.loads(parent.stdout.readline())
+        time.sleep(0.5)
+        parent.kill()  # no atexit, no context manager: only the workers' watchdogs are left
+        parent.wait()
+        assert _wait_until(lambda: all(_gone(p) for p in pids), 15), "workers outlived their parent"
+    finally:
+        parent.kill()
+        for pid in locals().get("pids", []):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        if "folder" in locals():
+            shutil.rmtree(folder, ignore_errors=True)  # the killed parent could not remove it
