@@ -65,6 +65,7 @@ __all__ = [
     "CATEGORIES",
     "FLOPS_PER_ELEMENT",
     "CategoryTimes",
+    "Cost",
     "Counts",
     "OpCount",
     "breakdown",
