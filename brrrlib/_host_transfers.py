@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brrrlib import _fmt, hardware
+from brrrlib._ladder import one_thread
 
 __all__ = ["HostDeviceCopies", "InputPipeline", "host_device_copies", "input_pipeline"]
 
@@ -303,10 +304,12 @@ def input_pipeline(
        workers prepared while it waited (untimed), then delivers a block of
        4 batches, timed: the rate its workers keep up, not their backlog.
     4. **Clean up**: workers stopped, file deleted, on every way out.
-    """
-    import torch
-    from torch.utils.data import DataLoader
 
+    The loading process decodes with one PyTorch thread while measured, as
+    every worker does (DataLoader gives each worker one thread): one sample's
+    ops are too small to share between threads, and on a busy machine a
+    thread waiting for its partner would measure the scheduler.
+    """
     cores = os.cpu_count() or 1
     if (
         isinstance(workers, (int, str))
@@ -333,31 +336,8 @@ def input_pipeline(
     try:
         os.write(fd, os.urandom(count * sample_bytes))  # 1.
         data = FileSamples(path, sample_bytes, count, decode_passes)
-        startup = []
-        for w in workers:  # 2.
-            loader = DataLoader(
-                data,
-                batch_size=batch_size,
-                num_workers=w,
-                persistent_workers=w > 0,
-                sampler=_Forever(count),
-                prefetch_factor=2 if w else None,
-            )
-            t0 = time.perf_counter()
-            iters.append(iter(loader))
-            next(iters[-1])
-            startup.append(time.perf_counter() - t0)
-        samples: list[list[float]] = [[] for _ in workers]
-        with torch.no_grad():
-            for r in range(rounds):  # 3.
-                order = range(len(workers)) if r % 2 == 0 else reversed(range(len(workers)))
-                for k in order:
-                    for _ in range(2 * workers[k]):  # the backlog, untimed
-                        next(iters[k])
-                    t0 = time.perf_counter()
-                    for _ in range(4):
-                        next(iters[k])
-                    samples[k].append((time.perf_counter() - t0) / 4)
+        with one_thread():  # see the docstring
+            samples, startup = _rounds(data, workers, batch_size, count, rounds, iters)
     finally:
         for it in iters:  # 4.
             with contextlib.suppress(Exception):
@@ -373,6 +353,41 @@ def input_pipeline(
         tuple(startup),
         cores,
     )
+
+
+def _rounds(
+    data: Any, workers: Sequence[int], batch_size: int, count: int, rounds: int, iters: list[Any]
+) -> tuple[list[list[float]], list[float]]:
+    """2. and 3. of :func:`input_pipeline`; the iterators go into ``iters`` for the clean-up."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    startup = []
+    for w in workers:  # 2.
+        loader = DataLoader(
+            data,
+            batch_size=batch_size,
+            num_workers=w,
+            persistent_workers=w > 0,
+            sampler=_Forever(count),
+            prefetch_factor=2 if w else None,
+        )
+        t0 = time.perf_counter()
+        iters.append(iter(loader))
+        next(iters[-1])
+        startup.append(time.perf_counter() - t0)
+    samples: list[list[float]] = [[] for _ in workers]
+    with torch.no_grad():
+        for r in range(rounds):  # 3.
+            order = range(len(workers)) if r % 2 == 0 else reversed(range(len(workers)))
+            for k in order:
+                for _ in range(2 * workers[k]):  # the backlog, untimed
+                    next(iters[k])
+                t0 = time.perf_counter()
+                for _ in range(4):
+                    next(iters[k])
+                samples[k].append((time.perf_counter() - t0) / 4)
+    return samples, startup
 
 
 class _Forever:

@@ -31,7 +31,15 @@ from typing import Any
 
 from brrrlib import _fmt, hardware
 
-__all__ = ["LEVELS", "BandwidthLadder", "DiskRead", "Rung", "bandwidth_ladder", "measure_disk_read"]
+__all__ = [
+    "LEVELS",
+    "BandwidthLadder",
+    "DiskRead",
+    "Rung",
+    "bandwidth_ladder",
+    "measure_disk_read",
+    "one_thread",
+]
 
 #: The rungs, nearest the compute units first.
 LEVELS = ("cache", "memory", "host-device", "device-device", "node-node", "storage")
@@ -167,9 +175,24 @@ def bandwidth_ladder(
     ``measure_cache`` times a copy that fits in this machine's cache (a
     fraction of a second).
     """
-    rungs: list[Rung] = []
-    if measure_cache:
-        rungs.append(_cache_rung())
+    rungs = [_cache_rung()] if measure_cache else []
+    rungs += _measured_rungs(ceilings, disk, sweep, copies)
+    rungs += [
+        Rung(f"HBM, {s.name}", "memory", s.mem_bandwidth_bytes_per_s, "spec", s.source)
+        for s in (hardware.spec(name) for name in devices)
+    ]
+    rungs += [
+        Rung(x.name, x.kind, x.bandwidth_bytes_per_s, "spec", x.source) for x in hardware.links()
+    ]
+    order = {level: i for i, level in enumerate(LEVELS)}
+    return BandwidthLadder(
+        tuple(sorted(rungs, key=lambda r: (order[r.level], -r.bandwidth_bytes_per_s)))
+    )
+
+
+def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[Rung]:
+    """The rungs of the results given (each ``None`` when not measured)."""
+    rungs = []
     if ceilings is not None:
         rungs.append(
             Rung(
@@ -179,11 +202,6 @@ def bandwidth_ladder(
                 "measured",
                 detail="bl.measure_ceilings(): a large copy, bytes read + written / time",
             )
-        )
-    for name in devices:
-        s = hardware.spec(name)
-        rungs.append(
-            Rung(f"HBM, {s.name}", "memory", s.mem_bandwidth_bytes_per_s, "spec", s.source)
         )
     if copies is not None and getattr(copies, "measured", False):
         rungs.append(
@@ -205,9 +223,6 @@ def bandwidth_ladder(
                 detail="all_reduce_sweep(): the largest bus bandwidth measured",
             )
         )
-    rungs += [
-        Rung(x.name, x.kind, x.bandwidth_bytes_per_s, "spec", x.source) for x in hardware.links()
-    ]
     if disk is not None:
         rungs.append(
             Rung(
@@ -218,31 +233,46 @@ def bandwidth_ladder(
                 detail=disk.method,
             )
         )
-    order = {level: i for i, level in enumerate(LEVELS)}
-    return BandwidthLadder(
-        tuple(sorted(rungs, key=lambda r: (order[r.level], -r.bandwidth_bytes_per_s)))
-    )
+    return rungs
 
 
 def _cache_rung() -> Rung:
-    """A copy small enough to stay in the last-level cache, timed with bl.benchmark (bytes read + written)."""
+    """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time).
+
+    On a GPU: a quarter of its L2. On a CPU: 128 KiB copied by one thread,
+    which fits in one core's L2 on any current CPU (a bigger copy would be
+    split across threads, and on a busy machine a thread waiting for its
+    partner at the end of the copy measures the scheduler, not the cache).
+    """
     import torch
 
     from brrrlib import devices, timing
 
     dev = devices.device()
-    nbytes = max(64 * 2**10, min(devices.last_level_cache_bytes(dev) // 4, 8 * 2**20))
+    on_gpu = dev.type == "cuda"
+    nbytes = max(2**20, devices.last_level_cache_bytes(dev) // 4) if on_gpu else 128 * 2**10
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
-    t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
-    where = "L2" if dev.type == "cuda" else "the CPU's caches"
+    with contextlib.nullcontext() if on_gpu else one_thread():
+        t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
+    where = "the GPU's L2" if on_gpu else "one core's L2, one thread"
     return Rung(
-        f"cache, this machine ({dev.type})",
-        "cache",
-        2 * nbytes / t.median_s,
-        "measured",
-        detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, small enough for {where}",
-    )
+        f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, "measured",
+        detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}",
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the block with one PyTorch thread on the CPU, then restore the thread count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------ disk
@@ -270,6 +300,12 @@ class DiskRead:
     def bytes_per_s(self) -> float:
         """Median read bandwidth."""
         return self.nbytes / _fmt.median(self.samples_s)
+
+    @property
+    def quartile_bytes_per_s(self) -> tuple[float, float]:
+        """``(low, high)``: the read bandwidth at the slow and the fast quartile of the reads."""
+        slow, fast = (_fmt.quantile(self.samples_s, q) for q in (0.75, 0.25))
+        return self.nbytes / slow, self.nbytes / fast
 
     def __repr__(self) -> str:
         spread = _fmt.iqr(self.samples_s) / _fmt.median(self.samples_s)

@@ -186,6 +186,22 @@ def test_collective_sweep_reports_as_nccl_tests_does():
         distributed.CollectiveSweep([4, 8], [[1e-3]], 2, "gloo")
 
 
+def test_paired_ratios_say_only_what_their_interval_allows():
+    from brrrlib._collective_results import paired_ratio, ratio_says
+
+    base = [1.0, 1.1, 0.9, 1.0, 1.2, 0.95, 1.05, 1.0, 1.1, 0.9]
+    assert paired_ratio([2 * x for x in base], base) == (2.0, 2.0, 2.0)
+    assert ratio_says([2 * x for x in base], base).startswith("x2.00 (95% interval")
+    spread = [1.5, 3.0, 2.0, 4.0, 1.2, 2.5, 3.5, 1.8, 2.2, 2.8]
+    assert ratio_says(spread, [1.0] * 10).startswith("more than 1")
+    mixed = [0.5, 1.5, 0.8, 1.3, 0.7, 1.4, 0.9, 1.2, 0.6, 1.1]
+    assert ratio_says(mixed, [1.0] * 10).startswith("too noisy to tell")
+    s = _sweep()
+    assert s.time_ratio(s.sizes_bytes[-1], 4).startswith("x")  # 5 rounds, 3% spread: decided
+    with pytest.raises(ValueError, match="among those measured"):
+        s.time_ratio(3, 4)
+
+
 def _run(compute_per_sample_s=1e-4, comm_s=4e-3, rounds=8):
     batches = (4, 16, 64, 256)
     samples = {
@@ -255,6 +271,8 @@ def test_ladder_orders_rungs_and_labels_how_each_is_known():
     assert len([r for r in ladder.rungs if r.how == "spec"]) == len(hardware.links()) + 2  # + 2 HBM
     ax = ladder.plot()
     assert "GB/s" in ax.get_xlabel()
+    cache = distributed.bandwidth_ladder().get("cache")  # measured: a copy that stays in cache
+    assert cache.how == "measured" and cache.level == "cache" and "128 KiB" in cache.detail
 
 
 def test_disk_read_drops_the_page_cache_and_deletes_its_file(tmp_path):
@@ -262,6 +280,8 @@ def test_disk_read_drops_the_page_cache_and_deletes_its_file(tmp_path):
     assert len(disk.samples_s) == 3 and disk.bytes_per_s > 0
     assert disk.evicted == hasattr(os, "posix_fadvise")
     assert list(tmp_path.iterdir()) == []
+    slow, fast = disk.quartile_bytes_per_s
+    assert slow <= disk.bytes_per_s <= fast
     with pytest.raises(ValueError, match="nbytes"):
         distributed.measure_disk_read(10)
     with pytest.raises(ValueError, match="directory"):
@@ -283,9 +303,12 @@ def test_host_device_copies_without_a_gpu_are_a_labelled_prediction():
 
 
 def test_input_pipeline_counts_batches_per_worker_setting():
+    threads = torch.get_num_threads()
     pipe = distributed.input_pipeline(workers=(0, 1), batch_size=8, decode_passes=1, rounds=2)
     assert pipe.workers == (0, 1) and [len(s) for s in pipe.samples_s] == [2, 2]
     assert all(r > 0 for r in pipe.samples_per_s) and "worker(s)" in repr(pipe)
+    assert "95% interval" in pipe.speedup_says(1, than=0)
+    assert torch.get_num_threads() == threads  # the one-thread measurement put it back
     with pytest.raises(ValueError, match="workers"):
         distributed.input_pipeline(workers=(-1,))
     assert not _children()  # the workers were stopped
