@@ -14,7 +14,7 @@ scheduler ticks (4 ms steps), a fact about the busy machine, not the model;
 points measured that way are marked "waited". The ceilings are measured (and
 cached) for the thread count in use, so the model follows it.
 
-The model (``bl.widgets.repeat_model``): every pass moves 8 bytes per element
+The model (``bl.widgets.repeat_model_s``): every pass moves 8 bytes per element
 at the copy bandwidth ceiling, the fused chain multiplies at the vector ceiling,
 every kernel pays one op's overhead. Both modes write into outputs that already
 exist, as the model assumes. The checks printed at the end: every point within

@@ -139,10 +139,7 @@ class BatchExplorer(_Explorer):
         self._batch_w = W.SelectionSlider(options=[(str(b), b) for b in self.batch_options], value=batch,
                                           description="batch", continuous_update=False)  # fmt: skip
         self._build([self._batch_w])
-        self._suspended = False
-        self._batch_w.observe(
-            lambda _change: None if self._suspended else self._update(), names="value"
-        )
+        self._watch([self._batch_w])
         self._update()
 
     def _batch_menu(self, max_batch: int | None) -> tuple[int, ...]:
@@ -182,11 +179,7 @@ class BatchExplorer(_Explorer):
             raise ValueError(
                 f"batch={batch!r} is not on the slider; use one of {self.batch_options}"
             )
-        self._suspended = True
-        try:
-            self._batch_w.value = batch
-        finally:
-            self._suspended = False
+        self._move([(self._batch_w, batch)])
         return self._update()
 
     def remeasure(self) -> Point | None:

@@ -30,7 +30,7 @@ from torch import nn
 
 from brrrlib import _fmt, counting, devices, sweeps
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.sweeps import Case, Point, Predicted, Sweep
+from brrrlib.sweeps import Case, Point, Sweep
 
 __all__ = [
     "FUSED_WARMUP_S",
@@ -46,7 +46,7 @@ __all__ = [
     "predicted_knee_repeat",
     "repeat_bytes_needed",
     "repeat_case",
-    "repeat_model",
+    "repeat_model_s",
     "repeat_skip",
     "repeat_size",
     "repeat_sweep",
@@ -184,8 +184,8 @@ def repeat_case(
                 compile_s=time.perf_counter() - start)  # fmt: skip
 
 
-def repeat_model(ceilings: Any, size: int, repeat: int, mode: str) -> Predicted:
-    """The roofline model's time for one call, from this machine's ceilings.
+def repeat_model_s(ceilings: Any, size: int, repeat: int, mode: str) -> float:
+    """The roofline model's seconds for one call, from this machine's ceilings.
 
     One pass moves 8 bytes per element (4 read, 4 written) and does one FLOP
     per element per multiply; each kernel also pays ``op_overhead_s``::
@@ -195,23 +195,17 @@ def repeat_model(ceilings: Any, size: int, repeat: int, mode: str) -> Predicted:
 
     with F the vector ceiling (multiplies per second) and B the bandwidth.
     """
-    f, b, o = (
-        ceilings.vector_flops_per_s,
-        ceilings.mem_bandwidth_bytes_per_s,
-        ceilings.op_overhead_s,
-    )
+    f, b = ceilings.vector_flops_per_s, ceilings.mem_bandwidth_bytes_per_s
     if mode == "eager":
-        return Predicted(
-            repeat * (max(size / f, 8 * size / b) + o), repeat * size, repeat * 8 * size
-        )
-    return Predicted(max(repeat * size / f, 8 * size / b) + o, repeat * size, 8 * size)
+        return repeat * (max(size / f, 8 * size / b) + ceilings.op_overhead_s)
+    return max(repeat * size / f, 8 * size / b) + ceilings.op_overhead_s
 
 
 def predicted_knee_repeat(ceilings: Any, element_size: int = 4) -> float:
     """Repeat count where the fused chain turns from memory- to compute-bound.
 
     Its time is ``max(repeat x N / F, 2 x element_size x N / B)`` (see
-    :func:`repeat_model`); the two are equal at::
+    :func:`repeat_model_s`); the two are equal at::
 
         repeat* = F x (2 x element_size) / B
 
@@ -264,7 +258,7 @@ def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, 
     """skip= for a repeat sweep: a reason when a point would take over ``max_point_s`` to measure."""
 
     def skip(repeat: int, mode: str) -> str | None:
-        call_s = repeat_model(ceilings, size, repeat, mode).seconds
+        call_s = repeat_model_s(ceilings, size, repeat, mode)
         if _CALLS_PER_POINT * call_s <= max_point_s:
             return None
         return (
@@ -307,7 +301,7 @@ def repeat_sweep(
         "repeat", [check_positive_int("repeat", r) for r in repeats], modes,
         lambda r, m: repeat_case(size, r, m, dev, fresh_output=fresh_output),
         pairs=pairs,
-        predict=None if fresh_output else (lambda r, m: repeat_model(c, size, r, m)),
+        predict=None if fresh_output else (lambda r, m: repeat_model_s(c, size, r, m)),
         skip=repeat_skip(c, size, max_point_s), memory=lambda r, m: repeat_bytes_needed(size, m),
         device=dev, x_label="repeat (multiplies per element)", progress=progress,
         title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",

@@ -91,6 +91,25 @@ class _Explorer:
     def remeasure(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _update(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _watch(self, controls: list) -> None:
+        """Measure and redraw when the learner moves a control (not while ``_move`` sets them)."""
+        self._suspended = False
+        for w in controls:
+            w.observe(lambda _change: None if self._suspended else self._update(), names="value")
+
+    def _move(self, changes: list) -> None:
+        """Set ``(control, value)`` pairs from code, with one update afterwards, not one each."""
+        self._suspended = True
+        try:
+            for w, value in changes:
+                if value is not None:
+                    w.value = value
+        finally:
+            self._suspended = False
+
     # -- readout states -------------------------------------------------------------
     def _say(self, text_html: str, *, busy: bool = False) -> None:
         if busy:

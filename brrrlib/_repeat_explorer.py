@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from brrrlib import _experiments, _fmt, devices, roofline, sweeps
-from brrrlib._experiments import MODES, check_positive_int, predicted_knee_repeat, repeat_model
+from brrrlib._experiments import MODES, check_positive_int, predicted_knee_repeat, repeat_model_s
 from brrrlib._explorer import COLOURS, RING, _Explorer, waited_text
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
@@ -105,9 +105,7 @@ class RepeatExplorer(_Explorer):
         self._mode_w = W.ToggleButtons(options=list(MODES), value=mode, description="mode",
                                        style={"button_width": "70px", "description_width": "initial"})  # fmt: skip
         self._build([self._repeat_w, self._size_w, self._mode_w])
-        self._suspended = False
-        for w in (self._repeat_w, self._size_w, self._mode_w):
-            w.observe(lambda _change: None if self._suspended else self._update(), names="value")
+        self._watch([self._repeat_w, self._size_w, self._mode_w])
         self._update()
 
     def _size_menu(self, size: int | None) -> tuple[tuple[int, ...], int]:
@@ -177,13 +175,7 @@ class RepeatExplorer(_Explorer):
                                      ("size", size, self.size_options), ("mode", mode, MODES)):  # fmt: skip
             if value is not None and value not in options:
                 raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}")
-        self._suspended = True
-        try:
-            for w, value in ((self._repeat_w, repeat), (self._size_w, size), (self._mode_w, mode)):
-                if value is not None:
-                    w.value = value
-        finally:
-            self._suspended = False
+        self._move([(self._repeat_w, repeat), (self._size_w, size), (self._mode_w, mode)])
         return self._update(force=force)
 
     def remeasure(self) -> Point | None:
@@ -229,7 +221,7 @@ class RepeatExplorer(_Explorer):
         return sweeps.sweep(
             "repeat", [repeat], [mode],
             lambda r, m: self._setup(size=size, repeat=r, mode=m, device=self.device),
-            pairs=pairs, predict=lambda r, m: repeat_model(c, size, r, m),
+            pairs=pairs, predict=lambda r, m: repeat_model_s(c, size, r, m),
             skip=None if force else _experiments.repeat_skip(c, size, _experiments.MAX_POINT_S),
             memory=lambda _r, m: _experiments.repeat_bytes_needed(size, m), device=self.device,
             into=res, x_label="repeat (multiplies per element)",
@@ -242,7 +234,7 @@ class RepeatExplorer(_Explorer):
                 "compiling… then measuring (torch.compile builds one kernel for this repeat "
                 "count; the first compile of a session takes ~20 s on a CPU, later ones a few s)"
             )
-        call_s = repeat_model(self.ceilings, self.size, self.repeat, "eager").seconds
+        call_s = repeat_model_s(self.ceilings, self.size, self.repeat, "eager")
         return (
             head + f"measuring… (about {_fmt.seconds(8 * call_s)}: {self.repeat} passes per call)"
         )
@@ -310,7 +302,7 @@ class RepeatExplorer(_Explorer):
     def _view(self) -> Sweep:
         """The sweep at this size, with the model at every repeat on the slider."""
         res = self.sweeps.get(self.size) or Sweep("repeat", "repeat (multiplies per element)", ())
-        model = [(r, m, repeat_model(self.ceilings, self.size, r, m))
+        model = [(r, m, repeat_model_s(self.ceilings, self.size, r, m))
                  for r in self.repeat_options for m in MODES]  # fmt: skip
         return replace(res, predicted=tuple(model))
 
@@ -318,19 +310,27 @@ class RepeatExplorer(_Explorer):
         c, view, knee = self.ceilings, self._view(), self.predicted_knee_repeat
         ax_t, ax_f, ax_b, ax_r = fig.subplots(2, 2).ravel()
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.08, top=0.95, hspace=0.35, wspace=0.28)
+        rs, n = self.repeat_options, self.size
+        for mode in MODES:  # the model's rates, dashed: FLOPs and bytes of a call over its time
+            t = [repeat_model_s(c, n, r, mode) for r in rs]
+            style = {"color": COLOURS[mode], "linestyle": "--", "linewidth": 1.0, "alpha": 0.7}
+            ax_f.plot(rs, [r * n / s for r, s in zip(rs, t, strict=True)], **style)
+            moved = [8 * n * (r if mode == "eager" else 1) for r in rs]
+            ax_b.plot(rs, [b / s for b, s in zip(moved, t, strict=True)], **style)
         for ax, y, title in ((ax_t, "time", f"runtime, {_fmt.elements(self.size)} elements"),
                              (ax_f, "flops", "achieved FLOP/s"),
                              (ax_b, "bytes", "achieved memory bandwidth")):  # fmt: skip
             view.plot(ax, y=y, colours=COLOURS)
             ax.set_title(title, fontsize=10)
-            ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
         for ax, ceiling, label in ((ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
                                    (ax_b, c.mem_bandwidth_bytes_per_s, "bandwidth ceiling")):  # fmt: skip
             ax.axhline(ceiling, color="grey", linewidth=1)
             ax.annotate(label, (self.repeat_options[0], ceiling), xytext=(2, -2), va="top",
                         textcoords="offset points", fontsize=8, color="grey")  # fmt: skip
-        ax_t.annotate(f"predicted knee ≈ {knee:.0f} ", (knee, 1), xycoords=("data", "axes fraction"),
-                      color="tab:red", fontsize=8, va="top", ha="right")  # fmt: skip
+        for ax in (ax_t, ax_f, ax_b):
+            ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
+        ax_t.annotate(f" predicted knee ≈ {knee:.0f}", (knee, 0.02), xycoords=("data", "axes fraction"),
+                      color="tab:red", fontsize=8, va="bottom", ha="left")  # fmt: skip
         ax_t.legend(fontsize=7, loc="upper left")
         pts = [p for p in view.points if p.measured and p.flops > 0]
         roofline.plot(

@@ -23,6 +23,9 @@ Three rules keep what a reader sees honest on a busy laptop:
    would take too long, or it would not fit in memory, or it ran out of
    memory. Never a NaN. Such a point is tried again by the next sweep that
    reuses this one (``into=``): memory may have been freed, a limit raised.
+4. **A measurement that waited for cores says so** (``Point.waited``): on a
+   CPU shared with another program, a multi-threaded op can wait a whole
+   scheduler slice per call; that time is the busy machine's, not the work's.
 
 The explorers of :mod:`brrrlib.widgets` keep one :class:`Sweep` each and pass
 it back as ``into=`` on every slider move: nothing is measured twice.
@@ -35,7 +38,7 @@ import gc
 import html
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,7 +60,6 @@ __all__ = [
     "Case",
     "Pair",
     "Point",
-    "Predicted",
     "Sweep",
     "is_out_of_memory",
     "log_axes",
@@ -112,15 +114,6 @@ class Case:
     weight_bytes: int = 0
     ops: int = 0
     compile_s: float | None = None
-
-
-@dataclass(frozen=True)
-class Predicted:
-    """The model's time for one point, with the work it assumes (for rate lines)."""
-
-    seconds: float
-    flops: float
-    bytes_moved: float
 
 
 @dataclass(frozen=True, repr=False)
@@ -206,11 +199,6 @@ class Point:
         return self.median_s / self.x
 
     @property
-    def weight_share(self) -> float:
-        """Fraction of the bytes moved that are weights (read whatever ``x``)."""
-        return self.weight_bytes / self.bytes_moved if self.bytes_moved else 0.0
-
-    @property
     def model_ratio(self) -> float | None:
         """Measured time over the model's time (None without a model or a timing)."""
         if self.predicted_s is None or self.timing is None:
@@ -227,7 +215,7 @@ class Point:
         )
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True)
 class Pair:
     """Two points timed together in alternating rounds: ``comparison.ratio`` is b's time over a's."""
 
@@ -236,18 +224,14 @@ class Pair:
     comparison: Comparison
     remeasured: bool = False  # measured a second time because the first looked implausible
 
-    def __repr__(self) -> str:
-        return f"Pair({self.b} / {self.a}: {self.comparison.says()})"
 
-
-# (what to plot, its axis label, its unit, the predicted value) per y= of Sweep.plot
+# y= of Sweep.plot: (the Point attribute, the axis label, the unit, the model's divisor or None)
 _Y = {
-    "time": ("median_s", "time per call (s)", "s", lambda x, p: p.seconds),
-    "per_x": ("per_x_s", "time per {x} (s)", "s", lambda x, p: p.seconds / x),
-    "flops": ("achieved_flops_per_s", "achieved FLOP/s", "FLOP/s", lambda x, p: p.flops / p.seconds),
-    "bytes": ("achieved_bytes_per_s", "achieved bandwidth (B/s)", "B/s",
-              lambda x, p: p.bytes_moved / p.seconds),
-}  # fmt: skip
+    "time": ("median_s", "time per call (s)", "s", lambda x: 1),
+    "per_x": ("per_x_s", "time per {x} (s)", "s", lambda x: x),
+    "flops": ("achieved_flops_per_s", "achieved FLOP/s", "FLOP/s", None),
+    "bytes": ("achieved_bytes_per_s", "achieved bandwidth (B/s)", "B/s", None),
+}
 
 
 @dataclass(frozen=True, repr=False)
@@ -258,7 +242,7 @@ class Sweep:
     x_label: str
     points: tuple[Point, ...]
     pairs: tuple[Pair, ...] = ()
-    predicted: tuple[tuple[int, str, Predicted], ...] = ()
+    predicted: tuple[tuple[int, str, float], ...] = ()  # (x, line, the model's seconds)
     title: str = ""
 
     @property
@@ -340,24 +324,24 @@ class Sweep:
         """
         if y not in _Y:
             raise ValueError(f"y must be one of {', '.join(_Y)}, got {y!r}")
-        attr, label, unit, model_value = _Y[y]
+        attr, label, unit, per = _Y[y]
         if ax is None:
             import matplotlib.pyplot as plt
 
             _fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+        ax.set_xscale("log", base=2)  # before plotting: one point on a log axis is fine then
+        ax.set_yscale("log")
         for i, name in enumerate(self.lines):
             colour = (colours or {}).get(name, f"C{i}")
-            model = sorted((x, p) for x, line, p in self.predicted if line == name)
+            model = sorted((x, s) for x, line, s in self.predicted if line == name and per)
             if model:
-                ax.plot([x for x, _ in model], [model_value(x, p) for x, p in model],
+                ax.plot([x for x, _ in model], [s / per(x) for x, s in model],
                         color=colour, linestyle="--", linewidth=1.0, alpha=0.7,
                         label=f"{name}, model")  # fmt: skip
             pts = [p for p in self.line(name) if p.measured]
             if pts:
                 ax.plot([p.x for p in pts], [getattr(p, attr) for p in pts], color=colour,
                         marker="o", linewidth=1.2, label=f"{name}, measured")  # fmt: skip
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
         log_axes(ax, unit)
@@ -372,7 +356,7 @@ def log_axes(ax: Any, unit: str) -> None:
 
     ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.xaxis.set_minor_locator(ticker.NullLocator())
-    low, high = ax.get_ylim()
+    low, high = ax.dataLim.intervaly  # the data's extent (get_ylim would autoscale now)
     decades = math.log10(high / low) if low > 0 and high > low else 10.0
     subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
     ax.yaxis.set_major_locator(ticker.LogLocator(subs=subs))
@@ -391,7 +375,7 @@ def sweep(
     setup: Callable[[int, str], Case],
     *,
     pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
-    predict: Callable[[int, str], Predicted] | None = None,
+    predict: Callable[[int, str], float] | None = None,
     skip: Callable[[int, str], str | None] | None = None,
     memory: Callable[[int, str], int] | None = None,
     device: str | torch.device | None = None,
@@ -488,16 +472,14 @@ class _Run:
 
     def _unmeasured(self, key, status: str, reason: str) -> None:
         if key not in self.points or not self.points[key].measured:
-            p = self.predicted.get(key)
             self.points[key] = Point(x=key[0], line=key[1], device=str(self.dev), status=status,
-                                     reason=reason, predicted_s=p and p.seconds)  # fmt: skip
+                                     reason=reason, predicted_s=self.predicted.get(key))  # fmt: skip
 
     def _keep(self, key, case: Case, t: Timing, share: float | None) -> None:
         self.fresh.add(key)
-        p = self.predicted.get(key)
         self.points[key] = Point(
             x=key[0], line=key[1], device=str(case.device), timing=t, flops=case.flops,
-            bytes_moved=case.bytes_moved, predicted_s=p and p.seconds, size=case.size,
+            bytes_moved=case.bytes_moved, predicted_s=self.predicted.get(key), size=case.size,
             weight_bytes=case.weight_bytes, ops=case.ops, compile_s=case.compile_s,
             cpu_share=share if case.device.type == "cpu" else None,
         )  # fmt: skip
@@ -506,7 +488,7 @@ class _Run:
         """3.: one point, timed by bl.benchmark."""
         if self.refused([key]):
             return
-        with _OutOfMemory(self, [key]):
+        with _out_of_memory(self, [key]):
             case = self.setup(*key)
             t, share = _with_cpu_share(case, lambda: timing.benchmark(
                 case.fn, budget_s=self.budget_s, warmup_s=case.warmup_s, device=case.device,
@@ -517,7 +499,7 @@ class _Run:
         """2. and 4.: two points timed together by bl.compare, in alternating rounds."""
         if self.refused([a, b]):
             return None
-        with _OutOfMemory(self, [a, b]):
+        with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
             c, share = _with_cpu_share(case_a, lambda: timing.compare(
                 case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S,
@@ -562,26 +544,21 @@ def _implausible(lo: Point, hi: Point, pair: Pair | None) -> bool:
     return hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
 
 
-class _OutOfMemory:
+@contextlib.contextmanager
+def _out_of_memory(run: _Run, keys) -> Iterator[None]:
     """Turn running out of memory into a point that says so, after releasing cached blocks."""
-
-    def __init__(self, run: _Run, keys) -> None:
-        self.run, self.keys = run, keys
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, _tb) -> bool:
-        if exc is None or not is_out_of_memory(exc):
-            return False
-        release_memory(self.run.dev)
-        needed = sum(self.run.memory(*k) for k in self.keys) if self.run.memory else 0
+    try:
+        yield
+    except Exception as exc:  # only an allocation failure is caught; anything else goes on up
+        if not is_out_of_memory(exc):
+            raise
+        release_memory(run.dev)
+        needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
-        first = (str(exc).strip().splitlines() or [kind.__name__])[0][:160]
-        self.run._unmeasured(self.keys[-1], NO_MEMORY, (
-            f"ran out of memory on {self.run.dev.type}{size}: {first}. Cached blocks were "
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        run._unmeasured(keys[-1], NO_MEMORY, (
+            f"ran out of memory on {run.dev.type}{size}: {first}. Cached blocks were "
             "released; pick a smaller size."))  # fmt: skip
-        return True
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -34,7 +34,7 @@ from brrrlib._experiments import (
     measured_knee_repeat,
     predicted_knee_repeat,
     repeat_case,
-    repeat_model,
+    repeat_model_s,
     repeat_sweep,
 )
 from brrrlib._repeat_explorer import RepeatExplorer, repeat_explorer
@@ -50,6 +50,6 @@ __all__ = [
     "predicted_knee_repeat",
     "repeat_case",
     "repeat_explorer",
-    "repeat_model",
+    "repeat_model_s",
     "repeat_sweep",
 ]

@@ -153,7 +153,7 @@ def test_sweep_skipped_point_says_why_never_nan(clock, real_png):
     setup = lambda x, line: Case(clock.work(1e-3 * x), x, 8 * x, CPU)  # noqa: E731
     result = sweeps.sweep(
         "repeat", [1, 64], ["eager"], setup, skip=lambda x, _l: "too slow here" if x > 8 else None,
-        predict=lambda x, _l: sweeps.Predicted(1e-3 * x, x, 8 * x), x_label="repeat (count)",
+        predict=lambda x, _l: 1e-3 * x, x_label="repeat (count)",
     )  # fmt: skip
     skipped = result.point(64, "eager")
     assert skipped.status == "too slow" and skipped.reason == "too slow here"
@@ -413,7 +413,9 @@ def test_repeat_busy_message_says_compiling(clock, ceilings, plenty_of_memory):
     assert "brrr-busy" not in ex._readout._dom_classes
 
 
-def test_repeat_skips_slow_eager_points_unless_forced(clock, ceilings, plenty_of_memory, monkeypatch):
+def test_repeat_skips_slow_eager_points_unless_forced(
+    clock, ceilings, plenty_of_memory, monkeypatch
+):
     from brrrlib import _experiments
 
     fake = FakeRepeat(clock)
