@@ -190,10 +190,18 @@ def _busy_row(d: Any) -> tuple[str, str, str, str]:
         says = "compute or memory"
         text = f"{where} was busy {b.busy:.0%} of the time: the time is the ops' own work"
         text += "." if b.device != "cpu" else "; on a CPU an op's own dispatch counts as busy."
-        if b.waited_s > 0 and b.device != "cpu":
-            text += f" Kernels waited up to {_fmt.seconds(b.waited_s)} after launch: the host ran ahead."
+        if b.queued_s >= 10e-6 and b.device != "cpu":
+            text += (
+                f" Kernels queued up to {_fmt.seconds(b.queued_s)} behind earlier work: the host "
+                "ran ahead, as it should."
+            )
     else:
         says, text = "-", f"{where} was idle {b.idle:.0%} of the time: some overhead."
+    if b.outside_ops >= 0.2:
+        text += (
+            f" The host spent {b.outside_ops:.0%} of the time outside any op (Python between "
+            "ops, module calls, hooks): overhead no op count sees."
+        )
     return ("device busy (profile)", f"{b.busy:.0%} busy", says, text)
 
 

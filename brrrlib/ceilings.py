@@ -49,6 +49,8 @@ __all__ = ["Ceilings", "measure_ceilings"]
 SPREAD_LIMIT = 0.1
 #: Below this share of its threads' CPU time during the matmul, the CPU was shared.
 MIN_CPU_SHARE = 0.8
+#: Below this share, too few undisturbed samples exist to drop the rest: the ceilings are noisy.
+NOISY_CPU_SHARE = 0.5
 #: The matmul precisions, in the order tables list them.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
@@ -144,14 +146,21 @@ class Ceilings:
     def shared_cpu(self) -> bool:
         """True when another program used the cores during the matmul (``cpu_share`` < 80%).
 
-        Not noisy by itself: samples it disturbed were dropped and replaced
-        (:func:`brrrlib.benchmark`, step 5), and the rounds still had to agree.
+        Not noisy by itself down to 50%: samples it disturbed were dropped and
+        replaced (:func:`brrrlib.benchmark`, step 5), and the rounds still had
+        to agree. Below 50% too few undisturbed samples remain: noisy.
         """
-        return self.device == "cpu" and self.cpu_share < MIN_CPU_SHARE
+        return self.device == "cpu" and NOISY_CPU_SHARE <= self.cpu_share < MIN_CPU_SHARE
 
     def noise_notes(self) -> tuple[str, ...]:
         """One sentence per number to distrust, saying by how much."""
         notes = []
+        if self.device == "cpu" and self.cpu_share < NOISY_CPU_SHARE:
+            notes.append(
+                f"this process got only {self.cpu_share:.0%} of its {self.num_threads} threads' "
+                "CPU time: other programs kept the cores so busy that every number may read low "
+                "(by up to the same factor); close them and measure again"
+            )
         names = {"matmul": "matmul FLOP/s", "vector": "vector FLOP/s",
                  "memory": "memory bandwidth", "overhead": "op overhead"}  # fmt: skip
         for key, value in self.spread.items():

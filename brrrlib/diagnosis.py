@@ -209,15 +209,19 @@ def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
 class BusyEvidence:
     """How busy the device was while ``fn`` ran (probe c), from ``bl.profile``.
 
-    ``busy`` is the median over the steady runs (run 0 holds the profiler's
-    own set-up); ``idle = 1 - busy``; ``waited_s`` the longest a kernel
-    waited after its launch (the host ran ahead: only meaningful when the
-    device was busy); ``device`` "cuda", "cpu" or "mps".
+    ``busy`` is the median over the steady runs (``Trace.steady_runs``: run 0
+    is left out when the profiler's own set-up inflated it); ``idle = 1 -
+    busy``; ``outside_ops`` the share of wall time the host spent outside any
+    op (Python between ops, module machinery: overhead no per-op model sees);
+    ``queued_s`` the longest a kernel waited behind earlier work (the host ran
+    ahead: only a GPU, only when the device was busy); ``device`` "cuda",
+    "cpu" or "mps".
     """
 
     device: str
     busy: float
-    waited_s: float = 0.0
+    outside_ops: float = 0.0
+    queued_s: float = 0.0
 
     @property
     def idle(self) -> float:
@@ -229,10 +233,19 @@ def busy_evidence(trace: Any) -> BusyEvidence | None:
     """The device-busy evidence of a trace (pure); None without runs."""
     if trace is None or not trace.runs:
         return None
-    per_run = list(trace.busy_fraction_per_run)
-    steady = per_run[1:] if len(per_run) > 1 else per_run
-    delays = tuple(getattr(trace, "launch_delays_s", ()) or ())
-    return BusyEvidence(trace.device, _fmt.median(steady), max(delays) if delays else 0.0)
+    steady = getattr(trace, "steady_runs", range(len(trace.runs))) or range(len(trace.runs))
+    busy = [trace.busy_fraction_per_run[r] for r in steady]
+    walls = [trace.wall_s[r] for r in steady]
+    outside = list(getattr(trace, "outside_ops_s", ()) or ())
+    outside_share = (
+        [outside[r] / w for r, w in zip(steady, walls, strict=True) if w > 0] if outside else []
+    )
+    return BusyEvidence(
+        device=trace.device,
+        busy=_fmt.median(busy),
+        outside_ops=_fmt.median(outside_share) if outside_share else 0.0,
+        queued_s=max(getattr(trace, "queued_s", ()) or (), default=0.0),
+    )
 
 
 # ----------------------------------------------------------------------- the verdict

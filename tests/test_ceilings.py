@@ -50,10 +50,12 @@ def test_noisy_names_the_number_and_by_how_much():
 
 
 def test_a_shared_cpu_is_said_but_is_not_noise():
-    busy = fake_ceilings(cpu_share=0.5)  # disturbed samples were dropped: the numbers stand
+    busy = fake_ceilings(cpu_share=0.6)  # disturbed samples were dropped: the numbers stand
     assert busy.shared_cpu and not busy.noisy
-    assert "got 50% of its 1 threads' CPU time" in repr(busy) and "NOISY" not in repr(busy)
-    assert not fake_ceilings(device="cuda", cpu_share=0.5).shared_cpu
+    assert "got 60% of its 1 threads' CPU time" in repr(busy) and "NOISY" not in repr(busy)
+    assert not fake_ceilings(device="cuda", cpu_share=0.6).shared_cpu
+    swamped = fake_ceilings(cpu_share=0.25)  # too few quiet samples left to keep
+    assert swamped.noisy and "only 25%" in swamped.noise_notes()[0]
 
 
 def test_ceilings_reject_nonsense():
