@@ -92,6 +92,12 @@ def test_test_extra_has_the_tools_the_test_command_uses():
     assert {"pytest", "nbval", "ruff"} <= test_extra
 
 
+def test_docs_extra_builds_the_site_with_pure_python_tools():
+    docs = {_name(r) for r in _pyproject()["project"]["optional-dependencies"]["docs"]}
+    assert docs == {"sphinx", "myst-nb"}
+    assert (ROOT / "docs" / "conf.py").is_file() and (ROOT / "docs" / "build.py").is_file()
+
+
 def test_license_file_is_the_license_pyproject_names():
     project = _pyproject()["project"]
     assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
@@ -114,7 +120,19 @@ def test_readme_commands_are_what_ci_runs():
     assert "pip install -e ." in lab and "brrr lab" in lab
     assert 'pip install -e ".[test]"' in test and "ruff check" in test and "pytest" in test
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "readme_command.py test" in ci and "torch==2.13.0" in ci
+    assert 'readme_command.py "$name"' in ci and "torch==2.13.0" in ci
+    # the site is built (notebooks executed, links checked) before the tests that open it
+    assert re.search(r"^for name in site test; do$", ci, re.M)
+    site = subprocess.run([*read, "site"], capture_output=True, text=True, check=True).stdout
+    assert 'pip install -e ".[docs]"' in site and "python docs/build.py" in site
+
+
+def test_readme_puts_the_torch_for_each_machine_before_the_commands():
+    """A CPU-only learner must read the CPU torch line before copying the install command."""
+    text = (ROOT / "README.md").read_text()
+    first_command = text.index("<!-- command: lab -->")
+    for case in ("download.pytorch.org/whl/cpu", "NVIDIA", "Apple", "conda env create"):
+        assert case in text[:first_command], f"README names {case!r} only after the commands"
 
 
 def test_console_script_points_at_a_main_function():
@@ -150,3 +168,14 @@ def test_public_names_have_docstrings():
             if not doc or (inspect.isclass(obj) and doc.startswith(f"{obj.__name__}(")):
                 missing.append(f"{mod_name}.{name}")
     assert not missing, f"public names without docstrings: {missing}"
+
+
+def test_pre_commit_runs_ruff_and_strips_notebooks_with_stable_cell_ids():
+    """The hooks: the ruff CI runs (the test extra's pin), nbstripout keeping cell ids."""
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    assert re.search(r"entry: ruff check\b", config)
+    assert re.search(r"entry: nbstripout --keep-id\b.*metadata\.widgets", config)
+    assert '"nbstripout==' in config and "types: [jupyter]" in config
+    test_extra = _pyproject()["project"]["optional-dependencies"]["test"]
+    ci_ruff = next(r for r in test_extra if _name(r) == "ruff").replace(" ", "")
+    assert f'"{ci_ruff}"' in config, f"pre-commit's ruff differs from the test extra's {ci_ruff}"
