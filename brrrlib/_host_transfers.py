@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brrrlib import _fmt, hardware
-from brrrlib._ladder import one_thread
+from brrrlib._ladder import available_cores, one_thread
 
 __all__ = ["HostDeviceCopies", "InputPipeline", "host_device_copies", "input_pipeline"]
 
@@ -310,7 +310,7 @@ def input_pipeline(
     ops are too small to share between threads, and on a busy machine a
     thread waiting for its partner would measure the scheduler.
     """
-    cores = os.cpu_count() or 1
+    cores = available_cores()
     if (
         isinstance(workers, (int, str))
         or not workers

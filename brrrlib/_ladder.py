@@ -36,6 +36,7 @@ __all__ = [
     "BandwidthLadder",
     "DiskRead",
     "Rung",
+    "available_cores",
     "bandwidth_ladder",
     "measure_disk_read",
     "one_thread",
@@ -260,6 +261,13 @@ def _cache_rung() -> Rung:
         f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, "measured",
         detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}",
     )  # fmt: skip
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a container's CPU set, where the OS says), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 @contextlib.contextmanager

@@ -82,7 +82,14 @@ from brrrlib._host_transfers import (
     host_device_copies,
     input_pipeline,
 )
-from brrrlib._ladder import BandwidthLadder, DiskRead, Rung, bandwidth_ladder, measure_disk_read
+from brrrlib._ladder import (
+    BandwidthLadder,
+    DiskRead,
+    Rung,
+    available_cores,
+    bandwidth_ladder,
+    measure_disk_read,
+)
 from brrrlib._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
 from brrrlib._message_explorer import MessageSizeExplorer, message_size_explorer
 
@@ -142,6 +149,11 @@ _MEMORY_SHARE = 0.5
 # ------------------------------------------------------------------ how many processes here
 
 
+def _cores() -> int:
+    """This machine's usable cores (one place, so tests can pretend another machine)."""
+    return available_cores()
+
+
 def local_world_sizes() -> tuple[int, ...]:
     """The process counts worth measuring here: 2, and 4 when there are 4 cores or more.
 
@@ -150,12 +162,12 @@ def local_world_sizes() -> tuple[int, ...]:
     system takes turns, and the time of a collective includes waiting for a
     turn (milliseconds) rather than the link: :func:`cores_note` says so.
     """
-    return tuple(n for n in (2, 4) if n == 2 or n <= (os.cpu_count() or 1))
+    return tuple(n for n in (2, 4) if n == 2 or n <= _cores())
 
 
 def cores_note(world_size: int) -> str:
     """Why ``world_size`` processes would oversubscribe this machine's cores, or ``""``."""
-    cores = os.cpu_count() or 1
+    cores = _cores()
     if world_size <= cores:
         return ""
     return (
@@ -295,7 +307,7 @@ def _common(world_size: int, backend: str, budget_s: float, timeout_s: float) ->
 
 def _threads(world_size: int) -> int:
     """Threads per process: this machine's cores shared out, at least one."""
-    return max(1, (os.cpu_count() or 1) // world_size)
+    return max(1, _cores() // world_size)
 
 
 def predict_local_crossover(

@@ -234,7 +234,7 @@ def test_predicted_local_crossover_is_the_model_of_the_chapter():
     c = fake_ceilings(num_threads=2)
     got = distributed.predict_local_crossover(fit, c, world_size=2)
     shape = distributed.DEFAULT_MODEL
-    per_process = c.matmul_flops_per_s * max(1, (os.cpu_count() or 1) // 2) / 2
+    per_process = c.matmul_flops_per_s * max(1, distributed._cores() // 2) / 2
     expected = (
         fit.time_s(4 * mlp_params(shape))
         * min(per_process, c.matmul_flops_per_s)
@@ -315,11 +315,11 @@ def test_input_pipeline_counts_batches_per_worker_setting():
 
 
 def test_cores_decide_how_many_processes_are_measured(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(distributed, "_cores", lambda: 2)
     assert distributed.local_world_sizes() == (2,)
     assert "4 processes on 2 cores" in distributed.cores_note(4)
     assert distributed.cores_note(2) == ""
-    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(distributed, "_cores", lambda: 8)
     assert distributed.local_world_sizes() == (2, 4)
 
 
