@@ -1,0 +1,204 @@
+"""Counting a model by hand, op by op, with the conventions of :mod:`brrrlib.counting`.
+
+The model zoo (:mod:`brrrlib.zoo`) writes each architecture's FLOPs and bytes
+out as a formula. The formulas are sums over layers, so each architecture's
+hand count walks its own ``forward`` with a :class:`Tally`, one call per aten
+op that does work, and the zoo's tests set the total beside ``bl.count``:
+
+* a matmul or convolution costs ``2*M*K*N`` FLOPs (one multiply and one add
+  per term; a convolution is a matmul of ``Cout`` filters against ``Cin/groups
+  * kh * kw`` inputs at every output pixel); its bias add is part of the op
+  and is not counted again;
+* attention (``F.scaled_dot_product_attention``) costs ``2*Sq*Sk*D`` for
+  ``QK^T`` and again for ``P @ V``, per query head, causal mask or not (torch's
+  own counter does the same);
+* everything else by :data:`brrrlib.counting.FLOPS_PER_ELEMENT`: 1 per output
+  element of an elementwise op, 1 per input element of a reduction, 7 per
+  element of a layer or batch norm, 5 per element of a softmax; indexing,
+  copies, pooling by max and concatenation do no arithmetic (0).
+
+Bytes follow the counter's *unfused eager* rule: each op reads its inputs and
+writes its outputs once, as if it went to memory and back; a broadcast input
+counts its storage; an in-place op reads and writes its tensor once; a lookup
+reads the rows it looks up, not its table. Each byte is filed by what it is
+(``weights``, ``activations``, ``kv_cache``, ``lookups``, ``indices``), so a
+roofline prediction can say what dominates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["HandCount", "Tally"]
+
+_KINDS = ("weights", "activations", "kv_cache", "lookups", "indices")
+_INDEX_BYTES = 8  # int64 token ids and edge lists
+
+
+@dataclass(frozen=True)
+class HandCount:
+    """A finished hand count: FLOPs, bytes by kind, and the ops that do work."""
+
+    flops: int
+    bytes_by_kind: Mapping[str, int]
+    work_ops: int
+    itemsize: int = 4
+
+    @property
+    def bytes_moved(self) -> int:
+        """All bytes read and written, op by op (the unfused eager cost)."""
+        return sum(self.bytes_by_kind.values())
+
+    def bytes_at(self, itemsize: int) -> int:
+        """The bytes moved if every floating-point tensor had ``itemsize`` bytes (2 for bf16).
+
+        Integer ids and positions keep their 8 bytes.
+        """
+        scaled = sum(n for kind, n in self.bytes_by_kind.items() if kind != "indices")
+        return scaled * itemsize // self.itemsize + self.bytes_by_kind.get("indices", 0)
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops / self.bytes_moved if self.bytes_moved else float("inf")
+
+    def largest_kind(self) -> tuple[str, float]:
+        """The kind of bytes that dominates, and its fraction of all bytes."""
+        kind = max(self.bytes_by_kind, key=self.bytes_by_kind.get)
+        return kind, self.bytes_by_kind[kind] / max(self.bytes_moved, 1)
+
+
+@dataclass
+class Tally:
+    """A running hand count (a builder; :meth:`done` returns the frozen :class:`HandCount`).
+
+    Sizes are element counts; ``itemsize`` is the bytes per element of the
+    model's floating-point tensors (4 for fp32, 2 for bf16).
+    """
+
+    itemsize: int = 4
+    flops: int = 0
+    work_ops: int = 0
+    _bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_KINDS, 0))
+
+    def _op(self, flops: int, **elements: int) -> None:
+        self.flops += int(flops)
+        self.work_ops += 1
+        for kind, n in elements.items():
+            self._bytes[kind] += int(n) * (_INDEX_BYTES if kind == "indices" else self.itemsize)
+
+    # -- matrix products ------------------------------------------------------------
+    def linear(self, rows: int, k: int, n: int, *, bias: bool = True, batch: int = 1) -> None:
+        """``x @ W.T (+ b)``: ``2*rows*k*n`` FLOPs; reads x, W (and b), writes y."""
+        rows *= batch
+        self._op(2 * rows * k * n, activations=rows * k + rows * n, weights=k * n + bias * n)
+
+    def bmm(self, batch: int, m: int, k: int, n: int) -> None:
+        """A product of two activations, ``(batch, m, k) @ (batch, k, n)``."""
+        self._op(2 * batch * m * k * n, activations=batch * (m * k + k * n + m * n))
+
+    def conv2d(self, b, cin, h, w, cout, k, *, stride=1, pad=None, groups=1, bias=False):
+        """A 2-D convolution; returns the output's ``(height, width)``.
+
+        ``2 * B*Cout*Ho*Wo * (Cin/groups)*k*k`` FLOPs: every output pixel of
+        every filter is a dot product of ``Cin/groups * k * k`` terms.
+        """
+        pad = k // 2 if pad is None else pad
+        ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        out = b * cout * ho * wo
+        weight = cout * (cin // groups) * k * k
+        self._op(2 * out * (cin // groups) * k * k, activations=b * cin * h * w + out,
+                 weights=weight + bias * cout)  # fmt: skip
+        return ho, wo
+
+    def conv_transpose2d(self, b, cin, h, w, cout, k, *, stride, bias=True):
+        """A transposed convolution (``kernel == stride``, no overlap); returns ``(Ho, Wo)``.
+
+        Every input pixel scatters ``Cout * k * k`` products: ``2 * B*Cin*H*W * Cout*k*k``.
+        """
+        ho, wo = h * stride, w * stride
+        self._op(2 * b * cin * h * w * cout * k * k,
+                 activations=b * cin * h * w + b * cout * ho * wo,
+                 weights=cin * cout * k * k + bias * cout)  # fmt: skip
+        return ho, wo
+
+    def attention(self, b: int, heads: int, sq: int, sk: int, d: int, *, kv_heads=None,
+                  kv_kind: str = "activations") -> None:  # fmt: skip
+        """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp."""
+        elements = {"activations": 2 * b * heads * sq * d + b * heads * sq}
+        elements[kv_kind] = elements.get(kv_kind, 0) + 2 * b * (kv_heads or heads) * sk * d
+        self._op(4 * b * heads * sq * sk * d, **elements)
+
+    def recurrent(self, tokens: int, weight_elements: int, *, biases: int, read: int,
+                  written: int) -> None:  # fmt: skip
+        """A fused RNN layer: ``2*tokens*weights`` (every weight matrix meets every time step)."""
+        self._op(2 * tokens * weight_elements, weights=weight_elements + biases,
+                 activations=read + written)  # fmt: skip
+
+    # -- per-element ops -----------------------------------------------------------
+    def pointwise(self, n: int, *reads: int, weights: int = 0) -> None:
+        """An elementwise op with ``n`` outputs: ``n`` FLOPs; reads ``reads`` (default: ``n``)."""
+        self._op(n, activations=sum(reads or (n,)) + n, weights=weights)
+
+    def inplace(self, n: int, *others: int) -> None:
+        """An in-place elementwise op (``relu_``, ``x += y``): reads and writes ``x`` once."""
+        self._op(n, activations=2 * n + sum(others))
+
+    def layer_norm(self, n: int, rows: int, d: int) -> None:
+        """``native_layer_norm``: 7 FLOPs per element; writes y plus a mean and rstd per row."""
+        self._op(7 * n, activations=2 * n + 2 * rows, weights=2 * d)
+
+    def batch_norm(self, n: int, channels: int) -> None:
+        """Batch norm in eval (running statistics): 7 FLOPs per element."""
+        self._op(7 * n, activations=2 * n, weights=4 * channels)
+
+    def rms_norm(self, n: int, rows: int, d: int) -> None:
+        """``nn.RMSNorm`` as six aten ops: ``x**2``, mean, ``+ eps``, rsqrt, ``x * r``, ``* w``.
+
+        Per element: square 1, mean 1, two multiplies: 4 (the convention's
+        ``rms_norm``); per row: ``+ eps`` and ``rsqrt``, 2 more.
+        """
+        self.pointwise(n)  # x ** 2
+        self.reduce(n, rows)  # mean over the last dim
+        self.inplace(rows)  # + eps (in place)
+        self.pointwise(rows)  # rsqrt
+        self.pointwise(n, n, rows)  # x * rsqrt
+        self.pointwise(n, n, weights=d)  # * weight
+
+    def softmax(self, n: int) -> None:
+        """A softmax over ``n`` elements: 5 FLOPs each (max, subtract, exp, sum, divide)."""
+        self._op(5 * n, activations=2 * n)
+
+    def reduce(self, n_in: int, n_out: int) -> None:
+        """A sum or mean: one FLOP per input element."""
+        self._op(n_in, activations=n_in + n_out)
+
+    # -- data movement (0 FLOPs) ---------------------------------------------------
+    def move(self, read: int, written: int, *, kind: str = "activations", indices: int = 0) -> None:
+        """A copy, concatenation or max-pool: reads and writes, no arithmetic.
+
+        ``indices`` counts int64 elements read or written besides (a max-pool's
+        argmax positions, a gather's index tensor).
+        """
+        elements = {"indices": indices}
+        elements[kind] = elements.get(kind, 0) + read + written
+        self._op(0, **elements)
+
+    def lookup(self, n_indices: int, d: int, *, written: int | None = None,
+               other_indices: int = 0) -> None:  # fmt: skip
+        """An embedding lookup: reads the ids and the ``n_indices`` rows it looks up.
+
+        ``written`` defaults to one row per id (``nn.Embedding``); a bag
+        writes one sum per bag. ``other_indices``: int64 elements besides the
+        ids (a bag's offsets, sizes and positions).
+        """
+        self._op(0, indices=n_indices + other_indices, lookups=n_indices * d,
+                 activations=n_indices * d if written is None else written)  # fmt: skip
+
+    def done(self) -> HandCount:
+        """The frozen result."""
+        return HandCount(
+            self.flops, MappingProxyType(dict(self._bytes)), self.work_ops, self.itemsize
+        )
