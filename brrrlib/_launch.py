@@ -218,13 +218,13 @@ class LocalGroup:
         """Stop every process still running (SIGTERM, then SIGKILL), remove the folder."""
         alive = [p for p in self.procs if p.poll() is None]
         for p in alive:
-            _signal(p, signal.SIGTERM)
+            _signal(p, p.terminate)
         end = time.monotonic() + _GRACE_S
         for p in alive:
             try:
                 p.wait(timeout=max(0.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _signal(p, signal.SIGKILL)
+                _signal(p, p.kill)
                 p.wait()
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -260,7 +260,7 @@ class LocalGroup:
         why = ""
         if code is not None and code < 0:
             how = f"was killed by {signal.Signals(-code).name}"
-            if code == -signal.SIGKILL:
+            if code == -getattr(signal, "SIGKILL", 9):
                 why = (
                     " (SIGKILL is also how the system ends a process when memory runs out: "
                     "if nobody killed it, measure smaller messages)"
@@ -281,9 +281,10 @@ class LocalGroup:
         )
 
 
-def _signal(p: subprocess.Popen, sig: int) -> None:
+def _signal(p: subprocess.Popen, how: Any) -> None:
+    """``p.terminate`` (SIGTERM) or ``p.kill`` (SIGKILL), when the process is still there."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        p.send_signal(sig)
+        how()
 
 
 def _free_port() -> int:

@@ -126,6 +126,7 @@ __all__ = [
     "local_world_sizes",
     "main",
     "measure_disk_read",
+    "measure_local_bus_bandwidth",
     "message_size_explorer",
     "predict_data_parallel",
     "predict_local_crossover",
@@ -136,7 +137,7 @@ __all__ = [
 DEFAULT_SIZES_BYTES: tuple[int, ...] = (*(4**k for k in range(1, 13)), 2**25)
 #: Batches per process for :func:`data_parallel_steps`.
 DEFAULT_BATCHES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-#: The data-parallel example: an MLP of 786k parameters (3 MiB of fp32 gradients).
+#: The data-parallel example: an MLP of 788k parameters (3 MiB of fp32 gradients).
 DEFAULT_MODEL = {"d_in": 256, "hidden": 512, "depth": 3, "d_out": 256}
 #: The most processes the local launcher starts.
 MAX_LOCAL_WORLD_SIZE = 64
@@ -231,7 +232,7 @@ def data_parallel_steps(
 ) -> DataParallelRun:
     """Data-parallel training steps of a small MLP at each batch size, three ways.
 
-    Every process holds the same model (:data:`DEFAULT_MODEL`, 786k
+    Every process holds the same model (:data:`DEFAULT_MODEL`, 788k
     parameters) and its own batch; DDP (``DistributedDataParallel``) sums the
     gradients with all-reduce. Each batch size is timed as *compute only*
     (``no_sync()``), *all-reduce after backward* (one bucket: nothing
@@ -249,6 +250,22 @@ def data_parallel_steps(
     what = f"the data-parallel steps over {world_size} local processes"
     result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
     return DataParallelRun.from_dict(result)
+
+
+def measure_local_bus_bandwidth(
+    *, world_size: int = 2, budget_s: float = 1.0, timeout_s: float = 60.0
+) -> tuple[float, float]:
+    """Bus bandwidth of large all-reduces between local processes, and its spread.
+
+    A short :func:`all_reduce_sweep` of 4 and 16 MiB messages (large enough
+    for the bandwidth term to dominate, small enough for any machine);
+    returns ``(busbw of 16 MiB in bytes/s, IQR / median of its samples)``:
+    one more ceiling, in the form :func:`brrrlib.measure_ceilings` keeps its
+    ceilings and their spread.
+    """
+    sweep = all_reduce_sweep([2**22, 2**24], world_size=world_size, budget_s=budget_s,
+                             timeout_s=timeout_s)  # fmt: skip
+    return sweep.busbw_bytes_per_s[-1], sweep.relative_iqr[-1]
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
