@@ -18,7 +18,7 @@ from torch import nn
 
 from brrrlib import _experiments, _fmt, devices, sweeps
 from brrrlib._experiments import check_positive_int, model_device
-from brrrlib._explorer import COLOURS, RING, _Explorer, waited_text
+from brrrlib._explorer import COLOURS, RING, _Explorer
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 
@@ -51,12 +51,18 @@ def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
     return nn.Sequential(*layers).to(device).eval()
 
 
-def _precision(model: nn.Module) -> str:
-    """The matmul precision the model runs in: its parameters' dtype; TF32 where CUDA allows it."""
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+def _precision(dtype: torch.dtype, device: torch.device) -> str:
+    """The matmul precision a model of ``dtype`` runs in; fp32 is TF32 where CUDA is allowed it.
+
+    ``torch.backends.cuda.matmul.allow_tf32 = True`` and
+    ``torch.set_float32_matmul_precision("high")`` are the same switch.
+    """
     key = devices.dtype_key(dtype)
-    on_cuda = any(p.is_cuda for p in model.parameters())
-    if key == "fp32" and on_cuda and torch.get_float32_matmul_precision() != "highest":
+    if (
+        key == "fp32"
+        and device.type == "cuda"
+        and torch.get_float32_matmul_precision() != "highest"
+    ):
         return "tf32"
     return key
 
@@ -125,7 +131,8 @@ class BatchExplorer(_Explorer):
         self._setup = setup or (
             lambda *, batch, device: _experiments.batch_case(self.model, batch, make, device)
         )
-        self.precision = _precision(self.model)
+        dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
+        self.precision = _precision(dtype or torch.float32, self.device)
         try:
             self._peak, self._peak_note = self.ceilings.matmul_peak(self.precision), ""
         except KeyError:
@@ -255,7 +262,7 @@ class BatchExplorer(_Explorer):
             lines.append(f"Knee predicted from the ceilings at batch ≈ {model['knee']:.3g}.")
         lines += [p.reason, self._peak_note]
         if cmp is None and p.waited:
-            lines.append(f"Not this machine's best: {waited_text(p)}.")
+            lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
         return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
 
     def _verdict(self, p: Point, cmp: Any) -> str:
@@ -265,7 +272,7 @@ class BatchExplorer(_Explorer):
             return ("Move the slider right: each batch is measured together with half of it, in "
                     "alternating rounds, for the doubling ratio. " + costs)  # fmt: skip
         lo, hi = cmp.interval
-        waited = waited_text(p, self.sweep.point(p.x // 2, "batch"))
+        waited = sweeps.waited_words(p, self.sweep.point(p.x // 2, "batch"))
         if waited:
             return (f"Doubling the batch {p.x // 2} → {p.x}: too noisy to tell (×{lo:.2f}–×{hi:.2f}): "
                     f"{waited}. No regime until then.")  # fmt: skip

@@ -21,23 +21,12 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["COLOURS", "RING", "_Explorer", "waited_text"]
+__all__ = ["COLOURS", "RING", "_Explorer"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
 RING = {"marker": "o", "markersize": 14, "markerfacecolor": "none",
         "markeredgecolor": "black", "markeredgewidth": 2}  # fmt: skip
-
-
-def waited_text(*points) -> str:
-    """Words for measurements that waited for cores (see ``Point.waited``); "" if none did."""
-    shares = [p.cpu_share for p in points if p is not None and p.waited]
-    if not shares:
-        return ""
-    return (
-        f"the calls waited for cores that another program holds (this thread ran "
-        f"{min(shares):.0%} of the time); close other programs or press re-measure"
-    )
 
 
 def _render(canvas) -> None:

@@ -17,7 +17,7 @@ import torch
 
 from brrrlib import _experiments, _fmt, devices, roofline, sweeps
 from brrrlib._experiments import MODES, check_positive_int, predicted_knee_repeat, repeat_model_s
-from brrrlib._explorer import COLOURS, RING, _Explorer, waited_text
+from brrrlib._explorer import COLOURS, RING, _Explorer
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 
@@ -273,7 +273,7 @@ class RepeatExplorer(_Explorer):
                 body += f" First call (compile) {_fmt.seconds(p.compile_s)}, not in the timing."
         lines = [body, self._pair_text(p), knee_text, p.reason]
         if p.waited:
-            lines.append(f"Not this machine's best: {waited_text(p)}.")
+            lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
         elif p.timing.noisy:
             lines.append(
                 "The timing is noisy (spread over 10% of the median): the machine is busy."
@@ -281,18 +281,14 @@ class RepeatExplorer(_Explorer):
         return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
 
     def _pair_text(self, p: Point) -> str:
-        cmp = self.sweeps[self.size].comparison((p.x, "fused"), (p.x, "eager"))
+        res, a, b = self.sweeps[self.size], (p.x, "fused"), (p.x, "eager")
+        cmp = res.comparison(a, b)
         if cmp is None:
             other = "fused" if p.line == "eager" else "eager"
             return (f"Flip the mode to {other}: eager and fused at one repeat are then measured "
                     "together, in alternating rounds, for their ratio.")  # fmt: skip
-        res = self.sweeps[self.size]
-        waited = waited_text(res.point(p.x, "fused"), res.point(p.x, "eager"))
-        if waited:
-            lo, hi = cmp.interval
-            return f"Eager against fused at repeat {p.x}: too noisy to tell (x{lo:.2f}-x{hi:.2f}): {waited}."
-        if not cmp.decided:
-            return f"Eager against fused at repeat {p.x}: {cmp.says()} (or call .remeasure())."
+        if not cmp.decided or sweeps.waited_words(res.point(*a), res.point(*b)):
+            return f"Eager against fused at repeat {p.x}: {res.says(a, b)}."
         return f"Eager against fused at repeat {p.x}, in alternating rounds: eager takes {cmp.says('the time of fused')}."
 
     # -- picture --------------------------------------------------------------------

@@ -65,6 +65,7 @@ __all__ = [
     "log_axes",
     "release_memory",
     "sweep",
+    "waited_words",
 ]
 
 #: Seconds of timed runs for a point measured alone (bl.benchmark's budget_s):
@@ -263,6 +264,16 @@ class Sweep:
         """The paired comparison of ``b`` against ``a`` (b's time over a's), if measured."""
         return next((q.comparison for q in self.pairs if (q.a, q.b) == (a, b)), None)
 
+    def says(self, a: tuple[int, str], b: tuple[int, str], what: str = "time") -> str:
+        """``b`` against ``a`` in words: the comparison's, or why no ratio can be read."""
+        c = self.comparison(a, b)
+        if c is None:
+            return "not measured together"
+        waited = waited_words(self.point(*a), self.point(*b))
+        if waited:
+            return f"too noisy to tell (x{c.low:.2f}-x{c.high:.2f}): {waited}"
+        return c.says(what)
+
     def without(self, keys: Iterable[tuple[int, str]]) -> Sweep:
         """This sweep without the points at ``keys`` and the pairs they were in (to re-measure)."""
         drop = set(keys)
@@ -281,9 +292,12 @@ class Sweep:
                 continue
             model = "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s)
             vs = "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}"
+            note = p.reason
+            if p.waited:
+                note = f"{note} waited for cores (this thread ran {p.cpu_share:.0%})".strip()
             rows.append((str(p.x), p.line, _fmt.seconds(p.median_s), model, vs,
                          _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
-                         _fmt.si(p.achieved_bytes_per_s, "B/s"), p.reason))  # fmt: skip
+                         _fmt.si(p.achieved_bytes_per_s, "B/s"), note))  # fmt: skip
         return rows
 
     def _header(self) -> tuple[str, ...]:
@@ -299,7 +313,7 @@ class Sweep:
             for r in rows
         ]
         text += [
-            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
+            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {self.says(q.a, q.b)}"
             for q in self.pairs
         ]
         return "\n".join(line.rstrip() for line in text)
@@ -348,6 +362,17 @@ class Sweep:
         if self.title:
             ax.set_title(self.title, fontsize=10)
         return ax
+
+
+def waited_words(*points: Point | None) -> str:
+    """Words for measurements that waited for cores (see ``Point.waited``); "" if none did."""
+    shares = [p.cpu_share for p in points if p is not None and p.waited]
+    if not shares:
+        return ""
+    return (
+        f"the calls waited for cores that another program holds (this thread ran "
+        f"{min(shares):.0%} of the time); close other programs or press re-measure"
+    )
 
 
 def log_axes(ax: Any, unit: str) -> None:

@@ -447,6 +447,9 @@ def test_repeat_waiting_for_cores_is_said(ceilings, plenty_of_memory, monkeypatc
     monkeypatch.setattr(timing, "_CLOCKS", (slow_clock.wall, slow_clock.cpu))
     ex = _repeat(ceilings, FakeRepeat(slow_clock))
     assert ex.current.waited and "another program" in ex._readout.value
+    assert "waited for cores (this thread ran 50%)" in ex.sweeps[ex.size].table()
+    ex.set(mode="fused")  # paired with eager: no ratio is read from a busy machine
+    assert "too noisy to tell" in ex._readout.value and "eager takes" not in ex._readout.value
 
 
 # ------------------------------------------------------------------ batch explorer
@@ -625,6 +628,16 @@ def test_batch_compute_line_uses_the_models_precision(clock, plenty_of_memory):
     assert ex.precision == "bf16" and ex._peak == 800e9 and ex._peak_note == ""
     ex = _batch(c, FakeBatch(clock), model=_tiny_model().to(torch.float16), max_batch=8)
     assert ex._peak == c.matmul_flops_per_s and "No fp16 matmul ceiling" in ex._readout.value
+
+
+def test_tf32_is_the_precision_of_fp32_on_cuda_when_allowed(monkeypatch):
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")
+    assert _batch_explorer._precision(torch.float32, cuda) == "tf32"
+    assert _batch_explorer._precision(torch.float32, CPU) == "fp32"
+    assert _batch_explorer._precision(torch.bfloat16, cuda) == "bf16"
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
+    assert _batch_explorer._precision(torch.float32, cuda) == "fp32"
 
 
 def test_default_mlp_width_follows_the_ceilings(ceilings):
