@@ -138,7 +138,7 @@ class BatchExplorer(_Explorer):
         except KeyError:
             self._peak = self.ceilings.matmul_flops_per_s
             self._peak_note = f"No {self.precision} matmul ceiling was measured here: the compute line uses the fp32 one."
-        self.sweep = Sweep("batch", "batch size", ())
+        self.sweep = Sweep("batch", "batch size (samples per call)", ())
         self._version = 0
         self.batch_options = self._batch_menu(max_batch)
         if batch not in self.batch_options:
@@ -331,8 +331,8 @@ class BatchExplorer(_Explorer):
                     ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
             self.sweep.plot(ax, y=y, colours=COLOURS)
             ax.set_title(title, fontsize=10)
-        ax_b.set_ylabel("seconds per batch (s)")
-        ax_s.set_ylabel("seconds per sample (s)")
+        ax_b.set_ylabel("time per batch (s)")
+        ax_s.set_ylabel("time per sample (s)")
         handles, labels = ax_b.get_legend_handles_labels()
         fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
 

@@ -10,8 +10,8 @@ costs a few milliseconds instead of a full redraw. The *base* (curves, axes,
 labels) is drawn by matplotlib's Agg renderer only when the data changed, and
 its pixels are kept; the *marks* (the rings around the current point) are
 drawn over a copy of those pixels (matplotlib's "blitting") and encoded as PNG
-bytes for an ``ipywidgets.Image``. Measured on a 2-core CPU: a base redraw
-takes 0.2-0.4 s, a move between measured points about 10 ms.
+bytes for an ``ipywidgets.Image``. Measured on a busy 2-core CPU: a base
+redraw takes 0.2-0.5 s, a move back to a measured point 10-30 ms.
 """
 
 from __future__ import annotations

@@ -697,6 +697,8 @@ def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
     c = ex.sweep.comparison((2, "batch"), (4, "batch"))
     assert 0.3 < c.ratio < 3.0  # a tiny model: overhead-bound, far from x2 either way
     assert ex.error is None and "batch 4" in ex._readout.value
+    p = widgets.measure_batch(_tiny_model(), 4, budget_s=0.01)
+    assert (p.x, p.flops, p.weight_bytes) == (4, four.flops, four.weight_bytes) and p.measured
 
 
 def test_explorer_displays_its_vbox(clock, ceilings, plenty_of_memory, monkeypatch):
