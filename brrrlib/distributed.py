@@ -42,6 +42,9 @@ table and ``--out`` saves it for :func:`load`::
 functions' arguments. Across machines, the bus bandwidth of large messages
 is the slowest link's: set it beside ``bl.hardware.link("NDR")``.
 
+:func:`measure_local_bus_bandwidth` is the short version for a ceilings
+table: the bus bandwidth of 16 MiB all-reduces between local processes.
+
 The arithmetic (ring factor, alpha-beta fit, data-parallel prediction) is in
 :mod:`brrrlib._comm_model`, the processes in :mod:`brrrlib._launch` and
 :mod:`brrrlib._collectives_worker`, the results in
@@ -133,7 +136,7 @@ __all__ = [
     "ring_factor",
 ]
 
-#: 4 bytes (one fp32 number) to 32 MiB, every factor of 4, then 32 MiB.
+#: 4 bytes (one fp32 number) to 16 MiB by factors of 4, then 32 MiB.
 DEFAULT_SIZES_BYTES: tuple[int, ...] = (*(4**k for k in range(1, 13)), 2**25)
 #: Batches per process for :func:`data_parallel_steps`.
 DEFAULT_BATCHES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
