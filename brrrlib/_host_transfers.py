@@ -182,8 +182,8 @@ def _matmul_lasting(seconds: float, dev: Any) -> Any:
 class FileSamples:
     """A map-style dataset of fixed-size samples in one file, decoded on read.
 
-    ``__getitem__`` reads ``sample_bytes`` at its offset (``os.pread``: no
-    shared file position, so worker processes can share the file), turns the
+    ``__getitem__`` reads ``sample_bytes`` at its offset (each worker process
+    opens the file for itself, on first use), turns the
     bytes into floats in [-0.5, 0.5] and runs ``decode_passes`` cheap
     elementwise passes over them, standing in for image decoding and
     augmentation. Defined here, not in a notebook, so worker processes can
@@ -193,7 +193,7 @@ class FileSamples:
     def __init__(self, path: str, sample_bytes: int, count: int, decode_passes: int) -> None:
         self.path, self.sample_bytes, self.count = path, sample_bytes, count
         self.decode_passes = decode_passes
-        self._fd: int | None = None
+        self._file: Any = None
 
     def __len__(self) -> int:
         return self.count
@@ -201,16 +201,23 @@ class FileSamples:
     def __getitem__(self, i: int) -> Any:
         import torch
 
-        if self._fd is None:  # opened in each worker process, on first use
-            self._fd = os.open(self.path, os.O_RDONLY)
-        raw = os.pread(self._fd, self.sample_bytes, (i % self.count) * self.sample_bytes)
+        if self._file is None:  # opened in each worker process, on first use
+            self._file = open(self.path, "rb", buffering=0)  # closed by close()
+        self._file.seek((i % self.count) * self.sample_bytes)
+        raw = self._file.read(self.sample_bytes)
         x = torch.frombuffer(bytearray(raw), dtype=torch.uint8).float().div_(255).sub_(0.5)
         for _ in range(self.decode_passes):
             x = x.mul(1.001).tanh_()
         return x
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fd": None}  # a worker opens its own
+        return {**self.__dict__, "_file": None}  # a worker opens its own
+
+    def close(self) -> None:
+        """Close this process's handle on the file (workers close theirs when they exit)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -332,16 +339,17 @@ def input_pipeline(
             raise ValueError(f"{name} must be a whole number from 1 to {top}, got {value!r}")
     count = 16 * batch_size
     fd, path = tempfile.mkstemp(prefix="brrr-samples-")
+    data = FileSamples(path, sample_bytes, count, decode_passes)  # opens the file on first use
     iters: list[Any] = []
     try:
         os.write(fd, os.urandom(count * sample_bytes))  # 1.
-        data = FileSamples(path, sample_bytes, count, decode_passes)
         with one_thread():  # see the docstring
             samples, startup = _rounds(data, workers, batch_size, count, rounds, iters)
     finally:
         for it in iters:  # 4.
             with contextlib.suppress(Exception):
                 it._shutdown_workers()
+        data.close()
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(path)

@@ -369,9 +369,10 @@ def measure_disk_read(
         for _ in range(repeats):
             method, evicted = _drop_cached_pages(fd)  # 2.
             t0 = time.perf_counter()  # 3.
-            os.lseek(fd, 0, os.SEEK_SET)
-            while os.readv(fd, [buf]) > 0:
-                pass
+            with open(fd, "rb", buffering=0, closefd=False) as f:
+                f.seek(0)
+                while f.readinto(buf):
+                    pass
             samples.append(time.perf_counter() - t0)
     finally:
         os.close(fd)  # 4.

@@ -150,7 +150,7 @@ class LocalGroup:
         (self.dir / "job.json").write_text(json.dumps(self.job))
         _LIVE.add(self)
         for rank in range(self.world_size):
-            log = open(self.dir / f"rank{rank}.log", "wb")  # noqa: SIM115 -- closed below
+            log = open(self.dir / f"rank{rank}.log", "wb")  # closed below, once the child has it
             try:
                 self.procs.append(
                     subprocess.Popen(
