@@ -245,8 +245,12 @@ class RepeatExplorer(_Explorer):
         head = (
             f"<b>repeat {p.x} · {p.line} · {_fmt.seconds(p.median_s)} · "
             f"{_fmt.si(p.achieved_bytes_per_s, 'B/s')} · {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')}</b>"
-            f" · model {_fmt.seconds(p.predicted_s)} (measured ×{p.model_ratio:.2f} of it) · "
-            f"{_fmt.elements(p.size)} elements ({_fmt.binary_bytes(4 * p.size)}) on "
+            + (
+                f" · model {_fmt.seconds(p.predicted_s)} (measured ×{p.model_ratio:.2f} of it)"
+                if p.model_ratio is not None
+                else ""
+            )
+            + f" · {_fmt.elements(p.size)} elements ({_fmt.binary_bytes(4 * p.size)}) on "
             f"{html.escape(getattr(c, 'device_name', p.device))}"
         )
         knee_text = (
