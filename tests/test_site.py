@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("BRRR_SITE", ROOT / "docs" / "_build" / "html"))
 CHROMIUM = Path(os.environ.get("BRRR_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "test-artifacts" / "site"
-CHAPTERS = ("00_the_factory", "01_compute", "02_memory_bandwidth", "03_overhead", "04_diagnose")
+CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "course").glob("0*.ipynb")))
 LABEL = re.compile(r"Reference run: .* on (cpu|cuda|mps): .+ · \d{4}-\d\d-\d\d · torch \d+\.\d+")
 
 
