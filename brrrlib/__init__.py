@@ -27,6 +27,7 @@ each number is measured):
 ``diagnosis``      the decision procedure (``diagnose``)
 ``sweeps``         declared sweeps behind the explorers and chapter figures
 ``widgets``        the two explorers (repeat count, batch size)
+``distributed``    collectives over local processes or torchrun (chapter 05)
 ``figures``        the chapters' figures
 ``workloads``      the chapters' workloads
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``
@@ -47,7 +48,8 @@ from typing import Any
 __version__ = "0.2.0"
 
 _MODULES = (
-    "ceilings", "classroom", "counting", "devices", "diagnosis", "exercises", "figures",
+    "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
+    "figures",
     "hardware", "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
 )  # fmt: skip
 

@@ -118,11 +118,9 @@ __all__ = [
     "all_reduce_sweep",
     "bandwidth_ladder",
     "bus_bandwidth",
-    "check",
     "cores_note",
     "data_parallel_steps",
     "fit_alpha_beta",
-    "hint",
     "host_device_copies",
     "input_pipeline",
     "load",
@@ -461,67 +459,6 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
             f"on {dev.type} (half of it is the limit). Drop the largest sizes ({advice}) or close "
             "other programs."
         )
-
-
-# ------------------------------------------------------------------ chapter 05's exercises
-
-
-def _exercise(question_id: Any) -> Any:
-    from brrrlib._questions_05 import CHAPTER_05
-
-    bank = {ex.question.id: ex for ex in CHAPTER_05}
-    if question_id not in bank:
-        raise ValueError(
-            f"unknown question_id {question_id!r}; chapter 05's are: {', '.join(bank)}"
-        )
-    return bank[question_id]
-
-
-def check(question_id: str, answer: Any) -> bool:
-    """Check an answer to a chapter-05 exercise, with ``bl.check``'s rules and feedback.
-
-    The same checker as every chapter's (:mod:`brrrlib.exercises`): within
-    10%, a nudge for the usual slips (bits for bytes, both directions of a
-    link, the ring factor), never the expected value before it is right.
-    """
-    from brrrlib import exercises
-    from brrrlib._questions import Context
-
-    if question_id in exercises.questions().ids:  # the course's bank lists it: ask it
-        return exercises.check(question_id, answer)
-    ex = _exercise(question_id)
-    q = ex.question
-    if answer is None or answer is ...:
-        print(
-            f"{question_id}: fill in your answer first ({exercises._expects(q)}), then run this cell again."
-        )
-        return False
-    value, problem = exercises._read_number(q, answer)
-    if problem:
-        print(f"Not yet. {problem}")
-        return False
-    ctx = Context()
-    ok, message = exercises._judge_number(
-        q, value, float(ex.solve(ctx).value), ex.mistakes_for(ctx)
-    )
-    print(f"{'Correct!' if ok else 'Not yet.'} {message}".rstrip())
-    if not ok:
-        print(f"  (distributed.hint({question_id!r}) helps)")
-    return ok
-
-
-def hint(question_id: str, level: int = 1) -> None:
-    """Print a hint for a chapter-05 exercise; ``level=2`` gives a stronger one."""
-    from brrrlib import exercises
-
-    if question_id in exercises.questions().ids:
-        return exercises.hint(question_id, level)
-    q = _exercise(question_id).question
-    if isinstance(level, bool) or not isinstance(level, int) or level < 1:
-        raise ValueError(f"level must be a positive integer (1 = gentlest), got {level!r}")
-    text = q.hints[min(level, len(q.hints)) - 1]
-    print(f"Hint {min(level, len(q.hints))}/{len(q.hints)} for {question_id}: {text}")
-    return None
 
 
 # ------------------------------------------------------------------ under torchrun

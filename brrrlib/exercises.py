@@ -41,6 +41,7 @@ from typing import Any
 
 from brrrlib._questions import CHAPTERS_00_02, Context, Exercise, Question, Worked, index
 from brrrlib._questions_03_04 import CHAPTERS_03_04
+from brrrlib._questions_05 import CHAPTER_05
 
 __all__ = [
     "AnswerKey",
@@ -53,7 +54,7 @@ __all__ = [
     "solution",
 ]
 
-_BANK: dict[str, Exercise] = index(CHAPTERS_00_02 + CHAPTERS_03_04)
+_BANK: dict[str, Exercise] = index(CHAPTERS_00_02 + CHAPTERS_03_04 + CHAPTER_05)
 
 #: A numeric answer this close (as a ratio, in log space) to a power of 1000 times
 #: the right value is reported as a units slip rather than as "too high".
