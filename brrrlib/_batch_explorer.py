@@ -329,7 +329,7 @@ class BatchExplorer(_Explorer):
                             label=label if ax is ax_b else None)  # fmt: skip
                 if bs[0] <= model["knee"] <= bs[-1]:
                     ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
-            self.sweep.plot(ax, y=y, colours=COLOURS)
+            self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
             ax.set_title(title, fontsize=10)
         ax_b.set_ylabel("time per batch (s)")
         ax_s.set_ylabel("time per sample (s)")

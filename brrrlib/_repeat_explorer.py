@@ -320,7 +320,7 @@ class RepeatExplorer(_Explorer):
         for ax, y, title in ((ax_t, "time", f"runtime, {_fmt.elements(self.size)} elements"),
                              (ax_f, "flops", "achieved FLOP/s"),
                              (ax_b, "bytes", "achieved memory bandwidth")):  # fmt: skip
-            view.plot(ax, y=y, colours=COLOURS)
+            view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)
             ax.set_title(title, fontsize=10)
         for ax, ceiling, label in ((ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
                                    (ax_b, c.mem_bandwidth_bytes_per_s, "bandwidth ceiling")):  # fmt: skip
@@ -331,7 +331,6 @@ class RepeatExplorer(_Explorer):
             ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
         ax_t.annotate(f" predicted knee ≈ {knee:.0f}", (knee, 0.02), xycoords=("data", "axes fraction"),
                       color="tab:red", fontsize=8, va="bottom", ha="left")  # fmt: skip
-        ax_t.legend(fontsize=7, loc="upper left")
         pts = [p for p in view.points if p.measured and p.flops > 0]
         roofline.plot(
             c, [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts], ax=ax_r

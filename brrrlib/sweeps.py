@@ -196,7 +196,9 @@ class Sweep:
             f"{html.escape(repr(self))}</pre>"
         )
 
-    def plot(self, ax: Any = None, *, y: str = "time", colours: dict | None = None) -> Any:
+    def plot(
+        self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True
+    ) -> Any:
         """Draw each line against ``x``: measured dots joined, the model dashed; returns the Axes.
 
         ``y`` is ``"time"`` (seconds per call), ``"per_x"`` (seconds per unit
@@ -229,6 +231,8 @@ class Sweep:
         log_axes(ax, unit)
         if self.title:
             ax.set_title(self.title, fontsize=10)
+        if legend:
+            ax.legend(fontsize=8)
         return ax
 
 

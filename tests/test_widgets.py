@@ -163,6 +163,10 @@ def test_sweep_skipped_point_says_why_never_nan(clock, real_png):
     assert result.point(1, "eager").model_ratio == pytest.approx(1.0)
     ax = result.plot(y="time")
     assert ax.get_xlabel() == "repeat (count)" and "(s)" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "eager, model",
+        "eager, measured",
+    ]
     assert "var(--jp-" in result._repr_html_()
     with pytest.raises(ValueError, match="y must be one of"):
         result.plot(ax, y="speed")
