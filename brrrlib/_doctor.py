@@ -96,6 +96,8 @@ def _check_packages(r: _Report) -> bool:
     problem = torch_problem()
     for name in _REQUIRED + _OPTIONAL:
         v = _version(name)
+        if name == "torch" and not problem:  # torch's own, with its build: 2.15.0+cu132, +cpu
+            v = getattr(sys.modules.get("torch"), "__version__", v)
         if name == "torch" and problem:
             r.line("FAIL", problem, "then run brrr doctor again")
         elif v is None and name in _REQUIRED:

@@ -599,3 +599,14 @@ def test_doctor_counts_only_top_level_imports_of_a_notebook():
     )
     nb = {"cells": [{"cell_type": "code", "source": setup}, {"cell_type": "markdown"}]}
     assert _doctor._notebook_imports(nb) == {"sys", "brrrlib"}
+
+
+def test_doctor_names_torchs_own_version_with_its_build(monkeypatch):
+    """PyPI's metadata says 2.15.0 where torch says 2.15.0+cu132: the build is what matters."""
+    real = _doctor._version
+    monkeypatch.setattr(
+        _doctor, "_version", lambda name: "9.9.9" if name == "torch" else real(name)
+    )
+    out = io.StringIO()
+    assert _doctor._check_packages(_doctor._Report(out)) is True
+    assert f"ok    torch {torch.__version__}\n" in out.getvalue() and "9.9.9" not in out.getvalue()
