@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_NOT_SOURCE = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "_build")
+# Not part of the source: what git, builds, test runs and the site leave in a checkout.
+_NOT_SOURCE = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+_NOT_SOURCE += ("_build", "test-artifacts")
 _FIND_COURSE = "from brrrlib._doctor import course_source; print(course_source())"
 
 
