@@ -558,7 +558,8 @@ def test_chapter_runs_and_slider_redraws(lab, browser, chapter, capsys):
     with capsys.disabled():
         print(
             f"[browser] {chapter.notebook}: Run All {run_all_s:.1f} s, slider "
-            f"{value_before} -> {value_after}, redraw {redraw_s:.1f} s, readout {after[1]!r}; "
+            f"{value_before} -> {value_after}, redraw {redraw_s:.1f} s, readout before "
+            f"{before[1]!r}, after {after[1]!r}; "
             f"blocked non-loopback requests: {len(browser.blocked_requests)}"
         )
 
