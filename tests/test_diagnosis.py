@@ -489,3 +489,63 @@ def test_known_regimes_on_cuda():
     assert tiny.regime == "overhead", str(tiny)
     assert tiny.trace.busy_fraction < 0.5
     assert chain.regime == "memory", str(chain)
+
+
+# ----------------------------------------------------------------- recorded on an H100
+# The verdicts issue reports from an H100 run, replayed on its recorded ceilings: the
+# sentence-producing code runs here on a CPU with the GPU's numbers.
+
+
+@pytest.fixture(scope="module")
+def h100():
+    from brrrlib import classroom
+
+    (report,) = [r for r in classroom.recorded_reports() if "H100" in r.name]
+    return report.machine
+
+
+def _mm(flops, nbytes, precision, calls=1):
+    return OpCount("aten::mm", "matmul", calls, flops, nbytes, precision)
+
+
+def test_h100_bf16_matmul_is_judged_against_the_bf16_roof(h100):
+    # 8192^3 bf16 matmul measured 1,517 µs: 1377% of the fp32 roof, 98% of the bf16 one
+    n = 8192
+    d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 2 * n * n, "bf16"),)), _timing(1517e-6), h100)
+    assert d.regime == "compute" and d.shares["compute"] == pytest.approx(0.98, abs=0.01)
+    assert max(d.shares.values()) < 1.0 and "98% of the bf16 floor" in str(d)
+    # the same FLOPs in fp32 with TF32 allowed: judged against the 394 TFLOP/s TF32 roof
+    d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 4 * n * n, "tf32"),)), _timing(2.9e-3), h100)
+    assert d.shares["compute"] == pytest.approx(2 * n**3 / 393.86e12 / 2.9e-3, rel=1e-3)
+    assert d.shares["compute"] < 1.0
+
+
+def test_h100_bf16_encoder_idle_with_a_flat_batch_is_overhead(h100):
+    # batch 32, 128 tokens: the GPU idled 87% of the time and doubling the batch cost x1.10.
+    # Against the fp32 roof its FLOPs "explained 128%"; against bf16 they explain 9%.
+    one = Counts(rows=(_mm(6.6e11, 2e9, "bf16", 72),
+                       OpCount("aten::add", "pointwise", 500, 10**8, 10**9)))  # fmt: skip
+    two = Counts(rows=(_mm(1.32e12, 3e9, "bf16", 72),
+                       OpCount("aten::add", "pointwise", 500, 2 * 10**8, 2 * 10**9)))  # fmt: skip
+    d = _weigh(one, _timing(10e-3), h100, _busy_trace(0.13, runs=3), two, _pair(10e-3, 11e-3))
+    assert d.regime == "overhead" and d.confidence == "high", str(d)
+    assert d.shares["compute"] < 0.15 and max(d.shares.values()) < 1.0
+    assert "sat idle 87%" in str(d)
+
+
+def test_h100_bf16_resnet_at_71_percent_of_bandwidth_is_memory(h100):
+    # channels-last, batch 256: 71% of the bandwidth and 15% of the bf16 roof
+    t = 0.1
+    c = Counts(rows=(_mm(0.15 * 740.48e12 * t, 0, "bf16", 160),
+                     OpCount("aten::add", "pointwise", 160, 0, int(0.71 * 2.986e12 * t))))  # fmt: skip
+    d = _weigh(c, _timing(t), h100, _busy_trace(0.97, runs=3))
+    assert d.regime == "memory" and d.shares["memory"] == pytest.approx(0.71, abs=0.01)
+    assert d.shares["compute"] == pytest.approx(0.15, abs=0.01)
+    assert "host ran ahead" not in str(d)  # no queue was recorded in this made-up trace
+
+
+def test_h100_overhead_floor_is_a_floor(h100):
+    # mystery_b: 240 in-place ops measured 2.608 ms; at 7.4 µs each the floor is 68%, not 106%
+    c = Counts(rows=(OpCount("aten::add_", "pointwise", 240, 10**5, 10**6),))
+    d = _weigh(c, _timing(2.608e-3), h100)
+    assert d.regime == "overhead" and d.shares["overhead"] < 1.0
