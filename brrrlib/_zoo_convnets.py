@@ -74,6 +74,7 @@ class ResNet(nn.Module):
         self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(cin, cfg.classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, 3, H, W)`` -> class logits ``(B, classes)``."""
         return self.fc(self.pool(self.blocks(self.stem(images))).flatten(1))
 
 
@@ -165,6 +166,7 @@ class UNet(nn.Module):
         self.out = nn.Conv2d(cfg.width, cfg.classes, 1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, 3, H, W)`` -> per-pixel logits ``(B, classes, H, W)``."""
         skips, x = [], images
         for down in self.down:
             skips.append(down(x))

@@ -93,6 +93,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d)
 
     def forward(self, idx: torch.Tensor, caches: tuple | None = None) -> torch.Tensor:
+        """Token ids ``(B, T)`` (and the caches, to decode) -> last logits ``(B, 1, V)``."""
         T = idx.shape[1]
         start = 0 if caches is None else caches[0][0].shape[2] - T
         x = self.wte(idx) + self.wpe.weight[start : start + T]  # (B, T, C)
@@ -198,6 +199,7 @@ class Llama(nn.Module):
         self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, idx: torch.Tensor, caches: tuple | None = None) -> torch.Tensor:
+        """Token ids ``(B, T)`` (and the caches, to decode) -> last logits ``(B, 1, V)``."""
         T = idx.shape[1]
         start = 0 if caches is None else caches[0][0].shape[2] - T
         rope = (self.cos[start : start + T], self.sin[start : start + T])  # (T, hs) views

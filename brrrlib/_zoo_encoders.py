@@ -83,6 +83,7 @@ class BertEncoder(nn.Module):
         self.pooler = nn.Linear(cfg.d, cfg.d)
 
     def forward(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids ``(B, T)`` -> the sequence ``(B, T, C)`` and the pooled ``(B, C)``."""
         T = idx.shape[1]
         x = self.word(idx) + self.position.weight[:T] + self.segment.weight[0]
         x = self.ln(x)
@@ -178,6 +179,7 @@ class ViT(nn.Module):
         self.ln, self.head = nn.LayerNorm(cfg.d), nn.Linear(cfg.d, cfg.classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, 3, H, W)`` -> class logits ``(B, classes)``."""
         x = self.patches(images).flatten(2).transpose(1, 2)  # (B, T, C)
         x = torch.cat((self.cls.expand(x.shape[0], -1, -1), x), dim=1) + self.pos  # (B, T+1, C)
         return self.head(self.ln(self.blocks(x))[:, 0])  # classify the class token
@@ -243,6 +245,7 @@ class Mixer(nn.Module):
         self.ln, self.head = nn.LayerNorm(cfg.d), nn.Linear(cfg.d, cfg.classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, 3, H, W)`` -> class logits ``(B, classes)``, from the mean patch."""
         x = self.patches(images).flatten(2).transpose(1, 2)  # (B, T, C)
         return self.head(self.ln(self.blocks(x)).mean(dim=1))
 

@@ -1,7 +1,7 @@
-"""The zoo's other architectures: an MLP, an LSTM, a DLRM-style recommender and a graph network.
+"""The zoo's other architectures: an MLP, an LSTM, a recommender, a graph network, an MoE.
 
 Shapes in the comments: B batch, T time steps, H hidden width, N graph
-nodes, E edges, D embedding width.
+nodes (or tokens), E edges, D embedding width.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ __all__ = [
     "DLRM",
     "LSTMClassifier",
     "MLP",
+    "MoE",
+    "dlrm_count",
     "gcn_count",
     "gcn_graph",
-    "dlrm_count",
     "lstm_count",
     "mlp_count",
+    "moe_count",
 ]
 
 
@@ -39,6 +41,7 @@ class MLP(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, widths[0])`` -> ``(B, widths[-1])``."""
         return self.layers(x)
 
 
@@ -65,6 +68,7 @@ class LSTMClassifier(nn.Module):
         self.head = nn.Linear(hidden, classes)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> class logits ``(B, classes)`` from the last step."""
         out, _ = self.lstm(self.embed(idx))  # (B, T, H)
         return self.head(out[:, -1])
 
@@ -119,6 +123,7 @@ class DLRM(nn.Module):
         self.top = MLP((d + li.numel(), top, 1))
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        """Dense features ``(B, n)``, ids ``(B, tables, bag)`` -> click probabilities ``(B, 1)``."""
         x = F.relu(self.bottom(dense))  # (B, D)
         pooled = [table(sparse[:, i]) for i, table in enumerate(self.tables)]  # each (B, D)
         z = torch.stack([x, *pooled], dim=1)  # (B, tables + 1, D)
@@ -197,6 +202,7 @@ class GCN(nn.Module):
             self.register_buffer(name, t, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Node features ``(N, F_in)`` -> ``(N, F_out)`` after every layer's message passing."""
         for i, (lin, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = lin(x)  # (N, F)
             messages = h.index_select(0, self.src) * self.edge_weight[:, None]  # (E, F)
@@ -224,4 +230,72 @@ def gcn_count(widths: tuple[int, ...], nodes: int, edges: int) -> HandCount:
         tally.pointwise(nodes * f, nodes * f, weights=f)  # + bias
         if i < len(widths) - 2:
             tally.pointwise(nodes * f)
+    return tally.done()
+
+
+# ----------------------------------------------------------------------------- MoE
+
+
+class MoE(nn.Module):
+    """A mixture-of-experts block (Shazeer et al. 2017; top-2 routing as in Mixtral, 2024).
+
+    ``x + moe(LN(x))``: a router scores every token against every expert, each
+    token goes to its ``k`` best experts (GELU MLPs), and their outputs,
+    weighted by the router's probabilities, are summed back (``index_add_``).
+    Written as the loop over experts that readable implementations use, so
+    each expert's gather, matmuls and scatter are separate ops.
+    """
+
+    def __init__(self, d: int, experts: int, ffn: int, k: int = 2) -> None:
+        super().__init__()
+        self.k, self.norm = k, nn.LayerNorm(d)
+        self.router = nn.Linear(d, experts, bias=False)
+        self.up = nn.ModuleList(nn.Linear(d, ffn, bias=False) for _ in range(experts))
+        self.down = nn.ModuleList(nn.Linear(ffn, d, bias=False) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens ``(B, T, C)`` -> ``(B, T, C)``, each through its ``k`` experts."""
+        B, T, C = x.shape
+        h = self.norm(x).view(B * T, C)  # (N, C)
+        weight, expert = self.router(h).softmax(dim=-1).topk(self.k, dim=-1)  # (N, k) each
+        out = torch.zeros_like(h)
+        for e, (up, down) in enumerate(zip(self.up, self.down, strict=True)):
+            token, slot = torch.where(expert == e)  # the n_e (token, choice) pairs routed to e
+            y = down(F.gelu(up(h[token]))) * weight[token, slot, None]  # (n_e, C)
+            out.index_add_(0, token, y)
+        return x + out.view(B, T, C)
+
+
+def moe_count(d: int, experts: int, ffn: int, k: int, b: int, t: int) -> HandCount:
+    """MoE FLOPs: ``2*N*C*E`` (router) ``+ N*k*(4*C*F + F + C)`` (experts) ``+ 8*N*C + 5*N*E + E*N*k``.
+
+    N = B*T tokens. However the router splits them, the experts see ``N*k``
+    token rows in all: two matmuls ``2*C*F`` each, a GELU on ``F`` and the
+    weighting multiply on ``C`` per row. Around them: the LayerNorm (7 per
+    element) and the residual add (1), the router's softmax (5 per score),
+    and one ``expert == e`` comparison per expert on the ``(N, k)`` choices.
+    The top-k, the gathers and the scatter-add (``index_add_``, ``N*k*C``
+    additions) count 0 FLOPs: the counter files them under indexing.
+    """
+    n, c, nk = b * t, d, b * t * k
+    tally = Tally()
+    tally.layer_norm(n * c, n, c)
+    tally.linear(n, c, experts, bias=False)
+    tally.softmax(n * experts)
+    tally.move(n * experts, nk, indices=nk)  # topk: the k best scores and their experts
+    tally.move(0, n * c)  # zeros_like
+    for e in range(experts):
+        # Each expert's ops are linear in its rows n_e, which add up to N*k however the
+        # router splits them: give them all to the first expert and the sum is the same.
+        rows = nk if e == 0 else 0
+        tally.compare(nk)  # expert == e
+        tally.nonzero(nk, rows, dims=2)  # torch.where: (token, slot) of each match
+        tally.move(rows * c, rows * c, indices=rows)  # h[token]
+        tally.linear(rows, c, ffn, bias=False)
+        tally.pointwise(rows * ffn)  # gelu
+        tally.linear(rows, ffn, c, bias=False)
+        tally.move(rows, rows, indices=2 * rows)  # weight[token, slot]
+        tally.pointwise(rows * c, rows * c, rows)  # * weight
+        tally.move(2 * rows * c, rows * c, indices=rows)  # index_add_: read, add, write
+    tally.pointwise(n * c, n * c, n * c)  # residual
     return tally.done()

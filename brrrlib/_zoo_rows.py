@@ -213,7 +213,19 @@ def _sparse() -> list[Row]:
     ]  # fmt: skip
 
 
+def _moe() -> list[Row]:
+    return [
+        Row("moe", "tiny", "Mixture of experts, 4 experts x 64 wide, top-2; 1 x 8 tokens of 32",
+            lambda: (oth.MoE(32, 4, 64), (torch.randn(1, 8, 32),)),
+            partial(oth.moe_count, 32, 4, 64, 2, 1, 8), oth.moe_count, "overhead"),
+        Row("moe", "big", "Mixture of experts, 8 experts x 1024 wide, top-2; 4 x 256 tokens of 512",
+            lambda: (oth.MoE(512, 8, 1024), (torch.randn(4, 256, 512),)),
+            partial(oth.moe_count, 512, 8, 1024, 2, 4, 256), oth.moe_count, "compute",
+            "each expert multiplies ~256 tokens by its 512 x 1024 weights: ~{intensity} FLOP/B"),
+    ]  # fmt: skip
+
+
 def rows() -> list[Row]:
     """Every row, workload by workload, tiny first."""
-    return [*_mlps_and_lstms()[:2], *_decoders(), *_encoders(), *_convnets(),
+    return [*_mlps_and_lstms()[:2], *_decoders(), *_encoders(), *_moe(), *_convnets(),
             *_mlps_and_lstms()[2:], *_sparse()]  # fmt: skip

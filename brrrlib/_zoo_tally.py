@@ -21,8 +21,8 @@ Bytes follow the counter's *unfused eager* rule: each op reads its inputs and
 writes its outputs once, as if it went to memory and back; a broadcast input
 counts its storage; an in-place op reads and writes its tensor once; a lookup
 reads the rows it looks up, not its table. Each byte is filed by what it is
-(``weights``, ``activations``, ``kv_cache``, ``lookups``, ``indices``), so a
-roofline prediction can say what dominates.
+(``weights``, ``activations``, ``kv_cache``, ``lookups``, ``indices``,
+``masks``), so a roofline prediction can say what dominates.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from types import MappingProxyType
 
 __all__ = ["HandCount", "Tally"]
 
-_KINDS = ("weights", "activations", "kv_cache", "lookups", "indices")
-_INDEX_BYTES = 8  # int64 token ids and edge lists
+_KINDS = ("weights", "activations", "kv_cache", "lookups", "indices", "masks")
+_FIXED_BYTES = {"indices": 8, "masks": 1}  # int64 ids, positions and edge lists; bool masks
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,10 @@ class HandCount:
     def bytes_at(self, itemsize: int) -> int:
         """The bytes moved if every floating-point tensor had ``itemsize`` bytes (2 for bf16).
 
-        Integer ids and positions keep their 8 bytes.
+        Integer ids and positions keep their 8 bytes, boolean masks their 1.
         """
-        scaled = sum(n for kind, n in self.bytes_by_kind.items() if kind != "indices")
-        return scaled * itemsize // self.itemsize + self.bytes_by_kind.get("indices", 0)
+        fixed = sum(self.bytes_by_kind.get(kind, 0) for kind in _FIXED_BYTES)
+        return (self.bytes_moved - fixed) * itemsize // self.itemsize + fixed
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -87,7 +87,7 @@ class Tally:
         self.flops += int(flops)
         self.work_ops += 1
         for kind, n in elements.items():
-            self._bytes[kind] += int(n) * (_INDEX_BYTES if kind == "indices" else self.itemsize)
+            self._bytes[kind] += int(n) * _FIXED_BYTES.get(kind, self.itemsize)
 
     # -- matrix products ------------------------------------------------------------
     def linear(self, rows: int, k: int, n: int, *, bias: bool = True, batch: int = 1) -> None:
@@ -196,6 +196,14 @@ class Tally:
         """
         self._op(0, indices=n_indices + other_indices, lookups=n_indices * d,
                  activations=n_indices * d if written is None else written)  # fmt: skip
+
+    def compare(self, n: int) -> None:
+        """``ids == value`` on ``n`` int64 ids: ``n`` FLOPs; writes a boolean mask."""
+        self._op(n, indices=n, masks=n)
+
+    def nonzero(self, n: int, found: int, *, dims: int) -> None:
+        """The positions of the ``found`` True values in an ``n``-element, ``dims``-D mask."""
+        self._op(0, masks=n, indices=found * dims)
 
     def done(self) -> HandCount:
         """The frozen result."""

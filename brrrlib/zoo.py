@@ -1,10 +1,11 @@
 """A model zoo: real architectures in plain PyTorch, each at two sizes, counted by hand.
 
 ``bl.count`` and ``bl.diagnose`` are meant for the models you train, not only
-for the course's own workloads. The zoo is the proof: thirteen workloads from
-the families people run (decoders in prefill and in decode, an encoder, vision
-transformers, convolutional nets, a recurrent net, a recommender, a graph
-network, an MLP), each with its FLOPs written out by hand and the regime it
+for the course's own workloads. The zoo is the proof: fourteen workloads from
+twelve architectures people run (GPT- and Llama-style decoders, each in
+prefill and in decode; a BERT-style encoder; a ViT and an MLP-Mixer; a ResNet
+and a U-Net; an LSTM; a DLRM-style recommender; a graph network; a mixture of
+experts; an MLP), each with its FLOPs written out by hand and the regime it
 should be in::
 
     from brrrlib import zoo
