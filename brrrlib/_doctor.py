@@ -21,6 +21,7 @@ import importlib.resources
 import importlib.util
 import json
 import platform
+import re
 import shutil
 import sys
 import time
@@ -28,7 +29,11 @@ from pathlib import Path
 
 from brrrlib import _fmt
 
-__all__ = ["course_source", "doctor", "package_version", "torch_problem"]
+__all__ = ["course_source", "doctor", "package_version", "torch_floor", "torch_problem"]
+
+# The oldest torch that passes every test and notebook (.ci/torch_range.py): torch.Tag.reduction,
+# which counting uses, arrived in 2.10. pyproject.toml says the same (tests/test_cli.py checks).
+_TORCH_FLOOR = "2.10"
 
 # Packages the notebooks need (required) and the test tools (optional).
 _REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
@@ -74,9 +79,9 @@ def _torch_advice() -> str:
 
 
 def torch_problem() -> str | None:
-    """None if torch imports; else one sentence: what is wrong and what to install."""
+    """None if torch imports and is new enough; else one sentence: what is wrong, what to do."""
     try:
-        importlib.import_module("torch")
+        torch = importlib.import_module("torch")
     except ModuleNotFoundError as err:
         if err.name == "torch":
             return f"torch is not installed: install it {_torch_advice()}"
@@ -84,9 +89,31 @@ def torch_problem() -> str | None:
     except Exception as err:  # a broken install fails in many ways: name it, never hide it
         problem = err
     else:
-        return None
+        return _too_old(getattr(torch, "__version__", "0"))
     what = f"{type(problem).__name__}: {problem}"
     return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"2.10.0+cu128"`` -> ``(2, 10, 0)``: the numeric release part of a version."""
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def torch_floor() -> str:
+    """The oldest torch the course runs on: pyproject's ``torch>=`` (a test keeps them equal).
+
+    Set from ``.ci/torch_range.py``, which runs every test and notebook with it.
+    """
+    return _TORCH_FLOOR
+
+
+def _too_old(version: str) -> str | None:
+    """None if ``version`` is at least the package's torch floor; else what to do."""
+    floor = torch_floor()
+    if _release(version) >= _release(floor):
+        return None
+    upgrade = _torch_advice().replace("pip install torch", "pip install -U torch")
+    return f"torch {version} is older than {floor}, the oldest the course runs on: upgrade it {upgrade}"
 
 
 def _check_packages(r: _Report) -> bool:
@@ -316,7 +343,7 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
     print("brrr doctor: can this machine run the course?", file=out)
     if not _check_packages(r):
         print(
-            "\nCannot go on without torch: install it as above, then run brrr doctor again.",
+            "\nCannot go on without torch: install or upgrade it as above, then run brrr doctor again.",
             file=out,
         )
         return 1

@@ -610,3 +610,22 @@ def test_doctor_names_torchs_own_version_with_its_build(monkeypatch):
     out = io.StringIO()
     assert _doctor._check_packages(_doctor._Report(out)) is True
     assert f"ok    torch {torch.__version__}\n" in out.getvalue() and "9.9.9" not in out.getvalue()
+
+
+def test_a_torch_older_than_the_floor_is_a_problem_with_advice(monkeypatch):
+    monkeypatch.setattr(_doctor, "torch_floor", lambda: "2.10")
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
+    problem = _doctor.torch_problem()
+    assert (
+        problem.startswith("torch 2.5.1+cu124 is older than 2.10")
+        and "pip install -U torch" in problem
+    )
+    monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
+    assert _doctor.torch_problem() is None
+
+
+def test_the_torch_floor_is_the_one_the_package_declares():
+    import re
+
+    declared = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert _doctor.torch_floor() == declared
