@@ -223,17 +223,18 @@ def measured_knee_repeat(result: Sweep) -> float | None:
     """Where the measured fused line bends: its flat level over its compute-bound slope.
 
     The fused time follows ``max(flat, repeat x s)``. ``flat`` is the median of
-    the measured points within 15% of the fastest; ``s`` the median of
-    ``time / repeat`` over the points that take more than twice ``flat``
-    (clearly compute-bound). None until the sweep reaches such a point.
+    the measured points within 15% of the fastest; ``s`` is ``time / repeat``
+    of the most compute-bound point, the largest repeat, once it takes more
+    than twice ``flat`` (near the knee the bend is gradual, and a long chain
+    multiplies a little slower than a short one). None until the sweep gets there.
     """
     pts = [p for p in result.line("fused") if p.measured]
     if not pts:
         return None
     fastest = min(p.median_s for p in pts)
     flat = _fmt.median([p.median_s for p in pts if p.median_s <= 1.15 * fastest])
-    slopes = [p.median_s / p.x for p in pts if p.median_s > 2 * flat]
-    return flat / _fmt.median(slopes) if slopes else None
+    last = pts[-1]
+    return flat / (last.median_s / last.x) if last.median_s > 2 * flat else None
 
 
 def repeat_size(device: torch.device, ceilings: Any) -> int:
