@@ -133,6 +133,19 @@ def test_decoder_formulas_in_closed_form():
     assert _entry("llama_decode/big").hand_flops == L * per_layer + 4 * C + 2 + 2 * C * V
 
 
+def test_vision_formulas_in_closed_form():
+    B, T, C, L, p, classes = 1, 196, 192, 12, 16, 1000  # ViT-Ti/16: T patches + a class token
+    Tc, patches = T + 1, 2 * B * T * C * 3 * p**2
+    layers = L * (24 * B * Tc * C**2 + 4 * B * Tc**2 * C + 20 * B * Tc * C)
+    vit = patches + B * Tc * C + layers + 7 * B * Tc * C + 2 * B * C * classes
+    assert _entry("vit/big").hand_flops == vit
+    C, Ft, F, L = 512, 256, 2048, 8  # Mixer-S/16
+    patches = 2 * B * T * C * 3 * p**2
+    per_layer = 4 * B * C * T * Ft + 4 * B * T * C * F + 16 * B * T * C + 2 * B * C * Ft + B * T * F
+    mixer = patches + L * per_layer + 7 * B * T * C + B * T * C + 2 * B * C * classes
+    assert _entry("mixer/big").hand_flops == mixer
+
+
 def test_encoder_mlp_moe_and_lstm_formulas_in_closed_form():
     L, C, B, T = 2, 64, 1, 8  # the small encoder: BERT's formula with F = 4C
     bert = L * (24 * B * T * C**2 + 4 * B * T**2 * C + 20 * B * T * C) + 9 * B * T * C
