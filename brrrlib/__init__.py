@@ -29,6 +29,7 @@ each number is measured):
 ``widgets``        the two explorers (repeat count, batch size)
 ``distributed``    collectives over local processes or torchrun (chapter 05)
 ``figures``        the chapters' figures
+``readouts``       the sentences the chapters print from their measurements
 ``workloads``      the chapters' workloads
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``
 ``classroom``      a learner's result file and the class view (``report``)
@@ -50,7 +51,7 @@ __version__ = "0.2.0"
 _MODULES = (
     "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
     "figures",
-    "hardware", "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
+    "hardware", "readouts", "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
 )  # fmt: skip
 
 # Public names at the top level and the module each comes from.
