@@ -31,6 +31,7 @@ each number is measured):
 ``figures``        the chapters' figures
 ``readouts``       the sentences the chapters print from their measurements
 ``workloads``      the chapters' workloads
+``zoo``            real architectures in plain PyTorch, each with a hand FLOP count
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``
 ``classroom``      a learner's result file and the class view (``report``)
 ``cli``            the ``brrr`` command: ``doctor``, ``diagnose``, ``lab``
@@ -51,7 +52,7 @@ __version__ = "0.2.0"
 _MODULES = (
     "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
     "figures",
-    "hardware", "readouts", "roofline", "sweeps", "timing", "trace", "widgets", "workloads",
+    "hardware", "readouts", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
 )  # fmt: skip
 
 # Public names at the top level and the module each comes from.

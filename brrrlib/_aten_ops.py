@@ -63,7 +63,11 @@ counting convention is written down. Matmuls use exact formulas instead
 # ---------------------------------------------------------------- op-name tables
 
 _SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"}
-_SOFTMAX_BACKWARD = {"_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward"}
+_SOFTMAX_BACKWARD = {
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "_masked_softmax_backward",
+}
 _NORM = {
     "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
     "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
@@ -108,6 +112,11 @@ ALLOCATIONS = frozenset(
 WRITE_ONLY_SELF = frozenset(
     {"fill_", "zero_", "copy_", "uniform_", "normal_", "random_", "bernoulli_", "exponential_",
      "geometric_", "log_normal_", "cauchy_"}
+)  # fmt: skip
+# Factories shaped like a tensor: they read its shape, not its data (written only).
+SHAPED_FACTORIES = frozenset(
+    {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
+     "new_zeros", "new_ones", "new_full"}
 )  # fmt: skip
 # Metadata queries: not work, not counted.
 METADATA = frozenset(
@@ -217,6 +226,17 @@ def _categorize(name: str, tags: frozenset) -> str:
     if torch.Tag.reduction in tags or base in _EXTRA_REDUCTIONS:
         return "reduction"
     return "other"
+
+
+def has_own_flop_formula(name: str) -> bool:
+    """True for an op whose FLOPs are its own (``aten::mkldnn_rnn_layer``), not a wrapper's.
+
+    A wrapper (``aten::linear``) encloses the op that does the work; an op with
+    its own formula may enclose a small helper op (a bias add) and still be
+    the work itself.
+    """
+    base = name.removeprefix("aten::")
+    return name in _matmul_formulas() and base not in _MATMUL_WRAPPERS
 
 
 def profiler_category(name: str) -> str:
@@ -378,7 +398,9 @@ def _dims(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
     return math.prod(batch), heads, seq, d
 
 
-def attention_flops(q, k, v, *, layout: str = "BHSD", backward: bool = False, cum_q=None, cum_k=None) -> int:
+def attention_flops(
+    q, k, v, *, layout: str = "BHSD", backward: bool = False, cum_q=None, cum_k=None
+) -> int:
     """QK^T and PV of scaled-dot-product attention, for any number of key/value heads.
 
     Each of the ``Hq`` query heads does ``2*Sq*Sk*D`` FLOPs for ``QK^T`` and

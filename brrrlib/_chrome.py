@@ -27,7 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from brrrlib._aten_ops import COMPILED_GRAPH, moves_no_data, profiler_category
+from brrrlib._aten_ops import (
+    COMPILED_GRAPH,
+    has_own_flop_formula,
+    moves_no_data,
+    profiler_category,
+)
 from brrrlib._profiler import RUN_MARKER
 
 __all__ = ["Parsed", "Row", "device_name", "kernel_category", "load", "parse"]
@@ -93,7 +98,9 @@ def load(source: str | os.PathLike | Mapping | Sequence) -> tuple[list, str, dic
             "source must be a chrome-trace path, a dict with 'traceEvents', or a list of "
             f"events; got {type(source).__name__}"
         )
-    meta = {k: v for k, v in data.items() if k != "traceEvents"} if isinstance(data, Mapping) else {}
+    meta = (
+        {k: v for k, v in data.items() if k != "traceEvents"} if isinstance(data, Mapping) else {}
+    )
     return list(events), raw_text or json.dumps({"traceEvents": list(events)}), meta
 
 
@@ -245,7 +252,11 @@ def _wrappers(evs: list[Mapping]) -> set[int]:
             stack.pop()
         name = str(e.get("name", ""))
         if profiler_category(name) in _COMPUTE or name.startswith(COMPILED_GRAPH):
-            wraps.update(id(a) for a, _ in stack)
+            # an op with a FLOP formula of its own (an LSTM layer) is the work, even when it
+            # encloses a helper op (its bias add): only true wrappers hand their time down
+            wraps.update(
+                id(a) for a, _ in stack if not has_own_flop_formula(str(a.get("name", "")))
+            )
         stack.append((e, ts + float(e.get("dur", 0.0))))
     return wraps
 

@@ -101,6 +101,13 @@ def reason(d: Any) -> str:
             f"time flat (x{b.time_ratio:.2f}, interval x{b.low:.2f}-x{b.high:.2f}): the work is "
             "not what takes the time, whatever the bytes or FLOPs say"
         )
+    elif v.settled_by == "flat batch":
+        b = d.batch
+        text = (
+            f"no floor explains more than {max(d.shares.values()):.0%} of the time, and doubling "
+            f"the batch doubled the work and bytes but left the time flat (x{b.time_ratio:.2f}, "
+            f"interval x{b.low:.2f}-x{b.high:.2f}): the time is a fixed cost per call, overhead"
+        )
     elif v.settled_by == "batch":
         s_top, s_run = d.shares[d.regime], d.shares[v.runner_up]
         text = (

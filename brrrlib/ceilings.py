@@ -56,17 +56,18 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
            "fp16": torch.float16}  # fmt: skip
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 3
+_METHOD_VERSION = 4
 
 
 @dataclass(frozen=True)
 class Ceilings:
     """This machine's ceilings, measured (see :func:`measure_ceilings`).
 
-    * ``matmul_flops_per_s``: a large square fp32 matmul, no TF32: the
-      factory's top speed in fp32. ``matmul_flops_per_s_by_dtype`` adds the
-      other precisions measured here (``"tf32"``, ``"bf16"``, ``"fp16"``);
-      :meth:`matmul_peak` picks one.
+    * ``matmul_flops_per_s``: a large square fp32 matmul, no TF32, through
+      the fastest kernel PyTorch has here (``matmul_method`` lists each one
+      timed): the factory's top speed in fp32. ``matmul_flops_per_s_by_dtype``
+      adds the other precisions measured here (``"tf32"``, ``"bf16"``,
+      ``"fp16"``); :meth:`matmul_peak` picks one.
     * ``vector_flops_per_s``: fp32 elementwise multiplies on data already in
       cache, so no trucks are waiting: one FLOP per element per op, the rate
       of non-matmul arithmetic. (Spec sheets count a fused multiply-add as
@@ -98,6 +99,7 @@ class Ceilings:
     matmul_size: int = 0
     copy_bytes: int = 0
     vector_method: str = ""
+    matmul_method: str = ""
     torch_version: str = ""
     library_version: str = ""
     host: str = ""
@@ -296,8 +298,10 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     say = _fmt.Progress(progress, total=4)
     say.say(f"measuring the ceilings of {dev} ({name}); cached afterwards")
     matmul, spread, rounds, n, cpu_share = {}, {}, {}, 0, 1.0
+    methods = []
     for key in _precisions(dev):
         r = _matmul(dev, key)
+        methods.append(f"{key} {r.extra['method']}")
         matmul[key] = r.value
         spread[_spread_key(key)], rounds[_spread_key(key)] = r.spread, r.rounds
         if key == "fp32":
@@ -320,12 +324,13 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         matmul_flops_per_s_by_dtype=matmul, spread=spread, rounds=rounds,
         cpu_share=cpu_share, num_threads=torch.get_num_threads(), matmul_size=n,
         copy_bytes=bandwidth.extra["nbytes"], vector_method=vector.extra["method"],
+        matmul_method="; ".join(methods),
         torch_version=torch.__version__, library_version=_library_version(),
         host=socket.gethostname(),
         measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )  # fmt: skip
     for note in ceilings.noise_notes():
-        say.say(f"NOISY: {note}; close other programs and run measure_ceilings(refresh=True)")
+        say.say(f"NOISY: {note} (measure_ceilings(refresh=True) measures again)")
     return ceilings
 
 
@@ -339,7 +344,9 @@ class _Rounds:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _in_rounds(call: Callable[[], Any], dev: torch.device, cap_s: float) -> tuple[float, float, int]:
+def _in_rounds(
+    call: Callable[[], Any], dev: torch.device, cap_s: float
+) -> tuple[float, float, int]:
     """Seconds per ``call()``, measured in rounds until the last three agree within 10%.
 
     Each round is one short :func:`brrrlib.benchmark` (its median, with
@@ -378,14 +385,18 @@ def _spread_key(precision: str) -> str:
 
 
 def _matmul(dev: torch.device, precision: str) -> _Rounds:
-    """Square ``torch.mm(a, b, out=c)``, n doubled until one call lasts >= 1 ms (CPU) / 2 ms.
+    """The fastest square matmul PyTorch runs here, n doubled until a call lasts >= 1 ms (CPU).
 
     FLOPs = 2 n^3 (a multiply and an add per term). TF32 is fp32 inputs with
-    ``torch.set_float32_matmul_precision("high")``. A precision this device
-    has no fast path for (fp16 on most CPUs) gets there at a small n: its
-    rate is low at any size, and that is worth knowing. Calls stay short on a
-    CPU (1-3 ms; BLAS is at full speed from n = 512 there) so that a
-    call disturbed by another program can be told apart and dropped.
+    ``torch.set_float32_matmul_precision("high")``. On a CPU PyTorch has two
+    matmul libraries, and they can differ 2x: ``torch.mm`` calls the BLAS
+    (MKL, which on AMD CPUs keeps to narrower vector code), while oneDNN
+    (convolutions, LSTMs, ``torch.utils.mkldnn``'s linear) may use the
+    widest vectors. Both are timed and the faster is the ceiling, so no
+    kernel a model runs can beat it; ``matmul_method`` says which won.
+    Calls stay short on a CPU (1-3 ms) so that a call another program
+    disturbed can be told apart and dropped. A precision with no fast path
+    (fp16 on most CPUs) is slow at any size, and that is worth knowing.
     """
     on_cpu = dev.type == "cpu"
     target_s, n, n_max = (0.001, 256, 4096) if on_cpu else (0.002, 2048, 8192)
@@ -400,11 +411,37 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
             n *= 2
         cpu0, wall0 = time.process_time(), time.perf_counter()
         cap = _caps(dev)["matmul" if precision == "fp32" else "other_matmul"]
-        seconds, spread, rounds = _in_rounds(functools.partial(torch.mm, a, b, out=c), dev, cap)
+        kernels = {"torch.mm": functools.partial(torch.mm, a, b, out=c)}
+        if on_cpu:
+            kernels.update(_onednn_linear(a, b))
+        timed = {k: _in_rounds(call, dev, cap) for k, call in kernels.items()}
         wall = time.perf_counter() - wall0
         cpu_share = min(1.0, (time.process_time() - cpu0) / (wall * torch.get_num_threads()))
-    extra = {"n": n, "cpu_share": cpu_share if on_cpu else 1.0}
+    best = min(timed, key=lambda k: timed[k][0])
+    seconds, spread, rounds = timed[best]
+    method = ", ".join(f"{k} {_fmt.si(2 * n**3 / v[0], 'FLOP/s')}" for k, v in timed.items())
+    extra = {"n": n, "cpu_share": cpu_share if on_cpu else 1.0, "method": f"n={n}: {method}"}
     return _Rounds(2 * n**3 / seconds, spread, rounds, extra)
+
+
+def _onednn_linear(a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], Any]]:
+    """oneDNN's linear on the same operands (``torch.utils.mkldnn``), if this build has it."""
+    if not torch.backends.mkldnn.is_available():
+        return {}
+    try:
+        from torch.utils import mkldnn
+
+        n = a.shape[0]
+        layer = torch.nn.Linear(n, n, bias=False, dtype=a.dtype)
+        with torch.no_grad():
+            layer.weight.copy_(b.t())
+        onednn = mkldnn.to_mkldnn(layer, dtype=a.dtype)
+        x = a.to_mkldnn()
+        call = functools.partial(onednn, x)
+        call()
+        return {"oneDNN linear": call}
+    except (RuntimeError, TypeError, ValueError):  # this dtype or build has no such path
+        return {}
 
 
 def _vector(dev: torch.device) -> _Rounds:
@@ -487,9 +524,7 @@ def _op_overhead(dev: torch.device) -> _Rounds:
     """
     a = torch.ones(1, device=dev)
     b = torch.zeros(1, device=dev)
-    seconds, spread, rounds = _in_rounds(
-        functools.partial(a.add_, b), dev, _caps(dev)["overhead"]
-    )
+    seconds, spread, rounds = _in_rounds(functools.partial(a.add_, b), dev, _caps(dev)["overhead"])
     return _Rounds(seconds, spread, rounds)
 
 

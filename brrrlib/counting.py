@@ -118,7 +118,7 @@ def _read_and_written(func, base: str, args, kwargs, out) -> tuple[list, list]:
             written += tensors
             if not (i == 0 and base in _aten_ops.WRITE_ONLY_SELF):
                 read += tensors
-        else:
+        elif not (i == 0 and base in _aten_ops.SHAPED_FACTORIES):  # zeros_like reads a shape
             read += tensors
     if base.endswith("_copy"):  # narrow_copy & co read what the view would show
         read = _view_of(func, base, args, kwargs) or read

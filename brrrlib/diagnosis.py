@@ -153,9 +153,9 @@ class BatchEvidence:
     ``time_ratio`` and its interval ``(low, high)`` come from ``bl.compare``;
     ``growth`` is how much each count grew (FLOPs for compute, bytes for
     memory, ops for overhead); ``follows`` the regimes whose growth lies
-    inside the interval (widened by ``FOLLOW_TOLERANCE``); ``flat`` means the
-    whole interval is below ``FLAT``; ``decided`` that the interval was
-    narrow enough to read at all (if not, this probe says nothing). The two
+    inside the interval (widened by ``FOLLOW_TOLERANCE``), read only from a
+    ``decided`` (narrow) interval; ``flat`` means the whole interval is below
+    ``FLAT``, however wide: twice the work, and at most 1.3x the time. The two
     sides were timed in alternating rounds, so a decided ratio is this
     machine's, not noise: when it grew far more than any count, the doubled
     data left the cache, page-faulted, or got a slower kernel.
@@ -198,7 +198,7 @@ def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
         decided=comparison.decided,
         growth=growth,
         follows=follows,
-        flat=comparison.decided and high < FLAT,
+        flat=high < FLAT,
     )
 
 
@@ -286,8 +286,18 @@ def verdict(
     margin = _fmt.ratio(scores[regime], scores[runner_up])
     settled_by = ""
     idle_and_flat = busy is not None and busy.busy < BUSY_LOW and batch is not None and batch.flat
+    # Every floor small and the time flat while the work (and its bytes) doubled: the essay's
+    # batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
+    small_and_flat = (
+        max(shares.values()) < HIGH_SHARE
+        and batch is not None
+        and batch.flat
+        and batch.growth["memory"] >= FOLLOW_TOLERANCE
+    )
     if idle_and_flat and regime != "overhead":
         regime, runner_up, settled_by = "overhead", regime, "idle and flat batch"
+    elif small_and_flat and regime != "overhead":
+        regime, runner_up, settled_by = "overhead", regime, "flat batch"
     elif batch is not None and margin < MEDIUM_MARGIN:
         settles = [r for r in (regime, runner_up) if r in batch.follows]
         if len(settles) == 1:
@@ -321,6 +331,8 @@ def _confidence(regime, runner_up, scores, against, settled_by) -> str:
     top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
     if settled_by == "idle and flat batch":
         return "high" if not against else "medium"
+    if settled_by == "flat batch":
+        return "medium" if not against else "low"
     if settled_by == "batch":
         return "medium" if not against else "low"
     if top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
@@ -478,7 +490,7 @@ def diagnose(
     main = timing.benchmark(fn, *args, budget_s=budget_s, label=label,
                             min_samples=3 if slow else 5, **kwargs)  # fmt: skip
     ceilings = _ceilings_for(main.device, ceilings, say, progress)
-    notes: list[str] = _train_mode_notes(fn)
+    notes: list[str] = _train_mode_notes(fn) + _ceilings_notes(ceilings)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
@@ -544,6 +556,17 @@ def _check_one_device(fn, args, kwargs) -> None:
             f"fn's tensors and parameters are on {', '.join(sorted(found))}: an op needs its "
             "inputs on one device. Move them first, e.g. model.to(x.device) or x.to('cuda')."
         )
+
+
+def _ceilings_notes(ceilings: Any) -> list[str]:
+    noise = tuple(getattr(ceilings, "noise_notes", lambda: ())())
+    if not noise:
+        return []
+    return [
+        "the ceilings these shares use were noisy when measured (" + "; ".join(noise) + "): a "
+        "share can read too high, even above 100%. bl.measure_ceilings(refresh=True) on a "
+        "quiet machine, then diagnose again."
+    ]
 
 
 def _train_mode_notes(fn) -> list[str]:

@@ -172,3 +172,11 @@ def test_a_small_encoder_does_not_count_its_embedding_table():
     table_bytes = vocab * hidden * 4
     assert c.bytes_moved < table_bytes / 10
     assert c.by_category()["other"]["bytes_fraction"] < 0.5
+
+
+def test_shaped_factories_write_without_reading_their_source():
+    x = torch.randn(10, 16)  # 640 bytes
+    for factory in (torch.zeros_like, torch.ones_like, torch.rand_like, torch.randn_like):
+        assert count(factory, x).bytes_moved == 640, factory.__name__
+    assert count(lambda t: torch.full_like(t, 3.0), x).bytes_moved == 640
+    assert count(lambda t: t.new_zeros(4, 4), x).bytes_moved == 64

@@ -549,3 +549,34 @@ def test_h100_overhead_floor_is_a_floor(h100):
     c = Counts(rows=(OpCount("aten::add_", "pointwise", 240, 10**5, 10**6),))
     d = _weigh(c, _timing(2.608e-3), h100)
     assert d.regime == "overhead" and d.shares["overhead"] < 1.0
+
+
+def test_small_floors_and_a_flat_batch_mean_overhead():
+    # a tiny model: every floor under 15%, the batch doubled its work and bytes, the time
+    # stayed within x0.8-x1.22 (a wide interval, but wholly below 1.3)
+    one = _counts(
+        ("aten::mm", "matmul", 6, 2 * 10**6, 4 * 10**5),
+        ("aten::add", "pointwise", 6, 10**4, 4 * 10**5),
+    )
+    two = _counts(
+        ("aten::mm", "matmul", 6, 4 * 10**6, 8 * 10**5),
+        ("aten::add", "pointwise", 6, 2 * 10**4, 8 * 10**5),
+    )
+    wide_flat = Comparison(
+        a=_timing(1e-3), b=_timing(1.08e-3), ratios=(0.8, 1.0, 1.08, 1.2, 1.22) * 2
+    )
+    d = _weigh(one, _timing(1e-3), CEIL, _busy_trace(0.6, "cpu"), two, wide_flat)
+    assert not d.batch.decided and d.batch.flat
+    assert d.regime == "overhead" and d.verdict.settled_by == "flat batch"
+    assert "left the time flat" in _reason(d)
+
+
+def test_noisy_ceilings_are_said_in_a_note():
+    c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
+    noisy = dataclasses.replace(CEIL, spread={"matmul": 0.4})
+    from brrrlib.diagnosis import _ceilings_notes
+
+    assert _ceilings_notes(CEIL) == []
+    (note,) = _ceilings_notes(noisy)
+    assert "matmul FLOP/s varied 40%" in note and "refresh=True" in note
+    assert _weigh(c, _timing(0.02), noisy).regime == "compute"

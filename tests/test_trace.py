@@ -597,3 +597,11 @@ def test_profile_cuda_kernels_and_launch_delays():
     assert not small.host_ran_ahead
     # CUPTI was set up in the warm-up: run 0 costs what the others cost (it was 2-40x)
     assert small.first_run_inflation < 2 and small.steady_runs == (0, 1, 2)
+
+
+def test_an_lstm_layer_is_the_work_not_a_wrapper_of_its_bias_add():
+    """mkldnn_rnn_layer encloses an aten::add (its bias sum): it still counts as device work."""
+    lstm = torch.nn.LSTM(64, 64, batch_first=True).eval().requires_grad_(False)
+    tr = bl.profile(lstm, torch.randn(8, 32, 64), runs=2)
+    busy = [tr.busy_fraction_per_run[r] for r in tr.steady_runs]
+    assert min(busy) > 0.5, busy  # was ~0.01: the layer's own time had dropped out
