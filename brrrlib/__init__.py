@@ -17,7 +17,8 @@ Where things live (one idea per module; read them in this order to see how
 each number is measured):
 
 =================  ===========================================================
-``timing``         honest timing (``benchmark``) and paired comparison (``compare``)
+``timing``         honest timing (``benchmark``)
+``comparison``     how much longer B takes than A, in alternating rounds (``compare``)
 ``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
@@ -50,7 +51,7 @@ from typing import Any
 __version__ = "0.2.0"
 
 _MODULES = (
-    "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
+    "ceilings", "classroom", "comparison", "counting", "devices", "diagnosis", "distributed", "exercises",
     "figures",
     "hardware", "readouts", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
 )  # fmt: skip
@@ -64,7 +65,8 @@ _NAMES = {
     "device": "devices", "sync": "devices",
     "Diagnosis": "diagnosis", "diagnose": "diagnosis",
     "check": "exercises", "hint": "exercises", "questions": "exercises", "solution": "exercises",
-    "Comparison": "timing", "Timing": "timing", "benchmark": "timing", "compare": "timing",
+    "Timing": "timing", "benchmark": "timing",
+    "Comparison": "comparison", "compare": "comparison",
     "Trace": "trace", "profile": "trace",
 }  # fmt: skip
 

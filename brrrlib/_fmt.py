@@ -10,7 +10,7 @@ The statistics are the few a timing needs, written out so a learner can read
 them: the median (robust to the run the OS interrupted), linear-interpolated
 quantiles (numpy's default), the interquartile range, and the distribution-free
 confidence interval of a median from order statistics, which
-:func:`brrrlib.timing.compare` reports for every ratio.
+:func:`brrrlib.comparison.compare` reports for every ratio.
 """
 
 from __future__ import annotations

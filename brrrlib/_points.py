@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from brrrlib import _fmt
-from brrrlib.timing import Comparison, Timing
+from brrrlib.comparison import Comparison
+from brrrlib.timing import Timing
 
 __all__ = [
     "BUSY_CPU_SHARE",

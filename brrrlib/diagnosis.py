@@ -605,7 +605,8 @@ def _ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
 
 def _batch_probe(fn, args, kwargs, budget_s, slow, notes):
     """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
-    from brrrlib import counting, timing
+    from brrrlib import counting
+    from brrrlib.comparison import compare
 
     try:
         doubled = _double_batch(args, kwargs)
@@ -621,7 +622,7 @@ def _batch_probe(fn, args, kwargs, budget_s, slow, notes):
     args2, kwargs2 = doubled
     try:
         batch_counts = counting.count(fn, *args2, **kwargs2)
-        comparison = timing.compare(
+        comparison = compare(
             functools.partial(fn, *args, **kwargs), functools.partial(fn, *args2, **kwargs2),
             budget_s=budget_s, min_rounds=3 if slow else 10, labels=("batch", "batch x2"),
         )  # fmt: skip

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices, timing
+from brrrlib import _fmt, comparison, devices, timing
 from brrrlib._points import (
     BUSY_CPU_SHARE,
     MEASURED,
@@ -58,7 +58,8 @@ from brrrlib._points import (
     Point,
     waited_words,
 )
-from brrrlib.timing import Comparison, Timing
+from brrrlib.comparison import Comparison
+from brrrlib.timing import Timing
 
 __all__ = [
     "BUSY_CPU_SHARE",
@@ -387,7 +388,7 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            c, share = _with_cpu_share(case_a, lambda: timing.compare(
+            c, share = _with_cpu_share(case_a, lambda: comparison.compare(
                 case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S,
                 warmup_s=max(case_a.warmup_s, case_b.warmup_s), device=case_a.device,
                 labels=(case_a.label or str(a), case_b.label or str(b))))  # fmt: skip

@@ -9,9 +9,10 @@ import torch
 
 import brrrlib as bl
 from brrrlib.ceilings import Ceilings
+from brrrlib.comparison import Comparison
 from brrrlib.counting import Counts, OpCount
 from brrrlib.diagnosis import REMEDIES, Diagnosis, _weigh, busy_evidence, floors
-from brrrlib.timing import Comparison, Timing
+from brrrlib.timing import Timing
 from brrrlib.trace import Interval, Trace
 
 # ----------------------------------------------------------------- the verdict, by arithmetic

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import brrrlib as bl
-from brrrlib import timing
-from brrrlib.timing import Comparison, Timing
+from brrrlib import comparison, timing
+from brrrlib.comparison import Comparison
+from brrrlib.timing import Timing
 
 # ---------------------------------------------------------------- Timing ---
 
@@ -291,7 +292,7 @@ def test_compare_of_known_costs_gives_their_exact_ratio(machine):
     assert isinstance(c, Comparison)
     assert c.ratio == pytest.approx(2.0) and c.interval == pytest.approx((2.0, 2.0))
     assert c.decided and c.above(1.9) and c.below(2.1) and not c.above(2.1)
-    assert len(c.ratios) == timing._MIN_ROUNDS  # decided as soon as allowed
+    assert len(c.ratios) == comparison._MIN_ROUNDS  # decided as soon as allowed
     assert c.speedup == pytest.approx(0.5)
     assert "x2.00 time" in c.says() and "95% interval" in c.says()
 
@@ -335,7 +336,7 @@ def test_compare_says_too_noisy_when_the_interval_stays_wide(machine):
     c = bl.compare(lambda: machine.work(1e-6), b, device="cpu", budget_s=0.1)
     assert not c.decided
     assert c.says().startswith("too noisy to tell (x")
-    assert len(c.ratios) > timing._MIN_ROUNDS  # it tried more rounds within the budget
+    assert len(c.ratios) > comparison._MIN_ROUNDS  # it tried more rounds within the budget
     assert state["round"] == 0
 
 
