@@ -43,6 +43,7 @@ __all__ = [
     "check_available",
     "device",
     "device_name",
+    "is_out_of_memory",
     "last_level_cache_bytes",
     "physical",
     "release_cached_memory",
@@ -241,17 +242,30 @@ def available_memory_bytes(dev: torch.device) -> int:
     return 4 * 2**30  # unknown: assume a small laptop's free memory
 
 
-def release_cached_memory() -> None:
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the errors torch raises when an allocation fails (CUDA, MPS or the CPU)."""
+    oom = getattr(torch, "OutOfMemoryError", MemoryError)
+    if isinstance(exc, (oom, MemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def release_cached_memory(dev: torch.device | None = None) -> None:
     """Give memory held by dead tensors back: after an out-of-memory error, say.
 
     Collects Python garbage, then returns the blocks PyTorch's caching
     allocator keeps for reuse (CUDA, MPS) to the driver, so the memory shows
-    as free again and the kernel stays usable.
+    as free again and the kernel stays usable. ``dev`` None: every device.
     """
     import gc
 
     gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    cuda = dev is None or dev.type == "cuda"
+    if cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    mps = getattr(torch.backends, "mps", None)
+    if (dev is None or dev.type == "mps") and mps is not None and mps.is_available():
         torch.mps.empty_cache()

@@ -35,13 +35,21 @@ flat, the verdict is overhead whatever the byte count.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from brrrlib import _fmt
+from brrrlib._diagnose_run import (
+    ceilings_for,
+    ceilings_notes,
+    check_arguments,
+    check_one_device,
+    name_of,
+    run_batch_probe,
+    train_mode_notes,
+)
 from brrrlib._diagnosis_text import REMEDIES, render_html, render_text
 from brrrlib.roofline import dominant_precision, matmul_flops_by_precision
 
@@ -468,9 +476,9 @@ def diagnose(
     from brrrlib import counting, timing
     from brrrlib import trace as trace_mod
 
-    _check_arguments(fn, ceilings, budget_s)
-    _check_one_device(fn, args, kwargs)
-    label = label or _name_of(fn)
+    check_arguments(fn, ceilings, budget_s)
+    check_one_device(fn, args, kwargs)
+    label = label or name_of(fn)
     t_start = time.perf_counter()
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
     say("counting FLOPs, bytes and ops (bl.count)")
@@ -489,12 +497,12 @@ def diagnose(
     say("timing (bl.benchmark)")
     main = timing.benchmark(fn, *args, budget_s=budget_s, label=label,
                             min_samples=3 if slow else 5, **kwargs)  # fmt: skip
-    ceilings = _ceilings_for(main.device, ceilings, say, progress)
-    notes: list[str] = _train_mode_notes(fn) + _ceilings_notes(ceilings)
+    ceilings = ceilings_for(main.device, ceilings, say, progress)
+    notes: list[str] = train_mode_notes(fn) + ceilings_notes(ceilings)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
-        comparison, batch_counts = _batch_probe(fn, args, kwargs, 4 * budget_s, slow, notes)
+        comparison, batch_counts = run_batch_probe(fn, args, kwargs, 4 * budget_s, slow, notes)
     tr = None
     if trace:
         say("tracing (bl.profile)")
@@ -525,189 +533,6 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
         notes=tuple(notes) + fl.notes + tuple(getattr(counts, "notes", ())), label=label,
         elapsed_s=elapsed_s,
     )  # fmt: skip
-
-
-def _check_arguments(fn, ceilings, budget_s) -> None:
-    if not callable(fn):
-        raise TypeError(
-            f"fn must be callable (a function or nn.Module), got {type(fn).__name__}; "
-            "pass the function itself: bl.diagnose(model, x), not bl.diagnose(model(x))"
-        )
-    needed = ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s",
-              "op_overhead_s", "device")  # fmt: skip
-    if ceilings is not None and not all(hasattr(ceilings, a) for a in needed):
-        raise TypeError(
-            f"ceilings must be measured Ceilings (bl.measure_ceilings()), got "
-            f"{type(ceilings).__name__}; a spec sheet has no op overhead to judge overhead by"
-        )
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0:
-        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
-
-
-def _check_one_device(fn, args, kwargs) -> None:
-    """A workload whose tensors sit on two devices cannot run: say so before measuring."""
-    import torch
-
-    found = {str(t.device) for t in _tensors((args, kwargs))}
-    if isinstance(fn, torch.nn.Module):
-        found |= {str(p.device) for p in fn.parameters()}
-    if len({torch.device(d).type for d in found}) > 1:
-        raise ValueError(
-            f"fn's tensors and parameters are on {', '.join(sorted(found))}: an op needs its "
-            "inputs on one device. Move them first, e.g. model.to(x.device) or x.to('cuda')."
-        )
-
-
-def _ceilings_notes(ceilings: Any) -> list[str]:
-    noise = tuple(getattr(ceilings, "noise_notes", lambda: ())())
-    if not noise:
-        return []
-    return [
-        "the ceilings these shares use were noisy when measured (" + "; ".join(noise) + "): a "
-        "share can read too high, even above 100%. bl.measure_ceilings(refresh=True) on a "
-        "quiet machine, then diagnose again."
-    ]
-
-
-def _train_mode_notes(fn) -> list[str]:
-    import torch
-
-    if isinstance(fn, torch.nn.Module) and fn.training:
-        dropout = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in fn.modules())
-        if dropout:
-            return [
-                "fn is in training mode with dropout: each call draws new random masks (extra "
-                "work and bytes an inference run does not do). For inference numbers, call "
-                "model.eval() first; for training, diagnose the whole step."
-            ]
-    return []
-
-
-def _ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
-    """The given ceilings (checked to be of the workload's device), else this device's."""
-    import torch
-
-    from brrrlib.ceilings import measure_ceilings
-
-    dev = torch.device(device)
-    if ceilings is None:
-        say(f"ceilings of {dev} (bl.measure_ceilings; cached after the first time)")
-        return measure_ceilings(dev, progress=progress)
-    if ceilings.device != dev.type:
-        raise ValueError(
-            f"ceilings are of a {ceilings.device} ({ceilings.device_name}) but fn ran on "
-            f"{dev.type}: a workload is judged against its own device's ceilings. Pass "
-            f"ceilings=bl.measure_ceilings({dev.type!r}), or leave ceilings out."
-        )
-    say(f"ceilings given: {ceilings.device_name}")
-    return ceilings
-
-
-def _batch_probe(fn, args, kwargs, budget_s, slow, notes):
-    """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
-    from brrrlib import counting
-    from brrrlib.comparison import compare
-
-    try:
-        doubled = _double_batch(args, kwargs)
-    except Exception as err:  # noqa: BLE001 -- any failure skips this probe, said in a note
-        _skip(notes, "could not build the doubled input", err)
-        return None, None
-    if doubled is None:
-        notes.append(
-            "batch probe skipped: no argument is a tensor with a batch dimension. Pass the "
-            "input as an argument, e.g. bl.diagnose(model, x), to get it."
-        )
-        return None, None
-    args2, kwargs2 = doubled
-    try:
-        batch_counts = counting.count(fn, *args2, **kwargs2)
-        comparison = compare(
-            functools.partial(fn, *args, **kwargs), functools.partial(fn, *args2, **kwargs2),
-            budget_s=budget_s, min_rounds=3 if slow else 10, labels=("batch", "batch x2"),
-        )  # fmt: skip
-    except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
-        what = "fn failed when every tensor argument's first dimension was doubled"
-        _skip(notes, what, err, _tensor_bytes((args2, kwargs2)))
-        return None, None
-    return comparison, batch_counts
-
-
-def _skip(notes: list[str], what: str, err: BaseException, doubled_bytes: int = 0) -> None:
-    from brrrlib import devices
-
-    first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-    if _is_out_of_memory(err):
-        devices.release_cached_memory()
-        notes.append(
-            f"batch probe skipped: the doubled batch ran out of memory ({type(err).__name__}: "
-            f"{first}); its inputs alone take {_fmt.binary_bytes(doubled_bytes)}, and the call "
-            "needs room for twice the activations too. The cached memory was released."
-        )
-        return
-    notes.append(
-        f"batch probe skipped: {what} ({type(err).__name__}: {first}). If a weight is passed "
-        "as an argument, pass weights inside fn (a closure or an nn.Module) instead."
-    )
-
-
-def _is_out_of_memory(err: BaseException) -> bool:
-    import torch
-
-    oom = getattr(torch, "OutOfMemoryError", MemoryError)
-    text = str(err).lower()
-    return isinstance(err, (oom, MemoryError)) or "out of memory" in text
-
-
-def _tensors(tree: Any) -> list:
-    """Every tensor in nested tuples, lists and dicts."""
-    import torch
-
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, (list, tuple)):
-        return [t for v in tree for t in _tensors(v)]
-    if isinstance(tree, dict):
-        return [t for v in tree.values() for t in _tensors(v)]
-    return []
-
-
-def _tensor_bytes(tree: Any) -> int:
-    """Bytes of every tensor in nested tuples, lists and dicts."""
-    return sum(t.numel() * t.element_size() for t in _tensors(tree))
-
-
-def _double_batch(args: tuple, kwargs: dict):
-    """Every tensor argument with a dimension, repeated along dim 0; None if there is none.
-
-    Tensors inside lists, tuples and dicts are doubled too (``fn(params, grads)``).
-    """
-    import torch
-
-    found = False
-
-    def double(v):
-        nonlocal found
-        if isinstance(v, torch.Tensor):
-            if v.dim() == 0:
-                return v
-            found = True
-            out = torch.cat([v.detach(), v.detach()], dim=0)
-            return out.requires_grad_(v.requires_grad) if v.is_leaf else out
-        if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
-            return type(v)(double(x) for x in v)
-        if isinstance(v, dict):
-            return {k: double(x) for k, x in v.items()}
-        return v
-
-    args2 = tuple(double(a) for a in args)
-    kwargs2 = {k: double(v) for k, v in kwargs.items()}
-    return (args2, kwargs2) if found else None
-
-
-def _name_of(fn) -> str:
-    name = getattr(fn, "__name__", None) or type(fn).__name__
-    return "workload" if name == "<lambda>" else name
 
 
 def _weigh(counts, timing, ceilings, trace=None, batch_counts=None, comparison=None) -> Diagnosis:

@@ -36,7 +36,6 @@ point types (:class:`Case`, :class:`Point`, :class:`Pair`) live in
 from __future__ import annotations
 
 import contextlib
-import gc
 import html
 import itertools
 import math
@@ -75,9 +74,7 @@ __all__ = [
     "Pair",
     "Point",
     "Sweep",
-    "is_out_of_memory",
     "log_axes",
-    "release_memory",
     "sweep",
     "waited_words",
 ]
@@ -437,31 +434,12 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # only an allocation failure is caught; anything else goes on up
-        if not is_out_of_memory(exc):
+        if not devices.is_out_of_memory(exc):
             raise
-        release_memory(run.dev)
+        devices.release_cached_memory(run.dev)
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         run._unmeasured(keys[-1], NO_MEMORY, (
             f"ran out of memory on {run.dev.type}{size}: {first}. Cached blocks were "
             "released; pick a smaller size."))  # fmt: skip
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """True for the errors torch raises when an allocation fails (CUDA, MPS or the CPU)."""
-    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text
-    )
-
-
-def release_memory(dev: torch.device) -> None:
-    """Give back what a failed allocation left: Python garbage, then the device's cached blocks."""
-    gc.collect()
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
-    elif dev.type == "mps":
-        torch.mps.empty_cache()

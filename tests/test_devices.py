@@ -68,6 +68,20 @@ def test_one_gpu_has_one_name():
         assert devices.physical(torch.device("cuda")) == torch.device("cuda", 0)
 
 
+def test_out_of_memory_is_recognised_and_cached_blocks_released(monkeypatch):
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    devices.release_cached_memory(torch.device("cuda"))
+    assert emptied == [True]
+    devices.release_cached_memory(torch.device("cpu"))
+    assert emptied == [True]  # a CPU has no cache to empty
+    assert devices.is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory"))
+    assert devices.is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not devices.is_out_of_memory(RuntimeError("shape mismatch"))
+
+
 def test_machine_facts():
     assert devices.last_level_cache_bytes() >= 2**16
     assert devices.available_memory_bytes(torch.device("cpu")) > 2**20

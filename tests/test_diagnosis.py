@@ -243,7 +243,7 @@ def test_ceilings_of_another_device_are_refused(shared_ceilings):
 
 
 def test_double_batch_reaches_into_lists():
-    from brrrlib.diagnosis import _double_batch
+    from brrrlib._diagnose_run import double_batch as _double_batch
 
     params = [torch.ones(3), torch.ones(2, 2)]
     args2, kwargs2 = _double_batch((params, 5), {"scale": torch.tensor(2.0), "w": torch.ones(4)})
@@ -575,7 +575,7 @@ def test_small_floors_and_a_flat_batch_mean_overhead():
 def test_noisy_ceilings_are_said_in_a_note():
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     noisy = dataclasses.replace(CEIL, spread={"matmul": 0.4})
-    from brrrlib.diagnosis import _ceilings_notes
+    from brrrlib._diagnose_run import ceilings_notes as _ceilings_notes
 
     assert _ceilings_notes(CEIL) == []
     (note,) = _ceilings_notes(noisy)

@@ -206,7 +206,7 @@ def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
 
 def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
     released = []
-    monkeypatch.setattr(sweeps, "release_memory", lambda dev: released.append(dev))
+    monkeypatch.setattr(bl.devices, "release_cached_memory", lambda dev: released.append(dev))
 
     def setup(x, line):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -215,15 +215,6 @@ def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
     p = result.point(1, "l")
     assert released == [CPU] and p.status == "no memory"
     assert "needs about 3 MiB" in p.reason and "Tried to allocate 2.00 GiB" in p.reason
-
-
-def test_release_memory_empties_the_cuda_cache(monkeypatch):
-    emptied = []
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
-    sweeps.release_memory(torch.device("cuda"))
-    assert emptied == [True]
-    assert sweeps.is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory"))
-    assert not sweeps.is_out_of_memory(RuntimeError("shape mismatch"))
 
 
 def test_point_checks_itself():
