@@ -30,12 +30,12 @@ import math
 import os
 import re
 import stat
-import tempfile
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from brrrlib import _files
 from brrrlib.ceilings import Ceilings
 from brrrlib.hardware import DeviceSpec
 
@@ -381,19 +381,10 @@ def slug(text: str) -> str:
 
 
 def write_atomic(target: Path, text: str) -> None:
-    """Write through a unique temporary file, then rename: a reader never sees half a file,
-    and two kernels writing at once never mix their bytes."""
-    tmp = None
+    """Write a report so the instructor can read it (``_files.write_atomic``), or say where to."""
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".brrr-", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # the instructor must be able to read it
-        os.replace(tmp, target)
+        _files.write_atomic(target, text, mode=0o644)
     except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
         raise OSError(
             f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
             "folder you can write to"

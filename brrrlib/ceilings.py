@@ -28,9 +28,7 @@ import datetime
 import functools
 import json
 import math
-import os
 import socket
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -41,7 +39,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices, hardware, timing
+from brrrlib import _files, _fmt, devices, hardware, timing
 
 __all__ = ["Ceilings", "measure_ceilings"]
 
@@ -269,8 +267,8 @@ def measure_ceilings(
 
     The first call measures (~10-30 s on a 2-core laptop, a few seconds on a
     GPU; one progress line per step on stderr unless ``progress=False``) and
-    caches the result as JSON in ``$BRRR_CACHE_DIR`` (default
-    ``~/.cache/brrr``). Later calls, in this process or another, read the
+    caches the result as JSON in ``$BRRR_CACHE_DIR`` (default: the
+    platform's cache folder, ``~/.cache/brrr`` on Linux). Later calls, in this process or another, read the
     cache. A cached result that was noisy is measured again once per process.
     ``refresh=True`` always measures. ``device`` defaults to
     :func:`brrrlib.device`; ``"cuda"`` and ``"cuda:0"`` share one entry.
@@ -447,15 +445,12 @@ def _onednn_linear(a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], A
 def _vector(dev: torch.device) -> _Rounds:
     """A ``torch.compile``'d chain of ``x = x * 0.999`` on in-cache data: multiplies per second.
 
-    A single eager ``x.mul_(y)`` cannot show the arithmetic rate: it does 1
-    FLOP per 8-12 bytes, so it waits on memory even in cache, and pays ~1 µs
-    of dispatch per call. Fused, the chain keeps each element in a register
-    for all its 64 multiplies: 1 FLOP per element per multiply, the same work
-    :func:`brrrlib.count` charges an elementwise op, and exactly what chapter
-    02's repeat explorer runs. (Why 64: each multiply waits for the one
-    before it, so a CPU overlaps several elements' chains to keep its units
-    busy; measured on a 2-core EPYC, a chain of 64 ran at 123 GFLOP/s, one of
-    256 at 82: too long a chain no longer overlaps.) The tensor fits the L2 cache
+    One eager ``x.mul_(y)`` waits on memory even in cache (1 FLOP per 8 bytes)
+    and pays ~1 µs of dispatch. Fused, each element stays in a register for
+    all 64 multiplies: 1 FLOP per element per multiply, as :func:`brrrlib.count`
+    charges an elementwise op, and what chapter 02's repeat explorer runs.
+    (Why 64: each multiply waits for the one before, so a CPU overlaps several
+    elements' chains; on a 2-core EPYC 64 ran at 123 GFLOP/s, 256 at 82.) The tensor fits the L2 cache
     (CPU: 256 KiB per thread) or is large (GPU). If ``torch.compile`` fails,
     an eager ``torch.mul`` on in-cache data stands in (well below the peak;
     ``vector_method`` says so).
@@ -487,16 +482,14 @@ def _multiply_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
 
 
 def _bandwidth(dev: torch.device) -> _Rounds:
-    """``dst.copy_(src)`` into a preallocated ``dst``; together twice the last-level cache.
+    """``dst.copy_(src)`` into a preallocated ``dst``, each twice the last-level cache.
 
-    Bytes = read + written. A copy streams through the cache, so with ``src``
-    and ``dst`` each as large as the last-level cache (at least 32 MiB on a
-    CPU, 512 MiB on a GPU) nothing read is still cached when it is read again:
-    every byte comes from memory. Small enough that one copy takes a few ms
-    on a CPU, so a copy another program disturbed can be dropped.
-    Preallocated and touched first (``zeros_like``): a fresh allocation would
-    page-fault on first touch and measure the OS, not the memory (chapter 02
-    shows that cost in a cell of its own).
+    Bytes = read + written. ``src`` and ``dst`` are each twice the last-level
+    cache (at least 64 MiB on a CPU, 512 MiB on a GPU), so every byte comes
+    from memory (each as large as the cache read 63 GB/s instead of 42 on a
+    2-core VM), yet one copy takes a few ms on a CPU, so a disturbed one can
+    be dropped. Preallocated and touched first: a fresh allocation would
+    page-fault on first touch (chapter 02 shows that cost on its own).
     """
     llc = devices.last_level_cache_bytes(dev)
     nbytes = max(2 * llc, 64 * 2**20) if dev.type == "cpu" else max(8 * llc, 512 * 2**20)
@@ -540,18 +533,15 @@ def _one_call_s(call: Callable[[], Any], dev: torch.device) -> float:
     return best
 
 
-class _matmul_precision:
+@contextlib.contextmanager
+def _matmul_precision(value: str):
     """``torch.set_float32_matmul_precision`` for a block, then put back."""
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __enter__(self) -> None:
-        self.before = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision(self.value)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_float32_matmul_precision(self.before)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(value)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 # ------------------------------------------------------------------ the cache
@@ -561,11 +551,6 @@ def _library_version() -> str:
     from brrrlib import __version__
 
     return __version__
-
-
-def cache_dir() -> Path:
-    """Where measured ceilings are cached: ``$BRRR_CACHE_DIR``, else ``~/.cache/brrr``."""
-    return Path(os.environ.get("BRRR_CACHE_DIR") or Path.home() / ".cache" / "brrr")
 
 
 def _cache_path(dev: torch.device, device_name: str) -> Path:
@@ -582,7 +567,7 @@ def _cache_path(dev: torch.device, device_name: str) -> Path:
             f"method{_METHOD_VERSION}",
         ]
     )
-    return cache_dir() / ("ceilings-" + re.sub(r"[^A-Za-z0-9.]+", "_", key) + ".json")
+    return _files.cache_dir() / ("ceilings-" + re.sub(r"[^A-Za-z0-9.]+", "_", key) + ".json")
 
 
 def _load(path: Path) -> Ceilings | None:
@@ -602,17 +587,9 @@ def _save(path: Path, ceilings: Ceilings) -> None:
     A cache that cannot be written costs nothing but the cache: the
     measurement is kept in memory for this process and one warning says why.
     """
-    tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(ceilings.to_dict(), f, indent=2)
-        os.replace(tmp, path)
+        _files.write_atomic(path, json.dumps(ceilings.to_dict(), indent=2))
     except OSError as err:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()
         if path.parent not in _WARNED_UNWRITABLE:
             _WARNED_UNWRITABLE.add(path.parent)
             warnings.warn(

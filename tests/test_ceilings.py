@@ -10,7 +10,7 @@ import torch
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib import ceilings
+from brrrlib import _files, ceilings
 from brrrlib.ceilings import Ceilings
 
 # -------------------------------------------------------------- the record ---
@@ -181,14 +181,14 @@ def test_a_read_only_cache_folder_warns(fake_measure, tmp_path, monkeypatch):
 
 def test_two_writers_never_share_a_temporary_file(fake_measure, tmp_path, monkeypatch):
     names = []
-    real = ceilings.tempfile.mkstemp
+    real = _files.tempfile.mkstemp
 
     def spy(*a, **k):
         fd, name = real(*a, **k)
         names.append(name)
         return fd, name
 
-    monkeypatch.setattr(ceilings.tempfile, "mkstemp", spy)
+    monkeypatch.setattr(_files.tempfile, "mkstemp", spy)
     path = tmp_path / "ceilings-x.json"
     ceilings._save(path, fake_ceilings())
     ceilings._save(path, fake_ceilings())
