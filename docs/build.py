@@ -5,7 +5,7 @@ Usage (after ``pip install -e ".[docs]"``)::
     python docs/build.py               # -> docs/_build/html/index.html
     python docs/build.py --out DIR     # somewhere else
 
-1. Stage: the pages of ``docs/`` (index, glossary), the chapters and the
+1. Stage: the front page of ``docs/``, the chapters, the glossary and the
    instructors' guide of ``course/`` (with ``instructor/``) are copied into
    one source tree, ``<out>/../source``, so the links between chapters work
    as they do in JupyterLab. The Colab set-up cell is hidden on the site.
@@ -35,7 +35,7 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 COURSE = ROOT / "course"
-_PAGES = ("index.md", "glossary.md")
+_PAGES = ("index.md",)  # the glossary is course/GLOSSARY.md, which the chapters link
 
 
 def stage(source: Path) -> None:

@@ -70,7 +70,7 @@ def test_staging_hides_only_the_colab_cell(tmp_path):
         nb = nbformat.read(tmp_path / "source" / f"{chapter}.ipynb", as_version=4)
         hidden = [c.id for c in nb.cells if "remove-cell" in c.metadata.get("tags", [])]
         assert hidden == ["colab-setup"], chapter
-    assert (tmp_path / "source" / "glossary.md").is_file()
+    assert (tmp_path / "source" / "GLOSSARY.md").is_file()
     assert (tmp_path / "source" / "INSTRUCTORS.md").is_file()
 
 
@@ -143,9 +143,9 @@ def test_the_site_opens_and_leads_to_chapters_glossary_and_guide(browser_page):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "02_memory_bandwidth.png"))
 
-    page.locator('a[href="glossary.html"]').first.click()
+    page.locator('a[href="GLOSSARY.html"]').first.click()
     page.wait_for_load_state()
-    terms = page.locator("dl.glossary dt").all_inner_texts()
+    terms = page.locator("div.body h2").all_inner_texts()
     for term in ("Ridge point", "Arithmetic intensity", "FMA", "IQR", "Kernel", "Guard"):
         assert any(t.strip().startswith(term) for t in terms), term
 
