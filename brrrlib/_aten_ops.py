@@ -12,9 +12,8 @@ uses the same categories for the rows of a profile:
   registered formulas (:mod:`torch.utils.flop_counter`), plus formulas for the
   fused ops it misses (attention kernels with grouped-query heads, the
   transformer fast path, fused RNN layers) and for sparse operands.
-* :data:`TOUCHED_BYTES`: ops that read only *part* of a tensor (an embedding
-  reads the rows it looks up, not its table; ``index_add_`` writes the rows it
-  adds to) with the bytes they read and write.
+* op-name tables: views, allocations, fills, metadata (bytes of ops that
+  touch only part of a tensor are :mod:`brrrlib._touched`).
 """
 
 from __future__ import annotations
@@ -26,10 +25,12 @@ from typing import Any
 
 import torch
 
+from brrrlib import _touched
+
 __all__ = [
-    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "TOUCHED_BYTES", "attention_flops",
+    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "attention_flops",
     "categorize", "has_matmul_formula", "matmul_flops", "moves_no_data", "normalization_flops",
-    "profiler_category", "tensor_bytes",
+    "profiler_category",
 ]  # fmt: skip
 
 CATEGORIES: tuple[str, ...] = ("matmul", "normalization", "pointwise", "reduction", "other")
@@ -228,17 +229,6 @@ def _categorize(name: str, tags: frozenset) -> str:
     return "other"
 
 
-def has_own_flop_formula(name: str) -> bool:
-    """True for an op whose FLOPs are its own (``aten::mkldnn_rnn_layer``), not a wrapper's.
-
-    A wrapper (``aten::linear``) encloses the op that does the work; an op with
-    its own formula may enclose a small helper op (a bias add) and still be
-    the work itself.
-    """
-    base = name.removeprefix("aten::")
-    return name in _matmul_formulas() and base not in _MATMUL_WRAPPERS
-
-
 def profiler_category(name: str) -> str:
     """Category of a profiler row's name: :func:`categorize`, or ``"fused"`` for a compiled graph."""
     if name.startswith(COMPILED_GRAPH):
@@ -250,142 +240,6 @@ def moves_no_data(name: str) -> bool:
     """A profiler row that only makes a view, allocates or reads metadata (``aten::view``)."""
     base = name.removeprefix("aten::")
     return name.startswith("aten::") and (base in _PROFILER_NO_DATA or base in ALLOCATIONS)
-
-
-# ---------------------------------------------------------------- bytes
-
-
-def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes of the distinct elements of ``t``.
-
-    A stride-0 (broadcast) dimension counts once: an expanded bias is one row
-    in memory. A sparse tensor counts its stored values and indices, not its
-    dense size.
-    """
-    if t.layout != torch.strided and not t.is_nested:
-        return sum(tensor_bytes(part) for part in _sparse_parts(t))
-    if t.is_nested or t.numel() == 0:
-        return t.numel() * t.element_size()
-    elements = math.prod(s for s, st in zip(t.shape, t.stride(), strict=True) if st != 0)
-    return elements * t.element_size()
-
-
-def _sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    if t.layout == torch.sparse_coo:
-        return (t._indices(), t._values())
-    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return (t.crow_indices(), t.col_indices(), t.values())
-    return (t.ccol_indices(), t.row_indices(), t.values())
-
-
-def _nnz(t: torch.Tensor) -> int:
-    return t._nnz() if t.layout == torch.sparse_coo else int(t.values().numel())
-
-
-def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
-    """An op that reads one element of ``args[source]`` per output element (a gather).
-
-    Reads: the index tensors in full, plus the looked-up elements (``rows`` overrides
-    their count). Writes: its outputs.
-    """
-
-    def rule(args, out) -> tuple[int, int]:
-        src = args[source]
-        index_bytes = sum(tensor_bytes(t) for i in indices if i < len(args) for t in _flat(args[i]))
-        looked_up = rows(args) if rows else _first(out).numel()
-        written = sum(tensor_bytes(t) for t in _flat(out))
-        return index_bytes + looked_up * src.element_size(), written
-
-    return rule
-
-
-def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Callable) -> Callable:
-    """An in-place op that writes ``positions(args)`` elements of ``self`` (``args[0]``).
-
-    Reads: the index tensor(s), the part of ``args[source]`` it writes (its storage if
-    smaller: a broadcast value), and with ``rmw`` (accumulate, add) the positions it
-    updates. Writes: those positions.
-    """
-
-    def rule(args, out) -> tuple[int, int]:
-        self_, k = args[0], positions(args)
-        read = sum(tensor_bytes(t) for t in _flat(args[index]))
-        if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
-            src = args[source]
-            read += min(tensor_bytes(src), k * src.element_size())
-        if rmw(args):
-            read += k * self_.element_size()
-        return read, k * self_.element_size()
-
-    return rule
-
-
-def _indexed_numel(self_: torch.Tensor, indices: list) -> int:
-    """How many elements ``self_[indices]`` selects (a boolean mask selects its True count)."""
-    shapes, dim, rest = [], 0, 1
-    for idx in indices:
-        if idx is None:
-            rest *= self_.shape[dim]
-            dim += 1
-        elif idx.dtype in (torch.bool, torch.uint8):
-            true = idx.numel() if idx.device.type == "meta" else int(idx.count_nonzero())
-            shapes.append((true,))
-            dim += idx.dim()
-        else:
-            shapes.append(tuple(idx.shape))
-            dim += 1
-    rest *= math.prod(self_.shape[dim:])
-    return (math.prod(torch.broadcast_shapes(*shapes)) if shapes else 1) * rest
-
-
-def _index_fill_positions(args) -> int:
-    self_, dim, index = args[0], args[1], args[2]
-    return index.numel() * (self_.numel() // max(self_.shape[dim], 1) if self_.dim() else 1)
-
-
-def _accumulate(position: int) -> Callable:
-    """``accumulate=True`` at ``args[position]``: the op reads what it adds to."""
-    return lambda args: len(args) > position and bool(args[position])
-
-
-_ALWAYS, _NEVER = (lambda args: True), (lambda args: False)
-
-
-TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
-    # gathers: read the index and the elements looked up
-    "embedding": _lookup(0, (1,)),  # (weight, indices): one row per index
-    "index_select": _lookup(0, (2,)),  # (self, dim, index)
-    "gather": _lookup(0, (2,)),  # (self, dim, index)
-    "take": _lookup(0, (1,)),  # (self, index)
-    "index": _lookup(0, (1,)),  # advanced indexing (self, indices): x[idx], x[mask]
-    # (weight, indices, offsets, ..., per_sample_weights): a row per index, summed per bag
-    "_embedding_bag": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
-    "_embedding_bag_forward_only": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
-    # scatters: write the positions addressed, read what is written there
-    "index_put_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
-    "_index_put_impl_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
-    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), _ALWAYS),  # (self, dim, index, source)
-    "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), _NEVER),
-    "index_fill_": _scatter_into(2, None, _index_fill_positions, _NEVER),
-    "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), _NEVER),  # (self, dim, index, src)
-    "scatter_add_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
-    "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
-    "put_": _scatter_into(1, 2, lambda a: a[1].numel(), _accumulate(3)),  # (self, index, source)
-}  # fmt: skip
-"""``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch
-part of a tensor. Every other op reads its inputs and writes its outputs in full."""
-
-
-def _flat(x: Any) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for item in x for t in _flat(item)]
-    return []
-
-
-def _first(x: Any) -> torch.Tensor:
-    return x if isinstance(x, torch.Tensor) else _flat(x)[0]
 
 
 # ---------------------------------------------------------------- FLOP formulas
@@ -526,10 +380,10 @@ def _sparse_mm(a: torch.Tensor, b: torch.Tensor) -> int:
     """
     a_sparse, b_sparse = a.layout != torch.strided, b.layout != torch.strided
     if a_sparse and b_sparse:
-        return 2 * _nnz(a) * _nnz(b) // max(a.shape[-1], 1)
+        return 2 * _touched.nnz(a) * _touched.nnz(b) // max(a.shape[-1], 1)
     if a_sparse:
-        return 2 * _nnz(a) * (b.shape[-1] if b.dim() > 1 else 1)
-    return 2 * _nnz(b) * (a.shape[-2] if a.dim() > 1 else 1)
+        return 2 * _touched.nnz(a) * (b.shape[-1] if b.dim() > 1 else 1)
+    return 2 * _touched.nnz(b) * (a.shape[-2] if a.dim() > 1 else 1)
 
 
 _OUR_FORMULAS: dict[str, Callable[..., int]] = {

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from brrrlib._aten_ops import (
     COMPILED_GRAPH,
-    has_own_flop_formula,
+    has_matmul_formula,
     moves_no_data,
     profiler_category,
 )
@@ -255,7 +255,7 @@ def _wrappers(evs: list[Mapping]) -> set[int]:
             # an op with a FLOP formula of its own (an LSTM layer) is the work, even when it
             # encloses a helper op (its bias add): only true wrappers hand their time down
             wraps.update(
-                id(a) for a, _ in stack if not has_own_flop_formula(str(a.get("name", "")))
+                id(a) for a, _ in stack if not has_matmul_formula(str(a.get("name", "")))
             )
         stack.append((e, ts + float(e.get("dur", 0.0))))
     return wraps

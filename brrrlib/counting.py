@@ -57,7 +57,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from brrrlib import _aten_ops
+from brrrlib import _aten_ops, _touched
 from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize
 from brrrlib._counts import CategoryTimes, Counts, OpCount
 
@@ -94,7 +94,7 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
     category = categorize(func)
     if func.is_view or base in _aten_ops.EXTRA_VIEWS or base in _aten_ops.ALLOCATIONS:
         return Cost(category, 0, 0, "")  # an alias or fresh memory: no data moves
-    rule = _aten_ops.TOUCHED_BYTES.get(base)
+    rule = _touched.TOUCHED_BYTES.get(base)
     if rule is not None:  # the op touches part of a tensor (a lookup, a scatter)
         read_bytes, written_bytes = rule(args, out)
         written = _tensors(out)
@@ -128,7 +128,7 @@ def _read_and_written(func, base: str, args, kwargs, out) -> tuple[list, list]:
 
 
 def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(_aten_ops.tensor_bytes(t) for t in tensors)
+    return sum(_touched.tensor_bytes(t) for t in tensors)
 
 
 def _flops(category, name, base, args, kwargs, out, written) -> int:

@@ -1,0 +1,153 @@
+"""Bytes touched, not bytes owned: what an op that reads part of a tensor really moves.
+
+:mod:`brrrlib.counting` charges an op every tensor it reads plus every tensor it
+writes. Most ops read all of their inputs, but some touch only a part: an
+embedding reads the rows it looks up, not its whole table (8 tokens of a 30k-word
+vocabulary read 8 rows); ``index_select``, ``gather`` and advanced indexing read
+what they select; ``index_add_`` and ``scatter_`` read and write only the rows
+they update. :data:`TOUCHED_BYTES` maps each such op to the bytes it reads and
+writes; :func:`tensor_bytes` counts a tensor's own storage (a sparse tensor's
+values and indices, not its dense size).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["TOUCHED_BYTES", "nnz", "tensor_bytes"]
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of the distinct elements of ``t``.
+
+    A stride-0 (broadcast) dimension counts once: an expanded bias is one row
+    in memory. A sparse tensor counts its stored values and indices, not its
+    dense size.
+    """
+    if t.layout != torch.strided and not t.is_nested:
+        return sum(tensor_bytes(part) for part in _sparse_parts(t))
+    if t.is_nested or t.numel() == 0:
+        return t.numel() * t.element_size()
+    elements = math.prod(s for s, st in zip(t.shape, t.stride(), strict=True) if st != 0)
+    return elements * t.element_size()
+
+
+def _sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if t.layout == torch.sparse_coo:
+        return (t._indices(), t._values())
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return (t.crow_indices(), t.col_indices(), t.values())
+    return (t.ccol_indices(), t.row_indices(), t.values())
+
+
+def nnz(t: torch.Tensor) -> int:
+    return t.nnz() if t.layout == torch.sparse_coo else int(t.values().numel())
+
+
+def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
+    """An op that reads one element of ``args[source]`` per output element (a gather).
+
+    Reads: the index tensors in full, plus the looked-up elements (``rows`` overrides
+    their count). Writes: its outputs.
+    """
+
+    def rule(args, out) -> tuple[int, int]:
+        src = args[source]
+        index_bytes = sum(tensor_bytes(t) for i in indices if i < len(args) for t in _flat(args[i]))
+        looked_up = rows(args) if rows else _first(out).numel()
+        written = sum(tensor_bytes(t) for t in _flat(out))
+        return index_bytes + looked_up * src.element_size(), written
+
+    return rule
+
+
+def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Callable) -> Callable:
+    """An in-place op that writes ``positions(args)`` elements of ``self`` (``args[0]``).
+
+    Reads: the index tensor(s), the part of ``args[source]`` it writes (its storage if
+    smaller: a broadcast value), and with ``rmw`` (accumulate, add) the positions it
+    updates. Writes: those positions.
+    """
+
+    def rule(args, out) -> tuple[int, int]:
+        self_, k = args[0], positions(args)
+        read = sum(tensor_bytes(t) for t in _flat(args[index]))
+        if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
+            src = args[source]
+            read += min(tensor_bytes(src), k * src.element_size())
+        if rmw(args):
+            read += k * self_.element_size()
+        return read, k * self_.element_size()
+
+    return rule
+
+
+def _indexed_numel(self_: torch.Tensor, indices: list) -> int:
+    """How many elements ``self_[indices]`` selects (a boolean mask selects its True count)."""
+    shapes, dim, rest = [], 0, 1
+    for idx in indices:
+        if idx is None:
+            rest *= self_.shape[dim]
+            dim += 1
+        elif idx.dtype in (torch.bool, torch.uint8):
+            true = idx.numel() if idx.device.type == "meta" else int(idx.count_nonzero())
+            shapes.append((true,))
+            dim += idx.dim()
+        else:
+            shapes.append(tuple(idx.shape))
+            dim += 1
+    rest *= math.prod(self_.shape[dim:])
+    return (math.prod(torch.broadcast_shapes(*shapes)) if shapes else 1) * rest
+
+
+def _index_fill_positions(args) -> int:
+    self_, dim, index = args[0], args[1], args[2]
+    return index.numel() * (self_.numel() // max(self_.shape[dim], 1) if self_.dim() else 1)
+
+
+def _accumulate(position: int) -> Callable:
+    """``accumulate=True`` at ``args[position]``: the op reads what it adds to."""
+    return lambda args: len(args) > position and bool(args[position])
+
+
+_ALWAYS, _NEVER = (lambda args: True), (lambda args: False)
+
+
+TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
+    # gathers: read the index and the elements looked up
+    "embedding": _lookup(0, (1,)),  # (weight, indices): one row per index
+    "index_select": _lookup(0, (2,)),  # (self, dim, index)
+    "gather": _lookup(0, (2,)),  # (self, dim, index)
+    "take": _lookup(0, (1,)),  # (self, index)
+    "index": _lookup(0, (1,)),  # advanced indexing (self, indices): x[idx], x[mask]
+    # (weight, indices, offsets, ..., per_sample_weights): a row per index, summed per bag
+    "_embedding_bag": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
+    "_embedding_bag_forward_only": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
+    # scatters: write the positions addressed, read what is written there
+    "index_put_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+    "_index_put_impl_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), _ALWAYS),  # (self, dim, index, source)
+    "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), _NEVER),
+    "index_fill_": _scatter_into(2, None, _index_fill_positions, _NEVER),
+    "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), _NEVER),  # (self, dim, index, src)
+    "scatter_add_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
+    "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
+    "put_": _scatter_into(1, 2, lambda a: a[1].numel(), _accumulate(3)),  # (self, index, source)
+}  # fmt: skip
+"""``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch
+part of a tensor. Every other op reads its inputs and writes its outputs in full."""
+
+
+def _flat(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _flat(item)]
+    return []
+
+
+def _first(x: Any) -> torch.Tensor:
+    return x if isinstance(x, torch.Tensor) else _flat(x)[0]
