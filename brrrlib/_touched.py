@@ -44,7 +44,8 @@ def _sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def nnz(t: torch.Tensor) -> int:
-    return t.nnz() if t.layout == torch.sparse_coo else int(t.values().numel())
+    """Stored (nonzero) elements of a sparse tensor: what its arithmetic touches."""
+    return t._nnz() if t.layout == torch.sparse_coo else int(t.values().numel())
 
 
 def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
