@@ -1,20 +1,44 @@
-"""Figures for the course chapters: the factory diagram, sweeps, generation bars.
+"""Figures for the course chapters: the factory, rooflines, sweeps, generations, recordings.
 
 Drawing only: every function takes numbers that were measured or looked up
 elsewhere (``bl.measure_ceilings``, ``bl.benchmark``, ``bl.spec``) and returns
-the matplotlib ``Axes`` so a notebook can add to it. ``matplotlib.pyplot`` is
-imported inside each function, so importing brrrlib never touches matplotlib's
-global state.
+the matplotlib ``Axes`` so a notebook can add to it. The one exception is
+:func:`recorded_sweeps`, which reads the matmul and repeat sweeps recorded on
+an H100 and shipped with brrrlib, so that a learner without a GPU sees what
+one does (chapters 01 and 02), always labelled with the device, the date and
+the torch version. ``matplotlib.pyplot`` is imported inside each function, so
+importing brrrlib never touches matplotlib's global state.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["decision_flow", "factory_diagram", "generations_plot", "speedup_bars", "sweep_plot"]
+__all__ = [
+    "RecordedSweeps",
+    "decision_flow",
+    "factory_diagram",
+    "generations_plot",
+    "recorded_matmul_ladder",
+    "recorded_repeat_sweep",
+    "recorded_sweeps",
+    "regimes_roofline",
+    "speedup_bars",
+    "sweep_plot",
+]
+
+#: The recording the course ships (see its README.md): an H100, 2026-11-22.
+RECORDING = Path(__file__).resolve().parent / "recordings" / "h100-2026-11-22"
+#: Elements per call of the recorded repeat sweep (its README: ``x = x * 2`` on 2^27 floats).
+RECORDED_REPEAT_ELEMENTS = 2**27
+_PRECISION_NAMES = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -22,63 +46,150 @@ def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
         return ax
     import matplotlib.pyplot as plt
 
-    _, ax = plt.subplots(figsize=figsize)
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
+
+
+# ------------------------------------------------------------------ chapter 00
+
+
+def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
+    """(factory, trucks, manager) labels: fp32 and, when faster, the best other precision."""
+    fp32 = ceilings.matmul_flops_per_s
+    flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
+    others = {k: v for k, v in dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {})).items()
+              if k != "fp32"}  # fmt: skip
+    if others:
+        best = max(others, key=others.get)
+        if others[best] > 1.2 * fp32:
+            flops += f"\n{best} {_fmt.si(others[best], 'FLOP/s')}"
+    op_s = getattr(ceilings, "op_overhead_s", None)
+    overhead = _fmt.seconds(op_s) + " per op" if op_s else "cost per op"
+    return flops, _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s"), overhead
 
 
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """Draw the essay's metaphor as boxes and arrows, labelled with a machine's numbers.
 
-    The *warehouse* (DRAM) holds the tensors; *trucks* (memory bandwidth,
-    bytes/s) carry them to the *factory* (the compute units, FLOP/s) and the
-    results back; the *manager* (Python and the framework, a fixed cost per
-    op) sends the factory one instruction per operation. ``ceilings`` is a
-    ``bl.Ceilings`` (measured) or anything with ``matmul_flops_per_s``,
-    ``mem_bandwidth_bytes_per_s`` and optionally ``op_overhead_s``; without it
-    the boxes carry words only. Chapter 00.
+    The *warehouse* (DRAM, HBM on a datacenter GPU) holds the tensors;
+    *trucks* (memory bandwidth, bytes/s) carry them to the *factory* and the
+    results back. The factory has a small *store* of its own (registers and
+    caches, on-chip SRAM): data already there needs no truck, which is what
+    fusion exploits. Its *compute units* do the arithmetic (FLOP/s); the
+    *manager* (Python and the framework, a fixed cost per op) sends one
+    instruction, a kernel, per operation. ``ceilings`` is a ``bl.Ceilings``
+    (measured) or anything with ``matmul_flops_per_s``,
+    ``mem_bandwidth_bytes_per_s`` and optionally ``op_overhead_s`` and
+    ``matmul_flops_per_s_by_dtype``; without it the boxes carry words only.
+    Chapter 00.
     """
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    ax = _axes(ax, (9, 3.6))
+    ax = _axes(ax, (9.5, 3.8))
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 4.4)
     ax.axis("off")
 
-    def box(x, y, w, h, title, detail, color):
-        ax.add_patch(
-            FancyBboxPatch(
-                (x, y), w, h, boxstyle="round,pad=0.08", fc=color, ec="black", lw=1.2, alpha=0.9
-            )
-        )
-        ax.text(x + w / 2, y + h * 0.64, title, ha="center", va="center", weight="bold")
-        ax.text(x + w / 2, y + h * 0.3, detail, ha="center", va="center", fontsize=9)
+    def box(x, y, w, h, color, title="", detail="", title_y=0.64, detail_y=0.3):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.08", fc=color,
+                                    ec="black", lw=1.2, alpha=0.9))  # fmt: skip
+        ax.text(x + w / 2, y + h * title_y, title, ha="center", va="center", weight="bold")
+        ax.text(x + w / 2, y + h * detail_y, detail, ha="center", va="center", fontsize=9)
 
-    def arrow(x0, y0, x1, y1, label, dy=0.22, style="-|>"):
-        ax.add_patch(
-            FancyArrowPatch((x0, y0), (x1, y1), arrowstyle=style, mutation_scale=18, lw=1.6)
-        )
+    def arrow(x0, y0, x1, y1, label="", dy=0.22):
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=18,
+                                     lw=1.6))  # fmt: skip
         ax.text((x0 + x1) / 2, (y0 + y1) / 2 + dy, label, ha="center", fontsize=9)
 
-    flops = bw = overhead = None
+    flops, bw, overhead = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
     if ceilings is not None:
-        flops = _fmt.si(ceilings.matmul_flops_per_s, "FLOP/s")
-        bw = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
-        op_s = getattr(ceilings, "op_overhead_s", None)
-        overhead = _fmt.seconds(op_s) + " per op" if op_s else None
-
-    box(0.2, 0.4, 2.8, 1.8, "Warehouse", "memory (DRAM)\nholds the tensors", "#d9e8f5")
-    box(6.9, 0.4, 2.8, 1.8, "Factory", f"compute units\n{flops or 'FLOP/s'}", "#f8dcc4")
-    box(
-        6.9, 2.9, 2.8, 1.2, "Manager", f"Python + framework\n{overhead or 'cost per op'}", "#e4e4e4"
-    )
-    arrow(3.15, 1.6, 6.75, 1.6, f"trucks: {bw or 'bandwidth, bytes/s'}")
-    arrow(6.75, 1.0, 3.15, 1.0, "results go back too", dy=-0.35)
-    arrow(8.3, 2.85, 8.3, 2.3, "", style="-|>")
-    ax.text(8.45, 2.55, "instructions", fontsize=9)
+        flops, bw, overhead = _factory_numbers(ceilings)
+    warehouse = "main memory\n(DRAM; HBM on a GPU)\nholds every tensor"
+    box(0.1, 0.4, 2.6, 1.9, "#d9e8f5", "Warehouse", warehouse)
+    box(5.0, 0.4, 4.85, 1.9, "#f8dcc4", "Factory", "", title_y=0.86)
+    box(5.2, 0.6, 1.75, 1.25, "#fff6d5", "store", "registers, caches\n(SRAM): small, fast",
+        title_y=0.78, detail_y=0.35)  # fmt: skip
+    ax.text(8.4, 1.2, f"compute units\n{flops}", ha="center", va="center", fontsize=9)
+    box(6.95, 2.95, 2.9, 1.2, "#e4e4e4", "Manager", f"Python + framework\n{overhead}")
+    arrow(2.85, 1.65, 4.95, 1.65, f"trucks: {bw}")
+    arrow(4.95, 1.0, 2.85, 1.0, "results go back", dy=-0.35)
+    arrow(8.4, 2.9, 8.4, 2.35)
+    ax.text(8.55, 2.58, "one kernel per op", fontsize=9)
     if ceilings is not None:
         name = getattr(ceilings, "device_name", "") or getattr(ceilings, "device", "")
-        ax.set_title(f"This machine ({name})" if name else "This machine")
+        ax.set_title(f"This machine ({name}), measured" if name else "This machine, measured")
     return ax
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def regimes_roofline(
+    ceilings: Any, points: Sequence[Any], *, beside: Sequence[Any] = (), ax: Any = None
+) -> Any:
+    """Chapter 00's roofline: this machine's roofs, devices ``beside`` it, points keyed in a legend.
+
+    Draws :func:`brrrlib.roofline.plot` for ``ceilings`` (and ``beside``, e.g.
+    ``[bl.spec("A100")]``) in the precision of the points, then each
+    :class:`brrrlib.roofline.RooflinePoint` with its own marker. The points'
+    names, achieved FLOP/s and intensity go into a legend beside the axes
+    rather than onto the plot, so no label covers another or a roof. A point
+    above its roof keeps roofline's red warning.
+    """
+    from brrrlib import roofline
+
+    if not points:
+        raise ValueError("points: give at least one RooflinePoint to place under the roof")
+    ax = _axes(ax, (10.5, 4.6))
+    precisions = {getattr(p, "precision", "fp32") for p in points}
+    dtype = precisions.pop() if len(precisions) == 1 else None
+    hidden = [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in points]
+    roofline.plot(ceilings, hidden, extra=beside, ax=ax, dtype=dtype)
+    for i, p in enumerate(points):
+        ax.plot([p.intensity_flops_per_byte], [p.achieved_flops_per_s], ls="none", ms=9,
+                marker=_MARKERS[i % len(_MARKERS)], mfc="white", mec=f"C{3 + i}", mew=2,
+                zorder=6, label=f"{p.label}: {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')} at "
+                f"{p.intensity_flops_per_byte:.3g} FLOP/byte")  # fmt: skip
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return ax
+
+
+def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = None) -> Any:
+    """Bars: how peak FLOP/s and memory bandwidth grew across GPU generations.
+
+    ``specs`` are ``bl.DeviceSpec`` rows in time order (e.g.
+    ``[bl.spec(n) for n in ("V100", "A100", "H100")]``). Both quantities are
+    shown relative to the first device, on one axis, with the ridge point
+    (FLOP per byte) written above each pair: when FLOP/s grows faster than
+    bandwidth, the ridge point climbs and more kernels become memory-bound.
+    Chapter 00.
+    """
+    if len(specs) < 2:
+        raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
+    ax = _axes(ax, (7, 4))
+    first = specs[0]
+    f0 = first.peak_flops_per_s[dtype]
+    b0 = first.mem_bandwidth_bytes_per_s
+    xs = range(len(specs))
+    fl = [s.peak_flops_per_s[dtype] / f0 for s in specs]
+    bw = [s.mem_bandwidth_bytes_per_s / b0 for s in specs]
+    ax.bar([i - 0.2 for i in xs], fl, width=0.4, label=f"peak {dtype} FLOP/s")
+    ax.bar([i + 0.2 for i in xs], bw, width=0.4, label="memory bandwidth")
+    top = max(fl + bw)
+    for i, s in enumerate(specs):
+        ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
+        ax.text(
+            i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9
+        )
+    ax.set_xticks(list(xs), [s.name for s in specs])
+    ax.set_ylim(0, top * 1.15)
+    ax.set_ylabel(f"growth relative to {first.name} (x)")
+    ax.set_title("Compute outgrew bandwidth")
+    ax.legend(loc="upper left")
+    return ax
+
+
+# ------------------------------------------------------------------ chapters 01 and 02
 
 
 def sweep_plot(
@@ -130,39 +241,129 @@ def sweep_plot(
     return ax
 
 
-def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = None) -> Any:
-    """Bars: how peak FLOP/s and memory bandwidth grew across GPU generations.
+@dataclass(frozen=True)
+class RecordedSweeps:
+    """The sweeps recorded on a GPU and shipped with brrrlib (``recordings/*/sweeps``).
 
-    ``specs`` are ``bl.DeviceSpec`` rows in time order (e.g.
-    ``[bl.spec(n) for n in ("V100", "A100", "H100")]``). Both quantities are
-    shown relative to the first device, on one axis, with the ridge point
-    (FLOP per byte) written above each pair: when FLOP/s grows faster than
-    bandwidth, the ridge point climbs and more kernels become memory-bound.
-    Chapter 00.
+    ``matmul`` holds ``(precision, n, seconds)`` for square ``torch.mm`` of
+    size n (TF32 by ``allow_tf32``); ``repeat`` holds ``(precision, repeat,
+    mode, seconds)`` for ``x = x * 2`` repeated on :data:`RECORDED_REPEAT_ELEMENTS`
+    elements, ``mode`` "eager" or "fused" (eager was not recorded past 64).
+    Made by :func:`recorded_sweeps`.
     """
-    if len(specs) < 2:
-        raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
-    ax = _axes(ax, (7, 4))
-    first = specs[0]
-    f0 = first.peak_flops_per_s[dtype]
-    b0 = first.mem_bandwidth_bytes_per_s
-    xs = range(len(specs))
-    fl = [s.peak_flops_per_s[dtype] / f0 for s in specs]
-    bw = [s.mem_bandwidth_bytes_per_s / b0 for s in specs]
-    ax.bar([i - 0.2 for i in xs], fl, width=0.4, label=f"peak {dtype} FLOP/s")
-    ax.bar([i + 0.2 for i in xs], bw, width=0.4, label="memory bandwidth")
-    top = max(fl + bw)
-    for i, s in enumerate(specs):
-        ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
-        ax.text(
-            i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9
-        )
-    ax.set_xticks(list(xs), [s.name for s in specs])
-    ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel(f"growth relative to {first.name} (x)")
-    ax.set_title("Compute outgrew bandwidth")
-    ax.legend(loc="upper left")
+
+    device_name: str
+    torch_version: str
+    date: str
+    matmul: tuple[tuple[str, int, float], ...]
+    repeat: tuple[tuple[str, int, str, float], ...]
+
+    @property
+    def label(self) -> str:
+        """Where and when: "NVIDIA H100 80GB HBM3, recorded 2026-11-22, torch 2.11.0+cu130"."""
+        return f"{self.device_name}, recorded {self.date}, torch {self.torch_version}"
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The matmul precisions recorded, in recording order."""
+        return tuple(dict.fromkeys(p for p, _n, _s in self.matmul))
+
+    def matmul_line(self, precision: str) -> tuple[tuple[int, float], ...]:
+        """``(n, FLOP/s)`` for every recorded size in ``precision``."""
+        return tuple((n, 2 * n**3 / s) for p, n, s in self.matmul if p == precision)
+
+    def best_flops_per_s(self, precision: str) -> float:
+        """The fastest recorded matmul in ``precision`` (FLOP/s): its roof as measured."""
+        line = self.matmul_line(precision)
+        if not line:
+            have = ", ".join(self.precisions)
+            raise KeyError(f"no {precision} matmul recorded; recorded: {have}")
+        return max(f for _n, f in line)
+
+    def repeat_line(self, precision: str, mode: str) -> tuple[tuple[int, float], ...]:
+        """``(repeat, seconds per call)`` of one line of the recorded repeat sweep."""
+        return tuple((r, s) for p, r, m, s in self.repeat if (p, m) == (precision, mode))
+
+
+def recorded_sweeps(folder: Path = RECORDING) -> RecordedSweeps:
+    """The matmul-per-precision and repeat sweeps recorded with the course (``sweeps/*.json``)."""
+    (path,) = sorted((Path(folder) / "sweeps").glob("*.json"))
+    data = json.loads(path.read_text())
+    repeat = []
+    for row in data["repeat"]:
+        for mode in ("eager", "fused"):
+            s = row[f"{mode}_s"]
+            if s is not None and math.isfinite(s):  # eager past 64 was not recorded (NaN)
+                repeat.append((_PRECISION_NAMES[row["dtype"]], row["repeat"], mode, s))
+    return RecordedSweeps(
+        device_name=data["device"], torch_version=data["torch"],
+        date=Path(folder).name.split("-", 1)[1],
+        matmul=tuple((r["prec"], r["n"], r["median_s"]) for r in data["matmul"]),
+        repeat=tuple(repeat),
+    )  # fmt: skip
+
+
+def _plain_x_ticks(ax: Any) -> None:
+    """x ticks on a log2 axis as plain numbers (1, 4, 16), not powers of two."""
+    from matplotlib import ticker
+
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
+
+
+def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
+    """Recorded square-matmul TFLOP/s against size, one line per precision (chapter 01).
+
+    Tensor cores at work: TF32, bf16 and fp16 climb far above fp32 once the
+    matmul is big enough to fill the GPU. The legend gives each precision's
+    best rate; the title says where and when it was recorded.
+    """
+    rec = recording if recording is not None else recorded_sweeps()
+    ax = _axes(ax, (7.5, 4.2))
+    for i, p in enumerate(rec.precisions):
+        line = rec.matmul_line(p)
+        ax.plot([n for n, _ in line], [f / 1e12 for _, f in line], marker="o", color=f"C{i}",
+                label=f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_x_ticks(ax)
+    ax.set_xlabel("matrix size n (n × n @ n × n)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(f"Recorded, not measured here: {rec.label}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
     return ax
+
+
+def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
+    """Recorded time per call against the repeat count: eager and fused, fp32 and bf16 (chapter 02).
+
+    Eager (one kernel per multiply) grows with the repeat count from the
+    start; fused stays flat, one pass over memory, until the multiplies
+    catch up. bf16 moves half the bytes, so its flat part is half as high
+    and its knee comes at half the repeat count.
+    """
+    rec = recording if recording is not None else recorded_sweeps()
+    ax = _axes(ax, (7.5, 4.2))
+    for colour, mode in (("C0", "eager"), ("C1", "fused")):
+        for style, precision in (("-", "fp32"), ("--", "bf16")):
+            line = rec.repeat_line(precision, mode)
+            if line:
+                ax.plot([r for r, _ in line], [s * 1e3 for _, s in line], marker="o", ls=style,
+                        color=colour, label=f"{mode}, {precision}")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_x_ticks(ax)
+    ax.set_xlabel("repeat count (x = x * 2, repeated)")
+    ax.set_ylabel("time per call (ms)")
+    ax.set_title(f"Recorded, not measured here: {rec.label}\n"
+                 f"{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call", fontsize=9)  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+# ------------------------------------------------------------------ chapters 03 and 04 (their figures)
 
 
 def decision_flow(*, ax: Any = None) -> Any:
@@ -321,3 +522,16 @@ def speedup_bars(
     for y, x in enumerate(speedups):
         ax.text(x, y, f" {x:.1f}x", va="center")
     return ax
+
+
+# ------------------------------------------------------------------ chapters 03 and 04
+# Drawn in brrrlib._figures_03_04 (the live and recorded timelines, the remedies, the
+# block's steps), named here.
+from brrrlib._figures_03_04 import (  # noqa: E402
+    block_steps,
+    flops_per_python_add,
+    remedy_bars,
+    timelines,
+)
+
+__all__ += ["block_steps", "flops_per_python_add", "remedy_bars", "timelines"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import matplotlib
@@ -89,3 +90,103 @@ def test_speedup_bars_colours_wins_and_losses():
     assert "speed-up" in ax.get_xlabel()
     with pytest.raises(ValueError, match="before_s, after_s"):
         figures.speedup_bars({"bad": (1.0, 0.0)})
+
+
+# --------------------------------------------------------------------------- chapter 00 to 02 additions
+
+
+def _overlaps(ax):
+    """Pairs of drawn texts (annotations, title, legend box) whose boxes overlap, in pixels."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts if t.get_text()]
+    legend = ax.get_legend()
+    if legend is not None:
+        boxes.append(("legend", legend.get_window_extent(renderer)))
+    return [
+        (a, b)
+        for i, (a, box_a) in enumerate(boxes)
+        for b, box_b in boxes[i + 1 :]
+        if box_a.overlaps(box_b)
+    ]
+
+
+def _h100():
+    from brrrlib import classroom
+
+    return classroom.recorded_reports()[0].machine
+
+
+def test_factory_diagram_shows_the_factorys_own_store_and_its_fastest_precision():
+    from _fakes import fake_ceilings
+
+    text = _texts(figures.factory_diagram(fake_ceilings()))
+    assert "registers" in text and "SRAM" in text and "kernel" in text
+    assert "bf16" not in text  # no faster precision measured: fp32 only
+    fast = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 800e9, "fp16": 2e9})
+    text = _texts(figures.factory_diagram(fast))
+    assert "fp32 200 GFLOP/s" in text and "bf16 800 GFLOP/s" in text and "fp16" not in text
+    h100 = _texts(figures.factory_diagram(_h100()))
+    assert "fp16 770 TFLOP/s" in h100 and "H100" in h100  # its fastest measured precision
+
+
+@pytest.mark.parametrize("machine", ["cpu", "h100"])
+def test_regimes_roofline_keys_points_in_a_legend_beside_the_axes_without_overlaps(machine):
+    from _fakes import fake_ceilings
+
+    from brrrlib import hardware, roofline
+
+    c = fake_ceilings() if machine == "cpu" else _h100()
+    bw = c.mem_bandwidth_bytes_per_s
+    points = [
+        roofline.RooflinePoint("x.add_(1), 10 elements", 10, 80, 2 * c.op_overhead_s),
+        roofline.RooflinePoint("x.add_(1), 16 Mi elements", 2**24, 2**27, 1.1 * 2**27 / bw),
+        roofline.RooflinePoint("2048 x 2048 matmul", 2 * 2048**3, 12 * 2048**2, 1.0),
+    ]
+    ax = figures.regimes_roofline(c, points, beside=[hardware.spec("A100")])
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    for p in points:
+        assert any(label.startswith(p.label + ":") for label in labels), labels
+    assert any("A100" in label for label in labels)
+    assert ax.get_xlabel() == "arithmetic intensity (FLOP/byte)"
+    assert "FLOP/s" in ax.get_ylabel() and "fp32" in ax.get_title()
+    assert _overlaps(ax) == []
+    ax.figure.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.x0 >= ax.get_window_extent().x1  # beside the plot, covering nothing
+    with pytest.raises(ValueError, match="points"):
+        figures.regimes_roofline(c, [])
+
+
+def test_recorded_sweeps_load_what_the_recording_holds():
+    rec = figures.recorded_sweeps()
+    assert "H100" in rec.device_name and rec.date == "2026-11-22" and rec.torch_version
+    assert rec.label == f"{rec.device_name}, recorded 2026-11-22, torch {rec.torch_version}"
+    assert rec.precisions == ("fp32", "tf32", "bf16", "fp16")
+    # the README's numbers: best fp32 52.6, tf32 381.5, bf16 728.6 TFLOP/s
+    for precision, tflops in (("fp32", 52.6), ("tf32", 381.5), ("bf16", 728.6)):
+        assert rec.best_flops_per_s(precision) == pytest.approx(tflops * 1e12, rel=0.01)
+    n, flops = rec.matmul_line("fp32")[0]
+    (_, _, seconds) = next(row for row in rec.matmul if row[:2] == ("fp32", n))
+    assert flops == pytest.approx(2 * n**3 / seconds)
+    eager = rec.repeat_line("fp32", "eager")
+    assert max(r for r, _ in eager) == 64  # not recorded past 64: never a NaN
+    assert all(math.isfinite(s) for _, s in eager + rec.repeat_line("bf16", "fused"))
+    with pytest.raises(KeyError, match="recorded"):
+        rec.best_flops_per_s("fp8")
+
+
+def test_recorded_figures_say_they_are_recorded_with_axes_in_units():
+    rec = figures.recorded_sweeps()
+    ladder = figures.recorded_matmul_ladder(rec)
+    assert "Recorded, not measured here" in ladder.get_title() and rec.label in ladder.get_title()
+    assert ladder.get_ylabel() == "achieved TFLOP/s" and "matrix size n" in ladder.get_xlabel()
+    legend = [t.get_text() for t in ladder.get_legend().get_texts()]
+    assert legend[0].startswith("fp32: best 52.6 TFLOP/s") and len(legend) == 4
+    sweep = figures.recorded_repeat_sweep(rec)
+    assert rec.label in sweep.get_title() and "128 Mi elements" in sweep.get_title()
+    assert sweep.get_ylabel() == "time per call (ms)" and "repeat" in sweep.get_xlabel()
+    legend = {t.get_text() for t in sweep.get_legend().get_texts()}
+    assert legend == {"eager, fp32", "eager, bf16", "fused, fp32", "fused, bf16"}
+    assert _overlaps(ladder) == [] and _overlaps(sweep) == []
