@@ -188,8 +188,8 @@ def compare(
         raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
 
     sides = []
-    for call in (a, b):  # 1. first call and estimate
-        _first_call(call, dev)
+    for name, call in (("a", a), ("b", b)):  # 1. first call and estimate
+        _first_call(call, dev, name)
         per_call_s, _spent = _estimate(call, dev, None)
         sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
     with _NoGC():

@@ -117,6 +117,12 @@ def resolve(device: Any = None, *, argument: str = "device") -> torch.device:
 def check_available(dev: torch.device, argument: str = "device") -> None:
     """Raise a ``ValueError`` that says what to do when this machine has no ``dev``."""
     available = _available_device_types()
+    if dev.type == "meta":
+        raise ValueError(
+            f"{argument}='meta': meta tensors hold shapes but no data, so nothing runs on them "
+            "and there is nothing to time. Make the tensors on a real device, e.g. "
+            f"torch.randn(..., device={available[0]!r})."
+        )
     if dev.type not in available:
         what = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}.get(
             dev.type, f"no {dev.type} device"

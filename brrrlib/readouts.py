@@ -16,6 +16,38 @@ __all__: list[str] = []
 
 
 # ------------------------------------------------------------------ chapters 00 to 02
+# Written in brrrlib._readouts_00_02 (one module per chapter group keeps each short).
+
+from brrrlib._readouts_00_02 import (  # noqa: E402
+    achieved_bandwidth,
+    bigger_job,
+    checkpointing,
+    element_budget,
+    flops_gap,
+    fresh_outputs,
+    fusion,
+    gelu_vs_relu,
+    generations,
+    knee,
+    matmul_share,
+    memory_bound,
+    nearest_spec,
+    peak_fraction,
+    precision_shift,
+    precision_speedup,
+    recorded_knees,
+    recorded_ladder,
+    ridge_points,
+    roofline_points,
+    units,
+)
+
+__all__ += [
+    "achieved_bandwidth", "bigger_job", "checkpointing", "element_budget", "flops_gap",
+    "fresh_outputs", "fusion", "gelu_vs_relu", "generations", "knee", "matmul_share",
+    "memory_bound", "nearest_spec", "peak_fraction", "precision_shift", "precision_speedup",
+    "recorded_knees", "recorded_ladder", "ridge_points", "roofline_points", "units",
+]  # fmt: skip
 
 
 # ------------------------------------------------------------------ chapters 03 and 04

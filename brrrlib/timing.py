@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -496,14 +497,14 @@ def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable
 # ------------------------------------------------------------------ helpers
 
 
-def _first_call(call: Callable[[], Any], dev: torch.device) -> None:
+def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") -> None:
     """The first, untimed call; a lost CUDA context is said in words, not as a raw error.
 
     After a device-side assert (an index out of range inside a kernel, say)
     every later CUDA call fails too: the only way on is a fresh process.
     """
     try:
-        call()
+        result = call()
         devices.sync(dev)
     except Exception as err:
         text = str(err)
@@ -515,6 +516,14 @@ def _first_call(call: Callable[[], Any], dev: torch.device) -> None:
                 f"The original error: {text.strip().splitlines()[0] if text.strip() else err!r}"
             ) from err
         raise
+    if inspect.isgenerator(result) or inspect.iscoroutine(result):
+        kind = "generator" if inspect.isgenerator(result) else "coroutine"
+        result.close()
+        raise TypeError(
+            f"{name} returned a {kind}: calling it runs nothing until it is iterated or awaited, "
+            "so there would be nothing to time. Time the work itself, e.g. "
+            "lambda: list(gen(...)) for a generator."
+        )
 
 
 def _check_callable(name: str, fn: Any) -> None:

@@ -3,9 +3,9 @@
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def ceilings_cache_dir(tmp_path_factory):
-    """A session-wide BRRR_CACHE_DIR in a temporary folder (never the user's cache)."""
+    """A session-wide BRRR_CACHE_DIR in a temporary folder: tests never touch the user's cache."""
     path = tmp_path_factory.mktemp("brrr-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BRRR_CACHE_DIR", str(path))

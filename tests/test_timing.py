@@ -111,6 +111,9 @@ def test_benchmark_calls_fn_with_args_and_kwargs_and_blocks_tiny_calls():
         seen.append((a, b))
 
     t = bl.benchmark(fn, 1, b=2, budget_s=0.05, warmup_s=0.01, label="noop")
+    # no tensor arguments: the course's device (cuda on a GPU machine, where events time it)
+    assert t.device == str(bl.device())
+    t = bl.benchmark(fn, 1, b=2, budget_s=0.05, warmup_s=0.01, label="noop", device="cpu")
     assert set(seen) == {(1, 2)}
     # a no-op takes well under 1 µs: samples are blocks of many calls
     assert t.calls_per_sample > 10
