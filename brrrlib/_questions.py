@@ -27,6 +27,7 @@ from brrrlib import _fmt
 __all__ = [
     "CHAPTERS_00_02",
     "DEFAULT_REL_TOL",
+    "ESSAY_BERT",
     "FP32_BYTES",
     "REGIMES",
     "Context",
@@ -296,6 +297,14 @@ CHAPTER_00 = (
 # ------------------------------------------------------------------ chapter 01
 
 _MM_SHAPE = (512, 1024, 256)  # (M, K, N) for 01.matmul_flops
+#: The essay's BERT table (% of FLOPs, % of runtime) per operator class, from Ivanov et al.,
+#: "Data Movement Is All You Need" (https://arxiv.org/abs/2007.00072), as quoted in
+#: https://horace.io/brrr_intro.html ("Compute" section). Chapter 01 shows it.
+ESSAY_BERT = {
+    "tensor contraction": (99.80, 61.0),
+    "statistical normalization": (0.17, 25.5),
+    "element-wise": (0.03, 13.5),
+}
 _MM_HERE_N = 2048  # square size for 01.matmul_time_here
 
 
@@ -328,6 +337,24 @@ def _bert_norm(ctx: Context) -> Worked:
          f"ridge point (A100 fp32: {_fmt.si(peak(ctx, 'A100', 'fp32') / bandwidth(ctx, 'A100'))} "
          "FLOP/byte)",
          "so the bytes, not the FLOPs, set its time"),
+    )  # fmt: skip
+
+
+def _rate(op_class: str) -> float:
+    """An operator class's FLOP/s in units of the whole model's: its FLOP share over its time share."""
+    flops, time = ESSAY_BERT[op_class]
+    return flops / time
+
+
+def _bert_gap(ctx: Context) -> Worked:
+    mm, norm = _rate("tensor contraction"), _rate("statistical normalization")
+    return Worked(
+        mm / norm,
+        ("FLOP/s = FLOPs / time, so each class's rate is its % of FLOPs over its % of time",
+         f"matmuls: 99.80 / 61.0 = {mm:.3g}; normalization: 0.17 / 25.5 = {norm:.3g} (units: "
+         "the model's average FLOP/s)",
+         f"ratio = {mm:.3g} / {norm:.3g}; units alone would explain "
+         f"{peak(ctx, 'A100', 'bf16') / peak(ctx, 'A100', 'fp32'):.0f}x (A100 bf16 / fp32)"),
     )  # fmt: skip
 
 
@@ -373,6 +400,23 @@ CHAPTER_01 = (
         "compute": "0.17% of the FLOPs cannot fill 25.5% of the time on the factory floor.",
         "overhead": "BERT's activations are large, so each call does real work; think bytes.",
     }),
+    Exercise(Question(
+        "01.bert_gap",
+        "In the essay's BERT table, matmuls do 99.80% of the FLOPs in 61.0% of the runtime and "
+        "normalization 0.17% of the FLOPs in 25.5% of the runtime. How many times fewer FLOP/s "
+        "does normalization achieve than the matmuls? (Tensor cores against the fp32 units "
+        "would explain 16x.)",
+        unit="times (a ratio)",
+        hints=("FLOP/s is FLOPs divided by time; the shares stand in for both (the totals cancel).",
+               "Rate of a class = its % of FLOPs / its % of time. Divide the matmuls' rate by "
+               "normalization's."),
+        explain="Far more than the 16x slower units explain: normalization does a few FLOPs per "
+        "byte it moves, so it waits on memory. The same arithmetic gives element-wise ops ~700x.",
+    ), _bert_gap, {
+        (99.80 / 0.17) / ((99.80 / 61.0) / (0.17 / 25.5)): (
+            "That compares FLOPs only; the question is about FLOPs per second: divide each "
+            "class's FLOP share by its time share first."),
+    }),
 )
 # fmt: on
 
@@ -381,6 +425,8 @@ CHAPTER_01 = (
 
 _UNARY_BYTES_PER_ELEMENT = 2 * FP32_BYTES  # read one fp32, write one fp32
 _UNARY_HERE_N = 2**24  # elements for 02.unary_time_here
+_FUSION_OPS = 3  # y = x.sin().cos().exp() for 02.fusion_speedup
+_LN_SHAPE = (4096, 1024)  # (rows, width) of the activation in 02.layernorm_bytes
 # FLOPs per element of tanh-approximated gelu, counted by hand:
 # 0.5*x*(1+tanh(0.79788456*(x+0.044715*x**3))), tanh as ~8 FLOPs of exp/div.
 _GELU_FLOPS_PER_ELEMENT = 16
@@ -401,12 +447,25 @@ def _ridge_per_element(ctx: Context) -> Worked:
 
 
 def _fusion_speedup(ctx: Context) -> Worked:
-    eager, fused = 2 * _UNARY_BYTES_PER_ELEMENT, _UNARY_BYTES_PER_ELEMENT
+    eager, fused = _FUSION_OPS * _UNARY_BYTES_PER_ELEMENT, _UNARY_BYTES_PER_ELEMENT
     return Worked(
         eager / fused,
-        (f"eager: read x, write tmp, read tmp, write y = {eager} bytes per element",
-         f"fused: read x, write y = {fused} bytes per element",
+        (f"eager: {_FUSION_OPS} kernels, each reads 4 and writes 4 bytes per element = {eager}",
+         f"fused: read x once, write y once = {fused} bytes per element",
          "memory-bound: time is proportional to bytes, so speedup = eager bytes / fused bytes"),
+    )  # fmt: skip
+
+
+def _layernorm_bytes(ctx: Context) -> Worked:
+    rows, width = _LN_SHAPE
+    activations = 2 * FP32_BYTES * rows * width  # read x, write y
+    params = 2 * FP32_BYTES * width  # weight and bias, read once
+    return Worked(
+        (activations + params) / (rows * width),
+        (f"x and y: {rows} x {width} elements, 4 bytes read + 4 written each = "
+         f"{_fmt.binary_bytes(activations)}",
+         f"weight and bias: 2 x {width} x 4 bytes = {_fmt.binary_bytes(params)}, read once",
+         f"per element of x: ({activations} + {params}) / {rows * width}"),
     )  # fmt: skip
 
 
@@ -452,15 +511,16 @@ CHAPTER_02 = (
     }),
     Exercise(Question(
         "02.fusion_speedup",
-        "y = x.cos().cos() on a large tensor, memory-bound. Eager runs two kernels (the first "
-        "writes a temporary, the second reads it back); a fused kernel reads x once and writes y "
-        "once. Predicted speedup of fused over eager?",
+        "y = x.sin().cos().exp() on a large fp32 tensor, memory-bound. Eager runs three kernels, "
+        "each reading its input from memory and writing its output back; a fused kernel reads x "
+        "once and writes y once. Predicted speedup of fused over eager?",
         unit="times (a ratio)",
         hints=("When memory-bound, time is proportional to bytes moved. Count reads and writes.",
-               "Eager: read x, write tmp, read tmp, write y. Fused: read x, write y."),
-        explain="Fusion removes the round trip to the warehouse; the cos arithmetic is nearly free.",
+               "Eager: three kernels of one read and one write each. Fused: one read, one write."),
+        explain="Fusion removes the round trips to the warehouse; the extra arithmetic is nearly "
+        "free.",
     ), _fusion_speedup, {
-        0.75: "Count the temporary twice in eager: it is written once and read back once.",
+        2 / 3: "Count every temporary twice in eager: it is written once and read back once.",
     }),
     Exercise(Question(
         "02.unary_time_here",
@@ -488,6 +548,21 @@ CHAPTER_02 = (
     ), _gelu_vs_relu, {
         "relu": "More FLOPs only costs time once compute is the limit. Is it, for gelu?",
         "gelu": "gelu never does *less* work than relu; think about what sets their time.",
+    }),
+    Exercise(Question(
+        "02.layernorm_bytes",
+        f"torch.nn.functional.layer_norm on a {_LN_SHAPE} fp32 activation runs as one kernel: it "
+        f"reads x, reads the {_LN_SHAPE[1]} weights and {_LN_SHAPE[1]} biases, and writes y. How "
+        "many bytes does it move per element of x?",
+        unit="bytes per element", rel_tol=0.02,
+        hints=("Count the bytes of x, of y, and of the weight and bias; then divide by x's elements.",
+               "x and y are 4 bytes per element each; the weights are read once for the whole "
+               "activation."),
+        explain="The weights hardly count: about 8 bytes per element for a handful of FLOPs (mean, "
+        "variance, normalize, scale, shift), about 1 FLOP per byte: far left of every ridge point, "
+        "so a layer norm is memory-bound.",
+    ), _layernorm_bytes, {
+        0.5: "Remember the op also writes its output, as many bytes as it reads of x.",
     }),
 )
 # fmt: on
