@@ -127,11 +127,12 @@ def bigger_job(cmp: Any, n_small: int, n_big: int, c: Any, prediction: float) ->
     return "\n".join(lines)
 
 
-def ridge_points(c: Any, spec: Any) -> str:
+def ridge_points(c: Any, spec: Any, prediction: float | None = None) -> str:
     """Chapter 00: ridge points per precision, a spec-sheet device's and this machine's.
 
     The faster a precision's matmul, the higher its ridge: the more FLOPs an
-    op must do per byte before memory stops setting its pace.
+    op must do per byte before memory stops setting its pace. ``prediction``
+    is the learner's guess of this machine's fastest ridge (FLOP/byte).
     """
     bw = c.mem_bandwidth_bytes_per_s
     mine = {p: f / bw for p, f in _peaks(c).items()}
@@ -156,6 +157,9 @@ def ridge_points(c: Any, spec: Any) -> str:
     words = ("is more memory-bound than this machine" if top > SAME_COST * mine[best]
              else "is less memory-bound than this machine" if mine[best] > SAME_COST * top
              else "is about as memory-bound as this machine")  # fmt: skip
+    if prediction is not None:
+        lines.append(f"You predicted {prediction:.3g} FLOP/byte for this machine's fastest matmul; "
+                     f"measured: {mine[best]:.3g} ({best}).")  # fmt: skip
     lines.append(f"With its fastest units the {spec.name} needs {top:.3g} FLOP/byte, "
                  f"{_times(top / mine[best])} this machine's {mine[best]:.3g}: it {words}.")  # fmt: skip
     return "\n".join(lines)

@@ -98,6 +98,12 @@ def test_ridge_points_set_the_fastest_precision_beside_the_spec_sheet():
     # the H100's own fast ridge is shown, not only its fp32 one beside the A100's bf16
     assert "the fastest matmul is fp16" in h100 and "258 FLOP/byte against 17.3" in h100
     assert "no fast path" not in h100 and "more memory-bound than this machine" not in h100
+    guessed = readouts.ridge_points(CPU, A100, prediction=50)
+    assert (
+        "You predicted 50 FLOP/byte for this machine's fastest matmul; measured: 18.4 (bf16)"
+        in guessed
+    )
+    assert "You predicted" not in cpu
     slow_only = fake_ceilings(matmul_flops_per_s_by_dtype={"fp16": 1e9})
     assert "No precision runs faster than fp32 here" in readouts.ridge_points(slow_only, A100)
 
