@@ -27,22 +27,52 @@ their docstrings describe the code, not the verdict.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from types import MappingProxyType
 
 import torch
 from torch import nn
 
 __all__ = [
+    "H100_RECORDED_S",
     "TinyBlock",
+    "cuda_graph",
+    "doubled_batch",
     "mlp",
     "mystery_a",
     "mystery_b",
+    "mystery_b_foreach",
     "mystery_c",
     "pointwise_chain",
     "python_adds",
     "small_matmuls",
+    "tf32",
     "transformer_block",
 ]
+
+#: Seconds per call that chapters 03 and 04 measured (``bl.benchmark`` medians) on the
+#: NVIDIA H100 80GB HBM3 of ``brrrlib/recordings/h100-2026-11-22`` (torch 2.11.0+cu130):
+#: the same workloads, at the sizes the factories below pick on a GPU. The traces of several
+#: of them ship in that folder (``bl.trace.recorded``). A chapter prints them beside this
+#: machine's numbers, labelled as recorded, so a learner without a GPU sees what one does.
+H100_RECORDED_S = MappingProxyType({
+    "a + b, 1 element": 9.96e-6,
+    "chain, eager": 474e-6,  # pointwise_chain(): 32 ops on 1,024 elements
+    "chain, torch.compile": 63.8e-6,
+    "chain, CUDA graph": 39.4e-6,
+    'chain, compile "reduce-overhead"': 77.7e-6,
+    "loop of 64 matmuls": 2.26e-3,  # small_matmuls(): 64 x (64 x 64)
+    "one bmm": 25.3e-6,
+    "block fp32, batch 1": 774e-6,  # transformer_block(): d_model 1024, 256 tokens
+    "block fp32, batch 16": 2.82e-3,
+    "block fp32 compiled, batch 16": 2.34e-3,
+    "block bf16, batch 16": 931e-6,
+    "wide MLP, batch 1": 196e-6,  # mlp(wide=True): d_model 4096, 512 MiB of fp32 weights
+    "wide MLP, batch 2": 222e-6,
+    "wide MLP, batch 8": 342e-6,
+})  # fmt: skip
 
 
 def _device(device: torch.device | str | None) -> torch.device:
@@ -87,19 +117,22 @@ def python_adds(n: int = 200_000):
     return _count_up, (_positive_int("n", n),)
 
 
-def pointwise_chain(numel: int = 1024, n_ops: int = 16, device=None):
+def pointwise_chain(numel: int | None = None, n_ops: int = 16, device=None, *, large: bool = False):
     """A chain of ``n_ops`` multiply-adds on a small tensor (chapter 03).
 
-    Returns ``(fn, (x,))`` with ``x`` of ``numel`` fp32 elements. Eager PyTorch
-    launches ``2 * n_ops`` separate kernels, each reading and writing the whole
-    tensor; when ``x`` is small every one of them costs about the same fixed
-    overhead whatever its size. ``torch.compile(fn)`` fuses the chain into one
-    kernel: the case where compiling removes overhead as well as memory
-    traffic.
+    Returns ``(fn, (x,))`` with ``x`` of ``numel`` fp32 elements (default
+    1,024; ``large=True``: 4 Mi on a CPU, 64 Mi on a GPU, where each op's own
+    work dwarfs its overhead). Eager PyTorch launches ``2 * n_ops`` separate
+    kernels, each reading and writing the whole tensor; when ``x`` is small
+    every one of them costs about the same fixed overhead whatever its size.
+    ``torch.compile(fn)`` fuses the chain into one kernel: the case where
+    compiling removes overhead as well as memory traffic.
     """
-    numel = _positive_int("numel", numel)
+    dev = _device(device)
+    default = (2**26 if _big(dev) else 2**22) if large else 1024
+    numel = _positive_int("numel", numel if numel is not None else default)
     n_ops = _positive_int("n_ops", n_ops)
-    x = torch.randn(numel, device=_device(device))
+    x = torch.randn(numel, device=dev)
 
     def chain(x: torch.Tensor) -> torch.Tensor:
         for _ in range(n_ops):
@@ -131,7 +164,7 @@ def _matmul_loop(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.stack([a[i] @ b[i] for i in range(a.shape[0])])
 
 
-def mlp(batch: int = 1, d_model: int | None = None, *, device=None):
+def mlp(batch: int = 1, d_model: int | None = None, *, wide: bool = False, device=None):
     """A two-layer MLP (``Linear -> ReLU -> Linear``, hidden ``4 * d_model``) on a batch (chapter 03).
 
     Returns ``(fn, (x,))`` with ``x`` of shape ``(batch, d_model)``; no
@@ -141,17 +174,91 @@ def mlp(batch: int = 1, d_model: int | None = None, *, device=None):
     fixed cost is the launch overhead of a handful of ops; with a large one it
     is reading the weights from memory. Both make "double the batch, time
     barely moves": check the weight-read time before blaming overhead.
+
+    ``d_model`` defaults to 128 on a CPU and 1024 on a GPU; ``wide=True``
+    picks 1024 and 4096 instead (32 MiB and 512 MiB of weights), where the
+    weight read is the fixed cost until the batch reaches the *critical batch
+    size*, about twice the fp32 ridge point (chapter 03).
     """
     batch = _positive_int("batch", batch)
     dev = _device(device)
-    d_model = _positive_int(
-        "d_model", d_model if d_model is not None else (1024 if _big(dev) else 128)
-    )
+    default = (4096 if _big(dev) else 1024) if wide else (1024 if _big(dev) else 128)
+    d_model = _positive_int("d_model", d_model if d_model is not None else default)
     model = nn.Sequential(
         nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model)
     ).to(dev)
     model.requires_grad_(False)
     return model, (torch.randn(batch, d_model, device=dev),)
+
+
+def doubled_batch(
+    model: nn.Module, batch: int = 1
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """``model`` on ``batch`` samples and on ``2 * batch``: two calls for ``bl.compare`` (chapter 03).
+
+    The inputs are random, shaped for the model's first ``nn.Linear``, on its
+    device and in its dtype; both calls run without autograd. Use them as
+    ``bl.compare(*workloads.doubled_batch(model))``: the time ratio of the
+    doubled batch over the batch, measured in alternating rounds, is the
+    essay's batch-size test.
+    """
+    batch = _positive_int("batch", batch)
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError("model has no nn.Linear, so the input width is unknown; time "
+                         "bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs")  # fmt: skip
+    w = first.weight
+    x = torch.randn(2 * batch, first.in_features, device=w.device, dtype=w.dtype)
+    return (functools.partial(_forward_no_grad, model, x[:batch]),
+            functools.partial(_forward_no_grad, model, x))  # fmt: skip
+
+
+def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:
+    with torch.no_grad():
+        model(x)
+
+
+def tf32(fn: Callable) -> Callable:
+    """``fn`` with its fp32 matmuls on TF32 tensor cores: a wrapper for ``bl.compare`` (chapter 04).
+
+    Each call sets ``torch.set_float32_matmul_precision("high")`` (the same
+    switch as ``torch.backends.cuda.matmul.allow_tf32 = True``), runs ``fn``
+    and puts the previous setting back, so fp32 and TF32 can be timed in
+    alternating rounds. TF32 keeps fp32's range and storage but rounds the
+    matmul inputs to a 10-bit mantissa; on a GPU with tensor cores (A100,
+    H100) it runs those matmuls at several times the fp32 rate. CPUs have no
+    TF32: there the wrapper changes nothing.
+    """
+
+    def with_tf32(*args, **kwargs):
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_float32_matmul_precision(before)
+
+    with_tf32.__name__ = f"tf32({getattr(fn, '__name__', type(fn).__name__)})"
+    return with_tf32
+
+
+def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
+    """``fn(*args)`` captured in a CUDA graph: a zero-argument call that replays it (chapter 03).
+
+    The capture follows the torch docs (warm-up on a side stream, then
+    ``torch.cuda.graph``), as ``bl.benchmark(..., cuda_graph=True)`` does. One
+    replay launches every captured kernel with one call: no Python, no
+    dispatcher, one launch. The inputs must stay where they are (same tensors,
+    same shapes). ``bl.compare(lambda: fn(*args), workloads.cuda_graph(fn, *args))``
+    measures what that saves. CUDA only.
+    """
+    from brrrlib.timing import _capture_cuda_graph
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    dev = tensors[0].device if tensors else _device(None)
+    if dev.type != "cuda":
+        raise ValueError(f"CUDA graphs need a CUDA device; these arguments are on {dev.type!r}")
+    return _capture_cuda_graph(functools.partial(fn, *args), dev)
 
 
 # --------------------------------------------------------------------------- chapter 04
@@ -200,6 +307,27 @@ def mystery_b(device=None):
     return sgd_step, (params, grads)
 
 
+def mystery_b_foreach(device=None):
+    """Mystery B's optimizer step with ``torch._foreach_*``: every parameter in two calls (chapter 04).
+
+    The same 120 parameters and the same update as :func:`mystery_b`, but
+    ``torch._foreach_mul_(params, 1 - wd)`` then ``torch._foreach_add_(params,
+    grads, alpha=-lr)``: two calls that each update the whole list (on a GPU,
+    a few multi-tensor kernels), where ``mystery_b`` makes two per parameter.
+    This is what ``torch.optim`` optimizers do with ``foreach=True``;
+    ``fused=True`` (Adam, AdamW, SGD, ...) goes further and does the whole
+    update in one kernel per group of tensors. Returns ``(fn, (params, grads))``.
+    """
+    _, (params, grads) = mystery_b(device)
+
+    def sgd_step_foreach(params: list[torch.Tensor], grads: list[torch.Tensor], lr=1e-3, wd=1e-4):
+        torch._foreach_mul_(params, 1.0 - wd)
+        torch._foreach_add_(params, grads, alpha=-lr)
+        return params
+
+    return sgd_step_foreach, (params, grads)
+
+
 def mystery_c(device=None):
     """Mystery C: project a batch of token embeddings through a square weight (chapter 04).
 
@@ -226,7 +354,7 @@ class TinyBlock(nn.Module):
     ``x + attention(layer_norm(x))`` then ``h + mlp(layer_norm(h))``, the
     GPT-2 layout as in nanoGPT's ``Block``. Attention is causal and spelled
     out (``q @ k^T``, mask, softmax, ``@ v``) and the GELU is the tanh
-    formula built from seven pointwise ops, so an eager run shows every
+    formula built from eight pointwise ops, so an eager run shows every
     memory-bound op that a compiler can fuse. Shapes in the comments:
     B batch, T sequence, C = ``d_model``, nh heads, hs = C // nh.
     """

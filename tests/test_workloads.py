@@ -113,3 +113,74 @@ def test_bad_sizes_name_the_argument(factory, kwargs, word):
 def test_transformer_block_bad_dtype():
     with pytest.raises(TypeError, match="dtype"):
         workloads.transformer_block(dtype=torch.int32, device="cpu")
+
+
+def test_gelu_is_eight_pointwise_ops():
+    """The chapters say "the GELU's eight pointwise ops": count them as the dispatcher does."""
+    assert _ops(workloads._gelu_tanh, (torch.randn(4),)) == 8
+
+
+def test_large_chain_and_wide_mlp_pick_their_sizes_by_device():
+    _, (x,) = workloads.pointwise_chain(large=True, device="cpu")
+    assert x.numel() == 2**22
+    assert workloads.pointwise_chain(device="cpu")[1][0].numel() == 1024
+    model, (x,) = workloads.mlp(wide=True, device="cpu")
+    assert x.shape == (1, 1024) and model[0].weight.shape == (4096, 1024)
+    assert workloads.mlp(device="cpu")[1][0].shape == (1, 128)
+
+
+def test_doubled_batch_runs_batch_and_twice_it_without_autograd():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4))  # requires_grad on, as a learner's model
+    seen = []
+    model.register_forward_hook(
+        lambda _m, args, out: seen.append((args[0].shape, out.requires_grad))
+    )
+    one, two = workloads.doubled_batch(model, batch=3)
+    one()
+    two()
+    assert seen == [((3, 8), False), ((6, 8), False)]
+    with pytest.raises(ValueError, match="nn.Linear"):
+        workloads.doubled_batch(torch.nn.ReLU())
+
+
+def test_tf32_wrapper_restores_the_setting_and_counts_fp32_on_a_cpu():
+    import brrrlib as bl
+
+    before = torch.get_float32_matmul_precision()
+    seen = []
+    wrapped = workloads.tf32(lambda a: seen.append(torch.get_float32_matmul_precision()) or a @ a)
+    wrapped(torch.randn(4, 4))
+    assert seen == ["high"] and torch.get_float32_matmul_precision() == before
+    # a CPU has no TF32: the matmul is still counted (and judged) as fp32
+    counts = bl.count(wrapped, torch.randn(4, 4))
+    assert set(counts.flops_by_precision("matmul")) == {"fp32"}
+
+
+def test_cuda_graph_needs_cuda():
+    fn, args = workloads.pointwise_chain(numel=8, device="cpu")
+    with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
+        workloads.cuda_graph(fn, *args)
+
+
+def test_mystery_b_foreach_does_mystery_bs_update_in_two_calls():
+    torch.manual_seed(0)
+    fn, (params, grads) = workloads.mystery_b(device="cpu")
+    fast, _ = workloads.mystery_b_foreach(device="cpu")
+    p1 = [p.clone() for p in params]
+    p2 = [p.clone() for p in params]
+    fn(p1, grads)
+    fast(p2, grads)
+    for a, b in zip(p1, p2, strict=True):
+        torch.testing.assert_close(a, b)
+    assert _ops(fast, ([p.clone() for p in params], grads)) == 2
+    assert _ops(fn, ([p.clone() for p in params], grads)) == 2 * len(params)
+
+
+def test_recorded_h100_times_cover_what_the_chapters_quote():
+    rec = workloads.H100_RECORDED_S
+    for key in ("chain, eager", "chain, CUDA graph", 'chain, compile "reduce-overhead"',
+                "block fp32, batch 1", "block bf16, batch 16", "wide MLP, batch 8"):  # fmt: skip
+        assert 1e-6 < rec[key] < 1e-2, key
+    # the orderings the chapters teach from
+    assert rec["chain, CUDA graph"] < rec["chain, torch.compile"] < rec["chain, eager"]
+    assert rec["block bf16, batch 16"] < rec["block fp32, batch 16"]
