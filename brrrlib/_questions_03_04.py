@@ -22,7 +22,6 @@ from brrrlib._questions import (
     given_peak,
     measured,
     peak,
-    peak_ratio,
 )
 
 __all__ = ["CHAPTERS_03_04"]
@@ -35,6 +34,7 @@ _ADD_BYTES_PER_ELEMENT = 3 * FP32_BYTES
 # 03.overhead_fraction: doubling the batch makes the step this much longer.
 _DOUBLED_BATCH_TIME = 1.1
 _LINEAR = 4096  # Linear(_LINEAR, _LINEAR) for 03.weight_read_us
+_CRITICAL_D = 8192  # Linear(_CRITICAL_D, _CRITICAL_D) in bf16 for 03.critical_batch
 
 
 def _python_vs_h100(ctx: Context) -> Worked:
@@ -69,6 +69,19 @@ def _overhead_fraction(ctx: Context) -> Worked:
         ("T(b) = O + W and T(2b) = O + 2W: doubling the batch adds one more W",
          f"T(2b) = {_DOUBLED_BATCH_TIME} T(b), so W = {_fmt.percent(work, 1)} of T(b)",
          "O = T(b) - W, so the overhead's share is 1 - W / T(b)"),
+    )  # fmt: skip
+
+
+def _critical_batch(ctx: Context) -> Worked:
+    # Intensity of [B, D] x [D, D] in bf16: 2BD^2 / (2(BD + D^2 + BD)) ~ B when B << D.
+    ridge = peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")
+    return Worked(
+        ridge,
+        (f"FLOPs = 2 B D^2; bytes = 2 (B D + D^2 + B D), nearly all the {_CRITICAL_D}^2 weights "
+         "while B << D: intensity ~ 2 B D^2 / (2 D^2) = B FLOP/byte",
+         given_peak(ctx, "H100", "bf16"), given_bandwidth(ctx, "H100"),
+         f"compute-bound once B >= the bf16 ridge point = peak / bandwidth = {ridge:.0f} "
+         "(the exact formula, B = R D / (D - 2R), gives a few percent more)"),
     )  # fmt: skip
 
 
@@ -126,6 +139,24 @@ CHAPTER_03 = (
     ), _overhead_fraction, {
         1.0 / 9.0: "That is the work's share; the question asks for the overhead's share.",
         1.0 / 0.9: "A fraction of the step cannot exceed 1; divide the overhead by the whole step.",
+    }),
+    Exercise(Question(
+        "03.critical_batch",
+        f"An H100 runs Linear({_CRITICAL_D}, {_CRITICAL_D}) in bf16 on a batch of B rows. With "
+        "its intensity about B FLOP/byte (the weights are most of the bytes while B is much "
+        "smaller than the width), from which batch size B on is the layer compute-bound "
+        "(dense bf16 peak and bandwidth from bl.spec)?",
+        unit="rows (a batch size)",
+        hints=("Compute-bound means the intensity is at least the ridge point, peak FLOP/s over "
+               "bytes per second, for the precision that runs.",
+               "bl.spec('H100').ridge_point_flops_per_byte('bf16'), and intensity ~ B."),
+        explain="Hundreds of rows: a batch of a few sequences decoding one token each sits far "
+        "below it, reading all the weights for very little arithmetic.",
+    ), _critical_batch, lambda ctx: {
+        (peak(ctx, "H100", "fp32") / bandwidth(ctx, "H100"))
+        / (peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")): (
+            "That is the fp32 ridge point (no tensor cores); the layer runs in bf16."),
+        2.0: "In fp32 (4 bytes a number) the intensity is B/2; in bf16 (2 bytes) it is about B.",
     }),
     Exercise(Question(
         "03.weight_read_us",
@@ -224,6 +255,23 @@ def _block_mistakes(ctx: Context) -> dict[float, str]:
     return out
 
 
+_DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8B-sized model)
+
+
+def _decode_token_ms(ctx: Context) -> Worked:
+    nbytes = _DECODER_PARAMS * 2  # bf16
+    return Worked(
+        nbytes / bandwidth(ctx, "H100") * 1e3,
+        (f"weights: {_DECODER_PARAMS / 1e9:.0f}e9 parameters x 2 bytes (bf16) = "
+         f"{_fmt.si(nbytes, 'B')}, all read once per token",
+         given_bandwidth(ctx, "H100"),
+         f"compute needs only 2 x {_DECODER_PARAMS / 1e9:.0f}e9 FLOPs = "
+         f"{_fmt.seconds(2 * _DECODER_PARAMS / peak(ctx, 'H100', 'bf16'))} at the bf16 peak: "
+         "memory sets the time",
+         "time = bytes / bandwidth, in seconds; x 1e3 for ms"),
+    )  # fmt: skip
+
+
 # fmt: off
 CHAPTER_04 = (
     _mystery("a", "memory",
@@ -251,19 +299,24 @@ CHAPTER_04 = (
         "kernels cost.",
     ), _block_lower_bound_us, _block_mistakes),
     Exercise(Question(
-        "04.bf16_gain_a100",
-        "On an A100, by how many times is the dense bf16 tensor-core peak higher than the fp32 "
-        "peak without tensor cores (bl.spec)? That is the most a compute-bound block can gain "
-        "from switching its matmuls to bf16.",
-        unit="times (a ratio)",
-        hints=("Both numbers are in bl.spec('A100').peak_flops_per_s.",
-               "peak_flops_per_s['bf16'] / peak_flops_per_s['fp32']"),
-        explain="A big gain, but only for compute-bound matmuls; memory-bound ops gain 2x at most.",
-    ), lambda ctx: peak_ratio(ctx, "A100", "bf16", "fp32"), lambda ctx: {
-        peak(ctx, "A100", "tf32") / peak(ctx, "A100", "bf16"): (
-            "That is the tf32 tensor-core peak over fp32; the question asks for bf16."),
-        2.0: "Halving the bytes gives 2x to a memory-bound op; a compute-bound one gains the "
-        "peak ratio. Look at the spec table.",
+        "04.decode_token_ms",
+        f"A decoder with {_DECODER_PARAMS / 1e9:.0f} billion parameters generates text on an "
+        "H100 in bf16, one sequence at a time (batch 1). Each new token's forward pass reads "
+        "every weight once; ignore the KV cache and the activations. What is the least time "
+        "per token that the H100's memory bandwidth (bl.spec) allows?",
+        unit="ms",
+        hints=("At batch 1 each weight is used for one multiply-add per token: 2 FLOPs per 2 "
+               "bytes, far below the ridge point. Which floor sets the time?",
+               "time >= weight bytes / bandwidth; bytes = parameters x 2 (bf16); seconds x 1e3 "
+               "for ms."),
+        explain="Memory-bound: a few hundred tokens per second at best. Serving B sequences at "
+        "once reads each weight once for B tokens, which is why servers batch requests.",
+    ), _decode_token_ms, lambda ctx: {
+        2.0: "Each bf16 parameter is 2 bytes, not 4: that would be fp32.",
+        0.5: "Count bytes, not parameters: each bf16 parameter is 2 bytes.",
+        (2 * _DECODER_PARAMS / peak(ctx, "H100", "bf16"))
+        / (2 * _DECODER_PARAMS / bandwidth(ctx, "H100")): (
+            "That is the compute floor. At batch 1 the bytes take far longer than the FLOPs."),
     }),
 )
 # fmt: on

@@ -14,13 +14,19 @@ import brrrlib as bl
 from brrrlib import exercises, workloads
 from brrrlib._questions import Context
 
-CH03 = ("03.python_vs_h100", "03.break_even_numel", "03.overhead_fraction", "03.weight_read_us")
+CH03 = (
+    "03.python_vs_h100",
+    "03.break_even_numel",
+    "03.overhead_fraction",
+    "03.critical_batch",
+    "03.weight_read_us",
+)
 CH04 = (
     "04.mystery_a",
     "04.mystery_b",
     "04.mystery_c",
     "04.block_lower_bound_us",
-    "04.bf16_gain_a100",
+    "04.decode_token_ms",
 )
 
 # A made-up machine: 2 µs per op, 12 GB/s, 100 GFLOP/s matmuls.
@@ -128,14 +134,33 @@ def test_block_lower_bound_is_the_larger_floor(capsys):
         assert not ok and "smaller" in out
 
 
-def test_bf16_gain(capsys):
-    a100 = bl.spec("A100").peak_flops_per_s
-    assert _check("04.bf16_gain_a100", a100["bf16"] / a100["fp32"], capsys)[0]
-    ok, out = _check("04.bf16_gain_a100", a100["tf32"] / a100["fp32"], capsys)
-    assert not ok and "tf32" in out
+def test_critical_batch_is_the_bf16_ridge_point(capsys):
+    h100 = bl.spec("H100")
+    ridge = h100.peak("bf16") / h100.mem_bandwidth_bytes_per_s
+    assert 250 < ridge < 350  # hundreds of rows on an H100
+    assert _check("03.critical_batch", ridge, capsys)[0]
+    d = 8192  # the exact crossing of 2BD^2 / (2(2BD + D^2)) with the ridge is a few % higher
+    assert _check("03.critical_batch", ridge * d / (d - 2 * ridge), capsys)[0]
+    ok, out = _check("03.critical_batch", 2 * ridge, capsys)
+    assert not ok and "fp32" in out and "bf16" in out
+    ok, out = _check(
+        "03.critical_batch", h100.peak("fp32") / h100.mem_bandwidth_bytes_per_s, capsys
+    )
+    assert not ok and "fp32 ridge point" in out
 
 
-@pytest.mark.parametrize("qid", CH03 + ("04.bf16_gain_a100",))
+def test_decode_token_is_bandwidth_bound(capsys):
+    bw = bl.spec("H100").mem_bandwidth_bytes_per_s
+    right_ms = 8e9 * 2 / bw * 1e3
+    assert 4 < right_ms < 6  # about 200 tokens per second at best
+    assert _check("04.decode_token_ms", right_ms, capsys)[0]
+    ok, out = _check("04.decode_token_ms", 2 * right_ms, capsys)
+    assert not ok and "fp32" in out
+    ok, out = _check("04.decode_token_ms", 2 * 8e9 / bl.spec("H100").peak("bf16") * 1e3, capsys)
+    assert not ok and "compute floor" in out
+
+
+@pytest.mark.parametrize("qid", CH03 + ("04.decode_token_ms",))
 def test_hints_never_give_the_number_away(qid, capsys):
     expected = float(exercises._BANK[qid].solve(Context(FAKE)).value)
     for level in (1, 2, 3):
