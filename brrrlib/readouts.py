@@ -51,3 +51,51 @@ __all__ += [
 
 
 # ------------------------------------------------------------------ chapters 03 and 04
+# Written in brrrlib._readouts_03_04 (one function per sentence a cell prints), named here.
+from brrrlib._readouts_03_04 import (  # noqa: E402
+    block_matmul_share,
+    bounds,
+    busy_chains,
+    compile_cost,
+    critical_batch,
+    cuda_graphs,
+    doubling,
+    floors_table,
+    flops_per_python_add,
+    precision_gain,
+    python_speed,
+    recorded_block,
+    recorded_cuda_graphs,
+    recorded_tf32,
+    recorded_wide_mlp,
+    regime_shift,
+    remedy,
+    steps_summary,
+    timing_methods,
+    tiny_op,
+    top_ops,
+)
+
+__all__ += [
+    "bounds",
+    "busy_chains",
+    "compile_cost",
+    "critical_batch",
+    "cuda_graphs",
+    "doubling",
+    "floors_table",
+    "flops_per_python_add",
+    "block_matmul_share",
+    "precision_gain",
+    "python_speed",
+    "recorded_block",
+    "recorded_cuda_graphs",
+    "recorded_tf32",
+    "recorded_wide_mlp",
+    "regime_shift",
+    "remedy",
+    "steps_summary",
+    "timing_methods",
+    "tiny_op",
+    "top_ops",
+]
