@@ -19,7 +19,7 @@ __all__ = [
     "CLOSE_TO_ROOF", "COMPUTE_BOUND_VS_COPY", "FAR_BELOW_ROOF", "MODEL_FACTOR", "SAME_COST",
     "achieved_bandwidth", "bigger_job", "checkpointing", "element_budget", "flops_gap",
     "fresh_outputs", "fusion", "gelu_vs_relu", "generations", "knee", "matmul_share",
-    "memory_bound", "nearest_spec", "peak_fraction", "precision_shift", "precision_speedup",
+    "matmul_sweep", "memory_bound", "nearest_spec", "precision_shift", "precision_speedup",
     "recorded_knees", "recorded_ladder", "ridge_points", "roofline_points", "units",
 ]  # fmt: skip
 
@@ -61,8 +61,13 @@ def _fastest(c: Any) -> tuple[str, float]:
     return best, peaks[best]
 
 
-def _undecided(cmp: Any) -> str:
-    return "" if cmp.decided else cmp.says()
+def _roof_method(c: Any, precision: str = "fp32") -> str:
+    """How the ceiling measured ``precision``'s roof ("n=256: torch.mm 189 GFLOP/s, oneDNN ..."), or ""."""
+    for part in str(getattr(c, "matmul_method", "") or "").split(";"):
+        head, _, rest = part.strip().partition(" ")
+        if head == precision and rest:
+            return rest
+    return ""
 
 
 # -- chapter 00
@@ -187,8 +192,12 @@ def roofline_points(
         if share >= CLOSE_TO_ROOF:
             regime = "memory" if i < ridge else "compute"
             words = f"close to its roof, {side}: {regime}-bound"
+        elif i >= ridge and share < FAR_BELOW_ROOF:
+            words = f"far below its roof, {side}: too little work per call to keep every unit busy"
         elif i >= ridge:
-            words = f"{'far ' * (share < FAR_BELOW_ROOF)}below its roof, {side}: too little work per call to keep every unit busy"
+            method = _roof_method(c, p.precision)
+            roof = f" (the roof is the fastest kernel measured here: {method})" if method else ""
+            words = f"below its roof, {side}: slower than the fastest matmul measured here{roof}"
         elif share >= FAR_BELOW_ROOF:
             words = f"below its roof, {side}: it moved its bytes slower than a copy does"
         else:
@@ -245,6 +254,8 @@ def units(c: Any, spec: Any) -> str:
         extra = "" if p == "fp32" else f" ({_path_words(c, p)})"
         lines.append(f"  {p} matmul: {_fmt.si(f, 'FLOP/s')} = {_times(f / c.vector_flops_per_s)}"
                      f" the vector rate{extra}")  # fmt: skip
+    if getattr(c, "matmul_method", ""):
+        lines.append(f"  (each matmul roof is the fastest kernel timed: {c.matmul_method})")
     return "\n".join(lines)
 
 
@@ -257,7 +268,15 @@ def precision_speedup(cmp: Any, n: int, prediction: float, c: Any, precision: st
         return head + cmp.says()
     lo, hi = cmp.interval
     said = f"{_times(cmp.speedup)} faster (95% interval {_times(1 / hi)}-{_times(1 / lo)})"
-    return f"{head}{said}. The measured ceilings say {_path_words(c, precision)}."
+    if cmp.speedup >= 2:
+        units = (
+            "tensor cores" if c.device == "cuda" else f"a fast path of this CPU's for {precision}"
+        )
+    elif cmp.speedup < 0.5:
+        units = f"no fast path for {precision} here: it is converted and computed slowly"
+    else:
+        units = "about fp32's speed: no faster units for it here"
+    return f"{head}{said}: {units}."
 
 
 def recorded_ladder(rec: Any, c: Any) -> str:
@@ -278,10 +297,26 @@ def recorded_ladder(rec: Any, c: Any) -> str:
                       f"this machine ({c.device_name}), measured now: {here}"])  # fmt: skip
 
 
-def peak_fraction(n: int, prediction: float, fraction: float | None) -> str:
-    """Chapter 01: the share of the measured peak an n x n matmul reached, against the guess."""
-    got = "not in this sweep" if fraction is None else _pct(fraction)
-    return f"n = {n}: you predicted {_pct(prediction)} of the peak, measured {got}."
+def matmul_sweep(
+    sizes: Sequence[int], fractions: Sequence[float], prediction: float, c: Any, n: int = 64
+) -> str:
+    """Chapter 01: the share of the fp32 roof square matmuls reached, against the guess at ``n``.
+
+    ``fractions`` are achieved FLOP/s over ``c.matmul_flops_per_s``, one per
+    size. When even the largest stay well below the roof, says how the roof
+    was measured: on some CPUs the fastest kernel is not the one torch.mm calls.
+    """
+    shares = dict(zip(sizes, fractions, strict=True))
+    got = _pct(shares[n]) if n in shares else "not in this sweep"
+    best = max(shares, key=shares.get)
+    lines = [f"n = {n}: you predicted {_pct(prediction)} of the peak, measured {got}.",
+             f"best: n = {best}, {_pct(shares[best])} of the peak."]  # fmt: skip
+    if shares[best] < CLOSE_TO_ROOF:
+        method = _roof_method(c)
+        how = f" ({method})" if method else ""
+        lines.append("Even the largest stay well below the roof: it is the fastest fp32 matmul "
+                     f"measured on this machine{how}, and torch.mm does not reach it here.")  # fmt: skip
+    return "\n".join(lines)
 
 
 def matmul_share(

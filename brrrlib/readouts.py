@@ -30,9 +30,9 @@ from brrrlib._readouts_00_02 import (  # noqa: E402
     generations,
     knee,
     matmul_share,
+    matmul_sweep,
     memory_bound,
     nearest_spec,
-    peak_fraction,
     precision_shift,
     precision_speedup,
     recorded_knees,
@@ -45,7 +45,7 @@ from brrrlib._readouts_00_02 import (  # noqa: E402
 __all__ += [
     "achieved_bandwidth", "bigger_job", "checkpointing", "element_budget", "flops_gap",
     "fresh_outputs", "fusion", "gelu_vs_relu", "generations", "knee", "matmul_share",
-    "memory_bound", "nearest_spec", "peak_fraction", "precision_shift", "precision_speedup",
+    "matmul_sweep", "memory_bound", "nearest_spec", "precision_shift", "precision_speedup",
     "recorded_knees", "recorded_ladder", "ridge_points", "roofline_points", "units",
 ]  # fmt: skip
 

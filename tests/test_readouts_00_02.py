@@ -131,6 +131,9 @@ def test_roofline_points_say_close_to_the_roof_only_when_it_is(machine):
     assert "Farthest below its roof: tiny add; you predicted matmul." in text
     where = "above" if machine == "cpu" else "below"  # an A100 is slower than an H100
     assert "fp32 roof is" in text and f"drawn {where} it" in text
+    half = readouts.roofline_points(_points(c, 0.5), c)
+    matmul = next(line for line in half.splitlines() if line.startswith("matmul"))
+    assert "below its roof, right of the ridge: slower than the fastest matmul" in matmul
     quarter = readouts.roofline_points(_points(c, 0.24), c)
     matmul = next(line for line in quarter.splitlines() if line.startswith("matmul"))
     assert "close" not in matmul and "24% of the roof" in matmul
@@ -160,6 +163,11 @@ def test_units_name_tensor_cores_only_on_cuda_and_judge_each_precision_by_its_sp
     h100 = readouts.units(H100, A100)
     assert "tf32 matmul: 394 TFLOP/s" in h100 and "7.62x fp32: tensor cores" in h100
     assert "51684" not in h100 and "51.7 TFLOP/s" in h100
+    assert "fastest kernel timed" not in h100  # the recording predates matmul_method
+    onednn = fake_ceilings(matmul_method="fp32 n=256: torch.mm 189 GFLOP/s, oneDNN linear 338")
+    assert "(each matmul roof is the fastest kernel timed: fp32 n=256" in readouts.units(
+        onednn, A100
+    )
 
 
 @pytest.mark.parametrize("machine", ["cpu", "h100"])
@@ -168,6 +176,11 @@ def test_precision_speedup_reads_the_comparison(machine):
     text = readouts.precision_speedup(_compare(1.0, 0.25), 1024, 2.0, c)
     assert "you predicted 2.00x faster" in text and ": 4.00x faster (95% interval" in text
     assert ("tensor cores" in text) == (machine == "h100")
+    assert ("a fast path of this CPU's for bf16" in text) == (machine == "cpu")
+    same = readouts.precision_speedup(_compare(1.0, 0.95), 1024, 2.0, c)
+    assert "about fp32's speed" in same and "tensor cores" not in same
+    slower = readouts.precision_speedup(_compare(1.0, 80.0), 1024, 2.0, c, precision="fp16")
+    assert "no fast path for fp16 here" in slower
     assert "too noisy to tell" in readouts.precision_speedup(NOISY, 1024, 2.0, c)
 
 
@@ -180,12 +193,23 @@ def test_recorded_ladder_is_labelled_recorded_beside_this_machine_measured_now()
     assert text.splitlines()[-1].startswith("this machine (AMD EPYC), measured now: fp32 207")
 
 
-def test_peak_fraction_keeps_digits_of_a_tiny_share():
-    assert readouts.peak_fraction(64, 0.5, 0.0012) == (
-        "n = 64: you predicted 50% of the peak, measured 0.1%."
+def test_matmul_sweep_keeps_digits_and_says_how_the_roof_was_measured():
+    sizes, shares = [16, 64, 256, 1024], [0.00002, 0.0012, 0.3, 0.95]
+    text = readouts.matmul_sweep(sizes, shares, 0.5, CPU)
+    assert text.startswith("n = 64: you predicted 50% of the peak, measured 0.1%.")
+    assert "best: n = 1024, 95% of the peak." in text and "well below" not in text
+    assert "0.002%" in readouts.matmul_sweep(sizes, shares, 0.5, CPU, n=16)
+    assert "not in this sweep" in readouts.matmul_sweep(sizes, shares, 0.5, CPU, n=32)
+    # torch.mm at 56% of a roof that oneDNN set: the readout says so instead of blaming the size
+    onednn = fake_ceilings(
+        matmul_flops_per_s=338e9,
+        matmul_method="fp32 n=256: torch.mm 189 GFLOP/s, oneDNN linear 338 GFLOP/s; bf16 n=1024: "
+        "torch.mm 852 GFLOP/s",
     )
-    assert "0.002%" in readouts.peak_fraction(64, 0.5, 0.00002)
-    assert "not in this sweep" in readouts.peak_fraction(64, 0.5, None)
+    capped = readouts.matmul_sweep(sizes, [0.0, 0.001, 0.3, 0.56], 0.5, onednn)
+    assert "Even the largest stay well below the roof" in capped
+    assert "(n=256: torch.mm 189 GFLOP/s, oneDNN linear 338 GFLOP/s)" in capped
+    assert "bf16" not in capped
 
 
 def _breakdown(matmul_s: float, norm_s: float, pointwise_s: float):
