@@ -196,8 +196,9 @@ def roofline_points(
             words = f"far below its roof, {side}: too little work per call to keep every unit busy"
         elif i >= ridge:
             method = _roof_method(c, p.precision)
-            roof = f" (the roof is the fastest kernel measured here: {method})" if method else ""
-            words = f"below its roof, {side}: slower than the fastest matmul measured here{roof}"
+            words = f"below its roof, {side}: slower than the kernel that set the roof" + (
+                f" ({method})" if method else ""
+            )
         elif share >= FAR_BELOW_ROOF:
             words = f"below its roof, {side}: it moved its bytes slower than a copy does"
         else:

@@ -145,6 +145,10 @@ def regimes_roofline(
     dtype = precisions.pop() if len(precisions) == 1 else None
     hidden = [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in points]
     roofline.plot(ceilings, hidden, extra=beside, ax=ax, dtype=dtype)
+    for t in ax.texts:  # ridge labels up and to the left of their dot: no point sits there
+        if t.get_text().startswith("ridge") and hasattr(t, "xyann"):
+            t.xyann = (-6, 6)
+            t.set_horizontalalignment("right")
     for i, p in enumerate(points):
         ax.plot([p.intensity_flops_per_byte], [p.achieved_flops_per_s], ls="none", ms=9,
                 marker=_MARKERS[i % len(_MARKERS)], mfc="white", mec=f"C{3 + i}", mew=2,

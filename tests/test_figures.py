@@ -137,12 +137,13 @@ def test_regimes_roofline_keys_points_in_a_legend_beside_the_axes_without_overla
 
     from brrrlib import hardware, roofline
 
-    c = fake_ceilings() if machine == "cpu" else _h100()
-    bw = c.mem_bandwidth_bytes_per_s
+    epyc = dict(matmul_flops_per_s=338e9, mem_bandwidth_bytes_per_s=40e9, vector_flops_per_s=59.5e9)
+    c = fake_ceilings(**epyc) if machine == "cpu" else _h100()
+    bw, peak = c.mem_bandwidth_bytes_per_s, c.matmul_flops_per_s
     points = [
         roofline.RooflinePoint("x.add_(1), 10 elements", 10, 80, 2 * c.op_overhead_s),
         roofline.RooflinePoint("x.add_(1), 16 Mi elements", 2**24, 2**27, 1.1 * 2**27 / bw),
-        roofline.RooflinePoint("2048 x 2048 matmul", 2 * 2048**3, 12 * 2048**2, 1.0),
+        roofline.RooflinePoint("matmul", 2 * 512**3, 12 * 512**2, 2 * 512**3 / (0.58 * peak)),
     ]
     ax = figures.regimes_roofline(c, points, beside=[hardware.spec("A100")])
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -153,6 +154,11 @@ def test_regimes_roofline_keys_points_in_a_legend_beside_the_axes_without_overla
     assert "FLOP/s" in ax.get_ylabel() and "fp32" in ax.get_title()
     assert _overlaps(ax) == []
     ax.figure.canvas.draw()
+    for text in (t for t in ax.texts if t.get_text().startswith("ridge")):
+        box = text.get_window_extent().padded(6)  # a marker's half width
+        for p in points:
+            x, y = ax.transData.transform((p.intensity_flops_per_byte, p.achieved_flops_per_s))
+            assert not box.contains(x, y), (text.get_text(), p.label)
     legend_box = ax.get_legend().get_window_extent()
     assert legend_box.x0 >= ax.get_window_extent().x1  # beside the plot, covering nothing
     with pytest.raises(ValueError, match="points"):
