@@ -287,19 +287,33 @@ def recorded_wide_mlp(h100: Any) -> str:
     return text
 
 
-def remedy(comparison: Any, name: str) -> str:
-    """A remedy's speed-up from ``bl.compare(before, after)``: times, factor and interval, or "too noisy"."""
+def remedy(comparison: Any, name: str, predicted: float | None = None) -> str:
+    """A remedy's speed-up from ``bl.compare(before, after)``: times, factor and interval, or "too noisy".
+
+    ``predicted`` (the learner's guess of the speed-up, before / after) is set beside it.
+    """
     a, b = comparison.a.median_s, comparison.b.median_s
     lo, hi = comparison.interval
     head = f"{name}: {_fmt.seconds(a)} → {_fmt.seconds(b)} per call"
+    guess = "" if predicted is None else f" You predicted {predicted:g}x faster."
     if not comparison.decided:
-        return f"{head}: {comparison.says()}."
+        return f"{head}: {comparison.says()}.{guess}"
     if lo > 1 / 1.1 and hi < 1.1:
-        return f"{head}: no measurable change (×{1 / hi:.2f}-×{1 / lo:.2f} faster)."
+        return f"{head}: no measurable change (×{1 / hi:.2f}-×{1 / lo:.2f} faster).{guess}"
     word = "faster" if comparison.ratio < 1 else "slower"
     factor = comparison.speedup if word == "faster" else comparison.ratio
     span = (1 / hi, 1 / lo) if word == "faster" else (lo, hi)
-    return f"{head}: {factor:.1f}x {word} (95% interval ×{span[0]:.2f}-×{span[1]:.2f})."
+    return f"{head}: {factor:.1f}x {word} (95% interval ×{span[0]:.2f}-×{span[1]:.2f}).{guess}"
+
+
+def batching(comparison: Any, batch: int, predicted: float) -> str:
+    """Chapter 04: one call at ``batch`` against one at batch 1, said per sequence, beside the guess."""
+    head = f"One call at batch {batch} against one at batch 1: {comparison.says()}"
+    if not comparison.decided:
+        return f"{head}. You predicted {predicted:g}x per sequence; no conclusion from this run."
+    lo, hi = comparison.interval
+    return (f"{head}. Per sequence that is {batch / comparison.ratio:.1f}x faster (×"
+            f"{batch / hi:.1f}-×{batch / lo:.1f}); you predicted {predicted:g}x.")  # fmt: skip
 
 
 def compile_cost(comparison: Any, ceilings: Any) -> str:
@@ -426,10 +440,10 @@ def block_matmul_share(diagnosis: Any) -> str:
     if not faster:
         return text + f" No faster matmul precision was measured here than {prec}."
     others = ", ".join(f"{k} {r:.1f}x" for k, r in sorted(faster.items(), key=lambda kv: kv[1]))
-    return text + (
-        f" But bl.measure_ceilings() measured faster matmuls here: {others} the {prec} roof. "
-        f"Close to the {prec} roof is not close to what this machine can do."
-    )
+    text += f" bl.measure_ceilings() measured faster matmuls here: {others} the {prec} roof."
+    if diagnosis.achieved_flops_per_s >= 0.5 * roof:
+        text += f" Close to the {prec} roof is not close to what this machine can do."
+    return text
 
 
 def top_ops(trace: Any, n: int = 6) -> str:
@@ -441,7 +455,8 @@ def top_ops(trace: Any, n: int = 6) -> str:
     return "\n".join(["share calls  category      op (device time, all runs)", *rows])
 
 
-def precision_gain(comparison: Any, ceilings: Any, to: str = "bf16") -> str:
+def precision_gain(comparison: Any, ceilings: Any, to: str = "bf16",
+                   predicted: float | None = None) -> str:  # fmt: skip
     """Chapter 04: an fp32 -> ``to`` switch of the block, measured, beside the roofs' ratio.
 
     The matmul roof ratio is measured here (``bl.measure_ceilings``); halving
@@ -449,7 +464,7 @@ def precision_gain(comparison: Any, ceilings: Any, to: str = "bf16") -> str:
     less than 1x (no fast path for ``to``) to near the roof ratio (all
     matmul); far below it, what did not speed up now sets the time.
     """
-    text = remedy(comparison, f"fp32 → {to}")
+    text = remedy(comparison, f"fp32 → {to}", predicted)
     by_dtype = ceilings.matmul_flops_per_s_by_dtype
     if to not in by_dtype:
         return text + f" No {to} matmul ceiling was measured here to compare with."
@@ -458,11 +473,11 @@ def precision_gain(comparison: Any, ceilings: Any, to: str = "bf16") -> str:
              "half the bytes per number gives a memory-bound op at most 2x.")  # fmt: skip
     if not comparison.decided:
         return text
-    if comparison.low > 1.1:
+    if comparison.low > 1:
         return text + (f" Here {to} is slower: what does not run faster in {to} (its other ops, "
                        "conversions) costs more than the matmuls save. Keep fp32 here.")  # fmt: skip
-    if comparison.high >= 1 / 1.1:
-        return text + " Nothing measurable gained here."
+    if comparison.high >= 1:
+        return text + " No measurable gain here."
     if comparison.speedup >= 0.5 * roof:
         return text + " The block gained about what its matmuls did: they were its time."
     return text + (" The block gained far less than the roof ratio: the matmuls were not all of "

@@ -53,6 +53,7 @@ __all__ += [
 # ------------------------------------------------------------------ chapters 03 and 04
 # Written in brrrlib._readouts_03_04 (one function per sentence a cell prints), named here.
 from brrrlib._readouts_03_04 import (  # noqa: E402
+    batching,
     block_matmul_share,
     bounds,
     busy_chains,
@@ -77,6 +78,8 @@ from brrrlib._readouts_03_04 import (  # noqa: E402
 )
 
 __all__ += [
+    "batching",
+    "block_matmul_share",
     "bounds",
     "busy_chains",
     "compile_cost",
@@ -85,7 +88,6 @@ __all__ += [
     "doubling",
     "floors_table",
     "flops_per_python_add",
-    "block_matmul_share",
     "precision_gain",
     "python_speed",
     "recorded_block",

@@ -158,6 +158,14 @@ def test_remedy_speed_up_slow_down_and_no_change():
     assert "too noisy" in readouts.remedy(_cmp(80e-6, 0.5, spread=0.9), "x")
 
 
+def test_remedy_and_batching_echo_the_prediction():
+    assert "You predicted 3x faster" in readouts.remedy(_cmp(1e-3, 0.5), "x", predicted=3)
+    text = readouts.batching(_cmp(170e-6, 2.77), 16, 4)
+    assert "Per sequence that is 5.8x faster" in text and "you predicted 4x" in text
+    noisy = readouts.batching(_cmp(170e-6, 2.77, spread=0.9), 16, 4)
+    assert "no conclusion" in noisy and "Per sequence" not in noisy
+
+
 def test_compile_cost_quotes_the_measured_time_not_a_few_microseconds(h100):
     text = readouts.compile_cost(_cmp(474e-6, 63.8 / 474), h100)
     assert "63.8 µs" in text and "9 times" in text and "Python" in text  # 63.8 / 7.43
@@ -221,6 +229,8 @@ def test_block_matmul_share_names_the_faster_roofs(h100):
     assert "not close to what this machine can do" in gpu
     cpu = readouts.block_matmul_share(_diagnosis(fake_ceilings(), 1e9, 10e-3))
     assert "No faster matmul precision" in cpu
+    far = readouts.block_matmul_share(_diagnosis(CPU, 24e9, 1.0))  # 12% of 200 GFLOP/s
+    assert "12%" in far and "bf16 4.0x" in far and "Close to" not in far
 
 
 def test_top_ops_cuts_kernel_names():
@@ -232,8 +242,10 @@ def test_top_ops_cuts_kernel_names():
 def test_precision_gain_explains_by_the_measured_roofs(h100):
     three = readouts.precision_gain(_cmp(2.82e-3, 0.931 / 2.82), h100)
     assert "3.0x faster" in three and "14.3x its fp32 roof" in three and "far less" in three
-    cpu_slow = readouts.precision_gain(_cmp(1e-3, 1.5), CPU)
-    assert "slower" in cpu_slow and "Keep fp32" in cpu_slow
+    cpu_slow = readouts.precision_gain(_cmp(1e-3, 1.1, spread=0.05), CPU, predicted=2)
+    assert "1.1x slower" in cpu_slow and "Keep fp32" in cpu_slow and "predicted 2x" in cpu_slow
+    unclear = readouts.precision_gain(_cmp(1e-3, 0.97, spread=0.05), CPU)
+    assert "No measurable gain" in unclear and "slower" not in unclear
     no_bf16 = readouts.precision_gain(_cmp(1e-3, 1.0), fake_ceilings())
     assert "No bf16 matmul ceiling" in no_bf16
 
