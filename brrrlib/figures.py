@@ -234,6 +234,7 @@ def sweep_plot(
         ax.axhline(value, ls=":", lw=1.2, color=f"C{len(ys) + i}", label=label)
     if logx:
         ax.set_xscale("log", base=2)
+        _plain_x_ticks(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
