@@ -126,23 +126,28 @@ def tiny_op(timing: Any, ceilings: Any, predicted_us: float) -> str:
 def timing_methods(times_s: Mapping[str, float], timing: Any, device: str) -> str:
     """Chapter 03: what each way of timing one op measured, and which to believe.
 
-    ``times_s`` holds the cell's clocks by name ("first call", "one call, no
-    sync", "one call, synced", "CUDA events" on CUDA, "torch.utils.benchmark");
-    ``timing`` is ``bl.benchmark``'s :class:`~brrrlib.timing.Timing` of the same op.
+    ``times_s`` holds the cell's clocks by name ("first call, synced", "one
+    call, no sync", "one call, synced", "CUDA events" on CUDA,
+    "torch.utils.benchmark"); ``timing`` is ``bl.benchmark``'s
+    :class:`~brrrlib.timing.Timing` of the same op.
     """
-    first, naive = times_s["first call"], times_s["one call, no sync"]
+    first, naive = times_s["first call, synced"], times_s["one call, no sync"]
     synced, tub = times_s["one call, synced"], times_s["torch.utils.benchmark"]
     steady = timing.median_s
     lines = [
-        "  "
-        + ", ".join(f"{k}: {_fmt.seconds(v)}" for k, v in times_s.items())
+        "  " + ", ".join(f"{k}: {_fmt.seconds(v)}" for k, v in times_s.items())
         + f", bl.benchmark: {_fmt.seconds(steady)}"
-    ]
+    ]  # fmt: skip
     if str(device).startswith("cuda"):
+        if naive < 0.5 * steady:
+            said = (f"Without a sync the clock stopped when the kernel was queued: "
+                    f"{_fmt.seconds(naive)} is the launch, not the work.")  # fmt: skip
+        else:
+            said = (f"Without a sync the clock read {_fmt.seconds(naive)}, about the work's time "
+                    "this once (the queue was full); only a sync makes that certain.")  # fmt: skip
         lines.append(
-            f"Without a sync the clock stopped when the kernel was queued: {_fmt.seconds(naive)}"
-            f" is the launch, not the work. With a sync, one call took {_fmt.seconds(synced)} "
-            f"(launch, work and the sync itself); CUDA events on the GPU's own clock said "
+            f"{said} With a sync, one call took {_fmt.seconds(synced)} (launch, work and the "
+            "sync itself); CUDA events on the GPU's own clock said "
             f"{_fmt.seconds(times_s.get('CUDA events', math.nan))}."
         )
     else:
@@ -150,12 +155,17 @@ def timing_methods(times_s: Mapping[str, float], timing: Any, device: str) -> st
             "A CPU op returns when its work is done, so the sync changes nothing here: "
             f"{_fmt.seconds(naive)} without, {_fmt.seconds(synced)} with. But one call is one "
             f"sample: those two differ by {_fmt.percent(abs(naive - synced), min(naive, synced))}"
-            f" between back-to-back calls (the thread pool waking up, the OS moving threads)."
+            " between back-to-back calls (the thread pool waking up, the OS moving threads)."
         )
+    if first > 1.5 * steady:
+        lines.append(f"The first call took {_fmt.seconds(first)}, {first / steady:.1f}x the "
+                     "median of many: warm-up (loading code, the allocator's first requests, "
+                     "first-touch pages) that a repeated timer leaves out.")  # fmt: skip
+    else:
+        lines.append(f"The first call took {_fmt.seconds(first)}, no slower than the rest: the "
+                     "cells above had warmed this machine up already.")  # fmt: skip
     lines.append(
-        f"The first call took {_fmt.seconds(first)}: warm-up (loading code, first-touch pages "
-        f"of new memory) that a repeated timer leaves out. torch.utils.benchmark "
-        f"({_fmt.seconds(tub)}) and bl.benchmark ({_fmt.seconds(steady)}, "
+        f"torch.utils.benchmark ({_fmt.seconds(tub)}) and bl.benchmark ({_fmt.seconds(steady)}, "
         f"{len(timing.samples_s)} samples, {timing.dropped} disturbed ones dropped) repeat, sync "
         "and take the median: the numbers to quote."
     )

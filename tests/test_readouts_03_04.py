@@ -77,7 +77,7 @@ def test_tiny_op_compares_with_its_bytes_and_the_floor():
 
 def test_timing_methods_says_what_a_missing_sync_does_only_on_cuda():
     bench = Timing(samples_s=[100e-6] * 20, device="cuda", dropped_s=(1.0,))
-    times = {"first call": 5e-3, "one call, no sync": 10e-6, "one call, synced": 110e-6,
+    times = {"first call, synced": 5e-3, "one call, no sync": 10e-6, "one call, synced": 110e-6,
              "CUDA events": 102e-6, "torch.utils.benchmark": 101e-6}  # fmt: skip
     gpu = readouts.timing_methods(times, bench, "cuda")
     assert "the launch, not the work" in gpu and "CUDA events" in gpu and "1 disturbed" in gpu
@@ -85,6 +85,11 @@ def test_timing_methods_says_what_a_missing_sync_does_only_on_cuda():
     cpu_times["one call, no sync"] = 120e-6
     cpu = readouts.timing_methods(cpu_times, bench, "cpu")
     assert "changes nothing" in cpu and "the launch" not in cpu and "9%" in cpu
+    assert "50.0x the median" in cpu and "warm-up" in cpu
+    full_queue = dict(times, **{"one call, no sync": 95e-6, "first call, synced": 110e-6})
+    gpu = readouts.timing_methods(full_queue, bench, "cuda")
+    assert "the launch, not the work" not in gpu and "only a sync makes that certain" in gpu
+    assert "no slower than the rest" in gpu
 
 
 def test_busy_chains_live_and_recorded():
