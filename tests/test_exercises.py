@@ -8,6 +8,7 @@ Expected values are computed here the same way the course computes them (from
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -372,3 +373,52 @@ def test_answer_key_of_one_chapter_measures_at_most_once(monkeypatch):
         ex.answer_key("99")
     with pytest.raises(TypeError, match="ceilings"):
         ex.answer_key(ceilings=3)
+
+
+# --------------------------------------------------------------------------- the chapters ask them
+
+CHAPTERS = {"00": "00_the_factory", "01": "01_compute", "02": "02_memory_bandwidth"}
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_each_exercise_asks_its_question_where_it_is_checked(chapter):
+    """The question is in the cell above its check, not only in the bl.questions() table."""
+    import nbformat
+
+    from brrrlib import exercises
+
+    path = Path(__file__).resolve().parent.parent / "course" / f"{CHAPTERS[chapter]}.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    checked = []
+    for above, cell in zip(cells, cells[1:], strict=False):
+        found = (
+            re.search(r'bl\.check\("([\w.]+)"', cell.source) if cell.cell_type == "code" else None
+        )
+        if not found:
+            continue
+        qid = found.group(1)
+        title = f"**Exercise `{qid}`.**"
+        assert above.cell_type == "markdown" and title in above.source, qid
+        question = above.source.split(title, 1)[1]
+        assert "?" in question and len(question.split()) >= 8, (qid, question)
+        assert f'bl.hint("{qid}")' in cell.source and f'bl.solution("{qid}")' in cell.source
+        checked.append(qid)
+    assert len(checked) >= 3 and sorted(checked) == sorted(exercises.questions(chapter).ids)
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_each_chapter_states_goals_and_asks_for_three_predictions_before_measuring(chapter):
+    import nbformat
+
+    path = Path(__file__).resolve().parent.parent / "course" / f"{CHAPTERS[chapter]}.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    assert any("By the end of this chapter you can" in c.source for c in cells)
+    guesses = [
+        (i, name)
+        for i, c in enumerate(cells)
+        if c.cell_type == "code"
+        for name in re.findall(r"^(prediction\w*) = ", c.source, flags=re.MULTILINE)
+    ]
+    assert len(guesses) >= 3, guesses
+    for i, name in guesses:  # each guess is read back by a later cell that measures
+        assert any(name in c.source for c in cells[i + 1 :] if c.cell_type == "code"), name
