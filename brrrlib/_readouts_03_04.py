@@ -250,6 +250,12 @@ def critical_batch(sweep: Any, ceilings: Any, predicted: float, precision: str =
         "Measured, each batch against half of it: " + ", ".join(
             f"{b // 2}→{b} ×{c.ratio:.2f}" + ("" if c.decided else " (noisy)") for b, c in doublings),
     ]  # fmt: skip
+    unclear = [b for b, c in doublings if b > 2 and not c.decided]
+    if any(p.waited for p in points) or len(unclear) > 1:
+        lines.append("Too noisy to say where the time starts to follow the batch: calls waited "
+                     "for cores another program held, or the intervals stayed wide. Close other "
+                     "programs and run the cell again.")  # fmt: skip
+        return "\n".join(lines)
     jump = next((c for b, c in doublings if b == 2 and c.decided and c.low > _LINEAR), None)
     grows = next((b for b, c in doublings if b > 2 and c.decided and c.low > _FLAT), None)
     if jump is not None:
@@ -272,8 +278,6 @@ def critical_batch(sweep: Any, ceilings: Any, predicted: float, precision: str =
                      f"{when} the model's {knee:.0f}: the kernels this library picks for these "
                      f"shapes run {'below' if when == 'before' else 'above'} what the ceilings "
                      "predict.")  # fmt: skip
-    if any(p.waited for p in points):
-        lines.append("Some calls waited for cores another program held: read the ratios with care.")
     return "\n".join(lines)
 
 
@@ -327,8 +331,20 @@ def batching(comparison: Any, batch: int, predicted: float) -> str:
 
 
 def compile_cost(comparison: Any, ceilings: Any) -> str:
-    """Chapter 03: what a compiled call still costs, against this machine's op floor."""
+    """Chapter 03: what a compiled call still costs, against this machine's op floor.
+
+    A compiled chain slower than eager is not what fusion does: on a busy CPU
+    the generated kernel's threads wait for a core another program holds, and
+    the sentence says that instead of explaining guards.
+    """
     t = comparison.b.median_s
+    if comparison.decided and comparison.low > 1:
+        return (
+            f"The compiled call took {_fmt.seconds(t)}, longer than the 32 eager ops: not what "
+            "fusion does. On a CPU the generated kernel starts its threads on every call, and "
+            "when another program holds a core each call waits for it (a scheduler slice of "
+            "milliseconds). Close other programs and run the cell again."
+        )
     return (
         f"The compiled call still takes {_fmt.seconds(t)}, {t / ceilings.op_overhead_s:.0f} "
         f"times this machine's cheapest op ({_fmt.seconds(ceilings.op_overhead_s)}): Dynamo's "

@@ -151,6 +151,20 @@ def test_critical_batch_says_a_kernel_switch_and_flat_honestly():
     assert "stayed flat up to batch 8, below the model's 20" in text
 
 
+def test_critical_batch_draws_no_conclusion_from_noise_or_waiting():
+    w, f = 32 * 2**20, 16 * 1024**2
+    times = {1: 1.6e-3, 2: 3.3e-3, 4: 3.3e-3, 8: 3.3e-3, 16: 3.3e-3}
+    sweep = _batch_sweep(times, w, f)
+    noisy = Sweep("batch", "batch", sweep.points, tuple(
+        Pair(p.a, p.b, _cmp(1e-3, p.comparison.ratio, spread=0.9)) for p in sweep.pairs))  # fmt: skip
+    text = readouts.critical_batch(noisy, CPU, 20)
+    assert "Too noisy" in text and "stayed flat" not in text and "compute-bound" not in text
+    waited = Sweep("batch", "batch", tuple(
+        Point(p.x, p.line, p.device, p.timing, p.flops, p.bytes_moved, weight_bytes=w,
+              cpu_share=0.3) for p in sweep.points), sweep.pairs)  # fmt: skip
+    assert "Too noisy" in readouts.critical_batch(waited, CPU, 20)
+
+
 def test_recorded_wide_mlp_says_the_model_misleads(h100):
     text = readouts.recorded_wide_mlp(h100)
     assert "Recorded on an H100" in text and "≈ 35" in text and "1.7x" in text
@@ -175,6 +189,8 @@ def test_compile_cost_quotes_the_measured_time_not_a_few_microseconds(h100):
     text = readouts.compile_cost(_cmp(474e-6, 63.8 / 474), h100)
     assert "63.8 µs" in text and "9 times" in text and "Python" in text  # 63.8 / 7.43
     assert "a few microseconds" not in text
+    busy = readouts.compile_cost(_cmp(74.6e-6, 150), fake_ceilings())
+    assert "not what fusion does" in busy and "guards" not in busy
 
 
 def test_cuda_graphs_explains_a_slower_reduce_overhead_only_when_measured():
