@@ -125,7 +125,9 @@ def bigger_job(cmp: Any, n_small: int, n_big: int, c: Any, prediction: float) ->
                      "all bytes, and the time grew far less than the size.")  # fmt: skip
     elif big_s > MODEL_FACTOR * big_model:
         lines.append(f"The big call moved its bytes at {_fmt.percent(8 * n_big / big_s, bw)} "
-                     "of the copy ceiling: slower than the model, so the ratio is above it.")  # fmt: skip
+                     "of the copy ceiling: slower than the model, so the ratio is above it. "
+                     "Another program using the memory or the cores slows a long call more than "
+                     "a short one: close it and run the cell again.")  # fmt: skip
     else:
         lines.append(f"The small call cost {_times(small_s / ovh)} the in-place floor of "
                      f"{_fmt.seconds(ovh)}, so the ratio is {_times(m / model)} the model's.")  # fmt: skip
