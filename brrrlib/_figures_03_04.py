@@ -182,13 +182,17 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
         peak = ceilings.matmul_peak(k)
         ax.plot(grid, np.minimum(peak, grid * bw), color=_colour(k), lw=2,
                 label=f"{k} matmul roof, measured: {_fmt.si(peak, 'FLOP/s')}")  # fmt: skip
-    for p in points:
+    for i, p in enumerate(points):
+        x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
         bad = roofline.above_roof(p, ceilings, p.precision)
-        ax.plot([p.intensity_flops_per_byte], [p.achieved_flops_per_s], "X" if bad else "o",
-                color="red" if bad else _colour(p.precision), ms=9, mec="black", zorder=5)  # fmt: skip
-        ax.annotate(p.label, (p.intensity_flops_per_byte, p.achieved_flops_per_s),
-                    textcoords="offset points", xytext=(0, 8), ha="center", fontsize=9,
-                    weight="bold")  # fmt: skip
+        ax.plot([x], [y], "X" if bad else "o", color="red" if bad else _colour(p.precision),
+                ms=9, mec="black", zorder=5)  # fmt: skip
+        # Steps at the same intensity (eager and compiled, fp32 and TF32) stack in one column:
+        # their numbers go left and right of it in turn, so no number covers another.
+        same_x = sum(abs(np.log10(q.intensity_flops_per_byte / x)) < 0.05 for q in points[:i])
+        left = same_x % 2 == 1
+        ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(-9 if left else 9, 0),
+                    ha="right" if left else "left", va="center", fontsize=9, weight="bold")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
