@@ -5,6 +5,7 @@ values are exact and the tests never depend on how busy the machine is.
 """
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -170,3 +171,50 @@ def test_hints_never_give_the_number_away(qid, capsys):
     shown = [float(m) for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]?\d+)?", text)]
     assert shown  # the regex does find numbers (level numbers, sizes)
     assert not [x for x in shown if abs(x - expected) <= 0.02 * abs(expected)]
+
+
+# --------------------------------------------------------------------------- the chapters ask them
+
+NOTEBOOKS = {"03": "03_overhead", "04": "04_diagnose"}
+
+
+def _cells(chapter):
+    import nbformat
+
+    path = Path(__file__).resolve().parent.parent / "course" / f"{NOTEBOOKS[chapter]}.ipynb"
+    return nbformat.read(path, as_version=4).cells
+
+
+@pytest.mark.parametrize("chapter", sorted(NOTEBOOKS))
+def test_each_exercise_asks_its_question_where_it_is_checked(chapter):
+    """The markdown cell above each check names the exercise and asks its question."""
+    cells = _cells(chapter)
+    checked = []
+    for above, cell in zip(cells, cells[1:], strict=False):
+        ids = re.findall(r'bl\.check\("([\w.]+)"', cell.source) if cell.cell_type == "code" else []
+        if not ids:
+            continue
+        assert above.cell_type == "markdown", ids
+        head = re.search(r"\*\*Exercises? (`[\w.]+`(?:, `[\w.]+`)*)\.\*\*", above.source)
+        assert head and re.findall(r"`([\w.]+)`", head.group(1)) == ids, (ids, above.source)
+        question = above.source.split(head.group(0), 1)[1]
+        assert "?" in question and len(question.split()) >= 8, (ids, question)
+        assert f'bl.hint("{ids[0]}")' in cell.source and f'bl.solution("{ids[0]}")' in cell.source
+        checked += ids
+    assert len(checked) >= 3 and checked == list(exercises.questions(chapter).ids)
+
+
+@pytest.mark.parametrize("chapter", sorted(NOTEBOOKS))
+def test_each_chapter_states_goals_and_reads_back_three_predictions(chapter):
+    cells = _cells(chapter)
+    assert any("By the end of this chapter you can" in c.source for c in cells)
+    guesses = [
+        (i, name)
+        for i, c in enumerate(cells)
+        if c.cell_type == "code"
+        for name in re.findall(r"^(predict\w*) = ", c.source, flags=re.MULTILINE)
+    ]
+    assert len(guesses) >= 3, guesses
+    for i, name in guesses:  # read back by a measuring call, in its own cell or a later one
+        later = [cells[i].source.split(f"{name} = ", 1)[1]] + [c.source for c in cells[i + 1 :]]
+        assert any(re.search(rf"\b{name}\b", s) for s in later), name
