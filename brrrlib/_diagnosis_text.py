@@ -53,7 +53,7 @@ REUSE_REMEDY = (
     "more rows per call reuse each loaded weight (higher FLOP/byte) almost for free."
 )
 
-_WHERE = {"cuda": "the GPU", "mps": "the GPU", "cpu": "the CPU's op bodies"}
+_WHERE = {"cuda": "the GPU", "mps": "the GPU", "cpu": "the CPU (inside ops)"}
 
 
 # ---------------------------------------------------------------------- the verdict

@@ -59,13 +59,13 @@ def plot(trace: Any, ax=None, *, runs: list[int]):
                        alpha=0.5)  # fmt: skip
     for r in runs[1:]:
         ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
-    _decorate(trace, ax, span * scale, unit, lanes)
+    _decorate(trace, ax, span * scale, unit, lanes, runs)
     if created:
         ax.figure.tight_layout()
     return ax
 
 
-def _decorate(trace: Any, ax, width: float, unit: str, lanes: dict) -> None:
+def _decorate(trace: Any, ax, width: float, unit: str, lanes: dict, runs) -> None:
     """Axis labels, title and the legend of the categories drawn."""
     from matplotlib.patches import Rectangle
 
@@ -78,7 +78,10 @@ def _decorate(trace: Any, ax, width: float, unit: str, lanes: dict) -> None:
     title = trace.label or "trace"
     if trace.recorded_on:
         title += f" (recorded: {trace.recorded_on})"
-    ax.set_title(f"{title}: device busy {trace.busy_fraction:.0%} (hatched = device idle)", loc="left")
+    runs = list(runs)
+    busy = sum(trace.busy_s(r) for r in runs) / max(sum(trace.wall_s[r] for r in runs), 1e-12)
+    which = f" in run {runs[0]}" if len(runs) == 1 else ""
+    ax.set_title(f"{title}: device busy {busy:.0%}{which} (hatched = device idle)", loc="left")
     used = sorted({i.category for i in trace.intervals if i.lane in lanes})
     handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
     if handles:

@@ -44,6 +44,8 @@ __all__ = ["COMPARE_TOLERANCE", "Comparison", "compare"]
 #: The interval of a comparison is "decided" when it lies within this factor
 #: of its ratio on both sides (x1.93 in [x1.80, x2.05] passes at 10%).
 COMPARE_TOLERANCE = 0.1
+#: On a CPU, the calling thread running less than this share of the time means it waited.
+WAITED_SHARE = 0.8
 #: A comparison takes at least this many rounds: with 10, the 95% interval of
 #: the median is the 2nd smallest to the 2nd largest ratio.
 _MIN_ROUNDS = 10
@@ -72,6 +74,19 @@ class Comparison:
     confidence: float = 0.95
     tolerance: float = COMPARE_TOLERANCE
     rounds_dropped: int = 0
+    cpu_share: float | None = None
+    all_disturbed: bool = False
+
+    @property
+    def waited(self) -> bool:
+        """True when the calls spent their time waiting for cores another program held.
+
+        On a CPU, ``cpu_share`` is the share of the wall time the calling thread
+        ran (median over the rounds): a parallel op whose other thread was
+        descheduled waits at a barrier for whole scheduler slices, so its time
+        says nothing about the op. Also true when every round was disturbed.
+        """
+        return self.all_disturbed or (self.cpu_share is not None and self.cpu_share < WAITED_SHARE)
 
     @property
     def ratio(self) -> float:
@@ -100,9 +115,11 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        """True when the interval lies within ``tolerance`` of the ratio on both sides."""
+        """True when the interval lies within ``tolerance`` of the ratio on both sides
+        and the calls did not wait for cores (:attr:`waited`)."""
         r, (lo, hi) = self.ratio, self.interval
-        return lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
+        narrow = lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
+        return narrow and not self.waited
 
     def above(self, x: float) -> bool:
         """True when the whole interval lies above ``x``: B takes more than x times A."""
@@ -116,6 +133,11 @@ class Comparison:
         """The ratio in words: "x1.93 time (95% interval x1.88-x2.01)", or "too noisy to tell"."""
         lo, hi = self.interval
         span = f"x{lo:.2f}-x{hi:.2f}"
+        if self.waited:
+            return (
+                f"too noisy to tell ({span}): the calls waited for cores another program "
+                "holds; close other programs or press re-measure"
+            )
         if not self.decided:
             return f"too noisy to tell ({span}); close other programs or press re-measure"
         return f"x{self.ratio:.2f} {what} ({self.confidence:.0%} interval {span})"
@@ -202,6 +224,7 @@ def compare(
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
     ta = [rounds_a[i][0] for i in kept]
     tb = [rounds_b[i][0] for i in kept]
+    shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]
     return Comparison(
         a=Timing(samples_s=ta, device=str(dev), label=la, calls_per_sample=sides[0][2]),
         b=Timing(samples_s=tb, device=str(dev), label=lb, calls_per_sample=sides[1][2]),
@@ -209,6 +232,8 @@ def compare(
         confidence=confidence,
         tolerance=tolerance,
         rounds_dropped=len(flags) - len(kept),
+        cpu_share=_fmt.median(shares) if shares and dev.type == "cpu" else None,
+        all_disturbed=all(flags),
     )
 
 
@@ -230,7 +255,10 @@ def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
             for ra, rb, bad in zip(rounds_a, rounds_b, flags, strict=True)
             if not bad and ra[0] > 0
         ]
-        done = len(ratios) >= min_rounds and _narrow(ratios, tolerance, confidence)
+        shares = [min(ra[1], rb[1]) for ra, rb in zip(rounds_a, rounds_b, strict=True)
+                  if ra[1] is not None and dev.type == "cpu"]  # fmt: skip
+        ran = not shares or _fmt.median(shares) >= WAITED_SHARE  # else: waited, try more
+        done = len(ratios) >= min_rounds and ran and _narrow(ratios, tolerance, confidence)
         if done or timing._CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
             return rounds_a, rounds_b
 

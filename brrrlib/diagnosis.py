@@ -490,10 +490,12 @@ def diagnose(
             f"fn={label!r} ran no torch operators, so there is nothing to diagnose. Pass a "
             "function that does tensor work on its arguments (the function, not its result)."
         )
+    if call_s > SLOW_CALL_S:  # counting, and a first call, cost extra: time a plain one
+        call_s = _one_call_s(fn, args, kwargs)
     slow = call_s > SLOW_CALL_S
     if slow:
-        say.say(f"one call took {call_s:.1f} s (counting included): about "
-                f"{(12 + 8 * batch_probe + 3 * trace) * call_s:.0f} s in all, fewer samples")  # fmt: skip
+        calls = 12 + 8 * batch_probe + 3 * trace
+        say.say(f"one call takes {call_s:.1f} s: about {calls * call_s:.0f} s in all (fewer samples)")
     say("timing (bl.benchmark)")
     main = timing.benchmark(fn, *args, budget_s=budget_s, label=label,
                             min_samples=3 if slow else 5, **kwargs)  # fmt: skip
@@ -510,6 +512,18 @@ def diagnose(
     say("weighing the evidence")
     return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label,
                      time.perf_counter() - t_start)  # fmt: skip
+
+
+def _one_call_s(fn, args, kwargs) -> float:
+    """Seconds of one plain, synced call of ``fn`` (no counting around it)."""
+    from brrrlib import devices, timing
+
+    dev = timing._infer_device(args, kwargs)
+    devices.sync(dev)
+    t0 = time.perf_counter()
+    fn(*args, **kwargs)
+    devices.sync(dev)
+    return time.perf_counter() - t0
 
 
 def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label, elapsed_s):

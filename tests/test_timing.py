@@ -382,3 +382,15 @@ def test_live_ratio_of_one_and_four_times_the_same_work():
     c = bl.compare(functools.partial(_adds, 20), functools.partial(_adds, 80), budget_s=3.0)
     assert 2.5 < c.ratio < 6, c
     assert c.decided or 2.5 < c.low, c
+
+
+def test_compare_says_when_the_calls_waited_for_cores(machine):
+    # every block: 1 ms of wall time of which the calling thread ran 0.3 ms (it waited at a
+    # barrier for a descheduled worker): a narrow ratio, but of waiting, not of the work
+    c = bl.compare(lambda: machine.work(0.3e-6, stolen=0.7e-6),
+                   lambda: machine.work(0.6e-6, stolen=1.4e-6), device="cpu", budget_s=0.1)  # fmt: skip
+    assert c.cpu_share == pytest.approx(0.3) and c.waited and not c.decided
+    assert "waited for cores another program holds" in c.says()
+    # on a quiet machine the same ratio is decided
+    q = bl.compare(lambda: machine.work(1e-6), lambda: machine.work(2e-6), device="cpu")
+    assert q.cpu_share == pytest.approx(1.0) and not q.waited and q.decided
