@@ -371,6 +371,48 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
 # ------------------------------------------------------------------ chapters 03 and 04 (their figures)
 
 
+# The decision procedure's boxes: name -> (x, y, width, text, colour), in axes fractions.
+_FLOW_BOXES = {
+    "measure": (0.5, 0.92, 0.34, "1 · Measure\nbl.benchmark: time per call", "#dbe9f6"),
+    "count": (0.5, 0.76, 0.34, "2 · Count\nbl.count: FLOPs, bytes, ops", "#dbe9f6"),
+    "compare": (0.5, 0.58, 0.56, "3 · Compare with the ceilings (bl.measure_ceilings):\n"
+                "which floor comes closest to the measured time?", "#fff2cc"),
+    "compute": (0.17, 0.40, 0.28, "compute-bound?\nFLOPs / matmul FLOP/s", "#f8d7d3"),
+    "memory": (0.5, 0.40, 0.28, "memory-bound?\nbytes / bandwidth", "#f8d7d3"),
+    "overhead": (0.83, 0.40, 0.28, "overhead-bound?\nops x overhead per op", "#f8d7d3"),
+    "confirm": (0.5, 0.23, 0.56, "4 · Scale the batch: does the time follow the work?\n"
+                "5 · Look at the trace: is the device idle between ops?", "#fff2cc"),
+    "act_work": (0.23, 0.05, 0.45, "6 · Act on compute / memory: tensor cores, lower\n"
+                 "precision, fuse (torch.compile), fewer FLOPs or bytes", "#d9ead3"),
+    "act_over": (0.77, 0.05, 0.45, "6 · Act on overhead: batch, torch.compile,\n"
+                 "CUDA graphs, fewer and larger ops", "#d9ead3"),
+}  # fmt: skip
+
+
+def _flow_arrow(ax: Any, a: str, b: str, label: str = "") -> None:
+    """An arrow from box ``a`` down to box ``b`` of :data:`_FLOW_BOXES`."""
+    from matplotlib.patches import FancyArrowPatch
+
+    (x0, y0), (x1, y1) = _FLOW_BOXES[a][:2], _FLOW_BOXES[b][:2]
+    ax.add_patch(FancyArrowPatch((x0, y0 - 0.06 if y1 < y0 else y0),
+                                 (x1, y1 + 0.06 if y1 < y0 else y1), arrowstyle="-|>",
+                                 mutation_scale=12, color="0.3", connectionstyle="arc3,rad=0.0"))  # fmt: skip
+    if label:
+        ax.text((x0 + x1) / 2, (y0 + y1) / 2, label, fontsize=8, ha="center", color="0.25",
+                backgroundcolor="white")  # fmt: skip
+
+
+def _flow_loop_back(ax: Any) -> None:
+    """Dashed arrows from both "act" boxes back to "measure": a remedy can change the regime."""
+    for act, side in (("act_work", -1), ("act_over", 1)):
+        x, y, w = _FLOW_BOXES[act][:3]
+        ax.annotate("", xy=(0.5 + side * 0.17, 0.92), xytext=(x + side * w / 2, y),
+                    arrowprops=dict(arrowstyle="-|>", color="0.55", ls="--",
+                                    connectionstyle=f"arc3,rad={0.35 * side}"))  # fmt: skip
+    ax.text(0.99, 0.80, "then measure again:\na remedy often\nchanges the regime", fontsize=8,
+            ha="right", va="center", color="0.4")  # fmt: skip
+
+
 def decision_flow(*, ax: Any = None) -> Any:
     """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes.
 
@@ -378,116 +420,24 @@ def decision_flow(*, ax: Any = None) -> Any:
     regime -> scale the batch / look at the trace -> act, and back to measure.
     Drawing only: no numbers, no measurement.
     """
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    from matplotlib.patches import FancyBboxPatch
 
     ax = _axes(ax, (11, 6.2))
-    boxes = {
-        # name: (x, y, width, text, colour)
-        "measure": (0.5, 0.92, 0.34, "1 · Measure\nbl.benchmark: time per call", "#dbe9f6"),
-        "count": (0.5, 0.76, 0.34, "2 · Count\nbl.count: FLOPs, bytes, ops", "#dbe9f6"),
-        "compare": (
-            0.5,
-            0.58,
-            0.56,
-            "3 · Compare with the ceilings (bl.measure_ceilings):\n"
-            "which floor comes closest to the measured time?",
-            "#fff2cc",
-        ),
-        "compute": (0.17, 0.40, 0.28, "compute-bound?\nFLOPs / matmul FLOP/s", "#f8d7d3"),
-        "memory": (0.5, 0.40, 0.28, "memory-bound?\nbytes / bandwidth", "#f8d7d3"),
-        "overhead": (0.83, 0.40, 0.28, "overhead-bound?\nops x overhead per op", "#f8d7d3"),
-        "confirm": (
-            0.5,
-            0.23,
-            0.56,
-            "4 · Scale the batch: does the time follow the work?\n"
-            "5 · Look at the trace: is the device idle between ops?",
-            "#fff2cc",
-        ),
-        "act_work": (
-            0.23,
-            0.05,
-            0.45,
-            "6 · Act on compute / memory: tensor cores, lower\n"
-            "precision, fuse (torch.compile), fewer FLOPs or bytes",
-            "#d9ead3",
-        ),
-        "act_over": (
-            0.77,
-            0.05,
-            0.45,
-            "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
-            "#d9ead3",
-        ),
-    }
-    for x, y, w, text, colour in boxes.values():
-        ax.add_patch(
-            FancyBboxPatch(
-                (x - w / 2, y - 0.055),
-                w,
-                0.11,
-                boxstyle="round,pad=0.01",
-                facecolor=colour,
-                edgecolor="0.3",
-                linewidth=1,
-            )
-        )
+    for x, y, w, text, colour in _FLOW_BOXES.values():
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - 0.055), w, 0.11, boxstyle="round,pad=0.01",
+                                    facecolor=colour, edgecolor="0.3", linewidth=1))  # fmt: skip
         ax.text(x, y, text, ha="center", va="center", fontsize=9)
-
-    def arrow(a, b, label="", rad=0.0):
-        (x0, y0), (x1, y1) = boxes[a][:2], boxes[b][:2]
-        ax.add_patch(
-            FancyArrowPatch(
-                (x0, y0 - 0.06 if y1 < y0 else y0),
-                (x1, y1 + 0.06 if y1 < y0 else y1),
-                arrowstyle="-|>",
-                mutation_scale=12,
-                color="0.3",
-                connectionstyle=f"arc3,rad={rad}",
-            )
-        )
-        if label:
-            ax.text(
-                (x0 + x1) / 2,
-                (y0 + y1) / 2,
-                label,
-                fontsize=8,
-                ha="center",
-                color="0.25",
-                backgroundcolor="white",
-            )
-
-    arrow("measure", "count")
-    arrow("count", "compare")
+    _flow_arrow(ax, "measure", "count")
+    _flow_arrow(ax, "count", "compare")
     for regime in ("compute", "memory", "overhead"):
-        arrow("compare", regime)
-        arrow(regime, "confirm")
-    arrow("confirm", "act_work")
-    arrow("confirm", "act_over")
-    ax.text(
-        0.27, 0.145, "time follows the work, device busy", fontsize=8, ha="center", color="0.25"
-    )
+        _flow_arrow(ax, "compare", regime)
+        _flow_arrow(ax, regime, "confirm")
+    _flow_arrow(ax, "confirm", "act_work")
+    _flow_arrow(ax, "confirm", "act_over")
+    ax.text(0.27, 0.145, "time follows the work, device busy", fontsize=8, ha="center",
+            color="0.25")  # fmt: skip
     ax.text(0.73, 0.145, "time flat, device idle", fontsize=8, ha="center", color="0.25")
-    # back to the start: a remedy often changes the regime
-    for act, side in (("act_work", -1), ("act_over", 1)):
-        x, y, w = boxes[act][:3]
-        ax.annotate(
-            "",
-            xy=(0.5 + side * 0.17, 0.92),
-            xytext=(x + side * w / 2, y),
-            arrowprops=dict(
-                arrowstyle="-|>", color="0.55", ls="--", connectionstyle=f"arc3,rad={0.35 * side}"
-            ),
-        )
-    ax.text(
-        0.99,
-        0.80,
-        "then measure again:\na remedy often\nchanges the regime",
-        fontsize=8,
-        ha="right",
-        va="center",
-        color="0.4",
-    )
+    _flow_loop_back(ax)
     ax.set_xlim(-0.04, 1.04)
     ax.set_ylim(-0.02, 1.0)
     ax.axis("off")
