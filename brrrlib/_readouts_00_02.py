@@ -348,29 +348,34 @@ def matmul_share(
 
 
 def flops_gap(breakdown: Any, c: Any, precision: str = "fp32") -> str:
-    """Chapter 01: FLOP/s each op class reached, and how much of its gap to the matmuls memory explains.
+    """Chapter 01: the FLOP/s each op class reached, against the roof memory sets for it.
 
     An op at intensity I FLOP/byte reaches at most ``I x bandwidth``: the
-    ridge point divided by I below the matmul peak. The essay's BERT shows
-    ~250x (normalization) and ~700x (pointwise) where units alone give 16x.
+    ridge point divided by I below the matmul peak. A class close to that
+    roof is waiting on memory, however far below the matmuls it sits. The
+    essay's BERT shows ~250x (normalization) and ~700x (pointwise) where
+    slower units alone would give 16x.
     """
     cats = breakdown.by_category()
     mm = cats["matmul"]
     if not (mm["flops"] and mm.get("time_s")):
         return "No matmul time was measured, so there is no gap to read."
     mm_rate, peak = mm["flops"] / mm["time_s"], c.matmul_peak(precision)
-    ridge = peak / c.mem_bandwidth_bytes_per_s
-    lines = [f"matmul: {_fmt.si(mm_rate, 'FLOP/s')} ({_fmt.percent(mm_rate, peak)} of the "
-             f"{precision} peak); units alone would put the rest {_times(peak / c.vector_flops_per_s)} below"]  # fmt: skip
+    bw = c.mem_bandwidth_bytes_per_s
+    lines = [f"matmul: {_fmt.si(mm_rate, 'FLOP/s')}, {_pct(mm_rate / peak)} of the {precision} "
+             f"peak; slower units alone would put the rest {_times(peak / c.vector_flops_per_s)} "
+             "below it (matmul peak / vector rate)"]  # fmt: skip
     for name in ("normalization", "pointwise"):
         v = cats.get(name, {})
         if v.get("flops") and v.get("time_s") and v.get("bytes_moved"):
             rate, i = v["flops"] / v["time_s"], v["flops"] / v["bytes_moved"]
             lines.append(f"{name}: {_fmt.si(rate, 'FLOP/s')}, {_times(mm_rate / rate)} below the "
-                         f"matmuls; at {i:.2g} FLOP/byte memory caps it {_times(ridge / i)} below "
-                         "the matmul peak")  # fmt: skip
-    lines.append(f"The ridge here is {ridge:.3g} FLOP/byte ({precision}): the higher a machine's "
-                 "ridge, the wider this gap. The rest waits on memory, not on slower units.")  # fmt: skip
+                         f"matmuls; at {i:.2g} FLOP/byte memory allows it {_fmt.si(i * bw, 'FLOP/s')}"
+                         f" ({_times(peak / (i * bw))} below the peak), and it reached "
+                         f"{_pct(rate / (i * bw))} of that")  # fmt: skip
+    lines.append(f"The ridge here is {peak / bw:.3g} FLOP/byte ({precision}): the higher a "
+                 "machine's ridge, the wider this gap. Ops far left of it wait on memory, not on "
+                 "slower units.")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -237,16 +237,21 @@ def test_matmul_share_explains_the_gap_to_the_essay_by_what_was_measured(machine
 
 
 def test_flops_gap_sets_each_class_against_the_memory_roof():
-    b = _breakdown(1e-3, 1e-3, 1e-3)
-    cats = b.by_category()
-    text = readouts.flops_gap(b, CPU)
-    ridge = CPU.matmul_flops_per_s / CPU.mem_bandwidth_bytes_per_s
+    bw = CPU.mem_bandwidth_bytes_per_s
+    cats = _breakdown(1.0, 1.0, 1.0).by_category()
     pointwise = cats["pointwise"]
     i = pointwise["flops"] / pointwise["bytes_moved"]
+    # the pointwise op reaches half its memory roof; the matmul takes as long
+    seconds = pointwise["flops"] / (0.5 * i * bw)
+    text = readouts.flops_gap(_breakdown(seconds, seconds, seconds), CPU)
     gap = cats["matmul"]["flops"] / pointwise["flops"]  # equal times: the FLOPs' ratio
-    assert "pointwise: " in text and f"{gap:.0f}x below the matmuls" in text
-    assert f"at {i:.2g} FLOP/byte memory caps it {ridge / i:.0f}x below" in text
-    assert f"The ridge here is {ridge:.3g} FLOP/byte (fp32)" in text
+    line = next(line for line in text.splitlines() if line.startswith("pointwise: "))
+    assert f"{gap:.0f}x below the matmuls" in line
+    assert f"at {i:.2g} FLOP/byte memory allows it" in line
+    assert f"({CPU.matmul_flops_per_s / (i * bw):.0f}x below the peak)" in line
+    assert line.endswith("and it reached 50% of that")
+    assert f"The ridge here is {CPU.matmul_flops_per_s / bw:.3g} FLOP/byte (fp32)" in text
+    assert "would put the rest 2.03x below it" in text  # 207 GFLOP/s over 102 GFLOP/s
     empty = count(torch.relu, torch.randn(8)).with_times({"pointwise": 1e-3})
     assert "No matmul time was measured" in readouts.flops_gap(empty, CPU)
 
