@@ -365,6 +365,7 @@ def flops_gap(breakdown: Any, c: Any, precision: str = "fp32") -> str:
     lines = [f"matmul: {_fmt.si(mm_rate, 'FLOP/s')}, {_pct(mm_rate / peak)} of the {precision} "
              f"peak; slower units alone would put the rest {_times(peak / c.vector_flops_per_s)} "
              "below it (matmul peak / vector rate)"]  # fmt: skip
+    far_below = []
     for name in ("normalization", "pointwise"):
         v = cats.get(name, {})
         if v.get("flops") and v.get("time_s") and v.get("bytes_moved"):
@@ -373,9 +374,15 @@ def flops_gap(breakdown: Any, c: Any, precision: str = "fp32") -> str:
                          f"matmuls; at {i:.2g} FLOP/byte memory allows it {_fmt.si(i * bw, 'FLOP/s')}"
                          f" ({_times(peak / (i * bw))} below the peak), and it reached "
                          f"{_pct(rate / (i * bw))} of that")  # fmt: skip
+            if rate < FAR_BELOW_ROOF * i * bw:
+                far_below.append(name)
     lines.append(f"The ridge here is {peak / bw:.3g} FLOP/byte ({precision}): the higher a "
                  "machine's ridge, the wider this gap. Ops far left of it wait on memory, not on "
                  "slower units.")  # fmt: skip
+    if far_below:
+        lines.append(f"{' and '.join(far_below)} stayed far below even the memory roof: "
+                     "something besides bytes costs time there (each small op's overhead, or "
+                     "another program on the cores).")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -252,6 +252,10 @@ def test_flops_gap_sets_each_class_against_the_memory_roof():
     assert line.endswith("and it reached 50% of that")
     assert f"The ridge here is {CPU.matmul_flops_per_s / bw:.3g} FLOP/byte (fp32)" in text
     assert "would put the rest 2.03x below it" in text  # 207 GFLOP/s over 102 GFLOP/s
+    assert "stayed far below even the memory roof" not in text
+    slow = readouts.flops_gap(_breakdown(seconds, seconds, 10 * seconds), CPU)
+    assert "pointwise stayed far below even the memory roof" in slow
+    assert "normalization stayed" not in slow
     empty = count(torch.relu, torch.randn(8)).with_times({"pointwise": 1e-3})
     assert "No matmul time was measured" in readouts.flops_gap(empty, CPU)
 
