@@ -93,12 +93,12 @@ def __dir__() -> list[str]:
 def _import(module: str) -> Any:
     try:
         return importlib.import_module(f"brrrlib.{module}")
-    except ModuleNotFoundError as err:
-        if err.name != "torch":
+    except (ImportError, AttributeError) as err:
+        from brrrlib._doctor import torch_problem
+
+        problem = torch_problem()  # torch missing, broken or too old: say so in one sentence
+        if problem is None:
             raise
         raise ImportError(
-            "brrrlib needs PyTorch, which is not installed in this Python environment. "
-            "Install the build for this machine, then try again: CPU only: pip install torch "
-            "--index-url https://download.pytorch.org/whl/cpu ; NVIDIA GPU: pip install torch ; "
-            "Apple silicon: pip install torch. `brrr doctor` checks the rest."
+            f"brrrlib needs a working PyTorch: {problem}. `brrr doctor` checks the rest."
         ) from err

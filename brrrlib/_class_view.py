@@ -53,7 +53,7 @@ class ClassTable:
         muted = self.muted or (False,) * len(self.rows)
         body = []
         for row, dim in zip(self.rows, muted, strict=True):
-            style = " style='font-style:italic;color:var(--jp-content-font-color2)'" * dim
+            style = " style='font-style:italic;color:var(--jp-content-font-color2, #666)'" * dim
             tds = "".join(f"<td style='text-align:left'>{e(c)}</td>" for c in row)
             body.append(f"<tr{style}>{tds}</tr>")
         head = "".join(f"<th>{e(c)}</th>" for c in self.columns)

@@ -298,7 +298,7 @@ def _html_table(title: str, header: list[str], body: list[list[str]], notes: lis
         "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(line)) + "</tr>" for line in body
     )
     foot = "".join(
-        f'<p style="color:var(--jp-ui-font-color2)">{html.escape(n)}</p>' for n in notes
+        f'<p style="color:var(--jp-ui-font-color2, #666)">{html.escape(n)}</p>' for n in notes
     )
     return f"<p><b>{html.escape(title)}</b></p><table><tr>{head}</tr>{rows}</table>{foot}"
 

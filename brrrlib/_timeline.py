@@ -181,7 +181,7 @@ def html(trace: Any) -> str:
         f"<div><b>{esc(head)}</b><br>{image(trace)}<br>{notes}"
         "<table><tr><th>op</th><th>category</th><th>calls</th><th>device time</th>"
         f"<th>share</th></tr>{rows}</table>"
-        "<small style='color:var(--jp-ui-font-color2)'>trace.plot() draws the timeline; "
+        "<small style='color:var(--jp-ui-font-color2, #666)'>trace.plot() draws the timeline; "
         "trace.export_chrome_trace(path) opens in Perfetto.</small></div>"
     )
 

@@ -190,7 +190,7 @@ class Sweep:
 
     def _repr_html_(self) -> str:
         return (
-            f"<pre style='color:var(--jp-ui-font-color1);background:var(--jp-layout-color1)'>"
+            f"<pre style='color:var(--jp-ui-font-color1, inherit);background:var(--jp-layout-color1, transparent)'>"
             f"{html.escape(repr(self))}</pre>"
         )
 
