@@ -458,6 +458,9 @@ def knee(prediction: float, c: Any, sweep: Any) -> str:
         return "\n".join([*lines, f"measured: not reached (the fused line is still flat at "
                           f"repeat {top}): the multiplies are still free there"])  # fmt: skip
     lines.append(f"measured: about {measured:.0f}, {_times(measured / model)} the model's")
+    if any(p.waited for p in fused):
+        lines.append("(the fused points waited for cores another program holds: not this "
+                     "machine's best; close other programs and run the cell again)")  # fmt: skip
     first, last = fused[0], fused[-1]
     if first.predicted_s and first.median_s > SAME_COST * first.predicted_s:
         lines.append(f"one fused pass took {_times(first.median_s / first.predicted_s)} its "

@@ -312,6 +312,12 @@ def test_knee_reports_guess_model_and_measurement_and_why_they_differ():
     assert "0.50x the model's" in slow and "moves the knee left" in slow
     streaming = readouts.knee(10, CPU, _repeat_sweep(CPU, 2.0, 1.0))
     assert "2.00x the model's" in streaming and "moves the knee right" in streaming
+    assert "waited for cores" not in exact
+    from dataclasses import replace
+
+    busy = _repeat_sweep(CPU, 1.0, 1.0)
+    busy = replace(busy, points=tuple(replace(p, cpu_share=0.5) for p in busy.points))
+    assert "waited for cores another program holds" in readouts.knee(10, CPU, busy)
     flat = readouts.knee(10, CPU, _repeat_sweep(CPU, 1.0, 1.0, repeats=(1, 2, 4)))
     assert "not reached" in flat and "still flat at repeat 4" in flat
 
