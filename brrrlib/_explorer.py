@@ -156,7 +156,19 @@ class _Explorer:
     def _marks(self, fig) -> list:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        """The live widget, with the current plot as a PNG and the readout as text beside it.
 
-        display(self.widget)
+        JupyterLab shows the widget; a viewer without widgets (an exported page,
+        the course's static site, a notebook opened as a file) shows the picture
+        and the words of the last measurement instead.
+        """
+        import base64
+        import re
+
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        if self._plot.value:
+            bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()
+        words = re.sub(r"<[^>]+>", " ", self._readout.value or "")
+        bundle["text/plain"] = f"{self._name}: " + " ".join(html.unescape(words).split())
+        return bundle

@@ -44,6 +44,8 @@ __all__ = ["COMPARE_TOLERANCE", "Comparison", "compare"]
 #: The interval of a comparison is "decided" when it lies within this factor
 #: of its ratio on both sides (x1.93 in [x1.80, x2.05] passes at 10%).
 COMPARE_TOLERANCE = 0.1
+#: Fewer undisturbed rounds than this never decide: 6 is the least for a 95% interval.
+_MIN_DECIDING_ROUNDS = 6
 #: On a CPU, the calling thread running less than this share of the time means it waited.
 WAITED_SHARE = 0.8
 #: A comparison takes at least this many rounds: with 10, the 95% interval of
@@ -115,11 +117,11 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        """True when the interval lies within ``tolerance`` of the ratio on both sides
-        and the calls did not wait for cores (:attr:`waited`)."""
+        """True when the interval lies within ``tolerance`` of the ratio on both sides,
+        at least 6 undisturbed rounds back it, and the calls did not wait for cores."""
         r, (lo, hi) = self.ratio, self.interval
         narrow = lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
-        return narrow and not self.waited
+        return narrow and len(self.ratios) >= _MIN_DECIDING_ROUNDS and not self.waited
 
     def above(self, x: float) -> bool:
         """True when the whole interval lies above ``x``: B takes more than x times A."""

@@ -394,3 +394,9 @@ def test_compare_says_when_the_calls_waited_for_cores(machine):
     # on a quiet machine the same ratio is decided
     q = bl.compare(lambda: machine.work(1e-6), lambda: machine.work(2e-6), device="cpu")
     assert q.cpu_share == pytest.approx(1.0) and not q.waited and q.decided
+
+
+def test_a_few_surviving_rounds_never_decide():
+    few = Comparison(a=Timing((1.0,) * 2, "cpu"), b=Timing((2.85,) * 2, "cpu"), ratios=(2.85, 2.85))
+    assert few.interval == (2.85, 2.85) and not few.decided
+    assert few.says().startswith("too noisy to tell")

@@ -10,6 +10,7 @@ tiny workloads for real and assert orderings with wide margins.
 
 from __future__ import annotations
 
+import base64
 import math
 
 import pytest
@@ -696,12 +697,13 @@ def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
     assert (p.x, p.flops, p.weight_bytes) == (4, four.flops, four.weight_bytes) and p.measured
 
 
-def test_explorer_displays_its_vbox(clock, ceilings, plenty_of_memory, monkeypatch):
-    shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+def test_explorer_displays_its_vbox_with_its_picture_and_words(clock, ceilings, plenty_of_memory):
     ex = _repeat(ceilings, FakeRepeat(clock))
-    ex._ipython_display_()  # what Jupyter calls for the last expression of a cell
-    assert shown == [ex.widget]
+    bundle = ex._repr_mimebundle_()  # what Jupyter asks of the last expression of a cell
+    view = bundle["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == ex.widget.model_id  # JupyterLab: the live VBox
+    assert base64.b64decode(bundle["image/png"]).startswith(PNG_MAGIC)  # a static page
+    assert bundle["text/plain"].startswith("repeat explorer: ") and "<" not in bundle["text/plain"]
 
 
 @pytest.mark.gpu
@@ -745,3 +747,4 @@ def _descendants(widget):
     yield widget
     for child in getattr(widget, "children", ()):
         yield from _descendants(child)
+
