@@ -72,6 +72,7 @@ __all__ = [
     "categorize",
     "count",
     "op_cost",
+    "saved_bytes",
 ]
 
 # ================================================================ the counting core
@@ -361,3 +362,24 @@ def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) 
     from brrrlib import trace  # lazy: trace builds on counting, not the other way round
 
     return trace.breakdown(fn, *args, runs=runs, **kwargs)
+
+
+def saved_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Bytes of the tensors autograd keeps from ``fn``'s forward pass for its backward.
+
+    Training holds these in memory from the forward until the backward uses
+    them: they, not the FLOPs, decide how large a batch fits. Each tensor is
+    counted once, however many ops save it. Run through
+    ``torch.autograd.graph.saved_tensors_hooks``, the hook autograd calls on
+    every tensor it saves (activation checkpointing, chapter 02, trades these
+    bytes for recomputed FLOPs).
+    """
+    kept: dict[int, torch.Tensor] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        kept[id(t)] = t
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args, **kwargs)
+    return sum(t.numel() * t.element_size() for t in kept.values())

@@ -31,6 +31,7 @@ import functools
 import math
 from collections.abc import Callable
 from types import MappingProxyType
+from typing import Any
 
 import torch
 from torch import nn
@@ -38,6 +39,9 @@ from torch import nn
 __all__ = [
     "H100_RECORDED_S",
     "TinyBlock",
+    "backward_step",
+    "checkpointed",
+    "cos_cos",
     "cuda_graph",
     "doubled_batch",
     "mlp",
@@ -430,3 +434,38 @@ def transformer_block(
     block = block.to(device=dev, dtype=dtype).eval().requires_grad_(False)
     x = torch.randn(batch, seq, d_model, device=dev, dtype=dtype)
     return block, (x,)
+
+
+def cos_cos(x: torch.Tensor) -> torch.Tensor:
+    """``x.cos().cos()``: the essay's example of two ops fusion turns into one pass (chapter 02).
+
+    Eager, it reads ``x``, writes a temporary, reads it back and writes the
+    result: 16 bytes per fp32 element where one fused kernel moves 8.
+    """
+    return x.cos().cos()
+
+
+def checkpointed(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``fn`` under activation checkpointing: its forward saves only its inputs for backward.
+
+    ``torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)``: the
+    intermediate results are recomputed during the backward pass instead of
+    kept, less memory held for more FLOPs (chapter 02).
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    def run(*args: Any) -> torch.Tensor:
+        return checkpoint(fn, *args, use_reentrant=False)
+
+    run.__name__ = f"checkpointed({getattr(fn, '__name__', 'fn')})"
+    return run
+
+
+def backward_step(fn: Callable[..., torch.Tensor]) -> Callable[..., None]:
+    """A training step of ``fn``: the forward, a scalar loss (the sum), the backward."""
+
+    def step(*args: Any) -> None:
+        fn(*args).sum().backward()
+
+    step.__name__ = f"backward_step({getattr(fn, '__name__', 'fn')})"
+    return step

@@ -620,3 +620,15 @@ def test_meta_counts_say_nothing_ran():
     c = count(linear, torch.empty(8, 64, device="meta"))
     assert any("meta" in n and "nothing ran" in n for n in c.notes)
     assert not count(torch.relu, torch.randn(4)).notes
+
+
+def test_saved_bytes_are_what_autograd_keeps_for_backward():
+    from brrrlib import workloads
+    from brrrlib.counting import saved_bytes
+
+    x = torch.randn(1000, requires_grad=True)  # 4,000 bytes
+    # cos_cos keeps x (for the first cos's backward) and the temporary (for the second's)
+    assert saved_bytes(workloads.cos_cos, x) == 8000
+    assert saved_bytes(workloads.checkpointed(workloads.cos_cos), x) == 4000  # only its input
+    with torch.no_grad():
+        assert saved_bytes(workloads.cos_cos, x) == 0  # nothing kept without a backward to come
