@@ -18,3 +18,13 @@ def measured_ceilings(ceilings_cache_dir):
     import brrrlib as bl
 
     return bl.measure_ceilings(progress=False)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every pyplot figure a test opened (the chapters' figure functions use pyplot)."""
+    yield
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")

@@ -266,7 +266,8 @@ def test_no_share_is_above_the_measured_time(label, cpu_ceilings):
 
 
 #: Verdicts that hold on a busy 2-core machine. Big workloads: the compute and memory floors
-#: differ 5x or more by the counts alone, so the ranking of the shares is the verdict.
+#: differ 2.5x or more by the counts and ceilings alone (the ratio of two floors does not
+#: depend on the time), so the ranking of the shares is the verdict.
 #: Tiny ones: the overhead floor explains 2.5x or more what the next one does, and doubling
 #: the batch leaves the time flat. (Others sit closer: see benchmarks/diagnose_zoo.py.)
 STABLE_BIG = ("mlp/big", "gpt_prefill/big", "gpt_decode/big", "dlrm/big", "gcn/big")
@@ -277,7 +278,7 @@ STABLE_TINY = ("mlp/tiny", "llama_decode/tiny", "dlrm/tiny", "gcn/tiny", "bert/t
 def test_big_workloads_get_their_roofline_regime(label, cpu_ceilings):
     d = _weighed(label, cpu_ceilings)
     assert d.regime == _entry(label).expected_cpu, str(d)
-    assert d.shares[d.regime] > 5 * min(d.shares["compute"], d.shares["memory"])
+    assert d.shares[d.regime] > 2.5 * min(d.shares["compute"], d.shares["memory"])
 
 
 @pytest.mark.parametrize("label", STABLE_TINY)
