@@ -12,6 +12,7 @@ import math
 import matplotlib
 import pytest
 import torch
+from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib import readouts, workloads
@@ -19,7 +20,6 @@ from brrrlib.comparison import Comparison
 from brrrlib.sweeps import Pair, Point, Sweep
 from brrrlib.timing import Timing
 from brrrlib.trace import Interval, Trace
-from tests._fakes import fake_ceilings
 
 matplotlib.use("Agg")
 
