@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _experiments, _fmt, devices, sweeps
-from brrrlib._experiments import check_positive_int, model_device
+from brrrlib import _checks, _experiments, _fmt, devices, sweeps
+from brrrlib._experiments import model_device
 from brrrlib._explorer import COLOURS, RING, _Explorer
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
@@ -117,7 +117,7 @@ class BatchExplorer(_Explorer):
 
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        batch = check_positive_int("batch", batch)
+        batch = _checks.positive_int("batch", batch)
         default = model_device(model) if model is not None else devices.device()
         self.device = devices.resolve(device) if device is not None else default
         self.ceilings = (
@@ -158,7 +158,7 @@ class BatchExplorer(_Explorer):
                 max_batch > 1 and max_batch * self._sample_bytes > sweeps.MEMORY_HEADROOM * free / 4
             ):
                 max_batch //= 2
-        max_batch = check_positive_int("max_batch", max_batch)
+        max_batch = _checks.positive_int("max_batch", max_batch)
         return tuple(
             sorted({*(2**k for k in range(max_batch.bit_length()) if 2**k <= max_batch), max_batch})
         )

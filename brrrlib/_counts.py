@@ -145,6 +145,16 @@ class Counts:
                 out[r.precision] = out.get(r.precision, 0) + r.flops
         return out
 
+    @property
+    def precision(self) -> str:
+        """The precision of most of the matmul FLOPs ("fp32" when there are none).
+
+        That is the roof the workload is judged against: a bf16 model's
+        matmuls run on tensor cores, far above the fp32 roof.
+        """
+        split = self.flops_by_precision("matmul")
+        return max(split, key=split.get) if split else "fp32"
+
     def by_category(self) -> dict[str, dict[str, float]]:
         """``{category: {"calls", "flops", "bytes_moved", "flops_fraction", "bytes_fraction"}}``.
 

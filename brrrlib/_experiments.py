@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _fmt, counting, devices, sweeps
+from brrrlib import _checks, _fmt, counting, devices, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 
@@ -37,7 +37,6 @@ __all__ = [
     "MAX_POINT_S",
     "MODES",
     "batch_case",
-    "check_positive_int",
     "checked_input_maker",
     "measure_batch",
     "measure_repeat",
@@ -63,13 +62,6 @@ MAX_POINT_S = 10.0
 # bl.benchmark makes about this many calls at the least (first call, two estimates,
 # five samples): what a point costs to measure when one call is long.
 _CALLS_PER_POINT = 8
-
-
-def check_positive_int(name: str, value: Any) -> int:
-    """``value`` if it is a whole number >= 1, else a ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    return value
 
 
 # =========================================================================== repeat
@@ -161,7 +153,7 @@ def repeat_case(
     fresh_output: bool = False,
 ) -> Case:
     """What one point of the repeat experiment runs (see the module docstring)."""
-    size, repeat = check_positive_int("size", size), check_positive_int("repeat", repeat)
+    size, repeat = _checks.positive_int("size", size), _checks.positive_int("repeat", repeat)
     if mode not in MODES:
         raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
     dev = devices.resolve(device)
@@ -299,9 +291,9 @@ def repeat_sweep(
     """
     dev = devices.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
-    size = check_positive_int("size", size) if size is not None else repeat_size(dev, c)
+    size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
     return sweeps.sweep(
-        "repeat", [check_positive_int("repeat", r) for r in repeats], modes,
+        "repeat", [_checks.positive_int("repeat", r) for r in repeats], modes,
         lambda r, m: repeat_case(size, r, m, dev, fresh_output=fresh_output),
         pairs=pairs,
         predict=None if fresh_output else (lambda r, m: repeat_model_s(c, size, r, m)),
@@ -394,7 +386,7 @@ def batch_case(
     model: nn.Module, batch: int, make_input: Callable[[int], torch.Tensor], device: torch.device
 ) -> Case:
     """What one batch point runs: a forward pass, no grad, counted by :func:`brrrlib.count`."""
-    x = make_input(check_positive_int("batch", batch))
+    x = make_input(_checks.positive_int("batch", batch))
     with torch.no_grad():
         counts = counting.count(model, x)
     weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))

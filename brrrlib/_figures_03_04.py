@@ -137,7 +137,7 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
     from brrrlib import roofline
 
     points = [roofline.RooflinePoint(f"{i}", c.flops, c.bytes_moved, s,
-                                     roofline.dominant_precision(c))
+                                     c.precision)
               for i, (c, s, _b) in enumerate(steps.values(), start=1)]  # fmt: skip
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained",
                                       gridspec_kw={"width_ratios": [3, 2]})  # fmt: skip

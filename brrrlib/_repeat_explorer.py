@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from brrrlib import _experiments, _fmt, devices, roofline, sweeps
-from brrrlib._experiments import MODES, check_positive_int, predicted_knee_repeat, repeat_model_s
+from brrrlib import _checks, _experiments, _fmt, devices, roofline, sweeps
+from brrrlib._experiments import MODES, predicted_knee_repeat, repeat_model_s
 from brrrlib._explorer import COLOURS, RING, _Explorer
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
@@ -79,8 +79,8 @@ class RepeatExplorer(_Explorer):
         import ipywidgets as W
 
         self.device = devices.resolve(device)
-        size = check_positive_int("size", size) if size is not None else None
-        repeat = check_positive_int("repeat", repeat)
+        size = _checks.positive_int("size", size) if size is not None else None
+        repeat = _checks.positive_int("repeat", repeat)
         if mode not in MODES:
             raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
         self.ceilings = (
@@ -124,7 +124,7 @@ class RepeatExplorer(_Explorer):
         if max_repeat is None:
             knee = predicted_knee_repeat(self.ceilings)
             max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(6 * knee, 1)))))
-        max_repeat = check_positive_int("max_repeat", max_repeat)
+        max_repeat = _checks.positive_int("max_repeat", max_repeat)
         return tuple(sorted({*(r for r in _REPEATS if r <= max_repeat), max_repeat}))
 
     # -- state ----------------------------------------------------------------------

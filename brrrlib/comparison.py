@@ -24,17 +24,14 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices, timing
+from brrrlib import _checks, _fmt, devices, timing
 from brrrlib.timing import (
     _MAX_SAMPLES,
     _MIN_BLOCK_S,
     Timing,
-    _check_callable,
-    _check_seconds,
     _disturbed,
     _estimate,
     _first_call,
-    _infer_device,
     _measure_blocks,
     _NoGC,
 )
@@ -197,10 +194,10 @@ def compare(
         >>> c.ratio, c.interval, c.decided                                 # doctest: +SKIP
         (1.08, (1.05, 1.11), True)
     """
-    _check_callable("a", a)
-    _check_callable("b", b)
-    budget_s = _check_seconds("budget_s", budget_s, zero_ok=False)
-    warmup_s = _check_seconds("warmup_s", warmup_s, zero_ok=True)
+    _checks.function("a", a)
+    _checks.function("b", b)
+    budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
+    warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
     if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 10):
         raise ValueError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
     if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
@@ -277,5 +274,5 @@ def _infer_callable_device(*fns: Any) -> torch.device:
         if isinstance(fn, functools.partial):
             for v in (fn.func, *fn.args, *fn.keywords.values()):
                 if isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple)):
-                    return _infer_device((v,), {})
+                    return devices.of((v,))
     return devices.device()

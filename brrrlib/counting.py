@@ -68,7 +68,6 @@ __all__ = [
     "Cost",
     "Counts",
     "OpCount",
-    "breakdown",
     "categorize",
     "count",
     "op_cost",
@@ -351,17 +350,6 @@ def _results(out: Any, written: list) -> list[torch.Tensor]:
 
 def _name(fn: Any) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
-
-
-def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
-    """:func:`brrrlib.trace.breakdown` under its chapter-01 name: counts plus time per category.
-
-    Counting knows nothing of profilers; this alias hands the call to
-    :mod:`brrrlib.trace`, which profiles ``fn`` and attaches the times.
-    """
-    from brrrlib import trace  # lazy: trace builds on counting, not the other way round
-
-    return trace.breakdown(fn, *args, runs=runs, **kwargs)
 
 
 def saved_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:

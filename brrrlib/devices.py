@@ -45,6 +45,7 @@ __all__ = [
     "device_name",
     "is_out_of_memory",
     "last_level_cache_bytes",
+    "of",
     "physical",
     "release_cached_memory",
     "resolve",
@@ -137,6 +138,19 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
             f"{argument}={str(dev)!r} but only {torch.cuda.device_count()} CUDA device(s) exist "
             f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
         )
+
+
+def of(args: Any = (), kwargs: Any = None) -> torch.device:
+    """The device of the first tensor (or module's parameter) among ``args`` and ``kwargs``,
+    looking one level into lists and tuples; :func:`device` when there is none."""
+    for value in (*args, *(kwargs or {}).values()):
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, torch.Tensor):
+                return v.device
+            if isinstance(v, torch.nn.Module):
+                for p in v.parameters():
+                    return p.device
+    return globals()["device"]()
 
 
 def physical(dev: torch.device) -> torch.device:

@@ -51,7 +51,6 @@ from brrrlib._diagnose_run import (
     train_mode_notes,
 )
 from brrrlib._diagnosis_text import REMEDIES, render_html, render_text
-from brrrlib.roofline import dominant_precision, matmul_flops_by_precision
 
 __all__ = [
     "REMEDIES",
@@ -117,7 +116,7 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     A precision with no measured ceiling (fp8, say) is judged against the
     fastest one measured, which keeps the floor a lower bound, with a note.
     """
-    by_precision = matmul_flops_by_precision(counts)
+    by_precision = {k: v for k, v in counts.flops_by_precision("matmul").items() if v}
     measured = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     measured.setdefault("fp32", ceilings.matmul_flops_per_s)
     fastest = max(measured, key=measured.get)
@@ -397,7 +396,7 @@ class Diagnosis:
     @property
     def precision(self) -> str:
         """The precision of most matmul FLOPs: the roof this workload is judged against."""
-        return dominant_precision(self.counts)
+        return self.counts.precision
 
     @property
     def achieved_flops_per_s(self) -> float:
@@ -516,9 +515,9 @@ def diagnose(
 
 def _one_call_s(fn, args, kwargs) -> float:
     """Seconds of one plain, synced call of ``fn`` (no counting around it)."""
-    from brrrlib import devices, timing
+    from brrrlib import devices
 
-    dev = timing._infer_device(args, kwargs)
+    dev = devices.of(args, kwargs)
     devices.sync(dev)
     t0 = time.perf_counter()
     fn(*args, **kwargs)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = [
     "ABOVE_ROOF_TOLERANCE",
@@ -39,7 +39,6 @@ __all__ = [
     "arithmetic_intensity",
     "attainable_flops_per_s",
     "ceilings_of",
-    "dominant_precision",
     "lower_bound_s",
     "plot",
     "regime",
@@ -55,16 +54,6 @@ result). Measured ceilings are themselves medians of a benchmark, so a
 point may beat them by a few percent honestly; 10% leaves room for that."""
 
 
-def _check_number(name: str, value: Any, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if math.isnan(value) or (positive and value <= 0) or value < 0:
-        need = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a number {need}, got {value!r}")
-    return value
-
-
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
     """FLOPs per byte moved: ``flops / bytes_moved``.
 
@@ -73,8 +62,8 @@ def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
     intensity 1/8; an ``n x n`` fp32 matmul does ``2 n^3`` FLOPs on
     ``3 * 4 n^2`` bytes, intensity ``n / 6``, which grows with ``n``.
     """
-    flops = _check_number("flops", flops, positive=False)
-    bytes_moved = _check_number("bytes_moved", bytes_moved, positive=True)
+    flops = _checks.number("flops", flops, positive=False)
+    bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=True)
     return flops / bytes_moved
 
 
@@ -84,8 +73,8 @@ def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> fl
     ``peak_flops_per_s / mem_bandwidth_bytes_per_s``. A workload needs at
     least this many FLOPs per byte to be able to keep the compute units busy.
     """
-    peak = _check_number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _check_number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
     return peak / bandwidth
 
 
@@ -97,9 +86,9 @@ def attainable_flops_per_s(
     Below the ridge point, bandwidth caps the rate (each byte brings
     ``intensity`` FLOPs of work); above it, the arithmetic peak does.
     """
-    intensity = _check_number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
-    peak = _check_number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _check_number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
+    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
     return min(peak, intensity * bandwidth)
 
 
@@ -113,10 +102,10 @@ def lower_bound_s(
     and is not in this bound: a measured time far above it is a hint that
     overhead, not the device, is what you are paying for (chapter 03).
     """
-    flops = _check_number("flops", flops, positive=False)
-    bytes_moved = _check_number("bytes_moved", bytes_moved, positive=False)
-    peak = _check_number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _check_number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    flops = _checks.number("flops", flops, positive=False)
+    bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=False)
+    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
     return max(flops / peak, bytes_moved / bandwidth)
 
 
@@ -129,7 +118,7 @@ def regime(
     run reaches either roof, or is stuck on overhead, only a measurement says
     (``bl.diagnose``).
     """
-    intensity = _check_number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
+    intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
     ridge = ridge_point(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return "compute" if intensity >= ridge else "memory"
 
@@ -223,8 +212,8 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
             f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
             f"got {type(device_or_spec).__name__}"
         )
-    peak = _check_number("peak_flops_per_s", peak, positive=True)
-    bandwidth = _check_number("mem_bandwidth_bytes_per_s", bandwidth, positive=True)
+    peak = _checks.number("peak_flops_per_s", peak, positive=True)
+    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", bandwidth, positive=True)
     return peak, bandwidth
 
 
@@ -254,24 +243,6 @@ def _device_label(device: Any) -> str:
 # ---------------------------------------------------------------- points
 
 
-def dominant_precision(counts: Any) -> str:
-    """The precision of most of a count's matmul FLOPs ("fp32" when it has none).
-
-    That is the roof a workload is judged against: a bf16 model's matmuls
-    run on tensor cores, far above the fp32 roof.
-    """
-    split = matmul_flops_by_precision(counts)
-    return max(split, key=split.get) if split else "fp32"
-
-
-def matmul_flops_by_precision(counts: Any) -> dict[str, float]:
-    """``{"bf16": flops, ...}`` for the matmul FLOPs of a ``bl.count`` result."""
-    if hasattr(counts, "flops_by_precision"):
-        return {k: v for k, v in counts.flops_by_precision("matmul").items() if v}
-    matmul = counts.by_category()["matmul"]["flops"]
-    return {"fp32": matmul} if matmul else {}
-
-
 @dataclass(frozen=True)
 class RooflinePoint:
     """A measured workload to place on the roofline.
@@ -293,9 +264,9 @@ class RooflinePoint:
     def __post_init__(self) -> None:
         if not isinstance(self.label, str):
             raise TypeError(f"label must be a string, got {type(self.label).__name__}")
-        _check_number("flops", self.flops, positive=False)
-        _check_number("bytes_moved", self.bytes_moved, positive=True)
-        _check_number("seconds", self.seconds, positive=True)
+        _checks.number("flops", self.flops, positive=False)
+        _checks.number("bytes_moved", self.bytes_moved, positive=True)
+        _checks.number("seconds", self.seconds, positive=True)
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -338,7 +309,7 @@ class RooflinePoint:
             flops=counts.flops,
             bytes_moved=counts.bytes_moved,
             seconds=seconds,
-            precision=dominant_precision(counts),
+            precision=getattr(counts, "precision", "fp32"),
         )
 
     def __repr__(self) -> str:
@@ -346,10 +317,6 @@ class RooflinePoint:
             f"RooflinePoint({self.label!r}: {self.intensity_flops_per_byte:.3g} FLOP/byte, "
             f"{_fmt.si(self.achieved_flops_per_s, 'FLOP/s')}, {_fmt.si(self.achieved_bytes_per_s, 'B/s')})"
         )
-
-
-def _precision_of(point: Any) -> str:
-    return getattr(point, "precision", "fp32")
 
 
 def _as_xy(point: Any) -> tuple[str, float, float]:
@@ -365,8 +332,8 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
         label, intensity, rate = point
         return (
             str(label),
-            _check_number("point intensity", intensity, positive=True),
-            _check_number("point flops_per_s", rate, positive=True),
+            _checks.number("point intensity", intensity, positive=True),
+            _checks.number("point flops_per_s", rate, positive=True),
         )
     raise TypeError(
         "points: each point must be a RooflinePoint or a (label, intensity_flops_per_byte, "
@@ -385,11 +352,11 @@ def above_roof(
     ``(label, intensity, flops_per_s)``; the roof is the highest one of
     ``ceilings`` for ``dtype`` (default: the point's own precision).
     """
-    dtype = _precision_of(point) if dtype is None else dtype
+    dtype = getattr(point, "precision", "fp32") if dtype is None else dtype
     _, intensity, rate = _as_xy(point)
     top = max(r for _, r in _roofs(ceilings, dtype))
     _, bandwidth = ceilings_of(ceilings, dtype)
-    tolerance = _check_number("tolerance", tolerance, positive=False)
+    tolerance = _checks.number("tolerance", tolerance, positive=False)
     return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + tolerance)
 
 
@@ -398,7 +365,7 @@ def above_roof(
 
 def _points_precision(points: Sequence[Any], device: Any) -> str:
     """The roof to draw for these points: their precision (the fastest when they differ)."""
-    wanted = {_precision_of(p) for p in points} - {"fp32"}
+    wanted = {getattr(p, "precision", "fp32") for p in points} - {"fp32"}
     usable = []
     for p in sorted(wanted):
         try:
@@ -451,72 +418,57 @@ def plot(
     """
     import matplotlib.pyplot as plt
     import numpy as np
-    from matplotlib.ticker import EngFormatter
 
     devices = _devices(ceilings, extra)
     if dtype is None:
         dtype = _points_precision(points, devices[0])
     resolved = [(d, _roofs(d, dtype), ceilings_of(d, dtype)[1]) for d in devices]
     xy = [_as_xy(p) for p in points]
-
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
-
-    ridges = [roofs[0][1] / bw for _, roofs, bw in resolved]
-    low_ridges = [roofs[-1][1] / bw for _, roofs, bw in resolved]
-    xs_all = ridges + low_ridges + [x for _, x, _ in xy]
-    x_lo = min(xs_all) / 30
-    x_hi = max(xs_all) * 30
+    xs = [r[k][1] / bw for _, r, bw in resolved for k in (0, -1)] + [x for _, x, _ in xy]
+    x_lo, x_hi = min(xs) / 30, max(xs) * 30
     grid = np.logspace(math.log10(x_lo), math.log10(x_hi), 400)
-
     colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
     for i, (device, roofs, bandwidth) in enumerate(resolved):
-        color = colors[i % len(colors)]
-        name = _device_label(device)
-        for j, (roof_label, peak) in enumerate(roofs):
-            style = "-" if j == 0 else "--"
-            label = (
-                f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}, {_fmt.si(bandwidth, 'B/s')}"
-                if j == 0
-                else f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}"
-            )
-            ax.plot(
-                grid,
-                np.minimum(peak, grid * bandwidth),
-                style,
-                color=color,
-                lw=2 if j == 0 else 1.3,
-                label=label,
-            )
-        top = roofs[0][1]
-        ridge = top / bandwidth
-        ax.plot([ridge], [top], "o", color=color, ms=6)
-        ax.annotate(
-            f"ridge {ridge:.3g} FLOP/byte",
-            (ridge, top),
-            textcoords="offset points",
-            xytext=(6, -14),
-            fontsize=8,
-            color=color,
-        )
+        _draw_device(ax, grid, _device_label(device), roofs, bandwidth, colors[i % len(colors)])
+    for label, x, y in xy:
+        _draw_point(ax, label, x, y, above_roof((label, x, y), devices[0], dtype))
+    _finish(ax, x_lo, x_hi, f"{title or 'roofline'} ({dtype} roof)")
+    return ax
 
-    if xy:
-        first = devices[0]
-        for point, (label, x, y) in zip(points, xy, strict=True):
-            bad = above_roof((label, x, y), first, _precision_of(point) if dtype is None else dtype)
-            if bad:
-                ax.plot([x], [y], "X", color="red", ms=11, zorder=5)
-                ax.annotate(
-                    f"{label}\nabove the roof: a counting or timing error",
-                    (x, y),
-                    textcoords="offset points",
-                    xytext=(8, 6),
-                    fontsize=8,
-                    color="red",
-                )
-            else:
-                ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
-                ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+
+def _draw_device(ax, grid, name: str, roofs, bandwidth: float, color) -> None:
+    """One device: each roof as min(peak, intensity x bandwidth), and its ridge point."""
+    import numpy as np
+
+    for j, (roof_label, peak) in enumerate(roofs):
+        label = f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}"
+        label += f", {_fmt.si(bandwidth, 'B/s')}" if j == 0 else ""
+        ax.plot(grid, np.minimum(peak, grid * bandwidth), "-" if j == 0 else "--", color=color,
+                lw=2 if j == 0 else 1.3, label=label)  # fmt: skip
+    top = roofs[0][1]
+    ridge = top / bandwidth
+    ax.plot([ridge], [top], "o", color=color, ms=6)
+    # above and left of the dot: points to its right sit under the roof, not on the label
+    ax.annotate(f"ridge {ridge:.3g} FLOP/byte", (ridge, top), textcoords="offset points",
+                xytext=(-4, 6), ha="right", fontsize=8, color=color)  # fmt: skip
+
+
+def _draw_point(ax, label: str, x: float, y: float, bad: bool) -> None:
+    """A measured point; one above the roof as a red cross, because it cannot be right."""
+    if bad:
+        ax.plot([x], [y], "X", color="red", ms=11, zorder=5)
+        ax.annotate(f"{label}\nabove the roof: a counting or timing error", (x, y),
+                    textcoords="offset points", xytext=(8, 6), fontsize=8, color="red")  # fmt: skip
+    else:
+        ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+
+
+def _finish(ax, x_lo: float, x_hi: float, title: str) -> None:
+    """Log-log axes with their units, the title (which roof), grid and legend."""
+    from matplotlib.ticker import EngFormatter
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -524,8 +476,6 @@ def plot(
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    roof_note = f"{dtype} roof"
-    ax.set_title(f"{title} ({roof_note})" if title is not None else f"roofline ({roof_note})")
+    ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return ax

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices
+from brrrlib import _checks, _fmt, devices
 
 __all__ = ["Timing", "benchmark"]
 
@@ -297,14 +297,14 @@ def benchmark(
         >>> bl.benchmark(torch.mm, a, a, label="mm 1024")     # doctest: +SKIP
         Timing(mm 1024: 11.5 ms median; IQR 0.2 ms (2%), ...)
     """
-    _check_callable("fn", fn)
-    budget_s = _check_seconds("budget_s", budget_s, zero_ok=False)
-    warmup_s = _check_seconds("warmup_s", warmup_s, zero_ok=True)
+    _checks.function("fn", fn)
+    budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
+    warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
     if label is not None and not isinstance(label, str):
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
     if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
         raise ValueError(f"min_samples must be a whole number >= 1, got {min_samples!r}")
-    dev = _infer_device(args, kwargs) if device is None else devices.resolve(device)
+    dev = devices.of(args, kwargs) if device is None else devices.resolve(device)
     devices.check_available(dev, "device")
     if cuda_graph and dev.type != "cuda":
         raise ValueError(
@@ -337,15 +337,7 @@ def benchmark(
             min(min_samples, n_samples),
             deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
         )
-    return Timing(
-        samples_s=tuple(kept),
-        device=str(dev),
-        label=label,
-        calls_per_sample=number,
-        flush_cache=flush_cache,
-        cuda_graph=cuda_graph,
-        dropped_s=tuple(dropped),
-    )
+    return Timing(kept, str(dev), label, number, flush_cache, cuda_graph, tuple(dropped))
 
 
 def _measure_until_undisturbed(
@@ -524,39 +516,6 @@ def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") ->
             "so there would be nothing to time. Time the work itself, e.g. "
             "lambda: list(gen(...)) for a generator."
         )
-
-
-def _check_callable(name: str, fn: Any) -> None:
-    if not callable(fn):
-        raise TypeError(
-            f"{name} must be callable (a function, lambda or module), got {type(fn).__name__}; "
-            "pass the function itself, not its result: benchmark(torch.mm, a, b)"
-        )
-
-
-def _check_seconds(name: str, value: Any, *, zero_ok: bool) -> float:
-    """A number of seconds (any real number type, numpy's included); else a clear error."""
-    import numbers
-
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        raise ValueError(f"{name} must be a positive number of seconds, got {value}")
-    return value
-
-
-def _infer_device(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.device:
-    """The device of the first tensor among the arguments, else bl.device()."""
-    for value in (*args, *kwargs.values()):
-        candidates = value if isinstance(value, (list, tuple)) else (value,)
-        for v in candidates:
-            if isinstance(v, torch.Tensor):
-                return v.device
-            if isinstance(v, torch.nn.Module):
-                for p in v.parameters():
-                    return p.device
-    return devices.device()
 
 
 def _flush_buffer(dev: torch.device) -> torch.Tensor:

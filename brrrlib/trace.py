@@ -512,7 +512,7 @@ def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) 
     share of FLOPs next to the share of runtime (:func:`time_by_category`).
     Matmuls do nearly all the FLOPs; the other categories take a share of the
     time out of proportion to their FLOPs because they are bound by memory
-    bandwidth or overhead. (``bl.counting.breakdown`` is the same function.)
+    bandwidth or overhead.
 
     Note: ``nn.TransformerEncoderLayer`` in ``eval()`` under ``no_grad`` with
     ``batch_first=True`` runs one fused op; its count is one matmul row, while

@@ -36,6 +36,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from brrrlib import _checks
+
 __all__ = [
     "H100_RECORDED_S",
     "TinyBlock",
@@ -93,12 +95,6 @@ def _big(device: torch.device) -> bool:
     return device.type in ("cuda", "mps")
 
 
-def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 # --------------------------------------------------------------------------- chapter 03
 
 
@@ -118,7 +114,7 @@ def python_adds(n: int = 200_000):
     (it quotes about 32 million per second). No tensors, no device: this is
     the speed of the manager who writes the factory's instructions.
     """
-    return _count_up, (_positive_int("n", n),)
+    return _count_up, (_checks.positive_int("n", n),)
 
 
 def pointwise_chain(numel: int | None = None, n_ops: int = 16, device=None, *, large: bool = False):
@@ -134,8 +130,8 @@ def pointwise_chain(numel: int | None = None, n_ops: int = 16, device=None, *, l
     """
     dev = _device(device)
     default = (2**26 if _big(dev) else 2**22) if large else 1024
-    numel = _positive_int("numel", numel if numel is not None else default)
-    n_ops = _positive_int("n_ops", n_ops)
+    numel = _checks.positive_int("numel", numel if numel is not None else default)
+    n_ops = _checks.positive_int("n_ops", n_ops)
     x = torch.randn(numel, device=dev)
 
     def chain(x: torch.Tensor) -> torch.Tensor:
@@ -156,9 +152,9 @@ def small_matmuls(n: int = 64, size: int | None = None, *, batched: bool = False
     return the same ``(n, size, size)`` result: the same FLOPs, the same
     bytes, only the number of instructions differs.
     """
-    n = _positive_int("n", n)
+    n = _checks.positive_int("n", n)
     dev = _device(device)
-    size = _positive_int("size", size if size is not None else (64 if _big(dev) else 16))
+    size = _checks.positive_int("size", size if size is not None else (64 if _big(dev) else 16))
     a = torch.randn(n, size, size, device=dev)
     b = torch.randn(n, size, size, device=dev)
     return (torch.bmm if batched else _matmul_loop), (a, b)
@@ -184,10 +180,10 @@ def mlp(batch: int = 1, d_model: int | None = None, *, wide: bool = False, devic
     weight read is the fixed cost until the batch reaches the *critical batch
     size*, about twice the fp32 ridge point (chapter 03).
     """
-    batch = _positive_int("batch", batch)
+    batch = _checks.positive_int("batch", batch)
     dev = _device(device)
     default = (4096 if _big(dev) else 1024) if wide else (1024 if _big(dev) else 128)
-    d_model = _positive_int("d_model", d_model if d_model is not None else default)
+    d_model = _checks.positive_int("d_model", d_model if d_model is not None else default)
     model = nn.Sequential(
         nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model)
     ).to(dev)
@@ -206,7 +202,7 @@ def doubled_batch(
     doubled batch over the batch, measured in alternating rounds, is the
     essay's batch-size test.
     """
-    batch = _positive_int("batch", batch)
+    batch = _checks.positive_int("batch", batch)
     first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
     if first is None:
         raise ValueError("model has no nn.Linear, so the input width is unknown; time "
@@ -417,11 +413,11 @@ def transformer_block(
     bookkeeping in the timings. Chapter 04 diagnoses it at ``batch=1`` and
     then improves it step by step (batching, ``torch.compile``, precision).
     """
-    batch = _positive_int("batch", batch)
-    n_heads = _positive_int("n_heads", n_heads)
+    batch = _checks.positive_int("batch", batch)
+    n_heads = _checks.positive_int("n_heads", n_heads)
     dev = _device(device)
-    seq = _positive_int("seq", seq if seq is not None else (256 if _big(dev) else 16))
-    d_model = _positive_int(
+    seq = _checks.positive_int("seq", seq if seq is not None else (256 if _big(dev) else 16))
+    d_model = _checks.positive_int(
         "d_model", d_model if d_model is not None else (1024 if _big(dev) else 64)
     )
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:

@@ -12,10 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from brrrlib.counting import (
     CATEGORIES,
-    CategoryTimes,
     Counts,
     OpCount,
-    breakdown,
     categorize,
     count,
 )
@@ -371,15 +369,6 @@ def test_times_give_percent_of_runtime():
     assert "FLOP/s" in c.table(FakeTiming()).splitlines()[-1]
     with pytest.raises(ValueError, match="unknown categories"):
         c.with_times({"attention": 1.0})
-
-
-def test_counting_breakdown_is_the_trace_breakdown():
-    # chapter 01 calls bl.counting.breakdown; the profiling lives in trace (counting knows no
-    # profiler), so counting's name hands the call over and returns the same kind of result
-    x = torch.randn(16, 16)
-    result = breakdown(torch.mm, x, x, runs=1)
-    assert isinstance(result, Counts) and isinstance(result.times, CategoryTimes)
-    assert result.times.runs == 1 and result.flops == 2 * 16**3
 
 
 def test_bad_input_is_named():

@@ -605,3 +605,13 @@ def test_an_lstm_layer_is_the_work_not_a_wrapper_of_its_bias_add():
     tr = bl.profile(lstm, torch.randn(8, 32, 64), runs=2)
     busy = [tr.busy_fraction_per_run[r] for r in tr.steady_runs]
     assert min(busy) > 0.5, busy  # was ~0.01: the layer's own time had dropped out
+
+
+def test_breakdown_is_counts_with_times_per_category():
+    # chapter 01 calls bl.trace.breakdown: bl.count's rows plus each category's share of time
+    from brrrlib.counting import CategoryTimes, Counts
+
+    x = torch.randn(16, 16)
+    result = bl.trace.breakdown(torch.mm, x, x, runs=1)
+    assert isinstance(result, Counts) and isinstance(result.times, CategoryTimes)
+    assert result.times.runs == 1 and result.flops == 2 * 16**3

@@ -1,0 +1,50 @@
+"""Checking a learner's arguments: a clear error that names the argument and says what to do.
+
+Every public function checks what it is given before it measures anything, so
+a typo is one readable sentence, never a traceback from deep inside torch.
+These are the checks the modules share.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+__all__ = ["function", "number", "positive_int", "seconds"]
+
+
+def function(name: str, fn: Any) -> None:
+    """``fn`` must be callable: a learner often passes ``f(x)`` (its result) for ``f``."""
+    if not callable(fn):
+        raise TypeError(
+            f"{name} must be callable (a function, lambda or module), got {type(fn).__name__}; "
+            "pass the function itself, not its result: benchmark(torch.mm, a, b)"
+        )
+
+
+def seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:
+    """A number of seconds (any real number type, numpy's included) as a float."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+    return value
+
+
+def number(name: str, value: Any, *, positive: bool) -> float:
+    """A real number, >= 0 (``positive``: > 0), as a float."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or (positive and value <= 0) or value < 0:
+        raise ValueError(f"{name} must be a number {'> 0' if positive else '>= 0'}, got {value!r}")
+    return value
+
+
+def positive_int(name: str, value: Any) -> int:
+    """A whole number >= 1 (numpy's integers too)."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    return int(value)
