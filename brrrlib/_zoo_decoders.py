@@ -124,10 +124,7 @@ def gpt_count(cfg: DecoderConfig, b: int, t: int, cached: int = 0) -> HandCount:
         tally.linear(n, c, c)
         tally.pointwise(n * c, n * c, n * c)  # residual
         tally.layer_norm(n * c, n, c)
-        tally.linear(n, c, f)
-        tally.pointwise(n * f)  # gelu
-        tally.linear(n, f, c)
-        tally.pointwise(n * c, n * c, n * c)  # residual
+        tally.mlp(n, c, f)
     tally.layer_norm(b * c, b, c)
     tally.linear(b, c, cfg.vocab, bias=False)
     return tally.done()

@@ -114,10 +114,7 @@ def bert_count(cfg: BertConfig, b: int, t: int) -> HandCount:
         tally.linear(n, c, c)
         tally.pointwise(n * c, n * c, n * c)  # residual
         tally.layer_norm(n * c, n, c)
-        tally.linear(n, c, f)
-        tally.pointwise(n * f)  # gelu
-        tally.linear(n, f, c)
-        tally.pointwise(n * c, n * c, n * c)  # residual
+        tally.mlp(n, c, f)
         tally.layer_norm(n * c, n, c)
     tally.linear(b, c, c)  # pooler on the first token
     tally.pointwise(b * c)  # tanh
@@ -205,10 +202,7 @@ def vit_count(cfg: VisionConfig, b: int) -> HandCount:
         tally.linear(n, c, c)
         tally.pointwise(n * c, n * c, n * c)
         tally.layer_norm(n * c, n, c)
-        tally.linear(n, c, f)
-        tally.pointwise(n * f)
-        tally.linear(n, f, c)
-        tally.pointwise(n * c, n * c, n * c)
+        tally.mlp(n, c, f)
     tally.layer_norm(n * c, n, c)
     tally.linear(b, c, cfg.classes)
     return tally.done()
@@ -278,10 +272,7 @@ def mixer_count(cfg: VisionConfig, b: int) -> HandCount:
         tally.linear(b * c, ft, t)
         tally.pointwise(n * c, n * c, n * c)  # residual, transposed back
         tally.layer_norm(n * c, n, c)
-        tally.linear(n, c, f)
-        tally.pointwise(n * f)
-        tally.linear(n, f, c)
-        tally.pointwise(n * c, n * c, n * c)
+        tally.mlp(n, c, f)
     tally.layer_norm(n * c, n, c)
     tally.reduce(n * c, b * c)
     tally.linear(b, c, cfg.classes)

@@ -142,6 +142,13 @@ class Tally:
         """An elementwise op with ``n`` outputs: ``n`` FLOPs; reads ``reads`` (default: ``n``)."""
         self._op(n, activations=sum(reads or (n,)) + n, weights=weights)
 
+    def mlp(self, rows: int, d: int, hidden: int) -> None:
+        """A transformer's MLP: linear ``d -> hidden``, GELU, linear back, the residual add."""
+        self.linear(rows, d, hidden)
+        self.pointwise(rows * hidden)  # gelu
+        self.linear(rows, hidden, d)
+        self.pointwise(rows * d, rows * d, rows * d)  # residual
+
     def inplace(self, n: int, *others: int) -> None:
         """An in-place elementwise op (``relu_``, ``x += y``): reads and writes ``x`` once."""
         self._op(n, activations=2 * n + sum(others))
