@@ -21,12 +21,30 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["COLOURS", "RING", "_Explorer"]
+__all__ = ["COLOURS", "RING", "_Explorer", "mimebundle"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
 RING = {"marker": "o", "markersize": 14, "markerfacecolor": "none",
         "markeredgecolor": "black", "markeredgewidth": 2}  # fmt: skip
+
+
+def mimebundle(widget: Any, png: bytes, readout_html: str, name: str, **kwargs: Any) -> dict:
+    """An explorer's display: the live widget, its current plot as a PNG, its readout as text.
+
+    JupyterLab shows the widget; a viewer without widgets (an exported page,
+    the course's static site, a notebook opened as a file) shows the picture
+    and the words of the last measurement instead.
+    """
+    import base64
+    import re
+
+    bundle = dict(widget._repr_mimebundle_(**kwargs) or {})
+    if png:
+        bundle["image/png"] = base64.b64encode(bytes(png)).decode()
+    words = re.sub(r"<[^>]+>", " ", readout_html or "")
+    bundle["text/plain"] = f"{name}: " + " ".join(html.unescape(words).split())
+    return bundle
 
 
 def _render(canvas) -> None:
@@ -157,18 +175,5 @@ class _Explorer:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        """The live widget, with the current plot as a PNG and the readout as text beside it.
-
-        JupyterLab shows the widget; a viewer without widgets (an exported page,
-        the course's static site, a notebook opened as a file) shows the picture
-        and the words of the last measurement instead.
-        """
-        import base64
-        import re
-
-        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
-        if self._plot.value:
-            bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()
-        words = re.sub(r"<[^>]+>", " ", self._readout.value or "")
-        bundle["text/plain"] = f"{self._name}: " + " ".join(html.unescape(words).split())
-        return bundle
+        """The live widget, with the current plot as a PNG and the readout as text beside it."""
+        return mimebundle(self.widget, self._plot.value, self._readout.value, self._name, **kwargs)

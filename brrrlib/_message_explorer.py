@@ -128,10 +128,11 @@ class MessageSizeExplorer:
         fig.savefig(buf, format="png")
         return buf.getvalue()
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        """The live widget; its plot as a PNG and its readout as text for viewers without widgets."""
+        from brrrlib._explorer import mimebundle
 
-        display(self.widget)
+        return mimebundle(self.widget, self._plot.value, self._readout.value, "message size", **kwargs)
 
     def __repr__(self) -> str:
         return f"MessageSizeExplorer({self.readout})"

@@ -104,7 +104,13 @@ def image(trace: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     data = base64.b64encode(buf.getvalue()).decode()
-    return f"<img src='data:image/png;base64,{data}' alt='timeline' style='max-width:100%'>"
+    busy = trace.busy_fraction_per_run[run] if run < len(trace.busy_fraction_per_run) else None
+    alt = (
+        f"Timeline of {trace.label or 'the workload'}, run {run}: the host lane (Python and "
+        f"dispatch) above the device lane (kernels)"
+        + (f"; the device was busy {busy:.0%} of the run" if busy is not None else "")
+    )
+    return f"<img src='data:image/png;base64,{data}' alt='{_html.escape(alt)}' style='max-width:100%'>"
 
 
 def summary_lines(trace: Any) -> list[str]:
