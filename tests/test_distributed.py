@@ -11,6 +11,7 @@ a parent process killed; each must give its message and leave no process.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -252,6 +253,11 @@ def test_message_size_explorer_says_which_term_dominates():
     assert ex._slider.value == 30 and ex._plot.value[:4] == b"\x89PNG"
     ex._slider.value = 10  # what dragging the slider does
     assert ex.nbytes == 1024 and "Measured at this size" in ex.readout
+    # a viewer without widgets (the static site, an exported page) gets the plot and the words
+    bundle = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG"
+    assert "latency-bound" in bundle["text/plain"]
     with pytest.raises(ValueError, match="nbytes"):
         ex.set(-1)
     with pytest.raises(TypeError, match="all_reduce_sweep"):

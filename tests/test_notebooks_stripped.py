@@ -17,6 +17,7 @@ check nothing while looking as if it did. Deterministic cells in the course
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -65,3 +66,21 @@ def test_notebook_opens_with_the_one_import(path):
     )
     hacks = [i for i, src in enumerate(code) if "sys.path" in src]
     assert not hacks, f"{path.name}: code cells {hacks} edit sys.path; install the package instead"
+
+
+_DRAWS = re.compile(r"\.plot\(|\bfigures\.|plt\.show\(|_explorer\(|plot_reports\(")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(COURSE)))
+def test_every_figure_cell_carries_an_alt_text(path):
+    # the static site shows each figure with the cell's ``mystnb.image.alt``: a sentence
+    # saying what the figure shows, for readers who cannot see it
+    nb = nbformat.read(path, as_version=4)
+    missing = [
+        cell.get("id", i)
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        and _DRAWS.search(cell.source)
+        and len(cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "").split()) < 8
+    ]
+    assert not missing, f"figure cells without an alt text: {missing}"

@@ -124,6 +124,21 @@ def test_every_page_carries_the_reference_run_label():
     assert len(pages) >= 9 and not unlabelled, f"pages without the label: {unlabelled}"
 
 
+def test_every_figure_on_the_site_says_what_it_shows():
+    # an image's alt text is what a screen reader reads: a sentence, never a file name
+    if not (SITE / "index.html").is_file():
+        pytest.skip(f"no built site at {SITE}")
+    bad, figures = [], 0
+    for page in sorted(SITE.rglob("*.html")):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text(encoding="utf-8")):
+            figures += 1
+            alt = re.search(r"""\balt=(["'])(.*?)\1""", tag, re.S)
+            text = alt.group(2) if alt else ""
+            if len(text.split()) < 3 or re.search(r"\.(png|svg|jpe?g)$", text):
+                bad.append(f"{page.relative_to(SITE)}: {text or '(no alt)'}")
+    assert figures >= 20 and not bad, bad
+
+
 def test_the_site_opens_and_leads_to_chapters_glossary_and_guide(browser_page):
     page = browser_page
     page.goto((SITE / "index.html").as_uri())
