@@ -20,6 +20,7 @@ from typing import Any
 from brrrlib import _fmt
 
 __all__ = [
+    "batching",
     "bounds",
     "busy_chains",
     "compile_cost",
