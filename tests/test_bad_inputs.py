@@ -51,6 +51,7 @@ BAD_INPUTS = {
     "check: ceilings that are text": (lambda: bl.check("00.ridge_a100", 12, ceilings="fake"), TypeError, "bl.measure_ceilings"),
     "check: an unknown question": (lambda: bl.check("00.nope", 1), ValueError, "00.nope"),
     "batch_explorer: input that is a list": (lambda: widgets.batch_explorer(make_input=lambda b: [torch.ones(b, 8)]), TypeError, "make_input"),
+    "batch_explorer: input of the wrong width": (lambda: widgets.batch_explorer(make_input=lambda b: torch.ones(b, 7)), ValueError, "make_input must build the input this model takes"),
     "repeat_explorer: repeat not on the slider": (lambda: widgets.repeat_explorer(repeat=7, size=1024), ValueError, "repeat=7"),
     "profile: runs is 0": (lambda: bl.profile(torch.neg, _X, runs=0), ValueError, "runs"),
 }  # fmt: skip
