@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import _fakes
 import pytest
 import torch
 
@@ -58,25 +59,12 @@ def cpu_ceilings(ceilings_cache_dir):
     torch.set_num_threads(1)
     try:
         ceilings = bl.measure_ceilings("cpu", progress=False)
-        disturbed = _disturbed(ceilings)
+        disturbed = _fakes.disturbed(ceilings)
         if disturbed:
             pytest.skip(f"this CPU's ceilings were measured while other programs ran: {disturbed}")
         yield ceilings
     finally:
         torch.set_num_threads(threads)
-
-
-def _disturbed(ceilings) -> str:
-    """What makes these ceilings unfit to be floors for fp32 work ("" if nothing)."""
-    from brrrlib.ceilings import MIN_CPU_SHARE, SPREAD_LIMIT
-
-    spread = {
-        k: v for k, v in ceilings.spread.items() if k in ("matmul", "vector", "memory", "overhead")
-    }
-    says = [f"{k} varied {v:.0%} between rounds" for k, v in spread.items() if v > SPREAD_LIMIT]
-    if ceilings.cpu_share < MIN_CPU_SHARE:
-        says.append(f"this process got {ceilings.cpu_share:.0%} of its CPU time")
-    return "; ".join(says)
 
 
 # ------------------------------------------------------------------------- the zoo as data
