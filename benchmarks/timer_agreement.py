@@ -7,7 +7,9 @@ BRRR_DEVICE=cpu to time the CPU). Run:
     python benchmarks/timer_agreement.py [--threads N] [--rounds R]
 
 The timers run interleaved, round by round, and the median over rounds is
-compared. On the CPU both use the same number of threads (one by default: on
+compared. Nine rounds by default: on a shared 2-core VM a memory-bound op
+(the relu) drifts by up to 10% from one 0.2 s round to the next, whichever
+timer runs, so three rounds' median read it 3-9% apart and nine 2-4%. On the CPU both use the same number of threads (one by default: on
 a busy 2-core machine an OpenMP barrier waiting for a descheduled thread adds
 whole scheduler ticks at random, noise about the machine, not the timers).
 On CUDA, do_bench times the device alone (events, L2 flushed before each
@@ -56,7 +58,7 @@ def _do_bench():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=9)
     opts = parser.parse_args()
     dev = bl.device()
     torch.set_num_threads(opts.threads)
