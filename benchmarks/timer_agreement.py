@@ -9,7 +9,8 @@ BRRR_DEVICE=cpu to time the CPU). Run:
 The timers run interleaved, round by round, and the median over rounds is
 compared. Nine rounds by default: on a shared 2-core VM a memory-bound op
 (the relu) drifts by up to 10% from one 0.2 s round to the next, whichever
-timer runs, so three rounds' median read it 3-9% apart and nine 2-4%. On the CPU both use the same number of threads (one by default: on
+timer runs, so three rounds' medians read it 3-9% apart and nine 2-5%.
+On the CPU both use the same number of threads (one by default: on
 a busy 2-core machine an OpenMP barrier waiting for a descheduled thread adds
 whole scheduler ticks at random, noise about the machine, not the timers).
 On CUDA, do_bench times the device alone (events, L2 flushed before each
