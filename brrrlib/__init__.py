@@ -13,8 +13,8 @@ overhead. This library measures which, on the machine in front of you::
     bl.profile(fn, x).plot()         # where the time goes: host lane over device lane
     bl.diagnose(fn, x)               # the regime, its evidence and the remedy
 
-Where things live (one idea per module; read them in this order to see how
-each number is measured):
+Where things live. The library is the top-level modules, one idea each; read
+them in this order to see how each number is measured:
 
 =================  ===========================================================
 ``timing``         honest timing (``benchmark``)
@@ -27,16 +27,33 @@ each number is measured):
 ``trace``          profiles: host and device lanes, busy time, gaps (``profile``)
 ``diagnosis``      the decision procedure (``diagnose``)
 ``sweeps``         declared sweeps behind the explorers and chapter figures
-``widgets``        the two explorers (repeat count, batch size)
-``distributed``    collectives over local processes or torchrun (chapter 05)
-``figures``        the chapters' figures
-``readouts``       the sentences the chapters print from their measurements
 ``workloads``      the chapters' workloads
-``zoo``            real architectures in plain PyTorch, each with a hand FLOP count
-``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``
-``classroom``      a learner's result file and the class view (``report``)
-``cli``            the ``brrr`` command: ``doctor``, ``diagnose``, ``lab``
 ``_fmt``           the one unit picker, small statistics, progress lines
+=================  ===========================================================
+
+The chapters' packages (folders) are built on the library and never the
+reverse; the package holds its public names, its private modules the rest:
+
+=================  ===========================================================
+``widgets``        the two explorers: ``_repeat_explorer``, ``_batch_explorer``;
+                   what they share, ``_explorer``; what they run, ``_experiments``
+``zoo``            real architectures in plain PyTorch, each with a hand FLOP count:
+                   ``_tally`` counts by hand, ``_rows`` sizes them, one module a
+                   family (``_convnets``, ``_encoders``, ``_decoders``, ``_others``)
+``distributed``    chapter 05: collectives over local processes or torchrun; the
+                   processes (``_launch``, ``_collectives_worker``), the arithmetic
+                   (``_comm_model``), results (``_collective_results``), the
+                   ladder (``_ladder``, ``_host_transfers``), a slider
+                   (``_message_explorer``)
+``figures``        the chapters' figures (03-04 in ``_chapters_03_04``)
+``readouts``       the sentences the chapters print from their measurements
+                   (``_chapters_00_02``, ``_chapters_03_04``)
+``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;
+                   the question bank in ``_questions`` (with 00-02), ``_questions_03_04``,
+                   ``_questions_05``
+``classroom``      a learner's result file and the class view (``report``); the file
+                   format in ``_report_file``, the drawing in ``_view``
+``cli``            the ``brrr`` command: ``diagnose``, ``lab``; ``doctor`` in ``_doctor``
 =================  ===========================================================
 
 Modules load when first used, so ``import brrrlib`` is quick and the ``brrr``
@@ -94,7 +111,7 @@ def _import(module: str) -> Any:
     try:
         return importlib.import_module(f"brrrlib.{module}")
     except (ImportError, AttributeError) as err:
-        from brrrlib._doctor import torch_problem
+        from brrrlib.cli._doctor import torch_problem
 
         problem = torch_problem()  # torch missing, broken or too old: say so in one sentence
         if problem is None:

@@ -14,12 +14,12 @@ import pytest
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib import _report_file
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import (
     MAX_REPORT_BYTES,
     SCHEMA_VERSION,
     Report,
+    _report_file,
     attainable_table,
     chapters_table,
     from_ceilings,

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 import brrrlib
-from brrrlib import _doctor, cli
+from brrrlib import cli
+from brrrlib.cli import _doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,10 +28,11 @@ import torch
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib import _launch, distributed, hardware
-from brrrlib._collective_results import mlp_flops_per_sample, mlp_params
-from brrrlib._collectives_worker import EXIT_PEER_LOST, MODES, mlp
-from brrrlib._ladder import LEVELS
+from brrrlib import distributed, hardware
+from brrrlib.distributed import _launch
+from brrrlib.distributed._collective_results import mlp_flops_per_sample, mlp_params
+from brrrlib.distributed._collectives_worker import EXIT_PEER_LOST, MODES, mlp
+from brrrlib.distributed._ladder import LEVELS
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -166,7 +167,8 @@ def _sweep(world_size=4, alpha=100e-6, bandwidth=1e9):
     sizes = [4**k for k in range(1, 12)]
     samples = [[(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99)] for s in sizes]
     return distributed.CollectiveSweep(
-        sizes, samples, world_size, "gloo", verified=True, hosts=("a",) * world_size
+        sizes, samples, world_size=world_size, backend="gloo", verified=True,
+        hosts=("a",) * world_size,
     )
 
 
@@ -184,11 +186,11 @@ def test_collective_sweep_reports_as_nccl_tests_does():
     assert "bytes" in axes[0].get_xlabel() and "µs" in axes[0].get_ylabel()
     assert "GB/s" in axes[1].get_ylabel()
     with pytest.raises(ValueError, match="one non-empty row"):
-        distributed.CollectiveSweep([4, 8], [[1e-3]], 2, "gloo")
+        distributed.CollectiveSweep([4, 8], [[1e-3]], world_size=2, backend="gloo")
 
 
 def test_paired_ratios_say_only_what_their_interval_allows():
-    from brrrlib._collective_results import paired_ratio, ratio_says
+    from brrrlib.distributed._collective_results import paired_ratio, ratio_says
 
     base = [1.0, 1.1, 0.9, 1.0, 1.2, 0.95, 1.05, 1.0, 1.1, 0.9]
     assert paired_ratio([2 * x for x in base], base) == (2.0, 2.0, 2.0)
@@ -212,7 +214,8 @@ def _run(compute_per_sample_s=1e-4, comm_s=4e-3, rounds=8):
     }
     return distributed.DataParallelRun(
         batches, samples, [comm_s] * rounds, mlp_params(distributed.DEFAULT_MODEL),
-        4 * mlp_params(distributed.DEFAULT_MODEL), distributed.DEFAULT_MODEL, 2, "gloo",
+        4 * mlp_params(distributed.DEFAULT_MODEL), distributed.DEFAULT_MODEL,
+        world_size=2, backend="gloo",
         buckets={MODES[1]: 1, MODES[2]: 4},
     )  # fmt: skip
 
@@ -527,7 +530,7 @@ def test_a_timeout_stops_every_process():
 def test_workers_end_themselves_when_their_parent_is_killed(tmp_path):
     code = (
         "import json, time\n"
-        "from brrrlib import _launch\n"
+        "from brrrlib.distributed import _launch\n"
         f"job = {_job()!r}\n"
         "g = _launch.LocalGroup(job, 2, timeout_s=120, port=_launch._free_port(), what='x')\n"
         "g.start()\n"

@@ -228,7 +228,7 @@ def test_question_listing_does_not_carry_answers():
 
 
 def test_registering_twice_or_without_hints_is_refused():
-    from brrrlib._questions import Exercise, Question, Worked, index
+    from brrrlib.exercises._questions import Exercise, Question, Worked, index
 
     again = Exercise(Question("02.ridge", "again", hints=("h",)), lambda ctx: Worked(1.0))
     with pytest.raises(ValueError, match="twice"):
@@ -303,7 +303,7 @@ MACHINE_DEPENDENT = {
 
 @pytest.mark.parametrize("qid", ALL)
 def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
-    from brrrlib._questions import Context
+    from brrrlib.exercises._questions import Context
 
     worked = ex._get(qid).solve(Context(FAKE))
     assert len(worked.steps) >= 2, "a worked answer needs its working"
@@ -340,7 +340,7 @@ def test_the_last_hint_points_to_the_solution(capsys):
 
 
 def test_answer_key_holds_every_question_with_its_working():
-    from brrrlib._questions import Context
+    from brrrlib.exercises._questions import Context
 
     key = ex.answer_key(ceilings=FAKE)
     assert [q.id for q, _, _ in key.entries] == ALL

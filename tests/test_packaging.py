@@ -153,6 +153,7 @@ def test_public_names_have_docstrings():
     for mod_name in [
         "brrrlib",
         *[f"brrrlib.{m.stem}" for m in (ROOT / "brrrlib").glob("[!_]*.py")],
+        *[f"brrrlib.{m.parent.name}" for m in (ROOT / "brrrlib").glob("[!_]*/__init__.py")],
     ]:
         mod = importlib.import_module(mod_name)
         if not inspect.getdoc(mod):

@@ -1,4 +1,4 @@
-"""Tests for the sentences chapters 00-02 print (brrrlib.readouts, from brrrlib._readouts_00_02).
+"""Tests for the sentences chapters 00-02 print (brrrlib.readouts, from brrrlib.readouts._chapters_00_02).
 
 Each readout runs on a laptop CPU's ceilings (a 2-core EPYC's round numbers) and
 on the H100's ceilings recorded with the course, and the test asserts what it
@@ -288,8 +288,8 @@ def test_achieved_bandwidth_gives_each_pass_its_share_of_the_ceiling():
 
 def _repeat_sweep(c, flat_factor: float, multiply_factor: float, repeats=(1, 4, 16, 64, 256)):
     """A repeat sweep built by hand: fused points from the model, scaled by the given factors."""
-    from brrrlib._experiments import repeat_model_s
     from brrrlib.sweeps import Point, Sweep
+    from brrrlib.widgets._experiments import repeat_model_s
 
     size, points = 2**24, []
     for r in repeats:
@@ -302,7 +302,7 @@ def _repeat_sweep(c, flat_factor: float, multiply_factor: float, repeats=(1, 4, 
 
 
 def test_knee_reports_guess_model_and_measurement_and_why_they_differ():
-    from brrrlib._experiments import predicted_knee_repeat
+    from brrrlib.widgets._experiments import predicted_knee_repeat
 
     model = predicted_knee_repeat(CPU)
     exact = readouts.knee(10, CPU, _repeat_sweep(CPU, 1.0, 1.0))

@@ -19,8 +19,9 @@ from _fakes import fake_ceilings
 from torch import nn
 
 import brrrlib as bl
-from brrrlib import _batch_explorer, _explorer, _repeat_explorer, devices, sweeps, timing, widgets
+from brrrlib import devices, sweeps, timing, widgets
 from brrrlib.sweeps import Case
+from brrrlib.widgets import _batch_explorer, _explorer, _repeat_explorer
 
 PNG_MAGIC = b"\x89PNG"
 CPU = torch.device("cpu")
@@ -412,7 +413,7 @@ def test_repeat_busy_message_says_compiling(clock, ceilings, plenty_of_memory):
 def test_repeat_skips_slow_eager_points_unless_forced(
     clock, ceilings, plenty_of_memory, monkeypatch
 ):
-    from brrrlib import _experiments
+    from brrrlib.widgets import _experiments
 
     fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)  # one pass: 8 x size / 10 GB/s (+ 5 µs)

@@ -1,6 +1,6 @@
-"""The question bank, chapters 03 (overhead) and 04 (diagnose): data, as in :mod:`brrrlib._questions`.
+"""The question bank, chapters 03 (overhead) and 04 (diagnose): data, as in :mod:`brrrlib.exercises._questions`.
 
-Each :class:`~brrrlib._questions.Exercise` pairs what the learner reads with
+Each :class:`~brrrlib.exercises._questions.Exercise` pairs what the learner reads with
 a solver that computes the expected answer and its working from the spec
 table and this machine's ceilings.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from brrrlib import _fmt
-from brrrlib._questions import (
+from brrrlib.exercises._questions import (
     FP32_BYTES,
     REGIMES,
     Context,

@@ -18,12 +18,13 @@ from types import MappingProxyType
 from typing import Any
 
 from brrrlib import _fmt
-from brrrlib._collectives_worker import MODES
-from brrrlib._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
+from brrrlib.distributed._collectives_worker import MODES
+from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
 
 __all__ = [
     "CollectiveSweep",
     "DataParallelRun",
+    "GroupRun",
     "mlp_flops_per_sample",
     "mlp_params",
     "paired_ratio",
@@ -82,13 +83,42 @@ def mlp_flops_per_sample(shape: Mapping[str, int]) -> int:
     return 6 * sum(weights) - 2 * weights[0]
 
 
-def _where(r: Any) -> str:
-    nodes = len(set(r.hosts)) or 1
-    place = f"{nodes} nodes" if nodes > 1 else "1 machine"
-    return (
-        f"{r.world_size} processes ({r.launcher}, {place}), {r.backend} on {r.device_name}, "
-        f"{r.threads_per_process} thread(s) each"
-    )
+@dataclass(frozen=True, kw_only=True)
+class GroupRun:
+    """Where a collective measurement ran: what both result types record beside their samples.
+
+    ``world_size`` processes of ``backend`` on ``device`` (``device_name``),
+    started by ``launcher`` on ``hosts`` (one entry a rank), each with
+    ``threads_per_process`` threads; ``verified`` says the group's sums were
+    checked against a known answer. Keyword-only, after each result's own fields.
+    """
+
+    world_size: int
+    backend: str
+    device: str = "cpu"
+    device_name: str = "cpu"
+    launcher: str = "local processes"
+    hosts: tuple[str, ...] = ()
+    threads_per_process: int = 1
+    verified: bool = False
+    torch_version: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hosts", tuple(self.hosts))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        """A result from its ``to_dict`` output or a worker's raw result (unknown keys dropped)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def where(self) -> str:
+        """``4 processes (local processes, 1 machine), gloo on cpu, 1 thread(s) each``."""
+        nodes = len(set(self.hosts)) or 1
+        place = f"{nodes} nodes" if nodes > 1 else "1 machine"
+        return (
+            f"{self.world_size} processes ({self.launcher}, {place}), {self.backend} on "
+            f"{self.device_name}, {self.threads_per_process} thread(s) each"
+        )
 
 
 def _html_table(header: tuple[str, ...], rows: list[tuple[str, ...]], caption: str) -> str:
@@ -107,7 +137,7 @@ def _text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 
 @dataclass(frozen=True, repr=False)
-class CollectiveSweep:
+class CollectiveSweep(GroupRun):
     """All-reduce time against message size, measured over ``world_size`` processes.
 
     ``samples_s[i]`` holds the per-call seconds of size ``sizes_bytes[i]``,
@@ -122,16 +152,7 @@ class CollectiveSweep:
 
     sizes_bytes: tuple[int, ...]
     samples_s: tuple[tuple[float, ...], ...]
-    world_size: int
-    backend: str
-    device: str = "cpu"
-    device_name: str = "cpu"
-    launcher: str = "local processes"
-    hosts: tuple[str, ...] = ()
-    threads_per_process: int = 1
     calls_per_sample: tuple[int, ...] = ()
-    verified: bool = False
-    torch_version: str = ""
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
@@ -143,8 +164,8 @@ class CollectiveSweep:
             raise ValueError("samples_s must be positive, finite seconds")
         object.__setattr__(self, "sizes_bytes", sizes)
         object.__setattr__(self, "samples_s", samples)
-        object.__setattr__(self, "hosts", tuple(self.hosts))
         object.__setattr__(self, "calls_per_sample", tuple(self.calls_per_sample))
+        super().__post_init__()
 
     # -- derived ---------------------------------------------------------------------
     @property
@@ -214,7 +235,7 @@ class CollectiveSweep:
         check = "sums verified" if self.verified else "sums NOT verified"
         rounds = len(self.samples_s[0])
         return (
-            f"all-reduce over {_where(self)}; median of {rounds} rounds (slowest rank), "
+            f"all-reduce over {self.where()}; median of {rounds} rounds (slowest rank), "
             f"spread = IQR/median; {check}. Fit: {self.fit._text()}"
         )
 
@@ -289,15 +310,10 @@ class CollectiveSweep:
         """A JSON-ready dict; :meth:`from_dict` reads it back."""
         return {"kind": "all_reduce", **asdict(self)}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CollectiveSweep:
-        """A sweep from :meth:`to_dict`'s output or a worker's raw result."""
-        names = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass(frozen=True, repr=False)
-class DataParallelRun:
+class DataParallelRun(GroupRun):
     """Data-parallel training steps of a small model, per batch size and mode.
 
     ``samples_s[mode][i]`` holds seconds per step at ``batches[i]`` samples
@@ -321,16 +337,7 @@ class DataParallelRun:
     params: int
     grad_bytes: int
     model: Mapping[str, int]
-    world_size: int
-    backend: str
-    device: str = "cpu"
-    device_name: str = "cpu"
-    launcher: str = "local processes"
-    hosts: tuple[str, ...] = ()
-    threads_per_process: int = 1
     buckets: Mapping[str, int] = field(default_factory=dict)
-    verified: bool = False
-    torch_version: str = ""
 
     def __post_init__(self) -> None:
         samples = {
@@ -346,7 +353,7 @@ class DataParallelRun:
         )
         object.__setattr__(self, "model", MappingProxyType(dict(self.model)))
         object.__setattr__(self, "buckets", MappingProxyType(dict(self.buckets)))
-        object.__setattr__(self, "hosts", tuple(self.hosts))
+        super().__post_init__()
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -428,7 +435,7 @@ class DataParallelRun:
         buckets = ", ".join(f"{m}: {n} bucket(s)" for m, n in self.buckets.items() if n)
         return (
             f"{_fmt.si(self.params)} parameters, {_fmt.binary_bytes(self.grad_bytes)} of gradients; "
-            f"their all-reduce alone {_fmt.seconds(self.comm_s)}; {_where(self)}; {buckets}. "
+            f"their all-reduce alone {_fmt.seconds(self.comm_s)}; {self.where()}; {buckets}. "
             f"Compute equals communication at batch {cross}."
         )
 
@@ -478,8 +485,3 @@ class DataParallelRun:
         )
         return {"kind": "data_parallel", **data}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DataParallelRun:
-        """A run from :meth:`to_dict`'s output or a worker's raw result."""
-        names = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in names})

@@ -257,7 +257,7 @@ def _installed_course() -> Path | None:
 
 
 def _clone_course() -> Path | None:
-    folder = Path(__file__).resolve().parents[1] / "course"
+    folder = Path(__file__).resolve().parents[2] / "course"
     return folder if folder.is_dir() and any(folder.glob("*.ipynb")) else None
 
 

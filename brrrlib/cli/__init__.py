@@ -1,7 +1,7 @@
 """The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab.
 
 * ``brrr doctor``, run first: can this machine run the course, and if not,
-  what to do (:mod:`brrrlib._doctor`). Exit 1 when it cannot.
+  what to do (:mod:`brrrlib.cli._doctor`). Exit 1 when it cannot.
 * ``brrr diagnose MODULE:NAME`` runs :func:`brrrlib.diagnose` on your code.
   MODULE is a module name or a ``path/to/file.py``; NAME is a zero-argument
   function returning ``(fn, args)`` or ``(fn, args, kwargs)``::
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brrrlib._doctor import course_source, doctor, package_version, torch_problem
+from brrrlib.cli._doctor import course_source, doctor, package_version, torch_problem
 
 __all__ = [
     "CopyReport",
@@ -177,7 +177,7 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, SystemExit):
         text = f"it called sys.exit({err.code!r})"
     paths = sysconfig.get_paths()  # frames in Python, site-packages or brrrlib are not theirs
-    folders = (paths["stdlib"], paths["purelib"], paths["platlib"], str(Path(__file__).parent))
+    folders = (paths["stdlib"], paths["purelib"], paths["platlib"], str(Path(__file__).parents[1]))
     not_theirs = (*(os.path.join(f, "") for f in folders), "<")
     theirs = [
         f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(not_theirs)
@@ -429,6 +429,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.print_help(sys.stdout)
     return 2
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: The recording the course ships (see its README.md): an H100, 2026-11-22.
-RECORDING = Path(__file__).resolve().parent / "recordings" / "h100-2026-11-22"
+RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
 #: Elements per call of the recorded repeat sweep (its README: ``x = x * 2`` on 2^27 floats).
 RECORDED_REPEAT_ELEMENTS = 2**27
 _PRECISION_NAMES = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}
@@ -480,9 +480,9 @@ def speedup_bars(
 
 
 # ------------------------------------------------------------------ chapters 03 and 04
-# Drawn in brrrlib._figures_03_04 (the live and recorded timelines, the remedies, the
+# Drawn in brrrlib.figures._chapters_03_04 (the live and recorded timelines, the remedies, the
 # block's steps), named here.
-from brrrlib._figures_03_04 import (  # noqa: E402
+from brrrlib.figures._chapters_03_04 import (  # noqa: E402
     block_steps,
     flops_per_python_add,
     remedy_bars,

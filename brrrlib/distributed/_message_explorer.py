@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from brrrlib import _fmt
-from brrrlib._comm_model import ring_factor
+from brrrlib.distributed._comm_model import ring_factor
 
 __all__ = ["MessageSizeExplorer", "message_size_explorer"]
 
@@ -130,7 +130,7 @@ class MessageSizeExplorer:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         """The live widget; its plot as a PNG and its readout as text for viewers without widgets."""
-        from brrrlib._explorer import mimebundle
+        from brrrlib.widgets._explorer import mimebundle
 
         return mimebundle(self.widget, self._plot.value, self._readout.value, "message size", **kwargs)
 

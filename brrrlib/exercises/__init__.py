@@ -13,7 +13,7 @@ How the checker works (so you can trust it):
 * The expected answer is **computed when you ask**, never stored: from the
   spec-sheet table (``bl.spec``) or from this machine's measured ceilings
   (``bl.measure_ceilings``), by the question's solver in the question bank
-  (:mod:`brrrlib._questions`). Change the table or the machine and the answer
+  (:mod:`brrrlib.exercises._questions`). Change the table or the machine and the answer
   follows; :func:`solution` shows the same computation, step by step.
 * A numeric answer is right when it is within the question's relative
   tolerance (10 % unless the prompt says otherwise): performance numbers are
@@ -39,9 +39,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from brrrlib._questions import CHAPTERS_00_02, Context, Exercise, Question, Worked, index
-from brrrlib._questions_03_04 import CHAPTERS_03_04
-from brrrlib._questions_05 import CHAPTER_05
+from brrrlib.exercises._questions import CHAPTERS_00_02, Context, Exercise, Question, Worked, index
+from brrrlib.exercises._questions_03_04 import CHAPTERS_03_04
+from brrrlib.exercises._questions_05 import CHAPTER_05
 
 __all__ = [
     "AnswerKey",

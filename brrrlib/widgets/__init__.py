@@ -26,8 +26,8 @@ from __future__ import annotations
 
 # The explorers live in private modules (_repeat_explorer, _batch_explorer, and
 # _explorer for what they share); the experiments they measure in _experiments.
-from brrrlib._batch_explorer import BatchExplorer, batch_explorer
-from brrrlib._experiments import (
+from brrrlib.widgets._batch_explorer import BatchExplorer, batch_explorer
+from brrrlib.widgets._experiments import (
     batch_case,
     measure_batch,
     measure_repeat,
@@ -37,7 +37,7 @@ from brrrlib._experiments import (
     repeat_model_s,
     repeat_sweep,
 )
-from brrrlib._repeat_explorer import RepeatExplorer, repeat_explorer
+from brrrlib.widgets._repeat_explorer import RepeatExplorer, repeat_explorer
 
 __all__ = [
     "BatchExplorer",

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from brrrlib._zoo_tally import HandCount, Tally
+from brrrlib.zoo._tally import HandCount, Tally
 
 __all__ = [
     "GCN",

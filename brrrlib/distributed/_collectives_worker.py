@@ -8,7 +8,7 @@ an all-reduce of the estimates (``MAX``), never decided by one rank alone.
 
 The process group is set up from environment variables, the ``env://``
 convention that ``torchrun`` uses: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR``, ``MASTER_PORT``. :mod:`brrrlib._launch` sets the same ones
+``MASTER_ADDR``, ``MASTER_PORT``. :mod:`brrrlib.distributed._launch` sets the same ones
 for local processes, so one code path serves a laptop and a cluster.
 
 Two jobs (:func:`run_job`): an **all-reduce sweep** over message sizes and
@@ -80,7 +80,7 @@ _PEER_LOST = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m brrrlib._collectives_worker JOB.json``: run one rank of the job.
+    """Run one rank of the job in ``JOB.json`` (the launcher starts one process a rank).
 
     Rank 0 writes the result as JSON to the job's ``out`` path (written
     whole, then renamed, so the launcher never reads half a file).

@@ -14,10 +14,10 @@ from functools import partial
 
 import torch
 
-from brrrlib import _zoo_convnets as cnn
-from brrrlib import _zoo_decoders as dec
-from brrrlib import _zoo_encoders as enc
-from brrrlib import _zoo_others as oth
+from brrrlib.zoo import _convnets as cnn
+from brrrlib.zoo import _decoders as dec
+from brrrlib.zoo import _encoders as enc
+from brrrlib.zoo import _others as oth
 
 __all__ = ["Row", "rows"]
 

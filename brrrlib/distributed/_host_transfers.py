@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brrrlib import _fmt, hardware
-from brrrlib._ladder import available_cores, one_thread
+from brrrlib.distributed._ladder import available_cores, one_thread
 
 __all__ = ["HostDeviceCopies", "InputPipeline", "host_device_copies", "input_pipeline"]
 
@@ -246,9 +246,9 @@ class InputPipeline:
         """How many times more samples per second ``workers`` deliver than ``than``, in words.
 
         From the per-round times (each round measures every setting), with
-        the interval of :func:`brrrlib._collective_results.ratio_says`.
+        the interval of :func:`brrrlib.distributed._collective_results.ratio_says`.
         """
-        from brrrlib._collective_results import ratio_says
+        from brrrlib.distributed._collective_results import ratio_says
 
         if workers not in self.workers or than not in self.workers:
             raise ValueError(f"both worker counts must be among those measured: {self.workers}")

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # Doubling the batch: the whole interval below _FLAT is "about the same time"; above
-# _LINEAR it follows the work (the batch explorer's borders, brrrlib._batch_explorer).
+# _LINEAR it follows the work (the batch explorer's borders, brrrlib.widgets._batch_explorer).
 _FLAT, _LINEAR = 1.3, 1.7
 # A doubling that costs more than this many times the time did more than twice the work.
 _MORE_THAN_WORK = 2.3

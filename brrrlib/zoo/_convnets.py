@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from brrrlib._zoo_tally import HandCount, Tally
+from brrrlib.zoo._tally import HandCount, Tally
 
 __all__ = ["ResNet", "ResNetConfig", "UNet", "UNetConfig", "resnet_count", "unet_count"]
 

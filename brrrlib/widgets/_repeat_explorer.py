@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 
-from brrrlib import _checks, _experiments, _fmt, devices, roofline, sweeps
-from brrrlib._experiments import MODES, predicted_knee_repeat, repeat_model_s
-from brrrlib._explorer import COLOURS, RING, _Explorer
+from brrrlib import _checks, _fmt, devices, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
+from brrrlib.widgets import _experiments
+from brrrlib.widgets._experiments import MODES, predicted_knee_repeat, repeat_model_s
+from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 

@@ -10,10 +10,10 @@ what they say.
 
 from __future__ import annotations
 
-from brrrlib import _readouts_00_02, _readouts_03_04
+from brrrlib.readouts import _chapters_00_02, _chapters_03_04
 
 # Written in two private modules (one function per sentence a cell prints), named here.
-from brrrlib._readouts_00_02 import *  # noqa: F403  (chapters 00 to 02)
-from brrrlib._readouts_03_04 import *  # noqa: F403  (chapters 03 and 04)
+from brrrlib.readouts._chapters_00_02 import *  # noqa: F403  (chapters 00 to 02)
+from brrrlib.readouts._chapters_03_04 import *  # noqa: F403  (chapters 03 and 04)
 
-__all__ = [*_readouts_00_02.__all__, *_readouts_03_04.__all__]
+__all__ = [*_chapters_00_02.__all__, *_chapters_03_04.__all__]

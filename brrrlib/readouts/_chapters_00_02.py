@@ -445,7 +445,7 @@ def knee(prediction: float, c: Any, sweep: Any) -> str:
     than the copy raise the flat part (knee moves right); multiplies slower
     than the vector ceiling steepen the rise (knee moves left).
     """
-    from brrrlib._experiments import measured_knee_repeat, predicted_knee_repeat
+    from brrrlib.widgets._experiments import measured_knee_repeat, predicted_knee_repeat
 
     model = predicted_knee_repeat(c)
     lines = [f"knee of the fused line: you predicted repeat {prediction:g}; the model "

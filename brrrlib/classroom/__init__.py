@@ -29,7 +29,7 @@ measured). The file is plain JSON (``schema_version`` 2)::
       "chapters": {"02": {"knee_repeat": 16}}   # a chapter's own numbers (numbers, text)
     }
 
-Files are read as untrusted data (:mod:`brrrlib._report_file`): JSON only,
+Files are read as untrusted data (:mod:`brrrlib.classroom._report_file`): JSON only,
 size-limited, never through a link out of the class folder, every field
 checked against the type ``Ceilings`` declares. Schema 1 files (the first
 workshops, the shipped examples and recordings) are read too.
@@ -50,10 +50,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from brrrlib import _class_view, _report_file
-from brrrlib._class_view import ClassTable
-from brrrlib._report_file import MAX_REPORT_BYTES, SCHEMA, SCHEMA_VERSION
 from brrrlib.ceilings import Ceilings
+from brrrlib.classroom import _report_file, _view
+from brrrlib.classroom._report_file import MAX_REPORT_BYTES, SCHEMA, SCHEMA_VERSION
+from brrrlib.classroom._view import ClassTable
 from brrrlib.hardware import DeviceSpec
 
 __all__ = [
@@ -78,7 +78,7 @@ __all__ = [
 DEFAULT_FOLDER = Path("brrr-results")
 """Where :func:`report` writes when no path is given (relative to the working directory)."""
 
-RECORDINGS = Path(__file__).resolve().parent / "recordings" / "h100-2026-11-22"
+RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
 """The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22."""
 
 _EXTRA_TYPES = (int, float, str, bool)
@@ -236,7 +236,7 @@ class Report:
 
     # -- rendering -----------------------------------------------------------------------
     def __repr__(self) -> str:
-        c = dict(zip(_class_view.COLUMNS, _class_view.cells(self), strict=True))
+        c = dict(zip(_view.COLUMNS, _view.cells(self), strict=True))
         notes = "".join(f"\n  note: {n}" for n in self.notes)
         return (
             f"Report({c['machine']}: {c['device']}, {c['kind']}; matmul {c['matmul fp32']} "
@@ -313,7 +313,7 @@ def report(
     cache (chapter 00 filled it). ``path`` is a ``.json`` file or a folder;
     a folder, or None for ``./brrr-results/``, gets a file named after
     ``name``, the device and a fingerprint, safe for any name and distinct
-    per learner (:func:`brrrlib._report_file.file_name`). ``name`` is what the
+    per learner (:func:`brrrlib.classroom._report_file.file_name`). ``name`` is what the
     class sees (default: the host name; pick a nickname if the host name says
     more than you want). Without ``path`` and ``name``, an earlier report of
     this machine in ``./brrr-results/`` is continued.
@@ -531,7 +531,7 @@ def reports_table(reports: Sequence[Report]) -> ClassTable:
     Predictions are in italics; a vector roof that counts a fused
     multiply-add as two FLOPs says "FMA = 2".
     """
-    return _class_view.machines(_check_reports(reports))
+    return _view.machines(_check_reports(reports))
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
@@ -540,7 +540,7 @@ def chapters_table(reports: Sequence[Report]) -> ClassTable:
     Machines that reported no chapter numbers have no rows; when none did,
     the table is one sentence saying how learners add them.
     """
-    return _class_view.chapters(_check_reports(reports))
+    return _view.chapters(_check_reports(reports))
 
 
 def attainable_table(
@@ -562,7 +562,7 @@ def attainable_table(
         raise ValueError(
             f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
         )
-    return _class_view.attainable(chosen, float(intensity_flops_per_byte), precision)
+    return _view.attainable(chosen, float(intensity_flops_per_byte), precision)
 
 
 def plot_reports(
@@ -584,5 +584,5 @@ def plot_reports(
         if not chosen:
             raise ValueError(f"dtype={dtype!r}: no report carries a {dtype} matmul peak")
     if title is None:
-        title = f"the class on one roofline, {dtype} roofs: {_class_view.counts(chosen)}"
-    return _class_view.draw(chosen, ax, dtype, title)
+        title = f"the class on one roofline, {dtype} roofs: {_view.counts(chosen)}"
+    return _view.draw(chosen, ax, dtype, title)

@@ -11,7 +11,7 @@ ratio *learner's answer / right answer* it produces, or a wrong option) to
 its nudge; nudges and hints never contain the expected value.
 
 This module holds the shape of an exercise and chapters 00-02; chapters 03
-and 04 are in :mod:`brrrlib._questions_03_04`. The checking itself lives in
+and 04 are in :mod:`brrrlib.exercises._questions_03_04`. The checking itself lives in
 :mod:`brrrlib.exercises`. A chapter adds an exercise by adding an
 :class:`Exercise` to its tuple.
 """

@@ -46,9 +46,9 @@ is the slowest link's: set it beside ``bl.hardware.link("NDR")``.
 table: the bus bandwidth of 16 MiB all-reduces between local processes.
 
 The arithmetic (ring factor, alpha-beta fit, data-parallel prediction) is in
-:mod:`brrrlib._comm_model`, the processes in :mod:`brrrlib._launch` and
-:mod:`brrrlib._collectives_worker`, the results in
-:mod:`brrrlib._collective_results`, the ladder in :mod:`brrrlib._ladder`.
+:mod:`brrrlib.distributed._comm_model`, the processes in :mod:`brrrlib.distributed._launch` and
+:mod:`brrrlib.distributed._collectives_worker`, the results in
+:mod:`brrrlib.distributed._collective_results`, the ladder in :mod:`brrrlib.distributed._ladder`.
 """
 
 from __future__ import annotations
@@ -63,14 +63,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _collectives_worker, _fmt, _launch
-from brrrlib._collective_results import (
+from brrrlib import _fmt
+from brrrlib.distributed import _collectives_worker, _launch
+from brrrlib.distributed._collective_results import (
     CollectiveSweep,
     DataParallelRun,
     mlp_flops_per_sample,
     mlp_params,
 )
-from brrrlib._comm_model import (
+from brrrlib.distributed._comm_model import (
     FLOPS_PER_PARAM_PER_SAMPLE,
     AlphaBeta,
     DataParallelPrediction,
@@ -79,13 +80,13 @@ from brrrlib._comm_model import (
     predict_data_parallel,
     ring_factor,
 )
-from brrrlib._host_transfers import (
+from brrrlib.distributed._host_transfers import (
     HostDeviceCopies,
     InputPipeline,
     host_device_copies,
     input_pipeline,
 )
-from brrrlib._ladder import (
+from brrrlib.distributed._ladder import (
     BandwidthLadder,
     DiskRead,
     Rung,
@@ -93,8 +94,8 @@ from brrrlib._ladder import (
     bandwidth_ladder,
     measure_disk_read,
 )
-from brrrlib._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
-from brrrlib._message_explorer import MessageSizeExplorer, message_size_explorer
+from brrrlib.distributed._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
+from brrrlib.distributed._message_explorer import MessageSizeExplorer, message_size_explorer
 
 __all__ = [
     "DEFAULT_BATCHES",
@@ -196,7 +197,7 @@ def all_reduce_sweep(
 
     The method (nccl-tests' ``all_reduce_perf``, with the course's timing rules):
 
-    1. **Start** ``world_size`` processes (:mod:`brrrlib._launch`), each with
+    1. **Start** ``world_size`` processes (:mod:`brrrlib.distributed._launch`), each with
        ``cores / world_size`` threads; they join one process group.
     2. **Warm up** each size (connections and buffers are set up on first use).
     3. **Time blocks** of back-to-back all-reduces, each block at least 2 ms
@@ -240,7 +241,7 @@ def data_parallel_steps(
     overlaps) and *overlapped buckets* (buckets of an eighth of the gradients
     or one layer, DDP never splits a tensor, each all-reduced while the
     backward pass goes on), plus the gradient all-reduce alone, in
-    alternating rounds (:mod:`brrrlib._collectives_worker`). Arguments as in
+    alternating rounds (:mod:`brrrlib.distributed._collectives_worker`). Arguments as in
     :func:`all_reduce_sweep`; ``batches`` are samples per process.
     """
     world_size = _check_world_size(world_size)
@@ -527,6 +528,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             Path(args.out).write_text(json.dumps(shown.to_dict()))
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

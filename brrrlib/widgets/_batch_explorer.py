@@ -16,11 +16,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _experiments, _fmt, devices, sweeps
-from brrrlib._experiments import model_device
-from brrrlib._explorer import COLOURS, RING, _Explorer
+from brrrlib import _checks, _fmt, devices, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
+from brrrlib.widgets import _experiments
+from brrrlib.widgets._experiments import model_device
+from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
 
 __all__ = ["BatchExplorer", "batch_explorer"]
 

@@ -1,6 +1,6 @@
-"""The question bank, chapter 05 (beyond one device): data, as in :mod:`brrrlib._questions`.
+"""The question bank, chapter 05 (beyond one device): data, as in :mod:`brrrlib.exercises._questions`.
 
-Each :class:`~brrrlib._questions.Exercise` pairs what the learner reads with a
+Each :class:`~brrrlib.exercises._questions.Exercise` pairs what the learner reads with a
 solver that computes the expected answer and its working from the spec
 tables: devices (``bl.spec``) and links (``bl.hardware.link``). Typed-in
 numbers are the ones a prompt states (a message size, a measured time).
@@ -9,8 +9,8 @@ numbers are the ones a prompt states (a message size, a measured time).
 from __future__ import annotations
 
 from brrrlib import _fmt
-from brrrlib._comm_model import FLOPS_PER_PARAM_PER_SAMPLE, ring_factor
-from brrrlib._questions import Context, Exercise, Question, Worked, given_peak, peak
+from brrrlib.distributed._comm_model import FLOPS_PER_PARAM_PER_SAMPLE, ring_factor
+from brrrlib.exercises._questions import Context, Exercise, Question, Worked, given_peak, peak
 
 __all__ = ["CHAPTER_05"]
 

@@ -21,7 +21,7 @@ cost (Python, module calls, dispatch) is the time: overhead-bound on any
 machine. ``"big"``: sized so one call takes 5-200 ms on a 2-core laptop CPU,
 where the work itself sets the pace.
 
-**Hand counts** (:mod:`brrrlib._zoo_tally`) walk each model's ``forward`` with
+**Hand counts** (:mod:`brrrlib.zoo._tally`) walk each model's ``forward`` with
 the counter's conventions: ``2*M*K*N`` per matmul, one FLOP per element of an
 elementwise op, 7 per element of a layer or batch norm, 5 of a softmax, none
 for indexing or copies; bytes as the unfused eager run moves them. Each
@@ -48,8 +48,9 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, _zoo_rows
-from brrrlib._zoo_tally import HandCount
+from brrrlib import _fmt
+from brrrlib.zoo import _rows
+from brrrlib.zoo._tally import HandCount
 
 __all__ = [
     "GPUS",
@@ -184,7 +185,7 @@ def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
 @functools.cache
 def entries() -> tuple[ZooEntry, ...]:
     """Every entry, workload by workload, tiny before big (nothing is built until ``factory()``)."""
-    return tuple(_entry(row) for row in _zoo_rows.rows())
+    return tuple(_entry(row) for row in _rows.rows())
 
 
 def names() -> tuple[str, ...]:
@@ -202,7 +203,7 @@ def entry(name: str, size: str = "big") -> ZooEntry:
     raise KeyError(f"no zoo workload {name!r}; the zoo has {', '.join(names())}")
 
 
-def _entry(row: _zoo_rows.Row) -> ZooEntry:
+def _entry(row: _rows.Row) -> ZooEntry:
     hand = row.count()
     return ZooEntry(
         name=row.name,

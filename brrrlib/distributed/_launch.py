@@ -1,7 +1,7 @@
 """Local processes for a collective benchmark: started, watched, and always cleaned up.
 
 :func:`run` starts ``world_size`` Python processes on this machine, each
-running :mod:`brrrlib._collectives_worker` as one rank, waits for them with a
+running :mod:`brrrlib.distributed._collectives_worker` as one rank, waits for them with a
 deadline, and returns rank 0's result. It is what ``torchrun
 --nproc-per-node=N`` does for a script, reduced to what a notebook needs:
 
@@ -44,7 +44,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _collectives_worker as worker
+from brrrlib.distributed import _collectives_worker as worker
 
 __all__ = ["DistributedError", "GroupTimeout", "LocalGroup", "PortInUse", "WorkerDied", "run"]
 
@@ -59,6 +59,9 @@ _WORKER_EXTRA_S = 5.0
 _PORT_TRIES = 3
 #: Lines of a failed worker's output quoted in the error.
 _TAIL_LINES = 8
+#: What each worker process runs (``python -c``, not ``-m``: the package imports the
+#: worker module first, and ``-m`` would run a second copy of it, with a warning).
+_WORKER = "import sys; from brrrlib.distributed._collectives_worker import main; sys.exit(main())"
 
 
 class DistributedError(RuntimeError):
@@ -154,12 +157,7 @@ class LocalGroup:
             try:
                 self.procs.append(
                     subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "brrrlib._collectives_worker",
-                            str(self.dir / "job.json"),
-                        ],
+                        [sys.executable, "-c", _WORKER, str(self.dir / "job.json")],
                         env=self._env(rank),
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -173,7 +171,7 @@ class LocalGroup:
 
     def _env(self, rank: int) -> dict[str, str]:
         threads = str(self.job.get("threads", 1))
-        package_root = str(Path(__file__).resolve().parent.parent)
+        package_root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
         return {
             **os.environ,
