@@ -8,9 +8,11 @@ import functools
 import importlib.metadata
 import io
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 
@@ -450,10 +452,31 @@ def lab_calls(course, monkeypatch):
     """Runs of Jupyter that brrr lab asked for, as (cmd, cwd, env); none is started."""
     calls = []
     monkeypatch.setattr(cli, "course_source", lambda: course)
-    monkeypatch.setattr(
-        cli.subprocess, "call", lambda cmd, cwd, env: calls.append((cmd, cwd, env)) or 0
-    )
+    monkeypatch.setattr(cli, "_serve", lambda cmd, cwd, env: calls.append((cmd, cwd, env)) or 0)
     return calls
+
+
+def test_a_sigterm_to_brrr_lab_ends_the_server_too(tmp_path):
+    # a process manager stops brrr with SIGTERM: the server must not outlive it
+    pid_file = tmp_path / "server.pid"
+    server = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    code = (
+        "import sys; from pathlib import Path; from brrrlib import cli; "
+        f"sys.exit(cli._serve([sys.executable, '-c', {server!r}], Path('.'), dict()))"
+    )
+    brrr = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and brrr.poll() is None, "the server never started"
+            time.sleep(0.05)
+        server_pid = int(pid_file.read_text())
+        brrr.send_signal(signal.SIGTERM)
+        assert brrr.wait(timeout=60) != 0  # the server's exit status: killed by SIGTERM
+        with pytest.raises(ProcessLookupError):  # the server is gone (reaped by brrr's wait)
+            os.kill(server_pid, 0)
+    finally:
+        brrr.kill()
 
 
 def test_lab_copies_then_runs_jupyter_lab_with_this_python(lab_calls, tmp_path, capsys):

@@ -31,6 +31,7 @@ import inspect
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -352,7 +353,26 @@ def _lab(opts, out) -> int:
     print(f"brrr lab: JupyterLab at http://127.0.0.1:{port}/lab?token={token}", file=out)
     out.flush()
     cmd = _lab_command(dest, opts.no_browser, port)
-    return subprocess.call(cmd, cwd=dest, env={**os.environ, _TOKEN_ENV: token})
+    return _serve(cmd, cwd=dest, env={**os.environ, _TOKEN_ENV: token})
+
+
+def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """Run the server ``cmd`` until it exits; a SIGTERM sent to ``brrr`` is passed on to it.
+
+    Ctrl-C reaches the server anyway (the terminal signals the whole process
+    group); a SIGTERM from a process manager or ``kill`` reaches ``brrr``
+    alone, and without this JupyterLab would outlive it, holding its port.
+    """
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env)
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+    try:
+        return proc.wait()
+    except BaseException:  # Ctrl-C: as subprocess.call does, the server goes too
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # -------------------------------------------------------------------- main ---
