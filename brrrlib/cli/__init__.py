@@ -448,4 +448,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     parser.print_help(sys.stdout)
     return 2
-

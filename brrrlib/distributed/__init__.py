@@ -527,4 +527,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(shown.to_dict()))
     return 0
-

@@ -311,7 +311,6 @@ class CollectiveSweep(GroupRun):
         return {"kind": "all_reduce", **asdict(self)}
 
 
-
 @dataclass(frozen=True, repr=False)
 class DataParallelRun(GroupRun):
     """Data-parallel training steps of a small model, per batch size and mode.
@@ -484,4 +483,3 @@ class DataParallelRun(GroupRun):
             buckets=dict(self.buckets),
         )
         return {"kind": "data_parallel", **data}
-

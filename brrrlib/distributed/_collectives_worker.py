@@ -399,7 +399,3 @@ def _start_watchdog(parent_pid: str | None, deadline_unix: float) -> None:
                 os._exit(EXIT_DEADLINE)
 
     threading.Thread(target=watch, name="brrr-watchdog", daemon=True).start()
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
