@@ -49,8 +49,7 @@ reverse; the package holds its public names, its private modules the rest:
 ``readouts``       the sentences the chapters print from their measurements
                    (``_chapters_00_02``, ``_chapters_03_04``)
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;
-                   the question bank in ``_questions`` (with 00-02), ``_questions_03_04``,
-                   ``_questions_05``
+                   the question bank: the shape in ``_bank``, one module per topic
 ``classroom``      a learner's result file and the class view (``report``); the file
                    format in ``_report_file``, the drawing in ``_view``
 ``cli``            the ``brrr`` command: ``diagnose``, ``lab``; ``doctor`` in ``_doctor``

@@ -1,11 +1,12 @@
-"""Files the library writes: where its cache lives, and writing without half-written files.
+"""Files: where the cache lives, writing without half-written files, where the course is.
 
 ``cache_dir()`` is ``$BRRR_CACHE_DIR`` if set, else the platform's cache folder
 for brrr (platformdirs, which Jupyter already installs: ``~/.cache/brrr`` on
 Linux, ``~/Library/Caches/brrr`` on macOS, ``%LOCALAPPDATA%\\brrr\\Cache`` on
 Windows). ``write_atomic`` writes through a unique temporary file in the same
 folder, then renames it: a reader never sees half a file, and two kernels
-writing at once never mix their bytes.
+writing at once never mix their bytes. ``course_folder()`` finds the
+chapters, installed or in a clone.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from importlib import resources
 from pathlib import Path
 
-__all__ = ["cache_dir", "write_atomic"]
+__all__ = ["cache_dir", "course_folder", "write_atomic"]
 
 
 def cache_dir() -> Path:
@@ -46,3 +48,34 @@ def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def course_folder() -> Path | None:
+    """Where the course notebooks are: the package data ``brrrlib.course``, else the clone's.
+
+    A wheel ships ``course/`` as ``brrrlib/course``, and
+    :mod:`importlib.resources` finds it wherever pip put it (a venv, a
+    ``--user`` install). A clone (``pip install -e .``, or run from its root)
+    has ``course/`` beside the ``brrrlib`` folder: an editable install does not
+    map a folder without ``__init__.py`` as a subpackage. None if no such
+    folder holds a notebook.
+    """
+    return _installed_course() or _clone_course()
+
+
+def _installed_course() -> Path | None:
+    try:
+        root = resources.files("brrrlib.course")
+    except ModuleNotFoundError:
+        return None
+    # A folder of data without __init__.py is a namespace package, whose files() is a
+    # MultiplexedPath; its entries are plain paths, and a notebook's parent is the folder.
+    for entry in root.iterdir():
+        if isinstance(entry, Path) and entry.suffix == ".ipynb":
+            return entry.parent
+    return None
+
+
+def _clone_course() -> Path | None:
+    folder = Path(__file__).resolve().parents[1] / "course"
+    return folder if folder.is_dir() and any(folder.glob("*.ipynb")) else None

@@ -228,7 +228,7 @@ def test_question_listing_does_not_carry_answers():
 
 
 def test_registering_twice_or_without_hints_is_refused():
-    from brrrlib.exercises._questions import Exercise, Question, Worked, index
+    from brrrlib.exercises._bank import Exercise, Question, Worked, index
 
     again = Exercise(Question("02.ridge", "again", hints=("h",)), lambda ctx: Worked(1.0))
     with pytest.raises(ValueError, match="twice"):
@@ -303,7 +303,7 @@ MACHINE_DEPENDENT = {
 
 @pytest.mark.parametrize("qid", ALL)
 def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
-    from brrrlib.exercises._questions import Context
+    from brrrlib.exercises._bank import Context
 
     worked = ex._get(qid).solve(Context(FAKE))
     assert len(worked.steps) >= 2, "a worked answer needs its working"
@@ -340,7 +340,7 @@ def test_the_last_hint_points_to_the_solution(capsys):
 
 
 def test_answer_key_holds_every_question_with_its_working():
-    from brrrlib.exercises._questions import Context
+    from brrrlib.exercises._bank import Context
 
     key = ex.answer_key(ceilings=FAKE)
     assert [q.id for q, _, _ in key.entries] == ALL
@@ -425,3 +425,13 @@ def test_each_chapter_states_goals_and_reads_back_three_predictions(path):
     for i, name in guesses:  # read back by a measuring call, in its own cell or a later one
         later = [cells[i].source.split(f"{name} = ", 1)[1]] + [c.source for c in cells[i + 1 :]]
         assert any(re.search(rf"\b{name}\b", s) for s in later), name
+
+
+def test_every_question_is_worded_once_in_its_own_chapter():
+    """The chapter is the one place a question is worded; the bank quotes it from there."""
+    from brrrlib.exercises._bank import chapter_prompts
+
+    prompts = chapter_prompts()
+    for q in ex.questions():
+        assert prompts.get(q.id), f"{q.id} is asked in no chapter (**Exercise `{q.id}`.** ...)"
+        assert q.prompt == prompts[q.id]

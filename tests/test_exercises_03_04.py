@@ -13,7 +13,7 @@ import torch
 
 import brrrlib as bl
 from brrrlib import exercises, workloads
-from brrrlib.exercises._questions import Context
+from brrrlib.exercises._bank import Context
 
 CH03 = (
     "03.python_vs_h100",

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Not part of the source: what git, builds, test runs and the site leave in a checkout.
 _NOT_SOURCE = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
 _NOT_SOURCE += ("_build", "test-artifacts")
-_FIND_COURSE = "from brrrlib.cli._doctor import course_source; print(course_source())"
+_FIND_COURSE = "from brrrlib._files import course_folder; print(course_folder())"
 
 
 def _course_files(folder: Path) -> set[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
-import importlib.resources
 import importlib.util
 import json
 import platform
@@ -25,9 +24,9 @@ import re
 import shutil
 import sys
 import time
-from pathlib import Path
 
 from brrrlib import _fmt
+from brrrlib._files import course_folder as course_source
 
 __all__ = ["course_source", "doctor", "package_version", "torch_floor", "torch_problem"]
 
@@ -228,37 +227,6 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
         r.line("WARN", "; ".join(c.noise_notes()), "close other programs; brrr doctor --refresh")
     else:
         r.line("ok", "measurements were steady (the last rounds of each agreed within 10%)")
-
-
-def course_source() -> Path | None:
-    """Where the course notebooks are: the package data ``brrrlib.course``, else the clone's.
-
-    A wheel ships ``course/`` as ``brrrlib/course``, and
-    :mod:`importlib.resources` finds it wherever pip put it (a venv, a
-    ``--user`` install). A clone (``pip install -e .``, or run from its root)
-    has ``course/`` beside the ``brrrlib`` folder: an editable install does not
-    map a folder without ``__init__.py`` as a subpackage. None if no such
-    folder holds a notebook.
-    """
-    return _installed_course() or _clone_course()
-
-
-def _installed_course() -> Path | None:
-    try:
-        root = importlib.resources.files("brrrlib.course")
-    except ModuleNotFoundError:
-        return None
-    # A folder of data without __init__.py is a namespace package, whose files() is a
-    # MultiplexedPath; its entries are plain paths, and a notebook's parent is the folder.
-    for entry in root.iterdir():
-        if isinstance(entry, Path) and entry.suffix == ".ipynb":
-            return entry.parent
-    return None
-
-
-def _clone_course() -> Path | None:
-    folder = Path(__file__).resolve().parents[2] / "course"
-    return folder if folder.is_dir() and any(folder.glob("*.ipynb")) else None
 
 
 def _notebook_imports(nb: dict) -> set[str]:

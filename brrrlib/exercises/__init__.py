@@ -13,7 +13,7 @@ How the checker works (so you can trust it):
 * The expected answer is **computed when you ask**, never stored: from the
   spec-sheet table (``bl.spec``) or from this machine's measured ceilings
   (``bl.measure_ceilings``), by the question's solver in the question bank
-  (:mod:`brrrlib.exercises._questions`). Change the table or the machine and the answer
+  (:mod:`brrrlib.exercises._bank`, one module per topic). Change the table or the machine and the answer
   follows; :func:`solution` shows the same computation, step by step.
 * A numeric answer is right when it is within the question's relative
   tolerance (10 % unless the prompt says otherwise): performance numbers are
@@ -39,9 +39,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from brrrlib.exercises._questions import CHAPTERS_00_02, Context, Exercise, Question, Worked, index
-from brrrlib.exercises._questions_03_04 import CHAPTERS_03_04
-from brrrlib.exercises._questions_05 import CHAPTER_05
+from brrrlib.exercises import (
+    _compute,
+    _diagnosis,
+    _distributed,
+    _memory,
+    _overhead,
+    _roofline,
+)
+from brrrlib.exercises._bank import Context, Exercise, Question, Worked, index
 
 __all__ = [
     "AnswerKey",
@@ -54,7 +60,8 @@ __all__ = [
     "solution",
 ]
 
-_BANK: dict[str, Exercise] = index(CHAPTERS_00_02 + CHAPTERS_03_04 + CHAPTER_05)
+_TOPICS = (_roofline, _compute, _memory, _overhead, _diagnosis, _distributed)
+_BANK: dict[str, Exercise] = index(tuple(ex for topic in _TOPICS for ex in topic.EXERCISES))
 
 #: A numeric answer this close (as a ratio, in log space) to a power of 1000 times
 #: the right value is reported as a units slip rather than as "too high".

@@ -1,8 +1,7 @@
-"""The question bank, chapter 05 (beyond one device): data, as in :mod:`brrrlib.exercises._questions`.
+"""Questions beyond one device: bus bandwidth, all-reduce time, data-parallel crossover (chapter 05).
 
-Each :class:`~brrrlib.exercises._questions.Exercise` pairs what the learner reads with a
-solver that computes the expected answer and its working from the spec
-tables: devices (``bl.spec``) and links (``bl.hardware.link``). Typed-in
+Each :class:`~brrrlib.exercises._bank.Exercise` pairs its hints with a solver
+that computes the expected answer and its working from the spec tables: devices (``bl.spec``) and links (``bl.hardware.link``). Typed-in
 numbers are the ones a prompt states (a message size, a measured time).
 """
 
@@ -10,9 +9,9 @@ from __future__ import annotations
 
 from brrrlib import _fmt
 from brrrlib.distributed._comm_model import FLOPS_PER_PARAM_PER_SAMPLE, ring_factor
-from brrrlib.exercises._questions import Context, Exercise, Question, Worked, given_peak, peak
+from brrrlib.exercises._bank import Context, Exercise, Question, Worked, given_peak, peak
 
-__all__ = ["CHAPTER_05"]
+__all__ = ["EXERCISES"]
 
 # 05.bus_bandwidth: an all-reduce of this many bytes over this many GPUs took this long.
 _BUSBW_BYTES, _BUSBW_RANKS, _BUSBW_S = 1e9, 8, 10e-3
@@ -80,11 +79,9 @@ def _overlap_step_ms(ctx: Context) -> Worked:
 
 
 # fmt: off
-CHAPTER_05 = (
+EXERCISES = (
     Exercise(Question(
         "05.bus_bandwidth",
-        "An all-reduce of 1 GB over 8 GPUs takes 10 ms. What bus bandwidth would nccl-tests "
-        "report, in GB/s?",
         unit="GB/s",
         hints=("First the algorithm bandwidth: size / time. Then nccl-tests' correction for an "
                "all-reduce over n ranks.",
@@ -98,9 +95,6 @@ CHAPTER_05 = (
     }),
     Exercise(Question(
         "05.nvlink_allreduce_ms",
-        "A 7-billion-parameter model has 14 GB of bf16 gradients. How many milliseconds does a "
-        "ring all-reduce of them take across the 8 H100 SXM GPUs of one node, at NVLink 4's spec "
-        "bandwidth (bandwidth term only)?",
         unit="ms",
         hints=("bl.hardware.link('NVLink 4') gives the bandwidth each way; each byte crosses a "
                "link 2(n-1)/n times.",
@@ -113,10 +107,6 @@ CHAPTER_05 = (
     }),
     Exercise(Question(
         "05.crossover_tokens",
-        "Data-parallel training on many H100s (bf16 peak) across nodes, one NDR InfiniBand port "
-        "(400 Gb/s) per GPU, bf16 gradients, 6 FLOPs per parameter per token, ring factor about "
-        "2. Below how many tokens per GPU per step does the gradient all-reduce take longer than "
-        "the compute?",
         unit="tokens",
         hints=("Per parameter: the compute is 6 x tokens FLOPs at peak FLOP/s; the communication "
                "is 2 (ring) x 2 bytes at the link's bytes/s. Set the two times equal.",
@@ -131,9 +121,6 @@ CHAPTER_05 = (
     }),
     Exercise(Question(
         "05.overlap_step_ms",
-        "A data-parallel step: forward 10 ms, backward 20 ms, gradient all-reduce 25 ms. With "
-        "DDP's buckets all-reduced during the backward pass (perfect overlap), how many "
-        "milliseconds does the step take?",
         unit="ms",
         hints=("Which part of the step can the all-reduce run beside? A gradient exists only once "
                "the backward pass has computed it.",

@@ -1,0 +1,153 @@
+"""Questions on diagnosis: the mystery workloads, the block's floors, a decode step (chapter 04's exercises)."""
+
+from __future__ import annotations
+
+import functools
+
+from brrrlib import _fmt
+from brrrlib.exercises._bank import (
+    REGIMES,
+    Context,
+    Exercise,
+    Question,
+    Worked,
+    bandwidth,
+    given_bandwidth,
+    measured,
+    peak,
+)
+
+__all__ = ["EXERCISES"]
+
+
+_MYSTERY_NUDGES = {
+    "compute": "If it were compute-bound, FLOPs / matmul FLOP/s would come close to its "
+    "measured time. Count its FLOPs: are there that many?",
+    "memory": "If it were memory-bound, bytes moved / bandwidth would come close to its "
+    "measured time. Count its bytes: are there that many?",
+    "overhead": "If it were overhead-bound, (number of ops) x (overhead per op) would come "
+    "close to its measured time. Are there that many ops, each that small?",
+}
+_MYSTERY_METHOD = (
+    "estimate three times: FLOPs / matmul FLOP/s, bytes / bandwidth, ops x overhead per op "
+    "(bl.count gives FLOPs, bytes and ops; bl.measure_ceilings the three rates)",
+    "the largest of the three is the regime",
+)
+
+
+def _mystery(letter: str, regime: str, why: str) -> Exercise:
+    question = Question(
+        f"04.mystery_{letter}",
+        choices=REGIMES,
+        hints=(
+            "Estimate three times: FLOPs / matmul FLOP/s, bytes / bandwidth, ops x overhead per "
+            "op (bl.measure_ceilings() has all three rates). The largest wins.",
+            "bl.count(fn, *args) gives FLOPs, bytes and the number of ops; divide by the rates.",
+        ),
+        explain=why,
+    )
+    nudges = {k: v for k, v in _MYSTERY_NUDGES.items() if k != regime}
+    return Exercise(question, lambda ctx: Worked(regime, (*_MYSTERY_METHOD, why)), nudges)
+
+
+@functools.cache
+def _block_counts(batch: int):
+    """bl.count of workloads.transformer_block(batch) on the course device (counted once)."""
+    from brrrlib.counting import count
+    from brrrlib.workloads import transformer_block
+
+    block, args = transformer_block(batch=batch)
+    return count(block, *args)
+
+
+def _block_floors_s(ctx: Context, batch: int) -> tuple[float, float]:
+    """(compute floor, memory floor) in seconds of the block on this machine."""
+    counts, c = _block_counts(batch), ctx.ceilings
+    return counts.flops / c.matmul_flops_per_s, counts.bytes_moved / c.mem_bandwidth_bytes_per_s
+
+
+def _block_lower_bound_us(ctx: Context) -> Worked:
+    counts = _block_counts(16)
+    (mm, mm_step), (bw, bw_step) = (measured(ctx, "matmul_flops_per_s"),
+                                    measured(ctx, "mem_bandwidth_bytes_per_s"))  # fmt: skip
+    compute_s, memory_s = counts.flops / mm, counts.bytes_moved / bw
+    return Worked(
+        max(compute_s, memory_s) * 1e6,
+        (f"bl.count: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved",
+         mm_step, bw_step,
+         f"compute floor = FLOPs / matmul FLOP/s = {_fmt.seconds(compute_s)}",
+         f"memory floor = bytes / bandwidth = {_fmt.seconds(memory_s)}",
+         "the work cannot finish before the slower resource: the larger floor, in µs"),
+    )  # fmt: skip
+
+
+def _block_mistakes(ctx: Context) -> dict[float, str]:
+    compute_s, memory_s = _block_floors_s(ctx, 16)
+    floor_s = max(compute_s, memory_s)
+    out = {
+        (compute_s + memory_s) / floor_s: "You added the two times; the roofline takes the larger."
+    }
+    smaller = min(compute_s, memory_s) / floor_s
+    if smaller < 0.8:  # only a distinct slip when the two floors differ
+        out[smaller] = "You took the smaller of the two times; the slower resource sets the floor."
+    return out
+
+
+_DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8B-sized model)
+
+
+def _decode_token_ms(ctx: Context) -> Worked:
+    nbytes = _DECODER_PARAMS * 2  # bf16
+    return Worked(
+        nbytes / bandwidth(ctx, "H100") * 1e3,
+        (f"weights: {_DECODER_PARAMS / 1e9:.0f}e9 parameters x 2 bytes (bf16) = "
+         f"{_fmt.si(nbytes, 'B')}, all read once per token",
+         given_bandwidth(ctx, "H100"),
+         f"compute needs only 2 x {_DECODER_PARAMS / 1e9:.0f}e9 FLOPs = "
+         f"{_fmt.seconds(2 * _DECODER_PARAMS / peak(ctx, 'H100', 'bf16'))} at the bf16 peak: "
+         "memory sets the time",
+         "time = bytes / bandwidth, in seconds; x 1e3 for ms"),
+    )  # fmt: skip
+
+
+# fmt: off
+EXERCISES = (
+    _mystery("a", "memory",
+             "Five pointwise ops over tens of megabytes: about one FLOP per 8 bytes, far below "
+             "the ridge point. The trucks set the pace; fusing the ops (torch.compile) is the "
+             "remedy."),
+    _mystery("b", "overhead",
+             "Two tiny in-place ops per parameter, over a hundred parameters: each op moves a few "
+             "KB and pays the full dispatch cost. torch._foreach_* or a fused optimizer is the "
+             "remedy."),
+    _mystery("c", "compute",
+             "A matmul of thousands of tokens by a square weight does hundreds of FLOPs per byte: "
+             "far above the ridge point. Only faster math helps: tensor cores, lower precision."),
+    Exercise(Question(
+        "04.block_lower_bound_us",
+        unit="µs", rel_tol=0.15,
+        hints=("Two floors: FLOPs / matmul FLOP/s and bytes / bandwidth. The work cannot finish "
+               "before the slower of the two resources is done.",
+               "bl.roofline.lower_bound_s(counts.flops, counts.bytes_moved, c.matmul_flops_per_s, "
+               "c.mem_bandwidth_bytes_per_s), in µs."),
+        explain="Compare it with the measured time: the gap is what overhead and imperfect "
+        "kernels cost.",
+    ), _block_lower_bound_us, _block_mistakes),
+    Exercise(Question(
+        "04.decode_token_ms",
+        unit="ms",
+        hints=("At batch 1 each weight is used for one multiply-add per token: 2 FLOPs per 2 "
+               "bytes, far below the ridge point. Which floor sets the time?",
+               "time >= weight bytes / bandwidth; bytes = parameters x 2 (bf16); seconds x 1e3 "
+               "for ms."),
+        explain="Memory-bound: a few hundred tokens per second at best. Serving B sequences at "
+        "once reads each weight once for B tokens, which is why servers batch requests.",
+    ), _decode_token_ms, lambda ctx: {
+        2.0: "Each bf16 parameter is 2 bytes, not 4: that would be fp32.",
+        0.5: "Count bytes, not parameters: each bf16 parameter is 2 bytes.",
+        (2 * _DECODER_PARAMS / peak(ctx, "H100", "bf16"))
+        / (2 * _DECODER_PARAMS / bandwidth(ctx, "H100")): (
+            "That is the compute floor. At batch 1 the bytes take far longer than the FLOPs."),
+    }),
+)
+# fmt: on
