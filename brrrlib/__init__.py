@@ -17,8 +17,8 @@ Where things live. The library is the top-level modules, one idea each; read
 them in this order to see how each number is measured:
 
 =================  ===========================================================
-``timing``         honest timing (``benchmark``)
-``comparison``     how much longer B takes than A, in alternating rounds (``compare``)
+``timing``         honest timing (``benchmark``), and how much longer B takes than A,
+                   in alternating rounds with an interval (``compare``)
 ``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
@@ -67,7 +67,7 @@ from typing import Any
 __version__ = "0.2.0"
 
 _MODULES = (
-    "ceilings", "classroom", "comparison", "counting", "devices", "diagnosis", "distributed", "exercises",
+    "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
     "figures",
     "hardware", "readouts", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
 )  # fmt: skip
@@ -82,7 +82,7 @@ _NAMES = {
     "Diagnosis": "diagnosis", "diagnose": "diagnosis",
     "check": "exercises", "hint": "exercises", "questions": "exercises", "solution": "exercises",
     "Timing": "timing", "benchmark": "timing",
-    "Comparison": "comparison", "compare": "comparison",
+    "Comparison": "timing", "compare": "timing",
     "Trace": "trace", "profile": "trace",
 }  # fmt: skip
 

@@ -106,7 +106,7 @@ def ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
 def run_batch_probe(fn, args, kwargs, budget_s, slow, notes):
     """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
     from brrrlib import counting
-    from brrrlib.comparison import compare
+    from brrrlib.timing import compare
 
     try:
         doubled = double_batch(args, kwargs)

@@ -217,10 +217,10 @@ def _batch_row(d: Any) -> tuple[str, str, str, str]:
     g = b.growth
     growth = f"FLOPs x{g['compute']:.2f}, bytes x{g['memory']:.2f}, ops x{g['overhead']:.2f}"
     measured = f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
-    if not b.decided:
+    if not b.narrow and not b.flat:
         return ("batch x2", measured, "-",
-                f"too noisy to tell (x{b.low:.2f}-x{b.high:.2f}); this probe says nothing. "
-                "Close other programs and diagnose again.")  # fmt: skip
+                f"the interval (x{b.low:.2f}-x{b.high:.2f}) is too wide to tell which count the "
+                "time follows; this probe says nothing. Close other programs and diagnose again.")  # fmt: skip
     if b.follows:
         says = " or ".join(r for r in ("compute", "memory", "overhead") if r in b.follows)
         text = f"time follows {says} ({growth})."

@@ -10,7 +10,7 @@ The statistics are the few a timing needs, written out so a learner can read
 them: the median (robust to the run the OS interrupted), linear-interpolated
 quantiles (numpy's default), the interquartile range, and the distribution-free
 confidence interval of a median from order statistics, which
-:func:`brrrlib.comparison.compare` reports for every ratio.
+:func:`brrrlib.timing.compare` reports for every ratio.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ __all__ = [
     "ratio",
     "seconds",
     "si",
+    "times",
 ]
 
 _BIG = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
@@ -83,6 +84,13 @@ def percent(part: float, whole: float) -> str:
         return "-"
     share = 100 * part / whole
     return f"{share:.1f}%" if abs(share) < 1 else f"{share:.0f}%"
+
+
+def times(x: float) -> str:
+    """A ratio as a learner reads it: "0.013x", "1.30x", "16x", "3,096x"."""
+    if x >= 99.5:
+        return f"{x:,.0f}x"
+    return f"{x:.0f}x" if x >= 9.95 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
 
 
 def ratio(num: float, den: float) -> float:

@@ -17,8 +17,7 @@ from typing import Any
 import torch
 
 from brrrlib import _fmt
-from brrrlib.comparison import Comparison
-from brrrlib.timing import Timing
+from brrrlib.timing import Comparison, Timing
 
 __all__ = [
     "BUSY_CPU_SHARE",

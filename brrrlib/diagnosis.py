@@ -161,7 +161,7 @@ class BatchEvidence:
     ``growth`` is how much each count grew (FLOPs for compute, bytes for
     memory, ops for overhead); ``follows`` the regimes whose growth lies
     inside the interval (widened by ``FOLLOW_TOLERANCE``), read only from a
-    ``decided`` (narrow) interval; ``flat`` means the whole interval is below
+    ``narrow`` interval; ``flat`` means the whole interval is below
     ``FLAT``, however wide: twice the work, and at most 1.3x the time. The two
     sides were timed in alternating rounds, so a decided ratio is this
     machine's, not noise: when it grew far more than any count, the doubled
@@ -171,7 +171,7 @@ class BatchEvidence:
     time_ratio: float
     low: float
     high: float
-    decided: bool
+    narrow: bool
     growth: Mapping[str, float]
     follows: frozenset[str]
     flat: bool
@@ -179,7 +179,7 @@ class BatchEvidence:
     @property
     def work_grew(self) -> bool:
         """True when the time grew more than any count did (cache spill, page faults...)."""
-        return self.decided and not self.follows and self.low >= FOLLOW_TOLERANCE
+        return self.narrow and not self.follows and self.low >= FOLLOW_TOLERANCE
 
 
 def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
@@ -196,13 +196,13 @@ def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
         for k in REGIMES
         if growth[k] > 0
         and low / FOLLOW_TOLERANCE <= growth[k] <= high * FOLLOW_TOLERANCE
-        and comparison.decided
+        and comparison.narrow
     )
     return BatchEvidence(
         time_ratio=comparison.ratio,
         low=low,
         high=high,
-        decided=comparison.decided,
+        narrow=comparison.narrow,
         growth=growth,
         follows=follows,
         flat=high < FLAT,
@@ -494,7 +494,9 @@ def diagnose(
     slow = call_s > SLOW_CALL_S
     if slow:
         calls = 12 + 8 * batch_probe + 3 * trace
-        say.say(f"one call takes {call_s:.1f} s: about {calls * call_s:.0f} s in all (fewer samples)")
+        say.say(
+            f"one call takes {call_s:.1f} s: about {calls * call_s:.0f} s in all (fewer samples)"
+        )
     say("timing (bl.benchmark)")
     main = timing.benchmark(fn, *args, budget_s=budget_s, label=label,
                             min_samples=3 if slow else 5, **kwargs)  # fmt: skip

@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, comparison, devices, timing
+from brrrlib import _fmt, devices, timing
 from brrrlib._points import (
     BUSY_CPU_SHARE,
     MEASURED,
@@ -57,8 +57,7 @@ from brrrlib._points import (
     Point,
     waited_words,
 )
-from brrrlib.comparison import Comparison
-from brrrlib.timing import Timing
+from brrrlib.timing import Comparison, Timing
 
 __all__ = [
     "BUSY_CPU_SHARE",
@@ -135,9 +134,6 @@ class Sweep:
         c = self.comparison(a, b)
         if c is None:
             return "not measured together"
-        waited = waited_words(self.point(*a), self.point(*b))
-        if waited:
-            return f"too noisy to tell (x{c.low:.2f}-x{c.high:.2f}): {waited}"
         return c.says(what)
 
     def without(self, keys: Iterable[tuple[int, str]]) -> Sweep:
@@ -385,10 +381,10 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            c, share = _with_cpu_share(case_a, lambda: comparison.compare(
+            c, share = _with_cpu_share(case_a, lambda: timing.compare(
                 case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S,
                 warmup_s=max(case_a.warmup_s, case_b.warmup_s), device=case_a.device,
-                labels=(case_a.label or str(a), case_b.label or str(b))))  # fmt: skip
+                labels=(case_a.label or f"{a[1]} at {a[0]}", case_b.label or f"{b[1]} at {b[0]}")))  # fmt: skip
             self._keep(a, case_a, c.a, share)
             self._keep(b, case_b, c.b, share)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)

@@ -17,9 +17,11 @@ amortised. And it drops samples the operating system disturbed (another
 program took the core) and measures replacements, so a busy laptop gives the
 number a quiet one would.
 
-A number on its own answers "how long?"; most lessons ask "how much longer?":
-:mod:`brrrlib.comparison` answers that with the same pieces. Chapter 00
-introduces both; every later chapter measures through them.
+A number on its own answers "how long?"; most lessons ask "how much longer?".
+:func:`compare` answers that with the same pieces: two workloads timed in
+alternating rounds, the ratio per round, and the median ratio with a
+distribution-free interval. Chapter 00 introduces both; every later chapter
+measures through them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import torch
 
 from brrrlib import _checks, _fmt, devices
 
-__all__ = ["Timing", "benchmark"]
+__all__ = ["COMPARE_TOLERANCE", "Comparison", "Timing", "benchmark", "compare"]
 
 # A timing whose interquartile range exceeds this fraction of its median is
 # flagged as noisy: the same 10% threshold torch.utils.benchmark warns at
@@ -543,3 +545,326 @@ class _NoGC:
     def __exit__(self, *exc: object) -> None:
         if self._was_enabled:
             gc.enable()
+
+
+# ------------------------------------------------------------------ compare
+
+#: A comparison's interval is "narrow" when it lies within this factor of its
+#: ratio on both sides (x1.93 in [x1.80, x2.05] passes at 10%).
+COMPARE_TOLERANCE = 0.1
+#: Fewer undisturbed rounds than this never decide: 6 is the least for a 95% interval.
+_MIN_DECIDING_ROUNDS = 6
+#: On a CPU, the calling thread running less than this share of the time means it waited.
+WAITED_SHARE = 0.8
+#: A comparison takes at least this many rounds: with 10, the 95% interval of
+#: the median is the 2nd smallest to the 2nd largest ratio.
+_MIN_ROUNDS = 10
+
+
+@dataclass(frozen=True, repr=False)
+class Comparison:
+    """How much longer B takes than A, from rounds measured alternately.
+
+    Made by :func:`compare`. ``ratios`` holds one ``B time / A time`` per
+    round; ``ratio`` is their median and ``low``/``high`` the distribution-free
+    confidence interval of that median (:func:`brrrlib._fmt.median_interval`,
+    95% by default). ``a`` and ``b`` are each side's :class:`Timing` (one
+    sample per kept round), for plotting them as points.
+
+    What it lets you conclude is a property of the interval, not of the point
+    estimate, and the comparison says it itself (:meth:`says`, its repr):
+
+    * ``decided``: the interval lies entirely on one side of x1, so the
+      direction is known: B is slower, or B is faster. A wide interval far
+      from 1 (x48-x101) still decides the direction; it is only the size
+      that is uncertain, and the words say "wide".
+    * ``narrow``: the interval lies within ``tolerance`` (10%) of the ratio
+      on both sides, so the size is known too. Questions about the size
+      ("does doubling the batch double the time?") need a narrow interval
+      or one that excludes the value asked about: :meth:`versus`.
+    * otherwise (the interval contains x1): "can't tell": no conclusion.
+
+    Ask questions with the interval: ``above(1.7)`` is true only when the
+    whole interval is above 1.7.
+    """
+
+    a: Timing
+    b: Timing
+    ratios: tuple[float, ...]
+    confidence: float = 0.95
+    tolerance: float = COMPARE_TOLERANCE
+    rounds_dropped: int = 0
+    cpu_share: float | None = None
+    all_disturbed: bool = False
+
+    @property
+    def waited(self) -> bool:
+        """True when the calls spent part of their time waiting for cores another program held.
+
+        On a CPU, ``cpu_share`` is the share of the wall time the calling thread
+        ran (median over the rounds): a parallel op whose other thread was
+        descheduled waits at a barrier for whole scheduler slices, so its time
+        says little about the op. Also true when every round was disturbed.
+        The direction of a comparison that waited can still be clear; its
+        size is less sure, and :meth:`says` adds so.
+        """
+        return self.all_disturbed or (self.cpu_share is not None and self.cpu_share < WAITED_SHARE)
+
+    @property
+    def ratio(self) -> float:
+        """B's time over A's: the median of the per-round ratios."""
+        return _fmt.median(self.ratios)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """``(low, high)``: where the true ratio lies, at ``confidence``."""
+        return _fmt.median_interval(self.ratios, self.confidence)
+
+    @property
+    def low(self) -> float:
+        """The lower end of :attr:`interval`."""
+        return self.interval[0]
+
+    @property
+    def high(self) -> float:
+        """The upper end of :attr:`interval`."""
+        return self.interval[1]
+
+    @property
+    def speedup(self) -> float:
+        """A's time over B's (``1 / ratio``): how many times faster B is."""
+        return 1.0 / self.ratio
+
+    @property
+    def enough_rounds(self) -> bool:
+        """At least 6 undisturbed rounds: the fewest for a 95% interval of a median."""
+        return len(self.ratios) >= _MIN_DECIDING_ROUNDS
+
+    @property
+    def narrow(self) -> bool:
+        """True when the interval lies within ``tolerance`` of the ratio on both sides
+        (and enough rounds back it): the size of the effect is known."""
+        r, (lo, hi) = self.ratio, self.interval
+        return (
+            self.enough_rounds and lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
+        )
+
+    def excludes(self, x: float) -> bool:
+        """True when the whole interval lies on one side of ``x`` (and enough rounds back it)."""
+        return self.enough_rounds and (self.low > x or self.high < x)
+
+    @property
+    def decided(self) -> bool:
+        """True when the interval excludes x1: B is known to be slower, or faster, than A."""
+        return self.excludes(1.0)
+
+    @property
+    def direction(self) -> str:
+        """``"slower"`` (B takes longer), ``"faster"`` (B takes less), or ``"can't tell"``."""
+        if not self.decided:
+            return "can't tell"
+        return "slower" if self.low > 1 else "faster"
+
+    def versus(self, x: float) -> str:
+        """Where the ratio lies against ``x``: ``"above"``, ``"below"``, or ``"can't tell"``.
+
+        For questions about the size: ``versus(2.0)`` asks "did the time double?"
+        """
+        if not self.excludes(x):
+            return "can't tell"
+        return "above" if self.low > x else "below"
+
+    def above(self, x: float) -> bool:
+        """True when the whole interval lies above ``x``: B takes more than x times A."""
+        return self.low > x
+
+    def below(self, x: float) -> bool:
+        """True when the whole interval lies below ``x``."""
+        return self.high < x
+
+    def says(self, what: str = "time") -> str:
+        """The result in words, as far as the interval allows.
+
+        ``"x16.2 time (95% interval x14.8-x17.8): B is 16.2x slower"``; with
+        ``"wide"`` when the interval is not narrow, a note when the calls
+        waited for cores, and ``"can't tell"`` only when the interval
+        contains x1.
+        """
+        lo, hi = self.interval
+        span = f"{self.confidence:.0%} interval {_x(lo)}-{_x(hi)}"
+        lb = self.b.label or "B"
+        caveats = []
+        if not self.narrow and self.decided:
+            caveats.append("a wide interval: the direction is clear, the size less so")
+        if self.waited:
+            caveats.append(
+                f"the calls waited for cores another program holds (this thread ran "
+                f"{self.cpu_share:.0%} of the time)"
+                if self.cpu_share is not None and not self.all_disturbed
+                else "every round was disturbed by another program"
+            )
+        tail = "".join(f"; {c}" for c in caveats)
+        if not self.enough_rounds:
+            return f"can't tell from {len(self.ratios)} rounds ({_x(lo)}-{_x(hi)}){tail}"
+        if not self.decided:
+            return f"can't tell: {_x(self.ratio)} {what} ({span} contains x1){tail}"
+        if self.direction == "slower":
+            how = f"{lb} is {_fmt.times(self.ratio)} slower"
+        else:
+            how = f"{lb} is {_fmt.times(self.speedup)} faster"
+        return f"{_x(self.ratio)} {what} ({span}): {how}{tail}"
+
+    def __repr__(self) -> str:
+        la, lb = self.a.label or "A", self.b.label or "B"
+        return (
+            f"Comparison({lb} / {la}: {self.says()}; {len(self.ratios)} rounds, "
+            f"{self.rounds_dropped} disturbed dropped; A {_fmt.seconds(self.a.median_s)}, "
+            f"B {_fmt.seconds(self.b.median_s)}, {self.a.device})"
+        )
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        la, lb = self.a.label or "A", self.b.label or "B"
+        style = "" if self.decided else "color:var(--jp-warn-color1,#a60)"
+        return (
+            f"<div><b>{escape(lb)}</b> against <b>{escape(la)}</b>: "
+            f"<span style='{style}'>{escape(self.says())}</span> "
+            f"<span style='opacity:0.75'>({len(self.ratios)} alternating rounds; "
+            f"{escape(la)} {escape(_fmt.seconds(self.a.median_s))}, {escape(lb)} "
+            f"{escape(_fmt.seconds(self.b.median_s))}, {escape(self.a.device)})</span></div>"
+        )
+
+
+def _x(r: float) -> str:
+    """A ratio as "x2.00", "x0.52", "x16.2", "x101"."""
+    return f"x{r:.2f}" if r < 9.995 else f"x{r:.3g}" if r < 999.5 else f"x{r:,.0f}"
+
+
+def compare(
+    a: Callable[[], Any],
+    b: Callable[[], Any],
+    *,
+    budget_s: float = 2.0,
+    tolerance: float = COMPARE_TOLERANCE,
+    confidence: float = 0.95,
+    warmup_s: float = 0.05,
+    device: str | torch.device | None = None,
+    labels: tuple[str, str] | None = None,
+    min_rounds: int = _MIN_ROUNDS,
+) -> Comparison:
+    """Time ``b()`` against ``a()`` in alternating rounds: the ratio with an interval.
+
+    Two separate benchmarks can disagree by more than the effect you are
+    looking for: the machine was busier during one of them. Measured in
+    rounds that alternate (A B, then B A, then A B ...), both sides meet the
+    same machine, and the per-round ratio cancels what they share. The method:
+
+    1. **First call and estimate** of each side, as :func:`benchmark` does;
+       calls per block so that each block lasts about 1 ms or more.
+    2. **Warm-up** both for ``warmup_s``.
+    3. **Rounds**: one block of each, alternating which goes first. Rounds in
+       which either side was disturbed (see :func:`benchmark`, step 5) are
+       dropped.
+    4. **Stop** after at least 10 kept rounds once the 95% interval of the
+       median ratio lies within ``tolerance`` (10%) of it, or when
+       ``budget_s`` is spent. A quiet machine decides in a few dozen
+       milliseconds; a busy one uses the budget, and its interval may be
+       wide (``Comparison.narrow`` is False) or even contain x1 ("can't
+       tell": ``Comparison.decided`` is False): then no conclusion.
+
+    ``a`` and ``b`` are called without arguments: pass ``lambda: f(x)`` or
+    ``functools.partial(f, x)``. ``device`` is where they run (default: the
+    device of a ``partial``'s tensor arguments, else :func:`brrrlib.device`).
+    ``min_rounds`` (default 10) can be lowered for calls that take seconds;
+    with fewer than 6 rounds the interval is (min, max), which covers less
+    than 95%.
+
+    Example::
+
+        >>> c = bl.compare(lambda: model(x[:16]), lambda: model(x[:32]))  # doctest: +SKIP
+        >>> c.ratio, c.interval, c.decided                                 # doctest: +SKIP
+        (1.08, (1.05, 1.11), True)
+    """
+    _checks.function("a", a)
+    _checks.function("b", b)
+    budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
+    warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
+    if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 10):
+        raise ValueError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
+    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
+        raise ValueError(f"confidence must be between 0.5 and 1 (e.g. 0.95), got {confidence!r}")
+    dev = _infer_callable_device(a, b) if device is None else devices.resolve(device)
+    devices.check_available(dev, "device")
+    la, lb = labels if labels is not None else ("A", "B")
+    if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
+        raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
+
+    sides = []
+    for name, call in (("a", a), ("b", b)):  # 1. first call and estimate
+        _first_call(call, dev, name)
+        per_call_s, _spent = _estimate(call, dev, None)
+        sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
+    with _NoGC():
+        for call, per_call_s, _number in sides:  # 2. warm-up
+            for _ in range(math.ceil(warmup_s / 2 / per_call_s)):
+                call()
+        devices.sync(dev)
+        rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds)
+    flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
+    kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
+    ta = [rounds_a[i][0] for i in kept]
+    tb = [rounds_b[i][0] for i in kept]
+    shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]
+    return Comparison(
+        a=Timing(samples_s=ta, device=str(dev), label=la, calls_per_sample=sides[0][2]),
+        b=Timing(samples_s=tb, device=str(dev), label=lb, calls_per_sample=sides[1][2]),
+        ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
+        confidence=confidence,
+        tolerance=tolerance,
+        rounds_dropped=len(flags) - len(kept),
+        cpu_share=_fmt.median(shares) if shares and dev.type == "cpu" else None,
+        all_disturbed=all(flags),
+    )
+
+
+def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
+    """3. and 4.: alternate one block of each side until decided or out of budget."""
+    deadline = _CLOCKS[0]() + budget_s
+    rounds_a: list[tuple[float, float | None]] = []
+    rounds_b: list[tuple[float, float | None]] = []
+    (call_a, _, n_a), (call_b, _, n_b) = sides
+    while True:
+        for _ in range(min_rounds if not rounds_a else 4):
+            first_a = len(rounds_a) % 2 == 0
+            for is_a in (first_a, not first_a):
+                call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
+                out += _measure_blocks(call, dev, None, n, 1)
+        flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
+        ratios = [
+            rb[0] / ra[0]
+            for ra, rb, bad in zip(rounds_a, rounds_b, flags, strict=True)
+            if not bad and ra[0] > 0
+        ]
+        shares = [min(ra[1], rb[1]) for ra, rb in zip(rounds_a, rounds_b, strict=True)
+                  if ra[1] is not None and dev.type == "cpu"]  # fmt: skip
+        ran = not shares or _fmt.median(shares) >= WAITED_SHARE  # else: waited, try more
+        done = len(ratios) >= min_rounds and ran and _narrow(ratios, tolerance, confidence)
+        if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
+            return rounds_a, rounds_b
+
+
+def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
+    r = _fmt.median(ratios)
+    lo, hi = _fmt.median_interval(ratios, confidence)
+    return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
+
+
+def _infer_callable_device(*fns: Any) -> torch.device:
+    """The device of a ``functools.partial``'s first tensor argument, else bl.device()."""
+    for fn in fns:
+        if isinstance(fn, functools.partial):
+            for v in (fn.func, *fn.args, *fn.keywords.values()):
+                if isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple)):
+                    return devices.of((v,))
+    return devices.device()

@@ -1,4 +1,4 @@
-"""The library stays readable: small modules, short functions, no import cycles.
+"""The library stays readable: short functions, no import cycles, data flowing one way.
 
 The rules and the code that measures them live in ``benchmarks/library_shape.py``
 (run it to see the numbers); these tests hold the library (``brrrlib/*.py``) and
@@ -12,12 +12,6 @@ _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "library_shape.py"
 _spec = importlib.util.spec_from_file_location("library_shape", _PATH)
 shape = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(shape)
-
-
-def test_no_module_is_over_600_lines():
-    sizes = {m: len(p.read_text().splitlines()) for m, p in shape.modules().items()}
-    assert len(sizes) > 10  # the library was found
-    assert {m: n for m, n in sizes.items() if n > shape.MAX_MODULE_LINES} == {}
 
 
 def test_no_function_is_over_60_lines_docstring_aside():
@@ -40,19 +34,6 @@ def test_the_function_measure_counts_a_long_function(tmp_path):
 
 def test_no_import_cycles():
     assert shape.cycles() == []
-
-
-def test_the_reading_path_is_at_most_2000_lines():
-    # timing, the counting core, the roofline's arithmetic and the ceilings: what a
-    # learner opens to see how a number is measured
-    lines = sum(len((shape.LIBRARY / f).read_text().splitlines()) for f in shape.READING_PATH)
-    assert lines <= shape.MAX_READING_PATH_LINES == 2000, lines
-
-
-def test_the_library_is_at_most_8000_lines():
-    library = shape.library()
-    assert "timing" in library and "zoo" not in library and "zoo._tally" not in library
-    assert shape.lines(library.values()) <= shape.MAX_LIBRARY_LINES == 8000
 
 
 def test_every_module_is_counted_in_one_layer():

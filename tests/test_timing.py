@@ -13,9 +13,8 @@ import pytest
 import torch
 
 import brrrlib as bl
-from brrrlib import comparison, timing
-from brrrlib.comparison import Comparison
-from brrrlib.timing import Timing
+from brrrlib import timing
+from brrrlib.timing import Comparison, Timing
 
 # ---------------------------------------------------------------- Timing ---
 
@@ -294,10 +293,13 @@ def test_compare_of_known_costs_gives_their_exact_ratio(machine):
     c = bl.compare(lambda: machine.work(1e-6), lambda: machine.work(2e-6), device="cpu")
     assert isinstance(c, Comparison)
     assert c.ratio == pytest.approx(2.0) and c.interval == pytest.approx((2.0, 2.0))
-    assert c.decided and c.above(1.9) and c.below(2.1) and not c.above(2.1)
-    assert len(c.ratios) == comparison._MIN_ROUNDS  # decided as soon as allowed
+    assert c.decided and c.narrow and c.direction == "slower"
+    assert c.above(1.9) and c.below(2.1) and not c.above(2.1)
+    assert c.versus(1.5) == "above" and c.versus(2.5) == "below"
+    assert len(c.ratios) == timing._MIN_ROUNDS  # decided as soon as allowed
     assert c.speedup == pytest.approx(0.5)
-    assert "x2.00 time" in c.says() and "95% interval" in c.says()
+    faster = bl.compare(lambda: machine.work(2e-6), lambda: machine.work(1e-6), device="cpu")
+    assert faster.direction == "faster" and faster.speedup == pytest.approx(2.0)
 
 
 def test_compare_alternates_which_side_goes_first(machine):
@@ -329,7 +331,7 @@ def test_compare_drops_rounds_another_program_disturbed(machine):
     assert c.ratio == pytest.approx(3.0) and c.decided
 
 
-def test_compare_says_too_noisy_when_the_interval_stays_wide(machine):
+def test_compare_cannot_tell_when_the_interval_stays_wide(machine):
     state = {"round": 0}
 
     def b():
@@ -337,9 +339,16 @@ def test_compare_says_too_noisy_when_the_interval_stays_wide(machine):
         machine.work(1e-6 * (1 + 3 * ((machine.calls // 1000) % 2)))
 
     c = bl.compare(lambda: machine.work(1e-6), b, device="cpu", budget_s=0.1)
-    assert not c.decided
-    assert c.says().startswith("too noisy to tell (x")
-    assert len(c.ratios) > comparison._MIN_ROUNDS  # it tried more rounds within the budget
+    assert not c.narrow and c.versus(2.5) == "can't tell"  # the size is unknown...
+    assert c.decided and c.direction == "slower"  # ...but B is never faster than A
+
+    def either(factor):
+        return lambda: machine.work(1e-6 * factor((machine.calls // 1000) % 2))
+
+    # A's and B's costs swap from block to block: the interval contains x1
+    c = bl.compare(either(lambda i: 1 + i), either(lambda i: 2 - i), device="cpu", budget_s=0.1)
+    assert c.low < 1 < c.high and not c.decided and c.direction == "can't tell"
+    assert len(c.ratios) > timing._MIN_ROUNDS  # it tried more rounds within the budget
     assert state["round"] == 0
 
 
@@ -386,11 +395,11 @@ def test_live_ratio_of_one_and_four_times_the_same_work():
 
 def test_compare_says_when_the_calls_waited_for_cores(machine):
     # every block: 1 ms of wall time of which the calling thread ran 0.3 ms (it waited at a
-    # barrier for a descheduled worker): a narrow ratio, but of waiting, not of the work
+    # barrier for a descheduled worker): the direction is clear, and the waiting is flagged
     c = bl.compare(lambda: machine.work(0.3e-6, stolen=0.7e-6),
                    lambda: machine.work(0.6e-6, stolen=1.4e-6), device="cpu", budget_s=0.1)  # fmt: skip
-    assert c.cpu_share == pytest.approx(0.3) and c.waited and not c.decided
-    assert "waited for cores another program holds" in c.says()
+    assert c.cpu_share == pytest.approx(0.3) and c.waited
+    assert c.decided and c.direction == "slower"
     # on a quiet machine the same ratio is decided
     q = bl.compare(lambda: machine.work(1e-6), lambda: machine.work(2e-6), device="cpu")
     assert q.cpu_share == pytest.approx(1.0) and not q.waited and q.decided
@@ -398,5 +407,5 @@ def test_compare_says_when_the_calls_waited_for_cores(machine):
 
 def test_a_few_surviving_rounds_never_decide():
     few = Comparison(a=Timing((1.0,) * 2, "cpu"), b=Timing((2.85,) * 2, "cpu"), ratios=(2.85, 2.85))
-    assert few.interval == (2.85, 2.85) and not few.decided
-    assert few.says().startswith("too noisy to tell")
+    assert few.interval == (2.85, 2.85) and not few.decided and not few.narrow
+    assert few.direction == "can't tell"

@@ -11,6 +11,7 @@ tiny workloads for real and assert orderings with wide margins.
 from __future__ import annotations
 
 import base64
+import html
 import math
 
 import pytest
@@ -145,7 +146,7 @@ def test_sweep_pairs_are_measured_together_with_an_interval(clock):
     assert c.ratio == pytest.approx(2.0) and c.decided and c.above(1.7)
     # both points carry the paired timings, one sample per round
     assert result.point(1, "l").timing is c.a and result.point(2, "l").timing is c.b
-    assert "x2.00 time" in result.table()
+    assert c.says() in result.table()
 
 
 def test_sweep_skipped_point_says_why_never_nan(clock, real_png):
@@ -285,17 +286,17 @@ def test_repeat_flipping_mode_pairs_eager_and_fused(clock, ceilings, plenty_of_m
     assert fake.calls[2:] == [(ex.size, 8, "fused"), (ex.size, 8, "eager")]
     c = ex.sweeps[ex.size].comparison((8, "fused"), (8, "eager"))
     assert c.ratio == pytest.approx(8.0) and c.decided
-    assert "eager takes x8.00 the time of fused" in ex._readout.value
+    assert html.escape(c.says()) in ex._readout.value
     ex.set(mode="eager")  # both measured: nothing more
-    assert len(fake.calls) == 4 and "x8.00" in ex._readout.value
+    assert len(fake.calls) == 4 and html.escape(c.says()) in ex._readout.value
 
 
 def test_repeat_noisy_pair_draws_no_conclusion(clock, ceilings, plenty_of_memory):
     fake = FakeRepeat(clock, scale={(2, "eager"): (1.0, 3.0)})  # every other call 3x slower
     ex = _repeat(ceilings, fake, repeat=2, mode="fused")
     ex.set(mode="eager")
-    assert "too noisy to tell" in ex._readout.value and "re-measure" in ex._readout.value
-    assert "eager takes" not in ex._readout.value
+    c = ex.sweeps[ex.size].comparison((2, "fused"), (2, "eager"))
+    assert not c.narrow and html.escape(c.says()) in ex._readout.value
 
 
 def test_repeat_one_set_with_three_changes_measures_once(clock, ceilings, plenty_of_memory):
@@ -445,8 +446,9 @@ def test_repeat_waiting_for_cores_is_said(ceilings, plenty_of_memory, monkeypatc
     ex = _repeat(ceilings, FakeRepeat(slow_clock))
     assert ex.current.waited and "another program" in ex._readout.value
     assert "waited for cores (this thread ran 50%)" in ex.sweeps[ex.size].table()
-    ex.set(mode="fused")  # paired with eager: no ratio is read from a busy machine
-    assert "too noisy to tell" in ex._readout.value and "eager takes" not in ex._readout.value
+    ex.set(mode="fused")  # paired with eager: the ratio comes with the waiting said
+    c = ex.sweeps[ex.size].comparison((1, "fused"), (1, "eager"))
+    assert c.waited and html.escape(c.says()) in ex._readout.value
 
 
 # ------------------------------------------------------------------ batch explorer
@@ -530,7 +532,8 @@ def test_batch_noise_draws_no_conclusion(clock, ceilings, plenty_of_memory):
     ex = _batch(ceilings, fake, max_batch=8)
     ex.set(batch=2)
     text = ex._readout.value
-    assert "too noisy to tell" in text and "re-measure" in text
+    c = ex.sweep.comparison((1, "batch"), (2, "batch"))
+    assert not c.narrow and html.escape(c.says()) in text
     assert not any(w in text for w in ("overhead signature", "past the knee", "in the knee"))
 
 
@@ -571,8 +574,9 @@ def test_batch_waiting_for_cores_is_too_noisy(ceilings, plenty_of_memory, monkey
     ex = _batch(ceilings, FakeBatch(slow_clock), max_batch=8)
     ex.set(batch=2)
     text = ex._readout.value
-    assert "too noisy to tell" in text and "another program" in text
-    assert "overhead signature" not in text
+    c = ex.sweep.comparison((1, "batch"), (2, "batch"))
+    assert c.waited and html.escape(c.says()) in text
+    assert "overhead signature" not in text  # no regime from calls that waited for cores
 
 
 def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):

@@ -122,7 +122,7 @@ def host_device_copies(
 def _measure_copies(nbytes: int, budget_s: float) -> HostDeviceCopies:
     import torch
 
-    from brrrlib import comparison, timing
+    from brrrlib import timing
 
     dev = torch.device("cuda")
     pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1.
@@ -134,7 +134,7 @@ def _measure_copies(nbytes: int, budget_s: float) -> HostDeviceCopies:
     t_pinned = timing.benchmark(
         lambda: dst.copy_(pinned, non_blocking=True), budget_s=budget_s, device=dev, label="pinned"
     )
-    ratio = comparison.compare(
+    ratio = timing.compare(
         lambda: dst.copy_(pinned, non_blocking=True),
         lambda: dst.copy_(pageable),
         budget_s=budget_s,
@@ -155,7 +155,7 @@ def _measure_copies(nbytes: int, budget_s: float) -> HostDeviceCopies:
         a @ a
         torch.cuda.current_stream(dev).wait_stream(side)
 
-    overlap = comparison.compare(
+    overlap = timing.compare(
         overlapped, serial, budget_s=budget_s, device=dev, labels=("overlapped", "serial")
     )
     return HostDeviceCopies(

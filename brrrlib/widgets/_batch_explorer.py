@@ -273,10 +273,8 @@ class BatchExplorer(_Explorer):
             return ("Move the slider right: each batch is measured together with half of it, in "
                     "alternating rounds, for the doubling ratio. " + costs)  # fmt: skip
         lo, hi = cmp.interval
-        waited = sweeps.waited_words(p, self.sweep.point(p.x // 2, "batch"))
-        if waited:
-            return (f"Doubling the batch {p.x // 2} → {p.x}: too noisy to tell (×{lo:.2f}–×{hi:.2f}): "
-                    f"{waited}. No regime until then.")  # fmt: skip
+        if not cmp.narrow or cmp.waited:  # the size is uncertain: no regime from it
+            return f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No regime until then."
         said = (f"Doubling the batch {p.x // 2} → {p.x} cost ×{cmp.ratio:.2f} time (95% interval "
                 f"×{lo:.2f}–×{hi:.2f}, alternating rounds): ")  # fmt: skip
         if hi < 1 - sweeps.SLACK:
@@ -294,8 +292,7 @@ class BatchExplorer(_Explorer):
             return said + self._past_knee(p)
         if lo >= _FLAT and hi <= _LINEAR:
             return said + "in the knee: the fixed cost and the per-sample work are comparable."
-        if not cmp.decided:
-            return f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No regime until then."
+
         return said + ("the interval straddles a border between regimes (×1.3 or ×1.7): no "
                        "conclusion; press re-measure to narrow it.")  # fmt: skip
 
