@@ -28,9 +28,9 @@ import torch
 from brrrlib import _touched
 
 __all__ = [
-    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "attention_flops",
+    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "SPECIAL", "attention_flops",
     "categorize", "has_matmul_formula", "matmul_flops", "moves_no_data", "normalization_flops",
-    "profiler_category",
+    "profiler_category", "special_function",
 ]  # fmt: skip
 
 CATEGORIES: tuple[str, ...] = ("matmul", "normalization", "pointwise", "reduction", "other")
@@ -60,6 +60,31 @@ FLOPS_PER_ELEMENT: Mapping[str, float] = {
 """FLOPs charged per element to ops that are not matmuls: the one place the
 counting convention is written down. Matmuls use exact formulas instead
 (``2*M*K*N`` for an ``(M,K) @ (K,N)``: one multiply and one add per term)."""
+
+SPECIAL: Mapping[str, str] = {
+    **dict.fromkeys(("exp", "exp_", "exp2", "exp2_", "expm1", "expm1_", "sigmoid", "sigmoid_",
+                     "silu", "silu_", "silu_backward", "elu", "elu_", "celu", "selu", "softplus",
+                     "logsumexp", "_softmax", "_log_softmax", "_safe_softmax",
+                     "_masked_softmax", "special_expit"), "exp"),
+    **dict.fromkeys(("tanh", "tanh_", "mish", "mish_"), "tanh"),
+    **dict.fromkeys(("erf", "erf_", "erfc", "erfc_", "erfinv", "gelu", "gelu_",
+                     "gelu_backward"), "erf"),
+    **dict.fromkeys(("sin", "sin_", "cos", "cos_", "tan", "tan_"), "cos"),
+    **dict.fromkeys(("log", "log_", "log2", "log2_", "log10", "log10_", "log1p", "log1p_"), "log"),
+}  # fmt: skip
+"""Ops that evaluate a special function once per element, and which one (a rate
+``bl.measure_ceilings`` measures: ``exp``, ``tanh``, ``erf``, ``cos`` for the
+trigonometric family, ``log``). One such evaluation costs tens of instructions
+on a CPU, which a FLOP count of 1 hides; the diagnosis judges them against
+their own measured rate. A gelu with ``approximate="tanh"`` is a tanh."""
+
+
+def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
+    """The special function an op (base name, e.g. ``"gelu"``) evaluates per element, or ""."""
+    name = SPECIAL.get(base, "")
+    if name == "erf" and base.startswith("gelu") and kwargs.get("approximate") == "tanh":
+        return "tanh"
+    return name
 
 # ---------------------------------------------------------------- op-name tables
 

@@ -30,7 +30,9 @@ class OpCount:
     in (``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp64"``, ``"fp8"``,
     ``"int"``; ``""`` for an op without FLOPs). An op that ran in two
     precisions has a row for each. A row made by hand is fp32 unless it says
-    otherwise: torch's default dtype.
+    otherwise: torch's default dtype. ``special`` is how many of its FLOPs
+    were special-function evaluations (``exp``, ``erf``, ...) and
+    ``special_function`` which one.
     """
 
     op: str
@@ -39,6 +41,8 @@ class OpCount:
     flops: int
     bytes_moved: int
     precision: str = "fp32"
+    special: int = 0
+    special_function: str = ""
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -143,6 +147,19 @@ class Counts:
         for r in self.rows:
             if r.flops and category in (None, r.category):
                 out[r.precision] = out.get(r.precision, 0) + r.flops
+        return out
+
+    def special_by_function(self) -> dict[str, int]:
+        """``{function: evaluations}``: the special functions among the FLOPs (``{"exp": ...}``).
+
+        A softmax evaluates one ``exp`` per element, a gelu one ``erf``: each
+        counts as one FLOP, yet costs tens of instructions on a CPU. The
+        diagnosis judges them against their own measured rate.
+        """
+        out: dict[str, int] = {}
+        for r in self.rows:
+            if r.special:
+                out[r.special_function] = out.get(r.special_function, 0) + r.special
         return out
 
     @property

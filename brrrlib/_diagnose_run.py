@@ -103,8 +103,14 @@ def ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
     return ceilings
 
 
-def run_batch_probe(fn, args, kwargs, budget_s, slow, notes):
-    """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
+def run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
+    """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run.
+
+    ``rounds`` is the least number of paired rounds. A ``slow`` call gets just
+    those (:func:`brrrlib.diagnosis.diagnose` plans how many fit its time
+    limit), with no extra first call or warm-up: counting already ran both
+    sides.
+    """
     from brrrlib import counting
     from brrrlib.timing import compare
 
@@ -124,7 +130,8 @@ def run_batch_probe(fn, args, kwargs, budget_s, slow, notes):
         batch_counts = counting.count(fn, *args2, **kwargs2)
         comparison = compare(
             functools.partial(fn, *args, **kwargs), functools.partial(fn, *args2, **kwargs2),
-            budget_s=budget_s, min_rounds=3 if slow else 10, labels=("batch", "batch x2"),
+            budget_s=1e-6 if slow else budget_s, min_rounds=rounds, labels=("batch", "batch x2"),
+            warm=slow, warmup_s=0.0 if slow else 0.05,
         )  # fmt: skip
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
         what = "fn failed when every tensor argument's first dimension was doubled"

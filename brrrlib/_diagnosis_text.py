@@ -16,14 +16,11 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["REMEDIES", "REUSE_REMEDY", "render_html", "render_text"]
+__all__ = ["REMEDIES", "REUSE_REMEDY", "precision_remedies", "render_html", "render_text"]
 
 #: What to do in each regime: the essay's table ("Making Deep Learning Go Brrrr", 2022).
 REMEDIES: Mapping[str, tuple[str, ...]] = {
     "compute": (
-        "Use the tensor cores: matmuls in TF32 (torch.set_float32_matmul_precision('high')) "
-        "or BF16/FP16 (torch.autocast).",
-        "Lower precision overall (bf16/fp16; int8 where accuracy allows): more FLOP/s per unit.",
         "Spend fewer FLOPs (a smaller model, or an algorithm that skips work), or buy a bigger "
         "device: you are already using this one well.",
     ),
@@ -32,8 +29,6 @@ REMEDIES: Mapping[str, tuple[str, ...]] = {
         "hand-written Triton kernel) turns a chain of elementwise ops into one pass.",
         "Make fewer passes over the data: reuse what is loaded, avoid needless copies, "
         ".contiguous() and recomputation of big intermediates from memory.",
-        "Store tensors in lower precision (bf16/fp16/int8): half the bytes per number, so "
-        "twice the numbers per second through the same memory.",
     ),
     "overhead": (
         "Launch fewer kernels: torch.compile fuses ops into fewer, bigger ones (its wrapper is "
@@ -54,6 +49,44 @@ REUSE_REMEDY = (
 )
 
 _WHERE = {"cuda": "the GPU", "mps": "the GPU", "cpu": "the CPU (inside ops)"}
+
+
+def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]:
+    """The essay's precision remedies, as far as they hold here: never the precision the
+    workload already uses, never one this device runs no faster (read from its ceilings).
+
+    Compute-bound: faster units, if this device has a precision clearly faster
+    than ``used`` (tensor cores, AMX), or back to fp32 when ``used`` has no
+    fast path here. Memory-bound: fewer bytes per number, if not already 16-bit.
+    """
+    peaks = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
+    fast_path = getattr(ceilings, "fast_path", lambda p: p in peaks)
+    out = []
+    if regime == "compute":
+        if used in peaks and used != "fp32" and not fast_path(used):
+            out.append(
+                f"Run the matmuls in fp32: {ceilings.precision_note(used)}, so {used} costs "
+                "time here instead of saving it."
+            )
+        fast = getattr(ceilings, "fast_precision", "fp32")
+        if fast != "fp32" and fast != used and used in peaks:
+            gain = peaks[fast] / peaks[used]
+            how = ("torch.set_float32_matmul_precision('high')" if fast == "tf32"
+                   else f"torch.autocast('{ceilings.device}', dtype=torch.{_DTYPE_NAMES[fast]})")  # fmt: skip
+            out.append(
+                f"Use the faster units: matmuls in {fast} ({how}) measured {gain:.1f}x the {used} "
+                "ceiling here."
+            )
+    if regime == "memory" and used in ("fp32", "fp64", "tf32"):
+        out.append(
+            "Store tensors in fewer bytes (bf16/fp16, int8 weights where accuracy allows): "
+            "half the bytes per number, so twice the numbers per second through the same memory "
+            "(it pays even without faster arithmetic)."
+        )
+    return tuple(out)
+
+
+_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp32": "float32"}
 
 
 # ---------------------------------------------------------------------- the verdict
@@ -125,8 +158,8 @@ def reason(d: Any) -> str:
     if top < 0.25 and not v.settled_by:
         text += (
             f". No floor explains more than {top:.0%} of the time: the ops are slower than any "
-            "ceiling predicts (transcendental functions count 1 FLOP each, data in odd layouts, "
-            "or another program shares the cores)"
+            "ceiling predicts (data in odd layouts, slow kernels for this shape, or another "
+            "program sharing the cores)"
         )
     if v.confidence == "high" and not against:
         text += "; the other probes agree"
@@ -144,12 +177,24 @@ def _compute_row(d: Any) -> tuple[str, str, str, str]:
         if p != "vector"
     ]
     parts.append(f"vector {_fmt.si(c.vector_flops_per_s, 'FLOP/s')}")
+    special = getattr(fl, "special_s", {}) or {}
+    parts += [f"{k} {_fmt.si(c.special_per_s.get(k, 0.0), '/s')}" for k in special]
+    text = (
+        f"{_fmt.si(d.counts.flops, 'FLOP')} need >= {_fmt.seconds(fl.compute_s)} at this "
+        f"machine's {', '.join(parts)}"
+    )
+    if special and sum(special.values()) >= 0.5 * fl.compute_s:
+        top = max(special, key=special.get)
+        text += (
+            f"; most of it is {top}: {_fmt.si(d.counts.special_by_function()[top])} evaluations "
+            f"take >= {_fmt.seconds(special[top])}, a special function costing tens of "
+            "instructions, not one FLOP"
+        )
     return (
         "roofline: compute",
         f"{_fmt.si(d.achieved_flops_per_s, 'FLOP/s')} = {share:.0%} of the {d.precision} floor",
         "compute" if _leads(d, "compute") else "-",
-        f"{_fmt.si(d.counts.flops, 'FLOP')} need >= {_fmt.seconds(fl.compute_s)} at this "
-        f"machine's {', '.join(parts)}" + _over_100(share, "compute"),
+        text + _over_100(share, "compute"),
     )
 
 

@@ -1,23 +1,41 @@
 """This machine's ceilings, measured: the factory, the trucks and the paperwork.
 
 :func:`measure_ceilings` measures what the machine in front of you can do, one
-short function per ceiling (chapter 00 introduces all of them):
+short function per ceiling (chapter 00 introduces them):
 
 * **matmul** FLOP/s per precision (:func:`_matmul`): fp32 on every device;
-  bf16 and fp16 where the device has them (a CPU too); TF32 on CUDA. Each
-  FLOP a workload does is judged against the roof of its own precision.
-* **vector** FLOP/s (:func:`_vector`): elementwise multiplies on data in cache,
-  one FLOP per element per op, as :func:`brrrlib.count` counts them.
-* **memory bandwidth** (:func:`_bandwidth`): a large copy into memory that
-  already exists.
-* **op overhead** (:func:`_op_overhead`): one tiny op in its cheapest form.
+  bf16 and fp16 where the device has them (a CPU too); TF32 on CUDA. Each is
+  the best of the kernels a model runs (``torch.mm``, ``F.linear`` and, on a
+  CPU, oneDNN's linear) at two sizes, so no matmul the course runs can beat
+  it. Each FLOP a workload does is judged against the roof of its own
+  precision; a precision much slower than fp32 here has *no fast path*, and
+  :meth:`Ceilings.precision_note` says why.
+* **vector** FLOP/s (:func:`_vector`): chains of multiplies on data in cache,
+  one FLOP each, as :func:`brrrlib.count` counts them; the best of chain
+  lengths 16, 32 and 64.
+* **special functions** per second (:func:`_special`): ``exp``, ``tanh``,
+  ``erf``, ``cos``, ``log`` on data in cache. One of them costs tens of
+  instructions, so an op made of them (a softmax, a gelu) can be limited by
+  them rather than by memory.
+* **memory bandwidth** (:func:`_bandwidth_round`): large copies into memory
+  that already exists, in three forms (``copy_``, ``add_``, ``add(out=)``).
+* **op overhead** (:func:`_overhead_round`): one tiny op in its cheapest
+  form. A floor: the fastest of its rounds.
 
-Each is measured in *rounds* (:func:`_in_rounds`) until the last three agree
-within 10%, or its time budget runs out; the whole measurement stays under
-~30 s on a 2-core laptop. A ceiling that never settled is kept, flagged noisy
-(:attr:`Ceilings.noisy` says which and by how much), and measured again the
-next time a new Python process asks. Results are cached as JSON, one file
-per machine, device, thread count and torch version.
+Bandwidth and overhead are measured in rounds spread over the whole
+measurement (one after each other ceiling), because on a shared machine they
+move in *phases* of seconds: a virtual machine's memory can run 2.5x faster
+now than in five seconds. The bandwidth ceiling is the fastest phase seen (a
+ceiling is what the machine can do), and :attr:`Ceilings.noisy` flags a
+measurement whose phases disagree. On Linux every round also reads the time
+the hypervisor *stole* (``/proc/stat``): a round that lost its CPU is dropped.
+
+The other ceilings are measured in rounds until the last three agree within
+10%, or their time budget runs out (:func:`_in_rounds`). The whole
+measurement takes about 15-25 s on a 2-core laptop. A result that never
+settled is kept, flagged noisy, and measured again the next time a new
+Python process asks. Results are cached as JSON, one file per machine,
+device, thread count, torch version and kernel set (``ATEN_CPU_CAPABILITY``).
 """
 
 from __future__ import annotations
@@ -28,6 +46,7 @@ import datetime
 import functools
 import json
 import math
+import os
 import socket
 import time
 import warnings
@@ -45,42 +64,62 @@ __all__ = ["Ceilings", "measure_ceilings"]
 
 #: A ceiling whose last rounds differ by more than this fraction is "noisy".
 SPREAD_LIMIT = 0.1
+#: Bandwidth rounds whose fastest and slowest differ by more than this are "phases".
+PHASE_LIMIT = 0.2
 #: Below this share of its threads' CPU time during the matmul, the CPU was shared.
 MIN_CPU_SHARE = 0.8
 #: Below this share, too few undisturbed samples exist to drop the rest: the ceilings are noisy.
 NOISY_CPU_SHARE = 0.5
+#: A round in which the hypervisor took more than this share of the CPUs' time is dropped.
+STEAL_LIMIT = 0.05
+#: A precision whose matmul peak is below this fraction of fp32's has no fast path here.
+SLOW_PATH_RATIO = 0.8
+#: A precision whose peak is above this multiple of fp32's is a fast path (tensor cores, AMX).
+FAST_PATH_RATIO = 1.2
 #: The matmul precisions, in the order tables list them.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
            "fp16": torch.float16}  # fmt: skip
+#: The special functions measured, and the op each is measured with.
+SPECIAL_FUNCTIONS = ("exp", "tanh", "erf", "cos", "log")
+#: Chain lengths tried for the vector ceiling (each multiply waits for the one before).
+VECTOR_CHAINS = (16, 32, 64)
+#: Bandwidth and overhead rounds at least (more when the measurement is long).
+_MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 4
+_METHOD_VERSION = 5
 
 
 @dataclass(frozen=True)
 class Ceilings:
     """This machine's ceilings, measured (see :func:`measure_ceilings`).
 
-    * ``matmul_flops_per_s``: a large square fp32 matmul, no TF32, through
-      the fastest kernel PyTorch has here (``matmul_method`` lists each one
-      timed): the factory's top speed in fp32. ``matmul_flops_per_s_by_dtype``
-      adds the other precisions measured here (``"tf32"``, ``"bf16"``,
-      ``"fp16"``); :meth:`matmul_peak` picks one.
-    * ``vector_flops_per_s``: fp32 elementwise multiplies on data already in
-      cache, so no trucks are waiting: one FLOP per element per op, the rate
-      of non-matmul arithmetic. (Spec sheets count a fused multiply-add as
-      two FLOPs, so their fp32 peak is about twice this.)
+    * ``matmul_flops_per_s``: a large fp32 matmul, no TF32, through the
+      fastest kernel PyTorch has here (``matmul_method`` lists what won):
+      the factory's top speed in fp32. ``matmul_flops_per_s_by_dtype`` adds
+      the other precisions measured here; :meth:`matmul_peak` picks one, and
+      :attr:`fast_precision` names the fastest.
+    * ``vector_flops_per_s``: fp32 multiplies on data already in cache, one
+      FLOP each: the rate of non-matmul arithmetic. (Spec sheets count a
+      fused multiply-add as two FLOPs, so their fp32 peak is about twice a
+      chain of plain multiplies; this library counts one FLOP per multiply
+      everywhere.)
+    * ``special_per_s``: evaluations per second of each special function
+      (``"exp"``, ``"tanh"``, ``"erf"``, ``"cos"``, ``"log"``) on data in
+      cache; what an op like softmax or gelu is judged against.
     * ``mem_bandwidth_bytes_per_s``: bytes read + written per second by a
-      large copy into memory that exists.
+      large copy into memory that exists, in the fastest of its rounds
+      (``bandwidth_rounds_bytes_per_s`` keeps them all: phases show there).
     * ``op_overhead_s``: one tiny op in its cheapest form (in place on one
       element: no allocation), end to end: Python, the dispatcher and (on a
-      GPU) the kernel launch. Every op that does work pays at least this.
+      GPU) the kernel launch; the fastest of its rounds, so a floor.
 
-    Each number is the median of the last rounds of its measurement;
-    ``spread`` maps each ceiling to how much those rounds differed (a
-    fraction of the median), ``rounds`` to how many rounds it took.
-    ``cpu_share`` is the CPU time this process got during the matmul over
-    wall time x threads: below 80%, another program shared the cores.
+    ``spread`` maps each ceiling to how much its rounds differed (a fraction
+    of the value), ``rounds`` to how many rounds it took. ``cpu_share`` is the
+    CPU time this process got during the fp32 matmul over wall time x
+    threads: below 80%, another program shared the cores. ``steal_share`` is
+    the largest share of the CPUs' time the hypervisor took in a round (Linux
+    only). ``precision_notes`` explains each precision with no fast path here.
     """
 
     device: str
@@ -90,14 +129,20 @@ class Ceilings:
     mem_bandwidth_bytes_per_s: float
     op_overhead_s: float
     matmul_flops_per_s_by_dtype: Mapping[str, float] = field(default_factory=dict)
+    special_per_s: Mapping[str, float] = field(default_factory=dict)
     spread: Mapping[str, float] = field(default_factory=dict)
     rounds: Mapping[str, int] = field(default_factory=dict)
+    bandwidth_rounds_bytes_per_s: tuple[float, ...] = ()
+    overhead_rounds_s: tuple[float, ...] = ()
     cpu_share: float = 1.0
+    steal_share: float = 0.0
     num_threads: int = 1
     matmul_size: int = 0
     copy_bytes: int = 0
     vector_method: str = ""
     matmul_method: str = ""
+    precision_notes: Mapping[str, str] = field(default_factory=dict)
+    kernels: str = ""
     torch_version: str = ""
     library_version: str = ""
     host: str = ""
@@ -112,8 +157,10 @@ class Ceilings:
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", MappingProxyType(by_dtype))
-        for name in ("spread", "rounds"):
+        for name in ("special_per_s", "spread", "rounds", "precision_notes"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
+            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
 
     def __hash__(self) -> int:
         return hash((self.device, self.device_name, self.measured_at))
@@ -137,9 +184,55 @@ class Ceilings:
         """FLOPs per byte a matmul of ``precision`` needs before memory stops setting the pace."""
         return self.matmul_peak(precision) / self.mem_bandwidth_bytes_per_s
 
+    def fast_path(self, precision: str) -> bool:
+        """True when ``precision``'s matmuls run at least as fast as fp32's here.
+
+        Read from the measurement: a CPU without bf16 matrix instructions
+        runs bf16 matmuls through a slow path (converting to fp32 and back),
+        below fp32's speed; :meth:`precision_note` says why.
+        """
+        key = hardware.dtype_key(precision)
+        peak = self.matmul_flops_per_s_by_dtype.get(key)
+        return peak is not None and peak >= SLOW_PATH_RATIO * self.matmul_flops_per_s
+
+    @property
+    def fast_precision(self) -> str:
+        """The precision whose matmuls run fastest here, if clearly faster than fp32, else "fp32".
+
+        A T4 or V100: fp16; an A100, H100 or a CPU with AMX or AVX-512 BF16:
+        bf16; a CPU without them: fp32.
+        """
+        fp32 = self.matmul_flops_per_s
+        best = max(self.matmul_flops_per_s_by_dtype.items(), key=lambda kv: kv[1])
+        return best[0] if best[1] > FAST_PATH_RATIO * fp32 else "fp32"
+
+    def precision_note(self, precision: str) -> str:
+        """Why ``precision`` has no fast path here ("" when it has one, or was not measured)."""
+        key = hardware.dtype_key(precision)
+        if key not in self.matmul_flops_per_s_by_dtype or self.fast_path(key):
+            return ""
+        ratio = self.matmul_flops_per_s_by_dtype[key] / self.matmul_flops_per_s
+        why = self.precision_notes.get(key, "")
+        return f"{key} matmuls run at {_fmt.times(ratio)} fp32's speed here: no fast path" + (
+            f" ({why})" if why else ""
+        )
+
+    def special_rate(self, function: str) -> float:
+        """Evaluations per second of ``function`` ("exp", ...); for one not measured, the
+        fastest measured (so a floor made from it stays a lower bound); the vector
+        rate when none was measured."""
+        if function in self.special_per_s:
+            return self.special_per_s[function]
+        return max(self.special_per_s.values(), default=self.vector_flops_per_s)
+
+    @property
+    def bandwidth_phases(self) -> bool:
+        """True when the bandwidth rounds disagreed by more than 20%: the memory moved in phases."""
+        return self.spread.get("memory", 0.0) > PHASE_LIMIT
+
     @property
     def noisy(self) -> bool:
-        """True if a ceiling's last rounds never agreed within 10%: see :meth:`noise_notes`."""
+        """True if a ceiling's rounds never agreed (see :meth:`noise_notes`)."""
         return bool(self.noise_notes())
 
     @property
@@ -153,7 +246,12 @@ class Ceilings:
         return self.device == "cpu" and NOISY_CPU_SHARE <= self.cpu_share < MIN_CPU_SHARE
 
     def noise_notes(self) -> tuple[str, ...]:
-        """One sentence per number to distrust, saying by how much."""
+        """One sentence per number to distrust, saying by how much.
+
+        The op overhead is a floor (the fastest of its rounds), so its rounds
+        disagreeing says the machine was busy at times, not that the floor is
+        wrong: that is a note in the repr, not noise.
+        """
         notes = []
         if self.device == "cpu" and self.cpu_share < NOISY_CPU_SHARE:
             notes.append(
@@ -161,14 +259,23 @@ class Ceilings:
                 "CPU time: other programs kept the cores so busy that every number may read low "
                 "(by up to the same factor); close them and measure again"
             )
-        names = {"matmul": "matmul FLOP/s", "vector": "vector FLOP/s",
-                 "memory": "memory bandwidth", "overhead": "op overhead"}  # fmt: skip
+        names = {"matmul": "fp32 matmul FLOP/s", "vector": "vector FLOP/s"}
         for key, value in self.spread.items():
+            if key in ("memory", "overhead") or key.startswith("special"):
+                continue
             if value > SPREAD_LIMIT:
-                what = names.get(key, key.replace("matmul_", "matmul ") + " FLOP/s")
+                what = names.get(key, key.replace("matmul_", "") + " matmul FLOP/s")
                 notes.append(
                     f"the {what} varied {value:.0%} between rounds: trust it to ±{value:.0%}"
                 )
+        if self.bandwidth_phases:
+            hi = self.mem_bandwidth_bytes_per_s
+            lo = min(self.bandwidth_rounds_bytes_per_s, default=hi * (1 - self.spread["memory"]))
+            notes.append(
+                f"memory bandwidth moved between {_fmt.si(lo, 'B/s')} and {_fmt.si(hi, 'B/s')} "
+                "from round to round (a shared machine's phases): the ceiling is the fastest "
+                "phase, and an op measured in a slow one reads below it"
+            )
         return tuple(notes)
 
     def nearest_spec(self) -> hardware.DeviceSpec:
@@ -192,22 +299,35 @@ class Ceilings:
 
     # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str]]:
-        rows = [(f"matmul ({k})", _fmt.si(v, "FLOP/s"))
-                for k, v in self.matmul_flops_per_s_by_dtype.items()]  # fmt: skip
+        rows = []
+        for k, v in self.matmul_flops_per_s_by_dtype.items():
+            slow = (
+                ""
+                if self.fast_path(k)
+                else f"  (no fast path: {_fmt.times(v / self.matmul_flops_per_s)} fp32)"
+            )
+            rows.append((f"matmul ({k})", _fmt.si(v, "FLOP/s") + slow))
+        rows.append(("vector (fp32 multiplies)", _fmt.si(self.vector_flops_per_s, "FLOP/s")))
+        if self.special_per_s:
+            rows.append(
+                ("special functions",
+                 ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in self.special_per_s.items()))
+            )  # fmt: skip
         rows += [
-            ("vector (fp32 multiplies)", _fmt.si(self.vector_flops_per_s, "FLOP/s")),
             ("memory bandwidth", _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s")),
             ("op overhead", _fmt.seconds(self.op_overhead_s)),
         ]
         rows += [(f"ridge point ({k})", f"{self.ridge_point_flops_per_byte(k):.3g} FLOP/byte")
-                 for k in self.matmul_flops_per_s_by_dtype]  # fmt: skip
+                 for k in self.matmul_flops_per_s_by_dtype if self.fast_path(k)]  # fmt: skip
         return rows
 
     def _title(self) -> str:
         threads = f", {self.num_threads} threads" if self.device == "cpu" else ""
+        kernels = f", {self.kernels} kernels" if self.kernels else ""
         noisy = " NOISY (see notes)" if self.noisy else ""
         return (
-            f"{self.device} ({self.device_name}{threads}), measured {self.measured_at[:16]}{noisy}"
+            f"{self.device} ({self.device_name}{threads}{kernels}), "
+            f"measured {self.measured_at[:16]}{noisy}"
         )
 
     def __repr__(self) -> str:
@@ -219,11 +339,23 @@ class Ceilings:
 
     def _notes(self) -> list[str]:
         notes = list(self.noise_notes())
+        notes += [self.precision_note(k) for k in self.matmul_flops_per_s_by_dtype
+                  if self.precision_note(k)]  # fmt: skip
         if self.shared_cpu:
             notes.append(
                 f"another program used the cores meanwhile (this process got {self.cpu_share:.0%} "
                 f"of its {self.num_threads} threads' CPU time); the samples it disturbed were "
                 "dropped and replaced"
+            )
+        if self.steal_share > STEAL_LIMIT:
+            notes.append(
+                f"the hypervisor took up to {self.steal_share:.0%} of the CPUs' time in a round "
+                "(steal time, /proc/stat); those rounds were dropped"
+            )
+        if self.spread.get("overhead", 0.0) > SPREAD_LIMIT:
+            notes.append(
+                f"op overhead: its rounds ranged over {self.spread['overhead']:.0%}; the floor "
+                "is the fastest round"
             )
         return notes
 
@@ -245,8 +377,11 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in ("matmul_flops_per_s_by_dtype", "spread", "rounds"):
+        for name in ("matmul_flops_per_s_by_dtype", "special_per_s", "spread", "rounds",
+                     "precision_notes"):  # fmt: skip
             d[name] = dict(d[name])
+        for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
+            d[name] = list(d[name])
         return d
 
     @classmethod
@@ -265,13 +400,13 @@ def measure_ceilings(
 ) -> Ceilings:
     """Measure this machine's ceilings, or return them from the cache.
 
-    The first call measures (~10-30 s on a 2-core laptop, a few seconds on a
-    GPU; one progress line per step on stderr unless ``progress=False``) and
-    caches the result as JSON in ``$BRRR_CACHE_DIR`` (default: the
-    platform's cache folder, ``~/.cache/brrr`` on Linux). Later calls, in this process or another, read the
-    cache. A cached result that was noisy is measured again once per process.
-    ``refresh=True`` always measures. ``device`` defaults to
-    :func:`brrrlib.device`; ``"cuda"`` and ``"cuda:0"`` share one entry.
+    The first call measures (~15-25 s on a 2-core laptop, a few seconds on a
+    GPU; its progress is shown unless ``progress=False``) and caches the
+    result as JSON in ``$BRRR_CACHE_DIR`` (default: the platform's cache
+    folder, ``~/.cache/brrr`` on Linux). Later calls, in this process or
+    another, read the cache. A cached result that was noisy is measured again
+    once per process. ``refresh=True`` always measures. ``device`` defaults
+    to :func:`brrrlib.device`; ``"cuda"`` and ``"cuda:0"`` share one entry.
     """
     dev = devices.physical(devices.resolve(device))
     devices.check_available(dev, "device")
@@ -293,48 +428,62 @@ _MEMO: dict[Path, Ceilings] = {}
 
 
 def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
-    say = _fmt.Progress(progress, total=4)
+    """Each ceiling in turn, with a bandwidth and an overhead round after each (their phases)."""
+    precisions = _precisions(dev)
+    say = _fmt.Progress(progress, total=len(precisions) + 3)
     say.say(f"measuring the ceilings of {dev} ({name}); cached afterwards")
-    matmul, spread, rounds, n, cpu_share = {}, {}, {}, 0, 1.0
-    methods = []
-    for key in _precisions(dev):
+    phases = _Phases(dev)
+    matmul, spread, rounds, methods, n, cpu_share = {}, {}, {}, [], 0, 1.0
+    for key in precisions:
         r = _matmul(dev, key)
         methods.append(f"{key} {r.extra['method']}")
         matmul[key] = r.value
         spread[_spread_key(key)], rounds[_spread_key(key)] = r.spread, r.rounds
         if key == "fp32":
             n, cpu_share = r.extra["n"], r.extra["cpu_share"]
-    say("matmul: " + ", ".join(f"{k} {_fmt.si(v, 'FLOP/s')}" for k, v in matmul.items()))
+        say(f"matmul {key}: {_fmt.si(r.value, 'FLOP/s')} ({r.extra['method']})")
+        phases.round()
     vector = _vector(dev)
     spread["vector"], rounds["vector"] = vector.spread, vector.rounds
     say(f"vector fp32: {_fmt.si(vector.value, 'FLOP/s')} ({vector.extra['method']})")
-    bandwidth = _bandwidth(dev)
+    phases.round()
+    special = _special(dev)
+    say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
+    phases.round()
+    while phases.count < _MIN_PHASE_ROUNDS:
+        phases.round()
+    bandwidth, overhead = phases.bandwidth(), phases.overhead()
     spread["memory"], rounds["memory"] = bandwidth.spread, bandwidth.rounds
-    say(f"memory bandwidth: {_fmt.si(bandwidth.value, 'B/s')} "
-        f"(copy of {_fmt.binary_bytes(bandwidth.extra['nbytes'])})")  # fmt: skip
-    overhead = _op_overhead(dev)
     spread["overhead"], rounds["overhead"] = overhead.spread, overhead.rounds
-    say(f"op overhead (a.add_(b), 1 element): {_fmt.seconds(overhead.value)}")
+    say(f"memory bandwidth {_fmt.si(bandwidth.value, 'B/s')} (fastest of {bandwidth.rounds} "
+        f"rounds, {_fmt.binary_bytes(phases.nbytes)} each); op overhead "
+        f"{_fmt.seconds(overhead.value)} (a.add_(b), 1 element)")  # fmt: skip
     ceilings = Ceilings(
         device=dev.type, device_name=name,
         matmul_flops_per_s=matmul["fp32"], vector_flops_per_s=vector.value,
         mem_bandwidth_bytes_per_s=bandwidth.value, op_overhead_s=overhead.value,
-        matmul_flops_per_s_by_dtype=matmul, spread=spread, rounds=rounds,
-        cpu_share=cpu_share, num_threads=torch.get_num_threads(), matmul_size=n,
-        copy_bytes=bandwidth.extra["nbytes"], vector_method=vector.extra["method"],
+        matmul_flops_per_s_by_dtype=matmul, special_per_s=special, spread=spread, rounds=rounds,
+        bandwidth_rounds_bytes_per_s=bandwidth.extra["rounds"],
+        overhead_rounds_s=overhead.extra["rounds"],
+        cpu_share=cpu_share, steal_share=phases.steal_share,
+        num_threads=torch.get_num_threads(), matmul_size=n,
+        copy_bytes=phases.nbytes, vector_method=vector.extra["method"],
         matmul_method="; ".join(methods),
+        precision_notes={k: _why_slow(k, dev) for k in matmul
+                         if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]},
+        kernels=_kernels(dev),
         torch_version=torch.__version__, library_version=_library_version(),
         host=socket.gethostname(),
         measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )  # fmt: skip
     for note in ceilings.noise_notes():
-        say.say(f"NOISY: {note} (measure_ceilings(refresh=True) measures again)")
+        say.say(f"note: {note} (measure_ceilings(refresh=True) measures again)")
     return ceilings
 
 
 @dataclass(frozen=True)
 class _Rounds:
-    """One ceiling: the median of its last rounds, their spread, how many rounds."""
+    """One ceiling: its value, how much its rounds differed, how many rounds."""
 
     value: float
     spread: float
@@ -343,7 +492,7 @@ class _Rounds:
 
 
 def _in_rounds(
-    call: Callable[[], Any], dev: torch.device, cap_s: float
+    call: Callable[[], Any], dev: torch.device, cap_s: float, round_s: float | None = None
 ) -> tuple[float, float, int]:
     """Seconds per ``call()``, measured in rounds until the last three agree within 10%.
 
@@ -353,11 +502,15 @@ def _in_rounds(
     spent (at least three rounds). Returns (the median of the last three,
     their spread (max - min) / median, the number of rounds).
     """
-    round_s = 0.25 if dev.type == "cpu" else 0.1
+    round_s = round_s or (0.25 if dev.type == "cpu" else 0.1)
     values: list[float] = []
     deadline = time.perf_counter() + cap_s
     while True:
-        values.append(timing.benchmark(call, budget_s=round_s, warmup_s=0.0, device=dev).median_s)
+        values.append(
+            timing.benchmark(
+                call, budget_s=round_s, warmup_s=0.0, device=dev, min_samples=3
+            ).median_s
+        )
         last = values[-3:]
         mid = _fmt.median(last)
         spread = (max(last) - min(last)) / mid
@@ -368,8 +521,8 @@ def _in_rounds(
 def _caps(dev: torch.device) -> dict[str, float]:
     """Seconds each ceiling may take when its rounds do not settle (a quiet machine needs ~1)."""
     if dev.type == "cpu":
-        return {"matmul": 4.0, "other_matmul": 2.0, "vector": 2.0, "memory": 3.0, "overhead": 1.5}
-    return {"matmul": 2.0, "other_matmul": 1.0, "vector": 1.0, "memory": 1.5, "overhead": 1.0}
+        return {"matmul": 3.0, "other_matmul": 1.5, "vector": 1.5}
+    return {"matmul": 2.0, "other_matmul": 1.0, "vector": 1.0}
 
 
 def _precisions(dev: torch.device) -> tuple[str, ...]:
@@ -382,44 +535,71 @@ def _spread_key(precision: str) -> str:
     return "matmul" if precision == "fp32" else f"matmul_{precision}"
 
 
+# ------------------------------------------------------------------ matmul
+
+
 def _matmul(dev: torch.device, precision: str) -> _Rounds:
-    """The fastest square matmul PyTorch runs here, n doubled until a call lasts >= 1 ms (CPU).
+    """The fastest matmul PyTorch runs here in ``precision``: kernels x sizes, then rounds.
 
     FLOPs = 2 n^3 (a multiply and an add per term). TF32 is fp32 inputs with
-    ``torch.set_float32_matmul_precision("high")``. On a CPU PyTorch has two
-    matmul libraries, and they can differ 2x: ``torch.mm`` calls the BLAS
-    (MKL, which on AMD CPUs keeps to narrower vector code), while oneDNN
-    (convolutions, LSTMs, ``torch.utils.mkldnn``'s linear) may use the
-    widest vectors. Both are timed and the faster is the ceiling, so no
-    kernel a model runs can beat it; ``matmul_method`` says which won.
-    Calls stay short on a CPU (1-3 ms) so that a call another program
-    disturbed can be told apart and dropped. A precision with no fast path
-    (fp16 on most CPUs) is slow at any size, and that is worth knowing.
+    ``torch.set_float32_matmul_precision("high")``. The method:
+
+    1. **Screen** the kernels a model runs, ``torch.mm``, ``F.linear`` (what
+       ``nn.Linear`` runs) and, on a CPU, oneDNN's linear
+       (``torch.utils.mkldnn``), on square operands: n doubles from 256
+       (CPU) or 2048 (GPU) until every kernel's call lasts 1 ms (CPU) or
+       2 ms, each timed briefly (:func:`_quick_s`). A kernel whose call
+       already takes 10x that leaves the screen (a slow path is slow at any
+       size, and a larger one would only cost time). On a CPU the two matmul
+       libraries can differ 2x, and which wins depends on the CPU and the
+       precision: without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x slower
+       than a bf16 ``F.linear``.
+    2. **Rounds** on the fastest kernel and size until three agree
+       (:func:`_in_rounds`), so no matmul a model runs here beats the
+       ceiling. ``method`` lists every kernel's best rate.
     """
     on_cpu = dev.type == "cpu"
     target_s, n, n_max = (0.001, 256, 4096) if on_cpu else (0.002, 2048, 8192)
     dtype = _DTYPES[precision]
+    screened: dict[tuple[str, int], tuple[Callable[[], Any], float]] = {}
     with _matmul_precision("high" if precision == "tf32" else "highest"):
-        while True:
-            a, b = (torch.randn(n, n, device=dev).to(dtype) for _ in range(2))
-            c = torch.empty_like(a)
-            one_s = _one_call_s(functools.partial(torch.mm, a, b, out=c), dev)
-            if one_s >= target_s or n >= n_max:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        alive = None
+        while True:  # 1. screen
+            kernels = _matmul_kernels(n, dtype, dev)
+            alive = set(kernels) if alive is None else alive
+            for name in alive & set(kernels):
+                screened[(name, n)] = (kernels[name], _quick_s(kernels[name], dev))
+            times = {name: screened[(name, n)][1] for name in alive}
+            alive = {name for name, t in times.items() if t < 10 * target_s}
+            if not alive or all(t >= target_s for t in times.values()) or n >= n_max:
                 break
             n *= 2
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        (kernel, size), (call, _) = min(screened.items(), key=lambda kv: kv[1][1] / kv[0][1] ** 3)
         cap = _caps(dev)["matmul" if precision == "fp32" else "other_matmul"]
-        kernels = {"torch.mm": functools.partial(torch.mm, a, b, out=c)}
-        if on_cpu:
-            kernels.update(_onednn_linear(a, b))
-        timed = {k: _in_rounds(call, dev, cap) for k, call in kernels.items()}
+        seconds, spread, rounds = _in_rounds(call, dev, cap)  # 2. rounds on the fastest
         wall = time.perf_counter() - wall0
         cpu_share = min(1.0, (time.process_time() - cpu0) / (wall * torch.get_num_threads()))
-    best = min(timed, key=lambda k: timed[k][0])
-    seconds, spread, rounds = timed[best]
-    method = ", ".join(f"{k} {_fmt.si(2 * n**3 / v[0], 'FLOP/s')}" for k, v in timed.items())
-    extra = {"n": n, "cpu_share": cpu_share if on_cpu else 1.0, "method": f"n={n}: {method}"}
-    return _Rounds(2 * n**3 / seconds, spread, rounds, extra)
+    best = {}
+    for (name, s), (_, t) in screened.items():
+        best[name] = max(best.get(name, (0.0, 0)), (2 * s**3 / t, s))
+    method = ", ".join(f"{k} {_fmt.si(r, 'FLOP/s')} (n={s})" for k, (r, s) in best.items())
+    extra = {"n": size, "cpu_share": cpu_share if on_cpu else 1.0,
+             "method": f"{kernel} at n={size}; screened: {method}"}  # fmt: skip
+    return _Rounds(2 * size**3 / seconds, spread, rounds, extra)
+
+
+def _matmul_kernels(n: int, dtype: torch.dtype, dev: torch.device) -> dict[str, Callable[[], Any]]:
+    """The matmul kernels a model runs, on the same square operands."""
+    a, b = (torch.randn(n, n, device=dev).to(dtype) for _ in range(2))
+    out = torch.empty_like(a)
+    kernels = {
+        "torch.mm": functools.partial(torch.mm, a, b, out=out),
+        "F.linear": functools.partial(torch.nn.functional.linear, a, b),
+    }
+    if dev.type == "cpu":
+        kernels.update(_onednn_linear(a, b))
+    return kernels
 
 
 def _onednn_linear(a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], Any]]:
@@ -442,29 +622,98 @@ def _onednn_linear(a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], A
         return {}
 
 
+def _kernels(dev: torch.device) -> str:
+    """Which vector kernels torch dispatches to on a CPU ("AVX512", "AVX2", ...); "" elsewhere."""
+    if dev.type != "cpu":
+        return ""
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
+    return str(capability)
+
+
+def _why_slow(precision: str, dev: torch.device) -> str:
+    """Why ``precision``'s matmuls are slow here, from what the CPU and torch report."""
+    return precision_reason(
+        precision,
+        dev.type,
+        devices.cpu_flags() if dev.type == "cpu" else frozenset(),
+        _kernels(dev),
+        {k: v for k, v in os.environ.items() if k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")},
+    )
+
+
+#: CPU flags (Linux names) that give a precision matrix instructions: x86, then ARM.
+_MATRIX_FLAGS = {
+    "bf16": ("avx512_bf16", "amx_bf16", "bf16"),
+    "fp16": ("avx512_fp16", "amx_fp16"),
+}
+
+
+def precision_reason(
+    precision: str,
+    device_type: str,
+    flags: frozenset[str],
+    kernels: str,
+    overrides: Mapping[str, str],
+) -> str:
+    """Why a precision measured slower than fp32 (pure: the inputs are what the machine says).
+
+    The measurement decides *that* it is slow; this says *why*, in the order
+    that matters: torch told to use narrower kernels, the CPU lacking the
+    instructions, or the instructions present but unused by this build.
+    """
+    if device_type != "cpu":
+        return f"this device has no {precision} units faster than its fp32 ones"
+    if overrides:
+        told = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+        return f"torch was told to use narrower kernels ({told})"
+    names = {"bf16": "bf16 matrix instructions (AVX-512 BF16 or AMX)",
+             "fp16": "fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)"}  # fmt: skip
+    wanted = _MATRIX_FLAGS.get(precision, ())
+    if flags and not any(f in flags for f in wanted):
+        return (f"this CPU has no {names.get(precision, precision)}, so torch converts to fp32 "
+                "and back")  # fmt: skip
+    if flags:
+        return (
+            f"the CPU has them ({', '.join(f for f in wanted if f in flags)}), but this torch "
+            f"({kernels or 'unknown'} kernels) does not use them for this matmul"
+        )
+    return f"no {precision} matrix instructions that torch uses here"
+
+
+# ------------------------------------------------------------------ vector and special
+
+
 def _vector(dev: torch.device) -> _Rounds:
-    """A ``torch.compile``'d chain of ``x = x * 0.999`` on in-cache data: multiplies per second.
+    """``torch.compile``'d chains of ``x = x * 0.999`` on in-cache data: multiplies per second.
 
     One eager ``x.mul_(y)`` waits on memory even in cache (1 FLOP per 8 bytes)
     and pays ~1 µs of dispatch. Fused, each element stays in a register for
-    all 64 multiplies: 1 FLOP per element per multiply, as :func:`brrrlib.count`
+    the whole chain: 1 FLOP per element per multiply, as :func:`brrrlib.count`
     charges an elementwise op, and what chapter 02's repeat explorer runs.
-    (Why 64: each multiply waits for the one before, so a CPU overlaps several
-    elements' chains; on a 2-core EPYC 64 ran at 123 GFLOP/s, 256 at 82.) The tensor fits the L2 cache
-    (CPU: 256 KiB per thread) or is large (GPU). If ``torch.compile`` fails,
-    an eager ``torch.mul`` on in-cache data stands in (well below the peak;
-    ``vector_method`` says so).
+    Each multiply waits for the one before, so how many elements' chains a
+    CPU overlaps depends on the chain length and the code generated for it:
+    lengths 16, 32 and 64 are each timed briefly and the fastest is measured
+    in rounds (on a 2-core AVX2 VM a chain of 32 beat one of 64 by 2x). The
+    tensor fits the L2 cache (CPU: 512 KiB per thread) or is large (GPU). If
+    ``torch.compile`` fails, an eager ``torch.mul`` on in-cache data stands
+    in (well below the peak; ``vector_method`` says so).
     """
     on_cpu = dev.type == "cpu"
-    numel, steps = (2**16 * max(1, torch.get_num_threads()), 64) if on_cpu else (2**24, 64)
+    numel = 2**17 * max(1, torch.get_num_threads()) if on_cpu else 2**24
     x = torch.rand(numel, device=dev) + 1.0
     try:
-        compiled = torch.compile(functools.partial(_multiply_chain, steps=steps), dynamic=False)
-        call = functools.partial(compiled, x)
-        call()
-        devices.sync(dev)
-        flops = numel * steps
-        method = f"torch.compile: {steps} chained multiplies on {_fmt.binary_bytes(4 * numel)}"
+        rates = {}
+        for steps in VECTOR_CHAINS:
+            compiled = torch.compile(functools.partial(_multiply_chain, steps=steps), dynamic=False)
+            call = functools.partial(compiled, x)
+            call()
+            rates[steps] = (call, numel * steps / _quick_s(call, dev))
+        steps = max(rates, key=lambda k: rates[k][1])
+        call, flops = rates[steps][0], numel * steps
+        tried = ", ".join(f"{k}: {_fmt.si(v[1], 'FLOP/s')}" for k, v in rates.items())
+        method = (
+            f"torch.compile, {steps} chained multiplies on {_fmt.binary_bytes(4 * numel)} ({tried})"
+        )
     except Exception as err:  # any compiler failure (no C compiler, ...): fall back, say why
         first = str(err).strip().splitlines()[0][:80] if str(err).strip() else ""
         small = x[: 2**16].clone()
@@ -481,56 +730,133 @@ def _multiply_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
     return x
 
 
-def _bandwidth(dev: torch.device) -> _Rounds:
-    """``dst.copy_(src)`` into a preallocated ``dst``, each twice the last-level cache.
+def _special(dev: torch.device) -> dict[str, float]:
+    """Evaluations per second of each special function, eager, on data in cache.
 
-    Bytes = read + written. ``src`` and ``dst`` are each twice the last-level
-    cache (at least 64 MiB on a CPU, 512 MiB on a GPU), so every byte comes
-    from memory (each as large as the cache read 63 GB/s instead of 42 on a
-    2-core VM), yet one copy takes a few ms on a CPU, so a disturbed one can
-    be dropped. Preallocated and touched first: a fresh allocation would
-    page-fault on first touch (chapter 02 shows that cost on its own).
+    ``torch.exp(x, out=y)`` and its kin on a tensor that fits the cache (CPU:
+    1 MiB per thread; GPU: a quarter of L2), so the trucks never wait on
+    memory: what is left is the function's own instructions. On a CPU one
+    ``exp`` costs tens of multiplies' worth of work, which is why a softmax or a
+    gelu can be slower than the bytes it moves. On a GPU the special-function
+    units are faster than even L2 can feed, so there this reads L2's pace: a
+    rate far above what any op achieves from memory.
     """
-    llc = devices.last_level_cache_bytes(dev)
-    nbytes = max(2 * llc, 64 * 2**20) if dev.type == "cpu" else max(8 * llc, 512 * 2**20)
-    src = torch.ones(nbytes // 4, device=dev)
-    dst = torch.zeros_like(src)
-    # A virtual machine's memory can run far above its sustained rate for a fraction of a
-    # second once traffic starts (seen on a 2-core VM: ~90 GB/s for ~0.25 s, then ~45):
-    # copy for half a second first, so the rounds see what a long op sustains.
-    deadline = time.perf_counter() + (0.5 if dev.type == "cpu" else 0.05)
-    while time.perf_counter() < deadline:
-        dst.copy_(src)
-        devices.sync(dev)
-    seconds, spread, rounds = _in_rounds(
-        functools.partial(dst.copy_, src), dev, _caps(dev)["memory"]
+    numel = (
+        2**18 * max(1, torch.get_num_threads())
+        if dev.type == "cpu"
+        else (devices.last_level_cache_bytes(dev) // 16)
     )
-    return _Rounds(2 * nbytes / seconds, spread, rounds, {"nbytes": nbytes})
-
-
-def _op_overhead(dev: torch.device) -> _Rounds:
-    """``a.add_(b)`` on one-element tensors: the cheapest form of a tiny op (no allocation).
-
-    Measured in place, so it is a floor: ``a + b`` also allocates its
-    output, and most ops do more. ``ops x op_overhead_s`` is then a lower
-    bound on the host time of ``ops`` ops that do work.
-    """
-    a = torch.ones(1, device=dev)
-    b = torch.zeros(1, device=dev)
-    seconds, spread, rounds = _in_rounds(functools.partial(a.add_, b), dev, _caps(dev)["overhead"])
-    return _Rounds(seconds, spread, rounds)
-
-
-def _one_call_s(call: Callable[[], Any], dev: torch.device) -> float:
-    """The best of three synced calls (the first may spin up threads or load kernels)."""
-    best = math.inf
-    for _ in range(3):
-        devices.sync(dev)
-        t0 = time.perf_counter()
+    x = torch.rand(numel, device=dev) + 0.5  # in (0.5, 1.5): every function finite
+    out = torch.empty_like(x)
+    rates = {}
+    for name in SPECIAL_FUNCTIONS:
+        call = functools.partial(getattr(torch, name), x, out=out)
         call()
-        devices.sync(dev)
-        best = min(best, time.perf_counter() - t0)
-    return best
+        rates[name] = numel / min(_quick_s(call, dev) for _ in range(3))
+    return rates
+
+
+# ------------------------------------------------------------------ bandwidth and overhead
+
+
+class _Phases:
+    """Bandwidth and overhead rounds, taken between the other ceilings (see the module doc).
+
+    Each :meth:`round` times three forms of a large copy into existing memory
+    (``dst.copy_(src)``, ``src.add_(zero)``, ``torch.add(src, zero, out=dst)``:
+    8 bytes per fp32 element each, the forms the chapters run) and keeps the
+    fastest, then one tiny op. A round during which the hypervisor stole more
+    than 5% of the CPUs' time is dropped (when others remain).
+    """
+
+    def __init__(self, dev: torch.device) -> None:
+        llc = devices.last_level_cache_bytes(dev)
+        self.nbytes = max(2 * llc, 64 * 2**20) if dev.type == "cpu" else max(8 * llc, 512 * 2**20)
+        self.dev = dev
+        src = torch.ones(self.nbytes // 4, device=dev)
+        dst = torch.zeros_like(src)
+        zero = torch.zeros(1, device=dev)
+        self.forms = (
+            functools.partial(dst.copy_, src),
+            functools.partial(src.add_, zero),
+            functools.partial(torch.add, src, zero, out=dst),
+        )
+        a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
+        self.tiny = functools.partial(a.add_, b)
+        # A virtual machine's memory can run far above its sustained rate for a fraction of
+        # a second once traffic starts (seen on a 2-core VM: ~90 GB/s for ~0.25 s, then ~45):
+        # copy for a moment first, so the rounds see what a long op sustains.
+        deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
+        while time.perf_counter() < deadline:
+            self.forms[0]()
+            devices.sync(dev)
+        self.bandwidth_s: list[tuple[float, float]] = []  # (bytes/s, steal share) per round
+        self.overhead_s: list[tuple[float, float]] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.bandwidth_s)
+
+    def round(self) -> None:
+        budget = 0.06 if self.dev.type == "cpu" else 0.03
+        before = _steal_ticks()
+        best = min(
+            timing.benchmark(
+                f, budget_s=budget, warmup_s=0.0, device=self.dev, min_samples=3
+            ).median_s
+            for f in self.forms
+        )
+        steal = _steal_share(before, _steal_ticks())
+        self.bandwidth_s.append((2 * self.nbytes / best, steal))
+        before = _steal_ticks()
+        t = timing.benchmark(self.tiny, budget_s=2 * budget, warmup_s=0.0, device=self.dev)
+        self.overhead_s.append((t.median_s, _steal_share(before, _steal_ticks())))
+
+    @property
+    def steal_share(self) -> float:
+        return max((s for _, s in self.bandwidth_s + self.overhead_s), default=0.0)
+
+    @staticmethod
+    def _kept(values: list[tuple[float, float]]) -> list[float]:
+        quiet = [v for v, steal in values if steal <= STEAL_LIMIT]
+        return quiet or [v for v, _ in values]
+
+    def bandwidth(self) -> _Rounds:
+        """The fastest phase, and how far the slowest fell below it (a fraction of it)."""
+        kept = self._kept(self.bandwidth_s)
+        best = max(kept)
+        return _Rounds(best, (best - min(kept)) / best, len(kept), {"rounds": tuple(kept)})
+
+    def overhead(self) -> _Rounds:
+        """The cheapest round (a floor), and how far the dearest rose above it."""
+        kept = self._kept(self.overhead_s)
+        floor = min(kept)
+        return _Rounds(floor, (max(kept) - floor) / floor, len(kept), {"rounds": tuple(kept)})
+
+
+def _steal_ticks() -> tuple[int, int] | None:
+    """(steal, total) clock ticks of all CPUs so far, from /proc/stat; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    ticks = [int(v) for v in fields[1:]]
+    return ticks[7], sum(ticks[:8])  # steal is the 8th column; guest time is already in user
+
+
+def _steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The share of the CPUs' time the hypervisor took between two readings (0 if unknown)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return 0.0
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def _quick_s(call: Callable[[], Any], dev: torch.device) -> float:
+    """A short benchmark's median (disturbed samples dropped): enough to rank candidates."""
+    return timing.benchmark(call, budget_s=0.03, warmup_s=0.0, device=dev, min_samples=3).median_s
 
 
 @contextlib.contextmanager
@@ -562,6 +888,8 @@ def _cache_path(dev: torch.device, device_name: str) -> Path:
             device_name,
             str(dev),
             f"{torch.get_num_threads()}threads" if dev.type == "cpu" else "",
+            _kernels(dev),
+            os.environ.get("ONEDNN_MAX_CPU_ISA", "") if dev.type == "cpu" else "",
             f"torch{torch.__version__}",
             f"brrr{_library_version()}",
             f"method{_METHOD_VERSION}",

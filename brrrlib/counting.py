@@ -79,12 +79,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Cost:
-    """What one op call costs: its category, FLOPs (at ``precision``) and bytes touched."""
+    """What one op call costs: its category, FLOPs (at ``precision``) and bytes touched.
+
+    ``special`` counts the special-function evaluations among its FLOPs (an
+    ``exp`` per element of a softmax, an ``erf`` per element of a gelu) and
+    ``special_function`` names the function (:data:`brrrlib._aten_ops.SPECIAL`).
+    """
 
     category: str
     flops: int
     bytes_moved: int
     precision: str
+    special: int = 0
+    special_function: str = ""
 
 
 def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> Cost:
@@ -103,7 +110,17 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
         read_bytes, written_bytes = _nbytes(read), _nbytes(written)
     flops = _flops(category, name, base, args, kwargs, out, written)
     precision = _precision(base, category, args, out) if flops else ""
-    return Cost(category, flops, read_bytes + written_bytes, precision)
+    function = _aten_ops.special_function(base, kwargs)
+    special = _special_count(base, args, out, written) if function else 0
+    return Cost(category, flops, read_bytes + written_bytes, precision, special, function)
+
+
+def _special_count(base: str, args, out, written) -> int:
+    """Special-function evaluations: one per element computed (per input element for softmax)."""
+    if base in ("_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax", "logsumexp"):
+        first = next(iter(_tensors(args)), None)
+        return first.numel() if first is not None else 0
+    return sum(t.numel() for t in _results(out, written))
 
 
 def _read_and_written(func, base: str, args, kwargs, out) -> tuple[list, list]:
@@ -179,11 +196,12 @@ def _tf32(base: str, t: torch.Tensor) -> bool:
 
 
 class _CountingMode(TorchDispatchMode):
-    """Sees each aten op as it runs; adds its cost to ``rows[(op, category, precision)]``."""
+    """Sees each aten op as it runs; adds its cost to ``rows[(op, category, precision, special)]``."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: dict[tuple[str, str, str], list[int]] = {}  # -> [calls, flops, bytes]
+        # (op, category, precision, special function) -> [calls, flops, bytes, special]
+        self.rows: dict[tuple[str, str, str, str], list[int]] = {}
         self.uncounted: dict[str, list] = {}  # op -> [calls, first error]
         self.on_meta = False
 
@@ -205,10 +223,12 @@ class _CountingMode(TorchDispatchMode):
         except Exception as error:  # an op we cannot price is a note, never an abort
             self.uncounted.setdefault(name, [0, error])[0] += 1
             return out
-        row = self.rows.setdefault((name, cost.category, cost.precision), [0, 0, 0])
+        key = (name, cost.category, cost.precision, cost.special_function)
+        row = self.rows.setdefault(key, [0, 0, 0, 0])
         row[0] += 1
         row[1] += cost.flops
         row[2] += cost.bytes_moved
+        row[3] += cost.special
         self.on_meta = self.on_meta or any(t.device.type == "meta" for t in _tensors(out))
         return out
 
@@ -243,14 +263,14 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     # then on; "force_eager" runs it eagerly for this one call and leaves its cache alone.
     with _eager_compile(), mode:
         result = fn(*args, **kwargs)
-    did_work = any(flops or nbytes for _, flops, nbytes in mode.rows.values())
+    did_work = any(flops or nbytes for _, flops, nbytes, _ in mode.rows.values())
     if not did_work and (inspect.isgenerator(result) or inspect.iscoroutine(result)):
         result.close()
         raise TypeError(_NOTHING_RAN.format(name=_name(fn)))
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
-        (OpCount(op, category, c, f, b, precision) for (op, category, precision), (c, f, b)
-         in mode.rows.items()),
+        (OpCount(op, category, c, f, b, precision, sp, fn) for (op, category, precision, fn),
+         (c, f, b, sp) in mode.rows.items()),
         key=lambda r: (order[r.category], -r.flops, -r.bytes_moved, r.op, r.precision),
     )  # fmt: skip
     return Counts(rows=tuple(rows), notes=_notes(fn, mode))

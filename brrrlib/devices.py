@@ -41,6 +41,7 @@ from brrrlib.hardware import (  # noqa: F401
 __all__ = [
     "available_memory_bytes",
     "check_available",
+    "cpu_flags",
     "device",
     "device_name",
     "is_out_of_memory",
@@ -218,6 +219,23 @@ def _cpu_name() -> str:
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (``avx2``, ``avx512_bf16``, ``amx_bf16``,
+    on ARM ``bf16``, ``fphp``); empty where /proc/cpuinfo is absent (macOS, Windows).
+
+    They say which instructions the hardware has, not which ones torch uses:
+    ``torch.backends.cpu.get_cpu_capability()`` tells that (and
+    ``ATEN_CPU_CAPABILITY`` can lower it). Measuring is what decides.
+    """
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return frozenset()
+    for line in cpuinfo.read_text(errors="replace").splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
 
 
 def last_level_cache_bytes(dev: torch.device | None = None) -> int:

@@ -35,6 +35,7 @@ flat, the verdict is overhead whatever the byte count.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,8 @@ HIGH_SHARE, HIGH_MARGIN = 0.25, 2.0
 MEDIUM_MARGIN = 1.3
 #: A call longer than this (seconds) is measured with fewer samples and rounds.
 SLOW_CALL_S = 0.5
+#: A slow call's diagnosis is planned to stay under this many seconds (``time_limit_s``).
+TIME_LIMIT_S = 45.0
 
 
 # ----------------------------------------------------------------------- (a) floors
@@ -90,8 +93,10 @@ class Floors:
     """The least time each regime's model allows for one call (probe a).
 
     ``compute_by_precision_s`` splits the compute floor: one entry per matmul
-    precision ("fp32", "bf16", ...) and "vector" for the non-matmul FLOPs.
-    ``notes`` say where a roof was missing and what stood in for it.
+    precision ("fp32", "bf16", ...) and "vector" for the other FLOPs;
+    ``special_s`` the special-function evaluations among those (``{"exp":
+    s}``), each at its own measured rate. ``notes`` say where a roof was
+    missing and what stood in for it.
     """
 
     compute_s: float
@@ -99,6 +104,7 @@ class Floors:
     overhead_s: float
     compute_by_precision_s: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    special_s: Mapping[str, float] = field(default_factory=dict)
 
     def seconds(self) -> dict[str, float]:
         """``{"compute": s, "memory": s, "overhead": s}``."""
@@ -131,6 +137,15 @@ def floors(counts: Any, ceilings: Any) -> Floors:
             )
         split[precision] = flops / measured[key]
     other_flops = counts.flops - sum(by_precision.values())
+    # Special functions (an exp per softmax element, an erf per gelu element) at their own
+    # measured rates: one FLOP in the count, tens of instructions on a CPU.
+    rates = dict(getattr(ceilings, "special_per_s", {}) or {})
+    special = getattr(counts, "special_by_function", dict)() if rates else {}
+    special_s = {}
+    for function, evaluations in special.items():
+        rate = rates.get(function) or max(rates.values())
+        special_s[function] = evaluations / rate
+        other_flops -= evaluations
     vector = ceilings.vector_flops_per_s
     if str(getattr(ceilings, "vector_method", "")).startswith("eager"):
         vector = max(vector, ceilings.matmul_flops_per_s)
@@ -139,14 +154,15 @@ def floors(counts: Any, ceilings: Any) -> Floors:
             "true peak: elementwise FLOPs are judged against the matmul ceiling instead; "
             "re-measure with bl.measure_ceilings(refresh=True)"
         )
-    split["vector"] = other_flops / vector
+    split["vector"] = max(0, other_flops) / vector
     work_ops = getattr(counts, "work_ops", counts.ops)
     return Floors(
-        compute_s=sum(split.values()),
+        compute_s=sum(split.values()) + sum(special_s.values()),
         memory_s=counts.bytes_moved / ceilings.mem_bandwidth_bytes_per_s,
         overhead_s=work_ops * ceilings.op_overhead_s,
         compute_by_precision_s=split,
         notes=tuple(notes),
+        special_s=special_s,
     )
 
 
@@ -441,6 +457,7 @@ def diagnose(
     budget_s: float = 0.3,
     progress: bool = True,
     label: str | None = None,
+    time_limit_s: float = TIME_LIMIT_S,
     **kwargs,
 ) -> Diagnosis:
     """Measure ``fn(*args, **kwargs)`` and name its regime, with evidence and remedies.
@@ -448,9 +465,10 @@ def diagnose(
     The method is in the module docstring. Cost: one ``bl.count``, one
     ``bl.benchmark`` of ``budget_s`` seconds, a ``bl.compare`` of the call
     and its doubled batch, and a ``bl.profile``: a few seconds, plus
-    ~10-30 s the first time this machine's ceilings are measured (cached on
-    disk afterwards). A call slower than 0.5 s is measured with fewer samples
-    and rounds, and the progress line says how long it will take.
+    ~15-25 s the first time this machine's ceilings are measured (cached on
+    disk afterwards). A call slower than 0.5 s is measured with as many
+    calls as fit ``time_limit_s`` (45 s; at least 3 paired rounds and 2
+    profiled runs), and the first progress line says how many and how long.
 
     Args:
         fn: the workload, a function or an ``nn.Module``. Pass the input as an
@@ -466,13 +484,15 @@ def diagnose(
             (default: ``bl.measure_ceilings()`` of the device ``fn`` ran on);
             they must be of that device.
         budget_s: seconds of timed runs for the benchmark (the comparison gets 4x).
-        progress: print one line per step on stderr.
+        progress: show one line per step.
         label: a name for the report (default: ``fn.__name__``).
+        time_limit_s: how long a slow call's diagnosis may take; raise it for
+            more rounds (a call of 2 s: 3 paired rounds fit 45 s).
 
     Errors ``fn`` raises on its own input are not caught: they surface as
     they are. A function that runs no torch operator raises ``ValueError``.
     """
-    from brrrlib import counting, timing
+    from brrrlib import counting, devices, timing
     from brrrlib import trace as trace_mod
 
     check_arguments(fn, ceilings, budget_s)
@@ -489,42 +509,78 @@ def diagnose(
             f"fn={label!r} ran no torch operators, so there is nothing to diagnose. Pass a "
             "function that does tensor work on its arguments (the function, not its result)."
         )
-    if call_s > SLOW_CALL_S:  # counting, and a first call, cost extra: time a plain one
-        call_s = _one_call_s(fn, args, kwargs)
-    slow = call_s > SLOW_CALL_S
-    if slow:
-        calls = 12 + 8 * batch_probe + 3 * trace
-        say.say(
-            f"one call takes {call_s:.1f} s: about {calls * call_s:.0f} s in all (fewer samples)"
-        )
-    say("timing (bl.benchmark)")
-    main = timing.benchmark(fn, *args, budget_s=budget_s, label=label,
-                            min_samples=3 if slow else 5, **kwargs)  # fmt: skip
-    ceilings = ceilings_for(main.device, ceilings, say, progress)
-    notes: list[str] = train_mode_notes(fn) + ceilings_notes(ceilings)
+    plan = _plan(call_s, batch_probe, trace, time_limit_s)
+    notes: list[str] = train_mode_notes(fn)
+    if plan.slow:
+        say.say(plan.words)
+        notes.append(plan.words)
+    def timed():
+        say("timing (bl.benchmark)")
+        return timing.benchmark(fn, *args, budget_s=budget_s, label=label,
+                                min_samples=plan.samples, **kwargs)  # fmt: skip
+
+    # a slow call's timing is the first side of its batch probe's rounds
+    main = None if plan.slow and batch_probe else timed()
+    ceilings = ceilings_for(str(devices.of(args, kwargs)), ceilings, say, progress)
+    notes += ceilings_notes(ceilings)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
-        comparison, batch_counts = run_batch_probe(fn, args, kwargs, 4 * budget_s, slow, notes)
+        comparison, batch_counts = run_batch_probe(
+            fn, args, kwargs, 4 * budget_s, plan.rounds, notes, slow=plan.slow
+        )
+        if main is None and comparison is not None:
+            main = dataclasses.replace(comparison.a, label=label)
+    main = main or timed()  # a slow call whose batch probe could not run
     tr = None
     if trace:
         say("tracing (bl.profile)")
-        tr = trace_mod.profile(fn, *args, runs=2 if slow else 3, label=label, **kwargs)
+        tr = trace_mod.profile(fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label,
+                               **kwargs)  # fmt: skip
     say("weighing the evidence")
     return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label,
                      time.perf_counter() - t_start)  # fmt: skip
 
 
-def _one_call_s(fn, args, kwargs) -> float:
-    """Seconds of one plain, synced call of ``fn`` (no counting around it)."""
-    from brrrlib import devices
+@dataclass(frozen=True)
+class _Plan:
+    """How many calls a diagnosis makes: as usual, or as many as a slow call's time limit allows."""
 
-    dev = devices.of(args, kwargs)
-    devices.sync(dev)
-    t0 = time.perf_counter()
-    fn(*args, **kwargs)
-    devices.sync(dev)
-    return time.perf_counter() - t0
+    slow: bool
+    samples: int = 5  # timed calls of the benchmark, at least
+    rounds: int = 10  # paired rounds of the batch probe, at least
+    runs: int = 3  # profiled runs
+    seconds: float = 0.0
+    call_s: float = 0.0
+
+    @property
+    def words(self) -> str:
+        return (
+            f"one call takes {self.call_s:.1f} s, so this diagnosis makes fewer calls: "
+            f"{self.rounds} paired rounds of the call and its doubled batch (or "
+            f"{self.samples} timed calls), {self.runs} profiled runs: about "
+            f"{self.seconds:.0f} s in all (time_limit_s allows more)"
+        )
+
+
+def _plan(call_s: float, batch_probe: bool, trace: bool, limit_s: float) -> _Plan:
+    """The calls a slow call can afford within ``limit_s``, counted in units of one call.
+
+    Counting ran it once. A batch probe counts the doubled call (2 units),
+    estimates each side once (1 + 2), then each paired round costs 3; its
+    first side is the main timing. Without one, the benchmark's first call
+    and estimate (2) and its samples (1 each). Profiling: one per run.
+    """
+    if call_s <= SLOW_CALL_S:
+        return _Plan(slow=False)
+    fixed, per = (1 + 5, 3) if batch_probe else (1 + 2, 1)
+    runs = 2 if trace else 0
+    n = 3
+    while n < 10 and (fixed + per * (n + 1) + runs) * call_s <= limit_s:
+        n += 1
+    units = fixed + per * n + runs
+    return _Plan(True, samples=n, rounds=n, runs=max(runs, 1), seconds=units * call_s,
+                 call_s=call_s)  # fmt: skip
 
 
 def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label, elapsed_s):
@@ -536,10 +592,10 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
     if comparison is not None and batch_counts is not None:
         batch = batch_evidence(counts, batch_counts, comparison)
     v = verdict(shares, busy, batch)
-    remedies = REMEDIES[v.regime]
-    if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
-        from brrrlib._diagnosis_text import REUSE_REMEDY
+    from brrrlib._diagnosis_text import REUSE_REMEDY, precision_remedies
 
+    remedies = precision_remedies(v.regime, counts.precision, ceilings) + REMEDIES[v.regime]
+    if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
         remedies = (REUSE_REMEDY, *remedies)
     return Diagnosis(
         regime=v.regime, confidence=v.confidence, shares=shares, remedies=remedies, verdict=v,

@@ -28,3 +28,18 @@ def _close_figures():
 
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many live verdict tests ran here: a verdict test that skips checks nothing."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for outcome in counts:
+        for report in terminalreporter.stats.get(outcome, ()):
+            if "verdict" in getattr(report, "keywords", {}) and report.when in ("call", "setup"):
+                counts[outcome] += 1
+    if any(counts.values()):
+        ran = counts["passed"] + counts["failed"]
+        terminalreporter.write_line(
+            f"verdict tests: {ran} ran ({counts['passed']} passed, {counts['failed']} failed), "
+            f"{counts['skipped']} skipped"
+        )

@@ -56,6 +56,42 @@ def _reason(d):
     return reason(d)
 
 
+def test_an_exp_bound_softmax_reads_compute_and_a_fast_exp_reads_memory():
+    # 8 Mi elements of softmax: 5 FLOPs and 8 bytes per element, one exp each, in 20 ms
+    n = 8 * 2**20
+    c = _counts(("aten::_softmax", "normalization", 1, 5 * n, 8 * n, "fp32", n, "exp"))
+    slow_exp = dataclasses.replace(CEIL, special_per_s={"exp": 0.5e9, "tanh": 0.3e9})
+    d = _weigh(c, _timing(20e-3), slow_exp)
+    assert d.floors.special_s == {"exp": pytest.approx(n / 0.5e9)}  # 16.8 ms of the 20
+    assert d.regime == "compute" and d.shares["compute"] > 0.8 > 2 * d.shares["memory"]
+    fast_exp = dataclasses.replace(CEIL, special_per_s={"exp": 50e9})
+    d = _weigh(c, _timing(20e-3), fast_exp)
+    assert d.regime == "memory" and d.shares["memory"] == pytest.approx(8 * n / 10e9 / 20e-3)
+    # ceilings without special-function rates (an older report) count the exp as one FLOP
+    assert _weigh(c, _timing(20e-3), CEIL).floors.special_s == {}
+
+
+def test_precision_remedies_follow_what_this_device_runs_fast():
+    from brrrlib._diagnosis_text import precision_remedies
+
+    mm = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))  # fp32, compute-bound
+    mm16 = _counts(("aten::mm", "matmul", 1, 10**9, 10**6, "bf16"))
+    avx2 = dataclasses.replace(CEIL, matmul_flops_per_s_by_dtype={"bf16": 10e9})  # no fast path
+    fast = dataclasses.replace(CEIL, matmul_flops_per_s_by_dtype={"bf16": 400e9})
+    # fp32 work: bf16 offered only where it is faster
+    assert any("bf16" in r for r in precision_remedies("compute", "fp32", fast))
+    assert precision_remedies("compute", "fp32", avx2) == ()
+    # bf16 work: never bf16 again; back to fp32 where bf16 is the slow path
+    assert precision_remedies("compute", "bf16", fast) == ()
+    (back,) = precision_remedies("compute", "bf16", avx2)
+    assert "fp32" in back and "bf16" in back
+    d = _weigh(mm16, _timing(0.12), avx2)  # 1 GFLOP at the 10 GFLOP/s bf16 roof: 83%
+    assert d.regime == "compute" and d.remedies[0] == back
+    assert not any("autocast" in r for r in _weigh(mm, _timing(0.012), avx2).remedies)
+    # memory-bound: fewer bytes per number, unless already 16-bit
+    assert precision_remedies("memory", "fp32", avx2) and not precision_remedies("memory", "bf16", avx2)
+
+
 def test_weigh_compute():
     # 1 GFLOP of matmul in 20 ms: the matmul floor is 10 ms (50%); 12 MB need 1.2 ms (6%)
     c = _counts(("aten::mm", "matmul", 1, 10**9, 12 * 10**6))
@@ -300,7 +336,6 @@ WORKLOADS = {
     "tiny_ops": (tiny_ops, lambda: torch.ones(1), "overhead"),
     "gemv_batch1": (gemv, lambda: torch.randn(1, 4096), "memory"),
     "tiny_mlp_batch1": (_tiny_mlp(), lambda: torch.randn(1, 32), "overhead"),
-    "softmax": (softmax, lambda: torch.randn(4096, 2048), "memory"),
 }
 
 
@@ -319,42 +354,61 @@ def shared_ceilings(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield bl.measure_ceilings("cpu", progress=False)
+        yield _fakes.measured_for_verdicts()
     finally:
         torch.set_num_threads(threads)
         mp.undo()
 
 
-@pytest.fixture
-def floor_ceilings(shared_ceilings):
-    """``shared_ceilings`` when they can serve as floors; a skip that says why when not."""
-    why = _fakes.disturbed(shared_ceilings)
+def _floors_for(ceilings, regime: str):
+    """``ceilings`` when they can serve as floors for a verdict of ``regime``; else a skip."""
+    why = _fakes.disturbed(ceilings, regime)
     if why:
-        pytest.skip(f"this CPU's ceilings were measured while other programs ran: {why}")
-    return shared_ceilings
+        pytest.skip(f"this CPU's ceilings were measured twice while other programs ran: {why}")
+    return ceilings
 
 
+@pytest.mark.verdict
 @pytest.mark.parametrize("name", list(WORKLOADS))
-def test_known_regimes(name, floor_ceilings):
+def test_known_regimes(name, shared_ceilings):
     fn, make_input, expected = WORKLOADS[name]
+    ceilings = _floors_for(shared_ceilings, expected)
     with torch.no_grad():
-        d = bl.diagnose(fn, make_input(), progress=False, label=name, ceilings=floor_ceilings)
+        d = bl.diagnose(fn, make_input(), progress=False, label=name, ceilings=ceilings)
     assert isinstance(d, Diagnosis)
     assert d.regime == expected, str(d)
     assert set(REMEDIES[expected]) <= set(d.remedies)
     # the verdict's share leads the runner-up clearly: no coin flips on a busy machine
     others = [v for k, v in d.shares.items() if k != expected]
     assert d.shares[expected] > 1.5 * max(others), str(d)
-    assert d.ceilings == floor_ceilings
+    assert d.ceilings == ceilings
     assert d.batch_timing is not None and d.trace is not None
 
 
-def test_gemv_batch_probe_does_not_call_it_overhead(floor_ceilings):
+@pytest.mark.verdict
+def test_softmax_is_judged_with_its_exp_at_the_measured_rate(shared_ceilings):
+    """Whether a softmax is memory- or exp-bound depends on the CPU: the test asserts the model.
+
+    Its compute floor holds one exp per element at this machine's measured exp
+    rate, and the verdict is the regime whose floor explains the most of the
+    time, whichever that is here.
+    """
+    x = torch.randn(4096, 2048)
+    ceilings = _floors_for(shared_ceilings, "memory")
+    d = bl.diagnose(softmax, x, progress=False, label="softmax", ceilings=ceilings)
+    assert d.counts.special_by_function() == {"exp": x.numel()}
+    assert d.floors.special_s["exp"] == pytest.approx(x.numel() / ceilings.special_per_s["exp"])
+    if not d.verdict.settled_by:
+        assert d.regime == max(d.shares, key=d.shares.get), str(d)
+    assert d.regime in ("compute", "memory"), str(d)  # never overhead: each call is ~8 Mi elements
+
+
+@pytest.mark.verdict
+def test_gemv_batch_probe_does_not_call_it_overhead(shared_ceilings):
     # the essay's caveat: doubling a batch-1 GEMV does not double the bytes
+    ceilings = _floors_for(shared_ceilings, "memory")
     with torch.no_grad():
-        d = bl.diagnose(
-            gemv, torch.randn(1, 4096), progress=False, trace=False, ceilings=floor_ceilings
-        )
+        d = bl.diagnose(gemv, torch.randn(1, 4096), progress=False, trace=False, ceilings=ceilings)
     assert d.batch_counts.bytes_moved < 1.01 * d.counts.bytes_moved
     assert d.batch_counts.flops == 2 * d.counts.flops
     assert d.regime == "memory"
@@ -440,18 +494,36 @@ def test_out_of_memory_in_the_doubled_batch_says_memory(shared_ceilings):
     assert "weights inside fn" not in note
 
 
-def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, capsys, monkeypatch):
-    from brrrlib import diagnosis
+def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
+    import time
 
-    monkeypatch.setattr(diagnosis, "SLOW_CALL_S", 0.0)  # every call counts as slow
+    from brrrlib import diagnosis, timing
+
+    monkeypatch.setattr(diagnosis, "SLOW_CALL_S", 0.01)  # a call of 20 ms counts as slow
+    monkeypatch.setattr(timing, "_SLOW_ESTIMATE_S", 0.01)
     calls = []
 
     def slow(x):
         calls.append(1)
+        time.sleep(0.02)
         return x + 1
 
-    bl.diagnose(slow, torch.ones(4), trace=False, ceilings=shared_ceilings)
-    assert "fewer samples" in capsys.readouterr().err
+    d = bl.diagnose(slow, torch.ones(4), trace=False, ceilings=shared_ceilings, progress=False,
+                    time_limit_s=0.3)  # fmt: skip
+    # counted once and doubled once, each side estimated once, then 3 paired rounds; the
+    # main timing is the first side of those rounds, not a separate benchmark
+    assert len(calls) == 1 + 1 + 2 + 2 * 3
+    assert len(d.timing.samples_s) == 3 and d.batch_comparison is not None
+    assert any("fewer calls" in n for n in d.notes)
+
+
+def test_a_slow_diagnosis_is_planned_within_its_time_limit():
+    from brrrlib.diagnosis import _plan
+
+    plan = _plan(2.0, batch_probe=True, trace=True, limit_s=45.0)
+    assert plan.slow and plan.rounds >= 3 and plan.runs == 2 and plan.seconds <= 45
+    assert _plan(2.0, True, True, limit_s=120.0).rounds > 3  # asked for more: more rounds
+    assert _plan(0.5, True, True, 45.0).seconds <= 45 and _plan(0.01, True, True, 45.0).rounds == 10
 
 
 def test_errors_from_fn_surface():

@@ -164,8 +164,14 @@ def _is_number(value: Any) -> bool:
 
 
 def _check(value: Any, hint: Any, where: str) -> Any:
-    """``value`` if it has the declared type ``hint`` (str, int, float, Mapping[str, T])."""
+    """``value`` if it has the declared type ``hint`` (str, int, float, Mapping[str, T],
+    tuple[T, ...] as a JSON list)."""
     origin = typing.get_origin(hint)
+    if origin is tuple:
+        inner = typing.get_args(hint)[0]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where} must be a list of {inner.__name__}, got {_short(value)}")
+        return tuple(_check(v, inner, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is not None and issubclass(origin, Mapping):
         _, inner = typing.get_args(hint)
         if not isinstance(value, dict):
