@@ -116,6 +116,19 @@ class DeviceSpec:
             )
         return self.peak_flops_per_s[key]
 
+    @property
+    def fast_precision(self) -> str:
+        """The 16-bit precision its matmul units run fastest: "fp16" on a T4 or V100 (no bf16
+        tensor cores), "bf16" from the A100 on (fp16 as fast); "fp32" on a device with neither.
+
+        What a chapter runs its "use the faster units" cells in on this device.
+        """
+        halves = {k: v for k, v in self.peak_flops_per_s.items() if k in ("bf16", "fp16")}
+        if not halves:
+            return "fp32"
+        best = max(halves.values())
+        return "bf16" if halves.get("bf16", 0.0) >= best else "fp16"
+
     def ridge_point_flops_per_byte(self, dtype: str | torch.dtype = "fp32") -> float:
         """FLOPs per byte at which compute and bandwidth take equal time.
 
