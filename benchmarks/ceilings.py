@@ -1,20 +1,24 @@
 """Are bl.measure_ceilings' numbers this device's real ceilings?
 
-Sets each measured ceiling beside the best the same device does by other means,
-on the device in use (bl.device(); BRRR_DEVICE=cpu for the CPU of a GPU machine):
+Sets each measured ceiling beside the best the same device does by other means in the
+same run, on the device in use (bl.device(); BRRR_DEVICE=cpu for the CPU of a GPU
+machine; ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 for a laptop's AVX2 kernels):
 
-* matmul, per precision: the best of a few square ``torch.mm`` sizes, timed
-  longer (triton's ``do_bench`` on CUDA when triton is installed).
-* vector: the same fused multiply chain at other lengths (the ceiling uses 64).
-* bandwidth: a 4x larger ``copy_`` (CUDA: 1 GiB), numpy's ``copyto`` on a CPU,
-  and a copy into a *fresh* tensor (page faults on a CPU: why the ceiling
-  preallocates).
-* overhead: the ceiling is a floor, so every other tiny-op form must cost at
-  least as much: ``a + b``, ``torch.add(a, b, out=c)``.
+* matmul, per precision: the best of ``torch.mm`` and ``F.linear`` at a few square
+  sizes, timed longer (triton's ``do_bench`` on CUDA when triton is installed).
+* vector: the fused multiply chain at lengths 16-128 (the ceiling takes the best of
+  16, 32 and 64).
+* special functions: each one again, timed longer.
+* bandwidth: the best of a 4x larger ``copy_`` (CUDA: 1 GiB), a same-size ``copy_``
+  and numpy's ``copyto`` on a CPU; and a copy into a *fresh* tensor (page faults on a
+  CPU: why the ceiling preallocates).
+* overhead: the ceiling is a floor, so the same ``a.add_(b)`` measured again, and every
+  other tiny-op form, must cost at least as much: ``a + b``, ``torch.add(a, b, out=c)``.
 
-"ratio" is reference / ceiling: near 1 means the ceiling is what the hardware
-does; above 1, the ceiling is low. Run: ``python benchmarks/ceilings.py
-[--refresh]`` (about 30-60 s on 2 CPU cores, ~20 s on a GPU).
+"ratio" is reference / ceiling: for a ceiling, near 1 means it is what the hardware does
+and above 1 that it is low; for the overhead floor every ratio should be >= ~1. Run:
+``python benchmarks/ceilings.py [--refresh]`` (about 30-60 s on 2 CPU cores, ~20 s on a
+GPU).
 """
 
 import argparse
@@ -46,25 +50,25 @@ def row(what, reference, ceiling, fmt):
 def matmul(c, dev, time_it):
     sizes = (512, 1024, 2048) if dev.type == "cpu" else (4096, 8192, 16384)
     for key, peak in c.matmul_flops_per_s_by_dtype.items():
-        best, best_n = 0.0, 0
+        best, best_at = 0.0, ""
         with ceilings._matmul_precision("high" if key == "tf32" else "highest"):
             for n in sizes:
-                dtype = ceilings._DTYPES[key]
-                a, b = (torch.randn(n, n, device=dev).to(dtype) for _ in range(2))
+                if not c.fast_path(key) and n > sizes[0]:
+                    break  # no fast path here: a slow path is slow at any size
+                a, b = (torch.randn(n, n, device=dev).to(ceilings._DTYPES[key]) for _ in range(2))
                 out = torch.empty_like(a)
-                if key != "fp32" and dev.type == "cpu" and peak < 0.05 * c.matmul_flops_per_s:
-                    n = 256  # no fast path here: one small size is enough
-                    a, b, out = a[:n, :n].contiguous(), b[:n, :n].contiguous(), out[:n, :n]
-                rate = 2 * n**3 / time_it(functools.partial(torch.mm, a, b, out=out))
-                if rate > best:
-                    best, best_n = rate, n
-                if n == 256:
-                    break
-        row(f"matmul {key}: best torch.mm (n={best_n})", best, peak, lambda x: _fmt.si(x, "FLOP/s"))
+                kernels = {"torch.mm": functools.partial(torch.mm, a, b, out=out),
+                           "F.linear": functools.partial(torch.nn.functional.linear, a, b)}  # fmt: skip
+                for name, call in kernels.items():
+                    rate = 2 * n**3 / time_it(call)
+                    if rate > best:
+                        best, best_at = rate, f"{name}, n={n}"
+        row(f"matmul {key}: best of torch.mm, F.linear ({best_at})", best, peak,
+            lambda x: _fmt.si(x, "FLOP/s"))  # fmt: skip
 
 
 def vector(c, dev, time_it):
-    numel = 2**16 * torch.get_num_threads() if dev.type == "cpu" else 2**24
+    numel = 2**17 * torch.get_num_threads() if dev.type == "cpu" else 2**24
     x = torch.rand(numel, device=dev) + 1.0
     rates = {}
     for steps in (16, 32, 64, 128):
@@ -79,22 +83,38 @@ def vector(c, dev, time_it):
     )
 
 
+def special(c, dev, time_it):
+    numel = 2**18 * torch.get_num_threads() if dev.type == "cpu" else 2**22
+    x = torch.rand(numel, device=dev) + 0.5
+    out = torch.empty_like(x)
+    for name, rate in c.special_per_s.items():
+        again = numel / time_it(functools.partial(getattr(torch, name), x, out=out))
+        row(f"special: {name}, timed longer", again, rate, lambda v: _fmt.si(v, "/s"))
+
+
 def bandwidth(c, dev, time_it):
     fmt = lambda v: _fmt.si(v, "B/s")  # noqa: E731
-    nbytes = 2**30 if dev.type == "cuda" else 4 * c.copy_bytes
-    src = torch.ones(nbytes // 4, device=dev)
-    dst = torch.zeros_like(src)
-    row(f"copy_ of {_fmt.binary_bytes(nbytes)} into existing memory",
-        2 * nbytes / time_it(functools.partial(dst.copy_, src)), c.mem_bandwidth_bytes_per_s, fmt)  # fmt: skip
-    del src, dst
+    best, what = 0.0, ""
+    for nbytes in (c.copy_bytes, 2**30 if dev.type == "cuda" else 4 * c.copy_bytes):
+        src = torch.ones(nbytes // 4, device=dev)
+        dst = torch.zeros_like(src)
+        rate = 2 * nbytes / time_it(functools.partial(dst.copy_, src))
+        if rate > best:
+            best, what = rate, f"copy_ of {_fmt.binary_bytes(nbytes)}"
+        del src, dst
     small = torch.ones(c.copy_bytes // 4, device=dev)
     if dev.type == "cpu":
         import numpy as np
 
         a, b = small.numpy(), np.zeros(small.numel(), np.float32)
-        row("np.copyto into existing memory (1 thread)",
-            2 * c.copy_bytes / time_it(functools.partial(np.copyto, b, a)),
-            c.mem_bandwidth_bytes_per_s, fmt)  # fmt: skip
+        rate = 2 * c.copy_bytes / time_it(functools.partial(np.copyto, b, a))
+        if rate > best:
+            best, what = rate, "np.copyto"
+    row(f"best same-run copy into existing memory ({what})", best, c.mem_bandwidth_bytes_per_s,
+        fmt)  # fmt: skip
+    phases = c.bandwidth_rounds_bytes_per_s
+    if phases:
+        print(f"    the ceiling's rounds: {', '.join(fmt(v) for v in phases)}")
     row("torch.clone: a fresh output each call",
         2 * c.copy_bytes / time_it(functools.partial(torch.clone, small)),
         c.mem_bandwidth_bytes_per_s, fmt)  # fmt: skip
@@ -126,6 +146,7 @@ def main():
     print(f"  {'reference':<52}{'value':>14}{'ratio':>9}")
     matmul(c, dev, time_it)
     vector(c, dev, time_it)
+    special(c, dev, time_it)
     bandwidth(c, dev, time_it)
     overhead(c, dev)
 

@@ -1,24 +1,32 @@
-"""The shape of brrrlib: lines per module, the longest functions, imports between modules.
+"""The shape of brrrlib: lines per module, public names, long functions, imports; and two
+habits of the tests and chapters (phrase asserts, ``# fmt: skip``).
 
-brrrlib has two layers. Its top-level modules (``brrrlib/*.py``) are *the
-library*: how a number is measured, counted, modelled and diagnosed. Its
-folders (``brrrlib/zoo/``, ``brrrlib/distributed/``, ...) are the chapters'
-packages built on it: explorers, figures, printed sentences, exercises, the
-model zoo, chapter 05's collectives, the workshop tools. The library is read
-by learners who want to see how a number was measured, so its shape is kept
-to a few rules (checked by tests/test_library_shape.py): the library at most
-8,000 lines and its reading path at most 2,000; it never imports a chapters'
-package; everywhere, no module over 600 lines, no function over 60 lines
-(its docstring aside), no import cycle between modules. This prints the
-numbers behind them:
+brrrlib is read by learners who want to see how a number was measured, so its shape is
+part of the course (see the package docstring's map). Modules are split by idea, never to
+meet a line count; what is held (by tests/test_library_shape.py) is what keeps the
+package about measuring and easy to read:
+
+* brrrlib in all at most 10,000 lines, and at most 150 names in the ``__all__`` lists of
+  its public modules and packages (those whose path has no leading underscore): the
+  package holds what a chapter, README or a learner's own code uses;
+* no function over 60 lines (its docstring aside), no import cycle between modules, and
+  the top-level modules (``brrrlib/*.py``) never import a folder's package (the
+  explorers, the zoo, the exercises... are built on them, never the reverse);
+* at most 50 test asserts that compare English text (an ``assert`` whose test holds a
+  string literal of two or more words): tests check decisions and numbers, and exact
+  wording only where it is the contract (an error naming the bad argument and the fix,
+  which ``pytest.raises(match=...)`` checks, not an assert);
+* at most 10 ``# fmt: skip`` comments in the library and the chapters: the line length
+  is set once, in pyproject.toml.
+
+This prints the numbers behind them:
 
     python benchmarks/library_shape.py
 
-Lines are ``wc -l`` lines. A function's length runs from its ``def`` to its
-last line, less its docstring. Imports are the ``brrrlib`` modules a module
-imports, at the top or inside a function. A module is named by its dotted
-path below ``brrrlib`` (``timing``, ``zoo`` for ``zoo/__init__.py``,
-``zoo._tally``).
+Lines are ``wc -l`` lines. A function's length runs from its ``def`` to its last line,
+less its docstring. Imports are the ``brrrlib`` modules a module imports, at the top or
+inside a function. A module is named by its dotted path below ``brrrlib`` (``timing``,
+``zoo`` for ``zoo/__init__.py``, ``zoo._tally``).
 """
 
 from __future__ import annotations
@@ -27,14 +35,13 @@ import ast
 import sys
 from pathlib import Path
 
-LIBRARY = Path(__file__).resolve().parents[1] / "brrrlib"
-MAX_MODULE_LINES = 600
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "brrrlib"
+MAX_TOTAL_LINES = 10_000
+MAX_PUBLIC_NAMES = 150
 MAX_FUNCTION_LINES = 60
-MAX_LIBRARY_LINES = 8000
-MAX_READING_PATH_LINES = 2000
-#: What a learner reads to see how a number is measured: timing, the counting core,
-#: the roofline's arithmetic, the ceilings.
-READING_PATH = ("timing.py", "counting.py", "roofline.py", "ceilings.py")
+MAX_PHRASE_ASSERTS = 50
+MAX_FMT_SKIPS = 10
 
 
 def modules() -> dict[str, Path]:
@@ -149,33 +156,64 @@ def upward_imports() -> dict[str, set[str]]:
     return found
 
 
-def main() -> int:
-    def row(name: str, path: Path) -> str:
-        n = len(path.read_text().splitlines())
-        fn, longest = max(function_lengths(path), key=lambda f: f[1], default=("-", 0))
-        flag = "  <- over 600" if n > MAX_MODULE_LINES else ""
-        return f"  {name:<34}{n:>6}  {fn} ({longest}){flag}"
+def public_names() -> dict[str, list[str]]:
+    """``{module: its __all__}`` for every public module and package (no ``_`` in its path)."""
+    found = {}
+    for m, p in modules().items():
+        if m == "__init__" or any(part.startswith("_") for part in m.split(".")):
+            continue
+        for node in ast.parse(p.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                found[m] = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+    return found
 
-    lib = library()
-    print(f"the library, brrrlib/*.py: {lines(lib.values())} lines in {len(lib)} modules "
-          f"(at most {MAX_LIBRARY_LINES})")  # fmt: skip
+
+def phrase_asserts(folder: Path = ROOT / "tests") -> list[tuple[str, int]]:
+    """``(file, line)`` of each test assert whose test (not its message) holds a string of
+    two or more words: an assert on wording."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assert) and any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str) and len(c.value.split()) >= 2
+                for c in ast.walk(node.test)
+            ):
+                found.append((path.name, node.lineno))
+    return found
+
+
+def fmt_skips() -> dict[str, int]:
+    """``# fmt: skip`` comments per file, in the library and the chapters."""
+    paths = [*LIBRARY.rglob("*.py"), *(ROOT / "course").glob("*.ipynb")]
+    counts = {str(p.relative_to(ROOT)): p.read_text().count("# fmt: skip") for p in sorted(paths)}
+    return {k: v for k, v in counts.items() if v}
+
+
+def main() -> int:
+    mods = modules()
+    print(f"brrrlib: {lines(mods.values())} lines in {len(mods)} modules "
+          f"(at most {MAX_TOTAL_LINES:,})")  # fmt: skip
     print(f"  {'module':<34}{'lines':>6}  longest function (lines, docstring aside)")
-    for m in sorted(lib, key=lambda m: -len(lib[m].read_text().splitlines())):
-        print(row(m, lib[m]))
-    for pkg, mods in sorted(packages().items(), key=lambda kv: -lines(kv[1].values())):
-        print(f"\nbrrrlib/{pkg}/: {lines(mods.values())} lines in {len(mods)} modules")
-        for m in sorted(mods, key=lambda m: -len(mods[m].read_text().splitlines())):
-            print(row(m, mods[m]))
-    reading = lines(LIBRARY / f for f in READING_PATH)
-    everything = lines(modules().values())
-    long_fns = [(m, f, n) for m, p in modules().items() for f, n in function_lengths(p)
+    for m in sorted(mods, key=lambda m: -len(mods[m].read_text().splitlines())):
+        n = len(mods[m].read_text().splitlines())
+        fn, longest = max(function_lengths(mods[m]), key=lambda f: f[1], default=("-", 0))
+        print(f"  {m:<34}{n:>6}  {fn} ({longest})")
+    names = public_names()
+    print(f"\npublic names (__all__ of public modules and packages): "
+          f"{sum(map(len, names.values()))} (at most {MAX_PUBLIC_NAMES})")  # fmt: skip
+    for m, listed in sorted(names.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {m:<34}{len(listed):>4}")
+    long_fns = [(m, f, n) for m, p in mods.items() for f, n in function_lengths(p)
                 if n > MAX_FUNCTION_LINES]  # fmt: skip
-    print(f"\nreading path {' + '.join(READING_PATH)}: {reading} lines "
-          f"(at most {MAX_READING_PATH_LINES})")  # fmt: skip
-    print(f"both layers: {everything} lines in {len(modules())} modules")
-    print(f"the library importing a chapters' package: {upward_imports() or 'none'}")
-    print(f"functions over {MAX_FUNCTION_LINES} lines: {long_fns or 'none'}")
+    print(f"\nfunctions over {MAX_FUNCTION_LINES} lines: {long_fns or 'none'}")
+    print(f"the library importing a folder's package: {upward_imports() or 'none'}")
     print(f"import cycles: {cycles() or 'none'}")
+    phrases = phrase_asserts()
+    print(f"test asserts on wording: {len(phrases)} (at most {MAX_PHRASE_ASSERTS})")
+    skips = fmt_skips()
+    print(f"# fmt: skip in the library and the chapters: {sum(skips.values())} "
+          f"(at most {MAX_FMT_SKIPS}) {skips or ''}")  # fmt: skip
     return 0
 
 

@@ -6,8 +6,8 @@ BRRR_DEVICE=cpu to time the CPU). Run:
 
     python benchmarks/timer_agreement.py [--threads N] [--rounds R]
 
-The timers run interleaved, round by round, and the median over rounds is
-compared. Nine rounds by default: on a shared 2-core VM a memory-bound op
+The timers run interleaved, round by round, alternating which goes first,
+and the median over rounds is compared. Nine rounds by default: on a shared 2-core VM a memory-bound op
 (the relu) drifts by up to 10% from one 0.2 s round to the next, whichever
 timer runs, so three rounds' medians read it 3-9% apart and nine 2-5%.
 On the CPU both use the same number of threads (one by default: on
@@ -74,10 +74,15 @@ def main() -> None:
     for label, (fn, args) in workloads(dev).items():
         timer = Timer("fn(*args)", globals={"fn": fn, "args": args}, num_threads=opts.threads)
         ours, theirs, dobench, last = [], [], [], None
-        for _ in range(opts.rounds):
-            last = bl.benchmark(fn, *args)
-            ours.append(last.median_s)
-            theirs.append(timer.blocked_autorange(min_run_time=0.2).median)
+        for i in range(opts.rounds):
+            # alternate which timer goes first (A B, B A, ...): a drift within a round, or a
+            # first-in-the-round effect, then falls on both alike instead of on one
+            for ours_first in (i % 2 == 0, i % 2 == 1):
+                if ours_first:
+                    last = bl.benchmark(fn, *args)
+                    ours.append(last.median_s)
+                else:
+                    theirs.append(timer.blocked_autorange(min_run_time=0.2).median)
             if do_bench is not None:
                 dobench.append(do_bench(lambda fn=fn, args=args: fn(*args)) / 1e3)
         o, t = statistics.median(ours), statistics.median(theirs)
