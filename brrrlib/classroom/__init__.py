@@ -184,15 +184,10 @@ class Report:
 
     @property
     def vector_flops_per_s(self) -> float:
-        """The non-matmul roof: measured, or the sheet's fp32 peak (which counts an FMA as 2)."""
+        """The non-matmul roof, one FLOP per operation: measured, or half the sheet's fp32 peak
+        (a sheet counts a fused multiply-add as two FLOPs; a plain operation is one)."""
         m = self.machine
-        return m.vector_flops_per_s if isinstance(m, Ceilings) else m.peak("fp32")
-
-    @property
-    def vector_counts_fma(self) -> bool:
-        """True when the vector roof counts a fused multiply-add as two FLOPs (sheets, schema 1)."""
-        m = self.machine
-        return not isinstance(m, Ceilings) or m.vector_method == _report_file.V1_VECTOR_METHOD
+        return m.vector_flops_per_s if isinstance(m, Ceilings) else m.peak("fp32") / 2
 
     @property
     def op_overhead_s(self) -> float | None:

@@ -72,13 +72,15 @@ _SPEC_FIELDS = ("name", "peak_flops_per_s", "mem_bandwidth_bytes_per_s", "mem_by
 #: Chapter measurements are flat: name -> number, text or bool.
 _SCALARS = (bool, int, float, str)
 
-V1_VECTOR_METHOD = "fused multiply-adds, two FLOPs each (schema 1)"
-"""How schema-1 reports measured the vector ceiling: fused multiply-adds, two FLOPs
-per instruction, about twice the chained multiplies brrrlib measures now."""
+V1_VECTOR_METHOD = "fused multiply-adds, halved to one FLOP per operation (schema 1)"
+"""How schema-1 reports measured the vector ceiling: fused multiply-adds counted as two
+FLOPs each. The course counts one FLOP per arithmetic operation (a plain multiply, as
+brrrlib measures now), so reading such a file halves its vector ceiling: an FMA unit
+does one multiply per slot when it is not adding."""
 
 _V1_NOTES = {
-    "vector": "vector ceiling measured on fused multiply-adds (two FLOPs per instruction): "
-    "about twice what brrrlib's chained multiplies reach now",
+    "vector": "vector ceiling measured on fused multiply-adds (two FLOPs each) and halved "
+    "when read, to the course's one FLOP per operation",
     "overhead": "op overhead measured on a + b with a fresh output, not the in-place floor",
     "noisy": "flagged noisy when measured (schema 1 kept no per-ceiling spread)",
 }
@@ -319,6 +321,7 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
     overhead = _field(ceil, "op_overhead_s", c, float, nullable=True)
     if overhead is None:
         raise ValueError(f"{c}: field 'op_overhead_s': a measurement must include it")
+    numbers["vector_flops_per_s"] /= 2  # FMA = 2 FLOPs then; one FLOP per operation now
     ceilings = {**numbers, "op_overhead_s": overhead, "device": device, "device_name": name,
                 "matmul_flops_per_s_by_dtype": by_dtype, "vector_method": V1_VECTOR_METHOD,
                 "num_threads": _field(machine, "num_threads", m, int, nullable=True) or 1,

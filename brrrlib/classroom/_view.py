@@ -76,7 +76,7 @@ def cells(r: Any) -> tuple[str, ...]:
         f"{r.device} ({r.device_name})",
         _fmt.si(r.matmul_peak("fp32"), "FLOP/s"),
         f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
-        _fmt.si(r.vector_flops_per_s, "FLOP/s") + " (FMA = 2)" * r.vector_counts_fma,
+        _fmt.si(r.vector_flops_per_s, "FLOP/s"),
         _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
         "n/a" if overhead is None else _fmt.seconds(overhead),
         _fmt.si(r.ridge_point_flops_per_byte()),
@@ -90,8 +90,7 @@ def machines(reports: Sequence[Any]) -> ClassTable:
     notes = []
     if any(r.is_prediction for r in reports):
         notes.append("italic rows are spec-sheet predictions, not measurements")
-    if any(r.vector_counts_fma for r in reports):
-        notes.append("vector 'FMA = 2': a fused multiply-add counted as two FLOPs")
+    notes.append("vector: one FLOP per operation (a spec sheet's fp32 peak counts an FMA as two)")
     rows = tuple(cells(r) for r in reports)
     muted = tuple(r.is_prediction for r in reports)
     return ClassTable(tuple(reports), COLUMNS, rows, muted, "; ".join(notes))
@@ -159,8 +158,6 @@ def draw(reports: Sequence[Any], ax: Any, dtype: str, title: str) -> Any:
                 continue
             if r.is_prediction:
                 line.set_linestyle(":")
-            elif r.vector_counts_fma and " vector" in line.get_label():
-                line.set_label(line.get_label() + " (FMA = 2 FLOPs)")
     # A class has many machines: the legend goes beside the plot, not over the lines.
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax
