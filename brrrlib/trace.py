@@ -33,37 +33,622 @@ From the lanes it derives what a learner asks first:
   profiler's own set-up; ``bl.profile`` pays that before run 0, but traces
   recorded elsewhere may not have.
 
-Parsing the profiler's chrome-trace JSON lives in :mod:`brrrlib._chrome` (so
+The module reads top to bottom as the method runs: the capture (the one way
+brrrlib runs ``torch.profiler``), parsing its chrome-trace JSON (so
 ``Trace.from_chrome_trace`` also reads traces recorded elsewhere), the timeline
-drawing and the summary's words in :mod:`brrrlib._timeline`, the capture in
-:mod:`brrrlib._profiler`. :func:`recorded` opens the traces shipped with
-brrrlib (an H100, 2026-11-22).
+drawing and summary, then :class:`Trace` itself. :func:`recorded` opens the
+traces shipped with brrrlib (an H100, 2026-11-22).
 :func:`time_by_category` and :func:`breakdown` time a function per op category
 from the same profiler capture (chapter 01's BERT table).
 """
 
 from __future__ import annotations
 
+import base64
 import bisect
+import contextlib
 import dataclasses
+import html as _html
+import inspect
+import io
+import json
 import math
 import os
 import re
+import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from brrrlib import _chrome, _fmt, _profiler, _timeline
-from brrrlib._aten_ops import CATEGORIES, categorize
-from brrrlib._profiler import RUN_MARKER, quiet_profiler
+from brrrlib import _fmt
+from brrrlib._aten_ops import (
+    CATEGORIES,
+    COMPILED_GRAPH,
+    categorize,
+    has_matmul_formula,
+    moves_no_data,
+    profiler_category,
+)
 from brrrlib.counting import CategoryTimes, Counts, count
 
 __all__ = [
     "Gap", "Interval", "OpTime", "Trace", "breakdown", "profile", "quiet_profiler", "recorded",
     "recorded_names", "time_by_category",
 ]  # fmt: skip
+
+
+# ------------------------------------------------------------------ running the profiler (warmed up, marked per run, quiet)
+
+#: Prefix of the ``record_function`` marker around each recorded run.
+RUN_MARKER = "brrr_run_"
+#: Marker around the profiler's own warm-up, before run 0: not a run.
+WARMUP_MARKER = "brrr_profiler_warmup"
+
+# Kineto's own log lines ("STAGE:2026-... ActivityProfiler...", "USDT:...", its
+# config dump). Only these are dropped from what the profiler writes to stderr.
+_KINETO_LINE = re.compile(
+    r"^(?:(?:INFO|STAGE|USDT|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d .*\.cpp:\d+\]"
+    r"|\s+(?:Log file|Trace start time|Trace duration|Warmup duration|Max GPU buffer size"
+    r"|Enabled activities|Trace window|Warmup start time|Active start time|Max CPU buffer)"
+    r".*:)"
+)
+# torch.profiler's Python warnings about its own machinery, not about your code.
+_PROFILER_WARNINGS = (
+    r".*Profiler clears events at the end of each cycle",
+    r".*(?:kineto|Kineto|CUPTI)",
+)
+
+
+def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) -> Any:
+    """Run ``fn(*args, **kwargs)`` under ``torch.profiler``; return the stopped profiler.
+
+    The method, step by step:
+
+    1. Call ``fn`` ``warmup`` times unrecorded (first calls pay one-off costs:
+       allocator growth, lazy init, autotuning, compilation), then sync.
+    2. Start the profiler and put work through it before any run: a device
+       kernel (CUPTI sets itself up on the first one it sees, 1-40 ms on an
+       H100) and, when ``warmup`` > 0, one more call of ``fn`` (first launches of
+       each kernel and of a CUDA graph are slower under the profiler), all
+       inside a ``brrr_profiler_warmup`` marker that is not a run.
+    3. Record ``runs`` calls, each inside a ``record_function("brrr_run_<i>")``
+       marker that ends with a device sync, so a run's span holds its work.
+    4. Stop the profiler, even if ``fn`` raised (its error surfaces as it is).
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, record_function
+
+    cuda = torch.cuda.is_available()
+    for _ in range(warmup):  # 1.
+        fn(*args, **kwargs)
+    _sync(cuda)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    options = {"acc_events": True} if _accepts("acc_events") else {}
+    prof = torch.profiler.profile(activities=activities, **options)
+    with quiet_profiler():
+        prof.start()
+    try:
+        with record_function(WARMUP_MARKER):  # 2.
+            torch.ones(1, device="cuda").add_(1) if cuda else torch.empty(0)
+            if warmup:
+                fn(*args, **kwargs)
+            _sync(cuda)
+        for r in range(runs):  # 3.
+            with record_function(f"{RUN_MARKER}{r}"):
+                fn(*args, **kwargs)
+                _sync(cuda)
+    finally:
+        with quiet_profiler():  # 4.
+            prof.stop()
+    return prof
+
+
+def _sync(cuda: bool) -> None:
+    """Wait for queued device work (CUDA, else MPS), so a run's marker ends when its work ends."""
+    import torch
+
+    from brrrlib.devices import sync
+
+    if cuda:
+        sync(torch.device("cuda"))
+    elif torch.backends.mps.is_available():
+        sync(torch.device("mps"))
+
+
+def _accepts(option: str) -> bool:
+    import torch
+
+    return option in inspect.signature(torch.profiler.profile.__init__).parameters
+
+
+@contextlib.contextmanager
+def quiet_profiler():
+    """Keep kineto's log lines (``STAGE:...``, ``USDT:...``) and profiler warnings out of sight.
+
+    Kineto, the C++ profiler under ``torch.profiler``, writes straight to file
+    descriptor 2, below Python, so ``contextlib.redirect_stderr`` cannot catch
+    it. Two layers: ``KINETO_LOG_LEVEL=6`` silences it if set before the
+    profiler first starts (kineto reads it once), and, for the case where it
+    already started, fd 2 is pointed at a temporary file while the profiler
+    starts/stops; afterwards every captured line that is *not* a kineto log
+    line is written back to stderr, so nothing else is swallowed. The
+    profiler's Python warnings about itself ("Profiler clears events at the
+    end of each cycle") are filtered for the same span.
+    """
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    with warnings.catch_warnings():
+        for message in _PROFILER_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        with _kineto_lines_dropped():
+            yield
+
+
+@contextlib.contextmanager
+def _kineto_lines_dropped():
+    try:
+        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+    except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        if sys.__stderr__ is not None:
+            sys.__stderr__.flush()
+        saved = os.dup(fd)
+        os.dup2(sink.fileno(), fd)
+        try:
+            yield
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            sink.seek(0)
+            kept = [
+                line
+                for line in sink.read().decode(errors="replace").splitlines(keepends=True)
+                if not _KINETO_LINE.match(line)
+            ]
+            if kept:
+                sys.stderr.write("".join(kept))
+
+
+# ------------------------------------------------------------------ reading chrome traces: events in, lane intervals out
+
+#: Chrome-trace categories that are work done by the GPU.
+_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: Chrome-trace categories of host-side CUDA API calls (launches, syncs, copies).
+_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+#: Op families that do arithmetic: an op that calls one of these only wraps it.
+_COMPUTE = frozenset({"matmul", "pointwise", "reduction", "normalization"})
+# Substrings of CUDA kernel names, by family (cuBLAS/CUTLASS GEMMs, cuDNN, flash attention,
+# ATen's elementwise and reduce kernels, inductor's triton_poi/_red/_per kernels).
+_KERNEL_WORDS = (
+    ("matmul", ("gemm", "gemv", "cutlass", "xmma", "cublas", "conv", "wgrad", "dgrad", "flash",
+                "fmha", "sm90_", "sm80_", "ampere_", "volta_", "turing_")),
+    ("normalization", ("softmax", "layer_norm", "layernorm", "batch_norm", "batchnorm",
+                       "rms_norm", "group_norm")),
+    ("reduction", ("reduce", "triton_red", "triton_per")),
+    ("pointwise", ("elementwise", "vectorized", "pointwise", "unrolled", "triton_poi")),
+)  # fmt: skip
+
+
+class _Row(NamedTuple):
+    """One interval as parsed: the fields of :class:`brrrlib.trace.Interval`, in order."""
+
+    name: str
+    start_s: float
+    end_s: float
+    lane: str
+    category: str
+    run: int
+    correlation: int | None
+
+
+class _Parsed(NamedTuple):
+    """What :func:`parse` finds: rows, run spans (seconds from run 0's start), the device."""
+
+    rows: list[_Row]
+    runs: list[tuple[float, float]]
+    device: str
+
+
+def _kernel_category(name: str) -> str:
+    """Op family of a CUDA kernel from its (mangled or demangled) name."""
+    lowered = name.lower()
+    for category, words in _KERNEL_WORDS:
+        if any(w in lowered for w in words):
+            return category
+    return "other"
+
+
+def _load_chrome(source: str | os.PathLike | Mapping | Sequence) -> tuple[list, str, dict]:
+    """(events, the JSON text, the trace's other top-level fields) from a path, dict or list."""
+    raw_text = ""
+    if isinstance(source, (str, os.PathLike)):
+        raw_text = Path(source).read_text()
+        data: Any = json.loads(raw_text)
+    else:
+        data = source
+    events = data.get("traceEvents", []) if isinstance(data, Mapping) else data
+    if not isinstance(events, (list, tuple)):
+        raise TypeError(
+            "source must be a chrome-trace path, a dict with 'traceEvents', or a list of "
+            f"events; got {type(source).__name__}"
+        )
+    meta = (
+        {k: v for k, v in data.items() if k != "traceEvents"} if isinstance(data, Mapping) else {}
+    )
+    return list(events), raw_text or json.dumps({"traceEvents": list(events)}), meta
+
+
+def _chrome_device_name(meta: Mapping) -> str:
+    """The GPU's name from a trace's ``deviceProperties`` ("NVIDIA H100 80GB HBM3"), else ""."""
+    props = meta.get("deviceProperties") or []
+    return str(props[0].get("name", "")) if props and isinstance(props[0], Mapping) else ""
+
+
+def _parse_chrome(events: Iterable[Mapping]) -> _Parsed:
+    """Chrome-trace events -> rows in seconds from the first run's start, run spans, device."""
+    events = list(events)
+    xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
+    cpu_ops = [e for e in xs if e.get("cat") == "cpu_op"]
+    kernels = [e for e in xs if e.get("cat") in _DEVICE_CATS]
+    runtime = [e for e in xs if e.get("cat") in _RUNTIME_CATS]
+    device = "cuda" if kernels else "cpu"
+    spans_us, host_thread = _run_spans(xs, cpu_ops, kernels, runtime)
+    if not spans_us:
+        return _Parsed([], [], device)
+    clock = _Clock(spans_us)
+    rows = _host_rows(cpu_ops, runtime, clock, host_thread, device)
+    if device == "cuda":
+        rows += _kernel_rows(kernels, runtime, events, clock)
+    rows.sort(key=lambda r: (r.start_s, -r.end_s))
+    return _Parsed(rows, [(clock.sec(a), clock.sec(b)) for a, b in spans_us], device)
+
+
+def _run_spans(xs: list[Mapping], cpu_ops, kernels, runtime) -> tuple[list, tuple]:
+    """Each run's (start, end) in µs and the thread that ran it (the markers', or the busiest)."""
+    markers = sorted(
+        (e for e in xs
+         if str(e.get("name", "")).startswith(RUN_MARKER) and e.get("cat") != "gpu_user_annotation"),
+        key=lambda e: float(e["ts"]),
+    )  # fmt: skip
+    if markers:
+        spans = [(float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0.0))) for m in markers]
+        return spans, (markers[0].get("pid"), markers[0].get("tid"))
+    timed = cpu_ops + kernels + runtime
+    if not timed:
+        return [], (None, None)
+    start = min(float(e["ts"]) for e in timed)
+    end = max(float(e["ts"]) + float(e.get("dur", 0.0)) for e in timed)
+    return [(start, end)], _busiest_thread(cpu_ops or runtime)
+
+
+class _Clock:
+    """Microsecond timestamps -> seconds since run 0's start, and the run that holds them."""
+
+    def __init__(self, spans_us: list[tuple[float, float]]) -> None:
+        self.spans_us = spans_us
+        self.origin = spans_us[0][0]
+
+    def sec(self, ts: float) -> float:
+        return (ts - self.origin) * 1e-6
+
+    def run_of(self, ts: float) -> int | None:
+        return next((r for r, (a, b) in enumerate(self.spans_us) if a <= ts <= b), None)
+
+
+def _host_rows(cpu_ops, runtime, clock: _Clock, host_thread: tuple, device: str) -> list[_Row]:
+    """Host lane (top-level ops and runtime calls on the run's thread), launches, CPU device ops."""
+    rows: list[_Row] = []
+    nesting = _nesting(cpu_ops + runtime)
+    for e in cpu_ops + runtime:
+        ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
+        r = clock.run_of(ts)
+        if r is None:
+            continue
+        name = str(e.get("name", "?"))
+        span = (name, clock.sec(ts), clock.sec(ts + dur))
+        top, does_work = nesting[id(e)]
+        on_host = top and (e.get("pid"), e.get("tid")) == host_thread
+        if e.get("cat") in _RUNTIME_CATS:
+            corr = _correlation(e)
+            if corr is not None:  # kept to measure launch -> kernel delays, not drawn
+                rows.append(_Row(*span, "launch", "runtime", r, corr))
+            if on_host:
+                rows.append(_Row(*span, "host", "runtime", r, None))
+            continue
+        category = profiler_category(name)
+        if on_host:
+            rows.append(_Row(*span, "host", category, r, None))
+        if device == "cpu" and does_work:
+            rows.append(_Row(*span, "device", category, r, None))
+    return rows
+
+
+def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[_Row]:
+    """Device lane on CUDA: each kernel, memcpy and memset, in the run that launched it."""
+    launch_ts = {c: float(e["ts"]) for e in runtime if (c := _correlation(e)) is not None}
+    flows = _flow_correlations(events)
+    rows = []
+    for e in kernels:
+        ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
+        corr = _correlation(e)
+        if corr is None:
+            corr = flows.get((e.get("pid"), e.get("tid"), ts))
+        # A kernel belongs to the run whose marker contains its launch (or, failing
+        # that, its start): with the sync at the end of each run both agree.
+        r = clock.run_of(launch_ts[corr]) if corr in launch_ts else clock.run_of(ts)
+        if r is None:
+            continue
+        name = str(e.get("name", "?"))
+        category = "memcpy" if e.get("cat") != "kernel" else _kernel_category(name)
+        rows.append(_Row(name, clock.sec(ts), clock.sec(ts + dur), "device", category, r, corr))
+    return rows
+
+
+def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
+    """For each event: (top level on its thread, does the work), by time containment.
+
+    An op that calls an op of a compute family (matmul, pointwise, reduction,
+    normalization) only wraps it: ``aten::matmul`` -> ``aten::mm``. The op that
+    does the work is the outermost op that is neither a wrapper nor a
+    metadata op; ops nested inside it (``aten::add(x, 1)`` wrapping its scalar
+    with ``aten::to``, allocating its output) are part of it. A compiled
+    graph's call is one unit of work, whatever it calls inside.
+    """
+    out: dict[int, tuple[bool, bool]] = {}
+    by_thread: dict[tuple, list[Mapping]] = {}
+    for e in events:
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
+        wrappers = _wrappers(evs)
+        stack: list[tuple[float, bool]] = []  # (end, does the work) of enclosing events
+        for e in evs:
+            ts = float(e["ts"])
+            while stack and ts >= stack[-1][0]:
+                stack.pop()
+            name = str(e.get("name", ""))
+            does_work = not any(work for _, work in stack) and (
+                name.startswith(COMPILED_GRAPH)
+                or (id(e) not in wrappers and name.startswith("aten::") and not moves_no_data(name))
+            )
+            out[id(e)] = (not stack, does_work)
+            stack.append((ts + float(e.get("dur", 0.0)), does_work))
+    return out
+
+
+def _wrappers(evs: list[Mapping]) -> set[int]:
+    """Ids of the events (sorted by start) that enclose an op of a compute family."""
+    wraps: set[int] = set()
+    stack: list[tuple[Mapping, float]] = []
+    for e in evs:
+        ts = float(e["ts"])
+        while stack and ts >= stack[-1][1]:
+            stack.pop()
+        name = str(e.get("name", ""))
+        if profiler_category(name) in _COMPUTE or name.startswith(COMPILED_GRAPH):
+            # an op with a FLOP formula of its own (an LSTM layer) is the work, even when it
+            # encloses a helper op (its bias add): only true wrappers hand their time down
+            wraps.update(
+                id(a) for a, _ in stack if not has_matmul_formula(str(a.get("name", "")))
+            )
+        stack.append((e, ts + float(e.get("dur", 0.0))))
+    return wraps
+
+
+def _correlation(e: Mapping) -> int | None:
+    c = (e.get("args") or {}).get("correlation")
+    return int(c) if c is not None else None
+
+
+def _flow_correlations(events: Iterable[Mapping]) -> dict[tuple, int]:
+    """Flow-event fallback: ``ac2g`` flow ends ("f") sit on the kernel they point at."""
+    return {
+        (e.get("pid"), e.get("tid"), float(e["ts"])): int(e["id"])
+        for e in events
+        if e.get("ph") == "f" and e.get("cat") == "ac2g" and "id" in e and "ts" in e
+    }
+
+
+def _busiest_thread(events: list[Mapping]) -> tuple:
+    counts: dict[tuple, int] = {}
+    for e in events:
+        k = (e.get("pid"), e.get("tid"))
+        counts[k] = counts.get(k, 0) + 1
+    return max(counts, key=counts.get) if counts else (None, None)
+
+
+# ------------------------------------------------------------------ showing a trace: the timeline drawing and the summary
+
+#: Colour of each op family on the timeline (matplotlib's tab10 names).
+COLORS = {
+    "matmul": "tab:blue",
+    "pointwise": "tab:orange",
+    "reduction": "tab:green",
+    "normalization": "tab:purple",
+    "memcpy": "tab:brown",
+    "fused": "tab:olive",
+    "other": "tab:gray",
+}
+
+
+def _timeline_plot(trace: Any, ax=None, *, runs: list[int]):
+    """Draw ``runs`` of ``trace`` on ``ax`` (a new figure when None); return the Axes."""
+    created = ax is None
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(10, 2.8))
+    t0 = trace.runs[runs[0]][0] if runs else 0.0
+    t1 = trace.runs[runs[-1]][1] if runs else 1.0
+    span = max(t1 - t0, 1e-9)
+    scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
+    lanes = {"host": 1.0, "device": 0.0}
+    for i in trace.intervals:
+        if i.lane not in lanes or i.run not in runs:
+            continue
+        x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
+        ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=COLORS.get(i.category, "tab:gray"),
+                       edgecolors="white", linewidth=0.3)  # fmt: skip
+        text = _short(i.name)
+        if w > 0.007 * len(text) * span * scale:  # label only where it fits
+            ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=7, clip_on=True)
+    for g in (g for g in trace.gaps if g.run in runs):
+        ax.broken_barh([((g.start_s - t0) * scale, g.duration_s * scale)], (-0.35, 0.7),
+                       facecolors="none", edgecolors="tab:red", hatch="////", linewidth=0.0,
+                       alpha=0.5)  # fmt: skip
+    for r in runs[1:]:
+        ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
+    _decorate(trace, ax, span * scale, unit, lanes, runs)
+    if created:
+        ax.figure.tight_layout()
+    return ax
+
+
+def _decorate(trace: Any, ax, width: float, unit: str, lanes: dict, runs) -> None:
+    """Axis labels, title and the legend of the categories drawn."""
+    from matplotlib.patches import Rectangle
+
+    ax.set_yticks([0.0, 1.0])
+    device_name = "GPU kernels" if trace.device == "cuda" else "CPU op bodies"
+    ax.set_yticklabels([f"device\n({device_name})", "host\n(dispatched ops)"])
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_xlim(0, width)
+    ax.set_xlabel(f"time since run start ({unit})")
+    title = trace.label or "trace"
+    if trace.recorded_on:
+        title += f" (recorded: {trace.recorded_on})"
+    runs = list(runs)
+    busy = sum(trace.busy_s(r) for r in runs) / max(sum(trace.wall_s[r] for r in runs), 1e-12)
+    which = f" in run {runs[0]}" if len(runs) == 1 else ""
+    ax.set_title(f"{title}: device busy {busy:.0%}{which} (hatched = device idle)", loc="left")
+    used = sorted({i.category for i in trace.intervals if i.lane in lanes})
+    handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
+    if handles:
+        ax.legend(handles, used, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+                  ncol=len(used), frameon=False)  # fmt: skip
+
+
+def _timeline_image(trace: Any) -> str:
+    """The first steady run's timeline as an inline PNG, on a pyplot-free Figure (no stray plots)."""
+    from matplotlib.figure import Figure
+
+    if not trace.runs:
+        return ""
+    run = trace.steady_runs[0] if trace.steady_runs else 0
+    fig = Figure(figsize=(9, 2.4), dpi=80)
+    ax = fig.add_subplot()
+    _timeline_plot(trace, ax, runs=[run])
+    ax.set_title(ax.get_title(loc="left") + f" (run {run})", loc="left")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    data = base64.b64encode(buf.getvalue()).decode()
+    busy = trace.busy_fraction_per_run[run] if run < len(trace.busy_fraction_per_run) else None
+    alt = (
+        f"Timeline of {trace.label or 'the workload'}, run {run}: the host lane (Python and "
+        f"dispatch) above the device lane (kernels)"
+        + (f"; the device was busy {busy:.0%} of the run" if busy is not None else "")
+    )
+    return f"<img src='data:image/png;base64,{data}' alt='{_html.escape(alt)}' style='max-width:100%'>"
+
+
+def _summary_lines(trace: Any) -> list[str]:
+    """The summary: a head line, device busy and idle, findings, the top five ops."""
+    w, total = trace.wall_s, sum(trace.wall_s) or 1.0
+    where = f" of {trace.label}" if trace.label else ""
+    machine = trace.recorded_on or trace.device_name
+    on = trace.device
+    if machine:
+        on += f" ({'recorded on ' if trace.recorded_on else ''}{machine})"
+    lines = [
+        f"Trace{where} on {on}: {len(w)} run(s), wall {_fmt.seconds(trace.median_wall_s)} median "
+        f"(min {_fmt.seconds(min(w, default=0.0))}, max {_fmt.seconds(max(w, default=0.0))})"
+    ]
+    idle = trace.idle_by_cause()
+    causes = ", ".join(
+        f"{k} {_fmt.percent(v, total)}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1])
+    )
+    lines.append(
+        f"  device busy {_fmt.percent(trace.busy_s(), total)} of wall time; idle "
+        f"{_fmt.percent(sum(idle.values()), total)}" + (f" ({causes})" if causes else "")
+    )
+    lines += [f"  {line}" for line in findings(trace)]
+    for op in trace.top_ops(5):
+        lines.append(
+            f"  {_fmt.percent(op.share, 1.0):>5}  {_fmt.seconds(op.total_s):>9}  {op.calls:4d}x  "
+            f"{_short(op.name, 60)}  [{op.category}]"
+        )
+    return lines
+
+
+def findings(trace: Any) -> list[str]:
+    """Launch delays said as what they mean, host time outside ops, an inflated run 0."""
+    out = []
+    d = trace.launch_delays_s
+    if d:
+        delays = (
+            f"launch -> kernel start median {_fmt.seconds(_fmt.median(d))}, "
+            f"max {_fmt.seconds(max(d))} over {len(d)} kernels"
+        )
+        if trace.host_ran_ahead:
+            queued = [q for q in trace.queued_s if q >= trace.RAN_AHEAD_MIN_S]
+            out.append(
+                f"host ran ahead: {len(queued)} of {len(d)} kernels queued behind earlier work, "
+                f"up to {_fmt.seconds(max(queued))} ({delays})"
+            )
+        else:
+            out.append(f"{delays}; the GPU was idle when each launch arrived: it waited on the host")
+    if trace.runs:
+        out.append(
+            f"host outside any op: {_fmt.seconds(_fmt.median(trace.outside_ops_s))} per run, "
+            f"{_fmt.percent(trace.outside_ops_fraction, 1.0)} of wall time (Python between ops)"
+        )
+    if trace.steady_runs[:1] == (1,):
+        out.append(
+            f"run 0 took {trace.first_run_inflation:.1f}x the later runs: set-up, not the "
+            "workload; read runs 1 and later (trace.steady_runs)"
+        )
+    return out
+
+
+def _timeline_html(trace: Any) -> str:
+    """The notebook readout: head line, timeline, findings, the top eight ops as a table."""
+    esc = _html.escape
+    rows = "".join(
+        f"<tr><td title='{esc(op.name)}'>{esc(_short(op.name, 60))}</td><td>{op.category}</td>"
+        f"<td>{op.calls}</td><td>{_fmt.seconds(op.total_s)}</td>"
+        f"<td>{_fmt.percent(op.share, 1.0)}</td></tr>"
+        for op in trace.top_ops(8)
+    )
+    head, busy = _summary_lines(trace)[:2]
+    notes = "<br>".join(esc(line) for line in [busy.strip(), *findings(trace)])
+    return (
+        f"<div><b>{esc(head)}</b><br>{_timeline_image(trace)}<br>{notes}"
+        "<table><tr><th>op</th><th>category</th><th>calls</th><th>device time</th>"
+        f"<th>share</th></tr>{rows}</table>"
+        "<small style='color:var(--jp-ui-font-color2, #666)'>trace.plot() draws the timeline; "
+        "trace.export_chrome_trace(path) opens in Perfetto.</small></div>"
+    )
+
+
+def _short(name: str, n: int = 18) -> str:
+    """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
+    if name.startswith(COMPILED_GRAPH):
+        name = "compiled graph"
+    name = name.replace("aten::", "")
+    if len(name) > n and ("<" in name or "(" in name):
+        bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
+        bare = bare.split("::")[-1] or name
+        # Room to spare: name the functor too (CUDAFunctor_add, MulFunctor, sum_functor).
+        functors = re.findall(r"\w*(?:Functor|functor)\w*", name)
+        with_functor = f"{bare}<{functors[-1]}>" if functors else bare
+        name = with_functor if len(with_functor) <= n else bare
+    return name if len(name) <= n else name[: n - 1] + "…"
+
 
 #: A gap is blamed on dispatch when the host lane was inside an op for at least this
 #: fraction of it; otherwise the host was running Python between ops.
@@ -342,10 +927,10 @@ class Trace:
         ``bl.profile`` writes; a trace without them is one run spanning all its
         events. Timestamps (``ts``, ``dur``) are microseconds in the file.
         """
-        events, raw_text, meta = _chrome.load(source)
-        rows, runs, device = _chrome.parse(events)
+        events, raw_text, meta = _load_chrome(source)
+        rows, runs, device = _parse_chrome(events)
         intervals = tuple(Interval(*row) for row in rows)
-        return cls(intervals, tuple(runs), device, label, raw_text, _chrome.device_name(meta))
+        return cls(intervals, tuple(runs), device, label, raw_text, _chrome_device_name(meta))
 
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
@@ -368,17 +953,17 @@ class Trace:
         ``run`` picks one recorded run (default: all of them, separated by dashed
         lines). Returns the matplotlib ``Axes``.
         """
-        return _timeline.plot(self, ax, runs=list(self._run_ids(run)))
+        return _timeline_plot(self, ax, runs=list(self._run_ids(run)))
 
     def summary(self) -> str:
         """A few lines: runs and wall time, device busy, launches, time outside ops, top ops."""
-        return "\n".join(_timeline.summary_lines(self))
+        return "\n".join(_summary_lines(self))
 
     def __repr__(self) -> str:
         return self.summary()
 
     def _repr_html_(self) -> str:
-        return _timeline.html(self)
+        return _timeline_html(self)
 
 
 # ----------------------------------------------------------------------------- capture
@@ -389,7 +974,7 @@ def profile(
 ) -> Trace:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``.
 
-    Method (:func:`brrrlib._profiler.record`): call ``fn`` ``warmup`` times
+    Method (:func:`brrrlib._record`): call ``fn`` ``warmup`` times
     unrecorded; start the profiler and put a device kernel and one more call
     of ``fn`` through it, so the profiler's own set-up (CUPTI's, on a GPU) is
     paid before run 0 and outside every run; then record ``runs`` calls, each
@@ -402,7 +987,7 @@ def profile(
     warnings are kept out of your notebook (see ``quiet_profiler``).
     """
     _check(fn, runs, warmup)
-    prof = _profiler.record(fn, args, kwargs, runs=runs, warmup=warmup)
+    prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         with quiet_profiler():
@@ -447,7 +1032,7 @@ def time_by_category(
     if not callable(fn):
         raise TypeError(f"time_by_category(fn, ...): fn must be callable, got {type(fn).__name__}")
     _check(fn, runs, warmup)
-    prof = _profiler.record(fn, args, kwargs, runs=runs, warmup=warmup)
+    prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
     use_device = torch.cuda.is_available()
     samples = [_category_seconds(events, use_device) for events in _runs_of(prof.events(), runs)]
     on_device = use_device and all(sum(device.values()) > 0 for _, device in samples)

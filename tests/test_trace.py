@@ -416,7 +416,7 @@ def test_fd_level_filter_when_kineto_is_told_to_be_loud():
 
 def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
     """The CUDA path of the capture, on fakes: the order of what reaches the profiler."""
-    from brrrlib import _profiler
+    from brrrlib import trace as _profiler
 
     log = []
 
@@ -447,7 +447,7 @@ def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
     monkeypatch.setattr(torch.profiler, "record_function", marker)
     monkeypatch.setattr(torch, "ones", ones)
     monkeypatch.setattr(bl.devices, "sync", lambda device=None: log.append("sync"))
-    _profiler.record(lambda: log.append("fn"), (), {}, runs=2, warmup=1)
+    _profiler._record(lambda: log.append("fn"), (), {}, runs=2, warmup=1)
     assert log == [
         "fn", "sync",  # the unrecorded warm-up
         ("profile", ["CPU", "CUDA"]), "start",

@@ -475,7 +475,7 @@ def block_matmul_share(diagnosis: Any) -> str:
 
 def top_ops(trace: Any, n: int = 6) -> str:
     """Chapter 04: where a trace's device time went, one short line per op (kernel names cut)."""
-    from brrrlib._timeline import short
+    from brrrlib.trace import _short as short
 
     rows = [f"{op.share:>5.0%} {op.calls:>4}x  {op.category:<13} {short(op.name, 48)}"
             for op in trace.top_ops(n)]  # fmt: skip
