@@ -45,13 +45,13 @@ def _busy_trace(busy_fraction, device="cuda", runs=1):
 
 
 def _rows(d):
-    from brrrlib._diagnosis_text import rows
+    from brrrlib.diagnosis import rows
 
     return rows(d)
 
 
 def _reason(d):
-    from brrrlib._diagnosis_text import reason
+    from brrrlib.diagnosis import reason
 
     return reason(d)
 
@@ -72,7 +72,7 @@ def test_an_exp_bound_softmax_reads_compute_and_a_fast_exp_reads_memory():
 
 
 def test_precision_remedies_follow_what_this_device_runs_fast():
-    from brrrlib._diagnosis_text import precision_remedies
+    from brrrlib.diagnosis import precision_remedies
 
     mm = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))  # fp32, compute-bound
     mm16 = _counts(("aten::mm", "matmul", 1, 10**9, 10**6, "bf16"))
@@ -279,7 +279,7 @@ def test_ceilings_of_another_device_are_refused(shared_ceilings):
 
 
 def test_double_batch_reaches_into_lists():
-    from brrrlib._diagnose_run import double_batch as _double_batch
+    from brrrlib.diagnosis import double_batch as _double_batch
 
     params = [torch.ones(3), torch.ones(2, 2)]
     args2, kwargs2 = _double_batch((params, 5), {"scale": torch.tensor(2.0), "w": torch.ones(4)})
@@ -664,7 +664,7 @@ def test_small_floors_and_a_flat_batch_mean_overhead():
 def test_noisy_ceilings_are_said_in_a_note():
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     noisy = dataclasses.replace(CEIL, spread={"matmul": 0.4})
-    from brrrlib._diagnose_run import ceilings_notes as _ceilings_notes
+    from brrrlib.diagnosis import ceilings_notes as _ceilings_notes
 
     assert _ceilings_notes(CEIL) == []
     (note,) = _ceilings_notes(noisy)
