@@ -340,8 +340,9 @@ WORKLOADS = {
 
 
 @pytest.fixture(scope="module")
-def shared_ceilings(tmp_path_factory):
-    """The CPU's ceilings on one thread, measured once; this module's tests run on one thread.
+def shared_ceilings(ceilings_cache_dir):
+    """The CPU's ceilings on one thread, measured once per test run (tests/test_zoo.py reads
+    the same cache file); this module's tests run on one thread.
 
     These workloads run on the CPU, on any machine. One thread, as the ceilings
     were measured: on a 2-core machine with another program busy on a core, a
@@ -349,15 +350,12 @@ def shared_ceilings(tmp_path_factory):
     is noise about the machine, not the workload, and would make both the
     ceilings and the timings read low by different factors.
     """
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BRRR_CACHE_DIR", str(tmp_path_factory.mktemp("brrr_cache")))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         yield _fakes.measured_for_verdicts()
     finally:
         torch.set_num_threads(threads)
-        mp.undo()
 
 
 def _floors_for(ceilings, regime: str):
