@@ -132,7 +132,9 @@ class DeviceSpec:
         range, so training needs no loss scaling.
         """
         best = max(self.peak_flops_per_s.values())
-        return next(k for k in ("bf16", "fp16", "tf32", "fp32") if self.peak_flops_per_s.get(k) == best)
+        return next(
+            k for k in ("bf16", "fp16", "tf32", "fp32") if self.peak_flops_per_s.get(k) == best
+        )
 
     def ridge_point_flops_per_byte(self, dtype: str | torch.dtype = "fp32") -> float:
         """FLOPs per byte at which compute and bandwidth take equal time.
