@@ -4,11 +4,9 @@ The ONE table of spec-sheet numbers in the project (peak FLOP/s per
 precision, memory bandwidth and size, each row with its source). Notebooks
 ask ``bl.spec("A100")`` instead of typing 312e12; ``spec_table()`` sets the
 rows side by side, with this machine's measured row beside them when given
-its ``Ceilings``. The links between chips (PCIe, NVLink, InfiniBand, Ethernet)
-and to storage have their own small table: ``link("NVLink 4")``, ``links()``,
-and so do the nodes of a cluster: ``node("DGX H100")`` (chapter 05). What the
-machine in front of you *does* is measured by :mod:`brrrlib.ceilings`;
-choosing and syncing a device is :mod:`brrrlib.devices`.
+its ``Ceilings``. Links and cluster nodes have small tables (chapter 05): ``link("NDR")``,
+``host_link("T4")``, ``node("DGX H100")``. What the machine in front of you *does* is
+measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.devices`.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
+from collections import namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -30,13 +29,12 @@ __all__ = [
     "LINK_KINDS",
     "DeviceSpec",
     "LinkSpec",
-    "NodeSpec",
     "SpecTable",
     "dtype_key",
+    "host_link",
     "link",
     "links",
     "node",
-    "nodes",
     "spec",
     "spec_for_device_name",
     "spec_table",
@@ -83,9 +81,7 @@ class DeviceSpec:
 
     ``mem_bandwidth_bytes_per_s`` is the DRAM/HBM bandwidth on the sheet (a
     copy kernel reaches ~80-90% of it). The ratio of the two is the ridge
-    point: :meth:`ridge_point_flops_per_byte`. ``host_link`` names the row of
-    :func:`links` that joins the device to its host (``link(spec.host_link)``):
-    PCIe 3.0 on a T4 or V100, 4.0 on an A100 or L4, 5.0 on an H100.
+    point: :meth:`ridge_point_flops_per_byte`.
     """
 
     name: str
@@ -97,7 +93,6 @@ class DeviceSpec:
     kind: str = "gpu"
     vendor: str = "NVIDIA"
     notes: str = ""
-    host_link: str = ""
     # Regular expressions matched against torch.cuda.get_device_name().
     _name_patterns: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
@@ -125,16 +120,9 @@ class DeviceSpec:
 
     @property
     def fast_precision(self) -> str:
-        """The precision of this device's fastest matmul on its sheet: a key of ``peak_flops_per_s``.
-
-        ``"fp16"`` on a T4 or V100 (their tensor cores do fp16 only), ``"bf16"``
-        from the A100 on. Where bf16 and fp16 peaks tie, bf16: it keeps fp32's
-        range, so training needs no loss scaling.
-        """
+        """The fastest matmul precision on the sheet: fp16 on T4/V100, bf16 from A100 on (on a tie)."""
         best = max(self.peak_flops_per_s.values())
-        return next(
-            k for k in ("bf16", "fp16", "tf32", "fp32") if self.peak_flops_per_s.get(k) == best
-        )
+        return next(k for k in ("bf16", "fp16", "tf32", "fp32") if self.peak_flops_per_s.get(k) == best)
 
     def ridge_point_flops_per_byte(self, dtype: str | torch.dtype = "fp32") -> float:
         """FLOPs per byte at which compute and bandwidth take equal time.
@@ -165,7 +153,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         mem_bytes=40 * _GiB,
         source="NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 40GB SXM column",
         aliases=("a100", "a100-40gb", "a100 40gb", "a100-sxm4-40gb", "a100 sxm"),
-        host_link="PCIe 4.0 x16",
         _name_patterns=(r"A100.*40GB", r"A100-SXM4(?!.*80)", r"^NVIDIA A100$"),
     ),
     DeviceSpec(
@@ -176,7 +163,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         mem_bytes=80 * _GiB,
         source="NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 80GB SXM column",
         aliases=("a100-80gb", "a100 80gb", "a100-sxm4-80gb"),
-        host_link="PCIe 4.0 x16",
         _name_patterns=(r"A100.*80GB",),
     ),
     DeviceSpec(
@@ -187,7 +173,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         mem_bytes=80 * _GiB,
         source="NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 SXM column",
         aliases=("h100", "h100-sxm", "h100 sxm5", "h100-sxm5-80gb"),
-        host_link="PCIe 5.0 x16",
         _name_patterns=(r"H100.*(SXM|HBM3)",),
     ),
     DeviceSpec(
@@ -198,7 +183,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         mem_bytes=80 * _GiB,
         source="NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 PCIe column",
         aliases=("h100-pcie", "h100 pcie"),
-        host_link="PCIe 5.0 x16",
         _name_patterns=(r"H100.*PCIe",),
     ),
     DeviceSpec(
@@ -209,7 +193,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         mem_bytes=141 * _GB,
         source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/), H200 SXM column",
         aliases=("h200", "h200-sxm", "h200 sxm"),
-        host_link="PCIe 5.0 x16",
         _name_patterns=(r"H200",),
     ),
     DeviceSpec(
@@ -220,23 +203,16 @@ _SPECS: tuple[DeviceSpec, ...] = (
         mem_bytes=32 * _GiB,
         source="NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column",
         aliases=("v100", "v100-sxm2", "tesla v100"),
-        host_link="PCIe 3.0 x16",
         _name_patterns=(r"V100",),
     ),
     DeviceSpec(
         name="T4",
-        # Sheet: single precision 8.1 TFLOPS, mixed precision (FP16/FP32) 65 TFLOPS,
-        # 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3. Turing tensor cores do fp16
-        # (and int8/int4) only: no tf32, no bf16 keys.
+        # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
         peak_flops_per_s={"fp32": 8.1e12, "fp16": 65e12},
         mem_bandwidth_bytes_per_s=320e9,
         mem_bytes=16 * _GiB,
-        source=(
-            "NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): "
-            "FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 320+ GB/s, x16 PCIe Gen3"
-        ),
+        source="NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
         aliases=("tesla t4", "t4"),
-        host_link="PCIe 3.0 x16",
         _name_patterns=(r"\bT4\b",),
     ),
     DeviceSpec(
@@ -245,13 +221,8 @@ _SPECS: tuple[DeviceSpec, ...] = (
         peak_flops_per_s={"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12},
         mem_bandwidth_bytes_per_s=300e9,
         mem_bytes=24 * _GiB,
-        source=(
-            "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/): FP32 30.3 "
-            "TFLOPS, TF32 120 and BF16/FP16 242 TFLOPS with sparsity, 24 GB at 300 GB/s, "
-            "PCIe Gen4 x16"
-        ),
+        source="NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/): FP32 30.3, TF32 120*, BF16/FP16 242* TFLOPS (* sparse), 24 GB at 300 GB/s, PCIe Gen4 x16",
         aliases=("l4",),
-        host_link="PCIe 4.0 x16",
         _name_patterns=(r"\bL4\b",),
     ),
     DeviceSpec(
@@ -266,7 +237,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         ),
         aliases=("a10g", "aws a10g"),
         notes="Less tensor throughput than the A10 (125 TFLOPS bf16) but the same 600 GB/s.",
-        host_link="PCIe 4.0 x16",
         _name_patterns=(r"A10G",),
     ),
     DeviceSpec(
@@ -279,7 +249,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         source="NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column",
         aliases=("4090", "rtx4090", "rtx 4090", "geforce rtx 4090"),
         kind="gpu (consumer)",
-        host_link="PCIe 4.0 x16",
         _name_patterns=(r"4090",),
     ),
     DeviceSpec(
@@ -292,7 +261,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         source="NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A, GeForce RTX 3090 column",
         aliases=("3090", "rtx3090", "rtx 3090", "geforce rtx 3090"),
         kind="gpu (consumer)",
-        host_link="PCIe 4.0 x16",
         _name_patterns=(r"3090",),
     ),
     DeviceSpec(
@@ -305,7 +273,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
         source="AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
         aliases=("mi300x", "mi300", "instinct mi300x"),
         vendor="AMD",
-        host_link="PCIe 5.0 x16",
         _name_patterns=(r"MI300X",),
     ),
 )
@@ -514,13 +481,9 @@ class LinkSpec:
 
 _PCIE = "PCI-SIG, PCI Express Base Specification"
 _LINKS: tuple[LinkSpec, ...] = (
-    LinkSpec(
-        # 8 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 15.75 GB/s each way.
-        "PCIe 3.0 x16", "host-device", 15.75e9,
-        f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet "
-        "prints 'x16 PCIe Gen3', the V100 datasheet 'PCIe: 32 GB/s', both directions",
-        aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0"),
-    ),
+    LinkSpec("PCIe 3.0 x16", "host-device", 15.75e9,  # 8 GT/s x 16 lanes x 128/130 / 8 bits
+             f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
+             aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0")),
     LinkSpec(
         # 16 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 31.5 GB/s each way.
         "PCIe 4.0 x16", "host-device", 31.5e9,
@@ -610,70 +573,28 @@ def link(name: str) -> LinkSpec:
     raise ValueError(f"no link named {name!r} in the table; closest: {', '.join(names)}")
 
 
-# --------------------------------------------------------------------------- nodes
+_HOST_PCIE = {"T4": 3, "V100 SXM2 32GB": 3, "A100 40GB SXM": 4, "A100 80GB SXM": 4, "L4": 4, "A10G": 4, "RTX 3090": 4, "RTX 4090": 4, "H100 SXM": 5, "H100 PCIe": 5, "H200 SXM": 5, "MI300X": 5}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class NodeSpec:
-    """One machine of a training cluster: how many GPUs, what joins them, how many network ports.
-
-    ``gpus_per_node`` GPUs of the :func:`spec` row ``gpu``, joined inside the
-    node by the :func:`link` row ``gpu_link`` (NVLink through NVSwitch), and
-    ``nics_per_node`` network cards of the row ``nic_link`` for the compute
-    network (the cards a node keeps for storage and management are not
-    counted). Chapter 05 uses these facts for the all-reduce across nodes:
-    NCCL runs one ring or tree per NIC and keeps the other hops of each on
-    NVLink, so all of a node's NICs carry its share of an all-reduce at once.
-    """
-
-    name: str
-    gpu: str
-    gpus_per_node: int
-    gpu_link: str
-    nics_per_node: int
-    nic_link: str
-    source: str
-    aliases: tuple[str, ...] = ()
-    notes: str = ""
-
-    def _repr_html_(self) -> str:
-        return (
-            f"<b>{html.escape(self.name)}</b>: {self.gpus_per_node} x {html.escape(self.gpu)} on "
-            f"{html.escape(self.gpu_link)}, {self.nics_per_node} x {html.escape(self.nic_link)}"
-            f"<br><small>source: {html.escape(self.source)}</small>"
-        )
+def host_link(device: str) -> LinkSpec:
+    """The link between ``device`` and its host, as its sheet prints it: PCIe 3.0 x16 on a T4."""
+    return link(f"PCIe {_HOST_PCIE[spec(device).name]}.0 x16")
 
 
-_NODES: tuple[NodeSpec, ...] = (
-    NodeSpec(
-        "DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand",
-        "NVIDIA DGX A100 User Guide (DU-09821-001), Hardware Overview: 8 NVIDIA A100 GPUs on "
-        "6 NVSwitches; 8 single-port Mellanox ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the "
-        "cluster network (the dual-port ConnectX-6 for storage not counted)",
-        aliases=("dgx a100", "dgxa100", "a100 node"),
-    ),
-    NodeSpec(
-        "DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand",
-        "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 NVIDIA H100 GPUs on 4 NVSwitch "
-        "chips; 4 OSFP ports serving 8 single-port NVIDIA ConnectX-7 VPI, up to 400 Gb/s "
-        "InfiniBand/Ethernet, for the cluster network (the 2 dual-port ConnectX-7 for storage "
-        "not counted)",
-        aliases=("dgx h100", "dgxh100", "h100 node"),
-        notes="HGX H100 servers from other vendors are usually built alike: 8 NICs of 400 Gb/s.",
-    ),
+#: A cluster node: ``gpus_per_node`` x ``gpu`` (a :func:`spec` row) joined by ``gpu_link``, and
+#: ``nics_per_node`` x ``nic_link`` for its cluster network (its storage NICs not counted).
+NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
+_NODES = (
+    NodeSpec("DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand",
+             "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network"),
+    NodeSpec("DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand",
+             "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network"),
 )  # fmt: skip
 
 
-def nodes() -> tuple[NodeSpec, ...]:
-    """Every node in the table (chapter 05)."""
-    return _NODES
-
-
 def node(name: str) -> NodeSpec:
-    """Look up a node by name or alias, case-insensitively: ``node("DGX H100")``."""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str such as 'DGX H100', got {type(name).__name__}")
-    table = {_norm(n): x for x in _NODES for n in (x.name, *x.aliases)}
-    if _norm(name) in table:
-        return table[_norm(name)]
+    """A node of the table, by name (case-insensitive): ``node("DGX H100")``. Chapter 05."""
+    for x in _NODES:
+        if _norm(str(name)) == _norm(x.name):
+            return x
     raise ValueError(f"no node named {name!r}; known: {', '.join(x.name for x in _NODES)}")
