@@ -165,7 +165,11 @@ class BandwidthLadder:
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
         ax.set_xscale("log")
         ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
-        ax.set_title(f"{self.machine}: measured (solid), spec sheets (hatched)", fontsize=10)
+        hows = {r.how for r in self.rungs}
+        how = "measured (solid), spec sheets (hatched)"
+        if len(hows) == 1:
+            how = "measured here" if hows == {"measured"} else "spec sheets (hatched)"
+        ax.set_title(f"{self.machine}: {how}", fontsize=10)
         ax.set_xlim(*_span(self.rungs))
         return ax
 
