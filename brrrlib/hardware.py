@@ -4,10 +4,9 @@ The ONE table of spec-sheet numbers in the project (peak FLOP/s per
 precision, memory bandwidth and size, each row with its source). Notebooks
 ask ``bl.spec("A100")`` instead of typing 312e12; ``spec_table()`` sets the
 rows side by side, with this machine's measured row beside them when given
-its ``Ceilings``. The links between chips (PCIe, NVLink, InfiniBand, Ethernet)
-and to storage have their own small table: ``link("NVLink 4")``, ``links()``
-(chapter 05). What the machine in front of you *does* is measured by
-:mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.devices`.
+its ``Ceilings``. Links and cluster nodes have small tables (chapter 05): ``link("NDR")``,
+``host_link("T4")``, ``node("DGX H100")``. What the machine in front of you *does* is
+measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.devices`.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
+from collections import namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,8 +31,10 @@ __all__ = [
     "LinkSpec",
     "SpecTable",
     "dtype_key",
+    "host_link",
     "link",
     "links",
+    "node",
     "spec",
     "spec_for_device_name",
     "spec_table",
@@ -212,11 +214,11 @@ _SPECS: tuple[DeviceSpec, ...] = (
     ),
     DeviceSpec(
         name="T4",
-        # Turing tensor cores: fp16 (mixed precision) 65 TFLOPS; no tf32, no bf16.
+        # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
         peak_flops_per_s={"fp32": 8.1e12, "fp16": 65e12},
         mem_bandwidth_bytes_per_s=320e9,
         mem_bytes=16 * _GiB,
-        source="NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/)",
+        source="NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
         aliases=("tesla t4", "t4"),
         _name_patterns=(r"\bT4\b",),
     ),
@@ -226,7 +228,7 @@ _SPECS: tuple[DeviceSpec, ...] = (
         peak_flops_per_s={"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12},
         mem_bandwidth_bytes_per_s=300e9,
         mem_bytes=24 * _GiB,
-        source="NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/)",
+        source="NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/): FP32 30.3, TF32 120*, BF16/FP16 242* TFLOPS (* sparse), 24 GB at 300 GB/s, PCIe Gen4 x16",
         aliases=("l4",),
         _name_patterns=(r"\bL4\b",),
     ),
@@ -486,6 +488,9 @@ class LinkSpec:
 
 _PCIE = "PCI-SIG, PCI Express Base Specification"
 _LINKS: tuple[LinkSpec, ...] = (
+    LinkSpec("PCIe 3.0 x16", "host-device", 15.75e9,  # 8 GT/s x 16 lanes x 128/130 / 8 bits
+             f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
+             aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0")),
     LinkSpec(
         # 16 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 31.5 GB/s each way.
         "PCIe 4.0 x16", "host-device", 31.5e9,
@@ -573,3 +578,30 @@ def link(name: str) -> LinkSpec:
     close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.4)
     names = list(dict.fromkeys(table[c].name for c in close)) or [x.name for x in _LINKS]
     raise ValueError(f"no link named {name!r} in the table; closest: {', '.join(names)}")
+
+
+_HOST_PCIE = {"T4": 3, "V100 SXM2 32GB": 3, "A100 40GB SXM": 4, "A100 80GB SXM": 4, "L4": 4, "A10G": 4, "RTX 3090": 4, "RTX 4090": 4, "H100 SXM": 5, "H100 PCIe": 5, "H200 SXM": 5, "MI300X": 5}  # fmt: skip
+
+
+def host_link(device: str) -> LinkSpec:
+    """The link between ``device`` and its host, as its sheet prints it: PCIe 3.0 x16 on a T4."""
+    return link(f"PCIe {_HOST_PCIE[spec(device).name]}.0 x16")
+
+
+#: A cluster node: ``gpus_per_node`` x ``gpu`` (a :func:`spec` row) joined by ``gpu_link``, and
+#: ``nics_per_node`` x ``nic_link`` for its cluster network (its storage NICs not counted).
+NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
+_NODES = (
+    NodeSpec("DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand",
+             "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network"),
+    NodeSpec("DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand",
+             "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network"),
+)  # fmt: skip
+
+
+def node(name: str) -> NodeSpec:
+    """A node of the table, by name (case-insensitive): ``node("DGX H100")``. Chapter 05."""
+    for x in _NODES:
+        if _norm(str(name)) == _norm(x.name):
+            return x
+    raise ValueError(f"no node named {name!r}; known: {', '.join(x.name for x in _NODES)}")

@@ -12,7 +12,7 @@ the engine you will use on a cluster:
     sweep                                         # nccl-tests' table: time, algbw, busbw
     sweep.fit                                     # t = alpha + beta x size
     run = distributed.data_parallel_steps()       # DDP: compute, + all-reduce, overlapped
-    distributed.predict_data_parallel("H100", "NDR InfiniBand")
+    distributed.bandwidth_ladder(ceilings)        # this machine's rungs, measured
 
 **Local processes.** :func:`all_reduce_sweep` and :func:`data_parallel_steps`
 start ``world_size`` Python processes on this machine (the ``gloo`` backend
@@ -39,14 +39,17 @@ table and ``--out`` saves it for :func:`load`::
 
 ``--sizes 4,64K,16M`` (bytes; K, M, G are powers of 1024), ``--batches
 8,32,128``, ``--budget-s``, ``--timeout-s`` and ``--backend`` are the
-functions' arguments. Across machines, the bus bandwidth of large messages
-is the slowest link's: set it beside ``bl.hardware.link("NDR")``.
+functions' arguments. Across machines, NCCL runs one ring per NIC and keeps
+the other hops on NVLink, so the bus bandwidth of large messages approaches
+the node's NICs together: ``bl.hardware.node("DGX H100")`` has 8 of
+``bl.hardware.link("NDR")``.
 
 :func:`measure_local_bus_bandwidth` is the short version for a ceilings
 table: the bus bandwidth of 16 MiB all-reduces between local processes.
 
-The arithmetic (ring factor, alpha-beta fit, data-parallel prediction) is in
-:mod:`brrrlib.distributed._comm_model`, the processes in :mod:`brrrlib.distributed._launch` and
+The alpha-beta fit is in :mod:`brrrlib.distributed._comm_model` (the chapter
+works the rest of the arithmetic in its cells), the processes in
+:mod:`brrrlib.distributed._launch` and
 :mod:`brrrlib.distributed._collectives_worker`, the results in
 :mod:`brrrlib.distributed._collective_results`, the ladder in :mod:`brrrlib.distributed._ladder`.
 """
@@ -65,27 +68,10 @@ from typing import Any
 
 from brrrlib import _fmt
 from brrrlib.distributed import _collectives_worker, _launch
-from brrrlib.distributed._collective_results import (
-    CollectiveSweep,
-    DataParallelRun,
-    mlp_flops_per_sample,
-    mlp_params,
-)
-from brrrlib.distributed._comm_model import (
-    FLOPS_PER_PARAM_PER_SAMPLE,
-    AlphaBeta,
-    DataParallelPrediction,
-    bus_bandwidth,
-    fit_alpha_beta,
-    predict_data_parallel,
-    ring_factor,
-)
-from brrrlib.distributed._host_transfers import (
-    HostDeviceCopies,
-    InputPipeline,
-    host_device_copies,
-    input_pipeline,
-)
+from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun, mlp_params
+from brrrlib.distributed._collectives_worker import mlp
+from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta
+from brrrlib.distributed._host_transfers import HostDeviceCopies, host_device_copies
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
     DiskRead,
@@ -93,6 +79,8 @@ from brrrlib.distributed._ladder import (
     available_cores,
     bandwidth_ladder,
     measure_disk_read,
+    node_ladder,
+    plot_ladders,
 )
 from brrrlib.distributed._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
 from brrrlib.distributed._message_explorer import MessageSizeExplorer, message_size_explorer
@@ -101,38 +89,33 @@ __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_MODEL",
     "DEFAULT_SIZES_BYTES",
-    "FLOPS_PER_PARAM_PER_SAMPLE",
     "AlphaBeta",
     "BandwidthLadder",
     "CollectiveSweep",
-    "DataParallelPrediction",
     "DataParallelRun",
     "DiskRead",
     "DistributedError",
     "GroupTimeout",
     "HostDeviceCopies",
-    "InputPipeline",
     "MessageSizeExplorer",
     "PortInUse",
     "Rung",
     "WorkerDied",
     "all_reduce_sweep",
     "bandwidth_ladder",
-    "bus_bandwidth",
     "cores_note",
     "data_parallel_steps",
     "fit_alpha_beta",
     "host_device_copies",
-    "input_pipeline",
     "load",
     "local_world_sizes",
     "main",
     "measure_disk_read",
     "measure_local_bus_bandwidth",
     "message_size_explorer",
-    "predict_data_parallel",
-    "predict_local_crossover",
-    "ring_factor",
+    "mlp",
+    "node_ladder",
+    "plot_ladders",
 ]
 
 #: 4 bytes (one fp32 number) to 16 MiB by factors of 4, then 32 MiB.
@@ -327,27 +310,6 @@ def _common(world_size: int, backend: str, budget_s: float, timeout_s: float) ->
 def _threads(world_size: int) -> int:
     """Threads per process: this machine's cores shared out, at least one."""
     return max(1, _cores() // world_size)
-
-
-def predict_local_crossover(
-    fit: AlphaBeta, ceilings: Any, *, world_size: int = 2, model: dict[str, int] | None = None
-) -> float:
-    """The batch per process at which :func:`data_parallel_steps`' compute equals its all-reduce.
-
-    From the model of chapter 05, before measuring: the all-reduce of the
-    gradients takes ``fit.time_s(gradient bytes)`` (the alpha-beta fit of an
-    all-reduce sweep); a step computes ``flops per sample x batch`` FLOPs at
-    this machine's measured matmul FLOP/s (``ceilings``) shared out to one
-    process's threads. Their ratio is the crossover. Small batches run below
-    the matmul peak, so the measured crossover usually comes earlier.
-    """
-    shape = _check_model(model)
-    world_size = _check_world_size(world_size)
-    if not hasattr(fit, "time_s") or not hasattr(ceilings, "matmul_flops_per_s"):
-        raise TypeError("fit must be a sweep's .fit and ceilings bl.measure_ceilings()'s result")
-    share = min(1.0, _threads(world_size) / max(1, getattr(ceilings, "num_threads", 1)))
-    flops_per_s = ceilings.matmul_flops_per_s * share
-    return fit.time_s(4 * mlp_params(shape)) * flops_per_s / mlp_flops_per_sample(shape)
 
 
 # ------------------------------------------------------------------ checking arguments

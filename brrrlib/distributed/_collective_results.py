@@ -325,8 +325,8 @@ class DataParallelRun(GroupRun):
 
     The step model: ``step = compute + communication``, overlapped or not.
     :attr:`measured_crossover_batch` is where the measured compute time
-    equals the communication it waits for
-    (:func:`brrrlib.distributed.predict_local_crossover` predicts it);
+    equals the communication it waits for (chapter 05 predicts it from a
+    sweep's fit and the measured matmul FLOP/s);
     :meth:`ratio_says` compares two modes round by round, with an interval.
     """
 

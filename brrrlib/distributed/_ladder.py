@@ -1,20 +1,22 @@
-"""The bandwidth ladder: every place data moves, one picture, measured where this machine can.
+"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets.
 
 "Movement is hierarchical": from cache to DRAM or HBM, from the host to the
 device, between devices, between machines, from disk. Each rung is a
-bandwidth, and each rung down is slower, often by ten times.
-:func:`bandwidth_ladder` sets them side by side (chapter 05):
+bandwidth, and the roads that leave the chip are narrower than the one to
+its own memory, often by ten times or more. A ladder holds ONE machine's
+rungs, widest first, so that each rung down is a narrower road of the same
+machine (chapter 05):
 
-* **measured here**: a copy that stays in this machine's cache (timed with
-  :func:`brrrlib.benchmark`), its DRAM bandwidth (``bl.measure_ceilings()``),
-  a file read from its disk with the page cache dropped
-  (:func:`measure_disk_read`), and, when given, host-to-device copies on a GPU
-  and the bus bandwidth of an all-reduce between local processes;
-* **spec sheets**: the HBM of datacenter GPUs (``bl.spec``) and the links of
-  ``bl.hardware.links()``, each with its source.
+* :func:`bandwidth_ladder`: this machine, **measured**: a copy that stays in
+  its cache (timed with :func:`brrrlib.benchmark`), its DRAM bandwidth
+  (``bl.measure_ceilings()``), a file read from its disk with the page cache
+  dropped (:func:`measure_disk_read`), and, when given, host-to-device copies
+  on a GPU and the bus bandwidth of an all-reduce between local processes;
+* :func:`node_ladder`: one GPU of a cluster node (``bl.hardware.node``), from
+  the **spec sheets**: its HBM, NVLink, PCIe to the host, its NIC, an NVMe drive.
 
-Each :class:`Rung` says which it is; the plot draws measured rungs solid and
-spec-sheet rungs hatched.
+:func:`plot_ladders` draws ladders one above the other on one axis: measured
+rungs solid, spec-sheet rungs hatched.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ __all__ = [
     "available_cores",
     "bandwidth_ladder",
     "measure_disk_read",
+    "node_ladder",
     "one_thread",
+    "plot_ladders",
 ]
 
 #: The rungs, nearest the compute units first.
@@ -72,11 +76,26 @@ class Rung:
             raise ValueError(f"{self.name}: bandwidth_bytes_per_s must be > 0")
 
 
+_COLOURS = dict(
+    zip(LEVELS, ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
+        strict=True)
+)  # fmt: skip
+
+
 @dataclass(frozen=True, repr=False)
 class BandwidthLadder:
-    """The rungs of :func:`bandwidth_ladder`, nearest first; a table and a picture."""
+    """The rungs of one ``machine``, widest first; a table and a picture.
 
+    Made by :func:`bandwidth_ladder` (this machine, measured) or
+    :func:`node_ladder` (a GPU of a cluster node, spec sheets).
+    """
+
+    machine: str
     rungs: tuple[Rung, ...]
+
+    def __post_init__(self) -> None:
+        widest = sorted(self.rungs, key=lambda r: -r.bandwidth_bytes_per_s)
+        object.__setattr__(self, "rungs", tuple(widest))
 
     def _rows(self) -> list[tuple[str, ...]]:
         return [
@@ -94,7 +113,8 @@ class BandwidthLadder:
         rows = self._rows()
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) for r in rows]
-        return "BandwidthLadder (one direction; nearest first)\n" + "\n".join(lines)
+        head = f"BandwidthLadder of {self.machine} (one direction; widest first)"
+        return head + "\n" + "\n".join(line.rstrip() for line in lines)
 
     def _repr_html_(self) -> str:
         head = "".join(
@@ -106,7 +126,8 @@ class BandwidthLadder:
             + "</tr>"
             for r in self._rows()
         )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        caption = f"<caption>{html.escape(self.machine)}, one direction, widest first</caption>"
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""
@@ -121,20 +142,13 @@ class BandwidthLadder:
 
         if ax is None:
             _, ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))
-        colours = dict(
-            zip(
-                LEVELS,
-                ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
-                strict=True,
-            )
-        )
         ys = list(range(len(self.rungs)))
         for y, r in zip(ys, self.rungs, strict=True):
             measured = r.how == "measured"
             ax.barh(
                 y,
                 r.bandwidth_bytes_per_s / 1e9,
-                color=colours[r.level],
+                color=_COLOURS[r.level],
                 alpha=0.9 if measured else 0.45,
                 hatch=None if measured else "//",
                 edgecolor="black",
@@ -148,13 +162,40 @@ class BandwidthLadder:
                 fontsize=8,
             )
         ax.set_yticks(ys, [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8)
-        ax.invert_yaxis()
+        ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
         ax.set_xscale("log")
         ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
-        ax.set_title("The bandwidth ladder: measured here (solid) and spec sheets (hatched)")
-        right = max(r.bandwidth_bytes_per_s for r in self.rungs) / 1e9
-        ax.set_xlim(min(r.bandwidth_bytes_per_s for r in self.rungs) / 1e9 / 2, right * 8)
+        hows = {r.how for r in self.rungs}
+        how = "measured (solid), spec sheets (hatched)"
+        if len(hows) == 1:
+            how = "measured here" if hows == {"measured"} else "spec sheets (hatched)"
+        ax.set_title(f"{self.machine}: {how}", fontsize=10)
+        ax.set_xlim(*_span(self.rungs))
         return ax
+
+
+def _span(rungs: Sequence[Rung]) -> tuple[float, float]:
+    """x limits in GB/s that leave room for the labels to the right of the widest bar."""
+    values = [r.bandwidth_bytes_per_s / 1e9 for r in rungs]
+    return min(values) / 2, max(values) * 8
+
+
+def plot_ladders(*ladders: BandwidthLadder) -> Any:
+    """Ladders one above the other on one bandwidth axis (GB/s, log), so their rungs line up."""
+    import matplotlib.pyplot as plt
+
+    heights = [0.3 * len(x.rungs) + 0.8 for x in ladders]
+    _, axes = plt.subplots(
+        len(ladders), 1, figsize=(9, sum(heights)), sharex=True,
+        gridspec_kw={"height_ratios": heights}, squeeze=False,
+    )  # fmt: skip
+    for ax, ladder in zip(axes[:, 0], ladders, strict=True):
+        ladder.plot(ax)
+    axes[0, 0].set_xlim(*_span([r for x in ladders for r in x.rungs]))
+    for ax in axes[:-1, 0]:
+        ax.set_xlabel("")
+    axes[0, 0].figure.tight_layout()
+    return axes[:, 0]
 
 
 def bandwidth_ladder(
@@ -163,32 +204,41 @@ def bandwidth_ladder(
     disk: DiskRead | None = None,
     sweep: Any = None,
     copies: Any = None,
-    devices: Sequence[str] = ("A100", "H100"),
     measure_cache: bool = True,
 ) -> BandwidthLadder:
-    """The ladder from this machine's measurements and the spec tables.
+    """This machine's ladder, every rung measured here.
 
-    ``ceilings`` (``bl.measure_ceilings()``) gives the measured DRAM rung;
-    ``disk`` (:func:`measure_disk_read`), ``sweep`` (an all-reduce sweep:
-    its peak bus bandwidth between local processes) and ``copies``
+    ``ceilings`` (``bl.measure_ceilings()``) gives the DRAM rung; ``disk``
+    (:func:`measure_disk_read`), ``sweep`` (an all-reduce sweep: its peak
+    bus bandwidth between local processes) and ``copies``
     (``host_device_copies()`` on a GPU) add their rungs when given;
-    ``devices`` picks the spec-sheet GPUs whose HBM is shown;
     ``measure_cache`` times a copy that fits in this machine's cache (a
     fraction of a second).
     """
     rungs = [_cache_rung()] if measure_cache else []
     rungs += _measured_rungs(ceilings, disk, sweep, copies)
-    rungs += [
-        Rung(f"HBM, {s.name}", "memory", s.mem_bandwidth_bytes_per_s, "spec", s.source)
-        for s in (hardware.spec(name) for name in devices)
-    ]
-    rungs += [
-        Rung(x.name, x.kind, x.bandwidth_bytes_per_s, "spec", x.source) for x in hardware.links()
-    ]
-    order = {level: i for i, level in enumerate(LEVELS)}
-    return BandwidthLadder(
-        tuple(sorted(rungs, key=lambda r: (order[r.level], -r.bandwidth_bytes_per_s)))
-    )
+    if not rungs:
+        raise ValueError("nothing to put on the ladder: pass ceilings, disk, sweep or copies")
+    where = getattr(ceilings, "device_name", "") or "this machine"
+    return BandwidthLadder(f"this machine ({where})", tuple(rungs))
+
+
+def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
+    """One GPU of the node ``name`` (``bl.hardware.node``), every rung from a spec sheet.
+
+    Its memory (``bl.spec(node.gpu)``), its NVLink to the node's other GPUs,
+    its PCIe link to the host, its share of the node's NICs (one NIC per GPU
+    on a DGX), and an NVMe drive.
+    """
+    box = hardware.node(name)
+    gpu = hardware.spec(box.gpu)
+    rungs = [Rung(f"HBM, {gpu.name}", "memory", gpu.mem_bandwidth_bytes_per_s, "spec", gpu.source)]
+    host = hardware.host_link(gpu.name).name
+    for link_name in (box.gpu_link, host, box.nic_link, "NVMe SSD (PCIe 4.0 x4)"):
+        x = hardware.link(link_name)
+        rungs.append(Rung(x.name, x.kind, x.bandwidth_bytes_per_s, "spec", x.source))
+    share = box.nics_per_node / box.gpus_per_node
+    return BandwidthLadder(f"one GPU of a {box.name} ({share:g} NIC per GPU)", tuple(rungs))
 
 
 def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[Rung]:
@@ -204,7 +254,7 @@ def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[R
                 detail="bl.measure_ceilings(): a large copy, bytes read + written / time",
             )
         )
-    if copies is not None and getattr(copies, "measured", False):
+    if copies is not None:
         rungs.append(
             Rung(
                 f"host to {copies.device_name}, pinned",

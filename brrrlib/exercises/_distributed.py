@@ -1,8 +1,10 @@
 """Questions beyond one device: bus bandwidth, all-reduce time, data-parallel crossover (chapter 05).
 
 Each :class:`~brrrlib.exercises._bank.Exercise` pairs its hints with a solver
-that computes the expected answer and its working from the spec tables: devices (``bl.spec``) and links (``bl.hardware.link``). Typed-in
-numbers are the ones a prompt states (a message size, a measured time).
+that computes the expected answer and its working from the spec tables:
+devices (``bl.spec``), links (``bl.hardware.link``) and nodes
+(``bl.hardware.node``). Typed-in numbers are the ones a prompt states (a
+message size, a measured time).
 """
 
 from __future__ import annotations
@@ -53,18 +55,50 @@ def _nvlink_allreduce_ms(ctx: Context) -> Worked:
     )  # fmt: skip
 
 
+def _node_busbw(ctx: Context) -> tuple[float, list[str]]:
+    """The all-reduce bus bandwidth across DGX H100 nodes: the narrower of the NICs and NVLink."""
+    from brrrlib.hardware import node
+
+    box = node("DGX H100")
+    nic, nvlink = _link(box.nic_link), _link(box.gpu_link)
+    nics = box.nics_per_node * nic.bandwidth_bytes_per_s
+    steps = [
+        f"{box.name}, bl.hardware.node: {box.nics_per_node} x {nic.name} at 400 Gb/s = "
+        f"{box.nics_per_node} x {_fmt.si(nic.bandwidth_bytes_per_s, 'B/s')} = {_fmt.si(nics, 'B/s')} "
+        "leave the node at once (one ring per NIC)",
+        f"the other hops of each ring stay on {nvlink.name}: "
+        f"{_fmt.si(nvlink.bandwidth_bytes_per_s, 'B/s')} per GPU",
+        "bus bandwidth = the narrower of the two",
+    ]
+    return min(nics, nvlink.bandwidth_bytes_per_s), steps
+
+
 def _crossover_tokens(ctx: Context) -> Worked:
-    wire = _link("NDR InfiniBand")
     flops = peak(ctx, "H100", "bf16")
-    per_token_flops = FLOPS_PER_PARAM_PER_SAMPLE  # per parameter
+    busbw, steps = _node_busbw(ctx)
     per_param_bytes = 2 * _BF16_BYTES  # ring factor -> 2 for many GPUs, 2 bytes per gradient
     return Worked(
-        per_param_bytes * flops / (per_token_flops * wire.bandwidth_bytes_per_s),
-        (given_peak(ctx, "H100", "bf16"),
-         f"{wire.name}, bl.hardware.link('NDR'): 400 Gb/s = {_fmt.si(wire.bandwidth_bytes_per_s, 'B/s')}",
+        per_param_bytes * flops / (FLOPS_PER_PARAM_PER_SAMPLE * busbw),
+        (given_peak(ctx, "H100", "bf16"), *steps,
          "per parameter per step: compute 6 x tokens FLOPs; send 2 (ring factor) x 2 bytes",
-         "equal times: 6 x tokens / peak = 4 / bandwidth, so tokens = 4 x peak / (6 x bandwidth)"),
+         "equal times: 6 x tokens / peak = 4 / busbw, so tokens = 4 x peak / (6 x busbw)"),
     )  # fmt: skip
+
+
+def _crossover_mistakes(ctx: Context) -> dict[float, str]:
+    busbw, _ = _node_busbw(ctx)
+    one_nic = _link("NDR InfiniBand").bandwidth_bytes_per_s
+    nvlink = _link("NVLink 4").bandwidth_bytes_per_s
+    return {
+        busbw / one_nic: "That is one NIC carrying a whole gradient per GPU. Inside a node the "
+                         "GPUs share the work over NVLink, and each ring leaves the node through "
+                         "its own NIC: all 8 NICs carry the all-reduce at once.",
+        busbw / nvlink: "NVLink is the wider road here: what leaves the node crosses the NICs, "
+                        "8 of them together.",
+        1 / 8: "400 Gb/s is gigabits: divide by 8 for bytes per second.",
+        0.5: "Each byte crosses a link about twice in a ring all-reduce: include the factor 2.",
+        3: "Training costs 6 FLOPs per parameter per token (forward 2, backward 4), not 2.",
+    }
 
 
 def _overlap_step_ms(ctx: Context) -> Worked:
@@ -109,16 +143,14 @@ EXERCISES = (
         "05.crossover_tokens",
         unit="tokens",
         hints=("Per parameter: the compute is 6 x tokens FLOPs at peak FLOP/s; the communication "
-               "is 2 (ring) x 2 bytes at the link's bytes/s. Set the two times equal.",
-               "tokens = 4 x bl.spec('H100').peak('bf16') / (6 x bl.hardware.link('NDR')"
-               ".bandwidth_bytes_per_s). Note the model's size cancels."),
-        explain="The crossover does not depend on the model's size: only on FLOP/s over link bandwidth.",
-    ), _crossover_tokens, {
-        1 / 8: "400 Gb/s is gigabits: divide by 8 for bytes per second.",
-        8: "400 Gb/s is gigabits: divide by 8 for bytes per second (not multiply).",
-        0.5: "Each byte crosses a link about twice in a ring all-reduce: include the factor 2.",
-        3: "Training costs 6 FLOPs per parameter per token (forward 2, backward 4), not 2.",
-    }),
+               "is 2 (ring) x 2 bytes at the all-reduce's bus bandwidth. Across nodes, that "
+               "bandwidth is the narrower of the node's 8 NICs together and NVLink.",
+               "busbw = min(8 x bl.hardware.link('NDR').bandwidth_bytes_per_s, "
+               "bl.hardware.link('NVLink 4').bandwidth_bytes_per_s); tokens = 4 x "
+               "bl.spec('H100').peak('bf16') / (6 x busbw). The model's size cancels."),
+        explain="Eight NICs per node bring the crossover across nodes close to the one inside a "
+                "node; a node with one NIC would need eight times the tokens.",
+    ), _crossover_tokens, _crossover_mistakes),
     Exercise(Question(
         "05.overlap_step_ms",
         unit="ms",
