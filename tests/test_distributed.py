@@ -174,7 +174,7 @@ def test_link_rows_have_sources_and_one_direction_bandwidths():
 
 def _sweep(world_size=4, alpha=100e-6, bandwidth=1e9):
     sizes = [4**k for k in range(1, 12)]
-    samples = [[(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99)] for s in sizes]
+    samples = [[(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99, 1.02)] for s in sizes]
     return distributed.CollectiveSweep(
         sizes, samples, world_size=world_size, backend="gloo", verified=True,
         hosts=("a",) * world_size,
@@ -200,16 +200,24 @@ def test_collective_sweep_reports_as_nccl_tests_does():
 
 def test_paired_ratios_say_only_what_their_interval_allows():
     from brrrlib.distributed._collective_results import paired_ratio, ratio_says
+    from brrrlib.timing import Comparison, Timing
+
+    def as_comparison(a_s, b_s):  # the same rounds, as bl.compare would hold them
+        return Comparison(a=Timing(b_s, ""), b=Timing(a_s, ""), ratios=tuple(
+            a / b for a, b in zip(a_s, b_s, strict=True)))  # fmt: skip
 
     base = [1.0, 1.1, 0.9, 1.0, 1.2, 0.95, 1.05, 1.0, 1.1, 0.9]
     assert paired_ratio([2 * x for x in base], base) == (2.0, 2.0, 2.0)
-    assert ratio_says([2 * x for x in base], base).startswith("x2.00 (95% interval")
     spread = [1.5, 3.0, 2.0, 4.0, 1.2, 2.5, 3.5, 1.8, 2.2, 2.8]
-    assert ratio_says(spread, [1.0] * 10).startswith("more than 1")
     mixed = [0.5, 1.5, 0.8, 1.3, 0.7, 1.4, 0.9, 1.2, 0.6, 1.1]
-    assert ratio_says(mixed, [1.0] * 10).startswith("too noisy to tell")
+    cases = [([2 * x for x in base], base, "slower", True), (spread, [1.0] * 10, "slower", False),
+             (mixed, [1.0] * 10, "can't tell", False)]  # fmt: skip
+    for a_s, b_s, direction, narrow in cases:
+        c = as_comparison(a_s, b_s)
+        assert (c.direction, c.narrow) == (direction, narrow)
+        assert ratio_says(a_s, b_s) == c.says()  # one way of saying a ratio, everywhere
     s = _sweep()
-    assert s.time_ratio(s.sizes_bytes[-1], 4).startswith("x")  # 5 rounds, 3% spread: decided
+    assert s.time_ratio(s.sizes_bytes[-1], 4).startswith("x")  # 6 rounds, 3% spread: decided
     with pytest.raises(ValueError, match="among those measured"):
         s.time_ratio(3, 4)
 

@@ -45,20 +45,23 @@ def paired_ratio(a_s: Sequence[float], b_s: Sequence[float]) -> tuple[float, flo
     return (_fmt.median(r), *_fmt.median_interval(r))
 
 
-def ratio_says(a_s: Sequence[float], b_s: Sequence[float]) -> str:
-    """:func:`paired_ratio` in words: the ratio when the interval is narrow, else what can be said.
+def ratio_says(
+    a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] = ("B", "A")
+) -> str:
+    """:func:`paired_ratio` in words, as :meth:`brrrlib.Comparison.says` puts any ratio.
 
-    Narrow (within 10% each side): "x1.93 (95% interval x1.88-x2.01)". Wide
-    but all on one side of 1: "more than 1: x1.4 (x1.1-x2.3)" (the direction is
-    known, the size is not). Wide across 1: "too noisy to tell".
+    ``a_s`` over ``b_s``, round by round: the direction whenever the interval
+    excludes x1 ("wide" when it is), "can't tell" only when x1 is inside it.
+    ``labels`` names the two sides (``a_s``'s first).
     """
-    ratio, lo, hi = paired_ratio(a_s, b_s)
-    span = f"x{lo:.2f}-x{hi:.2f}"
-    if lo >= ratio / (1 + RATIO_TOLERANCE) and hi <= ratio * (1 + RATIO_TOLERANCE):
-        return f"x{ratio:.2f} (95% interval {span})"
-    if lo > 1 or hi < 1:
-        return f"{'more' if lo > 1 else 'less'} than 1: x{ratio:.2f} (95% interval {span}, wide)"
-    return f"too noisy to tell (95% interval {span})"
+    from brrrlib.timing import Comparison, Timing
+
+    pairs = [(a, b) for a, b in zip(a_s, b_s, strict=True) if b > 0]
+    return Comparison(
+        a=Timing([b for _, b in pairs], "", label=labels[1]),
+        b=Timing([a for a, _ in pairs], "", label=labels[0]),
+        ratios=tuple(a / b for a, b in pairs),
+    ).says()
 
 
 def _dims(shape: Mapping[str, int]) -> list[int]:
@@ -198,7 +201,11 @@ class CollectiveSweep(GroupRun):
         index = {n: i for i, n in enumerate(self.sizes_bytes)}
         if size_a not in index or size_b not in index:
             raise ValueError(f"both sizes must be among those measured: {self.sizes_bytes}")
-        return ratio_says(self.samples_s[index[size_a]], self.samples_s[index[size_b]])
+        return ratio_says(
+            self.samples_s[index[size_a]],
+            self.samples_s[index[size_b]],
+            labels=(_fmt.binary_bytes(size_a), _fmt.binary_bytes(size_b)),
+        )
 
     @property
     def peak_busbw_bytes_per_s(self) -> float:
@@ -397,9 +404,9 @@ class DataParallelRun(GroupRun):
         )
 
     def ratio_says(self, mode: str, base: str = MODES[1]) -> tuple[str, ...]:
-        """The ratios of :meth:`ratios` in words, or "too noisy to tell" (:func:`ratio_says`)."""
+        """The ratios of :meth:`ratios` in words (:func:`ratio_says`)."""
         return tuple(
-            ratio_says(row, ref)
+            ratio_says(row, ref, labels=(mode, base))
             for row, ref in zip(self.samples_s[mode], self.samples_s[base], strict=True)
         )
 
