@@ -1,11 +1,11 @@
 """Files the library writes: where its cache lives, and writing without half-written files.
 
 ``cache_dir()`` is ``$BRRR_CACHE_DIR`` if set, else the platform's cache folder
-for brrr (platformdirs, which Jupyter already installs: ``~/.cache/brrr`` on
-Linux, ``~/Library/Caches/brrr`` on macOS, ``%LOCALAPPDATA%\\brrr\\Cache`` on
-Windows). ``write_atomic`` writes through a unique temporary file in the same
-folder, then renames it: a reader never sees half a file, and two kernels
-writing at once never mix their bytes.
+for brrr as platformdirs names it: ``~/.cache/brrr`` on Linux,
+``~/Library/Caches/brrr`` on macOS, ``%LOCALAPPDATA%\\brrr\\Cache`` on Windows.
+``write_atomic`` writes through a unique temporary file in the same folder,
+then renames it: a reader never sees half a file, and two kernels writing at
+once never mix their bytes.
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ def cache_dir() -> Path:
     chosen = os.environ.get("BRRR_CACHE_DIR")
     if chosen:
         return Path(chosen)
-    try:
-        import platformdirs
+    import platformdirs
 
-        return Path(platformdirs.user_cache_dir("brrr", appauthor=False))
-    except ImportError:
-        return Path.home() / ".cache" / "brrr"
+    return Path(platformdirs.user_cache_dir("brrr", appauthor=False))
 
 
 def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:
