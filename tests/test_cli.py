@@ -142,6 +142,82 @@ def test_torch_advice_names_this_kind_of_machine(monkeypatch):
     assert "(Apple" in _doctor._torch_advice()
 
 
+@pytest.mark.parametrize(
+    ("system", "gpu", "index"),
+    [
+        ("Linux", True, None),  # PyPI's Linux wheel is the CUDA build
+        ("Linux", False, "whl/cpu"),
+        ("Windows", True, "whl/cu"),  # PyPI's Windows wheel is the CPU build
+        ("Windows", False, None),
+    ],
+)
+def test_torch_advice_names_the_index_each_system_needs(monkeypatch, system, gpu, index):
+    monkeypatch.setattr(_doctor.platform, "system", lambda: system)
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: "/x/nvidia-smi" if gpu else None)
+    advice = _doctor._torch_advice()
+    assert "pip install torch" in advice
+    assert ("--index-url" not in advice) if index is None else (index in advice)
+    if gpu:
+        reinstall = _doctor.cuda_torch_command()
+        assert "--force-reinstall torch" in reinstall
+        assert ("whl/cu" in reinstall) == (system == "Windows")
+
+
+def _no_compiler(monkeypatch, system, release=None):
+    """A machine of ``system`` whose PATH has no C++ compiler (and no nvidia-smi)."""
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: system)
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_doctor.sys, "prefix", "/nonexistent-env")
+    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: release or {})
+
+
+@pytest.mark.parametrize(
+    ("release", "advice"),
+    [
+        ({"ID": "ubuntu", "ID_LIKE": "debian"}, "sudo apt install build-essential"),
+        ({"ID": "fedora"}, "sudo dnf install gcc-c++"),
+        ({"ID": "alpine"}, "sudo apk add build-base"),
+    ],
+)
+def test_a_missing_compiler_is_found_without_compiling(monkeypatch, release, advice):
+    _no_compiler(monkeypatch, "Linux", release)
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("doctor compiled"))
+    missing, fix = _doctor.compiler_problem()
+    assert "g++" in missing and fix == advice
+
+
+def test_a_mac_without_command_line_tools_has_no_compiler(monkeypatch):
+    _no_compiler(monkeypatch, "Darwin")
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: f"/usr/bin/{name}")  # the stub
+    monkeypatch.setattr(
+        _doctor.subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=2)
+    )
+    assert _doctor.compiler_problem()[1] == "xcode-select --install"
+
+
+def test_windows_compiler_advice_is_true_on_windows(monkeypatch):
+    _no_compiler(monkeypatch, "Windows")
+    missing, fix = _doctor.compiler_problem()
+    assert "(cl)" in missing and "Build Tools" in fix and "WSL" in fix
+
+
+def test_a_conda_environment_is_told_the_conda_compiler(monkeypatch, tmp_path):
+    _no_compiler(monkeypatch, "Linux", {"ID": "ubuntu"})
+    (tmp_path / "conda-meta").mkdir()
+    monkeypatch.setattr(_doctor.sys, "prefix", str(tmp_path))
+    assert _doctor.compiler_problem()[1] == "conda install -c conda-forge cxx-compiler"
+
+
+def test_an_explicit_cxx_is_the_one_looked_up(monkeypatch):
+    monkeypatch.setenv("CXX", "my-clang++")
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(
+        _doctor.shutil, "which", lambda name: "/opt/x" if name == "my-clang++" else None
+    )
+    assert _doctor.compiler_problem() is None
+
+
 def test_a_broken_torch_is_named_as_such(monkeypatch):
     def broken(name):
         raise OSError("libtorch_cpu.so: cannot open shared object file")
@@ -193,6 +269,38 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
     # chapters that use torch.compile are flagged, the others still run
     assert "03_overhead.ipynb: uses torch.compile, which fails here" in text
     assert "00_the_factory.ipynb: can run" in text
+
+
+def test_doctor_quick_names_a_missing_compiler_before_chapter_02(measured_ceilings, monkeypatch):
+    real_which = _doctor.shutil.which
+    monkeypatch.setattr(
+        _doctor.shutil, "which", lambda name, *a: None if name == "g++" else real_which(name, *a)
+    )
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
+    code, text = _doctor_run(quick=True)
+    assert code == 1
+    assert "FAIL  no C++ compiler (g++)" in text and "sudo apt install build-essential" in text
+    assert "02_memory_bandwidth.ipynb: uses torch.compile, which fails here" in text
+
+
+def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
+    measured_ceilings, monkeypatch
+):
+    if torch.cuda.is_available():
+        pytest.skip("this machine's torch uses its GPU")
+    real_which = _doctor.shutil.which
+    monkeypatch.setattr(
+        _doctor.shutil,
+        "which",
+        lambda name, *a: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else real_which(name, *a),
+    )
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    code, text = _doctor_run(quick=True)
+    assert "WARN  an NVIDIA GPU is here, but torch" in text
+    assert "pip install --force-reinstall torch" in text
 
 
 def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
