@@ -587,6 +587,117 @@ def test_a_sigterm_to_brrr_lab_ends_the_server_too(tmp_path):
         brrr.kill()
 
 
+_SERVER = """
+import os, signal, sys, time
+log = sys.argv[1]
+def stop(signum, frame):
+    open(log, "a").write(f"signal {signum}\\n")
+    if {polite}:
+        time.sleep(0.3)  # shutting its kernels down
+        sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+open(log, "a").write(f"pid {os.getpid()}\\n")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _brrr_serving(tmp_path, polite: bool, grace_s: float = 30):
+    """``brrr`` running ``_serve`` on a fake server; (brrr, server pid, the server's log)."""
+    log = tmp_path / "server.log"
+    server = _SERVER.replace("{polite}", str(polite))
+    code = (
+        "import sys; from pathlib import Path; from brrrlib import cli\n"
+        f"cli.STOP_GRACE_S = {grace_s}\n"
+        "try:\n"
+        f"    sys.exit(cli._serve([sys.executable, '-c', {server!r}, {str(log)!r}], Path('.'), {{}}))\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)  # as brrr's main() does"
+    )
+    brrr = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not log.exists() or "pid" not in log.read_text():
+        assert time.monotonic() < deadline and brrr.poll() is None, "the server never started"
+        time.sleep(0.05)
+    return brrr, int(log.read_text().split()[1]), log
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process group: POSIX")
+def test_ctrl_c_asks_jupyterlab_to_stop_and_waits_for_it(tmp_path):
+    # Ctrl-C reaches brrr alone (the server has a session of its own): brrr asks the
+    # server to stop with SIGTERM, which Jupyter answers by shutting its kernels down
+    brrr, server_pid, log = _brrr_serving(tmp_path, polite=True)
+    try:
+        brrr.send_signal(signal.SIGINT)
+        assert brrr.wait(timeout=60) == 130  # brrr: interrupted
+        assert log.read_text().splitlines()[1] == f"signal {signal.SIGTERM}"
+        assert _gone(server_pid)
+        assert b"stopping JupyterLab" in brrr.stderr.read()
+    finally:
+        brrr.kill()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process group: POSIX")
+def test_a_server_that_will_not_stop_is_killed_after_the_grace_period(tmp_path):
+    brrr, server_pid, log = _brrr_serving(tmp_path, polite=False, grace_s=1)
+    try:
+        start = time.monotonic()
+        brrr.send_signal(signal.SIGINT)
+        assert brrr.wait(timeout=60) == 130
+        assert time.monotonic() - start >= 1  # it was given its grace period first
+        assert f"signal {signal.SIGTERM}" in log.read_text() and _gone(server_pid)
+    finally:
+        brrr.kill()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process group: POSIX")
+def test_ctrl_c_stops_a_real_jupyterlab_with_its_kernels(tmp_path):
+    import json
+    import re
+    import urllib.request
+
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    port = cli._free_port(0)
+    code = (
+        "import sys; from brrrlib import cli; "
+        f"sys.exit(cli.main(['lab', '--dir', {str(tmp_path / 'ws')!r}, '--no-browser', "
+        f"'--port', '{port}']))"
+    )
+    brrr = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        address = brrr.stdout.readline().decode() + brrr.stdout.readline().decode()
+        token = re.search(r"token=(\w+)", address).group(1)
+        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+        while True:  # until JupyterLab answers
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and brrr.poll() is None, brrr.stderr.read()
+                time.sleep(0.3)
+        start = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b"{}")
+        kernel = json.load(urllib.request.urlopen(start, timeout=60))
+        connection = tmp_path / "runtime" / f"kernel-{kernel['id']}.json"
+        assert connection.exists()
+        brrr.send_signal(signal.SIGINT)
+        assert brrr.wait(timeout=60) == 130
+        log = brrr.stderr.read().decode()
+        assert "Kernel shutdown" in log, log  # JupyterLab stopped its kernel itself
+        assert not connection.exists() and not list((tmp_path / "runtime").glob("jpserver-*"))
+    finally:
+        brrr.kill()
+
+
 def test_lab_copies_then_runs_jupyter_lab_with_this_python(lab_calls, tmp_path, capsys):
     dest = tmp_path / "ws"
     assert cli.main(["lab", "--dir", str(dest), "--no-browser", "--port", "8899"]) == 0
@@ -633,6 +744,16 @@ def test_the_launcher_hands_the_token_to_jupyter_on_its_command_line(monkeypatch
 def test_lab_allows_root_only_when_running_as_root(tmp_path):
     assert "--allow-root" in cli._lab_command(tmp_path, True, 8888, as_root=True)
     assert "--allow-root" not in cli._lab_command(tmp_path, True, 8888, as_root=False)
+
+
+def test_lab_help_describes_every_flag_and_the_remote_case(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["lab", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--dir DIR", "--copy-only DIR", "--reset", "--no-browser", "--port PORT"):
+        line = next(line for line in text.splitlines() if line.strip().startswith(flag))
+        assert len(line.split(flag, 1)[1].split()) >= 3, f"{flag} has no description"
+    assert "ssh -N -L 8888:127.0.0.1:8888" in text and "Ctrl-C" in text
 
 
 def test_lab_picks_a_free_port_when_the_usual_one_is_taken():
