@@ -13,7 +13,7 @@ else:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 
 # conda-forge names that differ from PyPI's
-CONDA_TO_PYPI = {"pytorch": "torch"}
+CONDA_TO_PYPI = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
 
 
 def _name(requirement: str) -> str:
