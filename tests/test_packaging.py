@@ -94,8 +94,19 @@ def test_test_extra_has_the_tools_the_test_command_uses():
 
 def test_docs_extra_builds_the_site_with_pure_python_tools():
     docs = {_name(r) for r in _pyproject()["project"]["optional-dependencies"]["docs"]}
-    assert docs == {"sphinx", "myst-nb"}
+    site = {"sphinx", "myst-nb", "nbclient", "sphinx-book-theme", "sphinx-copybutton"}
+    assert docs == site | {"tomli"}  # tomli: docs/conf.py reads pyproject.toml on Python 3.10
     assert (ROOT / "docs" / "conf.py").is_file() and (ROOT / "docs" / "build.py").is_file()
+
+
+def test_every_recorded_file_ships_in_the_wheel():
+    """The recordings (traces, reports, sweeps, executed notebooks) are all package data."""
+    recordings = ROOT / "brrrlib" / "recordings"
+    patterns = _pyproject()["tool"]["setuptools"]["package-data"]["brrrlib.recordings"]
+    shipped = {p for pattern in patterns for p in recordings.glob(pattern)}
+    files = {p for p in recordings.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert files - shipped == set(), sorted(str(p.relative_to(recordings)) for p in files - shipped)
+    assert any(p.suffix == ".ipynb" for p in shipped)
 
 
 def test_license_file_is_the_license_pyproject_names():
