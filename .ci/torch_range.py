@@ -146,14 +146,19 @@ def run_one(version: str, workdir: Path, base_python: str, keep_env: bool) -> di
     finally:
         if not keep_env:
             shutil.rmtree(env_dir, ignore_errors=True)
-    tail = log_path.read_text().splitlines()[-40:]
+    return {**row, **_outcome(log_path, code), "minutes": (time.perf_counter() - start) / 60}
+
+
+def _outcome(log_path: Path, code: int) -> dict:
+    """pytest's summary line, and the tests that failed, from the end of a run's log."""
+    tail = log_path.read_text().splitlines()[-60:]
     counts = next((line for line in reversed(tail) if re.search(r"\d+ (passed|failed)", line)), "")
-    return {
-        **row,
-        "result": "pass" if code == 0 else f"FAIL (pytest exit {code})",
-        "counts": counts.strip("= "),
-        "minutes": (time.perf_counter() - start) / 60,
-    }
+    failed = [line.split()[1] for line in tail if line.startswith(("FAILED ", "ERROR "))]
+    result = "pass" if code == 0 else f"FAIL (pytest exit {code})"
+    if failed:
+        result += ": " + ", ".join(f"`{name}`" for name in failed[:3])
+        result += f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return {"result": result, "counts": counts.strip("= ")}
 
 
 def _commit() -> str:
@@ -191,7 +196,7 @@ def update_record(record: Path, rows: list[dict], commit: str, machine: str) -> 
             "Written by `python3 .ci/torch_range.py` (see its docstring): for each torch, a",
             'fresh environment, `pip install -e ".[test]"`, then `pytest -m "not browser"`',
             "(the library tests and every chapter under nbval). pyproject.toml's floor is the",
-            "oldest row that passes. Newest rows are rewritten by the next run.",
+            "oldest row that passes. A row is rewritten when its torch is run again.",
             "",
             f"Last run on: {machine}.",
             "",
