@@ -16,7 +16,8 @@ What it writes, all from ``[project.urls] Source`` and ``dependencies``:
   them); every other cell stays byte for byte as it was;
 * README.md's chapter table: each row's badge, and a row for a chapter that
   has none (its title as the description, to be edited by hand);
-* the nbgitpuller link in course/INSTRUCTORS.md.
+* the nbgitpuller link in course/INSTRUCTORS.md, and CITATION.cff's
+  ``repository-code``.
 
 Running it twice changes nothing the second time. tests/test_colab.py runs
 ``--check``: a badge, set-up cell or link that disagrees with pyproject.toml
@@ -214,12 +215,19 @@ def render_hub_link(path: Path) -> str:
     return re.sub(r"(https://[^/\s]+)/hub/user-redirect/git-pull\?\S+", link, raw)
 
 
+def render_citation(path: Path) -> str:
+    """CITATION.cff with ``repository-code`` set to pyproject's Source."""
+    raw = path.read_text(encoding="utf-8")
+    return re.sub(r'^repository-code: ".*"$', f'repository-code: "{source_url()}"', raw, flags=re.M)
+
+
 def stale_files() -> dict[Path, str]:
     """Every file this script writes whose text differs from what it would write: path -> text."""
     targets = [
         *((path, render_notebook) for path in chapters()),
         (ROOT / "README.md", render_readme),
         (COURSE / "INSTRUCTORS.md", render_hub_link),
+        (ROOT / "CITATION.cff", render_citation),
     ]
     stale = {}
     for path, render in targets:

@@ -191,3 +191,25 @@ def test_pre_commit_runs_ruff_and_strips_notebooks_with_stable_cell_ids():
     test_extra = _pyproject()["project"]["optional-dependencies"]["test"]
     ci_ruff = next(r for r in test_extra if _name(r) == "ruff").replace(" ", "")
     assert f'"{ci_ruff}"' in config, f"pre-commit's ruff differs from the test extra's {ci_ruff}"
+
+
+def test_citation_names_this_version_and_repository():
+    import brrrlib
+
+    text = (ROOT / "CITATION.cff").read_text()
+    assert re.search(r"^cff-version: 1\.2\.0$", text, re.M)
+    assert re.search(rf"^version: {re.escape(brrrlib.__version__)}$", text, re.M)
+    source = _pyproject()["project"]["urls"]["Source"]
+    assert re.search(rf'^repository-code: "{re.escape(source)}"$', text, re.M)
+
+
+def test_readme_quotes_the_torch_range_record():
+    """Every torch in .ci/torch_range.md is in README's table, passing or failing as recorded."""
+    record = (ROOT / ".ci" / "torch_range.md").read_text()
+    rows = re.findall(r"^\| (\d+\.\d+\.\d+) \| [^|]+ \| (pass|FAIL)", record, re.M)
+    assert len(rows) >= 3, "the record has the floor, a middle torch and the newest"
+    readme = (ROOT / "README.md").read_text()
+    for version, result in rows:
+        line = next((ln for ln in readme.splitlines() if ln.startswith(f"| {version}")), None)
+        assert line is not None, f"README does not quote torch {version}"
+        assert ("| pass" in line) == (result == "pass"), line
