@@ -65,7 +65,7 @@ def stage(source: Path) -> None:
     for page in _PAGES:
         shutil.copy2(DOCS / page, source / page)
     for notebook in source.glob("*.ipynb"):
-        _drop_colab_setup(notebook)
+        _hide_colab_cells(notebook)
     for run in recorded_runs():
         _stage_recording(run, source / "recordings" / run.parent.name)
 
@@ -97,7 +97,8 @@ def _stage_recording(run: Path, dest: Path) -> None:
                     f"a figure drawn when {notebook.stem} was recorded; the code above it says "
                     "what it plots"
                 )
-                mystnb.setdefault("image", {})["alt"] = f"Recorded on the {label['device_short']}: {alt}"
+                device = label["device_short"]
+                mystnb.setdefault("image", {})["alt"] = f"Recorded on the {device}: {alt}"
         text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         (dest / notebook.name).write_text(text, encoding="utf-8")
         names.append(notebook.stem)
@@ -120,7 +121,7 @@ def _alt_texts(stem: str) -> dict[str, str]:
     return alts
 
 
-def _drop_colab_setup(notebook: Path) -> None:
+def _hide_colab_cells(notebook: Path) -> None:
     """Tag the Colab badge and set-up cells ``remove-cell``: the set-up runs (a no-op here).
 
     On the site the set-up cell would only print the library's version, which
