@@ -602,12 +602,17 @@ while True:
 """
 
 
+# A test run started in the background (nohup, `&` in a script) inherits SIGINT ignored, and
+# Python then never raises KeyboardInterrupt: the brrr under test gets Python's usual handler.
+_CTRL_C_REACHES_PYTHON = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def _brrr_serving(tmp_path, polite: bool, grace_s: float = 30):
     """``brrr`` running ``_serve`` on a fake server; (brrr, server pid, the server's log)."""
     log = tmp_path / "server.log"
     server = _SERVER.replace("{polite}", str(polite))
     code = (
-        "import sys; from pathlib import Path; from brrrlib import cli\n"
+        _CTRL_C_REACHES_PYTHON + "import sys; from pathlib import Path; from brrrlib import cli\n"
         f"cli.STOP_GRACE_S = {grace_s}\n"
         "try:\n"
         f"    sys.exit(cli._serve([sys.executable, '-c', {server!r}, {str(log)!r}], Path('.'), {{}}))\n"
@@ -667,7 +672,7 @@ def test_ctrl_c_stops_a_real_jupyterlab_with_its_kernels(tmp_path):
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     port = cli._free_port(0)
     code = (
-        "import sys; from brrrlib import cli; "
+        _CTRL_C_REACHES_PYTHON + "import sys; from brrrlib import cli; "
         f"sys.exit(cli.main(['lab', '--dir', {str(tmp_path / 'ws')!r}, '--no-browser', "
         f"'--port', '{port}']))"
     )
