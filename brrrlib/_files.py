@@ -1,12 +1,12 @@
 """Files: where the cache lives, writing without half-written files, where the course is.
 
 ``cache_dir()`` is ``$BRRR_CACHE_DIR`` if set, else the platform's cache folder
-for brrr (platformdirs, which Jupyter already installs: ``~/.cache/brrr`` on
-Linux, ``~/Library/Caches/brrr`` on macOS, ``%LOCALAPPDATA%\\brrr\\Cache`` on
-Windows). ``write_atomic`` writes through a unique temporary file in the same
-folder, then renames it: a reader never sees half a file, and two kernels
-writing at once never mix their bytes. ``course_folder()`` finds the
-chapters, installed or in a clone.
+for brrr as platformdirs names it: ``~/.cache/brrr`` on Linux,
+``~/Library/Caches/brrr`` on macOS, ``%LOCALAPPDATA%\\brrr\\Cache`` on Windows.
+``write_atomic`` writes through a unique temporary file in the same folder,
+then renames it: a reader never sees half a file, and two kernels writing at
+once never mix their bytes. ``course_folder()`` finds the chapters, installed
+or in a clone.
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ def cache_dir() -> Path:
     chosen = os.environ.get("BRRR_CACHE_DIR")
     if chosen:
         return Path(chosen)
-    try:
-        import platformdirs
+    import platformdirs
 
-        return Path(platformdirs.user_cache_dir("brrr", appauthor=False))
-    except ImportError:
-        return Path.home() / ".cache" / "brrr"
+    return Path(platformdirs.user_cache_dir("brrr", appauthor=False))
 
 
 def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:

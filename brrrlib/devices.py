@@ -258,26 +258,16 @@ def available_memory_bytes(dev: torch.device) -> int:
 
     CUDA: ``torch.cuda.mem_get_info`` (free bytes as the driver sees them).
     MPS: the recommended working set minus what the driver holds. CPU:
-    psutil's ``available`` (free plus reclaimable page cache; psutil comes
-    with Jupyter), else ``MemAvailable`` from /proc/meminfo.
+    psutil's ``available`` (free plus reclaimable page cache).
     """
     if dev.type == "cuda":
         free_bytes, _total = torch.cuda.mem_get_info(dev)
         return int(free_bytes)
     if dev.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
         return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
-    try:
-        import psutil
+    import psutil
 
-        return int(psutil.virtual_memory().available)
-    except ImportError:
-        pass
-    if os.path.isfile("/proc/meminfo"):
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    return 4 * 2**30  # unknown: assume a small laptop's free memory
+    return int(psutil.virtual_memory().available)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -1,57 +1,86 @@
 """Sphinx configuration for the course site (built by docs/build.py, not by sphinx-build directly).
 
 The pages are the course itself: docs/build.py stages the chapters, the
-instructors' guide and the pages in this folder into one source tree, and
-myst-nb executes every notebook while building, on the machine that builds.
-That execution is the site's *reference run*; its label (device, date, torch
-version, ...) is computed here and shown at the top of every page.
+instructors' guide and the pages in this folder into one source tree and
+executes every chapter on the machine that builds. That execution is the
+site's *reference run*; its label (device, date, torch version, ...) is
+computed here and shown at the top of every page. The recorded GPU runs
+(``brrrlib/recordings/*/notebooks``) are staged beside it as they ran, each
+page labelled with its device, date and commit, and each chapter shows a tab
+for every run recorded of it.
+
+The theme is the Jupyter Book one (sphinx-book-theme): the launch buttons
+(Colab; a JupyterHub through nbgitpuller when docs/build.py is given
+``--hub``), a download button for each notebook, a light/dark switch, and
+sphinx-copybutton's copy button on every code cell. The repository URL comes
+from pyproject.toml's ``[project.urls] Source``, its one home.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 import brrrlib
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = ROOT / "brrrlib" / "recordings"
+SOURCE_URL = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Source"]
 
 project = "brrr: making deep learning go brrrr, measured"
 author = "The brrr course authors"
 copyright = f"{datetime.date.today().year}, {author} (MIT License)"
 release = version = brrrlib.__version__
 
-extensions = ["myst_nb", "sphinx.ext.mathjax"]
+extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx_copybutton"]
 templates_path = ["_templates"]
 html_static_path = ["_static"]
 html_css_files = ["site.css"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "jupyter_execute"]
 suppress_warnings = ["mystnb.unknown_mime_type"]  # widget views: they need a live kernel
 
-# --- notebooks: executed at build time, every cell, errors fail the build --------------
-nb_execution_mode = "force"
-nb_execution_timeout = 600  # seconds per cell; the slowest measure for about a minute
-nb_execution_raise_on_error = True
-nb_execution_show_tb = True
+# --- notebooks: docs/build.py has executed them; Sphinx only renders --------------------
+nb_execution_mode = "off"
 nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-# --- theme -------------------------------------------------------------------------------
-html_theme = "alabaster"
+# --- copy buttons: the code without prompts or outputs ----------------------------------
+copybutton_exclude = ".linenos, .gp, .go"
+copybutton_selector = "div.cell_input pre, div.highlight pre"
+
+# --- theme ---------------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
 html_title = "brrr"
-html_theme_options = {
-    "description": "Compute, memory bandwidth or overhead: measured on your own machine.",
-    "page_width": "1180px",
-    "sidebar_width": "240px",
-    "fixed_sidebar": True,
-    "show_relbars": True,
-}
-html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
 html_show_sourcelink = False
+html_theme_options = {
+    "repository_url": SOURCE_URL,
+    "repository_branch": "main",
+    "path_to_docs": "course",  # where the chapters are in the repository: launch links
+    "use_repository_button": True,
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "navbar_persistent": [],  # the search field is in the sidebar: no header bar above it
+    "launch_buttons": {
+        "colab_url": "https://colab.research.google.com",
+        "notebook_interface": "jupyterlab",
+        # docs/build.py --hub URL (or BRRR_HUB_URL): an nbgitpuller link per chapter
+        "jupyterhub_url": os.environ.get("BRRR_HUB_URL", "").rstrip("/"),
+    },
+}
 
 
 def _commit() -> str:
@@ -84,4 +113,58 @@ def reference_run() -> str:
     )
 
 
-html_context = {"reference_run": reference_run()}
+def recorded_runs() -> dict[str, dict]:
+    """Each recorded run's label (its ``run.json``) and pages, by folder name."""
+    runs = {}
+    for label_file in sorted(RECORDINGS.glob("*/notebooks/run.json")):
+        run = label_file.parent.parent.name
+        label = json.loads(label_file.read_text(encoding="utf-8"))
+        stems = sorted(p.stem for p in label_file.parent.glob("*.ipynb"))
+        runs[run] = {**label, "pages": {stem: f"recordings/{run}/{stem}" for stem in stems}}
+    return runs
+
+
+def _tabs(runs: dict[str, dict]) -> dict[str, list[dict]]:
+    """For every page with a recording (the chapter, and each recording of it): its tabs."""
+    chapters = {p.stem: p.relative_to(ROOT / "course").with_suffix("").as_posix()
+                for p in (ROOT / "course").rglob("*.ipynb")}  # fmt: skip
+    tabs: dict[str, list[dict]] = {}
+    for stem, chapter in chapters.items():
+        recorded = [(run, r) for run, r in runs.items() if stem in r["pages"]]
+        if not recorded:
+            continue
+        row = [{"page": chapter, "text": "Reference run (this site's build)", "kind": "reference"}]
+        row += [
+            {
+                "page": r["pages"][stem],
+                "text": f"Recorded on an {r['device_short']}, {r['date']}",
+                "kind": "recorded",
+            }
+            for _run, r in recorded
+        ]
+        for tab in row:
+            tabs[tab["page"]] = row
+    return tabs
+
+
+RUNS = recorded_runs()
+html_context = {
+    "reference_run": reference_run(),
+    # page name -> the recorded run it shows (its run.json)
+    "recording_of_page": {
+        page: label for label in RUNS.values() for page in label["pages"].values()
+    },
+    "run_tabs": _tabs(RUNS),
+}
+
+
+def _recording_pages_launch_nothing(app, pagename, templatename, context, doctree):
+    """A recorded run is a record of an older commit: no launch buttons (it would not run)."""
+    if pagename in html_context["recording_of_page"]:
+        buttons = context.get("header_buttons", [])
+        buttons[:] = [b for b in buttons if b.get("label") != "launch-buttons"]
+
+
+def setup(app):
+    # after the theme has made its buttons (it adds the launch buttons at priority 501)
+    app.connect("html-page-context", _recording_pages_launch_nothing, priority=900)

@@ -142,6 +142,82 @@ def test_torch_advice_names_this_kind_of_machine(monkeypatch):
     assert "(Apple" in _doctor._torch_advice()
 
 
+@pytest.mark.parametrize(
+    ("system", "gpu", "index"),
+    [
+        ("Linux", True, None),  # PyPI's Linux wheel is the CUDA build
+        ("Linux", False, "whl/cpu"),
+        ("Windows", True, "whl/cu"),  # PyPI's Windows wheel is the CPU build
+        ("Windows", False, None),
+    ],
+)
+def test_torch_advice_names_the_index_each_system_needs(monkeypatch, system, gpu, index):
+    monkeypatch.setattr(_doctor.platform, "system", lambda: system)
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: "/x/nvidia-smi" if gpu else None)
+    advice = _doctor._torch_advice()
+    assert "pip install torch" in advice
+    assert ("--index-url" not in advice) if index is None else (index in advice)
+    if gpu:
+        reinstall = _doctor.cuda_torch_command()
+        assert "--force-reinstall torch" in reinstall
+        assert ("whl/cu" in reinstall) == (system == "Windows")
+
+
+def _no_compiler(monkeypatch, system, release=None):
+    """A machine of ``system`` whose PATH has no C++ compiler (and no nvidia-smi)."""
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: system)
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_doctor.sys, "prefix", "/nonexistent-env")
+    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: release or {})
+
+
+@pytest.mark.parametrize(
+    ("release", "advice"),
+    [
+        ({"ID": "ubuntu", "ID_LIKE": "debian"}, "sudo apt install build-essential"),
+        ({"ID": "fedora"}, "sudo dnf install gcc-c++"),
+        ({"ID": "alpine"}, "sudo apk add build-base"),
+    ],
+)
+def test_a_missing_compiler_is_found_without_compiling(monkeypatch, release, advice):
+    _no_compiler(monkeypatch, "Linux", release)
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("doctor compiled"))
+    missing, fix = _doctor.compiler_problem()
+    assert "g++" in missing and fix == advice
+
+
+def test_a_mac_without_command_line_tools_has_no_compiler(monkeypatch):
+    _no_compiler(monkeypatch, "Darwin")
+    monkeypatch.setattr(_doctor.shutil, "which", lambda name: f"/usr/bin/{name}")  # the stub
+    monkeypatch.setattr(
+        _doctor.subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=2)
+    )
+    assert _doctor.compiler_problem()[1] == "xcode-select --install"
+
+
+def test_windows_compiler_advice_is_true_on_windows(monkeypatch):
+    _no_compiler(monkeypatch, "Windows")
+    missing, fix = _doctor.compiler_problem()
+    assert "(cl)" in missing and "Build Tools" in fix and "WSL" in fix
+
+
+def test_a_conda_environment_is_told_the_conda_compiler(monkeypatch, tmp_path):
+    _no_compiler(monkeypatch, "Linux", {"ID": "ubuntu"})
+    (tmp_path / "conda-meta").mkdir()
+    monkeypatch.setattr(_doctor.sys, "prefix", str(tmp_path))
+    assert _doctor.compiler_problem()[1] == "conda install -c conda-forge cxx-compiler"
+
+
+def test_an_explicit_cxx_is_the_one_looked_up(monkeypatch):
+    monkeypatch.setenv("CXX", "my-clang++")
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(
+        _doctor.shutil, "which", lambda name: "/opt/x" if name == "my-clang++" else None
+    )
+    assert _doctor.compiler_problem() is None
+
+
 def test_a_broken_torch_is_named_as_such(monkeypatch):
     def broken(name):
         raise OSError("libtorch_cpu.so: cannot open shared object file")
@@ -193,6 +269,38 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
     # chapters that use torch.compile are flagged, the others still run
     assert "03_overhead.ipynb: uses torch.compile, which fails here" in text
     assert "00_the_factory.ipynb: can run" in text
+
+
+def test_doctor_quick_names_a_missing_compiler_before_chapter_02(measured_ceilings, monkeypatch):
+    real_which = _doctor.shutil.which
+    monkeypatch.setattr(
+        _doctor.shutil, "which", lambda name, *a: None if name == "g++" else real_which(name, *a)
+    )
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
+    code, text = _doctor_run(quick=True)
+    assert code == 1
+    assert "FAIL  no C++ compiler (g++)" in text and "sudo apt install build-essential" in text
+    assert "02_memory_bandwidth.ipynb: uses torch.compile, which fails here" in text
+
+
+def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
+    measured_ceilings, monkeypatch
+):
+    if torch.cuda.is_available():
+        pytest.skip("this machine's torch uses its GPU")
+    real_which = _doctor.shutil.which
+    monkeypatch.setattr(
+        _doctor.shutil,
+        "which",
+        lambda name, *a: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else real_which(name, *a),
+    )
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    code, text = _doctor_run(quick=True)
+    assert "WARN  an NVIDIA GPU is here, but torch" in text
+    assert "pip install --force-reinstall torch" in text
 
 
 def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
@@ -479,6 +587,122 @@ def test_a_sigterm_to_brrr_lab_ends_the_server_too(tmp_path):
         brrr.kill()
 
 
+_SERVER = """
+import os, signal, sys, time
+log = sys.argv[1]
+def stop(signum, frame):
+    open(log, "a").write(f"signal {signum}\\n")
+    if {polite}:
+        time.sleep(0.3)  # shutting its kernels down
+        sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+open(log, "a").write(f"pid {os.getpid()}\\n")
+while True:
+    time.sleep(0.1)
+"""
+
+
+# A test run started in the background (nohup, `&` in a script) inherits SIGINT ignored, and
+# Python then never raises KeyboardInterrupt: the brrr under test gets Python's usual handler.
+_CTRL_C_REACHES_PYTHON = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
+def _brrr_serving(tmp_path, polite: bool, grace_s: float = 30):
+    """``brrr`` running ``_serve`` on a fake server; (brrr, server pid, the server's log)."""
+    log = tmp_path / "server.log"
+    server = _SERVER.replace("{polite}", str(polite))
+    code = (
+        _CTRL_C_REACHES_PYTHON + "import sys; from pathlib import Path; from brrrlib import cli\n"
+        f"cli.STOP_GRACE_S = {grace_s}\n"
+        "try:\n"
+        f"    sys.exit(cli._serve([sys.executable, '-c', {server!r}, {str(log)!r}], Path('.'), {{}}))\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)  # as brrr's main() does"
+    )
+    brrr = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not log.exists() or "pid" not in log.read_text():
+        assert time.monotonic() < deadline and brrr.poll() is None, "the server never started"
+        time.sleep(0.05)
+    return brrr, int(log.read_text().split()[1]), log
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process group: POSIX")
+def test_ctrl_c_asks_jupyterlab_to_stop_and_waits_for_it(tmp_path):
+    # Ctrl-C reaches brrr alone (the server has a session of its own): brrr asks the
+    # server to stop with SIGTERM, which Jupyter answers by shutting its kernels down
+    brrr, server_pid, log = _brrr_serving(tmp_path, polite=True)
+    try:
+        brrr.send_signal(signal.SIGINT)
+        assert brrr.wait(timeout=60) == 130  # brrr: interrupted
+        assert log.read_text().splitlines()[1] == f"signal {signal.SIGTERM}"
+        assert _gone(server_pid)
+        assert b"stopping JupyterLab" in brrr.stderr.read()
+    finally:
+        brrr.kill()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process group: POSIX")
+def test_a_server_that_will_not_stop_is_killed_after_the_grace_period(tmp_path):
+    brrr, server_pid, log = _brrr_serving(tmp_path, polite=False, grace_s=1)
+    try:
+        start = time.monotonic()
+        brrr.send_signal(signal.SIGINT)
+        assert brrr.wait(timeout=60) == 130
+        assert time.monotonic() - start >= 1  # it was given its grace period first
+        assert f"signal {signal.SIGTERM}" in log.read_text() and _gone(server_pid)
+    finally:
+        brrr.kill()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals to a process group: POSIX")
+def test_ctrl_c_stops_a_real_jupyterlab_with_its_kernels(tmp_path):
+    import json
+    import re
+    import urllib.request
+
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    port = cli._free_port(0)
+    code = (
+        _CTRL_C_REACHES_PYTHON + "import sys; from brrrlib import cli; "
+        f"sys.exit(cli.main(['lab', '--dir', {str(tmp_path / 'ws')!r}, '--no-browser', "
+        f"'--port', '{port}']))"
+    )
+    brrr = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        address = brrr.stdout.readline().decode() + brrr.stdout.readline().decode()
+        token = re.search(r"token=(\w+)", address).group(1)
+        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+        while True:  # until JupyterLab answers
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and brrr.poll() is None, brrr.stderr.read()
+                time.sleep(0.3)
+        start = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b"{}")
+        kernel = json.load(urllib.request.urlopen(start, timeout=60))
+        connection = tmp_path / "runtime" / f"kernel-{kernel['id']}.json"
+        assert connection.exists()
+        brrr.send_signal(signal.SIGINT)
+        assert brrr.wait(timeout=60) == 130
+        log = brrr.stderr.read().decode()
+        assert "Kernel shutdown" in log, log  # JupyterLab stopped its kernel itself
+        assert not connection.exists() and not list((tmp_path / "runtime").glob("jpserver-*"))
+    finally:
+        brrr.kill()
+
+
 def test_lab_copies_then_runs_jupyter_lab_with_this_python(lab_calls, tmp_path, capsys):
     dest = tmp_path / "ws"
     assert cli.main(["lab", "--dir", str(dest), "--no-browser", "--port", "8899"]) == 0
@@ -525,6 +749,16 @@ def test_the_launcher_hands_the_token_to_jupyter_on_its_command_line(monkeypatch
 def test_lab_allows_root_only_when_running_as_root(tmp_path):
     assert "--allow-root" in cli._lab_command(tmp_path, True, 8888, as_root=True)
     assert "--allow-root" not in cli._lab_command(tmp_path, True, 8888, as_root=False)
+
+
+def test_lab_help_describes_every_flag_and_the_remote_case(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["lab", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--dir DIR", "--copy-only DIR", "--reset", "--no-browser", "--port PORT"):
+        line = next(line for line in text.splitlines() if line.strip().startswith(flag))
+        assert len(line.split(flag, 1)[1].split()) >= 3, f"{flag} has no description"
+    assert "ssh -N -L 8888:127.0.0.1:8888" in text and "Ctrl-C" in text
 
 
 def test_lab_picks_a_free_port_when_the_usual_one_is_taken():

@@ -13,7 +13,7 @@ else:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 
 # conda-forge names that differ from PyPI's
-CONDA_TO_PYPI = {"pytorch": "torch"}
+CONDA_TO_PYPI = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
 
 
 def _name(requirement: str) -> str:
@@ -94,8 +94,19 @@ def test_test_extra_has_the_tools_the_test_command_uses():
 
 def test_docs_extra_builds_the_site_with_pure_python_tools():
     docs = {_name(r) for r in _pyproject()["project"]["optional-dependencies"]["docs"]}
-    assert docs == {"sphinx", "myst-nb"}
+    site = {"sphinx", "myst-nb", "nbclient", "sphinx-book-theme", "sphinx-copybutton"}
+    assert docs == site | {"tomli"}  # tomli: docs/conf.py reads pyproject.toml on Python 3.10
     assert (ROOT / "docs" / "conf.py").is_file() and (ROOT / "docs" / "build.py").is_file()
+
+
+def test_every_recorded_file_ships_in_the_wheel():
+    """The recordings (traces, reports, sweeps, executed notebooks) are all package data."""
+    recordings = ROOT / "brrrlib" / "recordings"
+    patterns = _pyproject()["tool"]["setuptools"]["package-data"]["brrrlib.recordings"]
+    shipped = {p for pattern in patterns for p in recordings.glob(pattern)}
+    files = {p for p in recordings.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert files - shipped == set(), sorted(str(p.relative_to(recordings)) for p in files - shipped)
+    assert any(p.suffix == ".ipynb" for p in shipped)
 
 
 def test_license_file_is_the_license_pyproject_names():
@@ -180,3 +191,25 @@ def test_pre_commit_runs_ruff_and_strips_notebooks_with_stable_cell_ids():
     test_extra = _pyproject()["project"]["optional-dependencies"]["test"]
     ci_ruff = next(r for r in test_extra if _name(r) == "ruff").replace(" ", "")
     assert f'"{ci_ruff}"' in config, f"pre-commit's ruff differs from the test extra's {ci_ruff}"
+
+
+def test_citation_names_this_version_and_repository():
+    import brrrlib
+
+    text = (ROOT / "CITATION.cff").read_text()
+    assert re.search(r"^cff-version: 1\.2\.0$", text, re.M)
+    assert re.search(rf"^version: {re.escape(brrrlib.__version__)}$", text, re.M)
+    source = _pyproject()["project"]["urls"]["Source"]
+    assert re.search(rf'^repository-code: "{re.escape(source)}"$', text, re.M)
+
+
+def test_readme_quotes_the_torch_range_record():
+    """Every torch in .ci/torch_range.md is in README's table, passing or failing as recorded."""
+    record = (ROOT / ".ci" / "torch_range.md").read_text()
+    rows = re.findall(r"^\| (\d+\.\d+\.\d+) \| [^|]+ \| (pass|FAIL)", record, re.M)
+    assert len(rows) >= 3, "the record has the floor, a middle torch and the newest"
+    readme = (ROOT / "README.md").read_text()
+    for version, result in rows:
+        line = next((ln for ln in readme.splitlines() if ln.startswith(f"| {version}")), None)
+        assert line is not None, f"README does not quote torch {version}"
+        assert ("| pass" in line) == (result == "pass"), line

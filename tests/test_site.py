@@ -1,14 +1,16 @@
-"""The course site: its link check works, and a built site opens in headless Chromium.
+"""The course site: staging, execution and the link check work; a built site opens in Chromium.
 
 ``docs/build.py`` builds the site (README's site command; CI runs it before
 the tests). The browser test opens that build from disk, offline, in the
-system's Chromium (never a downloaded browser), walks from the front page to
-a chapter, the glossary and the instructors' guide, and saves a screenshot
-to ``test-artifacts/site/``. Without a built site, Chromium or Playwright it
-skips locally and fails in CI (``CI=true``), so a missing site never passes
-as a pass. ``BRRR_SITE`` points it at a build elsewhere.
+system's Chromium (never a downloaded browser), once with the system in light
+mode and once in dark mode: it walks from the front page to a chapter (its
+launch, download and copy buttons, its figures readable on a light ground),
+the chapter's recorded H100 run, the glossary and the instructors' guide, and
+saves screenshots to ``test-artifacts/site/``. Without a built site, Chromium
+or Playwright it skips locally and fails in CI (``CI=true``), so a missing
+site never passes as a pass. ``BRRR_SITE`` points it at a build elsewhere.
 
-The link-check tests need neither: they feed ``docs/build.py`` a few pages.
+The staging, kernel and link-check tests need neither.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import urllib.parse
 from pathlib import Path
 
 import nbformat
@@ -27,6 +30,11 @@ CHROMIUM = Path(os.environ.get("BRRR_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "test-artifacts" / "site"
 CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "course").glob("0*.ipynb")))
 LABEL = re.compile(r"Reference run: .* on (cpu|cuda|mps): .+ · \d{4}-\d\d-\d\d · torch \d+\.\d+")
+RECORDED = re.compile(
+    r"Recorded run: recorded on an NVIDIA H100 .*, 2026-11-22, commit 3dff535 .*"
+    r"not executed by this build"
+)
+RECORDING = ROOT / "brrrlib" / "recordings" / "h100-2026-11-22" / "notebooks"
 
 
 def _build_module():
@@ -64,14 +72,44 @@ def test_link_check_refuses_links_out_of_the_site(tmp_path):
     assert _build_module().broken_links(site) == ["index.html: ../secret.html (no such file)"]
 
 
-def test_staging_hides_only_the_colab_cell(tmp_path):
-    _build_module().stage(tmp_path / "source")
+def test_staging_hides_the_colab_cells_and_stages_the_recordings_as_they_ran(tmp_path):
+    build = _build_module()
+    source = tmp_path / "source"
+    build.stage(source)
     for chapter in CHAPTERS:
-        nb = nbformat.read(tmp_path / "source" / f"{chapter}.ipynb", as_version=4)
+        nb = nbformat.read(source / f"{chapter}.ipynb", as_version=4)
         hidden = [c.id for c in nb.cells if "remove-cell" in c.metadata.get("tags", [])]
-        assert hidden == ["colab-setup"], chapter
-    assert (tmp_path / "source" / "GLOSSARY.md").is_file()
-    assert (tmp_path / "source" / "INSTRUCTORS.md").is_file()
+        assert hidden == ["colab-badge", "colab-setup"], chapter
+    assert (source / "GLOSSARY.md").is_file()
+    assert (source / "INSTRUCTORS.md").is_file()
+    staged = source / "recordings" / "h100-2026-11-22"
+    assert (staged / "index.md").is_file()
+    for recorded in RECORDING.glob("*.ipynb"):
+        ran = nbformat.read(recorded, as_version=4)
+        shown = nbformat.read(staged / recorded.name, as_version=4)
+        assert [c.get("outputs") for c in shown.cells] == [c.get("outputs") for c in ran.cells]
+        for cell in shown.cells:  # every recorded figure gets words for a screen reader
+            if any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
+                assert cell.metadata.mystnb.image.alt.startswith("Recorded on the NVIDIA H100")
+    executed = [p.relative_to(source).as_posix() for p in build.course_notebooks(source)]
+    assert not any(p.startswith("recordings/") for p in executed)  # never executed
+    assert {f"{c}.ipynb" for c in CHAPTERS} <= set(executed)
+
+
+def test_the_build_runs_kernels_over_ipc_without_a_transport_warning(tmp_path, capfd):
+    if os.name != "posix":
+        pytest.skip("IPC sockets are POSIX; Windows kernels use TCP")
+    build = _build_module()
+    config = build.kernel_config(str(tmp_path))
+    assert config.KernelManager.transport == "ipc"
+    assert Path(config.KernelManager.ip).is_absolute()  # kernel and build run in other folders
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "00_tiny.ipynb")
+    assert build.execute(tmp_path) == []
+    ran = nbformat.read(tmp_path / "00_tiny.ipynb", as_version=4)
+    assert ran.cells[0].outputs[0].text == "42\n"
+    assert "without encryption" not in capfd.readouterr().err
 
 
 # --------------------------------------------------------- the built site ---
@@ -87,8 +125,8 @@ def _missing_prerequisite() -> str | None:
     return None
 
 
-@pytest.fixture
-def browser_page():
+@pytest.fixture(scope="module")
+def browser():
     reason = _missing_prerequisite()
     if reason is not None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -100,28 +138,27 @@ def browser_page():
         browser = p.chromium.launch(
             executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
         )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        # Offline: the site's own files only (the Colab badge and widget scripts are not).
-        page.route(
-            "**/*",
-            lambda route: (
-                route.continue_() if route.request.url.startswith("file:") else route.abort()
-            ),
-        )
-        yield page
+        yield browser
         browser.close()
 
 
-def test_every_page_carries_the_reference_run_label():
+def _text(page: Path) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")).split())
+
+
+def test_every_page_carries_the_label_of_the_run_it_shows():
     if not (SITE / "index.html").is_file():
         pytest.skip(f"no built site at {SITE}")
-    pages = sorted(SITE.rglob("*.html"))
-    unlabelled = [
-        str(p.relative_to(SITE))
-        for p in pages
-        if not LABEL.search(" ".join(re.sub(r"<[^>]+>", "", p.read_text(encoding="utf-8")).split()))
-    ]
-    assert len(pages) >= 9 and not unlabelled, f"pages without the label: {unlabelled}"
+    pages = _build_module().site_pages(SITE)
+    recorded = {f"recordings/h100-2026-11-22/{p.stem}.html" for p in RECORDING.glob("*.ipynb")}
+    unlabelled = []
+    for page in pages:
+        name = page.relative_to(SITE).as_posix()
+        label = RECORDED if name in recorded else LABEL
+        if not label.search(_text(page)):
+            unlabelled.append(name)
+    assert len(pages) >= 15 and recorded <= {p.relative_to(SITE).as_posix() for p in pages}
+    assert not unlabelled, f"pages without the label of their run: {unlabelled}"
 
 
 def test_every_figure_on_the_site_says_what_it_shows():
@@ -129,8 +166,10 @@ def test_every_figure_on_the_site_says_what_it_shows():
     if not (SITE / "index.html").is_file():
         pytest.skip(f"no built site at {SITE}")
     bad, figures = [], 0
-    for page in sorted(SITE.rglob("*.html")):
+    for page in _build_module().site_pages(SITE):
         for tag in re.findall(r"<img\b[^>]*>", page.read_text(encoding="utf-8")):
+            if "_images/" not in tag:  # the theme's button icons, not figures
+                continue
             figures += 1
             alt = re.search(r"""\balt=(["'])(.*?)\1""", tag, re.S)
             text = alt.group(2) if alt else ""
@@ -139,10 +178,35 @@ def test_every_figure_on_the_site_says_what_it_shows():
     assert figures >= 20 and not bad, bad
 
 
-def test_the_site_opens_and_leads_to_chapters_glossary_and_guide(browser_page):
-    page = browser_page
+def test_each_chapter_downloads_as_the_repository_has_it_without_outputs():
+    if not (SITE / "index.html").is_file():
+        pytest.skip(f"no built site at {SITE}")
+    for chapter in CHAPTERS:
+        page = (SITE / f"{chapter}.html").read_text(encoding="utf-8")
+        assert f'href="_sources/{chapter}.ipynb"' in page, chapter
+        download = SITE / "_sources" / f"{chapter}.ipynb"
+        assert download.read_bytes() == (ROOT / "course" / f"{chapter}.ipynb").read_bytes()
+
+
+def _colab_url(chapter: str) -> str:
+    spec = importlib.util.spec_from_file_location("colab_cells", ROOT / ".ci" / "colab_cells.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.colab_url(f"{chapter}.ipynb")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_site_opens_and_leads_to_chapters_recordings_glossary_and_guide(browser, scheme):
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    # Offline: the site's own files only (the Colab badge and widget scripts are not).
+    page.route(
+        "**/*",
+        lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort(),
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.goto((SITE / "index.html").as_uri())
     assert "brrr" in page.title()
+    assert page.evaluate("document.documentElement.dataset.theme") == scheme  # the system's mode
     assert LABEL.search(page.locator("p.reference-run").inner_text().replace("\n", " "))
     for chapter in CHAPTERS:  # the navigation lists every chapter
         assert page.locator(f'a[href="{chapter}.html"]').count() >= 1, chapter
@@ -150,20 +214,84 @@ def test_the_site_opens_and_leads_to_chapters_glossary_and_guide(browser_page):
     page.locator('a[href="02_memory_bandwidth.html"]').first.click()
     page.wait_for_load_state()
     assert page.url.endswith("02_memory_bandwidth.html")
-    assert page.locator("div.body h1").first.inner_text().startswith("02")
+    assert page.locator("article.bd-article h1").first.inner_text().startswith("02")
+    label = page.locator("p.reference-run")
+    assert LABEL.search(label.inner_text().replace("\n", " "))
     outputs = page.locator("div.cell_output")
     assert outputs.count() >= 5, "the chapter shows the reference run's outputs"
-    assert page.locator("div.cell_output img").count() >= 1, "and its figures"
+    figures = page.locator("div.cell_output img")
+    assert figures.count() >= 1, "and its figures"
     assert page.locator(".output.traceback, .output.error").count() == 0
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "02_memory_bandwidth.png"))
+    # a figure (black text on white) keeps a white ground and its full brightness
+    ground, dimmed = figures.first.evaluate(
+        "e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).filter]"
+    )
+    assert ground in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)") and dimmed == "none"
+    if scheme == "dark":
+        assert ground == "rgb(255, 255, 255)"
+    # the label reads: its text and its ground differ in lightness
+    text, back = label.evaluate(
+        "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+    )
+    assert abs(_lightness(text) - _lightness(back)) > 0.5
+    # launch (Colab), download (.ipynb) and copy buttons
+    colab = page.locator('a[href^="https://colab.research.google.com/"]')
+    assert colab.count() >= 1 and colab.first.get_attribute("href") == _colab_url(
+        "02_memory_bandwidth"
+    )
+    assert page.locator('a[href="_sources/02_memory_bandwidth.ipynb"]').count() == 1
+    code_cells = page.locator("div.cell_input").count()
+    assert code_cells >= 5 and page.locator("button.copybtn").count() >= code_cells
+    page.screenshot(path=str(ARTIFACTS / f"02_memory_bandwidth-{scheme}.png"))
+
+    recorded_tab = page.locator("nav.brrr-runs a.brrr-run-recorded")
+    assert "NVIDIA H100" in recorded_tab.inner_text() and "2026-11-22" in recorded_tab.inner_text()
+    recorded_tab.click()
+    page.wait_for_load_state()
+    assert page.url.endswith("recordings/h100-2026-11-22/02_memory_bandwidth.html")
+    assert RECORDED.search(page.locator("p.recorded-run").inner_text().replace("\n", " "))
+    assert page.locator("div.cell_output").count() >= 5, "the recording shows what it ran"
+    assert page.locator('a[href^="https://colab.research.google.com/"]').count() == 0  # no launch
+    page.screenshot(path=str(ARTIFACTS / f"02_memory_bandwidth-h100-{scheme}.png"))
+    page.locator("nav.brrr-runs a.brrr-run-reference").click()
+    page.wait_for_load_state()
+    assert page.url.endswith("/02_memory_bandwidth.html") and "recordings" not in page.url
 
     page.locator('a[href="GLOSSARY.html"]').first.click()
     page.wait_for_load_state()
-    terms = page.locator("div.body h2").all_inner_texts()
+    terms = page.locator("article.bd-article h2").all_inner_texts()
     for term in ("Ridge point", "Arithmetic intensity", "FMA", "IQR", "Kernel", "Guard"):
         assert any(t.strip().startswith(term) for t in terms), term
 
     page.locator('a[href="INSTRUCTORS.html"]').first.click()
     page.wait_for_load_state()
-    assert "instructors" in page.locator("div.body h1").first.inner_text().lower()
+    assert "instructors" in page.locator("article.bd-article h1").first.inner_text().lower()
+    page.close()
+
+
+def _lightness(css_color: str) -> float:
+    """0 (black) to 1 (white): the mean of an ``rgb(...)``/``rgba(...)`` colour's channels."""
+    r, g, b = (int(v) for v in re.findall(r"\d+", css_color)[:3])
+    return (r + g + b) / (3 * 255)
+
+
+def test_the_hub_button_is_the_nbgitpuller_link_instructors_md_gives(tmp_path, monkeypatch):
+    """A site built with --hub: each chapter's JupyterHub button is INSTRUCTORS.md's link."""
+    pytest.importorskip("sphinx_book_theme")
+    build = _build_module()
+    source, out = tmp_path / "source", tmp_path / "html"
+    source.mkdir()
+    (source / "index.md").write_text("# Index\n\n```{toctree}\n00_the_factory\n```\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 00 · Stub")])
+    nbformat.write(nb, source / "00_the_factory.ipynb")
+    monkeypatch.setenv("BRRR_HUB_URL", "https://hub.example.edu")
+    assert build.build(source, out) == 0
+    page = (out / "00_the_factory.html").read_text(encoding="utf-8")
+    hub = re.search(r'href="(https://hub\.example\.edu/hub/user-redirect/git-pull\?[^"]+)"', page)
+    text = (ROOT / "course" / "INSTRUCTORS.md").read_text()
+    given = re.search(r"https://\S+/hub/user-redirect/git-pull\?\S+", text).group(0)
+
+    def query(link: str) -> dict:
+        return urllib.parse.parse_qs(urllib.parse.urlsplit(link.replace("&amp;", "&")).query)
+
+    assert hub and query(hub.group(1)) == query(given)

@@ -12,9 +12,10 @@
 
   Exit 0 when it diagnosed, 1 when the workload failed, 2 for a bad target.
 * ``brrr lab`` copies the notebooks into a workspace (never over your edits)
-  and starts JupyterLab there, on loopback behind a fresh token. ``brrr lab
-  --copy-only DIR`` only copies, for a hub whose users are already in a
-  JupyterLab. The notebooks are the package data ``brrrlib/course``.
+  and starts JupyterLab there, on loopback behind a fresh token; Ctrl-C
+  stops it cleanly (its kernels shut down first). ``brrr lab --copy-only
+  DIR`` only copies, for a hub whose users are already in a JupyterLab. The
+  notebooks are the package data ``brrrlib/course``.
 
 Torch is imported only inside the commands that need it, so ``brrr --help``
 and ``brrr doctor`` work on a machine without it.
@@ -356,23 +357,74 @@ def _lab(opts, out) -> int:
     return _serve(cmd, cwd=dest, env={**os.environ, _TOKEN_ENV: token})
 
 
-def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
-    """Run the server ``cmd`` until it exits; a SIGTERM sent to ``brrr`` is passed on to it.
+#: Seconds JupyterLab gets to stop (shutting its kernels down) before it is killed.
+STOP_GRACE_S = 15.0
 
-    Ctrl-C reaches the server anyway (the terminal signals the whole process
-    group); a SIGTERM from a process manager or ``kill`` reaches ``brrr``
-    alone, and without this JupyterLab would outlive it, holding its port.
+
+class _Stop(Exception):
+    """A SIGTERM or SIGHUP reached ``brrr lab``: stop the server as after Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum, _frame):
+    raise _Stop(signum)
+
+
+def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, stop it cleanly.
+
+    On Linux and macOS the server runs in a session of its own (stdin closed),
+    so Ctrl-C in the terminal reaches ``brrr`` alone, and ``brrr`` decides
+    how the server stops (:func:`_stop`): asked first, so that JupyterLab
+    shuts its kernels down and removes its runtime files, killed only if it
+    has not stopped after :data:`STOP_GRACE_S`. A SIGTERM (a process manager,
+    ``kill``) or SIGHUP (the terminal closed) does the same: the server never
+    outlives ``brrr`` holding its port. On Windows the console's Ctrl-C
+    reaches both; ``brrr`` gives the server the same time, then ends it.
     """
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env)
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+    posix = os.name == "posix"
+    stdin = subprocess.DEVNULL if posix else None
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=stdin, start_new_session=posix)
+    stops = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {s: signal.signal(s, _raise_stop) for s in stops}
     try:
         return proc.wait()
-    except BaseException:  # Ctrl-C: as subprocess.call does, the server goes too
-        proc.kill()
-        proc.wait()
-        raise
+    except KeyboardInterrupt:
+        _stop(proc, ask=posix)
+        raise  # main() says "interrupted" and exits 130
+    except _Stop as stop:
+        _stop(proc, ask=posix)
+        return 128 + stop.signum
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stop(proc: subprocess.Popen, ask: bool, grace_s: float | None = None) -> int:
+    """Ask the server to stop (SIGTERM), wait up to ``grace_s`` (:data:`STOP_GRACE_S`); then kill.
+
+    Jupyter answers SIGTERM as it answers a confirmed Ctrl-C: it shuts its
+    kernels down, removes its runtime files and exits. ``ask=False`` (Windows,
+    where the console's Ctrl-C already reached it) only waits. Another Ctrl-C
+    while waiting kills it at once. Returns the server's exit status.
+    """
+    grace_s = STOP_GRACE_S if grace_s is None else grace_s
+    print(
+        "brrr lab: stopping JupyterLab: its kernels are shut down first "
+        f"(up to {grace_s:.0f} s; Ctrl-C again to stop it at once)",
+        file=sys.stderr,
+        flush=True,
+    )
+    if proc.poll() is None and ask:
+        proc.terminate()
+    try:
+        return proc.wait(timeout=grace_s)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt, _Stop):
+        proc.kill()
+        return proc.wait()
 
 
 # -------------------------------------------------------------------- main ---
@@ -388,6 +440,27 @@ then:  brrr diagnose mymodel.py:workload   (or: brrrlib.workloads:mystery_a)
 Keywords bl.diagnose takes itself (budget_s, label, ...) cannot be the
 workload's: bind those with functools.partial(fn, budget_s=...).
 Exit status: 0 diagnosed, 1 the workload failed, 2 the target cannot be loaded."""
+
+
+_LAB_DESCRIPTION = f"""\
+Copy the course notebooks into a workspace folder (only the ones not there
+yet: your edits are never overwritten) and start JupyterLab there, on
+127.0.0.1 behind a fresh token, with this environment's Python as the kernel.
+Ctrl-C stops it: JupyterLab shuts its kernels down first, then exits (after
+{STOP_GRACE_S:.0f} s it is ended; Ctrl-C again ends it at once)."""
+
+_LAB_EPILOG = """\
+On a remote machine (a GPU box over ssh), JupyterLab listens on that
+machine's loopback only; forward its port from your own machine:
+
+  gpu-box$  brrr lab --no-browser --port 8888
+  laptop$   ssh -N -L 8888:127.0.0.1:8888 you@gpu-box
+
+then open the http://127.0.0.1:8888/lab?token=... address brrr lab printed,
+in your laptop's browser.
+
+A newer course (in a clone: git pull): brrr lab --reset copies the new
+notebooks, keeping your old ones in the backup folder."""
 
 
 def _port(text: str) -> int:
@@ -415,20 +488,44 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_DIAGNOSE_HELP,
     )
     g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
-    lab = sub.add_parser("lab", help="copy the course notebooks to a workspace and open JupyterLab")
+    lab = sub.add_parser(
+        "lab",
+        help="copy the course notebooks to a workspace and open JupyterLab",
+        description=_LAB_DESCRIPTION,
+        epilog=_LAB_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = lab.add_mutually_exclusive_group()
     where.add_argument(
-        "--dir", default=_DEFAULT_WORKSPACE, help="workspace (default ~/brrr-course)"
+        "--dir",
+        default=_DEFAULT_WORKSPACE,
+        metavar="DIR",
+        help="the workspace folder, made if missing (default: ~/brrr-course)",
     )
     where.add_argument(
         "--copy-only",
         metavar="DIR",
-        help="only copy the notebooks into DIR (missing ones; with --reset, fresh ones) and "
-        "exit without starting JupyterLab: for a JupyterHub start hook",
+        help="only copy the notebooks into DIR (the missing ones; with --reset, fresh ones) "
+        "and exit without starting JupyterLab: for a JupyterHub start hook "
+        "(course/INSTRUCTORS.md)",
     )
-    lab.add_argument("--reset", action="store_true", help="fresh notebooks; yours backed up first")
-    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("--port", type=_port, default=None, help="port for JupyterLab")
+    lab.add_argument(
+        "--reset",
+        action="store_true",
+        help="copy every notebook fresh, after moving yours that differ to "
+        "DIR/.brrr-backup-<date-time>/ (nothing is deleted): after `git pull`, or to start over",
+    )
+    lab.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="do not open a browser; only print the address (on a remote machine: see below)",
+    )
+    lab.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="JupyterLab's port on 127.0.0.1 (default: 8888, or a free one if 8888 is taken)",
+    )
     return p
 
 

@@ -19,16 +19,26 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import time
 
 from brrrlib import _fmt
 from brrrlib._files import course_folder as course_source
 
-__all__ = ["course_source", "doctor", "package_version", "torch_floor", "torch_problem"]
+__all__ = [
+    "compiler_problem",
+    "course_source",
+    "cuda_torch_command",
+    "doctor",
+    "package_version",
+    "torch_floor",
+    "torch_problem",
+]
 
 # The oldest torch that passes every test and notebook (.ci/torch_range.py): torch.Tag.reduction,
 # which counting uses, arrived in 2.10. pyproject.toml says the same (tests/test_cli.py checks).
@@ -67,14 +77,35 @@ def package_version() -> str:
     return _version("brrrlib") or getattr(sys.modules.get("brrrlib"), "__version__", "unknown")
 
 
+_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# A CUDA build for Windows (PyPI's Windows wheel is the CPU build): a CUDA version torch's
+# recent releases are built for; pytorch.org/get-started names the one for your driver.
+_CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
+
+
 def _torch_advice() -> str:
-    """The install command for this machine's torch build: Apple, CUDA or CPU."""
-    if platform.system() == "Darwin":
+    """The install command for this machine's torch build: Apple, CUDA or CPU, per system."""
+    system = platform.system()
+    if system == "Darwin":
         return "for this machine (Apple: MPS is in the default wheel): pip install torch"
     if shutil.which("nvidia-smi"):
+        if system == "Windows":  # PyPI's Windows wheel has no CUDA
+            return (
+                "for this machine (CUDA on Windows: PyPI's wheel is the CPU build): pip install "
+                f"torch --index-url {_CUDA_INDEX} (pytorch.org/get-started names the CUDA "
+                "version for your driver)"
+            )
         return "for this machine (CUDA: an NVIDIA GPU is here): pip install torch"
-    cpu_index = "https://download.pytorch.org/whl/cpu"
-    return f"for this machine (CPU: no NVIDIA GPU): pip install torch --index-url {cpu_index}"
+    if system == "Windows":  # PyPI's Windows wheel is the CPU build already
+        return "for this machine (CPU on Windows: no NVIDIA GPU): pip install torch"
+    return f"for this machine (CPU: no NVIDIA GPU): pip install torch --index-url {_CPU_INDEX}"
+
+
+def cuda_torch_command() -> str:
+    """The command that replaces a CPU build of torch by a CUDA one, on this system."""
+    if platform.system() == "Windows":
+        return f"pip install --force-reinstall torch --index-url {_CUDA_INDEX}"
+    return "pip install --force-reinstall torch  (PyPI's Linux wheel is the CUDA build)"
 
 
 def torch_problem() -> str | None:
@@ -157,14 +188,89 @@ def _check_device(r: _Report):
         r.line("ok", "mps: Apple GPU")
     else:
         r.line("ok", f"cpu: {devices.device_name(dev)}, {torch.get_num_threads()} threads")
-        r.line("", "no GPU: every chapter runs on the CPU; GPU-only cells show predictions")
+        if shutil.which("nvidia-smi") and torch.version.cuda is None:
+            r.line(
+                "WARN",
+                f"an NVIDIA GPU is here, but torch {torch.__version__} is a CPU build",
+                f"to use the GPU: {cuda_torch_command()}",
+            )
+        elif shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
+            r.line(
+                "WARN",
+                f"an NVIDIA GPU is here and torch is a CUDA {torch.version.cuda} build, but "
+                "CUDA is not available to it",
+                "check the driver: nvidia-smi must work, and be new enough for that CUDA",
+            )
+        else:
+            r.line("", "no GPU: every chapter runs on the CPU; GPU-only cells show predictions")
     return dev
+
+
+def compiler_problem() -> tuple[str, str] | None:
+    """(what is missing, how to install it) when torch.compile's C++ compiler is not found.
+
+    A lookup, not a compile (``brrr doctor --quick`` runs it): the compiler
+    Inductor would call for CPU kernels, ``$CXX`` or its default (``g++``;
+    ``clang++`` on macOS, where the Command Line Tools must be installed, not
+    only the ``/usr/bin`` stub that asks for them; ``cl`` on Windows). A fresh
+    WSL or container without gcc hears it here, before chapter 02 fails.
+    """
+    system = platform.system()
+    default = {"Darwin": "clang++", "Windows": "cl"}.get(system, "g++")
+    compiler = os.environ.get("CXX") or default
+    found = shutil.which(compiler)
+    if found and system == "Darwin" and not os.environ.get("CXX"):
+        tools = subprocess.run(["xcode-select", "-p"], capture_output=True, text=True)
+        found = found if tools.returncode == 0 else None
+    if found:
+        return None
+    return f"no C++ compiler ({compiler}) on this machine's PATH", _compiler_advice(system)
+
+
+def _compiler_advice(system: str) -> str:
+    """How to install a C++ compiler here, in one line: conda, macOS, Windows or a Linux."""
+    if (Path(sys.prefix) / "conda-meta").is_dir():
+        return "conda install -c conda-forge cxx-compiler"
+    if system == "Darwin":
+        return "xcode-select --install"
+    if system == "Windows":
+        return (
+            "install Visual Studio Build Tools (the 'Desktop development with C++' workload) "
+            "and start brrr from the 'x64 Native Tools Command Prompt', or run the course in WSL"
+        )
+    try:
+        distro = platform.freedesktop_os_release()
+    except OSError:
+        distro = {}
+    family = " ".join([distro.get("ID", ""), distro.get("ID_LIKE", "")])
+    for names, command in (
+        (("debian", "ubuntu"), "sudo apt install build-essential"),
+        (("fedora", "rhel", "centos"), "sudo dnf install gcc-c++"),
+        (("arch",), "sudo pacman -S gcc"),
+        (("suse",), "sudo zypper install gcc-c++"),
+        (("alpine",), "sudo apk add build-base"),
+    ):
+        if any(name in family for name in names):
+            return command
+    return "install g++ with your system's package manager (Debian/Ubuntu/WSL: build-essential)"
+
+
+def _check_compiler(r: _Report) -> bool:
+    """The compiler lookup; False (a FAIL) when torch.compile has none."""
+    r.section("torch.compile")
+    problem = compiler_problem()
+    if problem is None:
+        return True
+    r.line(
+        "FAIL",
+        f"{problem[0]}: torch.compile cannot build kernels (chapters 02 and 03 use it)",
+        problem[1],
+    )
+    return False
 
 
 def _check_compile(r: _Report, dev) -> bool:
     import torch
-
-    r.section("torch.compile")
 
     def tiny(x):
         return (x.sin() + 1).cos()
@@ -318,7 +424,13 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
     dev = _check_device(r)
     compile_ok = None
     if dev is not None:
-        compile_ok = None if quick else _check_compile(r, dev)
+        has_compiler = _check_compiler(r)
+        if not has_compiler:
+            compile_ok = False
+        elif quick:
+            r.line("ok", "a C++ compiler is here (torch.compile not tried: --quick)")
+        else:
+            compile_ok = _check_compile(r, dev)
         _check_ceilings(r, dev, refresh)
     _check_course(r, compile_ok)
     verdict = (

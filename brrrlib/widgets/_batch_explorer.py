@@ -122,7 +122,7 @@ class BatchExplorer(_Explorer):
         default = model_device(model) if model is not None else devices.device()
         self.device = devices.resolve(device) if device is not None else default
         self.ceilings = (
-            ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
+            ceilings if ceilings is not None else measure_ceilings(self.device)
         )
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
         if model_device(self.model).type != self.device.type:

@@ -85,7 +85,7 @@ class RepeatExplorer(_Explorer):
         if mode not in MODES:
             raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
         self.ceilings = (
-            ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
+            ceilings if ceilings is not None else measure_ceilings(self.device)
         )
         self._setup = setup or (lambda **kw: _experiments.repeat_case(**kw))
         self.sweeps: dict[int, Sweep] = {}
