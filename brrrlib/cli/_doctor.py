@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from brrrlib import _fmt
 from brrrlib._files import course_folder as course_source
