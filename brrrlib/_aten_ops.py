@@ -28,7 +28,7 @@ import torch
 from brrrlib import _touched
 
 __all__ = [
-    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "SPECIAL", "attention_flops",
+    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "FUSED_ATTENTION", "SPECIAL", "attention_flops",
     "categorize", "has_matmul_formula", "matmul_flops", "moves_no_data", "normalization_flops",
     "profiler_category", "special_function",
 ]  # fmt: skip
@@ -72,6 +72,12 @@ SPECIAL: Mapping[str, str] = {
     **dict.fromkeys(("sin", "sin_", "cos", "cos_", "tan", "tan_"), "cos"),
     **dict.fromkeys(("log", "log_", "log2", "log2_", "log10", "log10_", "log1p", "log1p_"), "log"),
 }  # fmt: skip
+#: Fused attention kernels: one exp per score (queries x keys per head) inside the kernel.
+FUSED_ATTENTION = frozenset({
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_flash_attention_forward", "_efficient_attention_forward",
+})  # fmt: skip
 """Ops that evaluate a special function once per element, and which one (a rate
 ``bl.measure_ceilings`` measures: ``exp``, ``tanh``, ``erf``, ``cos`` for the
 trigonometric family, ``log``). One such evaluation costs tens of instructions
@@ -81,7 +87,7 @@ their own measured rate. A gelu with ``approximate="tanh"`` is a tanh."""
 
 def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
     """The special function an op (base name, e.g. ``"gelu"``) evaluates per element, or ""."""
-    name = SPECIAL.get(base, "")
+    name = "exp" if base in FUSED_ATTENTION else SPECIAL.get(base, "")
     if name == "erf" and base.startswith("gelu") and kwargs.get("approximate") == "tanh":
         return "tanh"
     return name

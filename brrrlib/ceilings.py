@@ -87,7 +87,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 5
+_METHOD_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,10 @@ class Ceilings:
       (``"exp"``, ``"tanh"``, ``"erf"``, ``"cos"``, ``"log"``) on data in
       cache; what an op like softmax or gelu is judged against.
     * ``mem_bandwidth_bytes_per_s``: bytes read + written per second by a
-      large copy into memory that exists, in the fastest of its rounds
-      (``bandwidth_rounds_bytes_per_s`` keeps them all: phases show there).
+      large pass over memory that exists, the fastest of three forms in the
+      fastest of its rounds (``bandwidth_rounds_bytes_per_s`` keeps the
+      rounds: phases show there; ``bandwidth_by_form_bytes_per_s`` each
+      form's best: a copy into a separate output pays write-allocate).
     * ``op_overhead_s``: one tiny op in its cheapest form (in place on one
       element: no allocation), end to end: Python, the dispatcher and (on a
       GPU) the kernel launch; the fastest of its rounds, so a floor.
@@ -133,6 +135,7 @@ class Ceilings:
     spread: Mapping[str, float] = field(default_factory=dict)
     rounds: Mapping[str, int] = field(default_factory=dict)
     bandwidth_rounds_bytes_per_s: tuple[float, ...] = ()
+    bandwidth_by_form_bytes_per_s: Mapping[str, float] = field(default_factory=dict)
     overhead_rounds_s: tuple[float, ...] = ()
     cpu_share: float = 1.0
     steal_share: float = 0.0
@@ -157,7 +160,8 @@ class Ceilings:
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", MappingProxyType(by_dtype))
-        for name in ("special_per_s", "spread", "rounds", "precision_notes"):
+        for name in ("special_per_s", "spread", "rounds", "precision_notes",
+                     "bandwidth_by_form_bytes_per_s"):  # fmt: skip
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
@@ -259,9 +263,10 @@ class Ceilings:
                 "CPU time: other programs kept the cores so busy that every number may read low "
                 "(by up to the same factor); close them and measure again"
             )
-        names = {"matmul": "fp32 matmul FLOP/s", "vector": "vector FLOP/s"}
+        names = {"matmul": "fp32 matmul FLOP/s", "vector": "vector FLOP/s",
+                 "special": "special-function rates"}  # fmt: skip
         for key, value in self.spread.items():
-            if key in ("memory", "overhead") or key.startswith("special"):
+            if key in ("memory", "overhead"):
                 continue
             if value > SPREAD_LIMIT:
                 what = names.get(key, key.replace("matmul_", "") + " matmul FLOP/s")
@@ -314,12 +319,21 @@ class Ceilings:
                  ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in self.special_per_s.items()))
             )  # fmt: skip
         rows += [
-            ("memory bandwidth", _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s")),
+            ("memory bandwidth", _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s") + self._copy_note()),
             ("op overhead", _fmt.seconds(self.op_overhead_s)),
         ]
         rows += [(f"ridge point ({k})", f"{self.ridge_point_flops_per_byte(k):.3g} FLOP/byte")
                  for k in self.matmul_flops_per_s_by_dtype if self.fast_path(k)]  # fmt: skip
         return rows
+
+    def _copy_note(self) -> str:
+        """How far a copy into a separate tensor falls below the fastest form (write-allocate)."""
+        copy = self.bandwidth_by_form_bytes_per_s.get("copy_")
+        if not copy or copy >= 0.9 * self.mem_bandwidth_bytes_per_s:
+            return ""
+        best = max(self.bandwidth_by_form_bytes_per_s, key=self.bandwidth_by_form_bytes_per_s.get)
+        return (f"  ({best}; a copy into another tensor {_fmt.si(copy, 'B/s')}: "
+                "its writes first read each line they overwrite)")  # fmt: skip
 
     def _title(self) -> str:
         threads = f", {self.num_threads} threads" if self.device == "cpu" else ""
@@ -378,7 +392,7 @@ class Ceilings:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for name in ("matmul_flops_per_s_by_dtype", "special_per_s", "spread", "rounds",
-                     "precision_notes"):  # fmt: skip
+                     "precision_notes", "bandwidth_by_form_bytes_per_s"):  # fmt: skip
             d[name] = dict(d[name])
         for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
             d[name] = list(d[name])
@@ -447,7 +461,8 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     spread["vector"], rounds["vector"] = vector.spread, vector.rounds
     say(f"vector fp32: {_fmt.si(vector.value, 'FLOP/s')} ({vector.extra['method']})")
     phases.round()
-    special = _special(dev)
+    special, spread["special"], special_method = _special(dev)
+    rounds["special"] = 3
     say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
     phases.round()
     while phases.count < _MIN_PHASE_ROUNDS:
@@ -464,10 +479,11 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         mem_bandwidth_bytes_per_s=bandwidth.value, op_overhead_s=overhead.value,
         matmul_flops_per_s_by_dtype=matmul, special_per_s=special, spread=spread, rounds=rounds,
         bandwidth_rounds_bytes_per_s=bandwidth.extra["rounds"],
+        bandwidth_by_form_bytes_per_s=phases.by_form,
         overhead_rounds_s=overhead.extra["rounds"],
         cpu_share=cpu_share, steal_share=phases.steal_share,
         num_threads=torch.get_num_threads(), matmul_size=n,
-        copy_bytes=phases.nbytes, vector_method=vector.extra["method"],
+        copy_bytes=phases.nbytes, vector_method=f"{vector.extra['method']}; special: {special_method}",
         matmul_method="; ".join(methods),
         precision_notes={k: _why_slow(k, dev) for k in matmul
                          if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]},
@@ -730,16 +746,34 @@ def _multiply_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
     return x
 
 
-def _special(dev: torch.device) -> dict[str, float]:
+#: Eager ops that evaluate each special function once per element. ``torch.exp`` and its kin
+#: may call a vendor library's high-accuracy routine (MKL's on x86 builds), while composite
+#: kernels (sigmoid, gelu) carry their own vectorized one, several times faster: the fastest
+#: of them is the rate, so a floor made from it stays a lower bound for eager ops.
+_SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
+    "exp": (("torch.exp", torch.exp), ("torch.sigmoid", torch.sigmoid)),
+    "tanh": (("torch.tanh", torch.tanh),
+             ("gelu, tanh form", functools.partial(torch.ops.aten.gelu.out, approximate="tanh"))),
+    "erf": (("torch.erf", torch.erf), ("gelu", torch.ops.aten.gelu.out)),
+    "cos": (("torch.cos", torch.cos), ("torch.sin", torch.sin)),
+    "log": (("torch.log", torch.log), ("torch.log1p", torch.log1p)),
+}  # fmt: skip
+
+
+def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:
     """Evaluations per second of each special function, eager, on data in cache.
 
-    ``torch.exp(x, out=y)`` and its kin on a tensor that fits the cache (CPU:
-    1 MiB per thread; GPU: a quarter of L2), so the trucks never wait on
-    memory: what is left is the function's own instructions. On a CPU one
-    ``exp`` costs tens of multiplies' worth of work, which is why a softmax or a
-    gelu can be slower than the bytes it moves. On a GPU the special-function
-    units are faster than even L2 can feed, so there this reads L2's pace: a
-    rate far above what any op achieves from memory.
+    Each function is timed through every eager op in :data:`_SPECIAL_OPS` that
+    evaluates it once per element (``out=`` an existing tensor, so nothing is
+    allocated), three short times each; the fastest op's best time is the
+    rate. The tensor fits the cache (CPU: 1 MiB per thread; GPU: a quarter of
+    L2), so the trucks never wait on memory: what is left is the function's
+    own instructions. On a CPU one ``exp`` costs tens of multiplies' worth of
+    work, which is why a softmax or a gelu can be slower than the bytes it
+    moves. On a GPU the special-function units are faster than even L2 can
+    feed, so there this reads L2's pace. Compiled code may use faster,
+    less accurate versions still (chapter 02 measures one). Returns (the
+    rates, the largest spread of a function's three times, which op won).
     """
     numel = (
         2**18 * max(1, torch.get_num_threads())
@@ -748,12 +782,19 @@ def _special(dev: torch.device) -> dict[str, float]:
     )
     x = torch.rand(numel, device=dev) + 0.5  # in (0.5, 1.5): every function finite
     out = torch.empty_like(x)
-    rates = {}
-    for name in SPECIAL_FUNCTIONS:
-        call = functools.partial(getattr(torch, name), x, out=out)
-        call()
-        rates[name] = numel / min(_quick_s(call, dev) for _ in range(3))
-    return rates
+    rates, spread, won = {}, 0.0, []
+    for name, ops in _SPECIAL_OPS.items():
+        best = {}
+        for label, op in ops:
+            call = functools.partial(op, x, out=out)
+            call()
+            best[label] = sorted(_quick_s(call, dev) for _ in range(3))
+        label = min(best, key=lambda k: best[k][0])
+        times = best[label]
+        rates[name] = numel / times[0]
+        spread = max(spread, (times[-1] - times[0]) / times[-1])
+        won.append(f"{name} by {label}")
+    return rates, spread, ", ".join(won)
 
 
 # ------------------------------------------------------------------ bandwidth and overhead
@@ -762,10 +803,13 @@ def _special(dev: torch.device) -> dict[str, float]:
 class _Phases:
     """Bandwidth and overhead rounds, taken between the other ceilings (see the module doc).
 
-    Each :meth:`round` times three forms of a large copy into existing memory
+    Each :meth:`round` times three forms of a large pass over existing memory
     (``dst.copy_(src)``, ``src.add_(zero)``, ``torch.add(src, zero, out=dst)``:
     8 bytes per fp32 element each, the forms the chapters run) and keeps the
-    fastest, then one tiny op. A round during which the hypervisor stole more
+    fastest, then one tiny op. The in-place form is often the fastest on a
+    CPU: writing a *separate* output first reads each cache line it will
+    overwrite (write-allocate), a transfer the byte count does not see;
+    ``by_form`` keeps each form's best, so the difference can be shown. A round during which the hypervisor stole more
     than 5% of the CPUs' time is dropped (when others remain).
     """
 
@@ -776,11 +820,11 @@ class _Phases:
         src = torch.ones(self.nbytes // 4, device=dev)
         dst = torch.zeros_like(src)
         zero = torch.zeros(1, device=dev)
-        self.forms = (
-            functools.partial(dst.copy_, src),
-            functools.partial(src.add_, zero),
-            functools.partial(torch.add, src, zero, out=dst),
-        )
+        self.forms = {
+            "copy_": functools.partial(dst.copy_, src),
+            "add_ (in place)": functools.partial(src.add_, zero),
+            "add(out=)": functools.partial(torch.add, src, zero, out=dst),
+        }
         a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
         self.tiny = functools.partial(a.add_, b)
         # A virtual machine's memory can run far above its sustained rate for a fraction of
@@ -788,10 +832,11 @@ class _Phases:
         # copy for a moment first, so the rounds see what a long op sustains.
         deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
         while time.perf_counter() < deadline:
-            self.forms[0]()
+            self.forms["copy_"]()
             devices.sync(dev)
         self.bandwidth_s: list[tuple[float, float]] = []  # (bytes/s, steal share) per round
         self.overhead_s: list[tuple[float, float]] = []
+        self.by_form: dict[str, float] = {}  # each form's fastest round, bytes/s
 
     @property
     def count(self) -> int:
@@ -800,14 +845,15 @@ class _Phases:
     def round(self) -> None:
         budget = 0.06 if self.dev.type == "cpu" else 0.03
         before = _steal_ticks()
-        best = min(
-            timing.benchmark(
-                f, budget_s=budget, warmup_s=0.0, device=self.dev, min_samples=3
-            ).median_s
-            for f in self.forms
-        )
+        rates = {}
+        for form, f in self.forms.items():
+            t = timing.benchmark(f, budget_s=budget, warmup_s=0.0, device=self.dev, min_samples=3)
+            rates[form] = 2 * self.nbytes / t.median_s
         steal = _steal_share(before, _steal_ticks())
-        self.bandwidth_s.append((2 * self.nbytes / best, steal))
+        self.bandwidth_s.append((max(rates.values()), steal))
+        if steal <= STEAL_LIMIT or not self.by_form:
+            for form, rate in rates.items():
+                self.by_form[form] = max(self.by_form.get(form, 0.0), rate)
         before = _steal_ticks()
         t = timing.benchmark(self.tiny, budget_s=2 * budget, warmup_s=0.0, device=self.dev)
         self.overhead_s.append((t.median_s, _steal_share(before, _steal_ticks())))

@@ -116,7 +116,11 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
 
 
 def _special_count(base: str, args, out, written) -> int:
-    """Special-function evaluations: one per element computed (per input element for softmax)."""
+    """Special-function evaluations: one per element computed (per input element for softmax;
+    one per score, queries x keys per head, for a fused attention)."""
+    if base in _aten_ops.FUSED_ATTENTION:
+        q, k = _tensors(args)[:2]
+        return q.numel() // q.shape[-1] * k.shape[-2]  # batch x heads x L x S scores
     if base in ("_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax", "logsumexp"):
         first = next(iter(_tensors(args)), None)
         return first.numel() if first is not None else 0

@@ -621,3 +621,13 @@ def test_saved_bytes_are_what_autograd_keeps_for_backward():
     assert saved_bytes(workloads.checkpointed(workloads.cos_cos), x) == 4000  # only its input
     with torch.no_grad():
         assert saved_bytes(workloads.cos_cos, x) == 0  # nothing kept without a backward to come
+
+
+def test_special_functions_are_counted_once_per_element_and_per_attention_score():
+    x = torch.randn(64, 128)
+    assert count(lambda: torch.softmax(x, -1)).special_by_function() == {"exp": x.numel()}
+    gelu = count(lambda: F.gelu(x, approximate="tanh").cos())
+    assert gelu.special_by_function() == {"tanh": x.numel(), "cos": x.numel()}
+    q, k, v = torch.randn(2, 4, 128, 64), torch.randn(2, 4, 96, 64), torch.randn(2, 4, 96, 64)
+    sdpa = count(F.scaled_dot_product_attention, q, k, v)
+    assert sdpa.special_by_function() == {"exp": 2 * 4 * 128 * 96}  # one exp per score
