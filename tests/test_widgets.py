@@ -237,6 +237,28 @@ def _timing(seconds: float) -> bl.Timing:
     return bl.Timing(samples_s=(seconds,) * 5, device="cpu", label="fake")
 
 
+def test_workload_sweep_counts_each_point_and_times_its_call(clock):
+    made = []
+
+    def factory(scale):
+        def make(n):
+            made.append((n, scale))
+            x = torch.ones(n)
+            return (lambda t: (clock.work(scale * 1e-6 * t.numel())(), t.mul_(1.0))[1]), (x,)
+
+        return make
+
+    res = sweeps.workload_sweep("n", [1000, 4000], {"fast": factory(1), "slow": factory(3)},
+                                pairs=[((4000, "fast"), (4000, "slow"))])  # fmt: skip
+    assert sorted(made) == [(1000, 1), (1000, 3), (4000, 1), (4000, 3)]  # each point built once
+    p = res.point(4000, "slow")
+    assert p.bytes_moved == 8 * 4000 and p.flops == 4000  # bl.count of x.mul_(1.0): 1 FLOP, 8 B
+    assert p.median_s == pytest.approx(3 * 4e-3)
+    assert res.comparison((4000, "fast"), (4000, "slow")).ratio == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="lines"):
+        sweeps.workload_sweep("n", [1], {})
+
+
 # ------------------------------------------------------------------ repeat explorer
 
 
