@@ -363,6 +363,18 @@ def test_repeat_max_repeat_argument(clock, ceilings, plenty_of_memory):
     assert max(ex.repeat_options) == 20 and 16 in ex.repeat_options
 
 
+def test_repeat_readout_says_a_share_over_100_percent_is_the_ceilings(
+    clock, ceilings, plenty_of_memory
+):
+    # a fused chain of 64 taking half the model's time multiplies at 2x the vector ceiling
+    ex = _repeat(ceilings, FakeRepeat(clock, scale={(64, "fused"): 0.5}), repeat=64, mode="fused")
+    over = ex.current
+    assert over.achieved_flops_per_s == pytest.approx(2 * ceilings.vector_flops_per_s, rel=0.01)
+    assert _repeat_explorer._above_ceiling(over, ceilings) != ""
+    ex.set(repeat=4)  # one pass at the bandwidth ceiling, multiplies well below theirs
+    assert _repeat_explorer._above_ceiling(ex.current, ceilings) == ""
+
+
 def test_repeat_bad_arguments(clock, ceilings, plenty_of_memory):
     ex = _repeat(ceilings, FakeRepeat(clock))
     with pytest.raises(ValueError, match="repeat"):
