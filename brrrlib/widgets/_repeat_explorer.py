@@ -52,7 +52,7 @@ class RepeatExplorer(_Explorer):
 
     Eager and fused at one repeat are measured together, in alternating rounds
     (:func:`brrrlib.compare`), once both have been asked for: the readout's
-    speed-up has an interval, or says it is too noisy to tell.
+    speed-up has an interval, or says it cannot tell (x1 inside the interval).
 
     Attributes: ``widget`` (the VBox, CSS class ``brrr-repeat-explorer``),
     ``points`` (every measured :class:`brrrlib.sweeps.Point`), ``current``,
