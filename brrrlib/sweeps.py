@@ -36,16 +36,17 @@ point types come first in this module: :class:`Case` (what one point runs),
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices, timing
+from brrrlib import _fmt, counting, devices, timing
 from brrrlib.timing import Comparison, Timing
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "log_axes",
     "sweep",
     "waited_words",
+    "workload_sweep",
 ]
 
 
@@ -465,6 +467,45 @@ def sweep(
         predicted=tuple((x, line, p) for (x, line), p in predicted.items()),
         title=title or (into.title if into else ""),
     )
+
+
+def workload_sweep(
+    x_name: str,
+    x_values: Sequence[int],
+    lines: Mapping[str, Callable[[int], tuple]],
+    *,
+    pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
+    predict: Callable[[int, str], float] | None = None,
+    device: str | torch.device | None = None,
+    x_label: str = "",
+    title: str = "",
+    progress: bool = False,
+) -> Sweep:
+    """A :func:`sweep` whose lines are workload factories: ``lines[name](x) -> (fn, args)``.
+
+    The convention of :mod:`brrrlib.workloads`: each factory builds its
+    tensors for ``x`` and returns ``(fn, args)``. Every point's FLOPs and bytes
+    come from :func:`brrrlib.count` of ``fn(*args)`` (so the table's achieved
+    rates are the counted work over the measured time), then ``fn(*args)`` is
+    timed as in :func:`sweep`. Chapter 02 declares its attention sweep this way::
+
+        bl.sweeps.workload_sweep("N", [256, 512], {
+            "by hand": lambda n: bl.workloads.attention(n),
+            "fused": lambda n: bl.workloads.attention(n, fused=True)})
+    """
+    if not lines:
+        raise ValueError("lines must map at least one name to a workload factory x -> (fn, args)")
+
+    def setup(x: int, line: str) -> Case:
+        fn, args = lines[line](x)[:2]
+        counts = counting.count(fn, *args)
+        dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+        return Case(functools.partial(fn, *args), int(counts.flops), int(counts.bytes_moved),
+                    dev or devices.resolve(device), f"{line}, {x_name} = {x}", size=x,
+                    ops=int(counts.ops))  # fmt: skip
+
+    return sweep(x_name, x_values, list(lines), setup, pairs=pairs, predict=predict, device=device,
+                 x_label=x_label, title=title, progress=progress)  # fmt: skip
 
 
 class _Run:

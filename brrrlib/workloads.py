@@ -41,6 +41,8 @@ from brrrlib import _checks
 __all__ = [
     "H100_RECORDED_S",
     "TinyBlock",
+    "attention",
+    "attention_by_hand",
     "backward_step",
     "checkpointed",
     "cos_cos",
@@ -54,6 +56,7 @@ __all__ = [
     "pointwise_chain",
     "python_adds",
     "small_matmuls",
+    "softmax_by_hand",
     "tf32",
     "transformer_block",
 ]
@@ -432,13 +435,18 @@ def transformer_block(
     return block, (x,)
 
 
-def cos_cos(x: torch.Tensor) -> torch.Tensor:
+def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``x.cos().cos()``: the essay's example of two ops fusion turns into one pass (chapter 02).
 
     Eager, it reads ``x``, writes a temporary, reads it back and writes the
-    result: 16 bytes per fp32 element where one fused kernel moves 8.
+    result: 16 bytes per fp32 element where one fused kernel moves 8. With
+    ``out`` (a tensor shaped like ``x``), both results go into ``out``, the
+    second in place: the same 16 bytes, and no fresh memory to fault in on a
+    CPU; ``torch.compile`` of that form writes its one pass straight into ``out``.
     """
-    return x.cos().cos()
+    if out is None:
+        return x.cos().cos()
+    return torch.cos(torch.cos(x, out=out), out=out)
 
 
 def checkpointed(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -465,3 +473,75 @@ def backward_step(fn: Callable[..., torch.Tensor]) -> Callable[..., None]:
 
     step.__name__ = f"backward_step({getattr(fn, '__name__', 'fn')})"
     return step
+
+
+def softmax_by_hand(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last dimension, written op by op as a model might (chapter 02).
+
+    Eager, five kernels each make a pass over memory (a row maximum, a
+    subtraction, ``exp``, a row sum, a division): 32 bytes per fp32 element.
+    ``torch.compile`` fuses them into one kernel that reads each row once,
+    keeps it in cache while it reduces, and writes it once (8 bytes per
+    element); ``torch.softmax`` is such a kernel, written fused by hand. With
+    ``out``, the full-size results go into ``out`` (the same bytes, no fresh
+    memory), as :func:`cos_cos` does.
+    """
+    peak = x.amax(dim=-1, keepdim=True)  # subtracting the row maximum keeps exp finite
+    if out is None:
+        e = (x - peak).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+    torch.sub(x, peak, out=out).exp_()
+    return torch.div(out, out.sum(dim=-1, keepdim=True), out=out)
+
+
+def attention_by_hand(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scratch: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``softmax(q @ kᵀ / √d) @ v`` as four eager ops (chapter 02).
+
+    ``q``, ``k``, ``v`` are ``(batch, heads, N, d)``. The scores are
+    ``(batch, heads, N, N)``: written to memory by the first matmul, read and
+    written by the scaling and by the softmax, read by the second matmul: six
+    passes over ``4·N²`` bytes per head. A fused kernel
+    (``F.scaled_dot_product_attention``; FlashAttention on a GPU) keeps each
+    block of scores on the chip and never writes them. ``scratch``: two
+    existing ``(batch, heads, N, N)`` tensors for the scores and the
+    probabilities, so that a call moves the same bytes without allocating
+    N × N memory (which a CPU faults in page by page on every call).
+    """
+    scale = math.sqrt(q.shape[-1])
+    if scratch is None:
+        scores = q @ k.transpose(-2, -1) / scale  # (B, H, N, N)
+        return torch.softmax(scores, dim=-1) @ v  # (B, H, N, d)
+    scores, probs = scratch
+    torch.matmul(q, k.transpose(-2, -1), out=scores).div_(scale)  # write; read and write
+    torch._softmax(scores, -1, False, out=probs)  # torch.softmax's kernel, with an out=
+    return probs @ v
+
+
+def attention(
+    seq_len: int = 1024, heads: int = 8, head_dim: int = 64, *, fused: bool = False, device=None
+):
+    """Self-attention over ``seq_len`` tokens, by hand or fused (chapter 02).
+
+    Returns ``(fn, (q, k, v))`` with fp32 ``q``, ``k``, ``v`` of shape
+    ``(1, heads, seq_len, head_dim)``. ``fn`` is :func:`attention_by_hand`
+    writing its scores into two scratch tensors made here (no N × N memory
+    allocated per call), or, when ``fused``,
+    ``torch.nn.functional.scaled_dot_product_attention`` (one kernel on a CPU
+    and on a GPU). Both compute the same result to rounding and the same
+    matmul FLOPs, ``4 x heads x seq_len² x head_dim``; the hand-written form
+    moves ``24 x heads x seq_len²`` bytes more (its scores).
+    """
+    dev = _device(device)
+    n = _checks.positive_int("seq_len", seq_len)
+    shape = (1, _checks.positive_int("heads", heads), n, _checks.positive_int("head_dim", head_dim))
+    q, k, v = (torch.randn(shape, device=dev) for _ in range(3))
+    if fused:
+        return torch.nn.functional.scaled_dot_product_attention, (q, k, v)
+    # two scratch tensors of N x N scores per head; zeros: their pages are touched now, not timed
+    scratch = tuple(torch.zeros(shape[:3] + (n,), device=dev) for _ in range(2))
+    return functools.partial(attention_by_hand, scratch=scratch), (q, k, v)

@@ -435,3 +435,15 @@ def test_every_question_is_worded_once_in_its_own_chapter():
     for q in ex.questions():
         assert prompts.get(q.id), f"{q.id} is asked in no chapter (**Exercise `{q.id}`.** ...)"
         assert q.prompt == prompts[q.id]
+
+
+def test_gelu_vs_relu_answer_follows_the_erf_forms_cost_against_the_a100_budget():
+    """The worked answer counts gelu's default (erf) form, the one chapter 02 times."""
+    from brrrlib.exercises import _memory
+    from brrrlib.exercises._bank import Context
+
+    budget = _expected("02.ridge")  # A100 fp32 FLOPs per element (an FMA counts 2)
+    assert 20 <= _memory._GELU_FLOPS_PER_ELEMENT < budget  # an erf: tens of FLOPs, under 100
+    worked = ex._get("02.gelu_vs_relu").solve(Context(FAKE))
+    assert worked.value == "same"
+    assert any(str(_memory._GELU_FLOPS_PER_ELEMENT) in step for step in worked.steps)

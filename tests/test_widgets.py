@@ -237,6 +237,28 @@ def _timing(seconds: float) -> bl.Timing:
     return bl.Timing(samples_s=(seconds,) * 5, device="cpu", label="fake")
 
 
+def test_workload_sweep_counts_each_point_and_times_its_call(clock):
+    made = []
+
+    def factory(scale):
+        def make(n):
+            made.append((n, scale))
+            x = torch.ones(n)
+            return (lambda t: (clock.work(scale * 1e-6 * t.numel())(), t.mul_(1.0))[1]), (x,)
+
+        return make
+
+    res = sweeps.workload_sweep("n", [1000, 4000], {"fast": factory(1), "slow": factory(3)},
+                                pairs=[((4000, "fast"), (4000, "slow"))])  # fmt: skip
+    assert sorted(made) == [(1000, 1), (1000, 3), (4000, 1), (4000, 3)]  # each point built once
+    p = res.point(4000, "slow")
+    assert p.bytes_moved == 8 * 4000 and p.flops == 4000  # bl.count of x.mul_(1.0): 1 FLOP, 8 B
+    assert p.median_s == pytest.approx(3 * 4e-3)
+    assert res.comparison((4000, "fast"), (4000, "slow")).ratio == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="lines"):
+        sweeps.workload_sweep("n", [1], {})
+
+
 # ------------------------------------------------------------------ repeat explorer
 
 
@@ -339,6 +361,18 @@ def test_repeat_knee_and_default_slider(clock, ceilings, plenty_of_memory):
 def test_repeat_max_repeat_argument(clock, ceilings, plenty_of_memory):
     ex = _repeat(ceilings, FakeRepeat(clock), max_repeat=20)
     assert max(ex.repeat_options) == 20 and 16 in ex.repeat_options
+
+
+def test_repeat_readout_says_a_share_over_100_percent_is_the_ceilings(
+    clock, ceilings, plenty_of_memory
+):
+    # a fused chain of 64 taking half the model's time multiplies at 2x the vector ceiling
+    ex = _repeat(ceilings, FakeRepeat(clock, scale={(64, "fused"): 0.5}), repeat=64, mode="fused")
+    over = ex.current
+    assert over.achieved_flops_per_s == pytest.approx(2 * ceilings.vector_flops_per_s, rel=0.01)
+    assert _repeat_explorer._above_ceiling(over, ceilings) != ""
+    ex.set(repeat=4)  # one pass at the bandwidth ceiling, multiplies well below theirs
+    assert _repeat_explorer._above_ceiling(ex.current, ceilings) == ""
 
 
 def test_repeat_bad_arguments(clock, ceilings, plenty_of_memory):

@@ -184,3 +184,44 @@ def test_recorded_h100_times_cover_what_the_chapters_quote():
     # the orderings the chapters teach from
     assert rec["chain, CUDA graph"] < rec["chain, torch.compile"] < rec["chain, eager"]
     assert rec["block bf16, batch 16"] < rec["block fp32, batch 16"]
+
+
+# ------------------------------------------------------------------ chapter 02: fusion counted
+
+
+def test_cos_cos_and_softmax_write_into_out_with_the_same_bytes():
+    from brrrlib import count
+
+    x = torch.randn(64, 256)
+    out = torch.empty_like(x)
+    assert torch.equal(workloads.cos_cos(x, out), x.cos().cos()) and out.data_ptr() != x.data_ptr()
+    assert torch.allclose(workloads.softmax_by_hand(x), torch.softmax(x, -1), atol=1e-7)
+    assert torch.allclose(workloads.softmax_by_hand(x, out), torch.softmax(x, -1), atol=1e-7)
+    # fresh or into out, the full-size passes are the same: 4 x 4 bytes (cos_cos), 8 x 4 (softmax)
+    assert count(workloads.cos_cos, x, out).bytes_moved == count(workloads.cos_cos, x).bytes_moved
+    sm = count(workloads.softmax_by_hand, x, out)
+    assert sm.ops == 5 and sm.bytes_moved // x.numel() == 32
+    assert sm.bytes_moved == count(workloads.softmax_by_hand, x).bytes_moved
+
+
+@pytest.mark.parametrize("heads, n, d", [(2, 128, 32), (4, 64, 16)])
+def test_attention_by_hand_agrees_with_sdpa_and_moves_the_scores(heads, n, d):
+    from brrrlib import count
+
+    hand, args = workloads.attention(n, heads, d)
+    fused, _ = workloads.attention(n, heads, d, fused=True)
+    assert fused is F.scaled_dot_product_attention and args[0].shape == (1, heads, n, d)
+    want = F.scaled_dot_product_attention(*args)
+    assert torch.allclose(hand(*args), want, atol=1e-5)
+    assert torch.allclose(workloads.attention_by_hand(*args), want, atol=1e-5)  # fresh scores
+    extra = count(hand, *args).bytes_moved - count(fused, *args).bytes_moved
+    # six passes over the (heads, n, n) fp32 scores; the fused kernel also writes one
+    # log-sum-exp per row (heads x n fp32) for a backward pass
+    assert extra == 6 * heads * n * n * 4 - heads * n * 4
+
+
+def test_attention_bad_sizes_name_the_argument():
+    with pytest.raises(ValueError, match="seq_len"):
+        workloads.attention(0)
+    with pytest.raises(ValueError, match="head_dim"):
+        workloads.attention(16, head_dim=-1)

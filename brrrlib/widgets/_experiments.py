@@ -285,9 +285,9 @@ def repeat_sweep(
     ``pairs`` (e.g. ``[((1, "eager"), (16, "eager"))]``) are timed together in
     alternating rounds, for a ratio with an interval:
     ``result.says((1, "eager"), (16, "eager"))`` ("x15.9 time (95% interval
-    ...)", or "too noisy to tell ..."). Returns a :class:`brrrlib.sweeps.Sweep`
-    (``.table()``, ``.plot(ax)``; as the last expression of a cell it shows
-    its table). ``fresh_output=True`` measures the page-fault variant (no model).
+    ...)", or "can't tell ..." when x1 is inside the interval). Returns a
+    :class:`brrrlib.sweeps.Sweep` (``.table()``, ``.plot(ax)``; as the last
+    expression of a cell it shows its table). ``fresh_output=True`` measures the page-fault variant (no model).
     """
     dev = devices.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)

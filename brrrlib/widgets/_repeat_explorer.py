@@ -52,7 +52,7 @@ class RepeatExplorer(_Explorer):
 
     Eager and fused at one repeat are measured together, in alternating rounds
     (:func:`brrrlib.compare`), once both have been asked for: the readout's
-    speed-up has an interval, or says it is too noisy to tell.
+    speed-up has an interval, or says it cannot tell (x1 inside the interval).
 
     Attributes: ``widget`` (the VBox, CSS class ``brrr-repeat-explorer``),
     ``points`` (every measured :class:`brrrlib.sweeps.Point`), ``current``,
@@ -274,6 +274,7 @@ class RepeatExplorer(_Explorer):
                     f"{_fmt.percent(p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s)} of the "
                     f"bandwidth ceiling, {_fmt.percent(p.achieved_flops_per_s, c.vector_flops_per_s)}"
                     " of the vector ceiling.")  # fmt: skip
+            body += _above_ceiling(p, c)
             if p.compile_s is not None:
                 body += f" First call (compile) {_fmt.seconds(p.compile_s)}, not in the timing."
         lines = [body, self._pair_text(p), knee_text, p.reason]
@@ -356,6 +357,18 @@ class RepeatExplorer(_Explorer):
             marks.append((ax_r, ax_r.annotate(f"{p.line} ×{p.x}", xy, xytext=(8, 4),
                                               textcoords="offset points", fontsize=8)))  # fmt: skip
         return marks
+
+
+def _above_ceiling(p: Point, c: Any) -> str:
+    """Words for a share over 100%: the ceiling, not the point, is what was wrong."""
+    over = [name for name, got, ceiling in (
+        ("bandwidth", p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s),
+        ("vector", p.achieved_flops_per_s, c.vector_flops_per_s)) if got > ceiling]  # fmt: skip
+    if not over:
+        return ""
+    return (f" Over 100% of the {' and '.join(over)} ceiling: a ceiling is the fastest kernel "
+            "measured for it (a copy; chains of 16 to 64 multiplies on data in cache), not this "
+            "machine's true peak, and this kernel beat it.")  # fmt: skip
 
 
 def repeat_explorer(
