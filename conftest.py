@@ -30,7 +30,7 @@ _SHARE = re.compile(
 )
 #: A line may keep a share above 100% when it says why the reference was not the limit.
 _EXPLAINED = re.compile(r"not the true|overestimate|does not bind|model is wrong|was not the", re.I)
-_CANT_TELL = re.compile(r"can't tell[^\n]*?x(?P<lo>[\d.,]+)-x(?P<hi>[\d.,]+)")
+_CANT_TELL = re.compile(r"can't tell: [^\n]*?interval x(?P<lo>[\d.,]+)-x(?P<hi>[\d.,]+)")
 
 
 def output_problems(text: str) -> list[str]:
