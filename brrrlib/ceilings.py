@@ -319,7 +319,10 @@ class Ceilings:
                  ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in self.special_per_s.items()))
             )  # fmt: skip
         rows += [
-            ("memory bandwidth", _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s") + self._copy_note()),
+            (
+                "memory bandwidth",
+                _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s") + self._copy_note(),
+            ),
             ("op overhead", _fmt.seconds(self.op_overhead_s)),
         ]
         rows += [(f"ridge point ({k})", f"{self.ridge_point_flops_per_byte(k):.3g} FLOP/byte")
@@ -591,7 +594,9 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
             if not alive or all(t >= target_s for t in times.values()) or n >= n_max:
                 break
             n *= 2
-        (kernel, size), (call, _) = min(screened.items(), key=lambda kv: kv[1][1] / kv[0][1] ** 3)
+        (kernel, size), (call, screen_s) = min(
+            screened.items(), key=lambda kv: kv[1][1] / kv[0][1] ** 3
+        )
         cap = _caps(dev)["matmul" if precision == "fp32" else "other_matmul"]
         seconds, spread, rounds = _in_rounds(call, dev, cap)  # 2. rounds on the fastest
         wall = time.perf_counter() - wall0
@@ -602,7 +607,19 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
     method = ", ".join(f"{k} {_fmt.si(r, 'FLOP/s')} (n={s})" for k, (r, s) in best.items())
     extra = {"n": size, "cpu_share": cpu_share if on_cpu else 1.0,
              "method": f"{kernel} at n={size}; screened: {method}"}  # fmt: skip
-    return _Rounds(2 * size**3 / seconds, spread, rounds, extra)
+    return _settled(2 * size**3 / seconds, 2 * size**3 / screen_s, spread, rounds, extra)
+
+
+def _settled(rounds_rate: float, screen_rate: float, spread: float, rounds: int, extra) -> _Rounds:
+    """A ceiling from its rounds and its screen: the faster of the two (a ceiling is the best
+    the machine did), and rounds that settled well below the screen count as spread.
+
+    On a busy machine every call of a parallel kernel can wait a scheduler slice for a
+    descheduled thread, so all the rounds agree on a rate far below what the screen saw
+    moments before: agreeing rounds are not a steady machine.
+    """
+    best = max(rounds_rate, screen_rate)
+    return _Rounds(best, max(spread, 1 - rounds_rate / best), rounds, extra)
 
 
 def _matmul_kernels(n: int, dtype: torch.dtype, dev: torch.device) -> dict[str, Callable[[], Any]]:
@@ -725,7 +742,7 @@ def _vector(dev: torch.device) -> _Rounds:
             call()
             rates[steps] = (call, numel * steps / _quick_s(call, dev))
         steps = max(rates, key=lambda k: rates[k][1])
-        call, flops = rates[steps][0], numel * steps
+        call, flops, screen_rate = rates[steps][0], numel * steps, rates[steps][1]
         tried = ", ".join(f"{k}: {_fmt.si(v[1], 'FLOP/s')}" for k, v in rates.items())
         method = (
             f"torch.compile, {steps} chained multiplies on {_fmt.binary_bytes(4 * numel)} ({tried})"
@@ -734,10 +751,10 @@ def _vector(dev: torch.device) -> _Rounds:
         first = str(err).strip().splitlines()[0][:80] if str(err).strip() else ""
         small = x[: 2**16].clone()
         call = functools.partial(torch.mul, small, 0.999, out=torch.empty_like(small))
-        flops = small.numel()
+        flops, screen_rate = small.numel(), 0.0
         method = f"eager torch.mul, torch.compile failed ({type(err).__name__}: {first})"
     seconds, spread, rounds = _in_rounds(call, dev, _caps(dev)["vector"])
-    return _Rounds(flops / seconds, spread, rounds, {"method": method})
+    return _settled(flops / seconds, screen_rate, spread, rounds, {"method": method})
 
 
 def _multiply_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
