@@ -53,9 +53,11 @@ def _expected(qid):
         ),
         "00.regime_tiny": lambda: "overhead",
         "01.matmul_flops": lambda: 2 * 512 * 1024 * 256,
-        "01.tensor_core_ratio": lambda: _peak("A100", "bf16") / _peak("A100", "fp32"),
+        # the T4's tensor cores take fp16 only
+        "01.tensor_core_ratio": lambda: _peak("T4", "fp16") / _peak("T4", "fp32"),
         "01.matmul_time_here": lambda: 2 * 2048**3 / FAKE.matmul_flops_per_s,
-        "01.bert_norm": lambda: "memory",
+        # Linear(8192, 8192) in bf16: intensity ~ B, so B reaches the H100's bf16 ridge point
+        "01.critical_batch": lambda: _peak("H100", "bf16") / _bw("H100"),
         # FLOP/s per class = % of FLOPs / % of runtime (the essay's BERT table)
         "01.bert_gap": lambda: (99.80 / 61.0) / (0.17 / 25.5),
         "02.ridge": lambda: _peak("A100", "fp32") / (_bw("A100") / 8),
@@ -166,18 +168,46 @@ def test_common_mistakes_get_their_own_nudge(capsys):
     assert "upside down" in capsys.readouterr().out
 
 
+def _nudge(qid, wrong):
+    """The nudge the bank holds for the typical slip ``wrong`` (a ratio to the right answer)."""
+    from brrrlib.exercises._bank import Context
+
+    mistakes = ex._get(qid).mistakes_for(Context(FAKE))
+    return next(v for k, v in mistakes.items() if abs(k / wrong - 1) < 1e-9)
+
+
+def test_the_t4_ratio_is_its_fp16_tensor_cores_not_the_essays_a100(capsys):
+    assert _spec("T4").fast_precision == "fp16"  # no bf16 or TF32 tensor cores on a T4
+    want = _expected("01.tensor_core_ratio")
+    assert 7 < want < 9
+    a100 = _peak("A100", "bf16") / _peak("A100", "fp32")
+    assert ex.check("01.tensor_core_ratio", a100) is False
+    assert _nudge("01.tensor_core_ratio", a100 / want) in capsys.readouterr().out
+
+
+def test_critical_batch_is_the_bf16_ridge_point(capsys):
+    ridge = _expected("01.critical_batch")
+    assert 250 < ridge < 350  # hundreds of rows on an H100
+    d = 8192  # the exact crossing of 2BD^2 / (2(2BD + D^2)) with the ridge is a few % higher
+    assert ex.check("01.critical_batch", ridge * d / (d - 2 * ridge)) is True
+    for wrong in (2 * ridge, _peak("H100", "fp32") / _bw("H100")):  # fp32 bytes; fp32 roof
+        capsys.readouterr()
+        assert ex.check("01.critical_batch", wrong) is False
+        assert _nudge("01.critical_batch", wrong / ridge) in capsys.readouterr().out
+
+
 def test_generic_band_says_direction(capsys):
     want = _expected("01.tensor_core_ratio")
-    ex.check("01.tensor_core_ratio", want * 2.2)
+    ex.check("01.tensor_core_ratio", want * 2.6)
     assert "too high by between 1.5x and 3x" in capsys.readouterr().out
     ex.check("01.tensor_core_ratio", want / 20)
     assert "too low by between 10x and 100x" in capsys.readouterr().out
 
 
 def test_choice_synonyms_and_case():
-    assert ex.check("01.bert_norm", "Memory-bound") is True
-    assert ex.check("01.bert_norm", " memory bandwidth ") is True
-    assert ex.check("01.bert_norm", "compute") is False
+    assert ex.check("00.regime_tiny", "Overhead-bound") is True
+    assert ex.check("00.regime_tiny", " overhead bound ") is True
+    assert ex.check("00.regime_tiny", "compute") is False
 
 
 def test_answer_tracks_the_machine():
@@ -206,7 +236,7 @@ def test_bad_input_errors_name_the_argument(capsys):
     # A learner's answer of the wrong type is not an exception: the reply says what to write.
     assert ex.check("02.ridge", "a hundred") is False
     assert "answer to 02.ridge must be a number" in capsys.readouterr().out
-    assert ex.check("01.bert_norm", 3) is False
+    assert ex.check("00.regime_tiny", 3) is False
     assert "one of" in capsys.readouterr().out
     with pytest.raises(ValueError, match="level"):
         ex.hint("02.ridge", level=0)
