@@ -61,23 +61,32 @@ def _block_counts(batch: int):
 
 
 def _block_floors_s(ctx: Context, batch: int) -> tuple[float, float]:
-    """(compute floor, memory floor) in seconds of the block on this machine."""
-    counts, c = _block_counts(batch), ctx.ceilings
-    return counts.flops / c.matmul_flops_per_s, counts.bytes_moved / c.mem_bandwidth_bytes_per_s
+    """(compute floor, memory floor) in seconds of the block on this machine, as
+    ``bl.diagnosis.floors`` sets them: matmul FLOPs at the matmul roof of their precision,
+    the rest at the vector (and special-function) rates; bytes at the bandwidth."""
+    from brrrlib.diagnosis import floors
+
+    fl = floors(_block_counts(batch), ctx.ceilings)
+    return fl.compute_s, fl.memory_s
 
 
 def _block_lower_bound_us(ctx: Context) -> Worked:
+    from brrrlib.diagnosis import floors
+
     counts = _block_counts(16)
-    (mm, mm_step), (bw, bw_step) = (measured(ctx, "matmul_flops_per_s"),
-                                    measured(ctx, "mem_bandwidth_bytes_per_s"))  # fmt: skip
-    compute_s, memory_s = counts.flops / mm, counts.bytes_moved / bw
+    fl = floors(counts, ctx.ceilings)
+    split = ", ".join(f"{k} {_fmt.seconds(v)}" for k, v in fl.compute_by_precision_s.items())
+    special = ", ".join(f"{k} {_fmt.seconds(v)}" for k, v in fl.special_s.items())
+    (_bw, bw_step) = measured(ctx, "mem_bandwidth_bytes_per_s")
     return Worked(
-        max(compute_s, memory_s) * 1e6,
+        max(fl.compute_s, fl.memory_s) * 1e6,
         (f"bl.count: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved",
-         mm_step, bw_step,
-         f"compute floor = FLOPs / matmul FLOP/s = {_fmt.seconds(compute_s)}",
-         f"memory floor = bytes / bandwidth = {_fmt.seconds(memory_s)}",
-         "the work cannot finish before the slower resource: the larger floor, in µs"),
+         f"compute floor = matmul FLOPs / matmul FLOP/s + the rest / vector FLOP/s"
+         f"{' (+ special functions at their rates)' if special else ''}: {split}"
+         f"{'; ' + special if special else ''}; in all {_fmt.seconds(fl.compute_s)}",
+         bw_step, f"memory floor = bytes / bandwidth = {_fmt.seconds(fl.memory_s)}",
+         "if computing and moving overlapped perfectly, the slower resource alone sets the "
+         "time: the larger floor, in µs"),
     )  # fmt: skip
 
 
@@ -85,7 +94,8 @@ def _block_mistakes(ctx: Context) -> dict[float, str]:
     compute_s, memory_s = _block_floors_s(ctx, 16)
     floor_s = max(compute_s, memory_s)
     out = {
-        (compute_s + memory_s) / floor_s: "You added the two times; the roofline takes the larger."
+        (compute_s + memory_s) / floor_s: "You added the two times: that is the serial model's "
+        "upper bound. The lower bound takes the larger."
     }
     smaller = min(compute_s, memory_s) / floor_s
     if smaller < 0.8:  # only a distinct slip when the two floors differ
@@ -126,10 +136,11 @@ EXERCISES = (
     Exercise(Question(
         "04.block_lower_bound_us",
         unit="µs", rel_tol=0.15,
-        hints=("Two floors: FLOPs / matmul FLOP/s and bytes / bandwidth. The work cannot finish "
-               "before the slower of the two resources is done.",
-               "bl.roofline.lower_bound_s(counts.flops, counts.bytes_moved, c.matmul_flops_per_s, "
-               "c.mem_bandwidth_bytes_per_s), in µs."),
+        hints=("Two floors: the FLOPs over the rates that run them (matmuls at the matmul "
+               "FLOP/s, the rest at the vector FLOP/s) and the bytes over the bandwidth. The work "
+               "cannot finish before the slower of the two resources is done.",
+               "fl = bl.diagnosis.floors(counts, c) gives fl.compute_s and fl.memory_s; the "
+               "lower bound is the larger, in µs."),
         explain="Compare it with the measured time: the gap is what overhead and imperfect "
         "kernels cost.",
     ), _block_lower_bound_us, _block_mistakes),
