@@ -601,6 +601,34 @@ def test_batch_waiting_for_cores_is_too_noisy(ceilings, plenty_of_memory, monkey
     assert ex.doubling().reading == "can't tell"  # no regime from calls that waited for cores
 
 
+def _paired(ratios):
+    """A real Comparison from hand-made per-round ratios (times of 1 ms against ratio ms)."""
+    a = timing.Timing(samples_s=[1e-3] * len(ratios), device="cpu")
+    b = timing.Timing(samples_s=[1e-3 * r for r in ratios], device="cpu")
+    return timing.Comparison(a=a, b=b, ratios=tuple(ratios))
+
+
+@pytest.mark.parametrize(
+    ("ratios", "weights_share", "reading"),
+    [
+        ([1.10, 1.11, 1.12] * 4, 0.1, "overhead"),  # fixed share 88-90%: the ops' overhead
+        ([1.10, 1.11, 1.12] * 4, 0.8, "weights"),  # the same, but reading the weights is most
+        ([1.49, 1.50, 1.51] * 4, 0.1, "knee"),  # fixed share about 50%, measured narrowly
+        ([1.90, 1.95, 1.99] * 4, 0.1, "work"),  # below x2 but the work is most of the call
+        ([1.95, 2.00, 2.05] * 4, 0.1, "work"),  # about twice the time, narrowly
+        ([2.60, 2.70, 2.80] * 4, 0.1, "other code"),  # more than twice the work's time
+        ([0.50, 0.52, 0.54] * 4, 0.1, "other code"),  # less time for twice the work
+        ([1.10, 1.90, 1.30, 2.40] * 3, 0.1, "can't tell"),  # wide around the 50% border
+        ([0.90, 1.10, 1.00] * 4, 0.1, "can't tell"),  # x1 inside the interval
+    ],
+)
+def test_read_doubling_reads_only_what_the_interval_allows(ratios, weights_share, reading):
+    d = _batch_explorer.read_doubling(2, _paired(ratios), weights_share)
+    assert d.reading == reading, d
+    share, low, high = d.fixed_share
+    assert low <= share <= high and share == pytest.approx(2 - d.ratio)
+
+
 def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
     monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
     fake = FakeBatch(clock)
