@@ -362,7 +362,8 @@ class BatchExplorer(_Explorer):
         lines = [self._verdict(p, cmp)]
         knee, measured = self.model_knee, self.measured_knee
         if math.isfinite(knee):
-            lines.append(f"The ceilings' model puts the knee (fixed cost = work) at batch ≈ {knee:.3g}.")
+            where = f"at batch ≈ {knee:.3g}" if knee >= 1 else "below batch 1 (the work outweighs it)"
+            lines.append(f"The ceilings' model puts the knee (fixed cost = work) {where}.")
         if measured is not None:
             lines.append(f"Measured: the knee lies between batch {measured[0]} and {measured[1]} "
                          f"(doubling cost under ×{KNEE_RATIO} below it, over ×{KNEE_RATIO} above).")  # fmt: skip
