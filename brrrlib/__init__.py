@@ -45,7 +45,8 @@ reverse; the package holds its public names, its private modules the rest:
                    (``_comm_model``), results (``_collective_results``), the
                    ladder (``_ladder``, ``_host_transfers``), a slider
                    (``_message_explorer``)
-``figures``        the chapters' figures (03-04 in ``_chapters_03_04``)
+``figures``        the chapters' figures (the host and timelines in ``_timelines``,
+                   remedies and steps in ``_remedies``)
 ``readouts``       the sentences the chapters print from their measurements
                    (``_chapters_00_02``, ``_chapters_03_04``)
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;

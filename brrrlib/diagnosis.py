@@ -972,7 +972,7 @@ def _compute_row(d: Any) -> tuple[str, str, str, str]:
         )
     return (
         "roofline: compute",
-        f"{_fmt.si(d.achieved_flops_per_s, 'FLOP/s')} = {share:.0%} of the {d.precision} floor",
+        f"{_fmt.si(d.achieved_flops_per_s, 'FLOP/s')} = {share:.0%} of the {d.precision} roof",
         "compute" if _leads(d, "compute") else "-",
         text + _over_100(share, "compute"),
     )

@@ -57,7 +57,9 @@ __all__ = [
     "python_adds",
     "small_matmuls",
     "softmax_by_hand",
+    "square_matmul",
     "tf32",
+    "training_step",
     "transformer_block",
 ]
 
@@ -165,6 +167,21 @@ def small_matmuls(n: int = 64, size: int | None = None, *, batched: bool = False
 
 def _matmul_loop(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.stack([a[i] @ b[i] for i in range(a.shape[0])])
+
+
+def square_matmul(n: int | None = None, device=None):
+    """One ``n x n`` fp32 matmul, ``torch.mm(a, b)``: a compute-bound call (chapter 03).
+
+    Returns ``(torch.mm, (a, b))``: ``2 n^3`` FLOPs for ``12 n^2`` bytes, an
+    intensity of ``n / 6`` FLOP/byte, far above any ridge point at the default
+    ``n`` (1024 on a CPU, 4096 on a GPU). Chapter 03 compiles it beside an
+    overhead-bound and a memory-bound workload: ``torch.compile`` hands a
+    lone matmul to the same BLAS library eager PyTorch calls, so there is
+    nothing for it to fuse or save.
+    """
+    dev = _device(device)
+    n = _checks.positive_int("n", n if n is not None else (4096 if _big(dev) else 1024))
+    return torch.mm, (torch.randn(n, n, device=dev), torch.randn(n, n, device=dev))
 
 
 def mlp(batch: int = 1, d_model: int | None = None, *, wide: bool = False, device=None):
@@ -433,6 +450,75 @@ def transformer_block(
     block = block.to(device=dev, dtype=dtype).eval().requires_grad_(False)
     x = torch.randn(batch, seq, d_model, device=dev, dtype=dtype)
     return block, (x,)
+
+
+#: The optimizer implementations :func:`training_step` can use: torch.optim.AdamW's keywords.
+OPTIMIZERS = MappingProxyType({
+    "for-loop": {"foreach": False},  # one op per tensor per line of the update
+    "foreach": {"foreach": True},  # each line of the update over the whole list at once
+    "fused": {"fused": True},  # the whole update in one kernel per group of tensors
+})  # fmt: skip
+
+
+def training_step(
+    batch: int = 16,
+    seq: int | None = None,
+    d_model: int | None = None,
+    n_heads: int = 4,
+    *,
+    optimizer: str = "for-loop",
+    precision: str = "fp32",
+    device=None,
+):
+    """One training step of a :class:`TinyBlock`: forward, loss, backward, AdamW (chapter 04).
+
+    Returns ``(step, (x,))`` with ``x`` of shape ``(batch, seq, d_model)``;
+    ``step(x)`` clears the gradients, runs the block, takes a stand-in loss
+    (the mean square of the output: what matters here is that a backward
+    runs), back-propagates and updates every weight with
+    ``torch.optim.AdamW``. ``step.model`` and ``step.optimizer`` are the two
+    objects; every call updates the weights, as training does.
+
+    ``optimizer`` picks AdamW's implementation (:data:`OPTIMIZERS`):
+    ``"for-loop"`` (``foreach=False``: each line of the update is one op per
+    weight tensor), ``"foreach"`` (one ``torch._foreach_*`` op per line over
+    the whole list) or ``"fused"`` (one kernel for the whole update). Same
+    arithmetic, ever fewer ops.
+
+    ``precision`` ``"bf16"`` or ``"fp16"`` runs the forward and the loss under
+    ``torch.autocast`` in that dtype (mixed precision: the matmuls in 16 bits,
+    the weights, gradients and AdamW's state kept in fp32); ``"fp32"`` runs
+    everything in fp32. Sizes default as :func:`transformer_block`'s. The
+    weights are seeded (the same block every call).
+
+    The FLOPs: the matmuls of the forward, twice them backward (the gradient
+    of each input and of each weight), so ``3 x (24 N C^2 + 4 B T^2 C)`` for
+    ``N = B T`` tokens of width ``C``; about ``6 x parameters x tokens`` for
+    the weights, the usual rule for a training step.
+    """
+    batch = _checks.positive_int("batch", batch)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
+    if precision not in amp:
+        raise ValueError(f"precision={precision!r} is not one of {', '.join(amp)} (for TF32 "
+                         "wrap the step in workloads.tf32)")  # fmt: skip
+    model, (x,) = transformer_block(batch, seq, d_model, n_heads, device=device)
+    model.train().requires_grad_(True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **OPTIMIZERS[optimizer])
+    dtype = amp[precision]
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
+            loss = model(x).float().square().mean()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    step.__name__ = step.__qualname__ = f"training_step_{optimizer}_{precision}"
+    step.model, step.optimizer = model, opt  # type: ignore[attr-defined]
+    return step, (x,)
 
 
 def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -119,7 +119,7 @@ def test_floors_judge_each_precision_against_its_own_roof():
         assert fl.compute_by_precision_s["bf16"] == pytest.approx(0.01)
         d = _weigh(bf16, _timing(0.0125), CEIL)
         assert d.shares["compute"] == pytest.approx(0.8)  # not 320%
-        assert d.precision == "bf16" and "bf16 floor" in _rows(d)[0][1]
+        assert d.precision == "bf16" and "bf16 roof" in _rows(d)[0][1]
         # fp8 has no ceiling here: judged against the fastest measured, with a note
         fp8 = Counts(rows=(dataclasses.replace(rows[0], precision="fp8"),))
         fl = floors(fp8, CEIL)
@@ -601,7 +601,7 @@ def test_h100_bf16_matmul_is_judged_against_the_bf16_roof(h100):
     n = 8192
     d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 2 * n * n, "bf16"),)), _timing(1517e-6), h100)
     assert d.regime == "compute" and d.shares["compute"] == pytest.approx(0.98, abs=0.01)
-    assert max(d.shares.values()) < 1.0 and "98% of the bf16 floor" in str(d)
+    assert max(d.shares.values()) < 1.0 and "98% of the bf16 roof" in str(d)
     # the same FLOPs in fp32 with TF32 allowed: judged against the 394 TFLOP/s TF32 roof
     d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 4 * n * n, "tf32"),)), _timing(2.9e-3), h100)
     assert d.shares["compute"] == pytest.approx(2 * n**3 / 393.86e12 / 2.9e-3, rel=1e-3)

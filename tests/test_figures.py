@@ -10,6 +10,8 @@ import pytest
 
 matplotlib.use("Agg")  # no display in tests
 
+from _fakes import fake_ceilings  # noqa: E402
+
 from brrrlib import figures  # noqa: E402
 
 CEILINGS = SimpleNamespace(
@@ -196,3 +198,69 @@ def test_recorded_figures_say_they_are_recorded_with_axes_in_units():
     legend = {t.get_text() for t in sweep.get_legend().get_texts()}
     assert legend == {"eager, fp32", "eager, bf16", "fused, fp32", "fused, bf16"}
     assert _overlaps(ladder) == [] and _overlaps(sweep) == []
+
+
+# ------------------------------------------------------------------ the host and the remedies
+
+
+def test_flops_per_python_add_divides_each_peak_by_the_python_speed():
+    from brrrlib.hardware import specs
+
+    here = SimpleNamespace(device_name="fake cpu",
+                           matmul_flops_per_s_by_dtype={"fp32": 2e11, "bf16": 4e11})  # fmt: skip
+    ax = figures.flops_per_python_add(1e7, here)
+    widths = [p.get_width() for p in ax.patches]
+    assert widths[-1] == pytest.approx(4e11 / 1e7)  # this machine at its fastest precision
+    with_bf16 = [s for s in specs() if "bf16" in s.peak_flops_per_s]
+    assert widths[:-1] == pytest.approx([s.peak("bf16") / 1e7 for s in with_bf16])
+    assert ax.get_xscale() == "log" and "FLOPs per Python addition" in ax.get_xlabel()
+
+
+def test_timelines_draw_one_row_per_trace_and_name_where_it_ran():
+    from brrrlib import trace
+
+    recorded = [trace.recorded("add_1_element"), trace.recorded("short_chain_1k")]
+    fig = figures.timelines(recorded)
+    assert len(fig.axes) >= 2
+    titles = [ax.get_title(loc="left") for ax in fig.axes[:2]]
+    assert all("recorded on" in t and "device busy" in t for t in titles)
+    with pytest.raises(ValueError, match="traces is empty"):
+        figures.timelines([])
+
+
+def _cmp(before_s, after_s, low, high):
+    """A stand-in for bl.compare's Comparison: ratio = after / before, with its interval."""
+    ratio = after_s / before_s
+    return SimpleNamespace(a=SimpleNamespace(median_s=before_s), b=SimpleNamespace(median_s=after_s),
+                           ratio=ratio, speedup=1 / ratio, low=low, high=high)  # fmt: skip
+
+
+def test_remedy_bars_colour_each_interval_and_skip_what_was_not_measured():
+    ax = figures.remedy_bars({
+        "faster": _cmp(4e-3, 1e-3, 0.2, 0.3),
+        "slower": _cmp(1e-3, 2e-3, 1.8, 2.2),
+        "can't tell": _cmp(1e-3, 1e-3, 0.9, 1.1),
+        "needs CUDA": None,
+    })  # fmt: skip
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    named = [matplotlib.colors.to_hex(c) for c in ("tab:green", "tab:red", "tab:gray")]
+    assert colours == named
+    assert [p.get_width() for p in ax.patches] == pytest.approx([4.0, 0.5, 1.0])
+    assert "not measured here: needs CUDA" in ax.get_xlabel()
+    with pytest.raises(ValueError, match="no measurement"):
+        figures.remedy_bars({"needs CUDA": None})
+
+
+def test_block_steps_put_each_step_under_its_own_roof():
+    ceilings = fake_ceilings(mem_bandwidth_bytes_per_s=1e10, matmul_flops_per_s=1e11,
+                             matmul_flops_per_s_by_dtype={"fp32": 1e11, "bf16": 4e11})  # fmt: skip
+    steps = {
+        "fp32, batch 1": (SimpleNamespace(flops=1e6, bytes_moved=1e6, precision="fp32"), 1e-3, 1),
+        "bf16, batch 4": (SimpleNamespace(flops=4e6, bytes_moved=1e6, precision="bf16"), 1e-3, 4),
+    }
+    fig = figures.block_steps(ceilings, steps)
+    left, right = fig.axes[:2]
+    assert [t.get_text() for t in left.texts] == ["1", "2"]
+    assert len([line for line in left.lines if line.get_label().endswith("FLOP/s")]) == 2
+    assert [p.get_width() for p in right.patches] == pytest.approx([1e-3, 0.25e-3])
+    assert "time per sequence" in right.get_xlabel() and "intensity" in left.get_xlabel()

@@ -541,23 +541,38 @@ def test_batch_measures_each_batch_with_its_half(clock, ceilings, plenty_of_memo
     assert ex.sweep.comparison((8, "batch"), (16, "batch")) is not None
 
 
-def test_batch_readout_names_the_regime_from_the_interval(clock, ceilings, plenty_of_memory):
+def test_batch_reading_names_the_regime_from_the_interval(clock, ceilings, plenty_of_memory):
     # fixed 1 ms, 1 µs per sample: flat at small batch, linear past ~1000.
     ex = _batch(ceilings, FakeBatch(clock, fixed_s=1e-3, per_sample_s=1e-6), max_batch=65536)
     ex.set(batch=8)
-    text = ex._readout.value
-    assert "cost ×1.00 time (95% interval ×1.00–×1.00" in text and "overhead signature" in text
+    d = ex.doubling()
+    assert d.batch == 8 and d.ratio == pytest.approx(1.008 / 1.004, abs=1e-3)
+    assert d.reading == "overhead" and d.fixed_share[1] > 0.95
+    assert "×1.00 time" in ex._readout.value  # the readout states the measured ratio
     ex.set(batch=65536)
-    text = ex._readout.value
-    assert "×1.97" in text and "past the knee" in text
-    # 512 B per sample at 10 GB/s (51 ns) outweighs 8 kFLOP at 200 GFLOP/s (41 ns).
-    assert "bandwidth-bound" in text and "compute-bound" not in text
+    d = ex.doubling()
+    assert d.ratio == pytest.approx(1.97, abs=0.01) and d.versus_double == "below"
+    assert d.reading == "work" and d.fixed_share[2] < 0.05
+    assert ex.doubling(8).reading == "overhead"  # earlier pairs keep their reading
 
 
-def test_batch_knee_words_only_inside_the_band(clock, ceilings, plenty_of_memory):
+def test_batch_knee_is_named_only_where_measured(clock, ceilings, plenty_of_memory):
+    # fixed 1 ms, 0.3 ms per sample: the knee (fixed = work) at batch 3.3.
+    ex = _batch(ceilings, FakeBatch(clock, fixed_s=1e-3, per_sample_s=0.3e-3), max_batch=8)
+    ex.set(batch=2)  # 1.6 / 1.3 = x1.23: the fixed cost is 77% of the batch-1 call
+    assert ex.doubling().reading == "overhead" and ex.measured_knee is None
+    ex.set(batch=4)  # 2.2 / 1.6 = x1.375: 62%, still below x1.5
+    assert ex.measured_knee is None
+    ex.set(batch=8)  # 3.4 / 2.2 = x1.55: past x1.5, so the knee lies between 2 and 4
+    assert ex.measured_knee == (2, 4)
+
+
+def test_batch_reading_at_the_knee(clock, ceilings, plenty_of_memory):
+    # fixed 1 ms, 0.5 ms per sample: batch 2 -> 4 costs 3 / 2 = x1.5: fixed share 50%.
     ex = _batch(ceilings, FakeBatch(clock, fixed_s=1e-3, per_sample_s=0.5e-3), max_batch=8)
-    ex.set(batch=2)  # 2 ms / 1.5 ms = 1.33: inside [1.3, 1.7]
-    assert "×1.33" in ex._readout.value and "in the knee" in ex._readout.value
+    ex.set(batch=4)
+    d = ex.doubling()
+    assert d.ratio == pytest.approx(1.5) and d.narrow and d.reading == "knee"
 
 
 def test_batch_noise_draws_no_conclusion(clock, ceilings, plenty_of_memory):
@@ -565,27 +580,36 @@ def test_batch_noise_draws_no_conclusion(clock, ceilings, plenty_of_memory):
     fake.scale[2] = (1.0, 3.0)  # every other batch-2 call 3x slower: a busy machine
     ex = _batch(ceilings, fake, max_batch=8)
     ex.set(batch=2)
-    text = ex._readout.value
     c = ex.sweep.comparison((1, "batch"), (2, "batch"))
-    assert not c.narrow and html.escape(c.says()) in text
-    assert not any(w in text for w in ("overhead signature", "past the knee", "in the knee"))
+    assert not c.narrow and html.escape(c.says()) in ex._readout.value
+    assert ex.doubling().reading in ("can't tell", "other code")
+    assert ex.doubling().reading != "overhead"
 
 
 def test_batch_growth_far_below_the_knee_is_questioned(clock, ceilings, plenty_of_memory):
     fake = FakeBatch(clock, fixed_s=1e-3, per_sample_s=1e-6)
     ex = _batch(ceilings, fake, max_batch=65536)
-    fake.scale[2] = (3.0,)  # the batch-2 call is 3x slower: not what the model predicts
+    fake.scale[2] = (3.0,)  # the batch-2 call is 3x slower: more than twice the work's time
     ex.set(batch=2)
-    assert "past the knee" in ex._readout.value and "higher than the ceilings" in ex._readout.value
+    d = ex.doubling()
+    assert d.versus_double == "above" and d.reading == "other code"
+
+
+def test_batch_doubling_a_little_under_two_is_work_not_a_jump(clock, ceilings, plenty_of_memory):
+    # the AVX2 VM's 1 -> 2 read x1.95: the work is most of the call, nothing "jumped"
+    fake = FakeBatch(clock, fixed_s=0.05e-3, per_sample_s=1e-3)
+    ex = _batch(ceilings, fake, max_batch=4)
+    ex.set(batch=2)
+    d = ex.doubling()
+    assert d.ratio == pytest.approx(2.05 / 1.05, abs=1e-3) and d.versus_double == "below"
+    assert d.reading == "work"
 
 
 def test_batch_weights_bound_is_not_called_overhead(clock, ceilings, plenty_of_memory):
     # 100 MB of weights at 10 GB/s: 10 ms to read them, the whole 10 ms call.
     ex = _batch(ceilings, FakeBatch(clock, fixed_s=10e-3, weight_bytes=100_000_000), max_batch=8)
     ex.set(batch=4)
-    text = ex._readout.value
-    assert "bandwidth on the weights, not overhead" in text
-    assert "overhead signature" not in text
+    assert ex.doubling().reading == "weights"
 
 
 def test_batch_time_falling_is_remeasured_then_called_different_code(
@@ -596,8 +620,7 @@ def test_batch_time_falling_is_remeasured_then_called_different_code(
     ex = _batch(ceilings, fake, max_batch=8)
     ex.set(batch=2)
     assert fake.calls == [1, 1, 2, 1, 2]  # paired, then paired again before it is drawn
-    text = ex._readout.value
-    assert "less time for twice the work" in text and "overhead signature" not in text
+    assert ex.doubling().reading == "other code"
     ex.remeasure()
     assert fake.calls[5:] == [1, 2, 1, 2]
 
@@ -607,10 +630,37 @@ def test_batch_waiting_for_cores_is_too_noisy(ceilings, plenty_of_memory, monkey
     monkeypatch.setattr(timing, "_CLOCKS", (slow_clock.wall, slow_clock.cpu))
     ex = _batch(ceilings, FakeBatch(slow_clock), max_batch=8)
     ex.set(batch=2)
-    text = ex._readout.value
     c = ex.sweep.comparison((1, "batch"), (2, "batch"))
-    assert c.waited and html.escape(c.says()) in text
-    assert "overhead signature" not in text  # no regime from calls that waited for cores
+    assert c.waited and html.escape(c.says()) in ex._readout.value
+    assert ex.doubling().reading == "can't tell"  # no regime from calls that waited for cores
+
+
+def _paired(ratios):
+    """A real Comparison from hand-made per-round ratios (times of 1 ms against ratio ms)."""
+    a = timing.Timing(samples_s=[1e-3] * len(ratios), device="cpu")
+    b = timing.Timing(samples_s=[1e-3 * r for r in ratios], device="cpu")
+    return timing.Comparison(a=a, b=b, ratios=tuple(ratios))
+
+
+@pytest.mark.parametrize(
+    ("ratios", "weights_share", "reading"),
+    [
+        ([1.10, 1.11, 1.12] * 4, 0.1, "overhead"),  # fixed share 88-90%: the ops' overhead
+        ([1.10, 1.11, 1.12] * 4, 0.8, "weights"),  # the same, but reading the weights is most
+        ([1.49, 1.50, 1.51] * 4, 0.1, "knee"),  # fixed share about 50%, measured narrowly
+        ([1.90, 1.95, 1.99] * 4, 0.1, "work"),  # below x2 but the work is most of the call
+        ([1.95, 2.00, 2.05] * 4, 0.1, "work"),  # about twice the time, narrowly
+        ([2.60, 2.70, 2.80] * 4, 0.1, "other code"),  # more than twice the work's time
+        ([0.50, 0.52, 0.54] * 4, 0.1, "other code"),  # less time for twice the work
+        ([1.10, 1.90, 1.30, 2.40] * 3, 0.1, "can't tell"),  # wide around the 50% border
+        ([0.90, 1.10, 1.00] * 4, 0.1, "can't tell"),  # x1 inside the interval
+    ],
+)
+def test_read_doubling_reads_only_what_the_interval_allows(ratios, weights_share, reading):
+    d = _batch_explorer.read_doubling(2, _paired(ratios), weights_share)
+    assert d.reading == reading, d
+    share, low, high = d.fixed_share
+    assert low <= share <= high and share == pytest.approx(2 - d.ratio)
 
 
 def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):

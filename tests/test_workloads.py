@@ -225,3 +225,70 @@ def test_attention_bad_sizes_name_the_argument():
         workloads.attention(0)
     with pytest.raises(ValueError, match="head_dim"):
         workloads.attention(16, head_dim=-1)
+
+
+def test_square_matmul_is_one_mm_of_its_size():
+    import brrrlib as bl
+
+    fn, (a, b) = workloads.square_matmul(n=32, device="cpu")
+    assert a.shape == b.shape == (32, 32) and _ops(fn, (a, b)) == 1
+    assert bl.count(fn, a, b).flops == 2 * 32**3
+    assert workloads.square_matmul(device="cpu")[1][0].shape == (1024, 1024)
+
+
+def _training_matmul_flops(batch, seq, d):
+    """By hand: the forward's matmuls (24 N C^2 for the four linears, 4 B T^2 C for the two
+    attention products), and twice that backward (each input's and each weight's gradient)."""
+    tokens = batch * seq
+    forward = 24 * tokens * d * d + 4 * batch * seq * seq * d
+    return 3 * forward
+
+
+@pytest.mark.parametrize("optimizer", ["for-loop", "foreach", "fused"])
+def test_training_step_counts_against_the_hand_count(optimizer):
+    import brrrlib as bl
+
+    batch, seq, d = 4, 8, 32
+    step, (x,) = workloads.training_step(batch, seq, d, optimizer=optimizer, device="cpu")
+    counts = bl.count(step, x)
+    assert counts.flops_by_precision("matmul") == {"fp32": _training_matmul_flops(batch, seq, d)}
+    params = sum(p.numel() for p in step.model.parameters())
+    assert params == 12 * d * d + 13 * d  # qkv, proj, fc, fc_out and their biases; two norms
+    # the weights' part is the usual 6 x parameters x tokens (2 forward, 4 backward)
+    weights = 6 * (12 * d * d) * batch * seq
+    assert _training_matmul_flops(batch, seq, d) - weights == 12 * batch * seq * seq * d
+
+
+def test_training_step_optimizers_do_the_same_update_in_ever_fewer_ops():
+    import brrrlib as bl
+
+    results, ops = {}, {}
+    x = torch.randn(2, 4, 16)  # the same input for all three (the weights are seeded)
+    for optimizer in workloads.OPTIMIZERS:
+        step, _ = workloads.training_step(2, 4, 16, optimizer=optimizer, device="cpu")
+        ops[optimizer] = bl.count(step, x).work_ops  # the count runs one step
+        step(x)
+        results[optimizer] = [p.detach().clone() for p in step.model.parameters()]
+    for optimizer in ("foreach", "fused"):  # the same update, to a tenth of AdamW's step (lr)
+        for a, b in zip(results["for-loop"], results[optimizer], strict=True):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+    assert ops["fused"] < ops["foreach"] < ops["for-loop"]
+    n_tensors = len(results["fused"])  # AdamW's for-loop pays per tensor what foreach pays once
+    assert ops["for-loop"] - ops["foreach"] >= n_tensors
+
+
+def test_training_step_autocast_runs_the_matmuls_in_16_bits_and_keeps_fp32_weights():
+    import brrrlib as bl
+
+    step, (x,) = workloads.training_step(2, 4, 16, precision="bf16", device="cpu")
+    counts = bl.count(step, x)
+    assert set(counts.flops_by_precision("matmul")) == {"bf16"}
+    assert all(p.dtype == torch.float32 for p in step.model.parameters())
+    assert x.dtype == torch.float32 and step(x).dtype == torch.float32
+
+
+def test_training_step_bad_arguments_name_the_choices():
+    with pytest.raises(ValueError, match="optimizer='adam'.*for-loop"):
+        workloads.training_step(optimizer="adam", device="cpu")
+    with pytest.raises(ValueError, match="precision='tf32'.*workloads.tf32"):
+        workloads.training_step(precision="tf32", device="cpu")

@@ -289,3 +289,13 @@ def test_tiny_workloads_are_diagnosed_overhead_bound(label, cpu_ceilings):
     d = bl.diagnose(fn, *args, ceilings=ceilings, budget_s=0.1, progress=False, label=label)
     assert d.regime == "overhead", str(d)
     assert d.batch is not None and d.batch.time_ratio < 1.5  # twice the work, not twice the time
+
+
+def test_factory_builds_on_the_device_asked_for_nested_inputs_included():
+    fn, (idx, caches) = _entry("llama_decode/tiny").factory(device="meta")
+    assert {p.device.type for p in fn.model.parameters()} == {"meta"}
+    assert idx.device.type == "meta"
+    assert {t.device.type for layer in caches for t in layer} == {"meta"}
+    out = fn(idx, caches)
+    first = out[0] if isinstance(out, tuple) else out
+    assert first.device.type == "meta" and first.shape[0] == idx.shape[0]

@@ -60,36 +60,51 @@ def _block_counts(batch: int):
     return count(block, *args)
 
 
-def _block_floors_s(ctx: Context, batch: int) -> tuple[float, float]:
-    """(compute floor, memory floor) in seconds of the block on this machine."""
-    counts, c = _block_counts(batch), ctx.ceilings
-    return counts.flops / c.matmul_flops_per_s, counts.bytes_moved / c.mem_bandwidth_bytes_per_s
+def _block_floors_s(ctx: Context, batch: int) -> tuple[float, float, float]:
+    """(compute, memory, overhead) floors in seconds of the block on this machine, as
+    ``bl.diagnosis.floors`` sets them: matmul FLOPs at the matmul roof of their precision,
+    the rest at the vector (and special-function) rates; bytes at the bandwidth; ops that do
+    work at the cheapest op's cost."""
+    from brrrlib.diagnosis import floors
+
+    fl = floors(_block_counts(batch), ctx.ceilings)
+    return fl.compute_s, fl.memory_s, fl.overhead_s
 
 
 def _block_lower_bound_us(ctx: Context) -> Worked:
+    from brrrlib.diagnosis import floors
+
     counts = _block_counts(16)
-    (mm, mm_step), (bw, bw_step) = (measured(ctx, "matmul_flops_per_s"),
-                                    measured(ctx, "mem_bandwidth_bytes_per_s"))  # fmt: skip
-    compute_s, memory_s = counts.flops / mm, counts.bytes_moved / bw
+    fl = floors(counts, ctx.ceilings)
+    split = ", ".join(f"{k} {_fmt.seconds(v)}" for k, v in fl.compute_by_precision_s.items())
+    special = ", ".join(f"{k} {_fmt.seconds(v)}" for k, v in fl.special_s.items())
+    (_bw, bw_step), (_o, o_step) = (measured(ctx, "mem_bandwidth_bytes_per_s"),
+                                    measured(ctx, "op_overhead_s"))
+    ops = getattr(counts, "work_ops", counts.ops)
     return Worked(
-        max(compute_s, memory_s) * 1e6,
-        (f"bl.count: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved",
-         mm_step, bw_step,
-         f"compute floor = FLOPs / matmul FLOP/s = {_fmt.seconds(compute_s)}",
-         f"memory floor = bytes / bandwidth = {_fmt.seconds(memory_s)}",
-         "the work cannot finish before the slower resource: the larger floor, in µs"),
+        max(fl.compute_s, fl.memory_s, fl.overhead_s) * 1e6,
+        (f"bl.count: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved, "
+         f"{ops} ops that do work",
+         f"compute floor = matmul FLOPs / matmul FLOP/s + the rest / vector FLOP/s"
+         f"{' (+ special functions at their rates)' if special else ''}: {split}"
+         f"{'; ' + special if special else ''}; in all {_fmt.seconds(fl.compute_s)}",
+         bw_step, f"memory floor = bytes / bandwidth = {_fmt.seconds(fl.memory_s)}",
+         o_step, f"overhead floor = ops x op overhead = {_fmt.seconds(fl.overhead_s)}",
+         "if computing, moving and dispatching all overlapped, the slowest alone would set the "
+         "time: the largest floor, in µs"),
     )  # fmt: skip
 
 
 def _block_mistakes(ctx: Context) -> dict[float, str]:
-    compute_s, memory_s = _block_floors_s(ctx, 16)
-    floor_s = max(compute_s, memory_s)
+    floors_s = _block_floors_s(ctx, 16)
+    lower_s = max(floors_s)
     out = {
-        (compute_s + memory_s) / floor_s: "You added the two times; the roofline takes the larger."
+        sum(floors_s) / lower_s: "You added the floors: that is the serial model's upper "
+        "bound. The lower bound takes the largest."
     }
-    smaller = min(compute_s, memory_s) / floor_s
-    if smaller < 0.8:  # only a distinct slip when the two floors differ
-        out[smaller] = "You took the smaller of the two times; the slower resource sets the floor."
+    smallest = min(floors_s) / lower_s
+    if smallest < 0.8:  # only a distinct slip when the floors differ
+        out[smallest] = "You took the smallest floor; the slowest resource sets the bound."
     return out
 
 
@@ -124,16 +139,6 @@ EXERCISES = (
              "A matmul of thousands of tokens by a square weight does hundreds of FLOPs per byte: "
              "far above the ridge point. Only faster math helps: tensor cores, lower precision."),
     Exercise(Question(
-        "04.block_lower_bound_us",
-        unit="µs", rel_tol=0.15,
-        hints=("Two floors: FLOPs / matmul FLOP/s and bytes / bandwidth. The work cannot finish "
-               "before the slower of the two resources is done.",
-               "bl.roofline.lower_bound_s(counts.flops, counts.bytes_moved, c.matmul_flops_per_s, "
-               "c.mem_bandwidth_bytes_per_s), in µs."),
-        explain="Compare it with the measured time: the gap is what overhead and imperfect "
-        "kernels cost.",
-    ), _block_lower_bound_us, _block_mistakes),
-    Exercise(Question(
         "04.decode_token_ms",
         unit="ms",
         hints=("At batch 1 each weight is used for one multiply-add per token: 2 FLOPs per 2 "
@@ -149,5 +154,16 @@ EXERCISES = (
         / (2 * _DECODER_PARAMS / bandwidth(ctx, "H100")): (
             "That is the compute floor. At batch 1 the bytes take far longer than the FLOPs."),
     }),
+    Exercise(Question(
+        "04.block_lower_bound_us",
+        unit="µs", rel_tol=0.15,
+        hints=("Three floors: the FLOPs over the rates that run them (matmuls at the matmul "
+               "FLOP/s, the rest at the vector FLOP/s), the bytes over the bandwidth, the ops "
+               "times the cheapest op's cost. The call cannot finish before the slowest is done.",
+               "fl = bl.diagnosis.floors(counts, c) gives fl.compute_s, fl.memory_s and "
+               "fl.overhead_s; the lower bound is the largest, in µs."),
+        explain="Compare it with the measured time: the gap is what overhead and imperfect "
+        "kernels cost.",
+    ), _block_lower_bound_us, _block_mistakes),
 )
 # fmt: on

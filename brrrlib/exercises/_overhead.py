@@ -24,7 +24,6 @@ _ADD_BYTES_PER_ELEMENT = 3 * FP32_BYTES
 # 03.overhead_fraction: doubling the batch makes the step this much longer.
 _DOUBLED_BATCH_TIME = 1.1
 _LINEAR = 4096  # Linear(_LINEAR, _LINEAR) for 03.weight_read_us
-_CRITICAL_D = 8192  # Linear(_CRITICAL_D, _CRITICAL_D) in bf16 for 03.critical_batch
 
 
 def _python_vs_h100(ctx: Context) -> Worked:
@@ -59,19 +58,6 @@ def _overhead_fraction(ctx: Context) -> Worked:
         ("T(b) = O + W and T(2b) = O + 2W: doubling the batch adds one more W",
          f"T(2b) = {_DOUBLED_BATCH_TIME} T(b), so W = {_fmt.percent(work, 1)} of T(b)",
          "O = T(b) - W, so the overhead's share is 1 - W / T(b)"),
-    )  # fmt: skip
-
-
-def _critical_batch(ctx: Context) -> Worked:
-    # Intensity of [B, D] x [D, D] in bf16: 2BD^2 / (2(BD + D^2 + BD)) ~ B when B << D.
-    ridge = peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")
-    return Worked(
-        ridge,
-        (f"FLOPs = 2 B D^2; bytes = 2 (B D + D^2 + B D), nearly all the {_CRITICAL_D}^2 weights "
-         "while B << D: intensity ~ 2 B D^2 / (2 D^2) = B FLOP/byte",
-         given_peak(ctx, "H100", "bf16"), given_bandwidth(ctx, "H100"),
-         f"compute-bound once B >= the bf16 ridge point = peak / bandwidth = {ridge:.0f} "
-         "(the exact formula, B = R D / (D - 2R), gives a few percent more)"),
     )  # fmt: skip
 
 
@@ -120,20 +106,6 @@ EXERCISES = (
     ), _overhead_fraction, {
         1.0 / 9.0: "That is the work's share; the question asks for the overhead's share.",
         1.0 / 0.9: "A fraction of the step cannot exceed 1; divide the overhead by the whole step.",
-    }),
-    Exercise(Question(
-        "03.critical_batch",
-        unit="rows (a batch size)",
-        hints=("Compute-bound means the intensity is at least the ridge point, peak FLOP/s over "
-               "bytes per second, for the precision that runs.",
-               "bl.spec('H100').ridge_point_flops_per_byte('bf16'), and intensity ~ B."),
-        explain="Hundreds of rows: a batch of a few sequences decoding one token each sits far "
-        "below it, reading all the weights for very little arithmetic.",
-    ), _critical_batch, lambda ctx: {
-        (peak(ctx, "H100", "fp32") / bandwidth(ctx, "H100"))
-        / (peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")): (
-            "That is the fp32 ridge point (no tensor cores); the layer runs in bf16."),
-        2.0: "In fp32 (4 bytes a number) the intensity is B/2; in bf16 (2 bytes) it is about B.",
     }),
     Exercise(Question(
         "03.weight_read_us",

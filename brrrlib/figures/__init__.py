@@ -479,14 +479,10 @@ def speedup_bars(
     return ax
 
 
-# ------------------------------------------------------------------ chapters 03 and 04
-# Drawn in brrrlib.figures._chapters_03_04 (the live and recorded timelines, the remedies, the
-# block's steps), named here.
-from brrrlib.figures._chapters_03_04 import (  # noqa: E402
-    block_steps,
-    flops_per_python_add,
-    remedy_bars,
-    timelines,
-)
+# ------------------------------------------------------------------ the host, the remedies
+# Drawn in brrrlib.figures._timelines (Python's pace, the live and recorded timelines) and
+# brrrlib.figures._remedies (speed-ups measured, a workload's steps on its roofs), named here.
+from brrrlib.figures._remedies import block_steps, remedy_bars  # noqa: E402
+from brrrlib.figures._timelines import flops_per_python_add, timelines  # noqa: E402
 
 __all__ += ["block_steps", "flops_per_python_add", "remedy_bars", "timelines"]

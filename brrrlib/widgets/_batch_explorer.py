@@ -2,8 +2,8 @@
 
 :func:`batch_explorer` and its :class:`BatchExplorer`. Every point comes from
 :func:`brrrlib.sweeps.sweep` over :func:`brrrlib.widgets.batch_case`, each
-batch measured together with half of it; this module only draws and words.
-Re-exported by :mod:`brrrlib.widgets`.
+batch measured together with half of it; this module reads each pair
+(:class:`Doubling`), draws and words. Re-exported by :mod:`brrrlib.widgets`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,13 +24,78 @@ from brrrlib.widgets import _experiments
 from brrrlib.widgets._experiments import model_device
 from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
 
-__all__ = ["BatchExplorer", "batch_explorer"]
+__all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
 
-# Doubling the batch, the whole 95% interval of the time ratio below _FLAT: the
-# cost is (mostly) fixed per call. Above _LINEAR: the cost grows with the work.
-# Inside [_FLAT, _LINEAR]: in the knee. Anything else: the interval cannot say.
-_FLAT = 1.3
-_LINEAR = 1.7
+#: The knee: the batch where the fixed cost equals the work. Doubling a batch b there
+#: costs (F + 2F) / (F + F) = x1.5 time; below it less, above it more.
+KNEE_RATIO = 1.5
+#: A fixed cost at least this share of the call is the call's time: the fixed cost's cause names
+#: the regime (overhead, or reading the weights) only then.
+FIXED_DOMINATES = 0.5
+
+
+@dataclass(frozen=True)
+class Doubling:
+    """What doubling the batch ``batch // 2 -> batch`` did, read from its paired comparison.
+
+    The model: one call costs a fixed ``F`` plus work ``W`` per sample, so
+    ``T(2b) / T(b) = (F + 2Wb) / (F + Wb)`` and the fixed cost's share of the
+    smaller call is ``F / T(b) = 2 - ratio`` (:attr:`fixed_share`, with its
+    interval from the comparison's). ``versus_double`` is the comparison's
+    own ``versus(2.0)``: did the time grow less than the work ("below"), more
+    ("above"), or can the interval not tell? ``reading`` is what the numbers
+    allow, and nothing more:
+
+    * ``"overhead"`` / ``"weights"``: a fixed cost is most of the call (the
+      whole fixed-share interval above 50%), and it is the ops' overhead,
+      or reading the weights when that takes at least half the call;
+    * ``"knee"``: a narrow interval whose fixed share straddles 50%: fixed
+      cost and work about equal, measured;
+    * ``"work"``: the work is most of the call (the whole fixed-share interval below 50%, or
+      the time doubled within a narrow interval);
+    * ``"other code"``: less time for twice the work, or more than twice the
+      time: the library ran different code at the two sizes (or the data left a
+      cache), which says nothing about the regime;
+    * ``"can't tell"``: the interval is too wide (or the calls waited for cores).
+    """
+
+    batch: int
+    ratio: float
+    low: float
+    high: float
+    narrow: bool
+    versus_double: str
+    reading: str
+
+    @property
+    def fixed_share(self) -> tuple[float, float, float]:
+        """``(share, low, high)``: the fixed cost's share of the smaller call, ``2 - ratio``."""
+        return 2 - self.ratio, 2 - self.high, 2 - self.low
+
+
+def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
+    """Read one doubling (pure): ``cmp`` is batch ``batch`` against ``batch // 2``.
+
+    ``weights_share`` is the share of the smaller call that reading the
+    weights takes (weight bytes over bandwidth, over its measured time).
+    """
+    versus = cmp.versus(2.0)
+    lo, hi = 2 - cmp.high, 2 - cmp.low  # the fixed cost's share of the smaller call
+    if not cmp.decided or cmp.waited:
+        reading = "can't tell"
+    elif cmp.direction == "faster" or versus == "above":
+        reading = "other code"
+    elif versus == "below" and lo > FIXED_DOMINATES:
+        reading = "weights" if weights_share >= FIXED_DOMINATES else "overhead"
+    elif versus == "below" and hi < FIXED_DOMINATES:
+        reading = "work"
+    elif versus == "can't tell" and cmp.narrow:
+        reading = "work"  # twice the time, within a narrow interval
+    elif cmp.narrow:
+        reading = "knee"
+    else:
+        reading = "can't tell"
+    return Doubling(batch, cmp.ratio, cmp.low, cmp.high, cmp.narrow, versus, reading)
 
 
 def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
@@ -239,6 +305,42 @@ class BatchExplorer(_Explorer):
             "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
         }
 
+    @property
+    def model_knee(self) -> float:
+        """The batch where the model's per-sample work overtakes its fixed cost (inf if none)."""
+        model = self._model_lines()
+        return math.inf if model is None else model["knee"]
+
+    def doubling(self, batch: int | None = None) -> Doubling | None:
+        """The reading of ``batch // 2 -> batch`` (default: the slider's), or None if not measured."""
+        b = self.batch if batch is None else batch
+        cmp = self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
+        half = self.sweep.point(b // 2, "batch")
+        if cmp is None or half is None or not half.measured:
+            return None
+        weights_s = half.weight_bytes / self.ceilings.mem_bandwidth_bytes_per_s
+        return read_doubling(b, cmp, weights_s / half.median_s)
+
+    @property
+    def measured_knee(self) -> tuple[int, int] | None:
+        """``(low, high)``: two neighbouring doublings put the knee between these batches.
+
+        ``b/2 -> b`` cost less than x1.5 (the fixed cost outweighs the work at
+        ``b/2``) and ``b -> 2b`` more (the work outweighs it at ``b``), both
+        decided by their intervals: the knee lies between ``b/2`` and ``b``.
+        None when no measured pair of doublings shows it.
+        """
+        for p in self.points:
+            b = p.x
+            first, second = (self.sweep.comparison((x // 2, "batch"), (x, "batch"))
+                             for x in (b, 2 * b))  # fmt: skip
+            if b > 1 and first is not None and second is not None and not (
+                first.waited or second.waited
+            ):
+                if first.versus(KNEE_RATIO) == "below" and second.versus(KNEE_RATIO) == "above":
+                    return b // 2, b
+        return None
+
     def _costs(self, p: Point) -> tuple[float, float, str]:
         """(weight-reading seconds, overhead seconds, the sentence that states both)."""
         c = self.ceilings
@@ -258,55 +360,60 @@ class BatchExplorer(_Explorer):
                 f"sample · {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')}</b> · "
                 f"{html.escape(getattr(self.ceilings, 'device_name', p.device))}")  # fmt: skip
         lines = [self._verdict(p, cmp)]
-        model = self._model_lines()
-        if model is not None and math.isfinite(model["knee"]):
-            lines.append(f"Knee predicted from the ceilings at batch ≈ {model['knee']:.3g}.")
+        knee, measured = self.model_knee, self.measured_knee
+        if math.isfinite(knee):
+            where = f"at batch ≈ {knee:.3g}" if knee >= 1 else "below batch 1 (the work outweighs it)"
+            lines.append(f"The ceilings' model puts the knee (fixed cost = work) {where}.")
+        if measured is not None:
+            lines.append(f"Measured: the knee lies between batch {measured[0]} and {measured[1]} "
+                         f"(doubling cost under ×{KNEE_RATIO} below it, over ×{KNEE_RATIO} above).")  # fmt: skip
         lines += [p.reason, self._peak_note]
         if cmp is None and p.waited:
             lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
         return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
 
     def _verdict(self, p: Point, cmp: Any) -> str:
-        """The doubling ratio in words: a regime only where the whole interval supports one."""
-        weights_s, overhead_s, costs = self._costs(p)
+        """The doubling in words: a reading only as far as the interval allows."""
+        _weights_s, _overhead_s, costs = self._costs(p)
         if cmp is None:
             return ("Move the slider right: each batch is measured together with half of it, in "
                     "alternating rounds, for the doubling ratio. " + costs)  # fmt: skip
-        lo, hi = cmp.interval
-        if not cmp.narrow or cmp.waited:  # the size is uncertain: no regime from it
-            return f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No regime until then."
-        said = (f"Doubling the batch {p.x // 2} → {p.x} cost ×{cmp.ratio:.2f} time (95% interval "
-                f"×{lo:.2f}–×{hi:.2f}, alternating rounds): ")  # fmt: skip
-        if hi < 1 - sweeps.SLACK:
-            return said + ("less time for twice the work, twice in alternating rounds: the library "
-                           "runs different code at this batch size than at half of it (BLAS picks its "
-                           "method by shape). That says nothing about the regime. " + costs)  # fmt: skip
-        if hi < _FLAT and weights_s >= 0.5 * p.median_s:
-            return said + ("a fixed cost per call, and here it is bandwidth on the weights, not "
-                           f"overhead: {costs} A bigger batch reuses each weight read for more samples.")  # fmt: skip
-        if hi < _FLAT:
-            return said + ("the overhead signature: the call costs about the same whatever the batch: "
-                           f"Python, dispatch and launches, not the work. {costs} More samples per call "
-                           "are nearly free.")  # fmt: skip
-        if lo > _LINEAR:
-            return said + self._past_knee(p)
-        if lo >= _FLAT and hi <= _LINEAR:
-            return said + "in the knee: the fixed cost and the per-sample work are comparable."
+        d = self.doubling(p.x)
+        if d is None or d.reading == "can't tell":
+            return f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No reading until it narrows."
+        share, share_lo, share_hi = d.fixed_share
+        said = (f"Doubling the batch {p.x // 2} → {p.x} cost ×{d.ratio:.2f} time (95% interval "
+                f"×{d.low:.2f}–×{d.high:.2f}, alternating rounds): ")  # fmt: skip
+        fixed = (f"a fixed cost is {_fmt.percent(share_lo, 1)}–{_fmt.percent(min(share_hi, 1), 1)} "
+                 f"of the batch-{p.x // 2} call (2 − ratio)")  # fmt: skip
+        if d.reading == "other code":
+            grew = "less time" if d.ratio < 1 else "more than twice the time"
+            return said + (f"{grew} for twice the work, in alternating rounds: the library ran "
+                           "different code at the two sizes (BLAS picks its method by shape) or "
+                           "the data left a cache. That says nothing about the regime. " + costs)  # fmt: skip
+        if d.reading == "weights":
+            return said + (f"{fixed}, and it is bandwidth on the weights, not overhead: {costs} "
+                           "A bigger batch reuses each weight read for more samples.")  # fmt: skip
+        if d.reading == "overhead":
+            return said + (f"{fixed}: the overhead signature, Python, dispatch and launches, not "
+                           f"the work. {costs} More samples per call are nearly free.")  # fmt: skip
+        if d.reading == "knee":
+            return said + f"{fixed}: the fixed cost and the work are about equal here."
+        return said + self._past_knee(p, d)
 
-        return said + ("the interval straddles a border between regimes (×1.3 or ×1.7): no "
-                       "conclusion; press re-measure to narrow it.")  # fmt: skip
-
-    def _past_knee(self, p: Point) -> str:
+    def _past_knee(self, p: Point, d: Doubling) -> str:
         bw = self.ceilings.mem_bandwidth_bytes_per_s
         kind = (f"compute-bound ({_fmt.percent(p.achieved_flops_per_s, self._peak)} of the "
                 f"{self.precision} matmul peak)" if p.flops / self._peak >= p.bytes_moved / bw
                 else f"bandwidth-bound ({_fmt.percent(p.achieved_bytes_per_s, bw)} of the bandwidth)")  # fmt: skip
-        text = (f"the time grows with the work: past the knee, {kind}. The time per sample no longer "
-                "falls; a bigger batch buys nothing more.")  # fmt: skip
-        model = self._model_lines()
-        if model is not None and p.x < model["knee"] / 4:
+        grew = ("about twice the time for twice the work" if d.versus_double == "can't tell"
+                else f"the work is most of the call (a fixed cost at most "
+                     f"{_fmt.percent(min(d.fixed_share[2], 1), 1)})")  # fmt: skip
+        text = (f"{grew}: past the knee, {kind}. The time per sample no longer falls much; a "
+                "bigger batch buys little more.")  # fmt: skip
+        if p.x < self.model_knee / 4:
             text += (f" But the model expects a flat curve this far below its knee (batch ≈ "
-                     f"{model['knee']:.3g}): the per-sample cost is higher than the ceilings suggest.")  # fmt: skip
+                     f"{self.model_knee:.3g}): the per-sample cost is higher than the ceilings suggest.")  # fmt: skip
         return text
 
     # -- picture --------------------------------------------------------------------

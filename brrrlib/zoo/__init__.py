@@ -99,7 +99,9 @@ class ZooEntry:
 
     ``factory()`` returns ``(fn, args)``: ``fn(*args)`` runs the model
     (seeded weights, eval mode, ``torch.no_grad``) on CPU tensors whose first
-    dimension is the batch, so ``bl.diagnose``'s batch probe can double it.
+    dimension is the batch, so ``bl.diagnose``'s batch probe can double it;
+    ``factory(device="cuda")`` builds the same on another device (the model
+    and every tensor of ``args``, nested ones such as a KV cache included).
     ``hand`` is the hand count (FLOPs, bytes by kind, ops that do work),
     ``formula`` its FLOP formula; ``expected_cpu`` the regime on a laptop CPU
     and ``cpu_reason`` why; ``predictions`` the roofline's regime on each of
@@ -227,12 +229,20 @@ def _tiny_reason(hand: HandCount) -> str:
     )
 
 
-def _build(build: Callable[[], tuple], name: str) -> tuple[Callable[..., Any], tuple]:
-    """The model and its inputs, seeded; the model in eval mode and called under no_grad."""
+def _build(
+    build: Callable[[], tuple], name: str, device: str | torch.device | None = None
+) -> tuple[Callable[..., Any], tuple]:
+    """The model and its inputs, seeded, on ``device`` (default CPU); the model in eval mode
+    and called under no_grad."""
     with torch.random.fork_rng(devices=[]):  # the same weights every time; global RNG untouched
         torch.manual_seed(0)
         model, args = build()
     model.eval().requires_grad_(False)
+    if device is not None:
+        from torch.utils._pytree import tree_map
+
+        model.to(device)
+        args = tree_map(lambda a: a.to(device) if isinstance(a, torch.Tensor) else a, args)
 
     def fn(*inputs: Any) -> Any:
         with torch.no_grad():

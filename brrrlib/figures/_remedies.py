@@ -1,9 +1,8 @@
-"""The figures of chapters 03 (overhead) and 04 (diagnose); re-exported by :mod:`brrrlib.figures`.
+"""Remedies measured: speed-ups with their intervals, and a workload's steps on its roofs.
 
-Drawing only, like the rest of :mod:`brrrlib.figures`: every function takes
-what a cell measured (ceilings, traces, comparisons, counts and times) and
-returns the matplotlib ``Figure`` or ``Axes``. Traces recorded on a GPU
-(``bl.trace.recorded``) are drawn beside live ones and say so in their title.
+Re-exported by :mod:`brrrlib.figures`. Drawing only: every function takes what
+a cell measured (comparisons, counts and times, ceilings) and returns the
+matplotlib ``Figure`` or ``Axes`` (chapters 03 and 04).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["block_steps", "flops_per_python_add", "remedy_bars", "timelines"]
+__all__ = ["block_steps", "remedy_bars"]
 
 #: Colour of each matmul precision on chapter 04's roofline.
 _PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:purple", "bf16": "tab:green",
@@ -27,64 +26,6 @@ def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
 
     _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
-
-
-def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = None) -> Any:
-    """Bars: FLOPs each device can do while Python does one addition (chapter 03).
-
-    Spec-sheet devices at their bf16 peak (``bl.specs()``, blue) and this
-    machine at its fastest *measured* matmul precision (orange), all divided by
-    the Python speed measured here. Log axis; returns the Axes.
-    """
-    from brrrlib.hardware import specs
-
-    rows = [(s.name, s.peak("bf16")) for s in specs() if "bf16" in s.peak_flops_per_s]
-    by_dtype = dict(ceilings.matmul_flops_per_s_by_dtype)
-    best = max(by_dtype, key=by_dtype.get)
-    rows.append((f"this machine, measured\n({ceilings.device_name}, {best})", by_dtype[best]))
-    ax = _new_axes(ax, (7.5, 0.45 * len(rows) + 1.2))
-    values = [peak / python_adds_per_s for _, peak in rows]
-    colours = ["tab:blue"] * (len(rows) - 1) + ["tab:orange"]
-    ax.barh([name for name, _ in rows], values, color=colours)
-    ax.set_xscale("log")
-    ax.invert_yaxis()
-    ax.set_xlabel("FLOPs per Python addition (log scale)")
-    ax.set_title(f"Python here: {_fmt.si(python_adds_per_s)} additions/s; blue: bf16 spec peaks",
-                 fontsize=10)  # fmt: skip
-    ax.tick_params(axis="y", labelsize=8)
-    for y, v in enumerate(values):
-        ax.text(v, y, f" {_fmt.si(v)}", va="center", fontsize=8)
-    ax.set_xlim(min(values) / 3, max(values) * 8)
-    return ax
-
-
-def timelines(traces: Sequence[Any], *, width: float = 10.0) -> Any:
-    """One timeline per trace, stacked: host lane over device lane, each its first steady run.
-
-    Each title names the trace, where it ran ("live, cpu" or "recorded on an
-    H100 ...") and how busy the device was in the run drawn. Each row has its
-    own time axis. Returns the Figure.
-    """
-    import matplotlib.pyplot as plt
-
-    if not traces:
-        raise ValueError("traces is empty: pass bl.profile(...) or bl.trace.recorded(...) results")
-    fig, axes = plt.subplots(len(traces), 1, figsize=(width, 2.35 * len(traces)),
-                             layout="constrained", squeeze=False)  # fmt: skip
-    for ax, trace in zip(axes[:, 0], traces, strict=True):
-        run = trace.steady_runs[0] if trace.steady_runs else 0
-        trace.plot(ax=ax, run=run)
-        where = (f"recorded on {trace.recorded_on.split(',')[0]}" if trace.recorded_on
-                 else f"live, {trace.device}")  # fmt: skip
-        busy = trace.busy_fraction_per_run[run]
-        ax.set_title(f"{trace.label or 'trace'} ({where}): run {run}, device busy "
-                     f"{_fmt.percent(busy, 1)}", loc="left", fontsize=9)  # fmt: skip
-        legend = ax.get_legend()
-        if legend is not None:  # the op colours, right of the lanes: never over a bar
-            legend.set_bbox_to_anchor((1.005, 0.5))
-            legend.set_loc("center left")
-            legend.set_ncols(1)
-    return fig
 
 
 def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = None) -> Any:
