@@ -509,6 +509,8 @@ def diagnose(
             f"fn={label!r} ran no torch operators, so there is nothing to diagnose. Pass a "
             "function that does tensor work on its arguments (the function, not its result)."
         )
+    if call_s > SLOW_CALL_S:  # a first call may compile or allocate: time a plain one too
+        call_s = _one_call_s(fn, args, kwargs)
     plan = _plan(call_s, batch_probe, trace, time_limit_s)
     notes: list[str] = train_mode_notes(fn)
     if plan.slow:
@@ -543,6 +545,18 @@ def diagnose(
                      time.perf_counter() - t_start)  # fmt: skip
 
 
+def _one_call_s(fn, args, kwargs) -> float:
+    """Seconds of one plain, synced call of ``fn`` (no counting around it)."""
+    from brrrlib import devices
+
+    dev = devices.of(args, kwargs)
+    devices.sync(dev)
+    t0 = time.perf_counter()
+    fn(*args, **kwargs)
+    devices.sync(dev)
+    return time.perf_counter() - t0
+
+
 @dataclass(frozen=True)
 class _Plan:
     """How many calls a diagnosis makes: as usual, or as many as a slow call's time limit allows."""
@@ -567,14 +581,15 @@ class _Plan:
 def _plan(call_s: float, batch_probe: bool, trace: bool, limit_s: float) -> _Plan:
     """The calls a slow call can afford within ``limit_s``, counted in units of one call.
 
-    Counting ran it once. A batch probe counts the doubled call (2 units),
+    Counting ran it once, and one plain call confirmed it slow. A batch probe
+    counts the doubled call (2 units),
     estimates each side once (1 + 2), then each paired round costs 3; its
     first side is the main timing. Without one, the benchmark's first call
     and estimate (2) and its samples (1 each). Profiling: one per run.
     """
     if call_s <= SLOW_CALL_S:
         return _Plan(slow=False)
-    fixed, per = (1 + 5, 3) if batch_probe else (1 + 2, 1)
+    fixed, per = (2 + 5, 3) if batch_probe else (2 + 2, 1)
     runs = 2 if trace else 0
     n = 3
     while n < 10 and (fixed + per * (n + 1) + runs) * call_s <= limit_s:
@@ -837,7 +852,10 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
 
     Compute-bound: faster units, if this device has a precision clearly faster
     than ``used`` (tensor cores, AMX), or back to fp32 when ``used`` has no
-    fast path here. Memory-bound: fewer bytes per number, if not already 16-bit.
+    fast path here. Memory-bound: fewer bytes per number, if not already 16-bit
+    and this device runs a 16-bit precision fast (on a CPU without it, a bf16
+    model converts at every op and can run slower: measure it, as chapter 06
+    does for weights alone).
     """
     peaks = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     fast_path = getattr(ceilings, "fast_path", lambda p: p in peaks)
@@ -857,11 +875,11 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
                 f"Use the faster units: matmuls in {fast} ({how}) measured {gain:.1f}x the {used} "
                 "ceiling here."
             )
-    if regime == "memory" and used in ("fp32", "fp64", "tf32"):
+    half = getattr(ceilings, "fast_precision", "fp32")
+    if regime == "memory" and used in ("fp32", "fp64", "tf32") and half in ("bf16", "fp16"):
         out.append(
-            "Store tensors in fewer bytes (bf16/fp16, int8 weights where accuracy allows): "
-            "half the bytes per number, so twice the numbers per second through the same memory "
-            "(it pays even without faster arithmetic)."
+            f"Store tensors in fewer bytes ({half}, int8 weights where accuracy allows): half "
+            "the bytes per number, so twice the numbers per second through the same memory."
         )
     return tuple(out)
 
@@ -891,7 +909,13 @@ def _lead_words(d: Any) -> str:
             f"{_WHERE.get(d.busy.device, 'the device')} sat idle {d.busy.idle:.0%} of the time, "
             f"waiting for the host (ops x op overhead alone explain {own:.0%})"
         )
-    return f"{d.regime} explains {share:.0%} of the measured time, {_margin_words(v)}"
+    text = f"{d.regime} explains {share:.0%} of the measured time, {_margin_words(v)}"
+    if share > 1.05:  # a floor above the time: a ceiling read low, or a model that overcounts
+        text += (
+            f" (over 100%: the {d.regime} floor does not bind; this machine's ceiling was not "
+            "the true peak when it was measured, or the count overestimates the work)"
+        )
+    return text
 
 
 def _against_words(item: tuple[str, Any]) -> str:
