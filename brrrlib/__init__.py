@@ -47,8 +47,6 @@ reverse; the package holds its public names, its private modules the rest:
                    (``_message_explorer``)
 ``figures``        the chapters' figures (the host and timelines in ``_timelines``,
                    remedies and steps in ``_remedies``)
-``readouts``       the sentences the chapters print from their measurements
-                   (``_chapters_00_02``, ``_chapters_03_04``)
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;
                    the question bank: the shape in ``_bank``, one module per topic
 ``classroom``      a learner's result file and the class view (``report``); the file
@@ -70,7 +68,7 @@ __version__ = "0.2.0"
 _MODULES = (
     "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
     "figures",
-    "hardware", "readouts", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
+    "hardware", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
 )  # fmt: skip
 
 # Public names at the top level and the module each comes from.
