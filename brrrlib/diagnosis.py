@@ -492,7 +492,7 @@ def diagnose(
     Errors ``fn`` raises on its own input are not caught: they surface as
     they are. A function that runs no torch operator raises ``ValueError``.
     """
-    from brrrlib import counting, devices, timing
+    from brrrlib import devices, timing
     from brrrlib import trace as trace_mod
 
     check_arguments(fn, ceilings, budget_s)
@@ -501,16 +501,7 @@ def diagnose(
     t_start = time.perf_counter()
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
     say("counting FLOPs, bytes and ops (bl.count)")
-    t0 = time.perf_counter()
-    counts = counting.count(fn, *args, **kwargs)  # runs fn once: its errors surface here
-    call_s = time.perf_counter() - t0
-    if counts.ops == 0:
-        raise ValueError(
-            f"fn={label!r} ran no torch operators, so there is nothing to diagnose. Pass a "
-            "function that does tensor work on its arguments (the function, not its result)."
-        )
-    if call_s > SLOW_CALL_S:  # a first call may compile or allocate: time a plain one too
-        call_s = _one_call_s(fn, args, kwargs)
+    counts, call_s = _count(fn, args, kwargs, label)
     plan = _plan(call_s, batch_probe, trace, time_limit_s)
     notes: list[str] = train_mode_notes(fn)
     if plan.slow:
@@ -543,6 +534,27 @@ def diagnose(
     say("weighing the evidence")
     return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label,
                      time.perf_counter() - t_start)  # fmt: skip
+
+
+def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
+    """``bl.count`` of one call (its errors surface here), and one call's seconds.
+
+    A first call slower than ``SLOW_CALL_S`` may have compiled or allocated:
+    a plain call is timed too, and its seconds plan the rest.
+    """
+    from brrrlib import counting
+
+    t0 = time.perf_counter()
+    counts = counting.count(fn, *args, **kwargs)
+    call_s = time.perf_counter() - t0
+    if counts.ops == 0:
+        raise ValueError(
+            f"fn={label!r} ran no torch operators, so there is nothing to diagnose. Pass a "
+            "function that does tensor work on its arguments (the function, not its result)."
+        )
+    if call_s > SLOW_CALL_S:
+        call_s = _one_call_s(fn, args, kwargs)
+    return counts, call_s
 
 
 def _one_call_s(fn, args, kwargs) -> float:

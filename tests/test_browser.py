@@ -647,9 +647,7 @@ def test_reading_checks_can_fail():
     assert _check_batch_readout("", "Doubling the batch 1 → 2 cost ×0.76 time (…)") is not None
     assert _check_batch_readout("", "batch 2 · 30 µs per batch") is not None
     assert _check_batch_readout("", "Doubling the batch 1 → 2 cost ×1.04 time (…)") is None
-    assert (
-        _check_batch_readout("", "Doubling the batch 1 → 2: too noisy to tell (x0.7-x3.1)") is None
-    )
+    assert _check_batch_readout("", "Doubling the batch 1 → 2: can't tell (x0.7-x3.1)") is None
     ok = "repeat 1 · eager · 3.1 ms · model 2.9 ms (measured ×1.07 of it)"
     assert _check_repeat_readout(ok, "") is None
     assert _check_repeat_readout(ok.replace("1.07", "25.30"), "") is not None
