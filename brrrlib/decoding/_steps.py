@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, devices, timing
+from brrrlib import _checks, _fmt, devices, timing
 from brrrlib.decoding import _counts
 from brrrlib.decoding._int8 import Int8Linear
 from brrrlib.decoding._model import Decoder, DecoderShape, KVCache, new_cache
@@ -112,6 +112,11 @@ def decode_step(
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a brrrlib.decoding.Decoder, got {type(model).__name__}")
+    batch, context = _checks.positive_int("batch", batch), _checks.positive_int("context", context)
+    if context > model.shape.max_context:
+        raise ValueError(
+            f"context={context} is longer than the model's max_context={model.shape.max_context}"
+        )
     dev = model.wte.weight.device
     itemsize = model.wte.weight.element_size()
     need = step_memory_bytes(model.shape, batch, context, itemsize)
