@@ -127,6 +127,8 @@ def test_generate_is_greedy_decoding_by_full_recompute(model):
     assert torch.equal(out, expected)
     with pytest.raises(ValueError, match="max_context"):
         decoding.generate(model, prompt, new_tokens=200)
+    with pytest.raises(ValueError, match="new_tokens"):
+        decoding.generate(model, prompt, new_tokens=0)
 
 
 def test_prefill_needs_a_cache_long_enough(model):

@@ -223,6 +223,8 @@ def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int, *, decode=No
     steps, each feeding back the most likely token. ``decode`` replaces
     ``model.decode`` (a compiled step, called as ``decode(idx, pos, cache)``).
     """
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
+        raise ValueError(f"new_tokens must be a positive int, got {new_tokens!r}")
     B, T = prompt.shape
     if T + new_tokens > model.shape.max_context:
         raise ValueError(
