@@ -247,46 +247,37 @@ class DecodeExplorer(_Explorer):
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
         bs, s = self.batch_options, self.context
         grid = [2 ** (k / 4) for k in range(4 * int(math.log2(bs[-1])) + 1)]
-        floors = [self.floors(b, s) for b in grid]
+        memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
         measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
-        for ax, per in ((ax_t, False), (ax_r, True)):
-
-            def y(b, t, per=per):
-                return b / t if per else t * 1e3
-
-            ax.plot(
-                grid,
-                [y(b, m) for b, (m, _c) in zip(grid, floors, strict=True)],
-                "--",
-                color=_LINES["memory"],
-                label="memory floor: (weights + KV cache) ÷ bandwidth",
-            )
-            ax.plot(
-                grid,
-                [y(b, c) for b, (_m, c) in zip(grid, floors, strict=True)],
-                "--",
-                color=_LINES["compute"],
-                label=f"compute floor: FLOPs ÷ {self._precision} matmul peak",
-            )
-            if measured:
-                ax.plot(
-                    [b for b, _p in measured],
-                    [y(b, p.seconds) for b, p in measured],
-                    "o-",
-                    color=COLOURS["batch"],
-                    label=f"measured, context {s}",
-                )
-            knee = self.knee(s)
+        # left: time per step against its two floors; right: tokens/s under the roof they make
+        ax_t.plot(grid, [t * 1e3 for t in memory], "--", color=_LINES["memory"],
+                  label="memory floor: (weights + KV cache) ÷ bandwidth")  # fmt: skip
+        ax_t.plot(grid, [t * 1e3 for t in compute], "--", color=_LINES["compute"],
+                  label=f"compute floor: FLOPs ÷ {self._precision} matmul peak")  # fmt: skip
+        roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
+        ax_r.plot(grid, roof, "--", color="gray", label="at most: batch ÷ the larger floor")
+        if measured:
+            batches = [b for b, _p in measured]
+            ax_t.plot(batches, [p.seconds * 1e3 for _b, p in measured], "o-",
+                      color=COLOURS["batch"], label=f"measured, context {s}")  # fmt: skip
+            ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
+        knee = self.knee(s)
+        for ax in (ax_t, ax_r):
             if bs[0] <= knee <= bs[-1]:
-                ax.axvline(knee, color="black", linestyle=":", linewidth=1, label="knee (model)")
+                ax.axvline(knee, color="black", linestyle=":", linewidth=1,
+                           label="knee (model)" if ax is ax_t else None)  # fmt: skip
             if self.prediction is not None:
-                ax.axvline(self.prediction, color=_LINES["prediction"], linestyle="-.",
-                           linewidth=1, label="your prediction")  # fmt: skip
+                ax.axvline(self.prediction, color=_LINES["prediction"], linestyle="-.", linewidth=1,
+                           label="your prediction" if ax is ax_t else None)  # fmt: skip
             ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
+            ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
+            ax.minorticks_off()
         ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
-        ax_r.set(ylabel="tokens per second", title="tokens per second")
+        ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
         handles, labels = ax_t.get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
+        more, more_labels = ax_r.get_legend_handles_labels()
+        fig.legend([*handles, *more], [*labels, *more_labels], fontsize=7, loc="lower center",
+                   ncols=3)  # fmt: skip
 
     def _marks(self, fig) -> list:
         p = self.current
