@@ -38,12 +38,12 @@ def _share(rate: float, ceiling: float) -> str:
     return f"{rate / ceiling:.0%}" + (" (above the ceiling)" if rate > ceiling else "")
 
 
-def _decode(model, c, fn=None, label=""):
+def _decode(model, c, read_bw, fn=None, label=""):
     s = decoding.measure_step(model, 1, CONTEXT, fn=fn, budget_s=0.5)
     print(
         f"  {label:28} {s.seconds * 1e3:8.3f} ms/token {s.tokens_per_s:9,.1f} tokens/s "
         f"{s.bytes_per_s / 1e9:7.2f} GB/s = {_share(s.bytes_per_s, c.mem_bandwidth_bytes_per_s)} "
-        "of the bandwidth"
+        f"of the copy bandwidth, {_share(s.bytes_per_s, read_bw)} of the read rate"
     )
     return s
 
@@ -81,12 +81,16 @@ def main() -> None:
     print(f"prefill {PROMPT} tokens: {PROMPT / t.median_s:,.0f} tokens/s, "
           f"{flops / t.median_s / 1e9:.0f} GFLOP/s = {_share(flops / t.median_s, peak)} of fp32 matmul")  # fmt: skip
 
+    reader = torch.ones(min(decoding.weight_bytes(shape) // 4, 2**28), device=dev)
+    read_bw = reader.nbytes / bl.benchmark(torch.sum, reader, budget_s=1.0).median_s
+    del reader
+    print(f"read rate (x.sum() over the fp32 weights' size): {read_bw / 1e9:.1f} GB/s")
     print(f"decode, batch 1, context {CONTEXT}:")
     for name, m in (("large", model), ("small", decoding.build(small_shape, device=dev))):
-        eager = _decode(m, c, label=f"{name}, eager")
+        eager = _decode(m, c, read_bw, label=f"{name}, eager")
         if not opts.no_compile:
             fn, seconds = _compiled(m, dev)
-            compiled = _decode(m, c, fn=fn, label=f"{name}, compiled ({seconds:.0f} s)")
+            compiled = _decode(m, c, read_bw, fn=fn, label=f"{name}, compiled ({seconds:.0f} s)")
             print(f"  {'':28} compiled / eager: x{compiled.seconds / eager.seconds:.2f} time")
 
     half = decoding.half_precision(c)
