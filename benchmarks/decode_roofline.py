@@ -112,7 +112,7 @@ def main() -> None:
     per_seq = (decoding.decode_flops(shape, 1, SWEEP_CONTEXT) / peak
                - decoding.kv_cache_bytes(shape, 1, SWEEP_CONTEXT) / bw)  # fmt: skip
     knee = w_s / per_seq if per_seq > 0 else math.inf
-    top = min(256 if dev.type == "cpu" else 1024, max(8, 8 * knee))
+    top = min(256 if dev.type == "cpu" else 1024, max(64, 8 * knee))
     sweep = decoding.batch_sweep(model, [2**k for k in range(int(math.log2(top)) + 1)],
                                  context=SWEEP_CONTEXT, budget_s=0.3)  # fmt: skip
     print(f"batch sweep, context {SWEEP_CONTEXT}:\n{sweep}")

@@ -218,6 +218,8 @@ def test_half_precision_is_the_faster_measured_one():
     fp16 = fake_ceilings(matmul_flops_per_s_by_dtype={"fp16": 6e13})
     assert decoding.half_precision(bf16) == "bf16" and decoding.half_precision(fp16) == "fp16"
     assert decoding.half_precision(fake_ceilings()) == "bf16"
+    equal = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 2.7e9, "fp16": 2.8e9})
+    assert decoding.half_precision(equal) == "bf16"  # slow at both: no reason to leave bf16
 
 
 def test_measured_step_counts_what_it_reads(model):

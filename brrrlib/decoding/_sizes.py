@@ -39,6 +39,8 @@ LADDER = (
 )
 #: How long reading the large model's fp32 weights should take at the measured bandwidth.
 TARGET_STEP_S = 0.025
+#: fp16 is chosen over bf16 only when its matmul ceiling is this many times higher.
+_CLEARLY_FASTER = 1.25
 #: The largest rung a CPU gets: a chapter on a laptop stays quick.
 _CPU_RUNGS = 3
 
@@ -62,7 +64,10 @@ def half_precision(ceilings: Any) -> str:
 
     A CPU with bf16 instructions, an A100 or an H100: bf16; a T4 or a V100
     (fp16 tensor cores, no bf16 ones): fp16. Measured, not assumed: the
-    ceilings' matmul FLOP/s per precision decide; bf16 where neither was measured.
+    ceilings' matmul FLOP/s per precision decide; fp16 only where it is clearly
+    faster (a CPU without 16-bit instructions is equally slow at both, within
+    its noise), bf16 otherwise and where neither was measured.
     """
     measured = ceilings.matmul_flops_per_s_by_dtype
-    return "fp16" if measured.get("fp16", 0.0) > measured.get("bf16", 0.0) else "bf16"
+    bf16, fp16 = measured.get("bf16", 0.0), measured.get("fp16", 0.0)
+    return "fp16" if fp16 > _CLEARLY_FASTER * bf16 else "bf16"
