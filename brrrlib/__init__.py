@@ -35,7 +35,7 @@ The chapters' packages (folders) are built on the library and never the
 reverse; the package holds its public names, its private modules the rest:
 
 =================  ===========================================================
-``widgets``        the two explorers: ``_repeat_explorer``, ``_batch_explorer``;
+``widgets``        the explorers: ``_repeat_explorer``, ``_batch_explorer``, ``_decode_explorer``;
                    what they share, ``_explorer``; what they run, ``_experiments``
 ``zoo``            real architectures in plain PyTorch, each with a hand FLOP count:
                    ``_tally`` counts by hand, ``_rows`` sizes them, one module a
@@ -45,6 +45,9 @@ reverse; the package holds its public names, its private modules the rest:
                    (``_comm_model``), results (``_collective_results``), the
                    ladder (``_ladder``, ``_host_transfers``), a slider
                    (``_message_explorer``)
+``decoding``       a GPT-style decoder with a static KV cache (``_model``), counted
+                   by hand (``_counts``), weight-only int8 (``_int8``), decode steps
+                   timed (``_steps``), the two sizes for this device (``_sizes``)
 ``figures``        the chapters' figures (the host and timelines in ``_timelines``,
                    remedies and steps in ``_remedies``)
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;
@@ -66,7 +69,7 @@ from typing import Any
 __version__ = "0.2.0"
 
 _MODULES = (
-    "ceilings", "classroom", "counting", "devices", "diagnosis", "distributed", "exercises",
+    "ceilings", "classroom", "counting", "decoding", "devices", "diagnosis", "distributed", "exercises",
     "figures",
     "hardware", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
 )  # fmt: skip

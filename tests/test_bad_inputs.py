@@ -25,6 +25,7 @@ def _gen():
 
 
 _X = torch.ones(4)
+_DECODER = bl.decoding.build(bl.decoding.DecoderShape("t", layers=1, d_model=8, heads=2, vocab=16, max_context=16))
 _NO_CUDA = not torch.cuda.is_available()
 
 # (probe, expected exception, words the message must contain)
@@ -54,6 +55,11 @@ BAD_INPUTS = {
     "batch_explorer: input of the wrong width": (lambda: widgets.batch_explorer(make_input=lambda b: torch.ones(b, 7)), ValueError, "make_input must build the input this model takes"),
     "repeat_explorer: repeat not on the slider": (lambda: widgets.repeat_explorer(repeat=7, size=1024), ValueError, "repeat=7"),
     "profile: runs is 0": (lambda: bl.profile(torch.neg, _X, runs=0), ValueError, "runs"),
+    "decode_step: not a decoder": (lambda: bl.decoding.decode_step(torch.nn.Linear(4, 4)), TypeError, "brrrlib.decoding.Decoder"),
+    "decode_step: batch is 0": (lambda: bl.decoding.decode_step(_DECODER, batch=0), ValueError, "batch"),
+    "decode_step: context past the model's": (lambda: bl.decoding.decode_step(_DECODER, context=999), ValueError, "max_context=16"),
+    "decode_explorer: not a decoder": (lambda: widgets.decode_explorer(torch.nn.Linear(4, 4)), TypeError, "decoding.build"),
+    "quantize_int8: an fp32 model": (lambda: bl.decoding.quantize_int8(_DECODER), ValueError, "dtype=torch.bfloat16"),
 }  # fmt: skip
 if _NO_CUDA:
     BAD_INPUTS |= {

@@ -8,7 +8,7 @@ learner does:
    temporary *copy* of ``course/`` so the repository stays clean, with a settings
    override (``tests/jupyter/overrides.json``) that turns off the news toast and
    update check and attaches every cell to the DOM (``windowingMode: none``);
-2. open chapter 02 and chapter 03 in headless Chromium (the system one, never a
+2. open chapters 02, 03 and 06 in headless Chromium (the system one, never a
    downloaded browser; every request that is not loopback is blocked and
    reported), click *Run > Run All Cells*, and wait until every code cell has an
    execution count and the kernel is idle;
@@ -19,7 +19,8 @@ learner does:
    the slider's new value;
 5. check what the learner reads: chapter 02's first point (eager, repeat 1) is
    within 2x of the model's line, and chapter 03's doubling ratio after batch
-   1 -> 2 lies in [0.8, 2.5] or the readout says it is too noisy to tell. (A
+   1 -> 2 lies in [0.8, 2.5] or the readout says it is too noisy to tell; chapter 06's
+   decode step states its tokens per second beside its memory and compute floors. (A
    measurement that waited for cores another program held says so instead of
    a number; that is accepted too: it is what a busy machine deserves.)
 
@@ -117,6 +118,17 @@ def _check_batch_readout(_before: str, after: str) -> str | None:
     return None
 
 
+def _check_decode_readout(_before: str, after: str) -> str | None:
+    """Chapter 06: a decode step measured at the new batch, its tokens/s set beside its floors."""
+    found = re.search(r"([\d,.]+) tokens/s", after)
+    if found is None or float(found.group(1).replace(",", "")) <= 0:
+        return f"the readout states no tokens per second: {after!r}"
+    floors = [re.search(rf"{kind} [\d.]+ [mµn]?s", after) for kind in ("memory", "compute")]
+    if not all(floors):
+        return f"the readout does not set the step beside its memory and compute floors: {after!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class Chapter:
     """One chapter the browser opens, the explorer slider it moves, and what it must read."""
@@ -131,6 +143,7 @@ CHAPTERS = (
     Chapter("02_memory_bandwidth.ipynb", slider=r"repeat", check=_check_repeat_readout),
     # Chapter 03's explorer is the batch-size test.
     Chapter("03_overhead.ipynb", slider=r"batch", check=_check_batch_readout, explorer=0),
+    Chapter("06_one_model.ipynb", slider=r"batch", check=_check_decode_readout),
 )
 
 

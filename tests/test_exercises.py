@@ -407,7 +407,12 @@ def test_answer_key_of_one_chapter_measures_at_most_once(monkeypatch):
 
 # --------------------------------------------------------------------------- the chapters ask them
 
-CHAPTERS = {"00": "00_the_factory", "01": "01_compute", "02": "02_memory_bandwidth"}
+CHAPTERS = {
+    "00": "00_the_factory",
+    "01": "01_compute",
+    "02": "02_memory_bandwidth",
+    "06": "06_one_model",
+}
 
 
 @pytest.mark.parametrize("chapter", sorted(CHAPTERS))

@@ -41,6 +41,7 @@ from typing import Any
 
 from brrrlib.exercises import (
     _compute,
+    _decoding,
     _diagnosis,
     _distributed,
     _memory,
@@ -60,7 +61,7 @@ __all__ = [
     "solution",
 ]
 
-_TOPICS = (_roofline, _compute, _memory, _overhead, _diagnosis, _distributed)
+_TOPICS = (_roofline, _compute, _memory, _overhead, _diagnosis, _distributed, _decoding)
 _BANK: dict[str, Exercise] = index(tuple(ex for topic in _TOPICS for ex in topic.EXERCISES))
 
 #: A numeric answer this close (as a ratio, in log space) to a power of 1000 times

@@ -15,7 +15,7 @@ its nudge; nudges and hints never contain the expected value.
 
 The exercises themselves are grouped by topic, one module each
 (``_roofline``, ``_compute``, ``_memory``, ``_overhead``, ``_diagnosis``,
-``_distributed``), each with a tuple ``EXERCISES``; the checking lives in
+``_distributed``, ``_decoding``), each with a tuple ``EXERCISES``; the checking lives in
 :mod:`brrrlib.exercises`.
 """
 

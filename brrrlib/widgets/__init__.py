@@ -1,4 +1,4 @@
-"""The two interactive explorers: repeat count (chapter 02) and batch size (chapter 03).
+"""The interactive explorers: repeat count (chapter 02), batch size (03), decode (06).
 
 Each explorer is a few controls, a plot and a readout that states the numbers
 in words. Moving a slider asks :func:`brrrlib.sweeps.sweep` for the new point
@@ -24,9 +24,11 @@ The experiments behind them are plain functions too: :func:`measure_repeat`,
 
 from __future__ import annotations
 
-# The explorers live in private modules (_repeat_explorer, _batch_explorer, and
+# The explorers live in private modules (_repeat_explorer, _batch_explorer,
+# _decode_explorer, and
 # _explorer for what they share); the experiments they measure in _experiments.
 from brrrlib.widgets._batch_explorer import BatchExplorer, batch_explorer
+from brrrlib.widgets._decode_explorer import DecodeExplorer, decode_explorer
 from brrrlib.widgets._experiments import (
     batch_case,
     measure_batch,
@@ -41,9 +43,11 @@ from brrrlib.widgets._repeat_explorer import RepeatExplorer, repeat_explorer
 
 __all__ = [
     "BatchExplorer",
+    "DecodeExplorer",
     "RepeatExplorer",
     "batch_case",
     "batch_explorer",
+    "decode_explorer",
     "measure_batch",
     "measure_repeat",
     "measured_knee_repeat",

@@ -1,0 +1,84 @@
+"""One language model through every regime: a decoder, counted, decoded and measured (chapter 06).
+
+A GPT-2-style decoder in plain PyTorch with a static KV cache, the counts
+that set its floors, and the measurements chapter 06 sets beside them::
+
+    from brrrlib import decoding
+
+    small, large = decoding.shapes(bl.measure_ceilings())   # two sizes for this device
+    model = decoding.build(large, device=bl.device())       # random weights (speed ignores values)
+    decoding.parameters(large), decoding.weight_bytes(large, "bf16")
+    step = decoding.decode_step(model, batch=1, context=256)
+    bl.benchmark(step)                                      # one token per sequence per step
+    decoding.batch_sweep(model, [1, 2, 4, 8, 16])           # tokens/s against the batch
+
+Where things live:
+
+=================  ===========================================================
+``_model``         the decoder, its static KV cache, ``build`` and ``generate``
+``_counts``        parameters, weight bytes, FLOPs and KV-cache bytes, by hand
+``_int8``          weight-only int8: ``quantize_int8``, and whether a kernel exists
+``_steps``         a decode step, timed; a sweep over the batch; the memory check
+``_sizes``         the chapter's two sizes for this device; its 16-bit precision
+=================  ===========================================================
+
+The slider of chapter 06 is :func:`brrrlib.widgets.decode_explorer`.
+"""
+
+from __future__ import annotations
+
+from brrrlib.decoding._counts import (
+    BYTES_PER_WEIGHT,
+    decode_flops,
+    kv_cache_bytes,
+    matmul_weights,
+    parameters,
+    prefill_flops,
+    weight_bytes,
+)
+from brrrlib.decoding._int8 import Int8Linear, int8_kernel, quantize_int8
+from brrrlib.decoding._model import Decoder, DecoderShape, KVCache, build, generate, new_cache
+from brrrlib.decoding._sizes import LADDER, SMALL, half_precision, shapes
+from brrrlib.decoding._steps import (
+    BatchSweep,
+    DecodeStep,
+    DoesNotFit,
+    StepTiming,
+    batch_sweep,
+    decode_step,
+    measure_step,
+    precision_of,
+    step_memory_bytes,
+)
+
+__all__ = [
+    "BYTES_PER_WEIGHT",
+    "LADDER",
+    "SMALL",
+    "BatchSweep",
+    "DecodeStep",
+    "Decoder",
+    "DecoderShape",
+    "DoesNotFit",
+    "Int8Linear",
+    "KVCache",
+    "StepTiming",
+    "batch_sweep",
+    "build",
+    "decode_flops",
+    "decode_step",
+    "generate",
+    "half_precision",
+    "int8_kernel",
+    "kv_cache_bytes",
+    "matmul_weights",
+    "measure_step",
+    "new_cache",
+    "parameters",
+    "precision_of",
+    "prefill_flops",
+    "quantize_int8",
+    "shapes",
+    "step_memory_bytes",
+    "weight_bytes",
+]

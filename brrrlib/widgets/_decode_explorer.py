@@ -1,0 +1,311 @@
+"""The decode explorer of chapter 06: tokens/s against the batch, at a context you choose.
+
+:func:`decode_explorer` and its :class:`DecodeExplorer`. Every point is one
+decode step timed by :func:`brrrlib.decoding.measure_step`; this module only
+draws and words. Re-exported by :mod:`brrrlib.widgets`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable
+from typing import Any
+
+from brrrlib import _checks, _fmt, decoding
+from brrrlib.ceilings import measure_ceilings
+from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
+
+__all__ = ["DecodeExplorer", "decode_explorer"]
+
+_LINES = {"memory": "tab:blue", "compute": "tab:orange", "prediction": "tab:purple"}
+
+
+class DecodeExplorer(_Explorer):
+    """A decoder's decode step at the batch and context under the sliders, against its floors.
+
+    One step writes a token for each of ``batch`` sequences, each attending to
+    ``context`` cached positions. It reads every weight once, whatever the
+    batch, and each sequence's KV cache; it does 2 FLOPs per weight per
+    sequence, plus attention. So its time is at least the larger of two floors
+    (the roofline of chapter 00, with the counts of :mod:`brrrlib.decoding`)::
+
+        memory floor  = (weight bytes + KV-cache bytes) / mem_bandwidth_bytes_per_s
+        compute floor = FLOPs / matmul peak of the model's precision
+
+    At batch 1 the weights set the pace; the batch where the compute floor
+    catches up is the **knee**: ``(weight bytes / bandwidth) / (FLOPs per
+    sequence / peak - KV bytes per sequence / bandwidth)``. A long context can
+    remove it altogether: attention reads each cached number for about one
+    FLOP, so its bytes grow with the batch as fast as its work.
+
+    Attributes: ``widget`` (VBox, CSS class ``brrr-decode-explorer``),
+    ``points`` (``{(batch, context): StepTiming}``), ``refused`` (``{(batch,
+    context): why}``), ``current``, ``error``, ``exception``, ``model``,
+    ``ceilings``, ``prediction``. ``measure`` replaces
+    :func:`brrrlib.decoding.measure_step` (called as ``measure(model, batch,
+    context)``), for tests.
+    """
+
+    _css_class = "brrr-decode-explorer"
+    _name = "decode explorer"
+    _figsize = (10, 4.2)
+
+    def __init__(
+        self,
+        model: decoding.Decoder,
+        *,
+        batch: int = 1,
+        context: int = 64,
+        max_batch: int | None = None,
+        prediction: float | None = None,
+        ceilings: Any = None,
+        measure: Callable[..., Any] | None = None,
+    ) -> None:
+        import ipywidgets as W
+
+        if not isinstance(model, decoding.Decoder):
+            raise TypeError(
+                "model must be a brrrlib.decoding.Decoder (decoding.build(shape)), "
+                f"got {type(model).__name__}"
+            )
+        self.model = model
+        self.device = model.wte.weight.device
+        self.ceilings = (
+            ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
+        )
+        self.prediction = (
+            None if prediction is None else _checks.number("prediction", prediction, positive=True)
+        )
+        self._measure = measure or (lambda m, b, s: decoding.measure_step(m, b, s, budget_s=0.1))
+        self.points: dict[tuple[int, int], Any] = {}
+        self.refused: dict[tuple[int, int], str] = {}
+        self._version = 0
+        top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else (
+            256 if self.device.type == "cpu" else 1024)  # fmt: skip
+        self.batch_options = tuple(2**k for k in range(top.bit_length()) if 2**k <= top)
+        self.context_options = tuple(
+            2**k for k in range(4, model.shape.max_context.bit_length())
+            if 2**k <= model.shape.max_context
+        )  # fmt: skip
+        self._check_options(batch, context)
+        self._batch_w = W.SelectionSlider(options=[(str(b), b) for b in self.batch_options],
+                                          value=batch, description="batch", continuous_update=False)  # fmt: skip
+        self._context_w = W.SelectionSlider(options=[(str(s), s) for s in self.context_options],
+                                            value=context, description="context",
+                                            continuous_update=False)  # fmt: skip
+        self._build([self._batch_w, self._context_w])
+        self._watch([self._batch_w, self._context_w])
+        self._update()
+
+    def _check_options(self, batch: Any, context: Any) -> None:
+        if batch not in self.batch_options:
+            raise ValueError(
+                f"batch={batch!r} is not on the slider; use one of {self.batch_options}"
+            )
+        if context not in self.context_options:
+            raise ValueError(
+                f"context={context!r} is not on the slider; use one of {self.context_options} "
+                f"(the model holds at most {self.model.shape.max_context} positions)"
+            )
+
+    # -- state ----------------------------------------------------------------------
+    @property
+    def batch(self) -> int:
+        """The batch size under the slider."""
+        return self._batch_w.value
+
+    @property
+    def context(self) -> int:
+        """The context length under the slider."""
+        return self._context_w.value
+
+    @property
+    def current(self) -> Any:
+        """The measured step under the sliders (a ``StepTiming``), or None (refused or failed)."""
+        return self.points.get((self.batch, self.context))
+
+    def set(self, *, batch: int | None = None, context: int | None = None) -> Any:
+        """Move the sliders from code and measure if needed; returns the current step or None."""
+        self._check_options(self.batch if batch is None else batch,
+                            self.context if context is None else context)  # fmt: skip
+        self._move([(self._batch_w, batch), (self._context_w, context)])
+        return self._update()
+
+    def remeasure(self) -> Any:
+        """Forget the step under the sliders and measure it again."""
+        self.points.pop((self.batch, self.context), None)
+        self.refused.pop((self.batch, self.context), None)
+        self._version += 1
+        return self._update()
+
+    # -- measuring ------------------------------------------------------------------
+    def _update(self) -> Any:
+        key = (self.batch, self.context)
+        if key not in self.points and key not in self.refused:
+            self._say(f"batch {key[0]} · context {key[1]} · measuring…", busy=True)
+            self._clear_error()
+            point = self._safely(f"batch {key[0]} at context {key[1]}", self._measured(key))
+            if point is not None:
+                self.points[key] = point
+                self._version += 1
+        if key in self.refused:
+            self._fail(self.refused[key])
+        elif self.current is not None:
+            self._clear_error()
+            self._say(self._describe(self.current))
+        self._redraw()
+        return self.current
+
+    def _measured(self, key: tuple[int, int]) -> Callable[[], Any]:
+        def run() -> Any:
+            try:
+                return self._measure(self.model, *key)
+            except decoding.DoesNotFit as exc:
+                self.refused[key] = str(exc)
+                return None
+
+        return run
+
+    # -- the model --------------------------------------------------------------------
+    @property
+    def _precision(self) -> str:
+        p = decoding.precision_of(self.model)
+        return decoding.half_precision(self.ceilings) if p == "int8" else p
+
+    def _peak(self) -> float:
+        try:
+            return self.ceilings.matmul_peak(self._precision)
+        except KeyError:
+            return self.ceilings.matmul_flops_per_s
+
+    def floors(self, batch: float, context: int) -> tuple[float, float]:
+        """``(memory floor, compute floor)`` in seconds for a step, from the hand counts."""
+        shape, precision = self.model.shape, decoding.precision_of(self.model)
+        itemsize = self.model.wte.weight.element_size()
+        nbytes = decoding.weight_bytes(shape, precision) + decoding.kv_cache_bytes(
+            shape, 1, context, itemsize) * batch  # fmt: skip
+        flops = decoding.decode_flops(shape, 1, context) * batch
+        return nbytes / self.ceilings.mem_bandwidth_bytes_per_s, flops / self._peak()
+
+    def knee(self, context: int) -> float:
+        """The batch where the compute floor meets the memory floor (``inf``: never)."""
+        weights_s = self.floors(0, context)[0]
+        memory_1, compute_1 = self.floors(1, context)
+        per_sequence = compute_1 - (memory_1 - weights_s)
+        return weights_s / per_sequence if per_sequence > 0 else math.inf
+
+    def _describe(self, p: Any) -> str:
+        memory_s, compute_s = self.floors(p.batch, p.context)
+        floor_s = max(memory_s, compute_s)
+        bound = "memory" if memory_s >= compute_s else "compute"
+        head = (f"<b>batch {p.batch} · context {p.context} · {_fmt.seconds(p.seconds)} per step · "
+                f"{p.tokens_per_s:,.0f} tokens/s</b> · "
+                f"{html.escape(getattr(self.ceilings, 'device_name', ''))}")  # fmt: skip
+        lines = [
+            f"Floors: memory {_fmt.seconds(memory_s)} (weights {_fmt.si(p.weight_bytes, 'B')} + KV "
+            f"cache {_fmt.si(p.kv_bytes, 'B')} at {_fmt.si(self.ceilings.mem_bandwidth_bytes_per_s, 'B/s')}), "
+            f"compute {_fmt.seconds(compute_s)} ({_fmt.si(p.flops, 'FLOP')} at "
+            f"{_fmt.si(self._peak(), 'FLOP/s')}, {self._precision}): {bound}-bound on paper.",
+            self._share(p.seconds, floor_s, bound),
+        ]
+        if p.kv_bytes > p.weight_bytes:
+            lines.append(f"At this context and batch the KV cache outweighs the weights "
+                         f"({_fmt.percent(p.kv_bytes, p.weight_bytes)} of their bytes).")  # fmt: skip
+        knee = self.knee(p.context)
+        if not math.isfinite(knee):
+            lines.append(f"No knee at context {p.context}: the KV cache's bytes grow with the batch "
+                         "faster than the compute.")  # fmt: skip
+        elif knee < 1:
+            lines.append(f"Compute-bound from batch 1 on paper at context {p.context}.")
+        else:
+            lines.append(f"Knee predicted at batch ≈ {knee:.3g} for context {p.context}.")
+        if p.timing.noisy:
+            lines.append("The timing is noisy (its spread is over 10% of the median): re-measure.")
+        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines)
+
+    @staticmethod
+    def _share(seconds: float, floor_s: float, bound: str) -> str:
+        if seconds >= floor_s:
+            return (f"Measured: {seconds / floor_s:.2f}x the floor, {_fmt.percent(floor_s, seconds)} "
+                    "of the roof.")  # fmt: skip
+        why = ("the bandwidth was measured with a copy, which also writes; a decode step only "
+               "reads" if bound == "memory" else
+               "the matmul ceiling was measured low: bl.measure_ceilings(refresh=True) measures "
+               "it again")  # fmt: skip
+        return (
+            f"Measured below the floor ({floor_s / seconds:.2f}x faster than the model allows): "
+            f"a ceiling of chapter 00 is not this machine's top speed for this step ({why})."
+        )
+
+    # -- picture --------------------------------------------------------------------
+    def _data_version(self) -> Any:
+        return (self._version, self.context)
+
+    def _draw(self, fig) -> None:
+        ax_t, ax_r = fig.subplots(1, 2)
+        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
+        bs, s = self.batch_options, self.context
+        grid = [2 ** (k / 4) for k in range(4 * int(math.log2(bs[-1])) + 1)]
+        memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
+        measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
+        # left: time per step against its two floors; right: tokens/s under the roof they make
+        ax_t.plot(grid, [t * 1e3 for t in memory], "--", color=_LINES["memory"],
+                  label="memory floor: (weights + KV cache) ÷ bandwidth")  # fmt: skip
+        ax_t.plot(grid, [t * 1e3 for t in compute], "--", color=_LINES["compute"],
+                  label=f"compute floor: FLOPs ÷ {self._precision} matmul peak")  # fmt: skip
+        roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
+        ax_r.plot(grid, roof, "--", color="gray", label="at most: batch ÷ the larger floor")
+        if measured:
+            batches = [b for b, _p in measured]
+            ax_t.plot(batches, [p.seconds * 1e3 for _b, p in measured], "o-",
+                      color=COLOURS["batch"], label=f"measured, context {s}")  # fmt: skip
+            ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
+        knee = self.knee(s)
+        for ax in (ax_t, ax_r):
+            if bs[0] <= knee <= bs[-1]:
+                ax.axvline(knee, color="black", linestyle=":", linewidth=1,
+                           label="knee (model)" if ax is ax_t else None)  # fmt: skip
+            if self.prediction is not None:
+                ax.axvline(self.prediction, color=_LINES["prediction"], linestyle="-.", linewidth=1,
+                           label="your prediction" if ax is ax_t else None)  # fmt: skip
+            ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
+            ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
+            ax.minorticks_off()
+        ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
+        ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
+        handles, labels = ax_t.get_legend_handles_labels()
+        more, more_labels = ax_r.get_legend_handles_labels()
+        fig.legend([*handles, *more], [*labels, *more_labels], fontsize=7, loc="lower center",
+                   ncols=3)  # fmt: skip
+
+    def _marks(self, fig) -> list:
+        p = self.current
+        if p is None:
+            return []
+        ax_t, ax_r = fig.axes[:2]
+        return [(ax_t, ax_t.plot([p.batch], [p.seconds * 1e3], **RING)[0]),
+                (ax_r, ax_r.plot([p.batch], [p.tokens_per_s], **RING)[0])]  # fmt: skip
+
+
+def decode_explorer(
+    model: decoding.Decoder,
+    *,
+    batch: int = 1,
+    context: int = 64,
+    max_batch: int | None = None,
+    prediction: float | None = None,
+) -> DecodeExplorer:
+    """The decode slider of chapter 06: tokens/s and time per step against batch and context.
+
+    ``model`` is a :class:`brrrlib.decoding.Decoder`. The sliders choose the
+    batch (powers of two up to ``max_batch``: 256 on a CPU, 1024 on a GPU)
+    and the context (powers of two from 16 to the model's ``max_context``).
+    Each step is measured once (:func:`brrrlib.decoding.measure_step`) and
+    drawn against its memory and compute floors; ``prediction``, your
+    predicted knee batch, is drawn beside the model's. A step that would not
+    fit in memory is refused with a message; the kernel stays alive.
+    """
+    return DecodeExplorer(
+        model, batch=batch, context=context, max_batch=max_batch, prediction=prediction
+    )
