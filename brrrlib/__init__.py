@@ -69,24 +69,53 @@ from typing import Any
 __version__ = "0.2.0"
 
 _MODULES = (
-    "ceilings", "classroom", "counting", "decoding", "devices", "diagnosis", "distributed", "exercises",
+    "ceilings",
+    "classroom",
+    "counting",
+    "decoding",
+    "devices",
+    "diagnosis",
+    "distributed",
+    "exercises",
     "figures",
-    "hardware", "roofline", "sweeps", "timing", "trace", "widgets", "workloads", "zoo",
-)  # fmt: skip
+    "hardware",
+    "roofline",
+    "sweeps",
+    "timing",
+    "trace",
+    "widgets",
+    "workloads",
+    "zoo",
+)
 
 # Public names at the top level and the module each comes from.
 _NAMES = {
-    "Ceilings": "ceilings", "measure_ceilings": "ceilings",
-    "Report": "classroom", "load_reports": "classroom", "report": "classroom",
-    "Counts": "counting", "OpCount": "counting", "count": "counting",
-    "DeviceSpec": "hardware", "spec": "hardware", "specs": "hardware",
-    "device": "devices", "sync": "devices",
-    "Diagnosis": "diagnosis", "diagnose": "diagnosis",
-    "check": "exercises", "hint": "exercises", "questions": "exercises", "solution": "exercises",
-    "Timing": "timing", "benchmark": "timing",
-    "Comparison": "timing", "compare": "timing",
-    "Trace": "trace", "profile": "trace",
-}  # fmt: skip
+    "Ceilings": "ceilings",
+    "measure_ceilings": "ceilings",
+    "Report": "classroom",
+    "load_reports": "classroom",
+    "report": "classroom",
+    "Counts": "counting",
+    "OpCount": "counting",
+    "count": "counting",
+    "DeviceSpec": "hardware",
+    "spec": "hardware",
+    "specs": "hardware",
+    "device": "devices",
+    "sync": "devices",
+    "Diagnosis": "diagnosis",
+    "diagnose": "diagnosis",
+    "check": "exercises",
+    "hint": "exercises",
+    "questions": "exercises",
+    "solution": "exercises",
+    "Timing": "timing",
+    "benchmark": "timing",
+    "Comparison": "timing",
+    "compare": "timing",
+    "Trace": "trace",
+    "profile": "trace",
+}
 
 __all__ = sorted([*_MODULES, *_NAMES, "__version__"])
 

@@ -28,10 +28,20 @@ import torch
 from brrrlib import _touched
 
 __all__ = [
-    "CATEGORIES", "COMPILED_GRAPH", "FLOPS_PER_ELEMENT", "FUSED_ATTENTION", "SPECIAL", "attention_flops",
-    "categorize", "has_matmul_formula", "matmul_flops", "moves_no_data", "normalization_flops",
-    "profiler_category", "special_function",
-]  # fmt: skip
+    "CATEGORIES",
+    "COMPILED_GRAPH",
+    "FLOPS_PER_ELEMENT",
+    "FUSED_ATTENTION",
+    "SPECIAL",
+    "attention_flops",
+    "categorize",
+    "has_matmul_formula",
+    "matmul_flops",
+    "moves_no_data",
+    "normalization_flops",
+    "profiler_category",
+    "special_function",
+]
 
 CATEGORIES: tuple[str, ...] = ("matmul", "normalization", "pointwise", "reduction", "other")
 """The op categories, in the order tables list them."""
@@ -62,22 +72,51 @@ counting convention is written down. Matmuls use exact formulas instead
 (``2*M*K*N`` for an ``(M,K) @ (K,N)``: one multiply and one add per term)."""
 
 SPECIAL: Mapping[str, str] = {
-    **dict.fromkeys(("exp", "exp_", "exp2", "exp2_", "expm1", "expm1_", "sigmoid", "sigmoid_",
-                     "silu", "silu_", "silu_backward", "elu", "elu_", "celu", "selu", "softplus",
-                     "logsumexp", "_softmax", "_log_softmax", "_safe_softmax",
-                     "_masked_softmax", "special_expit"), "exp"),
+    **dict.fromkeys(
+        (
+            "exp",
+            "exp_",
+            "exp2",
+            "exp2_",
+            "expm1",
+            "expm1_",
+            "sigmoid",
+            "sigmoid_",
+            "silu",
+            "silu_",
+            "silu_backward",
+            "elu",
+            "elu_",
+            "celu",
+            "selu",
+            "softplus",
+            "logsumexp",
+            "_softmax",
+            "_log_softmax",
+            "_safe_softmax",
+            "_masked_softmax",
+            "special_expit",
+        ),
+        "exp",
+    ),
     **dict.fromkeys(("tanh", "tanh_", "mish", "mish_"), "tanh"),
-    **dict.fromkeys(("erf", "erf_", "erfc", "erfc_", "erfinv", "gelu", "gelu_",
-                     "gelu_backward"), "erf"),
+    **dict.fromkeys(
+        ("erf", "erf_", "erfc", "erfc_", "erfinv", "gelu", "gelu_", "gelu_backward"), "erf"
+    ),
     **dict.fromkeys(("sin", "sin_", "cos", "cos_", "tan", "tan_"), "cos"),
     **dict.fromkeys(("log", "log_", "log2", "log2_", "log10", "log10_", "log1p", "log1p_"), "log"),
-}  # fmt: skip
+}
 #: Fused attention kernels: one exp per score (queries x keys per head) inside the kernel.
-FUSED_ATTENTION = frozenset({
-    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_flash_attention_forward", "_efficient_attention_forward",
-})  # fmt: skip
+FUSED_ATTENTION = frozenset(
+    {
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+    }
+)
 """Ops that evaluate a special function once per element, and which one (a rate
 ``bl.measure_ceilings`` measures: ``exp``, ``tanh``, ``erf``, ``cos`` for the
 trigonometric family, ``log``). One such evaluation costs tens of instructions
@@ -92,6 +131,7 @@ def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
         return "tanh"
     return name
 
+
 # ---------------------------------------------------------------- op-name tables
 
 _SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"}
@@ -101,34 +141,75 @@ _SOFTMAX_BACKWARD = {
     "_masked_softmax_backward",
 }
 _NORM = {
-    "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
-    "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
-    "_batch_norm_with_update", "_batch_norm_no_update", "batch_norm_stats", "batch_norm_elemt",
-    "cudnn_batch_norm", "miopen_batch_norm",
-}  # fmt: skip
+    "native_layer_norm",
+    "native_group_norm",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional",
+    "_native_batch_norm_legit_no_training",
+    "_batch_norm_with_update",
+    "_batch_norm_no_update",
+    "batch_norm_stats",
+    "batch_norm_elemt",
+    "cudnn_batch_norm",
+    "miopen_batch_norm",
+}
 _NORM_BACKWARD = {
-    "native_layer_norm_backward", "native_group_norm_backward", "native_batch_norm_backward",
-    "batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward",
-}  # fmt: skip
+    "native_layer_norm_backward",
+    "native_group_norm_backward",
+    "native_batch_norm_backward",
+    "batch_norm_backward",
+    "cudnn_batch_norm_backward",
+    "miopen_batch_norm_backward",
+}
 _RMS_NORM = {"_fused_rms_norm"}
 _RMS_NORM_BACKWARD = {"_fused_rms_norm_backward"}
 # Composite ops that wrap the ones above. The counter never charges them (it
 # runs their decomposition), but the profiler lists them with a small self time
 # of their own, which belongs with the work they wrap.
 _MATMUL_WRAPPERS = {
-    "linear", "matmul", "einsum", "bilinear", "tensordot", "conv1d", "conv2d", "conv3d",
-    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_convolution",
-    "mkldnn_convolution", "mkldnn_linear", "cudnn_convolution", "scaled_dot_product_attention",
-    "_scaled_dot_product_attention_math", "lstm", "gru", "rnn_tanh", "rnn_relu",
-}  # fmt: skip
+    "linear",
+    "matmul",
+    "einsum",
+    "bilinear",
+    "tensordot",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "_convolution",
+    "mkldnn_convolution",
+    "mkldnn_linear",
+    "cudnn_convolution",
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math",
+    "lstm",
+    "gru",
+    "rnn_tanh",
+    "rnn_relu",
+}
 _NORM_WRAPPERS = {
-    "softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "instance_norm",
-    "rms_norm", "_batch_norm_impl_index", "_batch_norm_impl_index_backward",
-}  # fmt: skip
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "group_norm",
+    "batch_norm",
+    "instance_norm",
+    "rms_norm",
+    "_batch_norm_impl_index",
+    "_batch_norm_impl_index_backward",
+}
 _NORMALIZATION = (
-    _SOFTMAX | _SOFTMAX_BACKWARD | _NORM | _NORM_BACKWARD | _RMS_NORM | _RMS_NORM_BACKWARD
+    _SOFTMAX
+    | _SOFTMAX_BACKWARD
+    | _NORM
+    | _NORM_BACKWARD
+    | _RMS_NORM
+    | _RMS_NORM_BACKWARD
     | _NORM_WRAPPERS
-)  # fmt: skip
+)
 # Reductions and scans without aten's "reduction" tag.
 _EXTRA_REDUCTIONS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", "mode", "median"}
 # Ops tagged "pointwise" that only move data: a clone is a copy, not arithmetic.
@@ -137,32 +218,92 @@ _COPIES = {"clone", "copy_", "_to_copy", "contiguous", "_copy_from", "_copy_from
 EXTRA_VIEWS = frozenset({"_unsafe_view", "lift_fresh", "_reshape_alias", "_neg_view", "_conj"})
 # Allocations: the memory is not touched, so no bytes move.
 ALLOCATIONS = frozenset(
-    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
-     "resize_"}
-)  # fmt: skip
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "empty_permuted",
+        "resize_",
+    }
+)
 # In-place ops that overwrite `self` without reading it (a fill is a write).
 WRITE_ONLY_SELF = frozenset(
-    {"fill_", "zero_", "copy_", "uniform_", "normal_", "random_", "bernoulli_", "exponential_",
-     "geometric_", "log_normal_", "cauchy_"}
-)  # fmt: skip
+    {
+        "fill_",
+        "zero_",
+        "copy_",
+        "uniform_",
+        "normal_",
+        "random_",
+        "bernoulli_",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "cauchy_",
+    }
+)
 # Factories shaped like a tensor: they read its shape, not its data (written only).
 SHAPED_FACTORIES = frozenset(
-    {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
-     "new_zeros", "new_ones", "new_full"}
-)  # fmt: skip
+    {
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+    }
+)
 # Metadata queries: not work, not counted.
 METADATA = frozenset(
-    {"size", "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset", "numel",
-     "sym_numel", "dim", "is_contiguous", "sym_is_contiguous", "is_strides_like_format",
-     "is_non_overlapping_and_dense", "device", "layout"}
-)  # fmt: skip
+    {
+        "size",
+        "sym_size",
+        "stride",
+        "sym_stride",
+        "storage_offset",
+        "sym_storage_offset",
+        "numel",
+        "sym_numel",
+        "dim",
+        "is_contiguous",
+        "sym_is_contiguous",
+        "is_strides_like_format",
+        "is_non_overlapping_and_dense",
+        "device",
+        "layout",
+    }
+)
 # Profiler rows that move no data (views, allocation, metadata): on a CPU trace they are
 # not "device work".
 _PROFILER_NO_DATA = frozenset(
-    {"empty", "empty_strided", "empty_like", "as_strided", "view", "_unsafe_view", "reshape",
-     "resolve_conj", "resolve_neg", "detach", "t", "transpose", "permute", "expand", "unsqueeze",
-     "squeeze", "select", "slice", "alias", "lift_fresh"}
-)  # fmt: skip
+    {
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "as_strided",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "resolve_conj",
+        "resolve_neg",
+        "detach",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "slice",
+        "alias",
+        "lift_fresh",
+    }
+)
 #: Profiler name of the call into a torch.compile'd (inductor) graph: on a CPU its fused
 #: kernels run inside it.
 COMPILED_GRAPH = "## Call CompiledFxGraph"
@@ -442,12 +583,22 @@ _OUR_FORMULAS: dict[str, Callable[..., int]] = {
     "_cudnn_rnn": _cudnn_rnn_flops,
     "_cudnn_rnn_backward": _twice(_cudnn_rnn_flops),
     # matrix products torch's table leaves out, and every product with a sparse operand
-    "mm": _mm_like(0), "addmm": _mm_like(1), "bmm": _mm_like(0), "baddbmm": _mm_like(1),
-    "_addmm_activation": _mm_like(1), "_int_mm": _mm_like(0), "addbmm": _mm_like(1),
-    "mv": _mm_like(0), "addmv": _mm_like(1), "dot": _mm_like(0), "vdot": _mm_like(0),
-    "_sparse_addmm": _mm_like(1), "_sparse_mm": _mm_like(0), "sspaddmm": _mm_like(1),
+    "mm": _mm_like(0),
+    "addmm": _mm_like(1),
+    "bmm": _mm_like(0),
+    "baddbmm": _mm_like(1),
+    "_addmm_activation": _mm_like(1),
+    "_int_mm": _mm_like(0),
+    "addbmm": _mm_like(1),
+    "mv": _mm_like(0),
+    "addmv": _mm_like(1),
+    "dot": _mm_like(0),
+    "vdot": _mm_like(0),
+    "_sparse_addmm": _mm_like(1),
+    "_sparse_mm": _mm_like(0),
+    "sspaddmm": _mm_like(1),
     "_sparse_sparse_matmul": _mm_like(0),
-}  # fmt: skip
+}
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ from brrrlib._aten_ops import CATEGORIES
 
 __all__ = ["CategoryTimes", "Counts", "OpCount"]
 
+
 @dataclass(frozen=True)
 class OpCount:
     """One aten op's totals over a counted run.
@@ -142,7 +143,9 @@ class Counts:
         of :data:`CATEGORIES`; ops without FLOPs are left out.
         """
         if category is not None and category not in CATEGORIES:
-            raise ValueError(f"category must be one of {list(CATEGORIES)} or None, got {category!r}")
+            raise ValueError(
+                f"category must be one of {list(CATEGORIES)} or None, got {category!r}"
+            )
         out: dict[str, int] = {}
         for r in self.rows:
             if r.flops and category in (None, r.category):
@@ -258,8 +261,15 @@ def _render(counts: Counts, timing: Any, *, by: str, html: bool) -> str:
         whole = timing  # a Timing of the whole function: achieved rates
     elif timing is not None:
         times = _as_category_times(timing)
-    header = ["category" if by == "category" else "op", "calls", "FLOPs", "% FLOPs", "bytes",
-              "% bytes", "FLOP/byte"]  # fmt: skip
+    header = [
+        "category" if by == "category" else "op",
+        "calls",
+        "FLOPs",
+        "% FLOPs",
+        "bytes",
+        "% bytes",
+        "FLOP/byte",
+    ]
     if by == "category" and times is not None:
         header += ["time", "% time"]
     body = _category_lines(counts, times) if by == "category" else _op_lines(counts)
@@ -299,10 +309,13 @@ def _category_lines(counts: Counts, times: CategoryTimes | None) -> list[list[st
 def _op_lines(counts: Counts) -> list[list[str]]:
     order = sorted(counts.rows, key=lambda r: (-r.flops, -r.bytes_moved, r.op))
     return [
-        [f"{r.op} ({r.category}{', ' + r.precision if r.precision else ''})", str(r.calls),
-         *_share_cells(counts, r.flops, r.bytes_moved)]
+        [
+            f"{r.op} ({r.category}{', ' + r.precision if r.precision else ''})",
+            str(r.calls),
+            *_share_cells(counts, r.flops, r.bytes_moved),
+        ]
         for r in order
-    ]  # fmt: skip
+    ]
 
 
 def _share_cells(counts: Counts, flops: float, nbytes: float) -> list[str]:

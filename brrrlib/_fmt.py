@@ -208,9 +208,13 @@ class _NotebookBar:
         self.total, self.lines, self.notes, self.done = max(total, 1), [], [], False
         self.heading = widgets.HTML()
         self.bar = widgets.IntProgress(
-            value=0, min=0, max=self.total, description=prefix,
-            style={"description_width": "initial"}, layout={"width": "28em"},
-        )  # fmt: skip
+            value=0,
+            min=0,
+            max=self.total,
+            description=prefix,
+            style={"description_width": "initial"},
+            layout={"width": "28em"},
+        )
         self.status = widgets.HTML(value=f"0/{self.total}")
         self.box = widgets.VBox([self.heading, widgets.HBox([self.bar, self.status])])
         self.handle = display(self.box, display_id=True)

@@ -20,6 +20,7 @@ import torch
 
 __all__ = ["TOUCHED_BYTES", "nnz", "tensor_bytes"]
 
+
 def tensor_bytes(t: torch.Tensor) -> int:
     """Bytes of the distinct elements of ``t``.
 
@@ -126,18 +127,22 @@ TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
     "index": _lookup(0, (1,)),  # advanced indexing (self, indices): x[idx], x[mask]
     # (weight, indices, offsets, ..., per_sample_weights): a row per index, summed per bag
     "_embedding_bag": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
-    "_embedding_bag_forward_only": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
+    "_embedding_bag_forward_only": _lookup(
+        0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]
+    ),
     # scatters: write the positions addressed, read what is written there
     "index_put_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
     "_index_put_impl_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
-    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), _ALWAYS),  # (self, dim, index, source)
+    "index_add_": _scatter_into(
+        2, 3, lambda a: a[3].numel(), _ALWAYS
+    ),  # (self, dim, index, source)
     "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), _NEVER),
     "index_fill_": _scatter_into(2, None, _index_fill_positions, _NEVER),
     "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), _NEVER),  # (self, dim, index, src)
     "scatter_add_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
     "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
     "put_": _scatter_into(1, 2, lambda a: a[1].numel(), _accumulate(3)),  # (self, index, source)
-}  # fmt: skip
+}
 """``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch
 part of a tensor. Every other op reads its inputs and writes its outputs in full."""
 

@@ -78,8 +78,12 @@ SLOW_PATH_RATIO = 0.8
 FAST_PATH_RATIO = 1.2
 #: The matmul precisions, in the order tables list them.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-           "fp16": torch.float16}  # fmt: skip
+_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
 #: The special functions measured, and the op each is measured with.
 SPECIAL_FUNCTIONS = ("exp", "tanh", "erf", "cos", "log")
 #: Chain lengths tried for the vector ceiling (each multiply waits for the one before).
@@ -155,16 +159,25 @@ class Ceilings:
     measured_at: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s",
-                     "op_overhead_s"):  # fmt: skip
+        for name in (
+            "matmul_flops_per_s",
+            "vector_flops_per_s",
+            "mem_bandwidth_bytes_per_s",
+            "op_overhead_s",
+        ):
             value = getattr(self, name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (ok and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", MappingProxyType(by_dtype))
-        for name in ("special_per_s", "spread", "rounds", "precision_notes",
-                     "bandwidth_by_form_bytes_per_s"):  # fmt: skip
+        for name in (
+            "special_per_s",
+            "spread",
+            "rounds",
+            "precision_notes",
+            "bandwidth_by_form_bytes_per_s",
+        ):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
@@ -266,8 +279,11 @@ class Ceilings:
                 "CPU time: other programs kept the cores so busy that every number may read low "
                 "(by up to the same factor); close them and measure again"
             )
-        names = {"matmul": "fp32 matmul FLOP/s", "vector": "vector FLOP/s",
-                 "special": "special-function rates"}  # fmt: skip
+        names = {
+            "matmul": "fp32 matmul FLOP/s",
+            "vector": "vector FLOP/s",
+            "special": "special-function rates",
+        }
         for key, value in self.spread.items():
             if key in ("memory", "overhead"):
                 continue
@@ -318,9 +334,11 @@ class Ceilings:
         rows.append(("vector (fp32 multiplies)", _fmt.si(self.vector_flops_per_s, "FLOP/s")))
         if self.special_per_s:
             rows.append(
-                ("special functions",
-                 ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in self.special_per_s.items()))
-            )  # fmt: skip
+                (
+                    "special functions",
+                    ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in self.special_per_s.items()),
+                )
+            )
         rows += [
             (
                 "memory bandwidth",
@@ -328,8 +346,11 @@ class Ceilings:
             ),
             ("op overhead", _fmt.seconds(self.op_overhead_s)),
         ]
-        rows += [(f"ridge point ({k})", f"{self.ridge_point_flops_per_byte(k):.3g} FLOP/byte")
-                 for k in self.matmul_flops_per_s_by_dtype if self.fast_path(k)]  # fmt: skip
+        rows += [
+            (f"ridge point ({k})", f"{self.ridge_point_flops_per_byte(k):.3g} FLOP/byte")
+            for k in self.matmul_flops_per_s_by_dtype
+            if self.fast_path(k)
+        ]
         return rows
 
     def _copy_note(self) -> str:
@@ -338,8 +359,10 @@ class Ceilings:
         if not copy or copy >= 0.9 * self.mem_bandwidth_bytes_per_s:
             return ""
         best = max(self.bandwidth_by_form_bytes_per_s, key=self.bandwidth_by_form_bytes_per_s.get)
-        return (f"  ({best}; a copy into another tensor {_fmt.si(copy, 'B/s')}: "
-                "its writes first read each line they overwrite)")  # fmt: skip
+        return (
+            f"  ({best}; a copy into another tensor {_fmt.si(copy, 'B/s')}: "
+            "its writes first read each line they overwrite)"
+        )
 
     def _title(self) -> str:
         threads = f", {self.num_threads} threads" if self.device == "cpu" else ""
@@ -359,8 +382,11 @@ class Ceilings:
 
     def _notes(self) -> list[str]:
         notes = list(self.noise_notes())
-        notes += [self.precision_note(k) for k in self.matmul_flops_per_s_by_dtype
-                  if self.precision_note(k)]  # fmt: skip
+        notes += [
+            self.precision_note(k)
+            for k in self.matmul_flops_per_s_by_dtype
+            if self.precision_note(k)
+        ]
         if self.shared_cpu:
             notes.append(
                 f"another program used the cores meanwhile (this process got {self.cpu_share:.0%} "
@@ -397,8 +423,14 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in ("matmul_flops_per_s_by_dtype", "special_per_s", "spread", "rounds",
-                     "precision_notes", "bandwidth_by_form_bytes_per_s"):  # fmt: skip
+        for name in (
+            "matmul_flops_per_s_by_dtype",
+            "special_per_s",
+            "spread",
+            "rounds",
+            "precision_notes",
+            "bandwidth_by_form_bytes_per_s",
+        ):
             d[name] = dict(d[name])
         for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
             d[name] = list(d[name])
@@ -480,28 +512,43 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     bandwidth, overhead = phases.bandwidth(), phases.overhead()
     spread["memory"], rounds["memory"] = bandwidth.spread, bandwidth.rounds
     spread["overhead"], rounds["overhead"] = overhead.spread, overhead.rounds
-    say(f"memory bandwidth {_fmt.si(bandwidth.value, 'B/s')} (fastest of {bandwidth.rounds} "
+    say(
+        f"memory bandwidth {_fmt.si(bandwidth.value, 'B/s')} (fastest of {bandwidth.rounds} "
         f"rounds, {_fmt.binary_bytes(phases.nbytes)} each); op overhead "
-        f"{_fmt.seconds(overhead.value)} (a.add_(b), 1 element)")  # fmt: skip
+        f"{_fmt.seconds(overhead.value)} (a.add_(b), 1 element)"
+    )
     ceilings = Ceilings(
-        device=dev.type, device_name=name,
-        matmul_flops_per_s=matmul["fp32"], vector_flops_per_s=vector.value,
-        mem_bandwidth_bytes_per_s=bandwidth.value, op_overhead_s=overhead.value,
-        matmul_flops_per_s_by_dtype=matmul, special_per_s=special, spread=spread, rounds=rounds,
+        device=dev.type,
+        device_name=name,
+        matmul_flops_per_s=matmul["fp32"],
+        vector_flops_per_s=vector.value,
+        mem_bandwidth_bytes_per_s=bandwidth.value,
+        op_overhead_s=overhead.value,
+        matmul_flops_per_s_by_dtype=matmul,
+        special_per_s=special,
+        spread=spread,
+        rounds=rounds,
         bandwidth_rounds_bytes_per_s=bandwidth.extra["rounds"],
         bandwidth_by_form_bytes_per_s=phases.by_form,
         overhead_rounds_s=overhead.extra["rounds"],
-        cpu_share=cpu_share, steal_share=phases.steal_share,
-        num_threads=torch.get_num_threads(), matmul_size=n,
-        copy_bytes=phases.nbytes, vector_method=f"{vector.extra['method']}; special: {special_method}",
+        cpu_share=cpu_share,
+        steal_share=phases.steal_share,
+        num_threads=torch.get_num_threads(),
+        matmul_size=n,
+        copy_bytes=phases.nbytes,
+        vector_method=f"{vector.extra['method']}; special: {special_method}",
         matmul_method="; ".join(methods),
-        precision_notes={k: _why_slow(k, dev) for k in matmul
-                         if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]},
+        precision_notes={
+            k: _why_slow(k, dev)
+            for k in matmul
+            if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]
+        },
         kernels=_kernels(dev),
-        torch_version=torch.__version__, library_version=_library_version(),
+        torch_version=torch.__version__,
+        library_version=_library_version(),
         host=socket.gethostname(),
         measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    )  # fmt: skip
+    )
     for note in ceilings.noise_notes():
         say.say(f"note: {note} (measure_ceilings(refresh=True) measures again)")
     return ceilings
@@ -612,8 +659,11 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
     for (name, s), (_, t) in screened.items():
         best[name] = max(best.get(name, (0.0, 0)), (2 * s**3 / t, s))
     method = ", ".join(f"{k} {_fmt.si(r, 'FLOP/s')} (n={s})" for k, (r, s) in best.items())
-    extra = {"n": size, "cpu_share": cpu_share if on_cpu else 1.0,
-             "method": f"{kernel} at n={size}; screened: {method}"}  # fmt: skip
+    extra = {
+        "n": size,
+        "cpu_share": cpu_share if on_cpu else 1.0,
+        "method": f"{kernel} at n={size}; screened: {method}",
+    }
     return _settled(2 * size**3 / seconds, 2 * size**3 / screen_s, spread, rounds, extra)
 
 
@@ -706,12 +756,15 @@ def precision_reason(
     if overrides:
         told = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         return f"torch was told to use narrower kernels ({told})"
-    names = {"bf16": "bf16 matrix instructions (AVX-512 BF16 or AMX)",
-             "fp16": "fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)"}  # fmt: skip
+    names = {
+        "bf16": "bf16 matrix instructions (AVX-512 BF16 or AMX)",
+        "fp16": "fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)",
+    }
     wanted = _MATRIX_FLAGS.get(precision, ())
     if flags and not any(f in flags for f in wanted):
-        return (f"this CPU has no {names.get(precision, precision)}, so torch converts to fp32 "
-                "and back")  # fmt: skip
+        return (
+            f"this CPU has no {names.get(precision, precision)}, so torch converts to fp32 and back"
+        )
     if flags:
         return (
             f"the CPU has them ({', '.join(f for f in wanted if f in flags)}), but this torch "
@@ -776,12 +829,14 @@ def _multiply_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
 #: of them is the rate, so a floor made from it stays a lower bound for eager ops.
 _SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
     "exp": (("torch.exp", torch.exp), ("torch.sigmoid", torch.sigmoid)),
-    "tanh": (("torch.tanh", torch.tanh),
-             ("gelu, tanh form", functools.partial(torch.ops.aten.gelu.out, approximate="tanh"))),
+    "tanh": (
+        ("torch.tanh", torch.tanh),
+        ("gelu, tanh form", functools.partial(torch.ops.aten.gelu.out, approximate="tanh")),
+    ),
     "erf": (("torch.erf", torch.erf), ("gelu", torch.ops.aten.gelu.out)),
     "cos": (("torch.cos", torch.cos), ("torch.sin", torch.sin)),
     "log": (("torch.log", torch.log), ("torch.log1p", torch.log1p)),
-}  # fmt: skip
+}
 
 
 def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:

@@ -167,8 +167,12 @@ def _flops(category, name, base, args, kwargs, out, written) -> int:
     return 0
 
 
-_PRECISIONS = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16",
-               torch.float16: "fp16"}  # fmt: skip
+_PRECISIONS = {
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+}
 
 
 def _precision(base: str, category: str, args, out) -> str:
@@ -273,10 +277,12 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
         raise TypeError(_NOTHING_RAN.format(name=_name(fn)))
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
-        (OpCount(op, category, c, f, b, precision, sp, fn) for (op, category, precision, fn),
-         (c, f, b, sp) in mode.rows.items()),
+        (
+            OpCount(op, category, c, f, b, precision, sp, fn)
+            for (op, category, precision, fn), (c, f, b, sp) in mode.rows.items()
+        ),
         key=lambda r: (order[r.category], -r.flops, -r.bytes_moved, r.op, r.precision),
-    )  # fmt: skip
+    )
     return Counts(rows=tuple(rows), notes=_notes(fn, mode))
 
 

@@ -212,8 +212,11 @@ def _cpu_name() -> str:
         try:
             out = subprocess.run(
                 ["sysctl", "-n", "machdep.cpu.brand_string"],
-                capture_output=True, text=True, timeout=2, check=False,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=2,
+                check=False,
+            )
             if out.stdout.strip():
                 return out.stdout.strip()  # "Apple M2 Pro"
         except (OSError, subprocess.SubprocessError):

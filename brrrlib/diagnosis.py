@@ -203,9 +203,10 @@ def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
     growth = {
         "compute": _fmt.ratio(doubled.flops, counts.flops),
         "memory": _fmt.ratio(doubled.bytes_moved, counts.bytes_moved),
-        "overhead": _fmt.ratio(getattr(doubled, "work_ops", doubled.ops),
-                               getattr(counts, "work_ops", counts.ops)),
-    }  # fmt: skip
+        "overhead": _fmt.ratio(
+            getattr(doubled, "work_ops", doubled.ops), getattr(counts, "work_ops", counts.ops)
+        ),
+    }
     low, high = comparison.interval
     follows = frozenset(
         k
@@ -431,9 +432,14 @@ class Diagnosis:
         point = ()
         if self.counts.flops > 0 and self.counts.bytes_moved > 0:
             point = (
-                roofline.RooflinePoint(self.label or "workload", self.counts.flops,
-                                       self.counts.bytes_moved, self.seconds, self.precision),
-            )  # fmt: skip
+                roofline.RooflinePoint(
+                    self.label or "workload",
+                    self.counts.flops,
+                    self.counts.bytes_moved,
+                    self.seconds,
+                    self.precision,
+                ),
+            )
         return roofline.plot(self.ceilings, point, ax=ax, title=self.label or "workload")
 
     def __str__(self) -> str:
@@ -510,8 +516,9 @@ def diagnose(
 
     def timed():
         say("timing (bl.benchmark)")
-        return timing.benchmark(fn, *args, budget_s=budget_s, label=label,
-                                min_samples=plan.samples, **kwargs)  # fmt: skip
+        return timing.benchmark(
+            fn, *args, budget_s=budget_s, label=label, min_samples=plan.samples, **kwargs
+        )
 
     # a slow call's timing is the first side of its batch probe's rounds
     main = None if plan.slow and batch_probe else timed()
@@ -529,11 +536,21 @@ def diagnose(
     tr = None
     if trace:
         say("tracing (bl.profile)")
-        tr = trace_mod.profile(fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label,
-                               **kwargs)  # fmt: skip
+        tr = trace_mod.profile(
+            fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label, **kwargs
+        )
     say("weighing the evidence")
-    return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label,
-                     time.perf_counter() - t_start)  # fmt: skip
+    return _assemble(
+        counts,
+        main,
+        ceilings,
+        tr,
+        comparison,
+        batch_counts,
+        notes,
+        label,
+        time.perf_counter() - t_start,
+    )
 
 
 def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
@@ -607,8 +624,9 @@ def _plan(call_s: float, batch_probe: bool, trace: bool, limit_s: float) -> _Pla
     while n < 10 and (fixed + per * (n + 1) + runs) * call_s <= limit_s:
         n += 1
     units = fixed + per * n + runs
-    return _Plan(True, samples=n, rounds=n, runs=max(runs, 1), seconds=units * call_s,
-                 call_s=call_s)  # fmt: skip
+    return _Plan(
+        True, samples=n, rounds=n, runs=max(runs, 1), seconds=units * call_s, call_s=call_s
+    )
 
 
 def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label, elapsed_s):
@@ -625,12 +643,24 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
     if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
         remedies = (REUSE_REMEDY, *remedies)
     return Diagnosis(
-        regime=v.regime, confidence=v.confidence, shares=shares, remedies=remedies, verdict=v,
-        floors=fl, timing=main, counts=counts, ceilings=ceilings, busy=busy, batch=batch,
-        trace=tr, batch_comparison=comparison, batch_counts=batch_counts,
-        notes=tuple(notes) + fl.notes + tuple(getattr(counts, "notes", ())), label=label,
+        regime=v.regime,
+        confidence=v.confidence,
+        shares=shares,
+        remedies=remedies,
+        verdict=v,
+        floors=fl,
+        timing=main,
+        counts=counts,
+        ceilings=ceilings,
+        busy=busy,
+        batch=batch,
+        trace=tr,
+        batch_comparison=comparison,
+        batch_counts=batch_counts,
+        notes=tuple(notes) + fl.notes + tuple(getattr(counts, "notes", ())),
+        label=label,
         elapsed_s=elapsed_s,
-    )  # fmt: skip
+    )
 
 
 def _weigh(counts, timing, ceilings, trace=None, batch_counts=None, comparison=None) -> Diagnosis:
@@ -647,8 +677,13 @@ def check_arguments(fn, ceilings, budget_s) -> None:
             f"fn must be callable (a function or nn.Module), got {type(fn).__name__}; "
             "pass the function itself: bl.diagnose(model, x), not bl.diagnose(model(x))"
         )
-    needed = ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s",
-              "op_overhead_s", "device")  # fmt: skip
+    needed = (
+        "matmul_flops_per_s",
+        "vector_flops_per_s",
+        "mem_bandwidth_bytes_per_s",
+        "op_overhead_s",
+        "device",
+    )
     if ceilings is not None and not all(hasattr(ceilings, a) for a in needed):
         raise TypeError(
             f"ceilings must be measured Ceilings (bl.measure_ceilings()), got "
@@ -743,10 +778,14 @@ def run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
     try:
         batch_counts = counting.count(fn, *args2, **kwargs2)
         comparison = compare(
-            functools.partial(fn, *args, **kwargs), functools.partial(fn, *args2, **kwargs2),
-            budget_s=1e-6 if slow else budget_s, min_rounds=rounds, labels=("batch", "batch x2"),
-            warm=slow, warmup_s=0.0 if slow else 0.05,
-        )  # fmt: skip
+            functools.partial(fn, *args, **kwargs),
+            functools.partial(fn, *args2, **kwargs2),
+            budget_s=1e-6 if slow else budget_s,
+            min_rounds=rounds,
+            labels=("batch", "batch x2"),
+            warm=slow,
+            warmup_s=0.0 if slow else 0.05,
+        )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
         what = "fn failed when every tensor argument's first dimension was doubled"
         _skip(notes, what, err, _tensor_bytes((args2, kwargs2)))
@@ -881,8 +920,11 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
         fast = getattr(ceilings, "fast_precision", "fp32")
         if fast != "fp32" and fast != used and used in peaks:
             gain = peaks[fast] / peaks[used]
-            how = ("torch.set_float32_matmul_precision('high')" if fast == "tf32"
-                   else f"torch.autocast('{ceilings.device}', dtype=torch.{_DTYPE_NAMES[fast]})")  # fmt: skip
+            how = (
+                "torch.set_float32_matmul_precision('high')"
+                if fast == "tf32"
+                else f"torch.autocast('{ceilings.device}', dtype=torch.{_DTYPE_NAMES[fast]})"
+            )
             out.append(
                 f"Use the faster units: matmuls in {fast} ({how}) measured {gain:.1f}x the {used} "
                 "ceiling here."
@@ -1079,9 +1121,13 @@ def _batch_row(d: Any) -> tuple[str, str, str, str]:
     growth = f"FLOPs x{g['compute']:.2f}, bytes x{g['memory']:.2f}, ops x{g['overhead']:.2f}"
     measured = f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
     if not b.narrow and not b.flat:
-        return ("batch x2", measured, "-",
-                f"the interval (x{b.low:.2f}-x{b.high:.2f}) is too wide to tell which count the "
-                "time follows; this probe says nothing. Close other programs and diagnose again.")  # fmt: skip
+        return (
+            "batch x2",
+            measured,
+            "-",
+            f"the interval (x{b.low:.2f}-x{b.high:.2f}) is too wide to tell which count the "
+            "time follows; this probe says nothing. Close other programs and diagnose again.",
+        )
     if b.follows:
         says = " or ".join(r for r in ("compute", "memory", "overhead") if r in b.follows)
         text = f"time follows {says} ({growth})."
@@ -1145,10 +1191,14 @@ def render_text(d: Any) -> str:
 def render_html(d: Any) -> str:
     """The diagnosis for a notebook: verdict, reasons, roofline picture, evidence table."""
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(c) if i != 2 else '<b>' + escape(c) + '</b>'}</td>"
-                         for i, c in enumerate(r)) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td>{escape(c) if i != 2 else '<b>' + escape(c) + '</b>'}</td>"
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
         for r in rows(d)
-    )  # fmt: skip
+    )
     notes = "".join(f"<li>{escape(n)}</li>" for n in d.notes)
     label = escape(d.label + ": ") if d.label else ""
     return (
@@ -1156,10 +1206,12 @@ def render_html(d: Any) -> str:
         f"<small>({escape(d.confidence)} confidence, {escape(_fmt.seconds(d.seconds))} per call "
         f"on {escape(d.timing.device)})</small></h3><p>{escape(reason(d))}</p>{_roofline_img(d)}"
         "<table><tr><th>probe</th><th>measured</th><th>says</th><th>reading</th></tr>"
-        f"{body}</table>" + (f"<ul>{notes}</ul>" if notes else "")
+        f"{body}</table>"
+        + (f"<ul>{notes}</ul>" if notes else "")
         + f"<p><b>What to do ({escape(d.regime)}-bound):</b></p><ul>"
-        + "".join(f"<li>{escape(r)}</li>" for r in d.remedies) + "</ul></div>"
-    )  # fmt: skip
+        + "".join(f"<li>{escape(r)}</li>" for r in d.remedies)
+        + "</ul></div>"
+    )
 
 
 def _roofline_img(d: Any) -> str:

@@ -43,11 +43,18 @@ __all__ = [
 
 _DTYPE_KEYS = ("fp32", "tf32", "bf16", "fp16")
 _DTYPE_ALIASES = {
-    "fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32",
+    "fp32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+    "f32": "fp32",
     "tf32": "tf32",
-    "bf16": "bf16", "bfloat16": "bf16",
-    "fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
-}  # fmt: skip
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "f16": "fp16",
+}
 
 
 def dtype_key(dtype: str | torch.dtype) -> str:
@@ -306,8 +313,17 @@ class SpecTable:
     rows: tuple[DeviceSpec, ...]
     measured: Any = None  # a Ceilings, or None
 
-    _HEADER = ("device", "fp32", "tf32", "bf16", "fp16", "bandwidth", "memory",
-               "ridge fp32", "ridge best")  # fmt: skip
+    _HEADER = (
+        "device",
+        "fp32",
+        "tf32",
+        "bf16",
+        "fp16",
+        "bandwidth",
+        "memory",
+        "ridge fp32",
+        "ridge best",
+    )
 
     @staticmethod
     def _ridges(peaks: Mapping[str, float], bandwidth: float) -> tuple[str, str]:
@@ -488,25 +504,35 @@ class LinkSpec:
 
 _PCIE = "PCI-SIG, PCI Express Base Specification"
 _LINKS: tuple[LinkSpec, ...] = (
-    LinkSpec("PCIe 3.0 x16", "host-device", 15.75e9,  # 8 GT/s x 16 lanes x 128/130 / 8 bits
-             f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
-             aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0")),
+    LinkSpec(
+        "PCIe 3.0 x16",
+        "host-device",
+        15.75e9,  # 8 GT/s x 16 lanes x 128/130 / 8 bits
+        f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
+        aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0"),
+    ),
     LinkSpec(
         # 16 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 31.5 GB/s each way.
-        "PCIe 4.0 x16", "host-device", 31.5e9,
+        "PCIe 4.0 x16",
+        "host-device",
+        31.5e9,
         f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet "
         "prints 'PCIe Gen4: 64 GB/s', both directions",
         aliases=("pcie4", "pcie 4", "pcie gen4", "pcie 4.0"),
     ),
     LinkSpec(
         # 32 GT/s x 16 lanes x 128/130 / 8 = 63 GB/s each way.
-        "PCIe 5.0 x16", "host-device", 63.0e9,
+        "PCIe 5.0 x16",
+        "host-device",
+        63.0e9,
         f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet "
         "prints 'PCIe Gen5: 128 GB/s', both directions",
         aliases=("pcie5", "pcie 5", "pcie gen5", "pcie 5.0"),
     ),
     LinkSpec(
-        "NVLink 3 (A100)", "device-device", 300e9,
+        "NVLink 3 (A100)",
+        "device-device",
+        300e9,
         "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/): "
         "'NVLink: 600 GB/s' (12 links, both directions added)",
         aliases=("nvlink 3", "nvlink3", "a100 nvlink", "nvlink a100"),
@@ -514,7 +540,9 @@ _LINKS: tuple[LinkSpec, ...] = (
         notes="Between the 8 GPUs of one DGX A100 node (through NVSwitch).",
     ),
     LinkSpec(
-        "NVLink 4 (H100)", "device-device", 450e9,
+        "NVLink 4 (H100)",
+        "device-device",
+        450e9,
         "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), SXM "
         "column: 'NVLink: 900 GB/s' (18 links, both directions added)",
         aliases=("nvlink 4", "nvlink4", "h100 nvlink", "nvlink h100", "nvlink"),
@@ -522,36 +550,46 @@ _LINKS: tuple[LinkSpec, ...] = (
         notes="Between the 8 GPUs of one DGX H100 node (through NVSwitch).",
     ),
     LinkSpec(
-        "HDR InfiniBand", "node-node", 200e9 / 8,
+        "HDR InfiniBand",
+        "node-node",
+        200e9 / 8,
         "NVIDIA DGX A100 datasheet: 8 single-port ConnectX-6 adapters, 200 Gb/s HDR "
         "InfiniBand each (one per GPU)",
         aliases=("hdr", "hdr ib", "infiniband hdr", "hdr infiniband 200"),
         notes="200 Gb/s per port; a DGX A100 has one port per GPU for the compute network.",
     ),
     LinkSpec(
-        "NDR InfiniBand", "node-node", 400e9 / 8,
+        "NDR InfiniBand",
+        "node-node",
+        400e9 / 8,
         "NVIDIA DGX H100 datasheet: 8 ConnectX-7 adapters, 400 Gb/s NDR InfiniBand each "
         "(one per GPU)",
         aliases=("ndr", "ndr ib", "infiniband", "infiniband ndr", "ib"),
         notes="400 Gb/s per port; a DGX H100 has one port per GPU for the compute network.",
     ),
     LinkSpec(
-        "100 GbE", "node-node", 100e9 / 8,
+        "100 GbE",
+        "node-node",
+        100e9 / 8,
         "IEEE 802.3ba-2010, 100 Gb/s Ethernet",
         aliases=("100gbe", "100g ethernet", "ethernet 100g"),
     ),
     LinkSpec(
-        "400 GbE", "node-node", 400e9 / 8,
+        "400 GbE",
+        "node-node",
+        400e9 / 8,
         "IEEE 802.3bs-2017, 400 Gb/s Ethernet",
         aliases=("400gbe", "400g ethernet", "ethernet 400g"),
     ),
     LinkSpec(
-        "NVMe SSD (PCIe 4.0 x4)", "storage", 7.45e9,
+        "NVMe SSD (PCIe 4.0 x4)",
+        "storage",
+        7.45e9,
         "Samsung 990 PRO data sheet: sequential read up to 7,450 MB/s",
         aliases=("nvme", "ssd", "nvme ssd", "disk"),
         notes="Sequential read of a fast consumer drive; random 4 KiB reads are far slower.",
     ),
-)  # fmt: skip
+)
 
 
 def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
@@ -580,7 +618,20 @@ def link(name: str) -> LinkSpec:
     raise ValueError(f"no link named {name!r} in the table; closest: {', '.join(names)}")
 
 
-_HOST_PCIE = {"T4": 3, "V100 SXM2 32GB": 3, "A100 40GB SXM": 4, "A100 80GB SXM": 4, "L4": 4, "A10G": 4, "RTX 3090": 4, "RTX 4090": 4, "H100 SXM": 5, "H100 PCIe": 5, "H200 SXM": 5, "MI300X": 5}  # fmt: skip
+_HOST_PCIE = {
+    "T4": 3,
+    "V100 SXM2 32GB": 3,
+    "A100 40GB SXM": 4,
+    "A100 80GB SXM": 4,
+    "L4": 4,
+    "A10G": 4,
+    "RTX 3090": 4,
+    "RTX 4090": 4,
+    "H100 SXM": 5,
+    "H100 PCIe": 5,
+    "H200 SXM": 5,
+    "MI300X": 5,
+}
 
 
 def host_link(device: str) -> LinkSpec:
@@ -592,11 +643,25 @@ def host_link(device: str) -> LinkSpec:
 #: ``nics_per_node`` x ``nic_link`` for its cluster network (its storage NICs not counted).
 NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
 _NODES = (
-    NodeSpec("DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand",
-             "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network"),
-    NodeSpec("DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand",
-             "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network"),
-)  # fmt: skip
+    NodeSpec(
+        "DGX A100",
+        "A100 40GB SXM",
+        8,
+        "NVLink 3 (A100)",
+        8,
+        "HDR InfiniBand",
+        "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network",
+    ),
+    NodeSpec(
+        "DGX H100",
+        "H100 SXM",
+        8,
+        "NVLink 4 (H100)",
+        8,
+        "NDR InfiniBand",
+        "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network",
+    ),
+)
 
 
 def node(name: str) -> NodeSpec:

@@ -74,7 +74,9 @@ def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> fl
     least this many FLOPs per byte to be able to keep the compute units busy.
     """
     peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    bandwidth = _checks.number(
+        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
+    )
     return peak / bandwidth
 
 
@@ -88,7 +90,9 @@ def attainable_flops_per_s(
     """
     intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
     peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    bandwidth = _checks.number(
+        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
+    )
     return min(peak, intensity * bandwidth)
 
 
@@ -105,7 +109,9 @@ def lower_bound_s(
     flops = _checks.number("flops", flops, positive=False)
     bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=False)
     peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True)
+    bandwidth = _checks.number(
+        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
+    )
     return max(flops / peak, bytes_moved / bandwidth)
 
 
@@ -445,22 +451,41 @@ def _draw_device(ax, grid, name: str, roofs, bandwidth: float, color) -> None:
     for j, (roof_label, peak) in enumerate(roofs):
         label = f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}"
         label += f", {_fmt.si(bandwidth, 'B/s')}" if j == 0 else ""
-        ax.plot(grid, np.minimum(peak, grid * bandwidth), "-" if j == 0 else "--", color=color,
-                lw=2 if j == 0 else 1.3, label=label)  # fmt: skip
+        ax.plot(
+            grid,
+            np.minimum(peak, grid * bandwidth),
+            "-" if j == 0 else "--",
+            color=color,
+            lw=2 if j == 0 else 1.3,
+            label=label,
+        )
     top = roofs[0][1]
     ridge = top / bandwidth
     ax.plot([ridge], [top], "o", color=color, ms=6)
     # above and left of the dot: points to its right sit under the roof, not on the label
-    ax.annotate(f"ridge {ridge:.3g} FLOP/byte", (ridge, top), textcoords="offset points",
-                xytext=(-4, 6), ha="right", fontsize=8, color=color)  # fmt: skip
+    ax.annotate(
+        f"ridge {ridge:.3g} FLOP/byte",
+        (ridge, top),
+        textcoords="offset points",
+        xytext=(-4, 6),
+        ha="right",
+        fontsize=8,
+        color=color,
+    )
 
 
 def _draw_point(ax, label: str, x: float, y: float, bad: bool) -> None:
     """A measured point; one above the roof as a red cross, because it cannot be right."""
     if bad:
         ax.plot([x], [y], "X", color="red", ms=11, zorder=5)
-        ax.annotate(f"{label}\nabove the roof: a counting or timing error", (x, y),
-                    textcoords="offset points", xytext=(8, 6), fontsize=8, color="red")  # fmt: skip
+        ax.annotate(
+            f"{label}\nabove the roof: a counting or timing error",
+            (x, y),
+            textcoords="offset points",
+            xytext=(8, 6),
+            fontsize=8,
+            color="red",
+        )
     else:
         ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)

@@ -304,14 +304,31 @@ class Sweep:
             note = p.reason
             if p.waited:
                 note = f"{note} waited for cores (this thread ran {p.cpu_share:.0%})".strip()
-            rows.append((str(p.x), p.line, _fmt.seconds(p.median_s), model, vs,
-                         _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
-                         _fmt.si(p.achieved_bytes_per_s, "B/s"), note))  # fmt: skip
+            rows.append(
+                (
+                    str(p.x),
+                    p.line,
+                    _fmt.seconds(p.median_s),
+                    model,
+                    vs,
+                    _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
+                    _fmt.si(p.achieved_bytes_per_s, "B/s"),
+                    note,
+                )
+            )
         return rows
 
     def _header(self) -> tuple[str, ...]:
-        return (self.x_name, "line", "median", "model", "measured/model", "achieved FLOP/s",
-                "achieved B/s", "note")  # fmt: skip
+        return (
+            self.x_name,
+            "line",
+            "median",
+            "model",
+            "measured/model",
+            "achieved FLOP/s",
+            "achieved B/s",
+            "note",
+        )
 
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' ratios below."""
@@ -360,13 +377,25 @@ class Sweep:
             colour = (colours or {}).get(name, f"C{i}")
             model = sorted((x, s) for x, line, s in self.predicted if line == name and per)
             if model:
-                ax.plot([x for x, _ in model], [s / per(x) for x, s in model],
-                        color=colour, linestyle="--", linewidth=1.0, alpha=0.7,
-                        label=f"{name}, model")  # fmt: skip
+                ax.plot(
+                    [x for x, _ in model],
+                    [s / per(x) for x, s in model],
+                    color=colour,
+                    linestyle="--",
+                    linewidth=1.0,
+                    alpha=0.7,
+                    label=f"{name}, model",
+                )
             pts = [p for p in self.line(name) if p.measured]
             if pts:
-                ax.plot([p.x for p in pts], [getattr(p, attr) for p in pts], color=colour,
-                        marker="o", linewidth=1.2, label=f"{name}, measured")  # fmt: skip
+                ax.plot(
+                    [p.x for p in pts],
+                    [getattr(p, attr) for p in pts],
+                    color=colour,
+                    marker="o",
+                    linewidth=1.2,
+                    label=f"{name}, measured",
+                )
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
         log_axes(ax, unit)
@@ -500,12 +529,28 @@ def workload_sweep(
         fn, args = lines[line](x)[:2]
         counts = counting.count(fn, *args)
         dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        return Case(functools.partial(fn, *args), int(counts.flops), int(counts.bytes_moved),
-                    dev or devices.resolve(device), f"{line}, {x_name} = {x}", size=x,
-                    ops=int(counts.ops))  # fmt: skip
+        return Case(
+            functools.partial(fn, *args),
+            int(counts.flops),
+            int(counts.bytes_moved),
+            dev or devices.resolve(device),
+            f"{line}, {x_name} = {x}",
+            size=x,
+            ops=int(counts.ops),
+        )
 
-    return sweep(x_name, x_values, list(lines), setup, pairs=pairs, predict=predict, device=device,
-                 x_label=x_label, title=title, progress=progress)  # fmt: skip
+    return sweep(
+        x_name,
+        x_values,
+        list(lines),
+        setup,
+        pairs=pairs,
+        predict=predict,
+        device=device,
+        x_label=x_label,
+        title=title,
+        progress=progress,
+    )
 
 
 class _Run:
@@ -530,25 +575,44 @@ class _Run:
         free = devices.available_memory_bytes(self.dev) if needed else 0
         if needed <= MEMORY_HEADROOM * free or not needed:
             return False
-        self._unmeasured(keys[-1], NO_MEMORY, (
-            f"needs about {_fmt.binary_bytes(needed)}, but only {_fmt.binary_bytes(free)} is "
-            f"free on {self.dev.type} (at most {MEMORY_HEADROOM:.0%} of it is used). Nothing "
-            "was allocated; pick a smaller size."))  # fmt: skip
+        self._unmeasured(
+            keys[-1],
+            NO_MEMORY,
+            (
+                f"needs about {_fmt.binary_bytes(needed)}, but only {_fmt.binary_bytes(free)} is "
+                f"free on {self.dev.type} (at most {MEMORY_HEADROOM:.0%} of it is used). Nothing "
+                "was allocated; pick a smaller size."
+            ),
+        )
         return True
 
     def _unmeasured(self, key, status: str, reason: str) -> None:
         if key not in self.points or not self.points[key].measured:
-            self.points[key] = Point(x=key[0], line=key[1], device=str(self.dev), status=status,
-                                     reason=reason, predicted_s=self.predicted.get(key))  # fmt: skip
+            self.points[key] = Point(
+                x=key[0],
+                line=key[1],
+                device=str(self.dev),
+                status=status,
+                reason=reason,
+                predicted_s=self.predicted.get(key),
+            )
 
     def _keep(self, key, case: Case, t: Timing, share: float | None) -> None:
         self.fresh.add(key)
         self.points[key] = Point(
-            x=key[0], line=key[1], device=str(case.device), timing=t, flops=case.flops,
-            bytes_moved=case.bytes_moved, predicted_s=self.predicted.get(key), size=case.size,
-            weight_bytes=case.weight_bytes, ops=case.ops, compile_s=case.compile_s,
+            x=key[0],
+            line=key[1],
+            device=str(case.device),
+            timing=t,
+            flops=case.flops,
+            bytes_moved=case.bytes_moved,
+            predicted_s=self.predicted.get(key),
+            size=case.size,
+            weight_bytes=case.weight_bytes,
+            ops=case.ops,
+            compile_s=case.compile_s,
             cpu_share=share if case.device.type == "cpu" else None,
-        )  # fmt: skip
+        )
 
     def alone(self, key) -> None:
         """3.: one point, timed by bl.benchmark."""
@@ -556,9 +620,16 @@ class _Run:
             return
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
-            t, share = _with_cpu_share(case, lambda: timing.benchmark(
-                case.fn, budget_s=self.budget_s, warmup_s=case.warmup_s, device=case.device,
-                label=case.label or None))  # fmt: skip
+            t, share = _with_cpu_share(
+                case,
+                lambda: timing.benchmark(
+                    case.fn,
+                    budget_s=self.budget_s,
+                    warmup_s=case.warmup_s,
+                    device=case.device,
+                    label=case.label or None,
+                ),
+            )
             self._keep(key, case, t, share)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
@@ -567,10 +638,20 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            c, share = _with_cpu_share(case_a, lambda: timing.compare(
-                case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S,
-                warmup_s=max(case_a.warmup_s, case_b.warmup_s), device=case_a.device,
-                labels=(case_a.label or f"{a[1]} at {a[0]}", case_b.label or f"{b[1]} at {b[0]}")))  # fmt: skip
+            c, share = _with_cpu_share(
+                case_a,
+                lambda: timing.compare(
+                    case_a.fn,
+                    case_b.fn,
+                    budget_s=COMPARE_BUDGET_S,
+                    warmup_s=max(case_a.warmup_s, case_b.warmup_s),
+                    device=case_a.device,
+                    labels=(
+                        case_a.label or f"{a[1]} at {a[0]}",
+                        case_b.label or f"{b[1]} at {b[0]}",
+                    ),
+                ),
+            )
             self._keep(a, case_a, c.a, share)
             self._keep(b, case_b, c.b, share)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)
@@ -578,8 +659,9 @@ class _Run:
 
     def recheck(self, line: str) -> None:
         """4.: neighbours on ``line`` where more work took clearly less time, measured paired."""
-        pts = sorted((p for p in self.points.values() if p.line == line and p.measured),
-                     key=lambda p: p.x)  # fmt: skip
+        pts = sorted(
+            (p for p in self.points.values() if p.line == line and p.measured), key=lambda p: p.x
+        )
         for lo, hi in zip(pts, pts[1:], strict=False):
             a, b = (lo.x, line), (hi.x, line)
             known = self.pairs.get((a, b))
@@ -589,9 +671,13 @@ class _Run:
                 continue
             q = self.pair(a, b, remeasured=True)
             if q is not None and q.comparison.below(1 - SLACK):
-                self.points[b] = replace(self.points[b], reason=(
-                    f"faster than {lo.x} in alternating rounds too ({q.comparison.says()}): not "
-                    "noise; the two sizes run different code"))  # fmt: skip
+                self.points[b] = replace(
+                    self.points[b],
+                    reason=(
+                        f"faster than {lo.x} in alternating rounds too ({q.comparison.says()}): not "
+                        "noise; the two sizes run different code"
+                    ),
+                )
 
 
 def _with_cpu_share(case: Case, measure: Callable[[], Any]) -> tuple[Any, float]:
@@ -622,6 +708,11 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        run._unmeasured(keys[-1], NO_MEMORY, (
-            f"ran out of memory on {run.dev.type}{size}: {first}. Cached blocks were "
-            "released; pick a smaller size."))  # fmt: skip
+        run._unmeasured(
+            keys[-1],
+            NO_MEMORY,
+            (
+                f"ran out of memory on {run.dev.type}{size}: {first}. Cached blocks were "
+                "released; pick a smaller size."
+            ),
+        )

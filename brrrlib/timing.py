@@ -855,8 +855,11 @@ def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
             for ra, rb, bad in zip(rounds_a, rounds_b, flags, strict=True)
             if not bad and ra[0] > 0
         ]
-        shares = [min(ra[1], rb[1]) for ra, rb in zip(rounds_a, rounds_b, strict=True)
-                  if ra[1] is not None and dev.type == "cpu"]  # fmt: skip
+        shares = [
+            min(ra[1], rb[1])
+            for ra, rb in zip(rounds_a, rounds_b, strict=True)
+            if ra[1] is not None and dev.type == "cpu"
+        ]
         ran = not shares or _fmt.median(shares) >= WAITED_SHARE  # else: waited, try more
         done = len(ratios) >= min_rounds and ran and _narrow(ratios, tolerance, confidence)
         if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:

@@ -75,9 +75,17 @@ from brrrlib._aten_ops import (
 from brrrlib.counting import CategoryTimes, Counts, count
 
 __all__ = [
-    "Gap", "Interval", "OpTime", "Trace", "breakdown", "profile", "quiet_profiler", "recorded",
-    "recorded_names", "time_by_category",
-]  # fmt: skip
+    "Gap",
+    "Interval",
+    "OpTime",
+    "Trace",
+    "breakdown",
+    "profile",
+    "quiet_profiler",
+    "recorded",
+    "recorded_names",
+    "time_by_category",
+]
 
 
 # ------------------------------------------------------------------ running the profiler (warmed up, marked per run, quiet)
@@ -224,13 +232,33 @@ _COMPUTE = frozenset({"matmul", "pointwise", "reduction", "normalization"})
 # Substrings of CUDA kernel names, by family (cuBLAS/CUTLASS GEMMs, cuDNN, flash attention,
 # ATen's elementwise and reduce kernels, inductor's triton_poi/_red/_per kernels).
 _KERNEL_WORDS = (
-    ("matmul", ("gemm", "gemv", "cutlass", "xmma", "cublas", "conv", "wgrad", "dgrad", "flash",
-                "fmha", "sm90_", "sm80_", "ampere_", "volta_", "turing_")),
-    ("normalization", ("softmax", "layer_norm", "layernorm", "batch_norm", "batchnorm",
-                       "rms_norm", "group_norm")),
+    (
+        "matmul",
+        (
+            "gemm",
+            "gemv",
+            "cutlass",
+            "xmma",
+            "cublas",
+            "conv",
+            "wgrad",
+            "dgrad",
+            "flash",
+            "fmha",
+            "sm90_",
+            "sm80_",
+            "ampere_",
+            "volta_",
+            "turing_",
+        ),
+    ),
+    (
+        "normalization",
+        ("softmax", "layer_norm", "layernorm", "batch_norm", "batchnorm", "rms_norm", "group_norm"),
+    ),
     ("reduction", ("reduce", "triton_red", "triton_per")),
     ("pointwise", ("elementwise", "vectorized", "pointwise", "unrolled", "triton_poi")),
-)  # fmt: skip
+)
 
 
 class _Row(NamedTuple):
@@ -310,10 +338,14 @@ def _parse_chrome(events: Iterable[Mapping]) -> _Parsed:
 def _run_spans(xs: list[Mapping], cpu_ops, kernels, runtime) -> tuple[list, tuple]:
     """Each run's (start, end) in µs and the thread that ran it (the markers', or the busiest)."""
     markers = sorted(
-        (e for e in xs
-         if str(e.get("name", "")).startswith(RUN_MARKER) and e.get("cat") != "gpu_user_annotation"),
+        (
+            e
+            for e in xs
+            if str(e.get("name", "")).startswith(RUN_MARKER)
+            and e.get("cat") != "gpu_user_annotation"
+        ),
         key=lambda e: float(e["ts"]),
-    )  # fmt: skip
+    )
     if markers:
         spans = [(float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0.0))) for m in markers]
         return spans, (markers[0].get("pid"), markers[0].get("tid"))
@@ -432,9 +464,7 @@ def _wrappers(evs: list[Mapping]) -> set[int]:
         if profiler_category(name) in _COMPUTE or name.startswith(COMPILED_GRAPH):
             # an op with a FLOP formula of its own (an LSTM layer) is the work, even when it
             # encloses a helper op (its bias add): only true wrappers hand their time down
-            wraps.update(
-                id(a) for a, _ in stack if not has_matmul_formula(str(a.get("name", "")))
-            )
+            wraps.update(id(a) for a, _ in stack if not has_matmul_formula(str(a.get("name", ""))))
         stack.append((e, ts + float(e.get("dur", 0.0))))
     return wraps
 
@@ -491,15 +521,26 @@ def _timeline_plot(trace: Any, ax=None, *, runs: list[int]):
         if i.lane not in lanes or i.run not in runs:
             continue
         x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
-        ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=COLORS.get(i.category, "tab:gray"),
-                       edgecolors="white", linewidth=0.3)  # fmt: skip
+        ax.broken_barh(
+            [(x, w)],
+            (y - 0.35, 0.7),
+            facecolors=COLORS.get(i.category, "tab:gray"),
+            edgecolors="white",
+            linewidth=0.3,
+        )
         text = _short(i.name)
         if w > 0.007 * len(text) * span * scale:  # label only where it fits
             ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=7, clip_on=True)
     for g in (g for g in trace.gaps if g.run in runs):
-        ax.broken_barh([((g.start_s - t0) * scale, g.duration_s * scale)], (-0.35, 0.7),
-                       facecolors="none", edgecolors="tab:red", hatch="////", linewidth=0.0,
-                       alpha=0.5)  # fmt: skip
+        ax.broken_barh(
+            [((g.start_s - t0) * scale, g.duration_s * scale)],
+            (-0.35, 0.7),
+            facecolors="none",
+            edgecolors="tab:red",
+            hatch="////",
+            linewidth=0.0,
+            alpha=0.5,
+        )
     for r in runs[1:]:
         ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
     _decorate(trace, ax, span * scale, unit, lanes, runs)
@@ -528,8 +569,15 @@ def _decorate(trace: Any, ax, width: float, unit: str, lanes: dict, runs) -> Non
     used = sorted({i.category for i in trace.intervals if i.lane in lanes})
     handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
     if handles:
-        ax.legend(handles, used, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-                  ncol=len(used), frameon=False)  # fmt: skip
+        ax.legend(
+            handles,
+            used,
+            loc="lower right",
+            bbox_to_anchor=(1.0, 1.0),
+            fontsize=7,
+            ncol=len(used),
+            frameon=False,
+        )
 
 
 def _timeline_image(trace: Any) -> str:
@@ -553,7 +601,9 @@ def _timeline_image(trace: Any) -> str:
         f"dispatch) above the device lane (kernels)"
         + (f"; the device was busy {busy:.0%} of the run" if busy is not None else "")
     )
-    return f"<img src='data:image/png;base64,{data}' alt='{_html.escape(alt)}' style='max-width:100%'>"
+    return (
+        f"<img src='data:image/png;base64,{data}' alt='{_html.escape(alt)}' style='max-width:100%'>"
+    )
 
 
 def _summary_lines(trace: Any) -> list[str]:
@@ -601,7 +651,9 @@ def findings(trace: Any) -> list[str]:
                 f"up to {_fmt.seconds(max(queued))} ({delays})"
             )
         else:
-            out.append(f"{delays}; the GPU was idle when each launch arrived: it waited on the host")
+            out.append(
+                f"{delays}; the GPU was idle when each launch arrived: it waited on the host"
+            )
     if trace.runs:
         out.append(
             f"host outside any op: {_fmt.seconds(_fmt.median(trace.outside_ops_s))} per run, "
@@ -866,7 +918,9 @@ class Trace:
             for i in self.intervals
             if i.lane == "launch" and i.correlation is not None
         }
-        return [(launches[i.correlation], i) for i in self.device_intervals if i.correlation in launches]
+        return [
+            (launches[i.correlation], i) for i in self.device_intervals if i.correlation in launches
+        ]
 
     @property
     def launch_delays_s(self) -> tuple[float, ...]:
@@ -939,10 +993,17 @@ class Trace:
         path = Path(path)
         tid = {"host": 1, "device": 2, "launch": 1}
         events = [
-            {"ph": "X", "name": i.name, "cat": i.category, "pid": 0, "tid": tid[i.lane],
-             "ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
+            {
+                "ph": "X",
+                "name": i.name,
+                "cat": i.category,
+                "pid": 0,
+                "tid": tid[i.lane],
+                "ts": i.start_s * 1e6,
+                "dur": i.duration_s * 1e6,
+            }
             for i in self.intervals
-        ]  # fmt: skip
+        ]
         path.write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
         return path
 
@@ -1135,8 +1196,11 @@ def recorded(name: str, *, folder: str = "h100-2026-11-22") -> Trace:
     text = readme.read_text() if readme.is_file() else ""
     date = re.search(r"\d{4}-\d\d-\d\d", folder)
     torch_version = re.search(r"torch (\d[\w.+]*)", text)
-    parts = [trace.device_name or "a GPU", date.group(0) if date else "",
-             f"torch {torch_version.group(1)}" if torch_version else ""]  # fmt: skip
+    parts = [
+        trace.device_name or "a GPU",
+        date.group(0) if date else "",
+        f"torch {torch_version.group(1)}" if torch_version else "",
+    ]
     return dataclasses.replace(trace, recorded_on=", ".join(p for p in parts if p))
 
 

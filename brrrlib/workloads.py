@@ -68,22 +68,24 @@ __all__ = [
 #: the same workloads, at the sizes the factories below pick on a GPU. The traces of several
 #: of them ship in that folder (``bl.trace.recorded``). A chapter prints them beside this
 #: machine's numbers, labelled as recorded, so a learner without a GPU sees what one does.
-H100_RECORDED_S = MappingProxyType({
-    "a + b, 1 element": 9.96e-6,
-    "chain, eager": 474e-6,  # pointwise_chain(): 32 ops on 1,024 elements
-    "chain, torch.compile": 63.8e-6,
-    "chain, CUDA graph": 39.4e-6,
-    'chain, compile "reduce-overhead"': 77.7e-6,
-    "loop of 64 matmuls": 2.26e-3,  # small_matmuls(): 64 x (64 x 64)
-    "one bmm": 25.3e-6,
-    "block fp32, batch 1": 774e-6,  # transformer_block(): d_model 1024, 256 tokens
-    "block fp32, batch 16": 2.82e-3,
-    "block fp32 compiled, batch 16": 2.34e-3,
-    "block bf16, batch 16": 931e-6,
-    "wide MLP, batch 1": 196e-6,  # mlp(wide=True): d_model 4096, 512 MiB of fp32 weights
-    "wide MLP, batch 2": 222e-6,
-    "wide MLP, batch 8": 342e-6,
-})  # fmt: skip
+H100_RECORDED_S = MappingProxyType(
+    {
+        "a + b, 1 element": 9.96e-6,
+        "chain, eager": 474e-6,  # pointwise_chain(): 32 ops on 1,024 elements
+        "chain, torch.compile": 63.8e-6,
+        "chain, CUDA graph": 39.4e-6,
+        'chain, compile "reduce-overhead"': 77.7e-6,
+        "loop of 64 matmuls": 2.26e-3,  # small_matmuls(): 64 x (64 x 64)
+        "one bmm": 25.3e-6,
+        "block fp32, batch 1": 774e-6,  # transformer_block(): d_model 1024, 256 tokens
+        "block fp32, batch 16": 2.82e-3,
+        "block fp32 compiled, batch 16": 2.34e-3,
+        "block bf16, batch 16": 931e-6,
+        "wide MLP, batch 1": 196e-6,  # mlp(wide=True): d_model 4096, 512 MiB of fp32 weights
+        "wide MLP, batch 2": 222e-6,
+        "wide MLP, batch 8": 342e-6,
+    }
+)
 
 
 def _device(device: torch.device | str | None) -> torch.device:
@@ -225,12 +227,16 @@ def doubled_batch(
     batch = _checks.positive_int("batch", batch)
     first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
     if first is None:
-        raise ValueError("model has no nn.Linear, so the input width is unknown; time "
-                         "bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs")  # fmt: skip
+        raise ValueError(
+            "model has no nn.Linear, so the input width is unknown; time "
+            "bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
+        )
     w = first.weight
     x = torch.randn(2 * batch, first.in_features, device=w.device, dtype=w.dtype)
-    return (functools.partial(_forward_no_grad, model, x[:batch]),
-            functools.partial(_forward_no_grad, model, x))  # fmt: skip
+    return (
+        functools.partial(_forward_no_grad, model, x[:batch]),
+        functools.partial(_forward_no_grad, model, x),
+    )
 
 
 def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:
@@ -453,11 +459,13 @@ def transformer_block(
 
 
 #: The optimizer implementations :func:`training_step` can use: torch.optim.AdamW's keywords.
-OPTIMIZERS = MappingProxyType({
-    "for-loop": {"foreach": False},  # one op per tensor per line of the update
-    "foreach": {"foreach": True},  # each line of the update over the whole list at once
-    "fused": {"fused": True},  # the whole update in one kernel per group of tensors
-})  # fmt: skip
+OPTIMIZERS = MappingProxyType(
+    {
+        "for-loop": {"foreach": False},  # one op per tensor per line of the update
+        "foreach": {"foreach": True},  # each line of the update over the whole list at once
+        "fused": {"fused": True},  # the whole update in one kernel per group of tensors
+    }
+)
 
 
 def training_step(
@@ -501,8 +509,10 @@ def training_step(
         raise ValueError(f"optimizer={optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
     if precision not in amp:
-        raise ValueError(f"precision={precision!r} is not one of {', '.join(amp)} (for TF32 "
-                         "wrap the step in workloads.tf32)")  # fmt: skip
+        raise ValueError(
+            f"precision={precision!r} is not one of {', '.join(amp)} (for TF32 "
+            "wrap the step in workloads.tf32)"
+        )
     model, (x,) = transformer_block(batch, seq, d_model, n_heads, device=device)
     model.train().requires_grad_(True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **OPTIMIZERS[optimizer])

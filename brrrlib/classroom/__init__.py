@@ -370,8 +370,10 @@ def _previous(target: Path, rep: Report) -> Report | None:
         return None
     previous = _read(target, target.parent)  # a clear error on a damaged or foreign file
     if (previous.kind, previous.device, previous.device_name) != (
-        rep.kind, rep.device, rep.device_name,
-    ):  # fmt: skip
+        rep.kind,
+        rep.device,
+        rep.device_name,
+    ):
         raise ValueError(
             f"path={str(target)!r} holds the report of another machine "
             f"({previous.label}: {previous.device_name}); choose another path or name="
@@ -389,9 +391,12 @@ def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
             other = _read(path, folder)
         except ValueError:
             continue  # not ours to judge here; load_reports names bad files
-        if other.kind == rep.kind and isinstance(other.machine, Ceilings) and (
-            other.machine.host, other.device, other.device_name
-        ) == (rep.machine.host, rep.device, rep.device_name):  # fmt: skip
+        if (
+            other.kind == rep.kind
+            and isinstance(other.machine, Ceilings)
+            and (other.machine.host, other.device, other.device_name)
+            == (rep.machine.host, rep.device, rep.device_name)
+        ):
             found.append(other)
     return found
 

@@ -67,8 +67,15 @@ MAX_REPORT_BYTES = 256 * 2**10
 #: The longest integer literal read as an integer; longer ones become floats (or inf).
 _MAX_INT_DIGITS = 18
 #: Spec-sheet fields a prediction stores (the rest of a DeviceSpec is lookup plumbing).
-_SPEC_FIELDS = ("name", "peak_flops_per_s", "mem_bandwidth_bytes_per_s", "mem_bytes",
-                "source", "kind", "vendor")  # fmt: skip
+_SPEC_FIELDS = (
+    "name",
+    "peak_flops_per_s",
+    "mem_bandwidth_bytes_per_s",
+    "mem_bytes",
+    "source",
+    "kind",
+    "vendor",
+)
 #: Chapter measurements are flat: name -> number, text or bool.
 _SCALARS = (bool, int, float, str)
 
@@ -178,8 +185,10 @@ def _check(value: Any, hint: Any, where: str) -> Any:
         _, inner = typing.get_args(hint)
         if not isinstance(value, dict):
             raise ValueError(f"{where} must be an object of name -> {inner.__name__}")
-        return {_check(k, str, f"{where} key"): _check(v, inner, f"{where}[{k!r}]")
-                for k, v in value.items()}  # fmt: skip
+        return {
+            _check(k, str, f"{where} key"): _check(v, inner, f"{where}[{k!r}]")
+            for k, v in value.items()
+        }
     if hint is float:
         if not (_is_number(value) and math.isfinite(value)):
             raise ValueError(f"{where} must be a finite number, got {_short(value)}")
@@ -306,15 +315,21 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
     if _field(ceil, "dtype", c, str) != "fp32":
         raise ValueError(f"{c}: field 'dtype' must be 'fp32' (schema 1 measured fp32 only)")
     by_dtype = _field(ceil, "matmul_flops_per_s_by_dtype", c, Mapping[str, float])
-    numbers = {k: _field(ceil, k, c, float) for k in
-               ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s")}  # fmt: skip
+    numbers = {
+        k: _field(ceil, k, c, float)
+        for k in ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s")
+    }
     device, name = _field(machine, "device", m, str), _field(machine, "device_name", m, str)
     if kind == "prediction":
-        spec = {"name": name, "mem_bandwidth_bytes_per_s": numbers["mem_bandwidth_bytes_per_s"],
-                "peak_flops_per_s": {"fp32": numbers["matmul_flops_per_s"], **by_dtype},
-                "mem_bytes": 0, "vendor": "",  # schema 1 kept neither
-                "source": _field(data, "source", where, str).removeprefix("spec sheet: "),
-                "kind": "gpu" if device == "cuda" else device}  # fmt: skip
+        spec = {
+            "name": name,
+            "mem_bandwidth_bytes_per_s": numbers["mem_bandwidth_bytes_per_s"],
+            "peak_flops_per_s": {"fp32": numbers["matmul_flops_per_s"], **by_dtype},
+            "mem_bytes": 0,
+            "vendor": "",  # schema 1 kept neither
+            "source": _field(data, "source", where, str).removeprefix("spec sheet: "),
+            "kind": "gpu" if device == "cuda" else device,
+        }
         machine_obj = _build(DeviceSpec, spec, c, allowed=_SPEC_FIELDS)
         _check_spec_numbers(machine_obj, c)
         return {"machine": machine_obj, "notes": ()}
@@ -322,13 +337,19 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
     if overhead is None:
         raise ValueError(f"{c}: field 'op_overhead_s': a measurement must include it")
     numbers["vector_flops_per_s"] /= 2  # FMA = 2 FLOPs then; one FLOP per operation now
-    ceilings = {**numbers, "op_overhead_s": overhead, "device": device, "device_name": name,
-                "matmul_flops_per_s_by_dtype": by_dtype, "vector_method": V1_VECTOR_METHOD,
-                "num_threads": _field(machine, "num_threads", m, int, nullable=True) or 1,
-                "torch_version": _field(machine, "torch_version", m, str),
-                "library_version": _field(machine, "brrrlib_version", m, str),
-                "host": _field(machine, "host", m, str),
-                "measured_at": _field(ceil, "measured_at", c, str, nullable=True) or ""}  # fmt: skip
+    ceilings = {
+        **numbers,
+        "op_overhead_s": overhead,
+        "device": device,
+        "device_name": name,
+        "matmul_flops_per_s_by_dtype": by_dtype,
+        "vector_method": V1_VECTOR_METHOD,
+        "num_threads": _field(machine, "num_threads", m, int, nullable=True) or 1,
+        "torch_version": _field(machine, "torch_version", m, str),
+        "library_version": _field(machine, "brrrlib_version", m, str),
+        "host": _field(machine, "host", m, str),
+        "measured_at": _field(ceil, "measured_at", c, str, nullable=True) or "",
+    }
     notes = [_V1_NOTES["vector"], _V1_NOTES["overhead"]]
     if _field(ceil, "noisy", c, bool):
         notes.append(_V1_NOTES["noisy"])
@@ -336,8 +357,10 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
 
 
 def _check_spec_numbers(spec: DeviceSpec, where: str) -> None:
-    numbers = {**{f"peak_flops_per_s[{k!r}]": v for k, v in spec.peak_flops_per_s.items()},
-               "mem_bandwidth_bytes_per_s": spec.mem_bandwidth_bytes_per_s}  # fmt: skip
+    numbers = {
+        **{f"peak_flops_per_s[{k!r}]": v for k, v in spec.peak_flops_per_s.items()},
+        "mem_bandwidth_bytes_per_s": spec.mem_bandwidth_bytes_per_s,
+    }
     for name, value in numbers.items():
         if not value > 0:
             raise ValueError(f"{where}: field {name} must be a positive number, got {value!r}")

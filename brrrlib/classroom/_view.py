@@ -17,8 +17,19 @@ from brrrlib import _fmt, roofline
 
 __all__ = ["COLUMNS", "ClassTable", "attainable", "cells", "chapters", "counts", "draw", "machines"]
 
-COLUMNS = ("machine", "kind", "device", "matmul fp32", "fastest matmul", "vector", "bandwidth",
-           "op overhead", "ridge fp32", "ridge fastest", "chapters")  # fmt: skip
+COLUMNS = (
+    "machine",
+    "kind",
+    "device",
+    "matmul fp32",
+    "fastest matmul",
+    "vector",
+    "bandwidth",
+    "op overhead",
+    "ridge fp32",
+    "ridge fastest",
+    "chapters",
+)
 
 
 @dataclass(frozen=True)
@@ -41,8 +52,10 @@ class ClassTable:
             return self.caption
         table = [self.columns, *self.rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(self.columns))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                 for row in table]  # fmt: skip
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in table
+        ]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines + ([self.caption] if self.caption else []))
 
@@ -98,13 +111,20 @@ def machines(reports: Sequence[Any]) -> ClassTable:
 
 def chapters(reports: Sequence[Any]) -> ClassTable:
     """One row per chapter measurement (see :func:`brrrlib.classroom.chapters_table`)."""
-    rows = tuple((r.label, chapter, key, str(value))
-                 for r in reports for chapter, values in sorted(r.chapters.items())
-                 for key, value in values.items())  # fmt: skip
-    caption = "" if rows else (
-        "No chapter measurements yet: learners add them with "
-        "bl.report(chapter=2, extra={'knee_repeat': 16})."
-    )  # fmt: skip
+    rows = tuple(
+        (r.label, chapter, key, str(value))
+        for r in reports
+        for chapter, values in sorted(r.chapters.items())
+        for key, value in values.items()
+    )
+    caption = (
+        ""
+        if rows
+        else (
+            "No chapter measurements yet: learners add them with "
+            "bl.report(chapter=2, extra={'knee_repeat': 16})."
+        )
+    )
     return ClassTable(
         tuple(reports), ("machine", "chapter", "measurement", "value"), rows, (), caption
     )
@@ -116,8 +136,9 @@ def attainable(reports: Sequence[Any], intensity: float, precision: str) -> Clas
     for r in reports:
         peak = r.matmul_peak(precision)
         rate = roofline.attainable_flops_per_s(intensity, peak, r.mem_bandwidth_bytes_per_s)
-        rows.append((r.label, _fmt.si(peak, "FLOP/s"), _fmt.si(rate, "FLOP/s"),
-                     _fmt.percent(rate, peak)))  # fmt: skip
+        rows.append(
+            (r.label, _fmt.si(peak, "FLOP/s"), _fmt.si(rate, "FLOP/s"), _fmt.percent(rate, peak))
+        )
     low = min(reports, key=lambda r: r.matmul_peak(precision))
     high = max(reports, key=lambda r: r.matmul_peak(precision))
     spread = high.matmul_peak(precision) / low.matmul_peak(precision)
@@ -126,8 +147,12 @@ def attainable(reports: Sequence[Any], intensity: float, precision: str) -> Clas
         f"{_fmt.si(low.matmul_peak(precision), 'FLOP/s')}; highest {high.label}: "
         f"{_fmt.si(high.matmul_peak(precision), 'FLOP/s')})"
     )
-    columns = ("machine", f"{precision} matmul peak",
-               f"attainable at {intensity:g} FLOP/B", "share of peak")  # fmt: skip
+    columns = (
+        "machine",
+        f"{precision} matmul peak",
+        f"attainable at {intensity:g} FLOP/B",
+        "share of peak",
+    )
     muted = tuple(r.is_prediction for r in reports)
     return ClassTable(tuple(reports), columns, tuple(rows), muted, caption)
 
@@ -144,8 +169,12 @@ def counts(reports: Sequence[Any]) -> str:
 def draw(reports: Sequence[Any], ax: Any, dtype: str, title: str) -> Any:
     """Every report's roofs on one roofline; predictions dotted (see ``plot_reports``)."""
     # roofline.plot labels a device by its name: give each the label the class sees.
-    devices = [dataclasses.replace(r.machine, name=r.label) if r.is_prediction
-               else dataclasses.replace(r.machine, device_name=r.label) for r in reports]  # fmt: skip
+    devices = [
+        dataclasses.replace(r.machine, name=r.label)
+        if r.is_prediction
+        else dataclasses.replace(r.machine, device_name=r.label)
+        for r in reports
+    ]
     if ax is None:
         import matplotlib.pyplot as plt
 

@@ -243,8 +243,10 @@ class BatchSweep:
 
     def __repr__(self) -> str:
         rows = [f"{'batch':>6} {'per step':>10} {'tokens/s':>10}"]
-        rows += [f"{p.batch:>6} {_fmt.seconds(p.seconds):>10} {p.tokens_per_s:>10,.0f}"
-                 for p in self.points]  # fmt: skip
+        rows += [
+            f"{p.batch:>6} {_fmt.seconds(p.seconds):>10} {p.tokens_per_s:>10,.0f}"
+            for p in self.points
+        ]
         rows += [f"{b:>6} not measured: {why}" for b, why in self.skipped]
         return "\n".join(rows)
 
@@ -267,8 +269,13 @@ def batch_sweep(
     skipped: list[tuple[int, str]] = []
     for b in sorted(batches):
         if points and points[-1].seconds > max_step_s:
-            skipped.append((b, f"a step at batch {points[-1].batch} already took "
-                               f"{_fmt.seconds(points[-1].seconds)}"))  # fmt: skip
+            skipped.append(
+                (
+                    b,
+                    f"a step at batch {points[-1].batch} already took "
+                    f"{_fmt.seconds(points[-1].seconds)}",
+                )
+            )
             continue
         try:
             points.append(measure_step(model, b, context, budget_s=budget_s))

@@ -248,8 +248,9 @@ def measure_local_bus_bandwidth(
     one more ceiling, in the form :func:`brrrlib.measure_ceilings` keeps its
     ceilings and their spread.
     """
-    sweep = all_reduce_sweep([2**22, 2**24], world_size=world_size, budget_s=budget_s,
-                             timeout_s=timeout_s)  # fmt: skip
+    sweep = all_reduce_sweep(
+        [2**22, 2**24], world_size=world_size, budget_s=budget_s, timeout_s=timeout_s
+    )
     return sweep.busbw_bytes_per_s[-1], sweep.relative_iqr[-1]
 
 

@@ -77,9 +77,12 @@ class Rung:
 
 
 _COLOURS = dict(
-    zip(LEVELS, ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
-        strict=True)
-)  # fmt: skip
+    zip(
+        LEVELS,
+        ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
+        strict=True,
+    )
+)
 
 
 @dataclass(frozen=True, repr=False)
@@ -186,9 +189,13 @@ def plot_ladders(*ladders: BandwidthLadder) -> Any:
 
     heights = [0.3 * len(x.rungs) + 0.8 for x in ladders]
     _, axes = plt.subplots(
-        len(ladders), 1, figsize=(9, sum(heights)), sharex=True,
-        gridspec_kw={"height_ratios": heights}, squeeze=False,
-    )  # fmt: skip
+        len(ladders),
+        1,
+        figsize=(9, sum(heights)),
+        sharex=True,
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
     for ax, ladder in zip(axes[:, 0], ladders, strict=True):
         ladder.plot(ax)
     axes[0, 0].set_xlim(*_span([r for x in ladders for r in x.rungs]))
@@ -308,9 +315,12 @@ def _cache_rung() -> Rung:
         t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
     where = "the GPU's L2" if on_gpu else "one core's L2, one thread"
     return Rung(
-        f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, "measured",
+        f"cache, this machine ({dev.type})",
+        "cache",
+        2 * nbytes / t.median_s,
+        "measured",
         detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}",
-    )  # fmt: skip
+    )
 
 
 def available_cores() -> int:

@@ -132,7 +132,9 @@ class MessageSizeExplorer:
         """The live widget; its plot as a PNG and its readout as text for viewers without widgets."""
         from brrrlib.widgets._explorer import mimebundle
 
-        return mimebundle(self.widget, self._plot.value, self._readout.value, "message size", **kwargs)
+        return mimebundle(
+            self.widget, self._plot.value, self._readout.value, "message size", **kwargs
+        )
 
     def __repr__(self) -> str:
         return f"MessageSizeExplorer({self.readout})"

@@ -85,11 +85,16 @@ _BANDS = (
 )
 
 _CHOICE_SYNONYMS = {
-    "memory-bound": "memory", "memory bound": "memory", "bandwidth": "memory",
-    "memory bandwidth": "memory", "bandwidth-bound": "memory",
-    "compute-bound": "compute", "compute bound": "compute",
-    "overhead-bound": "overhead", "overhead bound": "overhead",
-}  # fmt: skip
+    "memory-bound": "memory",
+    "memory bound": "memory",
+    "bandwidth": "memory",
+    "memory bandwidth": "memory",
+    "bandwidth-bound": "memory",
+    "compute-bound": "compute",
+    "compute bound": "compute",
+    "overhead-bound": "overhead",
+    "overhead bound": "overhead",
+}
 
 _short = reprlib.Repr()
 _short.maxstring, _short.maxother, _short.maxlist = 40, 40, 4
@@ -387,8 +392,10 @@ class AnswerKey:
     machine: str = ""
 
     def _rows(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
-        return [(q.id, q.prompt, _answer_text(q, w.value) + " *" * here, w.steps)
-                for q, w, here in self.entries]  # fmt: skip
+        return [
+            (q.id, q.prompt, _answer_text(q, w.value) + " *" * here, w.steps)
+            for q, w, here in self.entries
+        ]
 
     def _note(self) -> str:
         if not any(here for _, _, here in self.entries):
@@ -396,8 +403,10 @@ class AnswerKey:
         return f"* measured on this machine ({self.machine}); each learner's machine gives its own"
 
     def __repr__(self) -> str:
-        blocks = [f"{i}  {prompt}\n   answer: {answer}\n" + "\n".join(f"   - {s}" for s in steps)
-                  for i, prompt, answer, steps in self._rows()]  # fmt: skip
+        blocks = [
+            f"{i}  {prompt}\n   answer: {answer}\n" + "\n".join(f"   - {s}" for s in steps)
+            for i, prompt, answer, steps in self._rows()
+        ]
         return "\n\n".join(blocks + [self._note()] * bool(self._note()))
 
     def to_markdown(self) -> str:
@@ -407,8 +416,10 @@ class AnswerKey:
             return text.replace("|", "\\|").replace("\n", " ")
 
         lines = ["| id | question | answer | working |", "|---|---|---|---|"]
-        lines += [f"| `{i}` | {cell(p)} | {cell(a)} | {'<br>'.join(cell(s) for s in steps)} |"
-                  for i, p, a, steps in self._rows()]  # fmt: skip
+        lines += [
+            f"| `{i}` | {cell(p)} | {cell(a)} | {'<br>'.join(cell(s) for s in steps)} |"
+            for i, p, a, steps in self._rows()
+        ]
         return "\n".join(lines + ["", self._note()] * bool(self._note())) + "\n"
 
     def _repr_html_(self) -> str:

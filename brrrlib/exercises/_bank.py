@@ -229,9 +229,12 @@ def peak_ratio(ctx: Context, device: str, top: str, bottom: str) -> Worked:
     """The worked ratio of two of ``device``'s spec-sheet peaks."""
     return Worked(
         peak(ctx, device, top) / peak(ctx, device, bottom),
-        (given_peak(ctx, device, top), given_peak(ctx, device, bottom),
-         f"ratio = {top} peak / {bottom} peak"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, device, top),
+            given_peak(ctx, device, bottom),
+            f"ratio = {top} peak / {bottom} peak",
+        ),
+    )
 
 
 def measured(ctx: Context, what: str) -> tuple[float, str]:

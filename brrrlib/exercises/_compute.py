@@ -41,10 +41,12 @@ def _matmul_flops(ctx: Context) -> Worked:
     m, k, n = _MM_SHAPE
     return Worked(
         2 * m * k * n,
-        (f"M x N = {m} x {n} outputs, each a dot product of length K = {k}",
-         "a dot product of length K is K multiplies and K adds: 2K FLOPs",
-         f"FLOPs = 2 x M x K x N = 2 x {m} x {k} x {n}"),
-    )  # fmt: skip
+        (
+            f"M x N = {m} x {n} outputs, each a dot product of length K = {k}",
+            "a dot product of length K is K multiplies and K adds: 2K FLOPs",
+            f"FLOPs = 2 x M x K x N = 2 x {m} x {k} x {n}",
+        ),
+    )
 
 
 def _tensor_core_ratio(ctx: Context) -> Worked:
@@ -58,9 +60,12 @@ def _matmul_time_here(ctx: Context) -> Worked:
     peak, step = measured(ctx, "matmul_flops_per_s")
     return Worked(
         2 * n**3 / peak,
-        (f"FLOPs = 2 x n^3 = 2 x {n}^3 = {_fmt.si(2 * n**3, 'FLOP')}", step,
-         "time >= FLOPs / (FLOP/s), in seconds"),
-    )  # fmt: skip
+        (
+            f"FLOPs = 2 x n^3 = 2 x {n}^3 = {_fmt.si(2 * n**3, 'FLOP')}",
+            step,
+            "time >= FLOPs / (FLOP/s), in seconds",
+        ),
+    )
 
 
 def _critical_batch(ctx: Context) -> Worked:
@@ -68,12 +73,15 @@ def _critical_batch(ctx: Context) -> Worked:
     ridge = peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")
     return Worked(
         ridge,
-        (f"FLOPs = 2 B D^2; bytes = 2 (B D + D^2 + B D), nearly all the {_CRITICAL_D}^2 weights "
-         "while B << D: intensity ~ 2 B D^2 / (2 D^2) = B FLOP/byte",
-         given_peak(ctx, "H100", "bf16"), given_bandwidth(ctx, "H100"),
-         f"compute-bound once B >= the bf16 ridge point = peak / bandwidth = {ridge:.0f} "
-         "(the exact formula, B = R D / (D - 2R), gives a few percent more)"),
-    )  # fmt: skip
+        (
+            f"FLOPs = 2 B D^2; bytes = 2 (B D + D^2 + B D), nearly all the {_CRITICAL_D}^2 weights "
+            "while B << D: intensity ~ 2 B D^2 / (2 D^2) = B FLOP/byte",
+            given_peak(ctx, "H100", "bf16"),
+            given_bandwidth(ctx, "H100"),
+            f"compute-bound once B >= the bf16 ridge point = peak / bandwidth = {ridge:.0f} "
+            "(the exact formula, B = R D / (D - 2R), gives a few percent more)",
+        ),
+    )
 
 
 def _rate(op_class: str) -> float:
@@ -88,12 +96,14 @@ def _bert_gap(ctx: Context) -> Worked:
     units = {s.name: s.peak(s.fast_precision) / s.peak("fp32") for s in (measured_on, essay)}
     return Worked(
         mm / norm,
-        ("FLOP/s = FLOPs / time, so each class's rate is its % of FLOPs over its % of time",
-         f"matmuls: 99.80 / 61.0 = {mm:.3g}; normalization: 0.17 / 25.5 = {norm:.3g} (units: "
-         "the model's average FLOP/s)",
-         f"ratio = {mm:.3g} / {norm:.3g}; slower units alone would explain "
-         + " or ".join(f"{r:.0f}x ({name})" for name, r in units.items())),
-    )  # fmt: skip
+        (
+            "FLOP/s = FLOPs / time, so each class's rate is its % of FLOPs over its % of time",
+            f"matmuls: 99.80 / 61.0 = {mm:.3g}; normalization: 0.17 / 25.5 = {norm:.3g} (units: "
+            "the model's average FLOP/s)",
+            f"ratio = {mm:.3g} / {norm:.3g}; slower units alone would explain "
+            + " or ".join(f"{r:.0f}x ({name})" for name, r in units.items()),
+        ),
+    )
 
 
 # fmt: off

@@ -34,11 +34,13 @@ def _decode_floor_tokens(ctx: Context) -> Worked:
     nbytes = _PARAMS * _BF16
     return Worked(
         bandwidth(ctx, "H100") / nbytes,
-        (f"weights: {_fmt.si(_PARAMS)} parameters x 2 bytes (bf16) = {_fmt.si(nbytes, 'B')}, "
-         "all read once per token",
-         given_bandwidth(ctx, "H100"),
-         "tokens/s = bandwidth / weight bytes"),
-    )  # fmt: skip
+        (
+            f"weights: {_fmt.si(_PARAMS)} parameters x 2 bytes (bf16) = {_fmt.si(nbytes, 'B')}, "
+            "all read once per token",
+            given_bandwidth(ctx, "H100"),
+            "tokens/s = bandwidth / weight bytes",
+        ),
+    )
 
 
 def _prefill_over_decode(ctx: Context) -> Worked:
@@ -47,12 +49,14 @@ def _prefill_over_decode(ctx: Context) -> Worked:
     decode = bandwidth(ctx, "H100") / (_PARAMS * _BF16)
     return Worked(
         prefill / decode,
-        (given_peak(ctx, "H100", "bf16"),
-         f"prefill: peak / (2 x {_fmt.si(_PARAMS)} FLOPs per token) = {prefill:,.0f} tokens/s",
-         given_bandwidth(ctx, "H100"),
-         f"decode: bandwidth / {_fmt.si(_PARAMS * _BF16, 'B')} per token = {decode:,.0f} tokens/s",
-         "the ratio is peak / bandwidth x (2 bytes / 2 FLOPs): the bf16 ridge point"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, "H100", "bf16"),
+            f"prefill: peak / (2 x {_fmt.si(_PARAMS)} FLOPs per token) = {prefill:,.0f} tokens/s",
+            given_bandwidth(ctx, "H100"),
+            f"decode: bandwidth / {_fmt.si(_PARAMS * _BF16, 'B')} per token = {decode:,.0f} tokens/s",
+            "the ratio is peak / bandwidth x (2 bytes / 2 FLOPs): the bf16 ridge point",
+        ),
+    )
 
 
 def _kv_context(ctx: Context) -> Worked:
@@ -60,11 +64,13 @@ def _kv_context(ctx: Context) -> Worked:
     weights = _PARAMS * _BF16
     return Worked(
         weights / per_token,
-        (f"KV cache per token: a key and a value (2) x {_LAYERS} layers x {_WIDTH:,} numbers x "
-         f"2 bytes = {_fmt.si(per_token, 'B')}",
-         f"weights: {_fmt.si(_PARAMS)} x 2 bytes = {_fmt.si(weights, 'B')}",
-         "context = weight bytes / KV bytes per token"),
-    )  # fmt: skip
+        (
+            f"KV cache per token: a key and a value (2) x {_LAYERS} layers x {_WIDTH:,} numbers x "
+            f"2 bytes = {_fmt.si(per_token, 'B')}",
+            f"weights: {_fmt.si(_PARAMS)} x 2 bytes = {_fmt.si(weights, 'B')}",
+            "context = weight bytes / KV bytes per token",
+        ),
+    )
 
 
 def _tp_step_s(ctx: Context, n: int, *, allreduces: int = 2) -> float:
@@ -83,14 +89,16 @@ def _tp8_tokens_per_s(ctx: Context) -> Worked:
     step = _tp_step_s(ctx, _GPUS)
     return Worked(
         1 / step,
-        (given_bandwidth(ctx, "H100"),
-         f"weights per GPU: {_fmt.si(_PARAMS * _BF16, 'B')} / {_GPUS}, read in "
-         f"{_fmt.seconds(_PARAMS * _BF16 / _GPUS / bandwidth(ctx, 'H100'))}",
-         f"{nvlink.name}: {_fmt.si(nvlink.bandwidth_bytes_per_s, 'B/s')} each way; one all-reduce of "
-         f"{_WIDTH * _BF16:,} bytes: alpha {_fmt.seconds(_ALPHA_S)} + 2(n-1)/n x bytes / bandwidth",
-         f"2 all-reduces x {_LAYERS} layers per token",
-         f"time per token {_fmt.seconds(step)}; tokens/s = 1 / time"),
-    )  # fmt: skip
+        (
+            given_bandwidth(ctx, "H100"),
+            f"weights per GPU: {_fmt.si(_PARAMS * _BF16, 'B')} / {_GPUS}, read in "
+            f"{_fmt.seconds(_PARAMS * _BF16 / _GPUS / bandwidth(ctx, 'H100'))}",
+            f"{nvlink.name}: {_fmt.si(nvlink.bandwidth_bytes_per_s, 'B/s')} each way; one all-reduce of "
+            f"{_WIDTH * _BF16:,} bytes: alpha {_fmt.seconds(_ALPHA_S)} + 2(n-1)/n x bytes / bandwidth",
+            f"2 all-reduces x {_LAYERS} layers per token",
+            f"time per token {_fmt.seconds(step)}; tokens/s = 1 / time",
+        ),
+    )
 
 
 def _tp_mistakes(ctx: Context) -> dict[float, str]:
@@ -98,12 +106,14 @@ def _tp_mistakes(ctx: Context) -> dict[float, str]:
     no_comm = _PARAMS * _BF16 / _GPUS / bandwidth(ctx, "H100")
     return {
         right / no_comm: "That is the weights alone: each layer also pays two all-reduces, and at "
-                         "this message size their fixed cost alpha is what counts.",
+        "this message size their fixed cost alpha is what counts.",
         right / _tp_step_s(ctx, _GPUS, allreduces=1): "Two all-reduces per layer (after the "
-                                                      "attention and after the MLP), not one.",
-        right / (right - no_comm + _PARAMS * _BF16 / bandwidth(ctx, "H100")):
-            "Each GPU reads only its eighth of the weights: divide the weight bytes by 8.",
-    }  # fmt: skip
+        "attention and after the MLP), not one.",
+        right
+        / (
+            right - no_comm + _PARAMS * _BF16 / bandwidth(ctx, "H100")
+        ): "Each GPU reads only its eighth of the weights: divide the weight bytes by 8.",
+    }
 
 
 # fmt: off

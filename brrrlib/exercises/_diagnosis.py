@@ -78,21 +78,27 @@ def _block_lower_bound_us(ctx: Context) -> Worked:
     fl = floors(counts, ctx.ceilings)
     split = ", ".join(f"{k} {_fmt.seconds(v)}" for k, v in fl.compute_by_precision_s.items())
     special = ", ".join(f"{k} {_fmt.seconds(v)}" for k, v in fl.special_s.items())
-    (_bw, bw_step), (_o, o_step) = (measured(ctx, "mem_bandwidth_bytes_per_s"),
-                                    measured(ctx, "op_overhead_s"))
+    (_bw, bw_step), (_o, o_step) = (
+        measured(ctx, "mem_bandwidth_bytes_per_s"),
+        measured(ctx, "op_overhead_s"),
+    )
     ops = getattr(counts, "work_ops", counts.ops)
     return Worked(
         max(fl.compute_s, fl.memory_s, fl.overhead_s) * 1e6,
-        (f"bl.count: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved, "
-         f"{ops} ops that do work",
-         f"compute floor = matmul FLOPs / matmul FLOP/s + the rest / vector FLOP/s"
-         f"{' (+ special functions at their rates)' if special else ''}: {split}"
-         f"{'; ' + special if special else ''}; in all {_fmt.seconds(fl.compute_s)}",
-         bw_step, f"memory floor = bytes / bandwidth = {_fmt.seconds(fl.memory_s)}",
-         o_step, f"overhead floor = ops x op overhead = {_fmt.seconds(fl.overhead_s)}",
-         "if computing, moving and dispatching all overlapped, the slowest alone would set the "
-         "time: the largest floor, in µs"),
-    )  # fmt: skip
+        (
+            f"bl.count: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved, "
+            f"{ops} ops that do work",
+            f"compute floor = matmul FLOPs / matmul FLOP/s + the rest / vector FLOP/s"
+            f"{' (+ special functions at their rates)' if special else ''}: {split}"
+            f"{'; ' + special if special else ''}; in all {_fmt.seconds(fl.compute_s)}",
+            bw_step,
+            f"memory floor = bytes / bandwidth = {_fmt.seconds(fl.memory_s)}",
+            o_step,
+            f"overhead floor = ops x op overhead = {_fmt.seconds(fl.overhead_s)}",
+            "if computing, moving and dispatching all overlapped, the slowest alone would set the "
+            "time: the largest floor, in µs",
+        ),
+    )
 
 
 def _block_mistakes(ctx: Context) -> dict[float, str]:
@@ -115,14 +121,16 @@ def _decode_token_ms(ctx: Context) -> Worked:
     nbytes = _DECODER_PARAMS * 2  # bf16
     return Worked(
         nbytes / bandwidth(ctx, "H100") * 1e3,
-        (f"weights: {_DECODER_PARAMS / 1e9:.0f}e9 parameters x 2 bytes (bf16) = "
-         f"{_fmt.si(nbytes, 'B')}, all read once per token",
-         given_bandwidth(ctx, "H100"),
-         f"compute needs only 2 x {_DECODER_PARAMS / 1e9:.0f}e9 FLOPs = "
-         f"{_fmt.seconds(2 * _DECODER_PARAMS / peak(ctx, 'H100', 'bf16'))} at the bf16 peak: "
-         "memory sets the time",
-         "time = bytes / bandwidth, in seconds; x 1e3 for ms"),
-    )  # fmt: skip
+        (
+            f"weights: {_DECODER_PARAMS / 1e9:.0f}e9 parameters x 2 bytes (bf16) = "
+            f"{_fmt.si(nbytes, 'B')}, all read once per token",
+            given_bandwidth(ctx, "H100"),
+            f"compute needs only 2 x {_DECODER_PARAMS / 1e9:.0f}e9 FLOPs = "
+            f"{_fmt.seconds(2 * _DECODER_PARAMS / peak(ctx, 'H100', 'bf16'))} at the bf16 peak: "
+            "memory sets the time",
+            "time = bytes / bandwidth, in seconds; x 1e3 for ms",
+        ),
+    )
 
 
 # fmt: off

@@ -34,11 +34,13 @@ def _bus_bandwidth(ctx: Context) -> Worked:
     factor = ring_factor(_BUSBW_RANKS)
     return Worked(
         algbw * factor / 1e9,
-        (f"algorithm bandwidth = size / time = {_fmt.si(_BUSBW_BYTES, 'B')} / "
-         f"{_fmt.seconds(_BUSBW_S)} = {_fmt.si(algbw, 'B/s')}",
-         f"ring factor 2(n-1)/n for n = {_BUSBW_RANKS}: {factor:g}",
-         f"bus bandwidth = algbw x factor = {_fmt.si(algbw * factor, 'B/s')}, in GB/s"),
-    )  # fmt: skip
+        (
+            f"algorithm bandwidth = size / time = {_fmt.si(_BUSBW_BYTES, 'B')} / "
+            f"{_fmt.seconds(_BUSBW_S)} = {_fmt.si(algbw, 'B/s')}",
+            f"ring factor 2(n-1)/n for n = {_BUSBW_RANKS}: {factor:g}",
+            f"bus bandwidth = algbw x factor = {_fmt.si(algbw * factor, 'B/s')}, in GB/s",
+        ),
+    )
 
 
 def _nvlink_allreduce_ms(ctx: Context) -> Worked:
@@ -47,12 +49,14 @@ def _nvlink_allreduce_ms(ctx: Context) -> Worked:
     factor = ring_factor(_NVLINK_RANKS)
     return Worked(
         factor * nbytes / wire.bandwidth_bytes_per_s * 1e3,
-        (f"gradients: {_fmt.si(_NVLINK_PARAMS)} parameters x 2 bytes (bf16) = {_fmt.si(nbytes, 'B')}",
-         f"{wire.name}, bl.hardware.link('NVLink 4'): {_fmt.si(wire.bandwidth_bytes_per_s, 'B/s')} "
-         f"each way (the sheet's {_fmt.si(wire.sheet_bytes_per_s, 'B/s')} adds both directions)",
-         f"each byte crosses a link 2(n-1)/n = {factor:g} times",
-         "time = factor x bytes / bandwidth, in milliseconds"),
-    )  # fmt: skip
+        (
+            f"gradients: {_fmt.si(_NVLINK_PARAMS)} parameters x 2 bytes (bf16) = {_fmt.si(nbytes, 'B')}",
+            f"{wire.name}, bl.hardware.link('NVLink 4'): {_fmt.si(wire.bandwidth_bytes_per_s, 'B/s')} "
+            f"each way (the sheet's {_fmt.si(wire.sheet_bytes_per_s, 'B/s')} adds both directions)",
+            f"each byte crosses a link 2(n-1)/n = {factor:g} times",
+            "time = factor x bytes / bandwidth, in milliseconds",
+        ),
+    )
 
 
 def _node_busbw(ctx: Context) -> tuple[float, list[str]]:
@@ -79,10 +83,13 @@ def _crossover_tokens(ctx: Context) -> Worked:
     per_param_bytes = 2 * _BF16_BYTES  # ring factor -> 2 for many GPUs, 2 bytes per gradient
     return Worked(
         per_param_bytes * flops / (FLOPS_PER_PARAM_PER_SAMPLE * busbw),
-        (given_peak(ctx, "H100", "bf16"), *steps,
-         "per parameter per step: compute 6 x tokens FLOPs; send 2 (ring factor) x 2 bytes",
-         "equal times: 6 x tokens / peak = 4 / busbw, so tokens = 4 x peak / (6 x busbw)"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, "H100", "bf16"),
+            *steps,
+            "per parameter per step: compute 6 x tokens FLOPs; send 2 (ring factor) x 2 bytes",
+            "equal times: 6 x tokens / peak = 4 / busbw, so tokens = 4 x peak / (6 x busbw)",
+        ),
+    )
 
 
 def _crossover_mistakes(ctx: Context) -> dict[float, str]:
@@ -91,10 +98,10 @@ def _crossover_mistakes(ctx: Context) -> dict[float, str]:
     nvlink = _link("NVLink 4").bandwidth_bytes_per_s
     return {
         busbw / one_nic: "That is one NIC carrying a whole gradient per GPU. Inside a node the "
-                         "GPUs share the work over NVLink, and each ring leaves the node through "
-                         "its own NIC: all 8 NICs carry the all-reduce at once.",
+        "GPUs share the work over NVLink, and each ring leaves the node through "
+        "its own NIC: all 8 NICs carry the all-reduce at once.",
         busbw / nvlink: "NVLink is the wider road here: what leaves the node crosses the NICs, "
-                        "8 of them together.",
+        "8 of them together.",
         1 / 8: "400 Gb/s is gigabits: divide by 8 for bytes per second.",
         0.5: "Each byte crosses a link about twice in a ring all-reduce: include the factor 2.",
         3: "Training costs 6 FLOPs per parameter per token (forward 2, backward 4), not 2.",
@@ -105,11 +112,13 @@ def _overlap_step_ms(ctx: Context) -> Worked:
     hidden = max(_BACKWARD_MS, _ALLREDUCE_MS)
     return Worked(
         _FORWARD_MS + hidden,
-        (f"without overlap: {_FORWARD_MS:g} + {_BACKWARD_MS:g} + {_ALLREDUCE_MS:g} ms",
-         "the buckets' all-reduce can run during the backward pass, not during the forward pass "
-         "(no gradient exists yet)",
-         f"step = forward + max(backward, all-reduce) = {_FORWARD_MS:g} + {hidden:g} ms"),
-    )  # fmt: skip
+        (
+            f"without overlap: {_FORWARD_MS:g} + {_BACKWARD_MS:g} + {_ALLREDUCE_MS:g} ms",
+            "the buckets' all-reduce can run during the backward pass, not during the forward pass "
+            "(no gradient exists yet)",
+            f"step = forward + max(backward, all-reduce) = {_FORWARD_MS:g} + {hidden:g} ms",
+        ),
+    )
 
 
 # fmt: off

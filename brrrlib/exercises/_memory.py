@@ -39,20 +39,25 @@ def _ops_per_element(ctx: Context, device: str) -> float:
 def _ridge_per_element(ctx: Context) -> Worked:
     return Worked(
         _ops_per_element(ctx, "A100"),
-        (given_peak(ctx, "A100", "fp32"), given_bandwidth(ctx, "A100"),
-         "bytes per element = 4 read + 4 written = 8",
-         "FLOPs per element = peak x 8 / bandwidth"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, "A100", "fp32"),
+            given_bandwidth(ctx, "A100"),
+            "bytes per element = 4 read + 4 written = 8",
+            "FLOPs per element = peak x 8 / bandwidth",
+        ),
+    )
 
 
 def _fusion_speedup(ctx: Context) -> Worked:
     eager, fused = _FUSION_OPS * _UNARY_BYTES_PER_ELEMENT, _UNARY_BYTES_PER_ELEMENT
     return Worked(
         eager / fused,
-        (f"eager: {_FUSION_OPS} kernels, each reads 4 and writes 4 bytes per element = {eager}",
-         f"fused: read x once, write y once = {fused} bytes per element",
-         "memory-bound: time is proportional to bytes, so speedup = eager bytes / fused bytes"),
-    )  # fmt: skip
+        (
+            f"eager: {_FUSION_OPS} kernels, each reads 4 and writes 4 bytes per element = {eager}",
+            f"fused: read x once, write y once = {fused} bytes per element",
+            "memory-bound: time is proportional to bytes, so speedup = eager bytes / fused bytes",
+        ),
+    )
 
 
 def _layernorm_bytes(ctx: Context) -> Worked:
@@ -61,11 +66,13 @@ def _layernorm_bytes(ctx: Context) -> Worked:
     params = 2 * FP32_BYTES * width  # weight and bias, read once
     return Worked(
         (activations + params) / (rows * width),
-        (f"x and y: {rows} x {width} elements, 4 bytes read + 4 written each = "
-         f"{_fmt.binary_bytes(activations)}",
-         f"weight and bias: 2 x {width} x 4 bytes = {_fmt.binary_bytes(params)}, read once",
-         f"per element of x: ({activations} + {params}) / {rows * width}"),
-    )  # fmt: skip
+        (
+            f"x and y: {rows} x {width} elements, 4 bytes read + 4 written each = "
+            f"{_fmt.binary_bytes(activations)}",
+            f"weight and bias: 2 x {width} x 4 bytes = {_fmt.binary_bytes(params)}, read once",
+            f"per element of x: ({activations} + {params}) / {rows * width}",
+        ),
+    )
 
 
 def _unary_time_here(ctx: Context) -> Worked:
@@ -73,9 +80,13 @@ def _unary_time_here(ctx: Context) -> Worked:
     bw, step = measured(ctx, "mem_bandwidth_bytes_per_s")
     return Worked(
         nbytes / bw,
-        (f"bytes = {_fmt.elements(_UNARY_HERE_N)} elements x (4 read + 4 written) = "
-         f"{_fmt.binary_bytes(nbytes)}", step, "time >= bytes / (bytes/s), in seconds"),
-    )  # fmt: skip
+        (
+            f"bytes = {_fmt.elements(_UNARY_HERE_N)} elements x (4 read + 4 written) = "
+            f"{_fmt.binary_bytes(nbytes)}",
+            step,
+            "time >= bytes / (bytes/s), in seconds",
+        ),
+    )
 
 
 def _gelu_vs_relu(ctx: Context) -> Worked:
@@ -83,12 +94,15 @@ def _gelu_vs_relu(ctx: Context) -> Worked:
     same = _GELU_FLOPS_PER_ELEMENT < budget
     return Worked(
         "same" if same else "relu",
-        (f"gelu = 0.5 x (1 + erf(x / sqrt(2))): about {_GELU_FLOPS_PER_ELEMENT} FLOPs per element "
-         "(erf: a division, a polynomial and an exp), relu 1",
-         f"an A100 can do {_fmt.si(budget)} fp32 FLOPs per element in the time it moves it (02.ridge)",
-         f"{_GELU_FLOPS_PER_ELEMENT} < {_fmt.si(budget)}: both memory-bound, same bytes, same time"
-         if same else f"{_GELU_FLOPS_PER_ELEMENT} > {_fmt.si(budget)}: gelu is compute-bound, slower"),
-    )  # fmt: skip
+        (
+            f"gelu = 0.5 x (1 + erf(x / sqrt(2))): about {_GELU_FLOPS_PER_ELEMENT} FLOPs per element "
+            "(erf: a division, a polynomial and an exp), relu 1",
+            f"an A100 can do {_fmt.si(budget)} fp32 FLOPs per element in the time it moves it (02.ridge)",
+            f"{_GELU_FLOPS_PER_ELEMENT} < {_fmt.si(budget)}: both memory-bound, same bytes, same time"
+            if same
+            else f"{_GELU_FLOPS_PER_ELEMENT} > {_fmt.si(budget)}: gelu is compute-bound, slower",
+        ),
+    )
 
 
 # fmt: off

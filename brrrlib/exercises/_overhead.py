@@ -33,21 +33,28 @@ def _python_vs_h100(ctx: Context) -> Worked:
 
     return Worked(
         peak(ctx, "H100", "bf16") / ESSAY_PYTHON_ADDS_PER_S,
-        (given_peak(ctx, "H100", "bf16"),
-         f"Python, in the essay: {_fmt.si(ESSAY_PYTHON_ADDS_PER_S)} additions per second",
-         "FLOPs per Python addition = FLOP/s / (additions per second)"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, "H100", "bf16"),
+            f"Python, in the essay: {_fmt.si(ESSAY_PYTHON_ADDS_PER_S)} additions per second",
+            "FLOPs per Python addition = FLOP/s / (additions per second)",
+        ),
+    )
 
 
 def _break_even_numel(ctx: Context) -> Worked:
-    (overhead, o_step), (bw, bw_step) = (measured(ctx, "op_overhead_s"),
-                                         measured(ctx, "mem_bandwidth_bytes_per_s"))  # fmt: skip
+    (overhead, o_step), (bw, bw_step) = (
+        measured(ctx, "op_overhead_s"),
+        measured(ctx, "mem_bandwidth_bytes_per_s"),
+    )
     return Worked(
         overhead * bw / _ADD_BYTES_PER_ELEMENT,
-        (o_step, bw_step,
-         "bytes per element: 2 reads + 1 write, 4 bytes each = 12",
-         "n x 12 / bandwidth = overhead, so n = overhead x bandwidth / 12"),
-    )  # fmt: skip
+        (
+            o_step,
+            bw_step,
+            "bytes per element: 2 reads + 1 write, 4 bytes each = 12",
+            "n x 12 / bandwidth = overhead, so n = overhead x bandwidth / 12",
+        ),
+    )
 
 
 def _overhead_fraction(ctx: Context) -> Worked:
@@ -55,20 +62,24 @@ def _overhead_fraction(ctx: Context) -> Worked:
     work = _DOUBLED_BATCH_TIME - 1.0
     return Worked(
         1.0 - work,
-        ("T(b) = O + W and T(2b) = O + 2W: doubling the batch adds one more W",
-         f"T(2b) = {_DOUBLED_BATCH_TIME} T(b), so W = {_fmt.percent(work, 1)} of T(b)",
-         "O = T(b) - W, so the overhead's share is 1 - W / T(b)"),
-    )  # fmt: skip
+        (
+            "T(b) = O + W and T(2b) = O + 2W: doubling the batch adds one more W",
+            f"T(2b) = {_DOUBLED_BATCH_TIME} T(b), so W = {_fmt.percent(work, 1)} of T(b)",
+            "O = T(b) - W, so the overhead's share is 1 - W / T(b)",
+        ),
+    )
 
 
 def _weight_read_us(ctx: Context) -> Worked:
     nbytes = _LINEAR * _LINEAR * FP32_BYTES
     return Worked(
         nbytes / bandwidth(ctx, "A100") * 1e6,
-        (f"weight bytes = {_LINEAR} x {_LINEAR} x 4 = {_fmt.binary_bytes(nbytes)}",
-         given_bandwidth(ctx, "A100"),
-         "time = bytes / bandwidth, in seconds; x 1e6 for µs"),
-    )  # fmt: skip
+        (
+            f"weight bytes = {_LINEAR} x {_LINEAR} x 4 = {_fmt.binary_bytes(nbytes)}",
+            given_bandwidth(ctx, "A100"),
+            "time = bytes / bandwidth, in seconds; x 1e6 for µs",
+        ),
+    )
 
 
 # fmt: off

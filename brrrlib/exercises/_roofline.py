@@ -23,14 +23,19 @@ __all__ = ["EXERCISES"]
 def _ridge_a100(ctx: Context) -> Worked:
     return Worked(
         peak(ctx, "A100", "fp32") / bandwidth(ctx, "A100"),
-        (given_peak(ctx, "A100", "fp32"), given_bandwidth(ctx, "A100"),
-         "ridge point = peak FLOP/s / bandwidth in bytes/s (the seconds cancel)"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, "A100", "fp32"),
+            given_bandwidth(ctx, "A100"),
+            "ridge point = peak FLOP/s / bandwidth in bytes/s (the seconds cancel)",
+        ),
+    )
 
 
 def _ridge_here(ctx: Context) -> Worked:
-    (mm, mm_step), (bw, bw_step) = (measured(ctx, "matmul_flops_per_s"),
-                                    measured(ctx, "mem_bandwidth_bytes_per_s"))  # fmt: skip
+    (mm, mm_step), (bw, bw_step) = (
+        measured(ctx, "matmul_flops_per_s"),
+        measured(ctx, "mem_bandwidth_bytes_per_s"),
+    )
     return Worked(mm / bw, (mm_step, bw_step, "ridge point = matmul FLOP/s / bandwidth"))
 
 
@@ -39,22 +44,30 @@ def _growth(ctx: Context) -> Worked:
     bytes_per_s = bandwidth(ctx, "H100") / bandwidth(ctx, "V100")
     return Worked(
         flops / bytes_per_s,
-        (given_peak(ctx, "H100", "fp16"), given_peak(ctx, "V100", "fp16"),
-         f"FLOP/s grew {_fmt.si(flops)}x", given_bandwidth(ctx, "H100"), given_bandwidth(ctx, "V100"),
-         f"bandwidth grew {_fmt.si(bytes_per_s)}x", "FLOPs per byte needed grew by their quotient"),
-    )  # fmt: skip
+        (
+            given_peak(ctx, "H100", "fp16"),
+            given_peak(ctx, "V100", "fp16"),
+            f"FLOP/s grew {_fmt.si(flops)}x",
+            given_bandwidth(ctx, "H100"),
+            given_bandwidth(ctx, "V100"),
+            f"bandwidth grew {_fmt.si(bytes_per_s)}x",
+            "FLOPs per byte needed grew by their quotient",
+        ),
+    )
 
 
 def _regime_tiny(ctx: Context) -> Worked:
     flops, nbytes = 10, 10 * 2 * FP32_BYTES  # read 10 floats, write 10
     return Worked(
         "overhead",
-        (f"one call: {flops} FLOPs and {nbytes} bytes (40 read, 40 written)",
-         f"an A100 does the FLOPs in {_fmt.seconds(flops / peak(ctx, 'A100', 'fp32'))} and "
-         f"moves the bytes in {_fmt.seconds(nbytes / bandwidth(ctx, 'A100'))}",
-         "one op's fixed cost (Python, dispatcher, launch) is microseconds: chapter 03 "
-         "measures it; it dwarfs both"),
-    )  # fmt: skip
+        (
+            f"one call: {flops} FLOPs and {nbytes} bytes (40 read, 40 written)",
+            f"an A100 does the FLOPs in {_fmt.seconds(flops / peak(ctx, 'A100', 'fp32'))} and "
+            f"moves the bytes in {_fmt.seconds(nbytes / bandwidth(ctx, 'A100'))}",
+            "one op's fixed cost (Python, dispatcher, launch) is microseconds: chapter 03 "
+            "measures it; it dwarfs both",
+        ),
+    )
 
 
 # fmt: off

@@ -57,8 +57,11 @@ def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
     """(factory, trucks, manager) labels: fp32 and, when faster, the best other precision."""
     fp32 = ceilings.matmul_flops_per_s
     flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
-    others = {k: v for k, v in dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {})).items()
-              if k != "fp32"}  # fmt: skip
+    others = {
+        k: v
+        for k, v in dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {})).items()
+        if k != "fp32"
+    }
     if others:
         best = max(others, key=others.get)
         if others[best] > 1.2 * fp32:
@@ -91,14 +94,18 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     ax.axis("off")
 
     def box(x, y, w, h, color, title="", detail="", title_y=0.64, detail_y=0.3):
-        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.08", fc=color,
-                                    ec="black", lw=1.2, alpha=0.9))  # fmt: skip
+        ax.add_patch(
+            FancyBboxPatch(
+                (x, y), w, h, boxstyle="round,pad=0.08", fc=color, ec="black", lw=1.2, alpha=0.9
+            )
+        )
         ax.text(x + w / 2, y + h * title_y, title, ha="center", va="center", weight="bold")
         ax.text(x + w / 2, y + h * detail_y, detail, ha="center", va="center", fontsize=9)
 
     def arrow(x0, y0, x1, y1, label="", dy=0.22):
-        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=18,
-                                     lw=1.6))  # fmt: skip
+        ax.add_patch(
+            FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=18, lw=1.6)
+        )
         ax.text((x0 + x1) / 2, (y0 + y1) / 2 + dy, label, ha="center", fontsize=9)
 
     flops, bw, overhead = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
@@ -107,8 +114,17 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     warehouse = "main memory\n(DRAM; HBM on a GPU)\nholds every tensor"
     box(0.1, 0.4, 2.6, 1.9, "#d9e8f5", "Warehouse", warehouse)
     box(5.0, 0.4, 4.85, 1.9, "#f8dcc4", "Factory", "", title_y=0.86)
-    box(5.2, 0.6, 1.75, 1.25, "#fff6d5", "store", "registers, caches\n(SRAM): small, fast",
-        title_y=0.78, detail_y=0.35)  # fmt: skip
+    box(
+        5.2,
+        0.6,
+        1.75,
+        1.25,
+        "#fff6d5",
+        "store",
+        "registers, caches\n(SRAM): small, fast",
+        title_y=0.78,
+        detail_y=0.35,
+    )
     ax.text(8.4, 1.2, f"compute units\n{flops}", ha="center", va="center", fontsize=9)
     box(6.95, 2.95, 2.9, 1.2, "#e4e4e4", "Manager", f"Python + framework\n{overhead}")
     arrow(2.85, 1.65, 4.95, 1.65, f"trucks: {bw}")
@@ -150,10 +166,19 @@ def regimes_roofline(
             t.xyann = (-6, 6)
             t.set_horizontalalignment("right")
     for i, p in enumerate(points):
-        ax.plot([p.intensity_flops_per_byte], [p.achieved_flops_per_s], ls="none", ms=9,
-                marker=_MARKERS[i % len(_MARKERS)], mfc="white", mec=f"C{3 + i}", mew=2,
-                zorder=6, label=f"{p.label}: {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')} at "
-                f"{p.intensity_flops_per_byte:.3g} FLOP/byte")  # fmt: skip
+        ax.plot(
+            [p.intensity_flops_per_byte],
+            [p.achieved_flops_per_s],
+            ls="none",
+            ms=9,
+            marker=_MARKERS[i % len(_MARKERS)],
+            mfc="white",
+            mec=f"C{3 + i}",
+            mew=2,
+            zorder=6,
+            label=f"{p.label}: {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')} at "
+            f"{p.intensity_flops_per_byte:.3g} FLOP/byte",
+        )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
@@ -301,11 +326,12 @@ def recorded_sweeps(folder: Path = RECORDING) -> RecordedSweeps:
             if s is not None and math.isfinite(s):  # eager past 64 was not recorded (NaN)
                 repeat.append((_PRECISION_NAMES[row["dtype"]], row["repeat"], mode, s))
     return RecordedSweeps(
-        device_name=data["device"], torch_version=data["torch"],
+        device_name=data["device"],
+        torch_version=data["torch"],
         date=Path(folder).name.split("-", 1)[1],
         matmul=tuple((r["prec"], r["n"], r["median_s"]) for r in data["matmul"]),
         repeat=tuple(repeat),
-    )  # fmt: skip
+    )
 
 
 def _plain_x_ticks(ax: Any) -> None:
@@ -327,8 +353,13 @@ def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any =
     ax = _axes(ax, (7.5, 4.2))
     for i, p in enumerate(rec.precisions):
         line = rec.matmul_line(p)
-        ax.plot([n for n, _ in line], [f / 1e12 for _, f in line], marker="o", color=f"C{i}",
-                label=f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}")  # fmt: skip
+        ax.plot(
+            [n for n, _ in line],
+            [f / 1e12 for _, f in line],
+            marker="o",
+            color=f"C{i}",
+            label=f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_x_ticks(ax)
@@ -354,15 +385,24 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
         for style, precision in (("-", "fp32"), ("--", "bf16")):
             line = rec.repeat_line(precision, mode)
             if line:
-                ax.plot([r for r, _ in line], [s * 1e3 for _, s in line], marker="o", ls=style,
-                        color=colour, label=f"{mode}, {precision}")  # fmt: skip
+                ax.plot(
+                    [r for r, _ in line],
+                    [s * 1e3 for _, s in line],
+                    marker="o",
+                    ls=style,
+                    color=colour,
+                    label=f"{mode}, {precision}",
+                )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_x_ticks(ax)
     ax.set_xlabel("repeat count (x = x * 2, repeated)")
     ax.set_ylabel("time per call (ms)")
-    ax.set_title(f"Recorded, not measured here: {rec.label}\n"
-                 f"{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call", fontsize=9)  # fmt: skip
+    ax.set_title(
+        f"Recorded, not measured here: {rec.label}\n"
+        f"{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call",
+        fontsize=9,
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return ax
@@ -375,18 +415,41 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
 _FLOW_BOXES = {
     "measure": (0.5, 0.92, 0.34, "1 · Measure\nbl.benchmark: time per call", "#dbe9f6"),
     "count": (0.5, 0.76, 0.34, "2 · Count\nbl.count: FLOPs, bytes, ops", "#dbe9f6"),
-    "compare": (0.5, 0.58, 0.56, "3 · Compare with the ceilings (bl.measure_ceilings):\n"
-                "which floor comes closest to the measured time?", "#fff2cc"),
+    "compare": (
+        0.5,
+        0.58,
+        0.56,
+        "3 · Compare with the ceilings (bl.measure_ceilings):\n"
+        "which floor comes closest to the measured time?",
+        "#fff2cc",
+    ),
     "compute": (0.17, 0.40, 0.28, "compute-bound?\nFLOPs / matmul FLOP/s", "#f8d7d3"),
     "memory": (0.5, 0.40, 0.28, "memory-bound?\nbytes / bandwidth", "#f8d7d3"),
     "overhead": (0.83, 0.40, 0.28, "overhead-bound?\nops x overhead per op", "#f8d7d3"),
-    "confirm": (0.5, 0.23, 0.56, "4 · Scale the batch: does the time follow the work?\n"
-                "5 · Look at the trace: is the device idle between ops?", "#fff2cc"),
-    "act_work": (0.23, 0.05, 0.45, "6 · Act on compute / memory: tensor cores, lower\n"
-                 "precision, fuse (torch.compile), fewer FLOPs or bytes", "#d9ead3"),
-    "act_over": (0.77, 0.05, 0.45, "6 · Act on overhead: batch, torch.compile,\n"
-                 "CUDA graphs, fewer and larger ops", "#d9ead3"),
-}  # fmt: skip
+    "confirm": (
+        0.5,
+        0.23,
+        0.56,
+        "4 · Scale the batch: does the time follow the work?\n"
+        "5 · Look at the trace: is the device idle between ops?",
+        "#fff2cc",
+    ),
+    "act_work": (
+        0.23,
+        0.05,
+        0.45,
+        "6 · Act on compute / memory: tensor cores, lower\n"
+        "precision, fuse (torch.compile), fewer FLOPs or bytes",
+        "#d9ead3",
+    ),
+    "act_over": (
+        0.77,
+        0.05,
+        0.45,
+        "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
+        "#d9ead3",
+    ),
+}
 
 
 def _flow_arrow(ax: Any, a: str, b: str, label: str = "") -> None:
@@ -394,23 +457,49 @@ def _flow_arrow(ax: Any, a: str, b: str, label: str = "") -> None:
     from matplotlib.patches import FancyArrowPatch
 
     (x0, y0), (x1, y1) = _FLOW_BOXES[a][:2], _FLOW_BOXES[b][:2]
-    ax.add_patch(FancyArrowPatch((x0, y0 - 0.06 if y1 < y0 else y0),
-                                 (x1, y1 + 0.06 if y1 < y0 else y1), arrowstyle="-|>",
-                                 mutation_scale=12, color="0.3", connectionstyle="arc3,rad=0.0"))  # fmt: skip
+    ax.add_patch(
+        FancyArrowPatch(
+            (x0, y0 - 0.06 if y1 < y0 else y0),
+            (x1, y1 + 0.06 if y1 < y0 else y1),
+            arrowstyle="-|>",
+            mutation_scale=12,
+            color="0.3",
+            connectionstyle="arc3,rad=0.0",
+        )
+    )
     if label:
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2, label, fontsize=8, ha="center", color="0.25",
-                backgroundcolor="white")  # fmt: skip
+        ax.text(
+            (x0 + x1) / 2,
+            (y0 + y1) / 2,
+            label,
+            fontsize=8,
+            ha="center",
+            color="0.25",
+            backgroundcolor="white",
+        )
 
 
 def _flow_loop_back(ax: Any) -> None:
     """Dashed arrows from both "act" boxes back to "measure": a remedy can change the regime."""
     for act, side in (("act_work", -1), ("act_over", 1)):
         x, y, w = _FLOW_BOXES[act][:3]
-        ax.annotate("", xy=(0.5 + side * 0.17, 0.92), xytext=(x + side * w / 2, y),
-                    arrowprops=dict(arrowstyle="-|>", color="0.55", ls="--",
-                                    connectionstyle=f"arc3,rad={0.35 * side}"))  # fmt: skip
-    ax.text(0.99, 0.80, "then measure again:\na remedy often\nchanges the regime", fontsize=8,
-            ha="right", va="center", color="0.4")  # fmt: skip
+        ax.annotate(
+            "",
+            xy=(0.5 + side * 0.17, 0.92),
+            xytext=(x + side * w / 2, y),
+            arrowprops=dict(
+                arrowstyle="-|>", color="0.55", ls="--", connectionstyle=f"arc3,rad={0.35 * side}"
+            ),
+        )
+    ax.text(
+        0.99,
+        0.80,
+        "then measure again:\na remedy often\nchanges the regime",
+        fontsize=8,
+        ha="right",
+        va="center",
+        color="0.4",
+    )
 
 
 def decision_flow(*, ax: Any = None) -> Any:
@@ -424,8 +513,17 @@ def decision_flow(*, ax: Any = None) -> Any:
 
     ax = _axes(ax, (11, 6.2))
     for x, y, w, text, colour in _FLOW_BOXES.values():
-        ax.add_patch(FancyBboxPatch((x - w / 2, y - 0.055), w, 0.11, boxstyle="round,pad=0.01",
-                                    facecolor=colour, edgecolor="0.3", linewidth=1))  # fmt: skip
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - w / 2, y - 0.055),
+                w,
+                0.11,
+                boxstyle="round,pad=0.01",
+                facecolor=colour,
+                edgecolor="0.3",
+                linewidth=1,
+            )
+        )
         ax.text(x, y, text, ha="center", va="center", fontsize=9)
     _flow_arrow(ax, "measure", "count")
     _flow_arrow(ax, "count", "compare")
@@ -434,8 +532,9 @@ def decision_flow(*, ax: Any = None) -> Any:
         _flow_arrow(ax, regime, "confirm")
     _flow_arrow(ax, "confirm", "act_work")
     _flow_arrow(ax, "confirm", "act_over")
-    ax.text(0.27, 0.145, "time follows the work, device busy", fontsize=8, ha="center",
-            color="0.25")  # fmt: skip
+    ax.text(
+        0.27, 0.145, "time follows the work, device busy", fontsize=8, ha="center", color="0.25"
+    )
     ax.text(0.73, 0.145, "time flat, device idle", fontsize=8, ha="center", color="0.25")
     _flow_loop_back(ax)
     ax.set_xlim(-0.04, 1.04)

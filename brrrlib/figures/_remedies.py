@@ -15,8 +15,12 @@ from brrrlib import _fmt
 __all__ = ["block_steps", "remedy_bars"]
 
 #: Colour of each matmul precision on chapter 04's roofline.
-_PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:purple", "bf16": "tab:green",
-                      "fp16": "tab:olive"}  # fmt: skip
+_PRECISION_COLOURS = {
+    "fp32": "tab:blue",
+    "tf32": "tab:purple",
+    "bf16": "tab:green",
+    "fp16": "tab:olive",
+}
 
 
 def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -43,12 +47,18 @@ def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = No
     speedups = [c.speedup for c in rows.values()]
     lows = [1 / c.high for c in rows.values()]
     highs = [1 / c.low for c in rows.values()]
-    colours = ["tab:green" if lo > 1 else "tab:red" if hi < 1 else "tab:gray"
-               for lo, hi in zip(lows, highs, strict=True)]  # fmt: skip
-    labels = [f"{name}\n{_fmt.seconds(c.a.median_s)} → {_fmt.seconds(c.b.median_s)}"
-              for name, c in rows.items()]  # fmt: skip
-    errors = [[s - lo for s, lo in zip(speedups, lows, strict=True)],
-              [hi - s for s, hi in zip(speedups, highs, strict=True)]]  # fmt: skip
+    colours = [
+        "tab:green" if lo > 1 else "tab:red" if hi < 1 else "tab:gray"
+        for lo, hi in zip(lows, highs, strict=True)
+    ]
+    labels = [
+        f"{name}\n{_fmt.seconds(c.a.median_s)} → {_fmt.seconds(c.b.median_s)}"
+        for name, c in rows.items()
+    ]
+    errors = [
+        [s - lo for s, lo in zip(speedups, lows, strict=True)],
+        [hi - s for s, hi in zip(speedups, highs, strict=True)],
+    ]
     ax.barh(labels, speedups, color=colours, xerr=errors, capsize=4)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.set_xscale("log")
@@ -77,11 +87,13 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
 
     from brrrlib import roofline
 
-    points = [roofline.RooflinePoint(f"{i}", c.flops, c.bytes_moved, s,
-                                     c.precision)
-              for i, (c, s, _b) in enumerate(steps.values(), start=1)]  # fmt: skip
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained",
-                                      gridspec_kw={"width_ratios": [3, 2]})  # fmt: skip
+    points = [
+        roofline.RooflinePoint(f"{i}", c.flops, c.bytes_moved, s, c.precision)
+        for i, (c, s, _b) in enumerate(steps.values(), start=1)
+    ]
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(13, 4.8), layout="constrained", gridspec_kw={"width_ratios": [3, 2]}
+    )
     _roofs_by_precision(left, ceilings, points)
     per_sequence = [s / b for _c, s, b in steps.values()]
     labels = [f"{i} · {label}" for i, label in enumerate(steps, start=1)]
@@ -121,25 +133,48 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
     grid = np.logspace(np.log10(min(xs + ridges) / 10), np.log10(max(xs + ridges) * 10), 300)
     for k in precisions:
         peak = ceilings.matmul_peak(k)
-        ax.plot(grid, np.minimum(peak, grid * bw), color=_colour(k), lw=2,
-                label=f"{k} matmul roof, measured: {_fmt.si(peak, 'FLOP/s')}")  # fmt: skip
+        ax.plot(
+            grid,
+            np.minimum(peak, grid * bw),
+            color=_colour(k),
+            lw=2,
+            label=f"{k} matmul roof, measured: {_fmt.si(peak, 'FLOP/s')}",
+        )
     for i, p in enumerate(points):
         x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
         bad = roofline.above_roof(p, ceilings, p.precision)
-        ax.plot([x], [y], "X" if bad else "o", color="red" if bad else _colour(p.precision),
-                ms=9, mec="black", zorder=5)  # fmt: skip
+        ax.plot(
+            [x],
+            [y],
+            "X" if bad else "o",
+            color="red" if bad else _colour(p.precision),
+            ms=9,
+            mec="black",
+            zorder=5,
+        )
         # Steps at the same intensity (eager and compiled, fp32 and TF32) stack in one column:
         # their numbers go left and right of it in turn, so no number covers another.
         same_x = sum(abs(np.log10(q.intensity_flops_per_byte / x)) < 0.05 for q in points[:i])
         left = same_x % 2 == 1
-        ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(-9 if left else 9, 0),
-                    ha="right" if left else "left", va="center", fontsize=9, weight="bold")  # fmt: skip
+        ax.annotate(
+            p.label,
+            (x, y),
+            textcoords="offset points",
+            xytext=(-9 if left else 9, 0),
+            ha="right" if left else "left",
+            va="center",
+            fontsize=9,
+            weight="bold",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved (FLOP/s)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    ax.set_title(f"The block on {ceilings.device_name}: each step under its own roof "
-                 f"(bandwidth {_fmt.si(bw, 'B/s')})", fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"The block on {ceilings.device_name}: each step under its own roof "
+        f"(bandwidth {_fmt.si(bw, 'B/s')})",
+        fontsize=10,
+    )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")

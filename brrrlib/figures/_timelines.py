@@ -45,8 +45,9 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
     ax.set_xscale("log")
     ax.invert_yaxis()
     ax.set_xlabel("FLOPs per Python addition (log scale)")
-    ax.set_title(f"Python here: {_fmt.si(python_adds_per_s)} additions/s; blue: bf16 spec peaks",
-                 fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"Python here: {_fmt.si(python_adds_per_s)} additions/s; blue: bf16 spec peaks", fontsize=10
+    )
     ax.tick_params(axis="y", labelsize=8)
     for y, v in enumerate(values):
         ax.text(v, y, f" {_fmt.si(v)}", va="center", fontsize=8)
@@ -65,16 +66,23 @@ def timelines(traces: Sequence[Any], *, width: float = 10.0) -> Any:
 
     if not traces:
         raise ValueError("traces is empty: pass bl.profile(...) or bl.trace.recorded(...) results")
-    fig, axes = plt.subplots(len(traces), 1, figsize=(width, 2.35 * len(traces)),
-                             layout="constrained", squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        len(traces), 1, figsize=(width, 2.35 * len(traces)), layout="constrained", squeeze=False
+    )
     for ax, trace in zip(axes[:, 0], traces, strict=True):
         run = trace.steady_runs[0] if trace.steady_runs else 0
         trace.plot(ax=ax, run=run)
-        where = (f"recorded on {trace.recorded_on.split(',')[0]}" if trace.recorded_on
-                 else f"live, {trace.device}")  # fmt: skip
+        where = (
+            f"recorded on {trace.recorded_on.split(',')[0]}"
+            if trace.recorded_on
+            else f"live, {trace.device}"
+        )
         busy = trace.busy_fraction_per_run[run]
-        ax.set_title(f"{trace.label or 'trace'} ({where}): run {run}, device busy "
-                     f"{_fmt.percent(busy, 1)}", loc="left", fontsize=9)  # fmt: skip
+        ax.set_title(
+            f"{trace.label or 'trace'} ({where}): run {run}, device busy {_fmt.percent(busy, 1)}",
+            loc="left",
+            fontsize=9,
+        )
         legend = ax.get_legend()
         if legend is not None:  # the op colours, right of the lanes: never over a bar
             legend.set_bbox_to_anchor((1.005, 0.5))

@@ -187,13 +187,13 @@ class BatchExplorer(_Explorer):
         batch = _checks.positive_int("batch", batch)
         default = model_device(model) if model is not None else devices.device()
         self.device = devices.resolve(device) if device is not None else default
-        self.ceilings = (
-            ceilings if ceilings is not None else measure_ceilings(self.device)
-        )
+        self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
         if model_device(self.model).type != self.device.type:
-            raise ValueError(f"model is on {model_device(self.model)} but device={str(self.device)!r}; "
-                             f"move it first: model.to({str(self.device)!r})")  # fmt: skip
+            raise ValueError(
+                f"model is on {model_device(self.model)} but device={str(self.device)!r}; "
+                f"move it first: model.to({str(self.device)!r})"
+            )
         make, self._sample_bytes = _experiments.checked_input_maker(self.model, make_input)
         self._setup = setup or (
             lambda *, batch, device: _experiments.batch_case(self.model, batch, make, device)
@@ -210,8 +210,12 @@ class BatchExplorer(_Explorer):
         self.batch_options = self._batch_menu(max_batch)
         if batch not in self.batch_options:
             raise ValueError(f"batch={batch} is not on the slider; use one of {self.batch_options}")
-        self._batch_w = W.SelectionSlider(options=[(str(b), b) for b in self.batch_options], value=batch,
-                                          description="batch", continuous_update=False)  # fmt: skip
+        self._batch_w = W.SelectionSlider(
+            options=[(str(b), b) for b in self.batch_options],
+            value=batch,
+            description="batch",
+            continuous_update=False,
+        )
         self._build([self._batch_w])
         self._watch([self._batch_w])
         self._update()
@@ -267,12 +271,25 @@ class BatchExplorer(_Explorer):
         b = self.batch
         pair = ((b // 2, "batch"), (b, "batch"))
         if self.current is None or (b > 1 and self.sweep.comparison(*pair) is None):
-            self._say(f"batch {b} · measuring, together with batch {b // 2}…" if b > 1
-                      else "batch 1 · measuring…", busy=True)  # fmt: skip
-            res = self._safely(f"batch {b}", lambda: sweeps.sweep(
-                "batch", [b], ["batch"], lambda x, _line: self._setup(batch=x, device=self.device),
-                pairs=[pair] if b > 1 else [], memory=lambda x, _line: x * self._sample_bytes,
-                device=self.device, into=self.sweep))  # fmt: skip
+            self._say(
+                f"batch {b} · measuring, together with batch {b // 2}…"
+                if b > 1
+                else "batch 1 · measuring…",
+                busy=True,
+            )
+            res = self._safely(
+                f"batch {b}",
+                lambda: sweeps.sweep(
+                    "batch",
+                    [b],
+                    ["batch"],
+                    lambda x, _line: self._setup(batch=x, device=self.device),
+                    pairs=[pair] if b > 1 else [],
+                    memory=lambda x, _line: x * self._sample_bytes,
+                    device=self.device,
+                    into=self.sweep,
+                ),
+            )
             if res is not None:
                 self.sweep, self._version = res, self._version + 1
         point, missing = self.current, self.sweep.point(b, "batch")
@@ -332,10 +349,14 @@ class BatchExplorer(_Explorer):
         """
         for p in self.points:
             b = p.x
-            first, second = (self.sweep.comparison((x // 2, "batch"), (x, "batch"))
-                             for x in (b, 2 * b))  # fmt: skip
-            if b > 1 and first is not None and second is not None and not (
-                first.waited or second.waited
+            first, second = (
+                self.sweep.comparison((x // 2, "batch"), (x, "batch")) for x in (b, 2 * b)
+            )
+            if (
+                b > 1
+                and first is not None
+                and second is not None
+                and not (first.waited or second.waited)
             ):
                 if first.versus(KNEE_RATIO) == "below" and second.versus(KNEE_RATIO) == "above":
                     return b // 2, b
@@ -348,25 +369,33 @@ class BatchExplorer(_Explorer):
             p.weight_bytes / c.mem_bandwidth_bytes_per_s,
             p.ops * c.op_overhead_s,
         )
-        text = (f"bl.count: the weights are {_fmt.binary_bytes(p.weight_bytes)}, "
-                f"{_fmt.percent(p.weight_bytes, p.bytes_moved)} of the {_fmt.binary_bytes(p.bytes_moved)}"
-                f" moved; reading them takes ≥ {_fmt.seconds(weights_s)} at "
-                f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}; {p.ops} ops × "
-                f"{_fmt.seconds(c.op_overhead_s)} op overhead ≥ {_fmt.seconds(overhead_s)}.")  # fmt: skip
+        text = (
+            f"bl.count: the weights are {_fmt.binary_bytes(p.weight_bytes)}, "
+            f"{_fmt.percent(p.weight_bytes, p.bytes_moved)} of the {_fmt.binary_bytes(p.bytes_moved)}"
+            f" moved; reading them takes ≥ {_fmt.seconds(weights_s)} at "
+            f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}; {p.ops} ops × "
+            f"{_fmt.seconds(c.op_overhead_s)} op overhead ≥ {_fmt.seconds(overhead_s)}."
+        )
         return weights_s, overhead_s, text
 
     def _describe(self, p: Point, cmp: Any) -> str:
-        head = (f"<b>batch {p.x} · {_fmt.seconds(p.median_s)} per batch · {_fmt.seconds(p.per_x_s)} per "
-                f"sample · {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')}</b> · "
-                f"{html.escape(getattr(self.ceilings, 'device_name', p.device))}")  # fmt: skip
+        head = (
+            f"<b>batch {p.x} · {_fmt.seconds(p.median_s)} per batch · {_fmt.seconds(p.per_x_s)} per "
+            f"sample · {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')}</b> · "
+            f"{html.escape(getattr(self.ceilings, 'device_name', p.device))}"
+        )
         lines = [self._verdict(p, cmp)]
         knee, measured = self.model_knee, self.measured_knee
         if math.isfinite(knee):
-            where = f"at batch ≈ {knee:.3g}" if knee >= 1 else "below batch 1 (the work outweighs it)"
+            where = (
+                f"at batch ≈ {knee:.3g}" if knee >= 1 else "below batch 1 (the work outweighs it)"
+            )
             lines.append(f"The ceilings' model puts the knee (fixed cost = work) {where}.")
         if measured is not None:
-            lines.append(f"Measured: the knee lies between batch {measured[0]} and {measured[1]} "
-                         f"(doubling cost under ×{KNEE_RATIO} below it, over ×{KNEE_RATIO} above).")  # fmt: skip
+            lines.append(
+                f"Measured: the knee lies between batch {measured[0]} and {measured[1]} "
+                f"(doubling cost under ×{KNEE_RATIO} below it, over ×{KNEE_RATIO} above)."
+            )
         lines += [p.reason, self._peak_note]
         if cmp is None and p.waited:
             lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
@@ -376,44 +405,68 @@ class BatchExplorer(_Explorer):
         """The doubling in words: a reading only as far as the interval allows."""
         _weights_s, _overhead_s, costs = self._costs(p)
         if cmp is None:
-            return ("Move the slider right: each batch is measured together with half of it, in "
-                    "alternating rounds, for the doubling ratio. " + costs)  # fmt: skip
+            return (
+                "Move the slider right: each batch is measured together with half of it, in "
+                "alternating rounds, for the doubling ratio. " + costs
+            )
         d = self.doubling(p.x)
         if d is None or d.reading == "can't tell":
-            return f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No reading until it narrows."
+            return (
+                f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No reading until it narrows."
+            )
         share, share_lo, share_hi = d.fixed_share
-        said = (f"Doubling the batch {p.x // 2} → {p.x} cost ×{d.ratio:.2f} time (95% interval "
-                f"×{d.low:.2f}–×{d.high:.2f}, alternating rounds): ")  # fmt: skip
-        fixed = (f"a fixed cost is {_fmt.percent(share_lo, 1)}–{_fmt.percent(min(share_hi, 1), 1)} "
-                 f"of the batch-{p.x // 2} call (2 − ratio)")  # fmt: skip
+        said = (
+            f"Doubling the batch {p.x // 2} → {p.x} cost ×{d.ratio:.2f} time (95% interval "
+            f"×{d.low:.2f}–×{d.high:.2f}, alternating rounds): "
+        )
+        fixed = (
+            f"a fixed cost is {_fmt.percent(share_lo, 1)}–{_fmt.percent(min(share_hi, 1), 1)} "
+            f"of the batch-{p.x // 2} call (2 − ratio)"
+        )
         if d.reading == "other code":
             grew = "less time" if d.ratio < 1 else "more than twice the time"
-            return said + (f"{grew} for twice the work, in alternating rounds: the library ran "
-                           "different code at the two sizes (BLAS picks its method by shape) or "
-                           "the data left a cache. That says nothing about the regime. " + costs)  # fmt: skip
+            return said + (
+                f"{grew} for twice the work, in alternating rounds: the library ran "
+                "different code at the two sizes (BLAS picks its method by shape) or "
+                "the data left a cache. That says nothing about the regime. " + costs
+            )
         if d.reading == "weights":
-            return said + (f"{fixed}, and it is bandwidth on the weights, not overhead: {costs} "
-                           "A bigger batch reuses each weight read for more samples.")  # fmt: skip
+            return said + (
+                f"{fixed}, and it is bandwidth on the weights, not overhead: {costs} "
+                "A bigger batch reuses each weight read for more samples."
+            )
         if d.reading == "overhead":
-            return said + (f"{fixed}: the overhead signature, Python, dispatch and launches, not "
-                           f"the work. {costs} More samples per call are nearly free.")  # fmt: skip
+            return said + (
+                f"{fixed}: the overhead signature, Python, dispatch and launches, not "
+                f"the work. {costs} More samples per call are nearly free."
+            )
         if d.reading == "knee":
             return said + f"{fixed}: the fixed cost and the work are about equal here."
         return said + self._past_knee(p, d)
 
     def _past_knee(self, p: Point, d: Doubling) -> str:
         bw = self.ceilings.mem_bandwidth_bytes_per_s
-        kind = (f"compute-bound ({_fmt.percent(p.achieved_flops_per_s, self._peak)} of the "
-                f"{self.precision} matmul peak)" if p.flops / self._peak >= p.bytes_moved / bw
-                else f"bandwidth-bound ({_fmt.percent(p.achieved_bytes_per_s, bw)} of the bandwidth)")  # fmt: skip
-        grew = ("about twice the time for twice the work" if d.versus_double == "can't tell"
-                else f"the work is most of the call (a fixed cost at most "
-                     f"{_fmt.percent(min(d.fixed_share[2], 1), 1)})")  # fmt: skip
-        text = (f"{grew}: past the knee, {kind}. The time per sample no longer falls much; a "
-                "bigger batch buys little more.")  # fmt: skip
+        kind = (
+            f"compute-bound ({_fmt.percent(p.achieved_flops_per_s, self._peak)} of the "
+            f"{self.precision} matmul peak)"
+            if p.flops / self._peak >= p.bytes_moved / bw
+            else f"bandwidth-bound ({_fmt.percent(p.achieved_bytes_per_s, bw)} of the bandwidth)"
+        )
+        grew = (
+            "about twice the time for twice the work"
+            if d.versus_double == "can't tell"
+            else f"the work is most of the call (a fixed cost at most "
+            f"{_fmt.percent(min(d.fixed_share[2], 1), 1)})"
+        )
+        text = (
+            f"{grew}: past the knee, {kind}. The time per sample no longer falls much; a "
+            "bigger batch buys little more."
+        )
         if p.x < self.model_knee / 4:
-            text += (f" But the model expects a flat curve this far below its knee (batch ≈ "
-                     f"{self.model_knee:.3g}): the per-sample cost is higher than the ceilings suggest.")  # fmt: skip
+            text += (
+                f" But the model expects a flat curve this far below its knee (batch ≈ "
+                f"{self.model_knee:.3g}): the per-sample cost is higher than the ceilings suggest."
+            )
         return text
 
     # -- picture --------------------------------------------------------------------
@@ -426,12 +479,21 @@ class BatchExplorer(_Explorer):
         bs, model = self.batch_options, self._model_lines()
         for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
             if model is not None:
-                for (label, cost), colour in zip(list(model.items())[:4],
-                                                 ("tab:red", "tab:purple", "tab:orange", "tab:blue"),
-                                                 strict=True):  # fmt: skip
+                for (label, cost), colour in zip(
+                    list(model.items())[:4],
+                    ("tab:red", "tab:purple", "tab:orange", "tab:blue"),
+                    strict=True,
+                ):
                     ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
-                    ax.plot(bs, ys, color=colour, linestyle="--", linewidth=1, alpha=0.7,
-                            label=label if ax is ax_b else None)  # fmt: skip
+                    ax.plot(
+                        bs,
+                        ys,
+                        color=colour,
+                        linestyle="--",
+                        linewidth=1,
+                        alpha=0.7,
+                        label=label if ax is ax_b else None,
+                    )
                 if bs[0] <= model["knee"] <= bs[-1]:
                     ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
@@ -446,8 +508,10 @@ class BatchExplorer(_Explorer):
         if p is None:
             return []
         ax_b, ax_s = fig.axes[:2]
-        return [(ax_b, ax_b.plot([p.x], [p.median_s], **RING)[0]),
-                (ax_s, ax_s.plot([p.x], [p.per_x_s], **RING)[0])]  # fmt: skip
+        return [
+            (ax_b, ax_b.plot([p.x], [p.median_s], **RING)[0]),
+            (ax_s, ax_s.plot([p.x], [p.per_x_s], **RING)[0]),
+        ]
 
 
 def batch_explorer(

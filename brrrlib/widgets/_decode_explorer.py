@@ -81,19 +81,30 @@ class DecodeExplorer(_Explorer):
         self.points: dict[tuple[int, int], Any] = {}
         self.refused: dict[tuple[int, int], str] = {}
         self._version = 0
-        top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else (
-            256 if self.device.type == "cpu" else 1024)  # fmt: skip
+        top = (
+            _checks.positive_int("max_batch", max_batch)
+            if max_batch is not None
+            else (256 if self.device.type == "cpu" else 1024)
+        )
         self.batch_options = tuple(2**k for k in range(top.bit_length()) if 2**k <= top)
         self.context_options = tuple(
-            2**k for k in range(4, model.shape.max_context.bit_length())
+            2**k
+            for k in range(4, model.shape.max_context.bit_length())
             if 2**k <= model.shape.max_context
-        )  # fmt: skip
+        )
         self._check_options(batch, context)
-        self._batch_w = W.SelectionSlider(options=[(str(b), b) for b in self.batch_options],
-                                          value=batch, description="batch", continuous_update=False)  # fmt: skip
-        self._context_w = W.SelectionSlider(options=[(str(s), s) for s in self.context_options],
-                                            value=context, description="context",
-                                            continuous_update=False)  # fmt: skip
+        self._batch_w = W.SelectionSlider(
+            options=[(str(b), b) for b in self.batch_options],
+            value=batch,
+            description="batch",
+            continuous_update=False,
+        )
+        self._context_w = W.SelectionSlider(
+            options=[(str(s), s) for s in self.context_options],
+            value=context,
+            description="context",
+            continuous_update=False,
+        )
         self._build([self._batch_w, self._context_w])
         self._watch([self._batch_w, self._context_w])
         self._update()
@@ -127,8 +138,9 @@ class DecodeExplorer(_Explorer):
 
     def set(self, *, batch: int | None = None, context: int | None = None) -> Any:
         """Move the sliders from code and measure if needed; returns the current step or None."""
-        self._check_options(self.batch if batch is None else batch,
-                            self.context if context is None else context)  # fmt: skip
+        self._check_options(
+            self.batch if batch is None else batch, self.context if context is None else context
+        )
         self._move([(self._batch_w, batch), (self._context_w, context)])
         return self._update()
 
@@ -183,8 +195,10 @@ class DecodeExplorer(_Explorer):
         """``(memory floor, compute floor)`` in seconds for a step, from the hand counts."""
         shape, precision = self.model.shape, decoding.precision_of(self.model)
         itemsize = self.model.wte.weight.element_size()
-        nbytes = decoding.weight_bytes(shape, precision) + decoding.kv_cache_bytes(
-            shape, 1, context, itemsize) * batch  # fmt: skip
+        nbytes = (
+            decoding.weight_bytes(shape, precision)
+            + decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
+        )
         flops = decoding.decode_flops(shape, 1, context) * batch
         return nbytes / self.ceilings.mem_bandwidth_bytes_per_s, flops / self._peak()
 
@@ -199,9 +213,11 @@ class DecodeExplorer(_Explorer):
         memory_s, compute_s = self.floors(p.batch, p.context)
         floor_s = max(memory_s, compute_s)
         bound = "memory" if memory_s >= compute_s else "compute"
-        head = (f"<b>batch {p.batch} · context {p.context} · {_fmt.seconds(p.seconds)} per step · "
-                f"{p.tokens_per_s:,.0f} tokens/s</b> · "
-                f"{html.escape(getattr(self.ceilings, 'device_name', ''))}")  # fmt: skip
+        head = (
+            f"<b>batch {p.batch} · context {p.context} · {_fmt.seconds(p.seconds)} per step · "
+            f"{p.tokens_per_s:,.0f} tokens/s</b> · "
+            f"{html.escape(getattr(self.ceilings, 'device_name', ''))}"
+        )
         lines = [
             f"Floors: memory {_fmt.seconds(memory_s)} (weights {_fmt.si(p.weight_bytes, 'B')} + KV "
             f"cache {_fmt.si(p.kv_bytes, 'B')} at {_fmt.si(self.ceilings.mem_bandwidth_bytes_per_s, 'B/s')}), "
@@ -210,12 +226,16 @@ class DecodeExplorer(_Explorer):
             self._share(p.seconds, floor_s, bound),
         ]
         if p.kv_bytes > p.weight_bytes:
-            lines.append(f"At this context and batch the KV cache outweighs the weights "
-                         f"({_fmt.percent(p.kv_bytes, p.weight_bytes)} of their bytes).")  # fmt: skip
+            lines.append(
+                f"At this context and batch the KV cache outweighs the weights "
+                f"({_fmt.percent(p.kv_bytes, p.weight_bytes)} of their bytes)."
+            )
         knee = self.knee(p.context)
         if not math.isfinite(knee):
-            lines.append(f"No knee at context {p.context}: the KV cache's bytes grow with the batch "
-                         "faster than the compute.")  # fmt: skip
+            lines.append(
+                f"No knee at context {p.context}: the KV cache's bytes grow with the batch "
+                "faster than the compute."
+            )
         elif knee < 1:
             lines.append(f"Compute-bound from batch 1 on paper at context {p.context}.")
         else:
@@ -227,12 +247,16 @@ class DecodeExplorer(_Explorer):
     @staticmethod
     def _share(seconds: float, floor_s: float, bound: str) -> str:
         if seconds >= floor_s:
-            return (f"Measured: {seconds / floor_s:.2f}x the floor, {_fmt.percent(floor_s, seconds)} "
-                    "of the roof.")  # fmt: skip
-        why = ("the bandwidth was measured with a copy, which also writes; a decode step only "
-               "reads" if bound == "memory" else
-               "the matmul ceiling was measured low: bl.measure_ceilings(refresh=True) measures "
-               "it again")  # fmt: skip
+            return (
+                f"Measured: {seconds / floor_s:.2f}x the floor, {_fmt.percent(floor_s, seconds)} "
+                "of the roof."
+            )
+        why = (
+            "the bandwidth was measured with a copy, which also writes; a decode step only reads"
+            if bound == "memory"
+            else "the matmul ceiling was measured low: bl.measure_ceilings(refresh=True) measures "
+            "it again"
+        )
         return (
             f"Measured below the floor ({floor_s / seconds:.2f}x faster than the model allows): "
             f"a ceiling of chapter 00 is not this machine's top speed for this step ({why})."
@@ -250,25 +274,50 @@ class DecodeExplorer(_Explorer):
         memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
         measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
         # left: time per step against its two floors; right: tokens/s under the roof they make
-        ax_t.plot(grid, [t * 1e3 for t in memory], "--", color=_LINES["memory"],
-                  label="memory floor: (weights + KV cache) ÷ bandwidth")  # fmt: skip
-        ax_t.plot(grid, [t * 1e3 for t in compute], "--", color=_LINES["compute"],
-                  label=f"compute floor: FLOPs ÷ {self._precision} matmul peak")  # fmt: skip
+        ax_t.plot(
+            grid,
+            [t * 1e3 for t in memory],
+            "--",
+            color=_LINES["memory"],
+            label="memory floor: (weights + KV cache) ÷ bandwidth",
+        )
+        ax_t.plot(
+            grid,
+            [t * 1e3 for t in compute],
+            "--",
+            color=_LINES["compute"],
+            label=f"compute floor: FLOPs ÷ {self._precision} matmul peak",
+        )
         roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
         ax_r.plot(grid, roof, "--", color="gray", label="at most: batch ÷ the larger floor")
         if measured:
             batches = [b for b, _p in measured]
-            ax_t.plot(batches, [p.seconds * 1e3 for _b, p in measured], "o-",
-                      color=COLOURS["batch"], label=f"measured, context {s}")  # fmt: skip
+            ax_t.plot(
+                batches,
+                [p.seconds * 1e3 for _b, p in measured],
+                "o-",
+                color=COLOURS["batch"],
+                label=f"measured, context {s}",
+            )
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
         knee = self.knee(s)
         for ax in (ax_t, ax_r):
             if bs[0] <= knee <= bs[-1]:
-                ax.axvline(knee, color="black", linestyle=":", linewidth=1,
-                           label="knee (model)" if ax is ax_t else None)  # fmt: skip
+                ax.axvline(
+                    knee,
+                    color="black",
+                    linestyle=":",
+                    linewidth=1,
+                    label="knee (model)" if ax is ax_t else None,
+                )
             if self.prediction is not None:
-                ax.axvline(self.prediction, color=_LINES["prediction"], linestyle="-.", linewidth=1,
-                           label="your prediction" if ax is ax_t else None)  # fmt: skip
+                ax.axvline(
+                    self.prediction,
+                    color=_LINES["prediction"],
+                    linestyle="-.",
+                    linewidth=1,
+                    label="your prediction" if ax is ax_t else None,
+                )
             ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
             ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
             ax.minorticks_off()
@@ -276,16 +325,19 @@ class DecodeExplorer(_Explorer):
         ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
         handles, labels = ax_t.get_legend_handles_labels()
         more, more_labels = ax_r.get_legend_handles_labels()
-        fig.legend([*handles, *more], [*labels, *more_labels], fontsize=7, loc="lower center",
-                   ncols=3)  # fmt: skip
+        fig.legend(
+            [*handles, *more], [*labels, *more_labels], fontsize=7, loc="lower center", ncols=3
+        )
 
     def _marks(self, fig) -> list:
         p = self.current
         if p is None:
             return []
         ax_t, ax_r = fig.axes[:2]
-        return [(ax_t, ax_t.plot([p.batch], [p.seconds * 1e3], **RING)[0]),
-                (ax_r, ax_r.plot([p.batch], [p.tokens_per_s], **RING)[0])]  # fmt: skip
+        return [
+            (ax_t, ax_t.plot([p.batch], [p.seconds * 1e3], **RING)[0]),
+            (ax_r, ax_r.plot([p.batch], [p.tokens_per_s], **RING)[0]),
+        ]
 
 
 def decode_explorer(

@@ -162,18 +162,36 @@ def repeat_case(
     label = f"{repeat} x (x * 2), {mode}{', fresh output' if fresh_output else ''}"
     if mode == "eager":
         fn = (_eager_fresh if fresh_output else _eager_into)(x, repeat)
-        return Case(fn, round(flops_per_element * size), round(eager_bytes_per_element * size),
-                    dev, label, size=size, ops=repeat)  # fmt: skip
+        return Case(
+            fn,
+            round(flops_per_element * size),
+            round(eager_bytes_per_element * size),
+            dev,
+            label,
+            size=size,
+            ops=repeat,
+        )
     compiled = _fused(repeat, not fresh_output)
-    fn = functools.partial(compiled, x) if fresh_output else functools.partial(
-        compiled, x, torch.zeros_like(x))  # fmt: skip
+    fn = (
+        functools.partial(compiled, x)
+        if fresh_output
+        else functools.partial(compiled, x, torch.zeros_like(x))
+    )
     devices.sync(dev)
     start = time.perf_counter()
     fn()  # the first call compiles: kept apart from the timing
     devices.sync(dev)
-    return Case(fn, round(flops_per_element * size), 2 * 4 * size, dev, label,
-                warmup_s=FUSED_WARMUP_S, size=size, ops=1,
-                compile_s=time.perf_counter() - start)  # fmt: skip
+    return Case(
+        fn,
+        round(flops_per_element * size),
+        2 * 4 * size,
+        dev,
+        label,
+        warmup_s=FUSED_WARMUP_S,
+        size=size,
+        ops=1,
+        compile_s=time.perf_counter() - start,
+    )
 
 
 def repeat_model_s(ceilings: Any, size: int, repeat: int, mode: str) -> float:
@@ -293,14 +311,19 @@ def repeat_sweep(
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
     return sweeps.sweep(
-        "repeat", [_checks.positive_int("repeat", r) for r in repeats], modes,
+        "repeat",
+        [_checks.positive_int("repeat", r) for r in repeats],
+        modes,
         lambda r, m: repeat_case(size, r, m, dev, fresh_output=fresh_output),
         pairs=pairs,
         predict=None if fresh_output else (lambda r, m: repeat_model_s(c, size, r, m)),
-        skip=repeat_skip(c, size, max_point_s), memory=lambda r, m: repeat_bytes_needed(size, m),
-        device=dev, x_label="repeat (multiplies per element)", progress=progress,
+        skip=repeat_skip(c, size, max_point_s),
+        memory=lambda r, m: repeat_bytes_needed(size, m),
+        device=dev,
+        x_label="repeat (multiplies per element)",
+        progress=progress,
         title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
-    )  # fmt: skip
+    )
 
 
 def measure_repeat(
@@ -321,10 +344,13 @@ def measure_repeat(
     CPU). The fused point's ``compile_s`` is its first call, not timed.
     """
     return sweeps.sweep(
-        "repeat", [repeat], [mode],
+        "repeat",
+        [repeat],
+        [mode],
         lambda r, m: repeat_case(size, r, m, device, fresh_output=fresh_output),
-        device=device, budget_s=budget_s,
-    ).point(repeat, mode)  # fmt: skip
+        device=device,
+        budget_s=budget_s,
+    ).point(repeat, mode)
 
 
 # =========================================================================== batch
@@ -390,9 +416,17 @@ def batch_case(
     with torch.no_grad():
         counts = counting.count(model, x)
     weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    return Case(functools.partial(model, x), int(counts.flops), int(counts.bytes_moved), device,
-                f"batch {batch}", no_grad=True, size=batch, weight_bytes=weights,
-                ops=int(counts.ops))  # fmt: skip
+    return Case(
+        functools.partial(model, x),
+        int(counts.flops),
+        int(counts.bytes_moved),
+        device,
+        f"batch {batch}",
+        no_grad=True,
+        size=batch,
+        weight_bytes=weights,
+        ops=int(counts.ops),
+    )
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -417,6 +451,10 @@ def measure_batch(
     dev = devices.resolve(device) if device is not None else model_device(model)
     make, _ = checked_input_maker(model, make_input)
     return sweeps.sweep(
-        "batch", [batch], ["batch"], lambda b, _line: batch_case(model, b, make, dev),
-        device=dev, budget_s=budget_s,
-    ).point(batch, "batch")  # fmt: skip
+        "batch",
+        [batch],
+        ["batch"],
+        lambda b, _line: batch_case(model, b, make, dev),
+        device=dev,
+        budget_s=budget_s,
+    ).point(batch, "batch")

@@ -25,8 +25,13 @@ __all__ = ["COLOURS", "RING", "_Explorer", "mimebundle"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
-RING = {"marker": "o", "markersize": 14, "markerfacecolor": "none",
-        "markeredgecolor": "black", "markeredgewidth": 2}  # fmt: skip
+RING = {
+    "marker": "o",
+    "markersize": 14,
+    "markerfacecolor": "none",
+    "markeredgecolor": "black",
+    "markeredgewidth": 2,
+}
 
 
 def mimebundle(widget: Any, png: bytes, readout_html: str, name: str, **kwargs: Any) -> dict:

@@ -84,9 +84,7 @@ class RepeatExplorer(_Explorer):
         repeat = _checks.positive_int("repeat", repeat)
         if mode not in MODES:
             raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
-        self.ceilings = (
-            ceilings if ceilings is not None else measure_ceilings(self.device)
-        )
+        self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self._setup = setup or (lambda **kw: _experiments.repeat_case(**kw))
         self.sweeps: dict[int, Sweep] = {}
         self._version = 0
@@ -97,14 +95,30 @@ class RepeatExplorer(_Explorer):
                 f"repeat={repeat} is not on the slider; use one of {self.repeat_options}"
             )
         llc = devices.last_level_cache_bytes(self.device)
-        self._repeat_w = W.SelectionSlider(options=[(str(r), r) for r in self.repeat_options],
-                                           value=repeat, description="repeat", continuous_update=False)  # fmt: skip
+        self._repeat_w = W.SelectionSlider(
+            options=[(str(r), r) for r in self.repeat_options],
+            value=repeat,
+            description="repeat",
+            continuous_update=False,
+        )
         self._size_w = W.Dropdown(
-            options=[(f"{_fmt.elements(s)} ({_fmt.binary_bytes(4 * s)}"
-                      f"{', fits in cache' if 8 * s <= llc else ''})", s) for s in self.size_options],
-            value=size if size is not None else default_size, description="size")  # fmt: skip
-        self._mode_w = W.ToggleButtons(options=list(MODES), value=mode, description="mode",
-                                       style={"button_width": "70px", "description_width": "initial"})  # fmt: skip
+            options=[
+                (
+                    f"{_fmt.elements(s)} ({_fmt.binary_bytes(4 * s)}"
+                    f"{', fits in cache' if 8 * s <= llc else ''})",
+                    s,
+                )
+                for s in self.size_options
+            ],
+            value=size if size is not None else default_size,
+            description="size",
+        )
+        self._mode_w = W.ToggleButtons(
+            options=list(MODES),
+            value=mode,
+            description="mode",
+            style={"button_width": "70px", "description_width": "initial"},
+        )
         self._build([self._repeat_w, self._size_w, self._mode_w])
         self._watch([self._repeat_w, self._size_w, self._mode_w])
         self._update()
@@ -162,8 +176,14 @@ class RepeatExplorer(_Explorer):
         """``vector_flops_per_s x 8 / mem_bandwidth_bytes_per_s``: see the class docstring."""
         return predicted_knee_repeat(self.ceilings)
 
-    def set(self, *, repeat: int | None = None, size: int | None = None, mode: str | None = None,
-            force: bool = False) -> Point | None:  # fmt: skip
+    def set(
+        self,
+        *,
+        repeat: int | None = None,
+        size: int | None = None,
+        mode: str | None = None,
+        force: bool = False,
+    ) -> Point | None:
         """Move the controls from code (as the learner would) and measure if needed.
 
         Returns the point now under the controls, or None when it was not
@@ -172,8 +192,11 @@ class RepeatExplorer(_Explorer):
         time is ``repeat`` x one pass, as the dashed line shows); ``force=True``
         measures it anyway. Going back to a measured point measures nothing.
         """
-        for name, value, options in (("repeat", repeat, self.repeat_options),
-                                     ("size", size, self.size_options), ("mode", mode, MODES)):  # fmt: skip
+        for name, value, options in (
+            ("repeat", repeat, self.repeat_options),
+            ("size", size, self.size_options),
+            ("mode", mode, MODES),
+        ):
             if value is not None and value not in options:
                 raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}")
         self._move([(self._repeat_w, repeat), (self._size_w, size), (self._mode_w, mode)])
@@ -207,8 +230,10 @@ class RepeatExplorer(_Explorer):
             )
         elif missing is not None:
             self._clear_error()
-            self._say(f"<b>repeat {repeat} · {mode} · not measured</b><br><small>"
-                      f"{html.escape(missing.reason)}</small>")  # fmt: skip
+            self._say(
+                f"<b>repeat {repeat} · {mode} · not measured</b><br><small>"
+                f"{html.escape(missing.reason)}</small>"
+            )
         self._redraw()
         return point
 
@@ -220,13 +245,18 @@ class RepeatExplorer(_Explorer):
             [((repeat, "fused"), (repeat, "eager"))] if other is not None and other.measured else []
         )
         return sweeps.sweep(
-            "repeat", [repeat], [mode],
+            "repeat",
+            [repeat],
+            [mode],
             lambda r, m: self._setup(size=size, repeat=r, mode=m, device=self.device),
-            pairs=pairs, predict=lambda r, m: repeat_model_s(c, size, r, m),
+            pairs=pairs,
+            predict=lambda r, m: repeat_model_s(c, size, r, m),
             skip=None if force else _experiments.repeat_skip(c, size, _experiments.MAX_POINT_S),
-            memory=lambda _r, m: _experiments.repeat_bytes_needed(size, m), device=self.device,
-            into=res, x_label="repeat (multiplies per element)",
-        )  # fmt: skip
+            memory=lambda _r, m: _experiments.repeat_bytes_needed(size, m),
+            device=self.device,
+            into=res,
+            x_label="repeat (multiplies per element)",
+        )
 
     def _busy_message(self) -> str:
         head = f"repeat {self.repeat} · {self.mode} · "
@@ -261,19 +291,26 @@ class RepeatExplorer(_Explorer):
         )
         if p.line == "eager":
             kernels = "1 kernel" if p.x == 1 else f"{p.x} kernels"
-            body = (f"Eager: {kernels}, each a full pass over memory "
-                    f"({p.intensity_flops_per_byte:.3g} FLOP/byte at any repeat), so the time "
-                    "grows with repeat: repeat × (8 B per element ÷ bandwidth + op overhead).")  # fmt: skip
+            body = (
+                f"Eager: {kernels}, each a full pass over memory "
+                f"({p.intensity_flops_per_byte:.3g} FLOP/byte at any repeat), so the time "
+                "grows with repeat: repeat × (8 B per element ÷ bandwidth + op overhead)."
+            )
             if p.median_s / p.x < 3 * c.op_overhead_s:
                 body += " One pass is close to one op's overhead here: pick a larger size."
         else:
-            bound = ("memory-bound: the extra multiplies are free" if p.x < knee
-                     else "compute-bound: now each multiply costs time")  # fmt: skip
-            body = (f"Fused: one kernel, one pass, {p.intensity_flops_per_byte:.3g} FLOP/byte; the "
-                    f"model says this point is {bound}. Achieved "
-                    f"{_fmt.percent(p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s)} of the "
-                    f"bandwidth ceiling, {_fmt.percent(p.achieved_flops_per_s, c.vector_flops_per_s)}"
-                    " of the vector ceiling.")  # fmt: skip
+            bound = (
+                "memory-bound: the extra multiplies are free"
+                if p.x < knee
+                else "compute-bound: now each multiply costs time"
+            )
+            body = (
+                f"Fused: one kernel, one pass, {p.intensity_flops_per_byte:.3g} FLOP/byte; the "
+                f"model says this point is {bound}. Achieved "
+                f"{_fmt.percent(p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s)} of the "
+                f"bandwidth ceiling, {_fmt.percent(p.achieved_flops_per_s, c.vector_flops_per_s)}"
+                " of the vector ceiling."
+            )
             body += _above_ceiling(p, c)
             if p.compile_s is not None:
                 body += f" First call (compile) {_fmt.seconds(p.compile_s)}, not in the timing."
@@ -291,8 +328,10 @@ class RepeatExplorer(_Explorer):
         cmp = res.comparison(a, b)
         if cmp is None:
             other = "fused" if p.line == "eager" else "eager"
-            return (f"Flip the mode to {other}: eager and fused at one repeat are then measured "
-                    "together, in alternating rounds, for their ratio.")  # fmt: skip
+            return (
+                f"Flip the mode to {other}: eager and fused at one repeat are then measured "
+                "together, in alternating rounds, for their ratio."
+            )
         return f"Eager against fused at repeat {p.x}, in alternating rounds: {res.says(a, b)}."
 
     # -- picture --------------------------------------------------------------------
@@ -302,8 +341,11 @@ class RepeatExplorer(_Explorer):
     def _view(self) -> Sweep:
         """The sweep at this size, with the model at every repeat on the slider."""
         res = self.sweeps.get(self.size) or Sweep("repeat", "repeat (multiplies per element)", ())
-        model = [(r, m, repeat_model_s(self.ceilings, self.size, r, m))
-                 for r in self.repeat_options for m in MODES]  # fmt: skip
+        model = [
+            (r, m, repeat_model_s(self.ceilings, self.size, r, m))
+            for r in self.repeat_options
+            for m in MODES
+        ]
         return replace(res, predicted=tuple(model))
 
     def _draw(self, fig) -> None:
@@ -317,20 +359,38 @@ class RepeatExplorer(_Explorer):
             ax_f.plot(rs, [r * n / s for r, s in zip(rs, t, strict=True)], **style)
             moved = [8 * n * (r if mode == "eager" else 1) for r in rs]
             ax_b.plot(rs, [b / s for b, s in zip(moved, t, strict=True)], **style)
-        for ax, y, title in ((ax_t, "time", f"runtime, {_fmt.elements(self.size)} elements"),
-                             (ax_f, "flops", "achieved FLOP/s"),
-                             (ax_b, "bytes", "achieved memory bandwidth")):  # fmt: skip
+        for ax, y, title in (
+            (ax_t, "time", f"runtime, {_fmt.elements(self.size)} elements"),
+            (ax_f, "flops", "achieved FLOP/s"),
+            (ax_b, "bytes", "achieved memory bandwidth"),
+        ):
             view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)
             ax.set_title(title, fontsize=10)
-        for ax, ceiling, label in ((ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
-                                   (ax_b, c.mem_bandwidth_bytes_per_s, "bandwidth ceiling")):  # fmt: skip
+        for ax, ceiling, label in (
+            (ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
+            (ax_b, c.mem_bandwidth_bytes_per_s, "bandwidth ceiling"),
+        ):
             ax.axhline(ceiling, color="grey", linewidth=1)
-            ax.annotate(label, (self.repeat_options[0], ceiling), xytext=(2, -2), va="top",
-                        textcoords="offset points", fontsize=8, color="grey")  # fmt: skip
+            ax.annotate(
+                label,
+                (self.repeat_options[0], ceiling),
+                xytext=(2, -2),
+                va="top",
+                textcoords="offset points",
+                fontsize=8,
+                color="grey",
+            )
         for ax in (ax_t, ax_f, ax_b):
             ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
-        ax_t.annotate(f" predicted knee ≈ {knee:.0f}", (knee, 0.02), xycoords=("data", "axes fraction"),
-                      color="tab:red", fontsize=8, va="bottom", ha="left")  # fmt: skip
+        ax_t.annotate(
+            f" predicted knee ≈ {knee:.0f}",
+            (knee, 0.02),
+            xycoords=("data", "axes fraction"),
+            color="tab:red",
+            fontsize=8,
+            va="bottom",
+            ha="left",
+        )
         pts = [p for p in view.points if p.measured and p.flops > 0]
         roofline.plot(
             c, [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts], ax=ax_r
@@ -338,9 +398,15 @@ class RepeatExplorer(_Explorer):
         for mode in MODES:
             mine = [p for p in pts if p.line == mode]
             if mine:
-                ax_r.plot([p.intensity_flops_per_byte for p in mine],
-                          [p.achieved_flops_per_s for p in mine], "o", color=COLOURS[mode],
-                          label=mode, markersize=6, zorder=6)  # fmt: skip
+                ax_r.plot(
+                    [p.intensity_flops_per_byte for p in mine],
+                    [p.achieved_flops_per_s for p in mine],
+                    "o",
+                    color=COLOURS[mode],
+                    label=mode,
+                    markersize=6,
+                    zorder=6,
+                )
         ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
         ax_r.set_title("this point on the roofline", fontsize=10)
 
@@ -349,26 +415,49 @@ class RepeatExplorer(_Explorer):
         if p is None:
             return []
         ax_t, ax_f, ax_b, ax_r = fig.axes[:4]
-        marks = [(ax, ax.plot([p.x], [y], **RING)[0]) for ax, y in (
-            (ax_t, p.median_s), (ax_f, p.achieved_flops_per_s), (ax_b, p.achieved_bytes_per_s))]  # fmt: skip
+        marks = [
+            (ax, ax.plot([p.x], [y], **RING)[0])
+            for ax, y in (
+                (ax_t, p.median_s),
+                (ax_f, p.achieved_flops_per_s),
+                (ax_b, p.achieved_bytes_per_s),
+            )
+        ]
         if p.flops > 0:
             xy = (p.intensity_flops_per_byte, p.achieved_flops_per_s)
             marks.append((ax_r, ax_r.plot(*([v] for v in xy), **RING)[0]))
-            marks.append((ax_r, ax_r.annotate(f"{p.line} ×{p.x}", xy, xytext=(8, 4),
-                                              textcoords="offset points", fontsize=8)))  # fmt: skip
+            marks.append(
+                (
+                    ax_r,
+                    ax_r.annotate(
+                        f"{p.line} ×{p.x}",
+                        xy,
+                        xytext=(8, 4),
+                        textcoords="offset points",
+                        fontsize=8,
+                    ),
+                )
+            )
         return marks
 
 
 def _above_ceiling(p: Point, c: Any) -> str:
     """Words for a share over 100%: the ceiling, not the point, is what was wrong."""
-    over = [name for name, got, ceiling in (
-        ("bandwidth", p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s),
-        ("vector", p.achieved_flops_per_s, c.vector_flops_per_s)) if got > ceiling]  # fmt: skip
+    over = [
+        name
+        for name, got, ceiling in (
+            ("bandwidth", p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s),
+            ("vector", p.achieved_flops_per_s, c.vector_flops_per_s),
+        )
+        if got > ceiling
+    ]
     if not over:
         return ""
-    return (f" Over 100% of the {' and '.join(over)} ceiling: a ceiling is the fastest kernel "
-            "measured for it (a copy; chains of 16 to 64 multiplies on data in cache), not this "
-            "machine's true peak, and this kernel beat it.")  # fmt: skip
+    return (
+        f" Over 100% of the {' and '.join(over)} ceiling: a ceiling is the fastest kernel "
+        "measured for it (a copy; chains of 16 to 64 multiplies on data in cache), not this "
+        "machine's true peak, and this kernel beat it."
+    )
 
 
 def repeat_explorer(

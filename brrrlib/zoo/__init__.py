@@ -257,11 +257,17 @@ def table() -> str:
     """The zoo as text: hand FLOPs, bytes, intensity; expected CPU regime; GPU predictions."""
     header = ["workload", "size", "FLOPs", "bytes", "FLOP/B", "CPU", *GPUS]
     body = [
-        [e.name, e.size, _fmt.si(e.hand_flops, "FLOP"), _fmt.si(e.hand_bytes, "B"),
-         f"{e.hand.intensity_flops_per_byte:.3g}", e.expected_cpu,
-         *(p.regime for p in e.predictions)]
+        [
+            e.name,
+            e.size,
+            _fmt.si(e.hand_flops, "FLOP"),
+            _fmt.si(e.hand_bytes, "B"),
+            f"{e.hand.intensity_flops_per_byte:.3g}",
+            e.expected_cpu,
+            *(p.regime for p in e.predictions),
+        ]
         for e in entries()
-    ]  # fmt: skip
+    ]
     widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
     lines = [header, *body]
     return "\n".join(

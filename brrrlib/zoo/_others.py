@@ -93,8 +93,13 @@ def lstm_count(
         tally.move(n * d, n * d)  # the input, copied to time-major order (a view for one sequence)
     for layer in range(layers):
         width = d if layer == 0 else h
-        tally.recurrent(n, 4 * h * (width + h), biases=8 * h, read=n * width + 2 * b * h,
-                        written=n * h + 2 * b * h)  # fmt: skip
+        tally.recurrent(
+            n,
+            4 * h * (width + h),
+            biases=8 * h,
+            read=n * width + 2 * b * h,
+            written=n * h + 2 * b * h,
+        )
     for _ in range(2):  # the final h and c, stacked over layers
         tally.move(layers * b * h, layers * b * h)
     tally.linear(b, h, classes)

@@ -109,8 +109,11 @@ class Tally:
         ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
         out = b * cout * ho * wo
         weight = cout * (cin // groups) * k * k
-        self._op(2 * out * (cin // groups) * k * k, activations=b * cin * h * w + out,
-                 weights=weight + bias * cout)  # fmt: skip
+        self._op(
+            2 * out * (cin // groups) * k * k,
+            activations=b * cin * h * w + out,
+            weights=weight + bias * cout,
+        )
         return ho, wo
 
     def conv_transpose2d(self, b, cin, h, w, cout, k, *, stride, bias=True):
@@ -119,23 +122,38 @@ class Tally:
         Every input pixel scatters ``Cout * k * k`` products: ``2 * B*Cin*H*W * Cout*k*k``.
         """
         ho, wo = h * stride, w * stride
-        self._op(2 * b * cin * h * w * cout * k * k,
-                 activations=b * cin * h * w + b * cout * ho * wo,
-                 weights=cin * cout * k * k + bias * cout)  # fmt: skip
+        self._op(
+            2 * b * cin * h * w * cout * k * k,
+            activations=b * cin * h * w + b * cout * ho * wo,
+            weights=cin * cout * k * k + bias * cout,
+        )
         return ho, wo
 
-    def attention(self, b: int, heads: int, sq: int, sk: int, d: int, *, kv_heads=None,
-                  kv_kind: str = "activations") -> None:  # fmt: skip
+    def attention(
+        self,
+        b: int,
+        heads: int,
+        sq: int,
+        sk: int,
+        d: int,
+        *,
+        kv_heads=None,
+        kv_kind: str = "activations",
+    ) -> None:
         """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp."""
         elements = {"activations": 2 * b * heads * sq * d + b * heads * sq}
         elements[kv_kind] = elements.get(kv_kind, 0) + 2 * b * (kv_heads or heads) * sk * d
         self._op(4 * b * heads * sq * sk * d, **elements)
 
-    def recurrent(self, tokens: int, weight_elements: int, *, biases: int, read: int,
-                  written: int) -> None:  # fmt: skip
+    def recurrent(
+        self, tokens: int, weight_elements: int, *, biases: int, read: int, written: int
+    ) -> None:
         """A fused RNN layer: ``2*tokens*weights`` (every weight matrix meets every time step)."""
-        self._op(2 * tokens * weight_elements, weights=weight_elements + biases,
-                 activations=read + written)  # fmt: skip
+        self._op(
+            2 * tokens * weight_elements,
+            weights=weight_elements + biases,
+            activations=read + written,
+        )
 
     # -- per-element ops -----------------------------------------------------------
     def pointwise(self, n: int, *reads: int, weights: int = 0) -> None:
@@ -193,16 +211,21 @@ class Tally:
         elements[kind] = elements.get(kind, 0) + read + written
         self._op(0, **elements)
 
-    def lookup(self, n_indices: int, d: int, *, written: int | None = None,
-               other_indices: int = 0) -> None:  # fmt: skip
+    def lookup(
+        self, n_indices: int, d: int, *, written: int | None = None, other_indices: int = 0
+    ) -> None:
         """An embedding lookup: reads the ids and the ``n_indices`` rows it looks up.
 
         ``written`` defaults to one row per id (``nn.Embedding``); a bag
         writes one sum per bag. ``other_indices``: int64 elements besides the
         ids (a bag's offsets, sizes and positions).
         """
-        self._op(0, indices=n_indices + other_indices, lookups=n_indices * d,
-                 activations=n_indices * d if written is None else written)  # fmt: skip
+        self._op(
+            0,
+            indices=n_indices + other_indices,
+            lookups=n_indices * d,
+            activations=n_indices * d if written is None else written,
+        )
 
     def compare(self, n: int) -> None:
         """``ids == value`` on ``n`` int64 ids: ``n`` FLOPs; writes a boolean mask."""
