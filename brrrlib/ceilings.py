@@ -538,20 +538,29 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         copy_bytes=phases.nbytes,
         vector_method=f"{vector.extra['method']}; special: {special_method}",
         matmul_method="; ".join(methods),
-        precision_notes={
-            k: _why_slow(k, dev)
-            for k in matmul
-            if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]
-        },
-        kernels=_kernels(dev),
-        torch_version=torch.__version__,
-        library_version=_library_version(),
-        host=socket.gethostname(),
-        measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        precision_notes=_precision_notes(matmul, dev),
+        **_provenance(dev),
     )
     for note in ceilings.noise_notes():
         say.say(f"note: {note} (measure_ceilings(refresh=True) measures again)")
     return ceilings
+
+
+def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:
+    """Why each precision well below fp32's matmul rate is slow here (see ``_why_slow``)."""
+    slow = [k for k in matmul if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]]
+    return {k: _why_slow(k, dev) for k in slow}
+
+
+def _provenance(dev: torch.device) -> dict[str, str]:
+    """Where and with what the ceilings were measured: kernels, versions, host, time."""
+    return {
+        "kernels": _kernels(dev),
+        "torch_version": torch.__version__,
+        "library_version": _library_version(),
+        "host": socket.gethostname(),
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 @dataclass(frozen=True)

@@ -540,17 +540,9 @@ def diagnose(
             fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label, **kwargs
         )
     say("weighing the evidence")
-    return _assemble(
-        counts,
-        main,
-        ceilings,
-        tr,
-        comparison,
-        batch_counts,
-        notes,
-        label,
-        time.perf_counter() - t_start,
-    )
+    elapsed_s = time.perf_counter() - t_start
+    evidence = (counts, main, ceilings, tr, comparison, batch_counts, notes, label, elapsed_s)
+    return _assemble(*evidence)
 
 
 def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:

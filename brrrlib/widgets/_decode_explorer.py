@@ -300,27 +300,8 @@ class DecodeExplorer(_Explorer):
                 label=f"measured, context {s}",
             )
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
-        knee = self.knee(s)
         for ax in (ax_t, ax_r):
-            if bs[0] <= knee <= bs[-1]:
-                ax.axvline(
-                    knee,
-                    color="black",
-                    linestyle=":",
-                    linewidth=1,
-                    label="knee (model)" if ax is ax_t else None,
-                )
-            if self.prediction is not None:
-                ax.axvline(
-                    self.prediction,
-                    color=_LINES["prediction"],
-                    linestyle="-.",
-                    linewidth=1,
-                    label="your prediction" if ax is ax_t else None,
-                )
-            ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
-            ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
-            ax.minorticks_off()
+            self._dress(ax, legend=ax is ax_t)
         ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
         ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
         handles, labels = ax_t.get_legend_handles_labels()
@@ -328,6 +309,29 @@ class DecodeExplorer(_Explorer):
         fig.legend(
             [*handles, *more], [*labels, *more_labels], fontsize=7, loc="lower center", ncols=3
         )
+
+    def _dress(self, ax, legend: bool) -> None:
+        """One panel's knee, the learner's prediction, log axes and the slider's batch ticks."""
+        bs, knee = self.batch_options, self.knee(self.context)
+        if bs[0] <= knee <= bs[-1]:
+            ax.axvline(
+                knee,
+                color="black",
+                linestyle=":",
+                linewidth=1,
+                label="knee (model)" if legend else None,
+            )
+        if self.prediction is not None:
+            ax.axvline(
+                self.prediction,
+                color=_LINES["prediction"],
+                linestyle="-.",
+                linewidth=1,
+                label="your prediction" if legend else None,
+            )
+        ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
+        ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
+        ax.minorticks_off()
 
     def _marks(self, fig) -> list:
         p = self.current

@@ -391,9 +391,15 @@ class RepeatExplorer(_Explorer):
             va="bottom",
             ha="left",
         )
+        self._draw_roofline(ax_r, view)
+
+    def _draw_roofline(self, ax_r, view) -> None:
+        """The measured points of both modes on this machine's roofline."""
         pts = [p for p in view.points if p.measured and p.flops > 0]
         roofline.plot(
-            c, [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts], ax=ax_r
+            self.ceilings,
+            [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts],
+            ax=ax_r,
         )
         for mode in MODES:
             mine = [p for p in pts if p.line == mode]
