@@ -710,7 +710,8 @@ class Comparison:
             )
         tail = "".join(f"; {c}" for c in caveats)
         if not self.enough_rounds:
-            return f"can't tell from {len(self.ratios)} rounds ({_x(lo)}-{_x(hi)}){tail}"
+            n = len(self.ratios)
+            return f"can't tell from {n} round{'s' * (n != 1)} ({_x(lo)}-{_x(hi)}){tail}"
         if not self.decided:
             return f"can't tell: {_x(self.ratio)} {what} ({span} contains x1){tail}"
         if self.direction == "slower":
