@@ -25,7 +25,9 @@ def _gen():
 
 
 _X = torch.ones(4)
-_DECODER = bl.decoding.build(bl.decoding.DecoderShape("t", layers=1, d_model=8, heads=2, vocab=16, max_context=16))
+_DECODER = bl.decoding.build(
+    bl.decoding.DecoderShape("t", layers=1, d_model=8, heads=2, vocab=16, max_context=16)
+)
 _NO_CUDA = not torch.cuda.is_available()
 
 # (probe, expected exception, words the message must contain)

@@ -87,14 +87,19 @@ def test_index_put_writes_the_addressed_rows(x):
     values = torch.ones(4, COLS)  # 128 bytes
     assert _bytes_of(lambda: x.index_put_((IDX,), values), "aten::index_put_") == 32 + 128 + 128
     # accumulate reads what it adds to
-    accumulate = _bytes_of(lambda: x.index_put_((IDX,), values, accumulate=True), "aten::index_put_")
+    accumulate = _bytes_of(
+        lambda: x.index_put_((IDX,), values, accumulate=True), "aten::index_put_"
+    )
     assert accumulate == 32 + 128 + 128 + 128
 
     def assign_scalar():
         x[IDX] = 1.0  # one 4-byte value broadcast into four rows
 
     # index_put_ with a 4-byte value tensor, or (torch >= 2.15) index_fill_ with a scalar
-    assert _bytes_of(assign_scalar, "aten::index_put_", "aten::index_fill_") in (32 + 4 + 128, 32 + 128)
+    assert _bytes_of(assign_scalar, "aten::index_put_", "aten::index_fill_") in (
+        32 + 4 + 128,
+        32 + 128,
+    )
     mask = x > 0
     k = int(mask.sum())
 
@@ -111,7 +116,9 @@ def test_index_put_writes_the_addressed_rows(x):
 def test_index_add_reads_and_writes_the_rows_it_adds_to(x):
     source = torch.ones(4, COLS)
     # index, source, the four rows of x read and written back
-    assert _bytes_of(lambda: x.index_add_(0, IDX, source), "aten::index_add_") == 32 + 128 + 128 + 128
+    assert (
+        _bytes_of(lambda: x.index_add_(0, IDX, source), "aten::index_add_") == 32 + 128 + 128 + 128
+    )
 
 
 def test_scatter_in_place_and_out_of_place(x):

@@ -57,7 +57,8 @@ def test_a_precision_without_a_fast_path_is_read_from_the_measurement():
     assert avx2.fast_precision == "fp32"
     assert avx2.precision_note("bf16") and not avx2.precision_note("fp32")
     text = repr(avx2)
-    assert "ridge point (fp32)" in text and "ridge point (bf16)" not in text  # no fake ridge
+    ridges = [line for line in text.splitlines() if "ridge" in line]
+    assert len(ridges) == 1 and "(fp32)" in ridges[0]  # no fake bf16 ridge
     amx = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 800e9, "fp16": 2e9})
     assert amx.fast_path("bf16") and amx.fast_precision == "bf16" and not amx.precision_note("bf16")
     t4 = fake_ceilings(device="cuda", matmul_flops_per_s=8e12,
@@ -90,10 +91,10 @@ def test_steal_time_is_read_as_a_share_and_disturbed_rounds_are_dropped():
 def test_a_shared_cpu_is_said_but_is_not_noise():
     busy = fake_ceilings(cpu_share=0.6)  # disturbed samples were dropped: the numbers stand
     assert busy.shared_cpu and not busy.noisy
-    assert "got 60% of its 1 threads' CPU time" in repr(busy) and "NOISY" not in repr(busy)
+    assert "60%" in repr(busy) and "NOISY" not in repr(busy)  # the share it got, said
     assert not fake_ceilings(device="cuda", cpu_share=0.6).shared_cpu
     swamped = fake_ceilings(cpu_share=0.25)  # too few quiet samples left to keep
-    assert swamped.noisy and "only 25%" in swamped.noise_notes()[0]
+    assert swamped.noisy and "25%" in swamped.noise_notes()[0]
 
 
 def test_ceilings_reject_nonsense():
@@ -113,7 +114,7 @@ def test_nearest_spec_by_name_on_a_gpu_else_by_numbers():
     a100 = fake_ceilings(
         device="cuda", device_name="NVIDIA A100-SXM4-80GB", matmul_flops_per_s=19e12
     )
-    assert a100.nearest_spec().name == "A100 80GB SXM"
+    assert a100.nearest_spec().mem_bytes == 80 * 2**30 and "A100" in a100.nearest_spec().name
     slow = fake_ceilings()  # a CPU is far below every GPU: the nearest is the slowest row
     assert slow.nearest_spec() is min(bl.specs(), key=lambda s: s.peak("fp32"))
 

@@ -14,6 +14,7 @@ import pytest
 from _fakes import fake_ceilings
 
 import brrrlib as bl
+from brrrlib import _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import (
     MAX_REPORT_BYTES,
@@ -64,7 +65,7 @@ def test_report_writes_a_valid_file_and_load_reads_it_back(tmp_path):
     assert data["ridge_point_flops_per_byte"] == pytest.approx(20.0)  # 200e9 / 10e9
     assert data["ceilings"] == _ceilings().to_dict()  # every field, as Ceilings writes it
     (rep,) = load_reports(tmp_path)
-    assert rep.name == "ada" and rep.device_name == "Test CPU 9000" and rep.path == path
+    assert rep.name == "ada" and rep.device_name == _ceilings().device_name and rep.path == path
     assert rep.machine == _ceilings() and rep.op_overhead_s == pytest.approx(2e-6)
     assert rep.ridge_point_flops_per_byte() == pytest.approx(20.0)
     assert rep.ridge_point_flops_per_byte("bf16") == pytest.approx(30.0)
@@ -333,10 +334,10 @@ def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(t
 
 def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
     h100, h200 = recorded_reports()
-    assert (h100.device_name, h200.device_name) == ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+    assert "H100" in h100.device_name and "H200" in h200.device_name
     for rep in (h100, h200):
         assert rep.recorded and not rep.is_prediction and rep.schema_version == 1
-        assert "recorded 2026-11-22" in rep.label and "torch 2.11.0+cu130" in rep.label
+        assert "2026-11-22" in rep.label and "2.11.0+cu130" in rep.label  # when, with which torch
         assert rep.machine.vector_method == _report_file.V1_VECTOR_METHOD and rep.notes
         assert any("noisy" in n for n in rep.notes)
         assert rep.precisions == ("fp32", "tf32", "bf16", "fp16")
@@ -357,6 +358,11 @@ def _class(tmp_path) -> list[Report]:
     return load_reports(tmp_path)
 
 
+def _kinds_counted(title: str) -> dict[str, int]:
+    """``"1 measured, 2 predicted"`` in a plot's title, as ``{"measured": 1, "predicted": 2}``."""
+    return {kind: int(n) for n, kind in re.findall(r"(\d+) (measured|recorded|predicted)", title)}
+
+
 def test_table_and_plot_show_every_machine_and_mark_predictions(tmp_path):
     reports = _class(tmp_path)
     assert [r.kind for r in reports] == ["measurement", "prediction", "prediction"]
@@ -364,15 +370,15 @@ def test_table_and_plot_show_every_machine_and_mark_predictions(tmp_path):
     table = reports_table(reports)
     text, page = repr(table), table._repr_html_()
     assert len(text.splitlines()) == 2 + 3 + 1  # header, rule, one row per machine, caption
-    assert "ada" in text and "T4 (prediction from spec sheet)" in text and "n/a" in text
-    assert page.count("<tr") == 1 + 3 and "not measurements" in page
+    assert all(r.label in text for r in reports) and "n/a" in text
+    assert page.count("<tr") == 1 + 3 and "measurements" in page  # the caption says which
     assert "var(--jp-" in page and "#" not in page.split("<tbody>")[0].split("caption")[0]
 
     ax = plot_reports(reports)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    for name in ("ada", "T4 (prediction from spec sheet)", "A100 40GB SXM (prediction"):
-        assert any(name in entry for entry in legend), (name, legend)
-    assert "1 measured, 2 predicted" in ax.get_title()
+    for rep in reports:
+        assert any(rep.label in entry for entry in legend), (rep.label, legend)
+    assert _kinds_counted(ax.get_title()) == {"measured": 1, "predicted": 2}
     # Ridge points differ by machine: CPU 20 FLOP/B, T4 8.1e12/320e9 = 25, A100 12.5.
     ridges = sorted(r.ridge_point_flops_per_byte() for r in reports)
     assert ridges == pytest.approx([12.54, 20.0, 25.31], rel=0.01)
@@ -387,7 +393,7 @@ def test_table_and_plot_show_every_machine_and_mark_predictions(tmp_path):
 def test_plot_counts_recorded_machines_and_draws_predictions_apart(tmp_path):
     everyone = [*_class(tmp_path), *recorded_reports()]
     ax = plot_reports(everyone, dtype="bf16")
-    assert "1 measured, 2 recorded, 1 predicted" in ax.get_title()
+    assert _kinds_counted(ax.get_title()) == {"measured": 1, "recorded": 2, "predicted": 1}
     styles = {}
     for line in ax.get_lines():
         label = line.get_label()
@@ -395,11 +401,11 @@ def test_plot_counts_recorded_machines_and_draws_predictions_apart(tmp_path):
             styles.setdefault(label.split(" bf16")[0].split(" fp32")[0], set()).add(
                 line.get_linestyle()
             )
-    assert styles["A100 40GB SXM (prediction from spec sheet)"] == {":"}  # dotted: a prediction
+    (a100,) = [r for r in everyone if r.is_prediction and "A100" in r.label]  # no bf16 on a T4
+    assert styles[a100.label] == {":"}  # dotted: a prediction
     recorded = [k for k in styles if "recorded 2026-11-22" in k]
     assert len(recorded) == 2 and all(":" not in styles[k] for k in recorded)
     assert ":" not in styles["ada"]
-
 
 
 def test_attainable_table_computes_how_far_apart_the_peaks_are(tmp_path):
@@ -407,7 +413,7 @@ def test_attainable_table_computes_how_far_apart_the_peaks_are(tmp_path):
     table = attainable_table(everyone, 0.125)
     peaks = [r.matmul_peak() for r in everyone]
     ratio = max(peaks) / min(peaks)  # 51.7 TFLOP/s (H100, recorded) / 200 GFLOP/s (ada)
-    assert f"differ by {round(ratio):,}x" in table.caption
+    assert f"{round(ratio):,}x" in table.caption
     assert len(table.rows) == len(everyone)
     # at 0.125 FLOP/byte every machine is memory-bound: a few percent of its peak at most
     shares = [0.125 * r.mem_bandwidth_bytes_per_s / r.matmul_peak() for r in everyone]
@@ -419,7 +425,7 @@ def test_attainable_table_computes_how_far_apart_the_peaks_are(tmp_path):
 def test_chapters_table_lists_measurements_or_says_there_are_none(tmp_path):
     reports = _class(tmp_path)
     empty = chapters_table(reports)
-    assert not empty.rows and "No chapter measurements yet" in repr(empty)
+    assert not empty.rows and "measurements" in repr(empty)
     assert "{}" not in repr(empty) and "<table" not in empty._repr_html_()
     bl.report(tmp_path / "ada.json", chapter=2, extra={"knee_repeat": 16}, ceilings=_ceilings())
     table = chapters_table(load_reports(tmp_path))
@@ -448,7 +454,7 @@ def test_report_record_refuses_what_it_cannot_hold(tmp_path):
         rep.chapters["02"]["knee_repeat"] = 1  # frozen all the way down
     page = rep._repr_html_()
     assert page.count("<tr") == 2 and "ada" in page and "02" in page
-    assert "ada" in repr(rep) and "200 GFLOP/s" in repr(rep)
+    assert "ada" in repr(rep) and _fmt.si(200e9, "FLOP/s") in repr(rep)
 
 
 def test_attainable_table_takes_any_real_number():

@@ -8,6 +8,7 @@ import functools
 import importlib.metadata
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,7 +66,8 @@ def test_lab_port_must_be_a_port(port, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["lab", "--port", port])
     assert exc.value.code == 2
-    assert "give a number from 1 to 65535" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--port" in err and "65535" in err
 
 
 # ------------------------------------------------------------ without torch ---
@@ -99,7 +101,7 @@ try:
     code = cli.main(sys.argv[1:])
 except SystemExit as stop:
     code = stop.code
-print("torch imported:", "torch" in sys.modules)
+print("torch_imported=" + str("torch" in sys.modules))
 sys.exit(code)
 """
 
@@ -108,15 +110,16 @@ def test_help_and_version_need_no_torch():
     for args in (["--help"], ["--version"], ["diagnose", "--help"]):
         run = _run_without_torch(_CLI_ALONE, *args)
         assert run.returncode == 0, run.stderr
-        assert "torch imported: False" in run.stdout and "Traceback" not in run.stderr
+        assert "torch_imported=False" in run.stdout and "Traceback" not in run.stderr
 
 
 def test_doctor_without_torch_says_what_to_install():
     run = _run_without_torch(_CLI_ALONE, "doctor")
     assert run.returncode == 1, run.stderr
-    assert "FAIL  torch is not installed: install it for this machine (" in run.stdout
-    assert "pip install torch" in run.stdout and "Cannot go on without torch" in run.stdout
-    assert "torch imported: False" in run.stdout and "Traceback" not in run.stderr
+    tag, said = _finding(run.stdout, "torch")
+    assert tag == "FAIL" and "installed" in said and "pip" in said  # the command: below
+    assert "Device" not in run.stdout  # it stops after the packages
+    assert "torch_imported=False" in run.stdout and "Traceback" not in run.stderr
 
 
 def test_brrr_doctor_without_torch_end_to_end():
@@ -128,8 +131,7 @@ def test_brrr_doctor_without_torch_end_to_end():
     """
     run = _run_without_torch(script)
     assert run.returncode == 1, run.stderr
-    assert "torch is not installed: install it for this machine (" in run.stdout
-    assert "Traceback" not in run.stderr
+    assert _finding(run.stdout, "torch")[0] == "FAIL" and "Traceback" not in run.stderr
 
 
 def test_torch_advice_names_this_kind_of_machine(monkeypatch):
@@ -159,7 +161,7 @@ def test_torch_advice_names_the_index_each_system_needs(monkeypatch, system, gpu
     assert ("--index-url" not in advice) if index is None else (index in advice)
     if gpu:
         reinstall = _doctor.cuda_torch_command()
-        assert "--force-reinstall torch" in reinstall
+        assert reinstall.startswith("pip") and "--force-reinstall" in reinstall
         assert ("whl/cu" in reinstall) == (system == "Windows")
 
 
@@ -199,7 +201,7 @@ def test_a_mac_without_command_line_tools_has_no_compiler(monkeypatch):
 def test_windows_compiler_advice_is_true_on_windows(monkeypatch):
     _no_compiler(monkeypatch, "Windows")
     missing, fix = _doctor.compiler_problem()
-    assert "(cl)" in missing and "Build Tools" in fix and "WSL" in fix
+    assert "(cl)" in missing and "Build" in fix and "WSL" in fix
 
 
 def test_a_conda_environment_is_told_the_conda_compiler(monkeypatch, tmp_path):
@@ -224,11 +226,21 @@ def test_a_broken_torch_is_named_as_such(monkeypatch):
 
     monkeypatch.setattr(_doctor.importlib, "import_module", broken)
     problem = _doctor.torch_problem()
-    assert problem.startswith("torch cannot be imported (OSError: libtorch_cpu.so")
-    assert "reinstall it for this machine (" in problem
+    assert "OSError" in problem and "libtorch_cpu.so" in problem and "reinstall" in problem
 
 
 # ---------------------------------------------------------------- doctor ---
+
+# Doctor's report: one line per finding, "  TAG   text", its advice on the next line after "->".
+_FINDING = re.compile(r"^  (ok|WARN|FAIL) +(.*)\n?(?: +-> (.*))?", re.M)
+
+
+def _finding(text: str, subject: str) -> tuple[str, str]:
+    """The tag of doctor's first line about ``subject``, and that line with its advice."""
+    for tag, line, advice in _FINDING.findall(text):
+        if subject in line:
+            return tag, f"{line} {advice}"
+    raise AssertionError(f"no line about {subject!r} in:\n{text}")
 
 
 def _doctor_run(**kw):
@@ -244,8 +256,7 @@ def test_doctor_passes_on_this_environment(measured_ceilings):
         assert section in text
     assert f"torch {torch.__version__}" in text
     assert measured_ceilings.nearest_spec().name + " (spec)" in text
-    assert "00_the_factory.ipynb: can run" in text
-    assert "FAIL" not in text and "all good" in text
+    assert _finding(text, "00_the_factory.ipynb")[0] == "ok" and "FAIL" not in text
 
 
 def test_doctor_fails_with_advice_when_a_package_is_missing(measured_ceilings, monkeypatch):
@@ -255,7 +266,8 @@ def test_doctor_fails_with_advice_when_a_package_is_missing(measured_ceilings, m
     )
     code, text = _doctor_run(quick=True)
     assert code == 1
-    assert "FAIL  ipywidgets is not installed" in text and "pip install ipywidgets" in text
+    tag, said = _finding(text, "ipywidgets")
+    assert tag == "FAIL" and "pip install ipywidgets" in said
 
 
 def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
@@ -265,10 +277,12 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
     monkeypatch.setattr(torch, "compile", broken)
     code, text = _doctor_run()
     assert code == 1
-    assert "torch.compile failed: RuntimeError" in text and "build-essential" in text
+    tag, said = _finding(text, "torch.compile")
+    assert tag == "FAIL" and "RuntimeError" in said and "build-essential" in said
     # chapters that use torch.compile are flagged, the others still run
-    assert "03_overhead.ipynb: uses torch.compile, which fails here" in text
-    assert "00_the_factory.ipynb: can run" in text
+    tag, said = _finding(text, "03_overhead.ipynb")
+    assert tag == "FAIL" and "torch.compile" in said
+    assert _finding(text, "00_the_factory.ipynb")[0] == "ok"
 
 
 def test_doctor_quick_names_a_missing_compiler_before_chapter_02(measured_ceilings, monkeypatch):
@@ -281,8 +295,10 @@ def test_doctor_quick_names_a_missing_compiler_before_chapter_02(measured_ceilin
     monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
     code, text = _doctor_run(quick=True)
     assert code == 1
-    assert "FAIL  no C++ compiler (g++)" in text and "sudo apt install build-essential" in text
-    assert "02_memory_bandwidth.ipynb: uses torch.compile, which fails here" in text
+    tag, said = _finding(text, "(g++)")
+    assert tag == "FAIL" and "build-essential" in said
+    tag, said = _finding(text, "02_memory_bandwidth.ipynb")
+    assert tag == "FAIL" and "torch.compile" in said
 
 
 def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
@@ -299,8 +315,8 @@ def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
     monkeypatch.setattr(torch.version, "cuda", None)
     monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
     code, text = _doctor_run(quick=True)
-    assert "WARN  an NVIDIA GPU is here, but torch" in text
-    assert "pip install --force-reinstall torch" in text
+    tag, said = _finding(text, "NVIDIA")
+    assert tag == "WARN" and _doctor.cuda_torch_command() in said
 
 
 def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
@@ -312,7 +328,7 @@ def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
 def test_doctor_without_course_notebooks_fails(measured_ceilings, monkeypatch):
     monkeypatch.setattr(_doctor, "course_source", lambda: None)
     code, text = _doctor_run(quick=True)
-    assert code == 1 and "course notebooks not found" in text
+    assert code == 1 and _finding(text, "notebooks")[0] == "FAIL"
 
 
 def test_notebook_imports_are_found_by_parsing_code_cells():
@@ -382,7 +398,9 @@ def test_diagnose_factory_returning_fn_and_args(workspace, capsys):
         """,
     )
     assert cli.main(["diagnose", "wl_pair:workload"]) == 0
-    assert "FakeDiagnosis(mm, 2 args, [])" in capsys.readouterr().out
+    fn, args, kwargs = seen[-1]
+    assert fn is torch.mm and len(args) == 2 and kwargs == {}
+    assert repr(_FakeDiagnosis(fn, args, kwargs)) in capsys.readouterr().out  # its repr, printed
     assert cli.main(["diagnose", "wl_pair.py:with_kwargs"]) == 0  # a file path works too
     assert seen[-1][2] == {"dim": 0}
 
@@ -459,7 +477,7 @@ def test_diagnose_refuses_keywords_that_diagnose_would_take(workspace, capsys):
     )
     assert cli.main(["diagnose", "wl_kw:workload"]) == 2
     err = capsys.readouterr().err
-    assert "budget_s" in err and "functools.partial(fn, budget_s=5.0)" in err
+    assert "functools.partial" in err and "budget_s=5.0" in err
     assert seen == []
 
 
@@ -484,7 +502,7 @@ def test_a_workload_that_fails_while_measured_exits_1(workspace, capsys, body, m
     )
     assert cli.main(["diagnose", "wl_fail:workload"]) == 1
     err = capsys.readouterr().err
-    assert f"wl_fail:workload failed while measured: {message}" in err
+    assert "wl_fail:workload" in err and message in err
     assert "Traceback" not in err and len(seen) == 1
 
 
@@ -505,7 +523,8 @@ def test_diagnose_interrupted_exits_130(workspace, capsys, monkeypatch):
 def test_diagnose_without_torch_says_what_to_install(workspace, capsys, monkeypatch):
     monkeypatch.setattr(cli, "torch_problem", lambda: "torch is not installed: install it ...")
     assert cli.main(["diagnose", "wl_anything:workload"]) == 1
-    assert "brrr diagnose: torch is not installed" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "diagnose" in err and "torch" in err and "installed" in err
 
 
 # ------------------------------------------------------------------- lab ---
@@ -516,11 +535,18 @@ def course(tmp_path):
     src = tmp_path / "course"
     (src / "instructor").mkdir(parents=True)
     (src / ".ipynb_checkpoints").mkdir()
-    (src / "00_a.ipynb").write_text('{"v": 1}')
-    (src / "01_b.ipynb").write_text('{"v": 1}')
+    (src / "00_a.ipynb").write_text('{"v":1}')
+    (src / "01_b.ipynb").write_text('{"v":1}')
     (src / "instructor" / "answers.ipynb").write_text('{"answers": 1}')
     (src / ".ipynb_checkpoints" / "00_a-checkpoint.ipynb").write_text("old")
     return src
+
+
+def _copied(out: str) -> tuple[int, int]:
+    """The counts in lab's "copied N file(s), kept M" line: files copied, files kept."""
+    found = re.search(r"copied (\d+) file\(s\), kept (\d+)", out)
+    assert found, out
+    return int(found[1]), int(found[2])
 
 
 def test_copy_course_copies_missing_files_and_never_overwrites(course, tmp_path):
@@ -528,22 +554,22 @@ def test_copy_course_copies_missing_files_and_never_overwrites(course, tmp_path)
     first = cli.copy_course(course, dest)
     assert sorted(first.copied) == ["00_a.ipynb", "01_b.ipynb", "instructor/answers.ipynb"]
     assert not (dest / ".ipynb_checkpoints").exists()
-    (dest / "00_a.ipynb").write_text('{"v": "my edits"}')
+    (dest / "00_a.ipynb").write_text('{"v":"edited"}')
     (dest / "01_b.ipynb").unlink()
     second = cli.copy_course(course, dest)
     assert second.copied == ("01_b.ipynb",)
     assert "00_a.ipynb" in second.kept
-    assert (dest / "00_a.ipynb").read_text() == '{"v": "my edits"}'
+    assert (dest / "00_a.ipynb").read_text() == '{"v":"edited"}'
 
 
 def test_copy_course_reset_backs_up_edited_files(course, tmp_path):
     dest = tmp_path / "ws"
     cli.copy_course(course, dest)
-    (dest / "00_a.ipynb").write_text('{"v": "my edits"}')
+    (dest / "00_a.ipynb").write_text('{"v":"edited"}')
     report = cli.copy_course(course, dest, reset=True)
     assert report.backed_up == ("00_a.ipynb",)
-    assert (dest / "00_a.ipynb").read_text() == '{"v": 1}'
-    assert (report.backup_dir / "00_a.ipynb").read_text() == '{"v": "my edits"}'
+    assert (dest / "00_a.ipynb").read_text() == '{"v":1}'
+    assert (report.backup_dir / "00_a.ipynb").read_text() == '{"v":"edited"}'
     assert "01_b.ipynb" in report.kept  # unchanged files are not backed up
 
 
@@ -567,7 +593,9 @@ def lab_calls(course, monkeypatch):
 def test_a_sigterm_to_brrr_lab_ends_the_server_too(tmp_path):
     # a process manager stops brrr with SIGTERM: the server must not outlive it
     pid_file = tmp_path / "server.pid"
-    server = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    server = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    )
     code = (
         "import sys; from pathlib import Path; from brrrlib import cli; "
         f"sys.exit(cli._serve([sys.executable, '-c', {server!r}], Path('.'), dict()))"
@@ -697,7 +725,7 @@ def test_ctrl_c_stops_a_real_jupyterlab_with_its_kernels(tmp_path):
         brrr.send_signal(signal.SIGINT)
         assert brrr.wait(timeout=60) == 130
         log = brrr.stderr.read().decode()
-        assert "Kernel shutdown" in log, log  # JupyterLab stopped its kernel itself
+        assert kernel["id"] in log and "shutdown" in log, log  # JupyterLab stopped its kernel
         assert not connection.exists() and not list((tmp_path / "runtime").glob("jpserver-*"))
     finally:
         brrr.kill()
@@ -710,7 +738,7 @@ def test_lab_copies_then_runs_jupyter_lab_with_this_python(lab_calls, tmp_path, 
     assert cmd[:3] == [sys.executable, "-c", cli._LAUNCH_LAB]
     assert "--no-browser" in cmd and "--port=8899" in cmd and cwd == dest
     assert (dest / "00_a.ipynb").exists()
-    assert "copied 3 file(s)" in capsys.readouterr().out
+    assert _copied(capsys.readouterr().out) == (3, 0)
 
 
 def test_lab_sets_loopback_and_a_fresh_token_whatever_jupyters_config_says(
@@ -800,13 +828,15 @@ def test_lab_in_a_read_only_folder_says_why(lab_calls, tmp_path, capsys):
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o500)
     assert cli.main(["lab", "--dir", str(ro)]) == 2
-    assert "cannot write there (Permission denied)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--dir" in err and str(ro) in err and "Permission" in err
 
 
 def test_lab_without_notebooks_exits_2(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cli, "course_source", lambda: None)
     assert cli.main(["lab", "--dir", str(tmp_path / "ws")]) == 2
-    assert "not found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "notebooks" in err and "found" in err
 
 
 def test_course_source_finds_the_clones_course_folder():
@@ -820,11 +850,12 @@ def test_lab_copy_only_copies_and_starts_nothing(lab_calls, tmp_path, capsys):
     assert cli.main(["lab", "--copy-only", str(dest)]) == 0
     assert lab_calls == []  # no JupyterLab: a hub user is already in one
     assert sorted(p.name for p in dest.glob("*.ipynb")) == ["00_a.ipynb", "01_b.ipynb"]
-    assert f"workspace {dest}: copied 3 file(s)" in capsys.readouterr().out
-    (dest / "00_a.ipynb").write_text('{"v": "my edits"}')
+    out = capsys.readouterr().out
+    assert str(dest) in out and _copied(out) == (3, 0)
+    (dest / "00_a.ipynb").write_text('{"v":"edited"}')
     assert cli.main(["lab", "--copy-only", str(dest)]) == 0  # a start hook runs every time
-    assert (dest / "00_a.ipynb").read_text() == '{"v": "my edits"}'
-    assert "copied 0 file(s), kept 3" in capsys.readouterr().out
+    assert (dest / "00_a.ipynb").read_text() == '{"v":"edited"}'
+    assert _copied(capsys.readouterr().out) == (0, 3)
 
 
 def test_lab_copy_only_needs_no_jupyterlab(lab_calls, tmp_path, monkeypatch):
@@ -839,7 +870,7 @@ def test_lab_copy_only_names_its_own_option_when_the_folder_is_unusable(
     (tmp_path / "afile").write_text("x")
     assert cli.main(["lab", "--copy-only", str(tmp_path / "afile")]) == 2
     err = capsys.readouterr().err
-    assert f"--copy-only {tmp_path / 'afile'} is a file" in err and "--dir" not in err
+    assert "--copy-only" in err and str(tmp_path / "afile") in err and "--dir" not in err
 
 
 def test_lab_takes_either_dir_or_copy_only(lab_calls, tmp_path):
@@ -867,17 +898,16 @@ def test_doctor_names_torchs_own_version_with_its_build(monkeypatch):
     )
     out = io.StringIO()
     assert _doctor._check_packages(_doctor._Report(out)) is True
-    assert f"ok    torch {torch.__version__}\n" in out.getvalue() and "9.9.9" not in out.getvalue()
+    tag, said = _finding(out.getvalue(), "torch")
+    assert tag == "ok" and said.split()[:2] == ["torch", torch.__version__]
+    assert "9.9.9" not in out.getvalue()
 
 
 def test_a_torch_older_than_the_floor_is_a_problem_with_advice(monkeypatch):
     monkeypatch.setattr(_doctor, "torch_floor", lambda: "2.10")
     monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
     problem = _doctor.torch_problem()
-    assert (
-        problem.startswith("torch 2.5.1+cu124 is older than 2.10")
-        and "pip install -U torch" in problem
-    )
+    assert "2.5.1+cu124" in problem and "2.10" in problem and "pip install -U torch" in problem
     monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
     assert _doctor.torch_problem() is None
 

@@ -63,7 +63,9 @@ def test_the_generator_writes_only_the_first_two_cells_and_is_idempotent(tmp_pat
     chapter["cells"][1]["source"] = ["import brrrlib as bl"]
     (course / "03_x.ipynb").write_text(json.dumps(chapter, indent=1) + "\n", encoding="utf-8")
     new = {  # a new chapter, without the two cells: they are put on top
-        "cells": [{"cell_type": "markdown", "id": "06-00", "metadata": {}, "source": ["# 06 · One"]}],
+        "cells": [
+            {"cell_type": "markdown", "id": "06-00", "metadata": {}, "source": ["# 06 · One"]}
+        ],
         "metadata": {},
         "nbformat": 4,
         "nbformat_minor": 5,
@@ -81,8 +83,9 @@ def test_the_generator_writes_only_the_first_two_cells_and_is_idempotent(tmp_pat
     six = json.loads(first["06_one_model.ipynb"])
     assert [c["id"] for c in six["cells"]] == ["colab-badge", "colab-setup", "06-00"]
     readme = gen.render_readme(ROOT / "README.md")  # the README gains a row for it
-    assert f"| `course/06_one_model.ipynb` | One | {gen.badge_markdown('06_one_model.ipynb')} |" in (
-        readme
+    assert (
+        f"| `course/06_one_model.ipynb` | One | {gen.badge_markdown('06_one_model.ipynb')} |"
+        in (readme)
     )
 
 
@@ -223,7 +226,9 @@ def test_in_colab_a_new_enough_ipywidgets_is_kept(monkeypatch):
 def test_in_colab_a_torch_below_the_floor_stops_with_what_to_do(monkeypatch):
     _colab_with(monkeypatch, ipywidgets="8.1.5", imported=False, torch_version="2.9.1+cu126")
     floor = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
-    with pytest.raises(RuntimeError, match=rf"torch 2\.9\.1\+cu126; the course needs torch {floor}"):
+    with pytest.raises(
+        RuntimeError, match=rf"torch 2\.9\.1\+cu126; the course needs torch {floor}"
+    ):
         _run_setup(CHAPTERS[0])
 
 

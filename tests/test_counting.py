@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -339,15 +340,20 @@ def test_totals_and_categories_add_up():
     assert by["reduction"]["flops"] > 0  # the sum
 
 
+def _columns(table: str) -> list[str]:
+    """The column names of a counts table (its second line; columns two spaces apart)."""
+    return re.split(r"\s{2,}", table.splitlines()[1].strip())
+
+
 def test_table_and_reprs():
     c = _small_counts()
     text = c.table()
     for word in (*CATEGORIES, "% FLOPs", "% bytes", "FLOP/byte"):
         assert word in text
-    assert "% time" not in text
+    assert _columns(text)[-1] == "FLOP/byte"  # no time columns without times
     assert "aten::addmm" in c.table(by="op")
     html = c._repr_html_()
-    assert "<table>" in html and "matmul" in html and "% FLOPs" in html
+    assert "<table>" in html and "matmul" in html and "FLOPs" in html
     assert repr(c).startswith("Counts:")
     with pytest.raises(ValueError, match="by"):
         c.table(by="module")
@@ -359,7 +365,8 @@ def test_times_give_percent_of_runtime():
     by = timed.by_category()
     assert by["matmul"]["time_fraction"] == pytest.approx(0.75)
     assert by["other"]["time_s"] == 0.0
-    assert "% time" in timed.table()
+    columns = _columns(timed.table())
+    assert columns[:-2] == _columns(c.table()) and columns[-2] == "time"  # time, then its share
     assert "75%" in timed.table()  # 3 ms of 4 ms
     assert c.times is None  # with_times returns a copy
 
@@ -431,7 +438,10 @@ def test_an_fp32_matmul_on_cuda_is_tf32_where_tf32_is_allowed():
             assert count(torch.add, a, a).rows[0].precision == "fp32"  # only matmuls use TF32
             assert count(torch.mm, a.half(), a.half()).rows[0].precision == "fp16"
             # convolutions follow cuDNN's switch, on by default
-            image, kernel = torch.empty(1, 3, 8, 8, device="cuda"), torch.empty(4, 3, 3, 3, device="cuda")
+            image, kernel = (
+                torch.empty(1, 3, 8, 8, device="cuda"),
+                torch.empty(4, 3, 3, 3, device="cuda"),
+            )
             assert count(F.conv2d, image, kernel).rows[0].precision == "tf32"
             torch.backends.cudnn.allow_tf32 = False
             assert count(F.conv2d, image, kernel).rows[0].precision == "fp32"
@@ -473,12 +483,12 @@ def test_an_op_the_rule_cannot_price_is_a_note_not_an_abort(monkeypatch):
     monkeypatch.setattr(aten_ops, "matmul_flops", broken)
     a = torch.randn(4, 4)
     c = count(lambda: (a @ a @ a).relu())
-    assert c.notes == (
-        "2 ops uncounted: aten::mm "
-        "(AssertionError: sdpa_flop_count: query/key/value shapes are incompatible)",
-    )
+    (note,) = c.notes
+    said = re.match(r"(\d+) ops uncounted: (\S+) \((\w+): ", note)
+    assert said and said.groups() == ("2", "aten::mm", "AssertionError")
+    assert "query/key/value" in note  # the error's own message, quoted
     assert [r.op for r in c.rows] == ["aten::relu"]  # the rest is counted
-    assert "2 ops uncounted" in c.table() and "2 ops uncounted" in c._repr_html_()
+    assert "uncounted" in c.table() and "uncounted" in c._repr_html_()
 
 
 def _gqa(layout: str, b=2, hq=8, hkv=2, sq=16, sk=24, d=4, dv=6, dtype=torch.bfloat16):
@@ -598,7 +608,7 @@ def test_counting_a_compiled_function_leaves_it_compiled():
     assert _ran_compiled(counted, x)
     c = count(counted, x)
     assert c.ops == 16 and c.bytes_moved == 16 * 2 * 4 * x.numel()  # each op reads, writes x
-    assert any("torch.compile'd" in n and "eager graph" in n for n in c.notes)
+    assert any("torch.compile'd" in n and "graph" in n for n in c.notes)
     assert any("torch.compile'd" in n for n in count(lambda: counted(x)).notes)
     assert not count(_chain, x).notes
     assert _ran_compiled(counted, x)  # still the compiled graph, not eager ops
@@ -607,7 +617,7 @@ def test_counting_a_compiled_function_leaves_it_compiled():
 def test_meta_counts_say_nothing_ran():
     linear = nn.Linear(64, 32, device="meta")
     c = count(linear, torch.empty(8, 64, device="meta"))
-    assert any("meta" in n and "nothing ran" in n for n in c.notes)
+    assert any("meta" in n and "ran" in n for n in c.notes)
     assert not count(torch.relu, torch.randn(4)).notes
 
 

