@@ -64,27 +64,27 @@ def test_the_generator_writes_only_the_first_two_cells_and_is_idempotent(tmp_pat
     (course / "03_x.ipynb").write_text(json.dumps(chapter, indent=1) + "\n", encoding="utf-8")
     new = {  # a new chapter, without the two cells: they are put on top
         "cells": [
-            {"cell_type": "markdown", "id": "06-00", "metadata": {}, "source": ["# 06 · One"]}
+            {"cell_type": "markdown", "id": "07-00", "metadata": {}, "source": ["# 07 · New"]}
         ],
         "metadata": {},
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    (course / "06_one_model.ipynb").write_text(json.dumps(new, indent=1) + "\n", encoding="utf-8")
+    (course / "07_new.ipynb").write_text(json.dumps(new, indent=1) + "\n", encoding="utf-8")
     monkeypatch.setattr(gen, "COURSE", course)
     first = {p.name: gen.render_notebook(p) for p in gen.chapters()}
-    assert sorted(first) == ["03_x.ipynb", "06_one_model.ipynb"]
+    assert sorted(first) == ["03_x.ipynb", "07_new.ipynb"]
     for name, text in first.items():
         (course / name).write_text(text, encoding="utf-8")
         assert gen.render_notebook(course / name) == text  # idempotent
     rewritten = json.loads(first["03_x.ipynb"])
     assert rewritten["cells"][2:] == chapter["cells"][2:]  # every other cell as it was
     assert gen.colab_url("03_x.ipynb") in "".join(rewritten["cells"][0]["source"])
-    six = json.loads(first["06_one_model.ipynb"])
-    assert [c["id"] for c in six["cells"]] == ["colab-badge", "colab-setup", "06-00"]
+    six = json.loads(first["07_new.ipynb"])
+    assert [c["id"] for c in six["cells"]] == ["colab-badge", "colab-setup", "07-00"]
     readme = gen.render_readme(ROOT / "README.md")  # the README gains a row for it
     assert (
-        f"| `course/06_one_model.ipynb` | One | {gen.badge_markdown('06_one_model.ipynb')} |"
+        f"| `course/07_new.ipynb` | New | {gen.badge_markdown('07_new.ipynb')} |"
         in (readme)
     )
 
