@@ -6,7 +6,7 @@ ask ``bl.spec("A100")`` instead of typing 312e12; ``spec_table()`` sets the
 rows side by side, with this machine's measured row beside them when given
 its ``Ceilings``. Links and cluster nodes have small tables (chapter 05): ``link("NDR")``,
 ``host_link("T4")``, ``node("DGX H100")``. What the machine in front of you *does* is
-measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.devices`.
+measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.machine`.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ def _sync(cuda: bool) -> None:
     """Wait for queued device work (CUDA, else MPS), so a run's marker ends when its work ends."""
     import torch
 
-    from brrrlib.devices import sync
+    from brrrlib.machine import sync
 
     if cuda:
         sync(torch.device("cuda"))

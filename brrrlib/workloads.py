@@ -92,7 +92,7 @@ def _device(device: torch.device | str | None) -> torch.device:
     """The device to build on: the argument if given, else the course device."""
     if device is not None:
         return torch.device(device)
-    from brrrlib.devices import device as course_device
+    from brrrlib.machine import device as course_device
 
     return course_device()
 

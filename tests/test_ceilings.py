@@ -242,7 +242,7 @@ def test_cuda_and_cuda_0_share_one_entry():
     dev = torch.device("cpu")
     assert ceilings._cache_path(dev, "x") == ceilings._cache_path(torch.device("cpu"), "x")
     if torch.cuda.is_available():
-        a = bl.devices.physical(torch.device("cuda"))
+        a = bl.machine.physical(torch.device("cuda"))
         assert ceilings._cache_path(a, "g") == ceilings._cache_path(torch.device("cuda:0"), "g")
 
 
@@ -287,7 +287,7 @@ def test_measured_ceilings_are_plausible(measured_ceilings):
 
 def test_ceilings_are_cached_per_machine(measured_ceilings, ceilings_cache_dir, monkeypatch):
     # other tests may have cached their own (one thread's, say): this one's file is there
-    path = ceilings._cache_path(bl.devices.physical(bl.device()), measured_ceilings.device_name)
+    path = ceilings._cache_path(bl.machine.physical(bl.device()), measured_ceilings.device_name)
     assert path.parent == ceilings_cache_dir and path.is_file()
     assert torch.__version__.split("+")[0] in path.name
 

@@ -15,7 +15,7 @@ import torch
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib import decoding, devices, widgets
+from brrrlib import decoding, machine, widgets
 from brrrlib import exercises as ex
 from brrrlib.timing import Timing
 
@@ -196,7 +196,7 @@ def test_int8_kernel_is_a_yes_or_no():
 
 
 def test_shapes_follow_the_bandwidth_and_stay_small_on_a_cpu(monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
     slow = fake_ceilings(mem_bandwidth_bytes_per_s=2e9)
     fast_cpu = fake_ceilings(mem_bandwidth_bytes_per_s=2e12)
     fast_gpu = fake_ceilings(device="cuda", mem_bandwidth_bytes_per_s=2e12)
@@ -209,7 +209,7 @@ def test_shapes_follow_the_bandwidth_and_stay_small_on_a_cpu(monkeypatch):
     bigger = decoding.LADDER[decoding.LADDER.index(large) + 1]
     budget = decoding._sizes.TARGET_STEP_S * 100e9
     assert decoding.weight_bytes(large) <= budget < decoding.weight_bytes(bigger)
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 2**30)
     assert decoding.weight_bytes(decoding.shapes(fast_gpu)[1]) <= 2**30 / 8  # memory decides
 
 
@@ -232,7 +232,7 @@ def test_measured_step_counts_what_it_reads(model):
 
 
 def test_a_step_that_does_not_fit_is_refused_before_allocating(model, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 2**20)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 2**20)
     with pytest.raises(decoding.DoesNotFit, match="smaller batch"):
         decoding.decode_step(model, batch=64, context=128)
     sweep = decoding.batch_sweep(model, [1, 64], context=16, budget_s=0.02)
@@ -247,7 +247,7 @@ def test_an_allocation_that_fails_is_reported_and_released(model, monkeypatch):
         raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
 
     monkeypatch.setattr(decoding._steps, "new_cache", no_memory)
-    monkeypatch.setattr(devices, "release_cached_memory", lambda dev=None: released.append(dev))
+    monkeypatch.setattr(machine, "release_cached_memory", lambda dev=None: released.append(dev))
     with pytest.raises(decoding.DoesNotFit, match="given back"):
         decoding.decode_step(model, batch=1, context=16)
     assert released
@@ -322,7 +322,7 @@ def test_explorer_reports_a_step_too_big_and_stays_usable(model):
 
 def test_explorer_real_memory_refusal(model, monkeypatch):
     ex_ = _explorer(model, None)
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 2**20)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 2**20)
     assert ex_.set(batch=256, context=128) is None
     assert "free" in ex_.error
 

@@ -20,7 +20,7 @@ A100_BYTES_PER_S = 1.555e12
 
 @dataclass(frozen=True)
 class _Spec:
-    """Duck-typed stand-in for devices.DeviceSpec."""
+    """Duck-typed stand-in for hardware.DeviceSpec."""
 
     name: str
     peak_flops_per_s: dict = field(default_factory=dict)
@@ -29,7 +29,7 @@ class _Spec:
 
 @dataclass(frozen=True)
 class _Ceilings:
-    """Duck-typed stand-in for devices.Ceilings (measured on this machine)."""
+    """Duck-typed stand-in for ceilings.Ceilings (measured on this machine)."""
 
     device_name: str
     matmul_flops_per_s: float

@@ -20,7 +20,7 @@ from _fakes import fake_ceilings
 from torch import nn
 
 import brrrlib as bl
-from brrrlib import devices, sweeps, timing, widgets
+from brrrlib import machine, sweeps, timing, widgets
 from brrrlib.sweeps import Case
 from brrrlib.widgets import _batch_explorer, _explorer, _repeat_explorer
 
@@ -92,7 +92,7 @@ def real_png():
 
 @pytest.fixture
 def plenty_of_memory(monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
 
 
 class FakeRepeat:
@@ -198,7 +198,7 @@ def test_sweep_keeps_a_confirmed_drop_with_a_note(clock):
 
 
 def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 1000)
     made = []
     result = sweeps.sweep(
         "n", [1], ["l"], lambda x, _line: made.append(x), memory=lambda x, _line: 2**30
@@ -209,7 +209,7 @@ def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
 
 def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
     released = []
-    monkeypatch.setattr(bl.devices, "release_cached_memory", lambda dev: released.append(dev))
+    monkeypatch.setattr(bl.machine, "release_cached_memory", lambda dev: released.append(dev))
 
     def setup(x, line):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -392,14 +392,14 @@ def test_repeat_bad_arguments(clock, ceilings, plenty_of_memory):
 
 
 def test_repeat_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 1000)
     fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)  # the kernel stays alive: no exception
     assert fake.calls == [] and ex.current is None
     assert "brrr-error" in ex._readout._dom_classes
     assert "free" in ex.error and "smaller" in ex.error and "needs about" in ex.error
     assert bytes(ex._plot.value).startswith(PNG_MAGIC)  # still draws the predictions
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
     assert ex.set(repeat=2) is not None
     assert ex.error is None and "brrr-error" not in ex._readout._dom_classes
 
@@ -664,10 +664,10 @@ def test_read_doubling_reads_only_what_the_interval_allows(ratios, weights_share
 
 
 def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
     fake = FakeBatch(clock)
     ex = _batch(ceilings, fake, max_batch=1024)
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 10)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 10)
     assert ex.set(batch=1024) is None
     assert fake.calls == [1] and "brrr-error" in ex._readout._dom_classes
     assert "batch 1024" in ex.error and "needs about" in ex.error
@@ -798,7 +798,7 @@ def test_explorer_displays_its_vbox_with_its_picture_and_words(clock, ceilings, 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_explorers_on_cuda(ceilings):
-    free = devices.available_memory_bytes(torch.device("cuda"))
+    free = machine.available_memory_bytes(torch.device("cuda"))
     assert free > 0
     p = widgets.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
     assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20 and p.cpu_share is None

@@ -400,12 +400,12 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
     """Refuse messages that would not fit: every process holds all buffers plus scratch."""
     import torch
 
-    from brrrlib import devices
+    from brrrlib import machine
 
     per_process = sum(sizes) + _SCRATCH_COPIES * max(sizes)
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    need, have = processes * per_process, devices.available_memory_bytes(dev)
+    need, have = processes * per_process, machine.available_memory_bytes(dev)
     if need > _MEMORY_SHARE * have:
         fits = [
             s
