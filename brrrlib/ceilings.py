@@ -319,7 +319,7 @@ class Ceilings:
                 math.log(s.mem_bandwidth_bytes_per_s / self.mem_bandwidth_bytes_per_s),
             )
 
-        return min(hardware.specs(), key=distance)
+        return min(hardware.all_specs(), key=distance)
 
     # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str]]:

@@ -115,7 +115,7 @@ def test_nearest_spec_by_name_on_a_gpu_else_by_numbers():
     )
     assert a100.nearest_spec().name == "A100 80GB SXM"
     slow = fake_ceilings()  # a CPU is far below every GPU: the nearest is the slowest row
-    assert slow.nearest_spec() is min(bl.specs(), key=lambda s: s.peak("fp32"))
+    assert slow.nearest_spec() is min(bl.hardware.all_specs(), key=lambda s: s.peak("fp32"))
 
 
 # ----------------------------------------------------------------- rounds ---

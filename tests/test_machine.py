@@ -127,7 +127,7 @@ def test_unknown_spec_lists_closest_matches():
 
 
 def test_spec_table_is_consistent():
-    table = bl.specs()
+    table = bl.hardware.all_specs()
     assert len(table) >= 12
     assert len({s.name for s in table}) == len(table)
     for s in table:
@@ -186,7 +186,7 @@ def test_gpu_names_reported_by_torch_find_their_row(gpu_name, row):
 def test_spec_table_lists_every_row_and_the_measured_one():
     fake = fake_ceilings(matmul_flops_per_s=2e11, mem_bandwidth_bytes_per_s=4e10)
     text = repr(bl.hardware.spec_table(fake))
-    for s in bl.specs():
+    for s in bl.hardware.all_specs():
         assert s.name in text
     measured = text.splitlines()[-1]
     assert "this machine (cpu, measured)" in measured and "5 FLOP/B" in measured

@@ -258,7 +258,7 @@ def test_plot_tensor_core_dtype_draws_the_fp32_roof_below(agg):
 
 def test_plot_of_real_spec_sheets(agg):
     a100 = _a100()
-    others = [s for s in bl.specs() if s is not a100][:2]
+    others = [s for s in bl.hardware.all_specs() if s is not a100][:2]
     ax = rl.plot([a100, *others], dtype="fp32")
     assert len(ax.get_legend().get_texts()) >= 1 + len(others)
     assert math.isfinite(ax.get_ylim()[1])
