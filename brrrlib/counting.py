@@ -62,15 +62,10 @@ from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize
 from brrrlib._counts import CategoryTimes, Counts, OpCount
 
 __all__ = [
-    "CATEGORIES",
-    "FLOPS_PER_ELEMENT",
     "CategoryTimes",
-    "Cost",
     "Counts",
     "OpCount",
-    "categorize",
     "count",
-    "op_cost",
     "saved_bytes",
 ]
 

@@ -53,17 +53,10 @@ from typing import Any
 from brrrlib import _fmt
 
 __all__ = [
-    "REMEDIES",
-    "BatchEvidence",
-    "BusyEvidence",
     "Diagnosis",
     "Floors",
-    "Verdict",
-    "batch_evidence",
-    "busy_evidence",
     "diagnose",
     "floors",
-    "verdict",
 ]
 
 

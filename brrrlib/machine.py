@@ -27,17 +27,9 @@ from typing import Any
 import torch
 
 __all__ = [
-    "available_memory_bytes",
-    "check_available",
-    "cpu_flags",
     "device",
     "device_name",
-    "is_out_of_memory",
     "last_level_cache_bytes",
-    "of",
-    "physical",
-    "release_cached_memory",
-    "resolve",
     "sync",
 ]
 

@@ -33,12 +33,9 @@ from typing import Any
 from brrrlib import _checks, _fmt
 
 __all__ = [
-    "ABOVE_ROOF_TOLERANCE",
     "RooflinePoint",
-    "above_roof",
     "arithmetic_intensity",
     "attainable_flops_per_s",
-    "ceilings_of",
     "lower_bound_s",
     "plot",
     "regime",

@@ -50,22 +50,8 @@ from brrrlib import _fmt, counting, machine, timing
 from brrrlib.timing import Comparison, Timing
 
 __all__ = [
-    "BUSY_CPU_SHARE",
-    "COMPARE_BUDGET_S",
-    "MEASURED",
-    "MEMORY_HEADROOM",
-    "NO_MEMORY",
-    "POINT_BUDGET_S",
-    "POINT_WARMUP_S",
-    "SLACK",
-    "TOO_SLOW",
-    "Case",
-    "Pair",
-    "Point",
     "Sweep",
-    "log_axes",
     "sweep",
-    "waited_words",
     "workload_sweep",
 ]
 

@@ -75,15 +75,11 @@ from brrrlib._aten_ops import (
 from brrrlib.counting import CategoryTimes, Counts, count
 
 __all__ = [
-    "Gap",
-    "Interval",
-    "OpTime",
     "Trace",
     "breakdown",
     "profile",
     "quiet_profiler",
     "recorded",
-    "recorded_names",
     "time_by_category",
 ]
 

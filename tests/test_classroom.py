@@ -16,7 +16,6 @@ from _fakes import fake_ceilings
 import brrrlib as bl
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import (
-    MAX_REPORT_BYTES,
     SCHEMA_VERSION,
     Report,
     _report_file,
@@ -30,6 +29,7 @@ from brrrlib.classroom import (
     reports_table,
     write_predictions,
 )
+from brrrlib.classroom._report_file import MAX_REPORT_BYTES
 
 matplotlib.use("Agg")
 

@@ -47,12 +47,7 @@ from typing import Any
 from brrrlib.cli._doctor import course_source, doctor, package_version, torch_problem
 
 __all__ = [
-    "CopyReport",
-    "TargetError",
-    "copy_course",
-    "course_source",
     "doctor",
-    "load_target",
     "main",
 ]
 

@@ -70,48 +70,35 @@ from brrrlib import _fmt
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun, mlp_params
 from brrrlib.distributed._collectives_worker import mlp
-from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta
-from brrrlib.distributed._host_transfers import HostDeviceCopies, host_device_copies
+from brrrlib.distributed._host_transfers import host_device_copies
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
-    DiskRead,
-    Rung,
     available_cores,
     bandwidth_ladder,
     measure_disk_read,
     node_ladder,
     plot_ladders,
 )
-from brrrlib.distributed._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
-from brrrlib.distributed._message_explorer import MessageSizeExplorer, message_size_explorer
+from brrrlib.distributed._launch import GroupTimeout, PortInUse, WorkerDied
+from brrrlib.distributed._message_explorer import message_size_explorer
 
 __all__ = [
-    "DEFAULT_BATCHES",
     "DEFAULT_MODEL",
-    "DEFAULT_SIZES_BYTES",
-    "AlphaBeta",
     "BandwidthLadder",
     "CollectiveSweep",
     "DataParallelRun",
-    "DiskRead",
-    "DistributedError",
     "GroupTimeout",
-    "HostDeviceCopies",
-    "MessageSizeExplorer",
     "PortInUse",
-    "Rung",
     "WorkerDied",
     "all_reduce_sweep",
     "bandwidth_ladder",
     "cores_note",
     "data_parallel_steps",
-    "fit_alpha_beta",
     "host_device_copies",
     "load",
     "local_world_sizes",
     "main",
     "measure_disk_read",
-    "measure_local_bus_bandwidth",
     "message_size_explorer",
     "mlp",
     "node_ladder",

@@ -51,10 +51,6 @@ from brrrlib.exercises import (
 from brrrlib.exercises._bank import Context, Exercise, Question, Worked, index
 
 __all__ = [
-    "AnswerKey",
-    "Question",
-    "QuestionList",
-    "answer_key",
     "check",
     "hint",
     "questions",

@@ -1,7 +1,7 @@
 """The batch-size explorer of chapter 03: does doubling the batch double the time?
 
 :func:`batch_explorer` and its :class:`BatchExplorer`. Every point comes from
-:func:`brrrlib.sweeps.sweep` over :func:`brrrlib.widgets.batch_case`, each
+:func:`brrrlib.sweeps.sweep` over :func:`~brrrlib.widgets._experiments.batch_case`, each
 batch measured together with half of it; this module reads each pair
 (:class:`Doubling`), draws and words. Re-exported by :mod:`brrrlib.widgets`.
 """
@@ -161,7 +161,7 @@ class BatchExplorer(_Explorer):
     Attributes: ``widget`` (VBox, CSS class ``brrr-batch-explorer``), ``points``
     (:class:`brrrlib.sweeps.Point`, by batch), ``current``, ``sweep``, ``error``,
     ``exception``, ``model``, ``ceilings``, ``precision``. ``setup`` replaces
-    :func:`brrrlib.widgets.batch_case` (called as ``setup(batch=, device=)``,
+    :func:`~brrrlib.widgets._experiments.batch_case` (called as ``setup(batch=, device=)``,
     returning a :class:`brrrlib.sweeps.Case`), for tests.
     """
 

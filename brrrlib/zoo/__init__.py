@@ -53,14 +53,9 @@ from brrrlib.zoo import _rows
 from brrrlib.zoo._tally import HandCount
 
 __all__ = [
-    "GPUS",
-    "SIZES",
-    "Prediction",
     "ZooEntry",
-    "entries",
     "entry",
     "names",
-    "predict",
     "table",
 ]
 
