@@ -52,12 +52,7 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = [
-    "Diagnosis",
-    "Floors",
-    "diagnose",
-    "floors",
-]
+__all__ = ["Diagnosis", "Floors", "diagnose", "floors"]
 
 
 REGIMES = ("compute", "memory", "overhead")

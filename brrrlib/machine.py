@@ -26,12 +26,7 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "device",
-    "device_name",
-    "last_level_cache_bytes",
-    "sync",
-]
+__all__ = ["device", "device_name", "last_level_cache_bytes", "sync"]
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 

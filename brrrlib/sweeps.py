@@ -49,11 +49,7 @@ import torch
 from brrrlib import _fmt, counting, machine, timing
 from brrrlib.timing import Comparison, Timing
 
-__all__ = [
-    "Sweep",
-    "sweep",
-    "workload_sweep",
-]
+__all__ = ["Sweep", "sweep", "workload_sweep"]
 
 
 # ------------------------------------------------------------------ points: what one runs, what it measured

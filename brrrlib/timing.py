@@ -39,12 +39,7 @@ import torch
 
 from brrrlib import _checks, _fmt, machine
 
-__all__ = [
-    "Comparison",
-    "Timing",
-    "benchmark",
-    "compare",
-]
+__all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
 # A timing whose interquartile range exceeds this fraction of its median is
 # flagged as noisy: the same 10% threshold torch.utils.benchmark warns at

@@ -74,14 +74,7 @@ from brrrlib._aten_ops import (
 )
 from brrrlib.counting import CategoryTimes, Counts, count
 
-__all__ = [
-    "Trace",
-    "breakdown",
-    "profile",
-    "quiet_profiler",
-    "recorded",
-    "time_by_category",
-]
+__all__ = ["Trace", "breakdown", "profile", "quiet_profiler", "recorded", "time_by_category"]
 
 
 # ------------------------------------------------------------------ running the profiler (warmed up, marked per run, quiet)

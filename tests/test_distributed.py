@@ -402,12 +402,6 @@ def test_all_reduce_sweep_over_two_local_processes():
     assert not _children()
 
 
-def test_local_bus_bandwidth_for_the_ceilings():
-    busbw, spread = distributed.measure_local_bus_bandwidth(budget_s=0.3)
-    assert 1e6 < busbw < 1e13 and 0 <= spread  # bytes/s between local processes, from MB/s to TB/s
-    assert not _children()
-
-
 def test_data_parallel_steps_over_two_local_processes():
     run = distributed.data_parallel_steps([4, 256], budget_s=0.5, timeout_s=150)
     assert run.modes == MODES and run.batches == (4, 256) and run.verified

@@ -44,9 +44,6 @@ the other hops on NVLink, so the bus bandwidth of large messages approaches
 the node's NICs together: ``bl.hardware.node("DGX H100")`` has 8 of
 ``bl.hardware.link("NDR")``.
 
-:func:`measure_local_bus_bandwidth` is the short version for a ceilings
-table: the bus bandwidth of 16 MiB all-reduces between local processes.
-
 The alpha-beta fit is in :mod:`brrrlib.distributed._comm_model` (the chapter
 works the rest of the arithmetic in its cells), the processes in
 :mod:`brrrlib.distributed._launch` and
@@ -222,23 +219,6 @@ def data_parallel_steps(
     what = f"the data-parallel steps over {world_size} local processes"
     result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
     return DataParallelRun.from_dict(result)
-
-
-def measure_local_bus_bandwidth(
-    *, world_size: int = 2, budget_s: float = 1.0, timeout_s: float = 60.0
-) -> tuple[float, float]:
-    """Bus bandwidth of large all-reduces between local processes, and its spread.
-
-    A short :func:`all_reduce_sweep` of 4 and 16 MiB messages (large enough
-    for the bandwidth term to dominate, small enough for any machine);
-    returns ``(busbw of 16 MiB in bytes/s, IQR / median of its samples)``:
-    one more ceiling, in the form :func:`brrrlib.measure_ceilings` keeps its
-    ceilings and their spread.
-    """
-    sweep = all_reduce_sweep(
-        [2**22, 2**24], world_size=world_size, budget_s=budget_s, timeout_s=timeout_s
-    )
-    return sweep.busbw_bytes_per_s[-1], sweep.relative_iqr[-1]
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:

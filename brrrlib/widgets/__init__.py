@@ -32,10 +32,4 @@ from brrrlib.widgets._decode_explorer import decode_explorer
 from brrrlib.widgets._experiments import repeat_case, repeat_sweep
 from brrrlib.widgets._repeat_explorer import repeat_explorer
 
-__all__ = [
-    "batch_explorer",
-    "decode_explorer",
-    "repeat_case",
-    "repeat_explorer",
-    "repeat_sweep",
-]
+__all__ = ["batch_explorer", "decode_explorer", "repeat_case", "repeat_explorer", "repeat_sweep"]
