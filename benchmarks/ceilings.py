@@ -138,7 +138,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refresh", action="store_true", help="measure the ceilings again")
     opts = parser.parse_args()
-    dev = bl.devices.physical(bl.device())
+    dev = bl.machine.physical(bl.device())
     c = bl.measure_ceilings(dev, refresh=opts.refresh)
     print(c)
     time_it = _timer(dev)

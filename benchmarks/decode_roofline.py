@@ -30,6 +30,7 @@ import torch
 
 import brrrlib as bl
 from brrrlib import decoding
+from brrrlib.decoding._steps import measure_step
 
 CONTEXT, PROMPT, SWEEP_CONTEXT = 256, 256, 32
 
@@ -39,7 +40,7 @@ def _share(rate: float, ceiling: float) -> str:
 
 
 def _decode(model, c, read_bw, fn=None, label=""):
-    s = decoding.measure_step(model, 1, CONTEXT, fn=fn, budget_s=0.5)
+    s = measure_step(model, 1, CONTEXT, fn=fn, budget_s=0.5)
     print(
         f"  {label:28} {s.seconds * 1e3:8.3f} ms/token {s.tokens_per_s:9,.1f} tokens/s "
         f"{s.bytes_per_s / 1e9:7.2f} GB/s = {_share(s.bytes_per_s, c.mem_bandwidth_bytes_per_s)} "

@@ -14,7 +14,7 @@ scheduler ticks (4 ms steps), a fact about the busy machine, not the model;
 points measured that way are marked "waited". The ceilings are measured (and
 cached) for the thread count in use, so the model follows it.
 
-The model (``bl.widgets.repeat_model_s``): every pass moves 8 bytes per element
+The model (``brrrlib.widgets._experiments.repeat_model_s``): every pass moves 8 bytes per element
 at the copy bandwidth ceiling, the fused chain multiplies at the vector ceiling,
 every kernel pays one op's overhead. Both modes write into outputs that already
 exist, as the model assumes. The checks printed at the end: every point within
@@ -30,6 +30,7 @@ import torch
 
 import brrrlib as bl
 from brrrlib import widgets
+from brrrlib.widgets import _experiments
 
 
 def main() -> None:
@@ -64,8 +65,8 @@ def main() -> None:
                 f"{p.x:>6} {mode:>6} {p.median_s * 1e3:>8.3f}ms {p.predicted_s * 1e3:>8.3f}ms "
                 f"{p.model_ratio:>6.2f}{flag}"
             )
-    predicted = widgets.predicted_knee_repeat(c)
-    measured = widgets.measured_knee_repeat(result)
+    predicted = _experiments.predicted_knee_repeat(c)
+    measured = _experiments.measured_knee_repeat(result)
     print(f"\nknee: predicted {predicted:.1f}, measured ", end="")
     print("not reached (raise --max-repeat)" if measured is None else f"{measured:.1f}")
     inside = sum(0.5 <= r <= 2 for r in ratios)

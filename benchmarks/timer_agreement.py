@@ -64,7 +64,7 @@ def main() -> None:
     dev = bl.device()
     torch.set_num_threads(opts.threads)
     do_bench = _do_bench() if dev.type == "cuda" else None
-    name = bl.devices.device_name(dev)
+    name = bl.machine.device_name(dev)
     print(f"{name} ({dev}), torch {torch.__version__}, {opts.threads} CPU thread(s), "
           f"{opts.rounds} interleaved rounds")  # fmt: skip
     head = f"{'workload':<22}{'bl.benchmark':>14}{'Timer':>12}{'bl/Timer':>10}"

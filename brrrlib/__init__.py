@@ -22,7 +22,7 @@ them in this order to see how each number is measured:
 ``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
-``devices``        device choice, the one ``sync``, facts about this machine
+``machine``        this machine: which device, the one ``sync``, caches, memory, CPU flags
 ``hardware``       the spec-sheet table, each number with its source (``spec``)
 ``trace``          profiles: host and device lanes, busy time, gaps (``profile``)
 ``diagnosis``      the decision procedure (``diagnose``)
@@ -73,12 +73,12 @@ _MODULES = (
     "classroom",
     "counting",
     "decoding",
-    "devices",
     "diagnosis",
     "distributed",
     "exercises",
     "figures",
     "hardware",
+    "machine",
     "roofline",
     "sweeps",
     "timing",
@@ -93,16 +93,13 @@ _NAMES = {
     "Ceilings": "ceilings",
     "measure_ceilings": "ceilings",
     "Report": "classroom",
-    "load_reports": "classroom",
     "report": "classroom",
     "Counts": "counting",
-    "OpCount": "counting",
     "count": "counting",
     "DeviceSpec": "hardware",
     "spec": "hardware",
-    "specs": "hardware",
-    "device": "devices",
-    "sync": "devices",
+    "device": "machine",
+    "sync": "machine",
     "Diagnosis": "diagnosis",
     "diagnose": "diagnosis",
     "check": "exercises",

@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _files, _fmt, devices, hardware, timing
+from brrrlib import _files, _fmt, hardware, machine, timing
 
 __all__ = ["Ceilings", "measure_ceilings"]
 
@@ -319,7 +319,7 @@ class Ceilings:
                 math.log(s.mem_bandwidth_bytes_per_s / self.mem_bandwidth_bytes_per_s),
             )
 
-        return min(hardware.specs(), key=distance)
+        return min(hardware.all_specs(), key=distance)
 
     # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str]]:
@@ -462,9 +462,9 @@ def measure_ceilings(
     ``refresh=True`` always measures. ``device`` defaults to
     :func:`brrrlib.device`; ``"cuda"`` and ``"cuda:0"`` share one entry.
     """
-    dev = devices.physical(devices.resolve(device))
-    devices.check_available(dev, "device")
-    name = devices.device_name(dev)
+    dev = machine.physical(machine.resolve(device))
+    machine.check_available(dev, "device")
+    name = machine.device_name(dev)
     path = _cache_path(dev, name)
     found = None if refresh else (_MEMO.get(path) or _load(path))
     if found is not None and (not found.noisy or path in _MEMO or found.attempts >= 2):
@@ -734,7 +734,7 @@ def _why_slow(precision: str, dev: torch.device) -> str:
     return precision_reason(
         precision,
         dev.type,
-        devices.cpu_flags() if dev.type == "cpu" else frozenset(),
+        machine.cpu_flags() if dev.type == "cpu" else frozenset(),
         _kernels(dev),
         {k: v for k, v in os.environ.items() if k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")},
     )
@@ -866,7 +866,7 @@ def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:
     numel = (
         2**18 * max(1, torch.get_num_threads())
         if dev.type == "cpu"
-        else (devices.last_level_cache_bytes(dev) // 16)
+        else (machine.last_level_cache_bytes(dev) // 16)
     )
     x = torch.rand(numel, device=dev) + 0.5  # in (0.5, 1.5): every function finite
     out = torch.empty_like(x)
@@ -905,9 +905,9 @@ class _Phases:
         # The in-place form touches one buffer, not two: at twice the cache it still ran
         # from cache (~170 GB/s against ~70 streamed on a 2-core VM with a 32 MiB L3).
         # Eight times the largest cache, and no less than 256 MiB, streams from memory.
-        llc = devices.last_level_cache_bytes(dev)
+        llc = machine.last_level_cache_bytes(dev)
         floor = 256 * 2**20 if dev.type == "cpu" else 512 * 2**20
-        room = devices.available_memory_bytes(dev) // 8
+        room = machine.available_memory_bytes(dev) // 8
         self.nbytes = max(64 * 2**20, min(max(8 * llc, floor), room))
         self.dev = dev
         src = torch.ones(self.nbytes // 4, device=dev)
@@ -926,7 +926,7 @@ class _Phases:
         deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
         while time.perf_counter() < deadline:
             self.forms["copy_"]()
-            devices.sync(dev)
+            machine.sync(dev)
         self.bandwidth_s: list[tuple[float, float]] = []  # (bytes/s, steal share) per round
         self.overhead_s: list[tuple[float, float]] = []
         self.by_form: dict[str, float] = {}  # each form's fastest round, bytes/s

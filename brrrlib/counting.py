@@ -61,18 +61,7 @@ from brrrlib import _aten_ops, _touched
 from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize
 from brrrlib._counts import CategoryTimes, Counts, OpCount
 
-__all__ = [
-    "CATEGORIES",
-    "FLOPS_PER_ELEMENT",
-    "CategoryTimes",
-    "Cost",
-    "Counts",
-    "OpCount",
-    "categorize",
-    "count",
-    "op_cost",
-    "saved_bytes",
-]
+__all__ = ["CategoryTimes", "Counts", "OpCount", "count", "saved_bytes"]
 
 # ================================================================ the counting core
 

@@ -52,19 +52,7 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = [
-    "REMEDIES",
-    "BatchEvidence",
-    "BusyEvidence",
-    "Diagnosis",
-    "Floors",
-    "Verdict",
-    "batch_evidence",
-    "busy_evidence",
-    "diagnose",
-    "floors",
-    "verdict",
-]
+__all__ = ["Diagnosis", "Floors", "diagnose", "floors"]
 
 
 REGIMES = ("compute", "memory", "overhead")
@@ -498,7 +486,7 @@ def diagnose(
     Errors ``fn`` raises on its own input are not caught: they surface as
     they are. A function that runs no torch operator raises ``ValueError``.
     """
-    from brrrlib import devices, timing
+    from brrrlib import machine, timing
     from brrrlib import trace as trace_mod
 
     check_arguments(fn, ceilings, budget_s)
@@ -522,7 +510,7 @@ def diagnose(
 
     # a slow call's timing is the first side of its batch probe's rounds
     main = None if plan.slow and batch_probe else timed()
-    ceilings = ceilings_for(str(devices.of(args, kwargs)), ceilings, say, progress)
+    ceilings = ceilings_for(str(machine.of(args, kwargs)), ceilings, say, progress)
     notes += ceilings_notes(ceilings)
     comparison = batch_counts = None
     if batch_probe:
@@ -568,13 +556,13 @@ def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
 
 def _one_call_s(fn, args, kwargs) -> float:
     """Seconds of one plain, synced call of ``fn`` (no counting around it)."""
-    from brrrlib import devices
+    from brrrlib import machine
 
-    dev = devices.of(args, kwargs)
-    devices.sync(dev)
+    dev = machine.of(args, kwargs)
+    machine.sync(dev)
     t0 = time.perf_counter()
     fn(*args, **kwargs)
-    devices.sync(dev)
+    machine.sync(dev)
     return time.perf_counter() - t0
 
 
@@ -786,11 +774,11 @@ def run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
 
 
 def _skip(notes: list[str], what: str, err: BaseException, doubled_bytes: int = 0) -> None:
-    from brrrlib import devices
+    from brrrlib import machine
 
     first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-    if devices.is_out_of_memory(err):
-        devices.release_cached_memory()
+    if machine.is_out_of_memory(err):
+        machine.release_cached_memory()
         notes.append(
             f"batch probe skipped: the doubled batch ran out of memory ({type(err).__name__}: "
             f"{first}); its inputs alone take {_fmt.binary_bytes(doubled_bytes)}, and the call "

@@ -6,7 +6,7 @@ ask ``bl.spec("A100")`` instead of typing 312e12; ``spec_table()`` sets the
 rows side by side, with this machine's measured row beside them when given
 its ``Ceilings``. Links and cluster nodes have small tables (chapter 05): ``link("NDR")``,
 ``host_link("T4")``, ``node("DGX H100")``. What the machine in front of you *does* is
-measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.devices`.
+measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.machine`.
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ import torch
 from brrrlib import _fmt
 
 __all__ = [
-    "ESSAY_PYTHON_ADDS_PER_S",
-    "LINK_KINDS",
     "DeviceSpec",
     "LinkSpec",
     "SpecTable",
-    "dtype_key",
     "host_link",
     "link",
     "links",
@@ -38,7 +35,6 @@ __all__ = [
     "spec",
     "spec_for_device_name",
     "spec_table",
-    "specs",
 ]
 
 _DTYPE_KEYS = ("fp32", "tf32", "bf16", "fp16")
@@ -157,7 +153,6 @@ class DeviceSpec:
 
 _GB = 10**9
 _GiB = 2**30
-_NV = "NVIDIA"
 _SPECS: tuple[DeviceSpec, ...] = (
     DeviceSpec(
         name="A100 40GB SXM",
@@ -292,7 +287,7 @@ _SPECS: tuple[DeviceSpec, ...] = (
 )
 
 
-def specs() -> tuple[DeviceSpec, ...]:
+def all_specs() -> tuple[DeviceSpec, ...]:
     """Every device in the spec-sheet table, in table order."""
     return _SPECS
 

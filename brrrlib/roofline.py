@@ -17,8 +17,8 @@ write 4 B) needs about 100 operations per element before the arithmetic,
 not the memory, sets its speed (chapter 02).
 
 Everything here is plain arithmetic on numbers you pass in, except
-:func:`ceilings_of`, which reads them off a :class:`~brrrlib.devices.DeviceSpec`
-(spec sheet) or :class:`~brrrlib.devices.Ceilings` (measured here), and
+:func:`ceilings_of`, which reads them off a :class:`~brrrlib.hardware.DeviceSpec`
+(spec sheet) or :class:`~brrrlib.ceilings.Ceilings` (measured here), and
 :func:`plot`, which draws them (chapter 00, 02).
 """
 
@@ -33,12 +33,9 @@ from typing import Any
 from brrrlib import _checks, _fmt
 
 __all__ = [
-    "ABOVE_ROOF_TOLERANCE",
     "RooflinePoint",
-    "above_roof",
     "arithmetic_intensity",
     "attainable_flops_per_s",
-    "ceilings_of",
     "lower_bound_s",
     "plot",
     "regime",
@@ -195,10 +192,10 @@ def _measured_matmul(ceilings: Any, dtype: str) -> float:
 def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
     """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a device, for ``dtype``.
 
-    Accepts a spec-sheet :class:`~brrrlib.devices.DeviceSpec` (``bl.spec("A100")``:
+    Accepts a spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (``bl.spec("A100")``:
     the peak for ``dtype``, where ``"fp32"`` means no tensor cores and
     ``"tf32"``/``"bf16"``/``"fp16"`` the dense tensor-core peak), measured
-    :class:`~brrrlib.devices.Ceilings` (``bl.measure_ceilings()``: the matmul
+    :class:`~brrrlib.ceilings.Ceilings` (``bl.measure_ceilings()``: the matmul
     peak of that precision, measured here), or a plain ``(peak, bandwidth)``
     pair. Recognised by field names, so any object with those fields works.
     ``dtype`` may also be a torch dtype (``torch.bfloat16``).

@@ -46,28 +46,10 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, counting, devices, timing
+from brrrlib import _fmt, counting, machine, timing
 from brrrlib.timing import Comparison, Timing
 
-__all__ = [
-    "BUSY_CPU_SHARE",
-    "COMPARE_BUDGET_S",
-    "MEASURED",
-    "MEMORY_HEADROOM",
-    "NO_MEMORY",
-    "POINT_BUDGET_S",
-    "POINT_WARMUP_S",
-    "SLACK",
-    "TOO_SLOW",
-    "Case",
-    "Pair",
-    "Point",
-    "Sweep",
-    "log_axes",
-    "sweep",
-    "waited_words",
-    "workload_sweep",
-]
+__all__ = ["Sweep", "sweep", "workload_sweep"]
 
 
 # ------------------------------------------------------------------ points: what one runs, what it measured
@@ -457,7 +439,7 @@ def sweep(
 
     Before anything is built, ``skip(x, line)`` may return a reason not to
     measure (too slow), and ``memory(x, line)`` the bytes a point needs: more
-    than ``MEMORY_HEADROOM`` of :func:`brrrlib.devices.available_memory_bytes`
+    than ``MEMORY_HEADROOM`` of :func:`brrrlib.machine.available_memory_bytes`
     is refused. Running out of memory anyway is caught: cached device blocks
     are released and the point says so. Points already measured in ``into``
     are kept, never measured again; its points that were not measured are
@@ -467,7 +449,7 @@ def sweep(
         raise ValueError("x_values and lines must each hold at least one value")
     if into is not None and into.x_name != x_name:
         raise ValueError(f"into= holds a sweep over {into.x_name!r}, not {x_name!r}")
-    dev = devices.resolve(device)
+    dev = machine.resolve(device)
     run = _Run(setup, skip, memory, dev, budget_s, into)
     keys = list(itertools.product(x_values, lines))
     say = _fmt.Progress(progress, len(keys), prefix=f"sweep {x_name}")
@@ -533,7 +515,7 @@ def workload_sweep(
             functools.partial(fn, *args),
             int(counts.flops),
             int(counts.bytes_moved),
-            dev or devices.resolve(device),
+            dev or machine.resolve(device),
             f"{line}, {x_name} = {x}",
             size=x,
             ops=int(counts.ops),
@@ -572,7 +554,7 @@ class _Run:
                 self._unmeasured(key, TOO_SLOW, reason)
                 return True
         needed = sum(self.memory(*key) for key in keys) if self.memory is not None else 0
-        free = devices.available_memory_bytes(self.dev) if needed else 0
+        free = machine.available_memory_bytes(self.dev) if needed else 0
         if needed <= MEMORY_HEADROOM * free or not needed:
             return False
         self._unmeasured(
@@ -702,9 +684,9 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # only an allocation failure is caught; anything else goes on up
-        if not devices.is_out_of_memory(exc):
+        if not machine.is_out_of_memory(exc):
             raise
-        devices.release_cached_memory(run.dev)
+        machine.release_cached_memory(run.dev)
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]

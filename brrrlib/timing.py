@@ -37,9 +37,9 @@ from typing import Any
 
 import torch
 
-from brrrlib import _checks, _fmt, devices
+from brrrlib import _checks, _fmt, machine
 
-__all__ = ["COMPARE_TOLERANCE", "Comparison", "Timing", "benchmark", "compare"]
+__all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
 # A timing whose interquartile range exceeds this fraction of its median is
 # flagged as noisy: the same 10% threshold torch.utils.benchmark warns at
@@ -309,8 +309,8 @@ def benchmark(
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
     if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
         raise ValueError(f"min_samples must be a whole number >= 1, got {min_samples!r}")
-    dev = devices.of(args, kwargs) if device is None else devices.resolve(device)
-    devices.check_available(dev, "device")
+    dev = machine.of(args, kwargs) if device is None else machine.resolve(device)
+    machine.check_available(dev, "device")
     if cuda_graph and dev.type != "cuda":
         raise ValueError(
             f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
@@ -334,7 +334,7 @@ def benchmark(
         for _ in range(max(0, math.ceil((warmup_s - spent_s) / per_call_s))):
             _flush(buffer)
             call()
-        devices.sync(dev)
+        machine.sync(dev)
         # 4. measure, and 5. replace disturbed samples.
         kept, dropped = _measure_until_undisturbed(
             lambda n: _measure_blocks(call, dev, buffer, number, n),
@@ -409,11 +409,11 @@ def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, flo
     samples = []
     for _ in range(n_samples):
         _flush(buffer)
-        devices.sync(dev)
+        machine.sync(dev)
         c0, t0 = cpu(), wall()
         for _ in range(number):
             call()
-        devices.sync(dev)
+        machine.sync(dev)
         t1, c1 = wall(), cpu()
         elapsed = max(t1 - t0, 1e-12)
         samples.append((elapsed / number, (c1 - c0) / elapsed))
@@ -457,12 +457,12 @@ def _estimate(
             break
         n = 1
         while True:
-            devices.sync(dev)
+            machine.sync(dev)
             t0 = clock()
             for _ in range(n):
                 _flush(buffer)
                 call()
-            devices.sync(dev)
+            machine.sync(dev)
             elapsed = clock() - t0
             spent += elapsed
             if elapsed >= _ESTIMATE_S or n >= 2**20:
@@ -504,7 +504,7 @@ def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") ->
     """
     try:
         result = call()
-        devices.sync(dev)
+        machine.sync(dev)
     except Exception as err:
         text = str(err)
         if type(err).__name__ == "AcceleratorError" or "device-side assert" in text:
@@ -530,7 +530,7 @@ def _flush_buffer(dev: torch.device) -> torch.Tensor:
     if dev.type == "cuda":
         nbytes = 256 * 2**20
     else:
-        nbytes = max(4 * devices.last_level_cache_bytes(dev), 32 * 2**20)
+        nbytes = max(4 * machine.last_level_cache_bytes(dev), 32 * 2**20)
     return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
 
@@ -803,8 +803,8 @@ def compare(
         raise ValueError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
     if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
         raise ValueError(f"confidence must be between 0.5 and 1 (e.g. 0.95), got {confidence!r}")
-    dev = _infer_callable_device(a, b) if device is None else devices.resolve(device)
-    devices.check_available(dev, "device")
+    dev = _infer_callable_device(a, b) if device is None else machine.resolve(device)
+    machine.check_available(dev, "device")
     la, lb = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
         raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
@@ -819,7 +819,7 @@ def compare(
         for call, per_call_s, _number in sides:  # 2. warm-up (none for calls longer than it)
             for _ in range(int(warmup_s / 2 / per_call_s)):
                 call()
-        devices.sync(dev)
+        machine.sync(dev)
         rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds)
     flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
@@ -879,5 +879,5 @@ def _infer_callable_device(*fns: Any) -> torch.device:
         if isinstance(fn, functools.partial):
             for v in (fn.func, *fn.args, *fn.keywords.values()):
                 if isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple)):
-                    return devices.of((v,))
-    return devices.device()
+                    return machine.of((v,))
+    return machine.device()

@@ -74,18 +74,7 @@ from brrrlib._aten_ops import (
 )
 from brrrlib.counting import CategoryTimes, Counts, count
 
-__all__ = [
-    "Gap",
-    "Interval",
-    "OpTime",
-    "Trace",
-    "breakdown",
-    "profile",
-    "quiet_profiler",
-    "recorded",
-    "recorded_names",
-    "time_by_category",
-]
+__all__ = ["Trace", "breakdown", "profile", "quiet_profiler", "recorded", "time_by_category"]
 
 
 # ------------------------------------------------------------------ running the profiler (warmed up, marked per run, quiet)
@@ -158,7 +147,7 @@ def _sync(cuda: bool) -> None:
     """Wait for queued device work (CUDA, else MPS), so a run's marker ends when its work ends."""
     import torch
 
-    from brrrlib.devices import sync
+    from brrrlib.machine import sync
 
     if cuda:
         sync(torch.device("cuda"))

@@ -40,7 +40,6 @@ from brrrlib import _checks
 
 __all__ = [
     "H100_RECORDED_S",
-    "TinyBlock",
     "attention",
     "attention_by_hand",
     "backward_step",
@@ -48,7 +47,6 @@ __all__ = [
     "cos_cos",
     "cuda_graph",
     "doubled_batch",
-    "mlp",
     "mystery_a",
     "mystery_b",
     "mystery_b_foreach",
@@ -58,7 +56,6 @@ __all__ = [
     "small_matmuls",
     "softmax_by_hand",
     "square_matmul",
-    "tf32",
     "training_step",
     "transformer_block",
 ]
@@ -92,7 +89,7 @@ def _device(device: torch.device | str | None) -> torch.device:
     """The device to build on: the argument if given, else the course device."""
     if device is not None:
         return torch.device(device)
-    from brrrlib.devices import device as course_device
+    from brrrlib.machine import device as course_device
 
     return course_device()
 

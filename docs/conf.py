@@ -101,13 +101,13 @@ def reference_run() -> str:
     """One line naming the run whose outputs the pages show: device, date, versions."""
     import torch
 
-    from brrrlib import devices
+    from brrrlib import machine
 
-    dev = devices.device()
+    dev = machine.device()
     threads = f", {torch.get_num_threads()} threads" if dev.type == "cpu" else ""
     when = os.environ.get("BRRR_SITE_DATE") or datetime.date.today().isoformat()
     return (
-        f"{dev.type}: {devices.device_name(dev)}{threads} · {when} · torch {torch.__version__} "
+        f"{dev.type}: {machine.device_name(dev)}{threads} · {when} · torch {torch.__version__} "
         f"· brrrlib {brrrlib.__version__} · Python {platform.python_version()} "
         f"· commit {_commit()}"
     )

@@ -116,7 +116,7 @@ def test_nearest_spec_by_name_on_a_gpu_else_by_numbers():
     )
     assert a100.nearest_spec().mem_bytes == 80 * 2**30 and "A100" in a100.nearest_spec().name
     slow = fake_ceilings()  # a CPU is far below every GPU: the nearest is the slowest row
-    assert slow.nearest_spec() is min(bl.specs(), key=lambda s: s.peak("fp32"))
+    assert slow.nearest_spec() is min(bl.hardware.all_specs(), key=lambda s: s.peak("fp32"))
 
 
 # ----------------------------------------------------------------- rounds ---
@@ -243,7 +243,7 @@ def test_cuda_and_cuda_0_share_one_entry():
     dev = torch.device("cpu")
     assert ceilings._cache_path(dev, "x") == ceilings._cache_path(torch.device("cpu"), "x")
     if torch.cuda.is_available():
-        a = bl.devices.physical(torch.device("cuda"))
+        a = bl.machine.physical(torch.device("cuda"))
         assert ceilings._cache_path(a, "g") == ceilings._cache_path(torch.device("cuda:0"), "g")
 
 
@@ -288,7 +288,7 @@ def test_measured_ceilings_are_plausible(measured_ceilings):
 
 def test_ceilings_are_cached_per_machine(measured_ceilings, ceilings_cache_dir, monkeypatch):
     # other tests may have cached their own (one thread's, say): this one's file is there
-    path = ceilings._cache_path(bl.devices.physical(bl.device()), measured_ceilings.device_name)
+    path = ceilings._cache_path(bl.machine.physical(bl.device()), measured_ceilings.device_name)
     assert path.parent == ceilings_cache_dir and path.is_file()
     assert torch.__version__.split("+")[0] in path.name
 

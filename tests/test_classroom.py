@@ -17,7 +17,6 @@ import brrrlib as bl
 from brrrlib import _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import (
-    MAX_REPORT_BYTES,
     SCHEMA_VERSION,
     Report,
     _report_file,
@@ -31,6 +30,7 @@ from brrrlib.classroom import (
     reports_table,
     write_predictions,
 )
+from brrrlib.classroom._report_file import MAX_REPORT_BYTES
 
 matplotlib.use("Agg")
 

@@ -33,7 +33,7 @@ from brrrlib import _fmt, distributed, hardware
 from brrrlib.distributed import _launch
 from brrrlib.distributed._collective_results import mlp_flops_per_sample, mlp_params
 from brrrlib.distributed._collectives_worker import EXIT_PEER_LOST, MODES, mlp
-from brrrlib.distributed._comm_model import ring_factor
+from brrrlib.distributed._comm_model import fit_alpha_beta, ring_factor
 from brrrlib.distributed._ladder import LEVELS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ def test_ring_factor_is_two_n_minus_one_over_n():
 def test_alpha_beta_fit_recovers_known_latency_and_bandwidth():
     alpha, beta = 50e-6, 1 / 2e9  # 50 µs and 2 GB/s
     sizes = [4**k for k in range(1, 13)]
-    exact = distributed.fit_alpha_beta(sizes, [alpha + beta * s for s in sizes], world_size=4)
+    exact = fit_alpha_beta(sizes, [alpha + beta * s for s in sizes], world_size=4)
     assert exact.alpha_s == pytest.approx(alpha, rel=1e-9)
     assert exact.beta_s_per_byte == pytest.approx(beta, rel=1e-9)
     assert exact.bus_bytes_per_s == pytest.approx(1.5 * 2e9)
@@ -85,7 +85,7 @@ def test_alpha_beta_fit_recovers_known_latency_and_bandwidth():
     # point's 0.95 x alpha, its bound); an absolute least-squares fit (numpy's polyfit)
     # gets alpha wrong by far more (31%).
     noisy = [(alpha + beta * s) * (1.05 if i % 2 else 0.95) for i, s in enumerate(sizes)]
-    fit = distributed.fit_alpha_beta(sizes, noisy)
+    fit = fit_alpha_beta(sizes, noisy)
     assert fit.alpha_s == pytest.approx(alpha, rel=0.1)
     assert fit.beta_s_per_byte == pytest.approx(beta, rel=0.1)
     import numpy as np
@@ -102,7 +102,7 @@ _BUSY_S = [455e-6, 1.48e-3, 802e-6, 1.55e-3, 817e-6, 834e-6, 766e-6, 1.07e-3, 1.
 
 
 def test_alpha_never_exceeds_the_fastest_measured_all_reduce():
-    fit = distributed.fit_alpha_beta(_BUSY_SIZES, _BUSY_S)
+    fit = fit_alpha_beta(_BUSY_SIZES, _BUSY_S)
     assert fit.alpha_s <= min(_BUSY_S)
     # the large messages still decide 1/beta: within 10% of the 32 MiB algorithm bandwidth
     assert 1 / fit.beta_s_per_byte == pytest.approx(2**25 / 40.4e-3, rel=0.1)
@@ -120,22 +120,22 @@ def test_alpha_never_exceeds_the_fastest_measured_all_reduce():
     rng = random.Random(5)
     for _ in range(50):
         times = [(2e-4 + s / 1e9) * (1 + 3 * rng.random()) for s in _BUSY_SIZES]
-        f = distributed.fit_alpha_beta(_BUSY_SIZES, times)
+        f = fit_alpha_beta(_BUSY_SIZES, times)
         assert 0 <= f.alpha_s <= min(times) and f.beta_s_per_byte >= 0
 
 
 def test_alpha_beta_fit_never_returns_a_negative_term():
     sizes = [1e3, 1e6, 1e9]
-    pure_bandwidth = distributed.fit_alpha_beta(
+    pure_bandwidth = fit_alpha_beta(
         sizes, [s * 1e-9 * 0.9 if s < 1e6 else s * 1e-9 for s in sizes]
     )
     assert pure_bandwidth.alpha_s >= 0 and pure_bandwidth.beta_s_per_byte > 0
-    flat = distributed.fit_alpha_beta(sizes, [1e-3, 0.9e-3, 0.95e-3])
+    flat = fit_alpha_beta(sizes, [1e-3, 0.9e-3, 0.95e-3])
     assert flat.alpha_s > 0 and flat.beta_s_per_byte >= 0
     with pytest.raises(ValueError, match="at least 2"):
-        distributed.fit_alpha_beta([1], [1e-3])
+        fit_alpha_beta([1], [1e-3])
     with pytest.raises(ValueError, match="positive"):
-        distributed.fit_alpha_beta([1, 2], [1e-3, 0.0])
+        fit_alpha_beta([1, 2], [1e-3, 0.0])
 
 
 def test_mlp_flops_match_the_op_counter():
@@ -417,12 +417,6 @@ def test_all_reduce_sweep_over_two_local_processes():
     small, large = sweep.median_s
     assert large > 3 * small  # 4 million times the bytes: far longer, however busy the machine
     assert sweep.busbw_bytes_per_s == sweep.algbw_bytes_per_s  # n = 2: the ring factor is 1
-    assert not _children()
-
-
-def test_local_bus_bandwidth_for_the_ceilings():
-    busbw, spread = distributed.measure_local_bus_bandwidth(budget_s=0.3)
-    assert 1e6 < busbw < 1e13 and 0 <= spread  # bytes/s between local processes, from MB/s to TB/s
     assert not _children()
 
 

@@ -27,7 +27,7 @@ FAKE = fake_ceilings(
 
 
 def _spec(name):
-    from brrrlib.devices import spec
+    from brrrlib.hardware import spec
 
     try:
         return spec(name)

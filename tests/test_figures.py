@@ -89,17 +89,6 @@ def test_decision_flow_names_every_step_and_each_regime():
     assert "bl.benchmark" in text and "bl.count" in text
 
 
-def test_speedup_bars_colours_wins_and_losses():
-    ax = figures.speedup_bars({"fused": (2e-3, 1e-3), "worse": (1e-6, 2e-6)}, title="remedies")
-    widths = sorted(round(p.get_width(), 6) for p in ax.patches)
-    assert widths == [0.5, 2.0]
-    ticks = " ".join(t.get_text() for t in ax.get_yticklabels())
-    assert f"{_fmt.seconds(2e-3)} -> {_fmt.seconds(1e-3)}" in ticks
-    assert "speed-up" in ax.get_xlabel()
-    with pytest.raises(ValueError, match="before_s, after_s"):
-        figures.speedup_bars({"bad": (1.0, 0.0)})
-
-
 # --------------------------------------------------------------------------- chapter 00 to 02 additions
 
 
@@ -214,14 +203,14 @@ def test_recorded_figures_say_they_are_recorded_with_axes_in_units():
 
 
 def test_flops_per_python_add_divides_each_peak_by_the_python_speed():
-    from brrrlib.hardware import specs
+    from brrrlib.hardware import all_specs
 
     here = SimpleNamespace(device_name="fake cpu",
                            matmul_flops_per_s_by_dtype={"fp32": 2e11, "bf16": 4e11})  # fmt: skip
     ax = figures.flops_per_python_add(1e7, here)
     widths = [p.get_width() for p in ax.patches]
     assert widths[-1] == pytest.approx(4e11 / 1e7)  # this machine at its fastest precision
-    with_bf16 = [s for s in specs() if "bf16" in s.peak_flops_per_s]
+    with_bf16 = [s for s in all_specs() if "bf16" in s.peak_flops_per_s]
     assert widths[:-1] == pytest.approx([s.peak("bf16") / 1e7 for s in with_bf16])
     assert ax.get_xscale() == "log" and "Python" in ax.get_xlabel()
 

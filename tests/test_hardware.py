@@ -20,7 +20,7 @@ def test_fast_precision_is_the_fastest_matmul_on_the_sheet(name, precision):
 
 
 def test_every_device_names_its_host_link():
-    for row in hardware.specs():
+    for row in hardware.all_specs():
         assert hardware.host_link(row.name).kind == "host-device", row.name
     tesla_t4 = hardware.host_link("tesla t4")  # as torch names it, in any case
     assert (

@@ -21,7 +21,7 @@ A100_BYTES_PER_S = 1.555e12
 
 @dataclass(frozen=True)
 class _Spec:
-    """Duck-typed stand-in for devices.DeviceSpec."""
+    """Duck-typed stand-in for hardware.DeviceSpec."""
 
     name: str
     peak_flops_per_s: dict = field(default_factory=dict)
@@ -30,7 +30,7 @@ class _Spec:
 
 @dataclass(frozen=True)
 class _Ceilings:
-    """Duck-typed stand-in for devices.Ceilings (measured on this machine)."""
+    """Duck-typed stand-in for ceilings.Ceilings (measured on this machine)."""
 
     device_name: str
     matmul_flops_per_s: float
@@ -266,7 +266,7 @@ def test_plot_tensor_core_dtype_draws_the_fp32_roof_below(agg):
 
 def test_plot_of_real_spec_sheets(agg):
     a100 = _a100()
-    others = [s for s in bl.specs() if s is not a100][:2]
+    others = [s for s in bl.hardware.all_specs() if s is not a100][:2]
     ax = rl.plot([a100, *others], dtype="fp32")
     assert len(ax.get_legend().get_texts()) >= 1 + len(others)
     assert math.isfinite(ax.get_ylim()[1])

@@ -450,7 +450,7 @@ def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
     monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
     monkeypatch.setattr(torch.profiler, "record_function", marker)
     monkeypatch.setattr(torch, "ones", ones)
-    monkeypatch.setattr(bl.devices, "sync", lambda device=None: log.append("sync"))
+    monkeypatch.setattr(bl.machine, "sync", lambda device=None: log.append("sync"))
     _profiler._record(lambda: log.append("fn"), (), {}, runs=2, warmup=1)
     assert log == [
         "fn", "sync",  # the unrecorded warm-up

@@ -20,9 +20,9 @@ from _fakes import fake_ceilings
 from torch import nn
 
 import brrrlib as bl
-from brrrlib import _fmt, devices, sweeps, timing, widgets
+from brrrlib import _fmt, machine, sweeps, timing, widgets
 from brrrlib.sweeps import Case
-from brrrlib.widgets import _batch_explorer, _explorer, _repeat_explorer
+from brrrlib.widgets import _batch_explorer, _experiments, _explorer, _repeat_explorer
 
 PNG_MAGIC = b"\x89PNG"
 # Doubling.reading's verdicts that are two words (the others are one)
@@ -94,7 +94,7 @@ def real_png():
 
 @pytest.fixture
 def plenty_of_memory(monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
 
 
 class FakeRepeat:
@@ -118,7 +118,7 @@ class FakeRepeat:
 
 
 def _repeat(ceilings, fake, **kwargs):
-    return widgets.RepeatExplorer(device="cpu", ceilings=ceilings, setup=fake, **kwargs)
+    return _repeat_explorer.RepeatExplorer(device="cpu", ceilings=ceilings, setup=fake, **kwargs)
 
 
 # ------------------------------------------------------------------ sweeps
@@ -200,7 +200,7 @@ def test_sweep_keeps_a_confirmed_drop_with_a_note(clock):
 
 
 def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 1000)
     made = []
     result = sweeps.sweep(
         "n", [1], ["l"], lambda x, _line: made.append(x), memory=lambda x, _line: 2**30
@@ -212,7 +212,7 @@ def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
 
 def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
     released = []
-    monkeypatch.setattr(bl.devices, "release_cached_memory", lambda dev: released.append(dev))
+    monkeypatch.setattr(bl.machine, "release_cached_memory", lambda dev: released.append(dev))
 
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
@@ -356,7 +356,7 @@ def test_repeat_slider_move_measures_and_going_back_only_redraws_marks(
 
 def test_repeat_knee_and_default_slider(clock, ceilings, plenty_of_memory):
     # repeat* = vector FLOP/s x 8 bytes / bandwidth = 40e9 x 8 / 10e9 = 32
-    assert widgets.predicted_knee_repeat(ceilings) == pytest.approx(32)
+    assert _experiments.predicted_knee_repeat(ceilings) == pytest.approx(32)
     ex = _repeat(ceilings, FakeRepeat(clock))
     assert ex.predicted_knee_repeat == pytest.approx(32)
     assert max(ex.repeat_options) == 256  # the power of two >= 6 x knee
@@ -392,20 +392,20 @@ def test_repeat_bad_arguments(clock, ceilings, plenty_of_memory):
     with pytest.raises(ValueError, match="max_repeat"):
         _repeat(ceilings, FakeRepeat(clock), max_repeat=0)
     with pytest.raises(ValueError, match="device"):
-        widgets.RepeatExplorer(device="not-a-device", ceilings=ceilings, setup=FakeRepeat(clock))
+        _repeat_explorer.RepeatExplorer(device="not-a-device", ceilings=ceilings, setup=FakeRepeat(clock))
     with pytest.raises(ValueError, match="mode"):
-        widgets.measure_repeat(1024, 2, "lazy", "cpu")
+        _experiments.measure_repeat(1024, 2, "lazy", "cpu")
 
 
 def test_repeat_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 1000)
     fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)  # the kernel stays alive: no exception
     assert fake.calls == [] and ex.current is None
     assert "brrr-error" in ex._readout._dom_classes
     assert "free" in ex.error and "smaller" in ex.error and "needs" in ex.error
     assert bytes(ex._plot.value).startswith(PNG_MAGIC)  # still draws the predictions
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
     assert ex.set(repeat=2) is not None
     assert ex.error is None and "brrr-error" not in ex._readout._dom_classes
 
@@ -454,7 +454,6 @@ def test_repeat_busy_message_says_compiling(clock, ceilings, plenty_of_memory):
 def test_repeat_skips_slow_eager_points_unless_forced(
     clock, ceilings, plenty_of_memory, monkeypatch
 ):
-    from brrrlib.widgets import _experiments
 
     fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)  # one pass: 8 x size / 10 GB/s (+ 5 µs)
@@ -520,7 +519,7 @@ def _tiny_model():
 
 def _batch(ceilings, fake, **kwargs):
     kwargs.setdefault("model", _tiny_model())
-    return widgets.BatchExplorer(ceilings=ceilings, setup=fake, **kwargs)
+    return _batch_explorer.BatchExplorer(ceilings=ceilings, setup=fake, **kwargs)
 
 
 def test_batch_dom_contract_and_initial_point(clock, ceilings, plenty_of_memory, real_png):
@@ -672,10 +671,10 @@ def test_read_doubling_reads_only_what_the_interval_allows(ratios, weights_share
 
 
 def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 64 * 2**30)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
     fake = FakeBatch(clock)
     ex = _batch(ceilings, fake, max_batch=1024)
-    monkeypatch.setattr(devices, "available_memory_bytes", lambda device: 10)
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 10)
     assert ex.set(batch=1024) is None
     assert fake.calls == [1] and "brrr-error" in ex._readout._dom_classes
     assert "1024" in ex.error and "needs" in ex.error
@@ -707,10 +706,10 @@ def test_batch_bad_make_input_is_named(ceilings, plenty_of_memory):
     with pytest.raises(TypeError, match=r"make_input\(2\) must return one tensor.*got list"):
         widgets.batch_explorer(model=_tiny_model(), make_input=lambda b: [t])
     with pytest.raises(ValueError, match=r"model\(make_input\(2\)\) failed.*make_input must build"):
-        widgets.BatchExplorer(model=_tiny_model(), ceilings=ceilings,
+        _batch_explorer.BatchExplorer(model=_tiny_model(), ceilings=ceilings,
                               make_input=lambda b: torch.ones(b, 7))  # fmt: skip
     with pytest.raises(TypeError, match="first dimension is the batch"):
-        widgets.BatchExplorer(model=_tiny_model(), ceilings=ceilings,
+        _batch_explorer.BatchExplorer(model=_tiny_model(), ceilings=ceilings,
                               make_input=lambda b: torch.ones(3, 8))  # fmt: skip
 
 
@@ -748,12 +747,12 @@ def test_default_mlp_width_follows_the_ceilings(ceilings):
 
 
 def test_measure_repeat_real_tiny():
-    p = widgets.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01)
+    p = _experiments.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01)
     assert p.flops == 3 * 4096  # one FLOP per element per multiply (bl.count)
     assert p.bytes_moved == 3 * 2 * 4 * 4096  # each multiply reads and writes 4 bytes
     assert p.median_s > 0 and p.compile_s is None and p.ops == 3
     assert p.timing.device == "cpu"
-    fresh = widgets.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01, fresh_output=True)
+    fresh = _experiments.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01, fresh_output=True)
     assert (fresh.flops, fresh.bytes_moved) == (p.flops, p.bytes_moved)
 
 
@@ -770,7 +769,7 @@ def test_repeat_case_computes_the_same_either_way():
 
 
 def test_repeat_explorer_real_tiny(ceilings, plenty_of_memory):
-    ex = widgets.RepeatExplorer(size=4096, device="cpu", ceilings=ceilings, max_repeat=8)
+    ex = _repeat_explorer.RepeatExplorer(size=4096, device="cpu", ceilings=ceilings, max_repeat=8)
     ex.set(repeat=8)
     one, eight = (p for p in ex.points if p.line == "eager")
     assert (one.x, eight.x) == (1, 8)
@@ -781,7 +780,7 @@ def test_repeat_explorer_real_tiny(ceilings, plenty_of_memory):
 
 
 def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
-    ex = widgets.BatchExplorer(model=_tiny_model(), device="cpu", ceilings=ceilings, max_batch=4)
+    ex = _batch_explorer.BatchExplorer(model=_tiny_model(), device="cpu", ceilings=ceilings, max_batch=4)
     ex.set(batch=4)
     assert [p.x for p in ex.points] == [1, 2, 4]
     two, four = ex.points[1:]
@@ -790,7 +789,7 @@ def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
     c = ex.sweep.comparison((2, "batch"), (4, "batch"))
     assert 0.3 < c.ratio < 3.0  # a tiny model: overhead-bound, far from x2 either way
     assert ex.error is None and ex.current.x == 4
-    p = widgets.measure_batch(_tiny_model(), 4, budget_s=0.01)
+    p = _experiments.measure_batch(_tiny_model(), 4, budget_s=0.01)
     assert (p.x, p.flops, p.weight_bytes) == (4, four.flops, four.weight_bytes) and p.measured
 
 
@@ -807,24 +806,24 @@ def test_explorer_displays_its_vbox_with_its_picture_and_words(clock, ceilings, 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_explorers_on_cuda(ceilings):
-    free = devices.available_memory_bytes(torch.device("cuda"))
+    free = machine.available_memory_bytes(torch.device("cuda"))
     assert free > 0
-    p = widgets.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
+    p = _experiments.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
     assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20 and p.cpu_share is None
-    f = widgets.measure_repeat(2**20, 4, "fused", "cuda", budget_s=0.02)
+    f = _experiments.measure_repeat(2**20, 4, "fused", "cuda", budget_s=0.02)
     assert f.bytes_moved == 8 * 2**20 and f.compile_s is not None
     assert f.median_s < p.median_s  # one pass against four
     model = _tiny_model().to("cuda")
-    ex = widgets.BatchExplorer(model=model, device="cuda", ceilings=ceilings, max_batch=4)
+    ex = _batch_explorer.BatchExplorer(model=model, device="cuda", ceilings=ceilings, max_batch=4)
     ex.set(batch=4)
     assert ex.error is None and ex.sweep.comparison((2, "batch"), (4, "batch")) is not None
 
 
 def test_batch_model_on_other_device_is_refused(ceilings):
     with pytest.raises(ValueError, match="model.to"):
-        widgets.BatchExplorer(model=_tiny_model().to("meta"), device="cpu", ceilings=ceilings)
+        _batch_explorer.BatchExplorer(model=_tiny_model().to("meta"), device="cpu", ceilings=ceilings)
     with pytest.raises(ValueError, match="device='meta' is not a device brrr knows"):
-        widgets.BatchExplorer(model=_tiny_model(), device="meta", ceilings=ceilings)
+        _batch_explorer.BatchExplorer(model=_tiny_model(), device="meta", ceilings=ceilings)
 
 
 def test_measured_knee_from_a_roofline_shaped_sweep(clock):
@@ -833,9 +832,9 @@ def test_measured_knee_from_a_roofline_shaped_sweep(clock):
         return Case(clock.work(max(3e-3, x * 0.15e-3)), x, 8, CPU)
 
     result = sweeps.sweep("repeat", [1, 4, 8, 64, 128], ["fused"], setup)
-    assert widgets.measured_knee_repeat(result) == pytest.approx(20)
-    assert widgets.measured_knee_repeat(sweeps.sweep("repeat", [1, 2], ["fused"], setup)) is None
-    assert math.isfinite(widgets.predicted_knee_repeat(fake_ceilings()))
+    assert _experiments.measured_knee_repeat(result) == pytest.approx(20)
+    assert _experiments.measured_knee_repeat(sweeps.sweep("repeat", [1, 2], ["fused"], setup)) is None
+    assert math.isfinite(_experiments.predicted_knee_repeat(fake_ceilings()))
 
 
 # ------------------------------------------------------------------ helpers

@@ -52,15 +52,11 @@ from typing import Any
 
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import _report_file, _view
-from brrrlib.classroom._report_file import MAX_REPORT_BYTES, SCHEMA, SCHEMA_VERSION
+from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
 from brrrlib.classroom._view import ClassTable
 from brrrlib.hardware import DeviceSpec
 
 __all__ = [
-    "DEFAULT_FOLDER",
-    "MAX_REPORT_BYTES",
-    "RECORDINGS",
-    "SCHEMA_VERSION",
     "ClassTable",
     "Report",
     "attainable_table",
@@ -68,20 +64,17 @@ __all__ = [
     "from_ceilings",
     "load_reports",
     "plot_reports",
-    "prediction_from_spec",
     "recorded_reports",
     "report",
     "reports_table",
     "write_predictions",
 ]
 
-DEFAULT_FOLDER = Path("brrr-results")
+_DEFAULT_FOLDER = Path("brrr-results")
 """Where :func:`report` writes when no path is given (relative to the working directory)."""
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
 """The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22."""
-
-_EXTRA_TYPES = (int, float, str, bool)
 
 
 # --------------------------------------------------------------------------- the record
@@ -345,10 +338,10 @@ def _target(path: Any, rep: Report, continue_earlier: bool) -> tuple[Path, Repor
         if continue_earlier:
             # Without a name, continue this machine's earlier report (say, one made
             # with name="ada" in chapter 00) rather than start a second file.
-            earlier = _reports_of_this_machine(DEFAULT_FOLDER, rep)
+            earlier = _reports_of_this_machine(_DEFAULT_FOLDER, rep)
             if len(earlier) == 1 and earlier[0].path is not None:
                 return earlier[0].path, dataclasses.replace(rep, name=earlier[0].name)
-        return DEFAULT_FOLDER / _file_name(rep), rep
+        return _DEFAULT_FOLDER / _file_name(rep), rep
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
     target = Path(path)

@@ -46,15 +46,7 @@ from typing import Any
 
 from brrrlib.cli._doctor import course_source, doctor, package_version, torch_problem
 
-__all__ = [
-    "CopyReport",
-    "TargetError",
-    "copy_course",
-    "course_source",
-    "doctor",
-    "load_target",
-    "main",
-]
+__all__ = ["doctor", "main"]
 
 _DEFAULT_WORKSPACE = "~/brrr-course"
 _TARGET_FORM = "MODULE:NAME or path/to/file.py:NAME"

@@ -175,11 +175,11 @@ def _check_packages(r: _Report) -> bool:
 def _check_device(r: _Report):
     import torch
 
-    from brrrlib import devices
+    from brrrlib import machine
 
     r.section("Device")
     try:
-        dev = devices.device()
+        dev = machine.device()
     except ValueError as err:
         r.line("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
         return None
@@ -188,7 +188,7 @@ def _check_device(r: _Report):
     elif dev.type == "mps":
         r.line("ok", "mps: Apple GPU")
     else:
-        r.line("ok", f"cpu: {devices.device_name(dev)}, {torch.get_num_threads()} threads")
+        r.line("ok", f"cpu: {machine.device_name(dev)}, {torch.get_num_threads()} threads")
         if shutil.which("nvidia-smi") and torch.version.cuda is None:
             r.line(
                 "WARN",

@@ -28,41 +28,33 @@ The slider of chapter 06 is :func:`brrrlib.widgets.decode_explorer`.
 from __future__ import annotations
 
 from brrrlib.decoding._counts import (
-    BYTES_PER_WEIGHT,
     decode_flops,
     kv_cache_bytes,
-    matmul_weights,
     parameters,
     prefill_flops,
     weight_bytes,
 )
-from brrrlib.decoding._int8 import Int8Linear, int8_kernel, quantize_int8
+from brrrlib.decoding._int8 import int8_kernel, quantize_int8
 from brrrlib.decoding._model import Decoder, DecoderShape, KVCache, build, generate, new_cache
-from brrrlib.decoding._sizes import LADDER, SMALL, half_precision, shapes
-from brrrlib.decoding._steps import (
+from brrrlib.decoding._sizes import half_precision, shapes
+
+# What the decode explorer (brrrlib.widgets) measures with: importable here, not the chapter's.
+from brrrlib.decoding._steps import (  # noqa: F401
     BatchSweep,
     DecodeStep,
     DoesNotFit,
-    StepTiming,
     batch_sweep,
     decode_step,
     measure_step,
     precision_of,
-    step_memory_bytes,
 )
 
 __all__ = [
-    "BYTES_PER_WEIGHT",
-    "LADDER",
-    "SMALL",
     "BatchSweep",
     "DecodeStep",
     "Decoder",
     "DecoderShape",
-    "DoesNotFit",
-    "Int8Linear",
     "KVCache",
-    "StepTiming",
     "batch_sweep",
     "build",
     "decode_flops",
@@ -71,14 +63,10 @@ __all__ = [
     "half_precision",
     "int8_kernel",
     "kv_cache_bytes",
-    "matmul_weights",
-    "measure_step",
     "new_cache",
     "parameters",
-    "precision_of",
     "prefill_flops",
     "quantize_int8",
     "shapes",
-    "step_memory_bytes",
     "weight_bytes",
 ]

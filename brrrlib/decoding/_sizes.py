@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import devices
+from brrrlib import machine
 from brrrlib.decoding import _counts
 from brrrlib.decoding._model import DecoderShape
 
@@ -49,10 +49,10 @@ def shapes(
     ceilings: Any, device: str | torch.device | None = None
 ) -> tuple[DecoderShape, DecoderShape]:
     """``(small, large)`` for this device, from its measured bandwidth and free memory."""
-    dev = devices.resolve(device) if device is not None else torch.device(ceilings.device)
+    dev = machine.resolve(device) if device is not None else torch.device(ceilings.device)
     budget = min(
         TARGET_STEP_S * ceilings.mem_bandwidth_bytes_per_s,
-        devices.available_memory_bytes(dev) / 8,
+        machine.available_memory_bytes(dev) / 8,
     )
     rungs = LADDER[:_CPU_RUNGS] if dev.type == "cpu" else LADDER
     fitting = [s for s in rungs if _counts.weight_bytes(s, "fp32") <= budget]

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _checks, _fmt, devices, timing
+from brrrlib import _checks, _fmt, machine, timing
 from brrrlib.decoding import _counts
 from brrrlib.decoding._int8 import Int8Linear
 from brrrlib.decoding._model import Decoder, DecoderShape, KVCache, new_cache
@@ -120,7 +120,7 @@ def decode_step(
     dev = model.wte.weight.device
     itemsize = model.wte.weight.element_size()
     need = step_memory_bytes(model.shape, batch, context, itemsize)
-    free = devices.available_memory_bytes(dev)
+    free = machine.available_memory_bytes(dev)
     if need > MEMORY_HEADROOM * free:
         raise DoesNotFit(
             f"batch {batch} at context {context} needs {_fmt.binary_bytes(need)} for its KV cache "
@@ -130,9 +130,9 @@ def decode_step(
     try:
         cache = new_cache(model, batch, context)
     except Exception as exc:
-        if not devices.is_out_of_memory(exc):
+        if not machine.is_out_of_memory(exc):
             raise
-        devices.release_cached_memory(dev)
+        machine.release_cached_memory(dev)
         raise DoesNotFit(
             f"batch {batch} at context {context} ran out of memory while allocating "
             f"{_fmt.binary_bytes(need)}; the memory was given back: choose a smaller step"
@@ -198,10 +198,10 @@ def measure_step(
         with torch.no_grad():
             t = timing.benchmark(step, budget_s=budget_s, device=dev, label=f"batch {batch}")
     except Exception as exc:
-        if not devices.is_out_of_memory(exc):
+        if not machine.is_out_of_memory(exc):
             raise
         del step
-        devices.release_cached_memory(dev)
+        machine.release_cached_memory(dev)
         raise DoesNotFit(
             f"batch {batch} at context {context} ran out of memory while running; the memory "
             "was given back: choose a smaller step"

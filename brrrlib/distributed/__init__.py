@@ -44,9 +44,6 @@ the other hops on NVLink, so the bus bandwidth of large messages approaches
 the node's NICs together: ``bl.hardware.node("DGX H100")`` has 8 of
 ``bl.hardware.link("NDR")``.
 
-:func:`measure_local_bus_bandwidth` is the short version for a ceilings
-table: the bus bandwidth of 16 MiB all-reduces between local processes.
-
 The alpha-beta fit is in :mod:`brrrlib.distributed._comm_model` (the chapter
 works the rest of the arithmetic in its cells), the processes in
 :mod:`brrrlib.distributed._launch` and
@@ -70,48 +67,35 @@ from brrrlib import _fmt
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun, mlp_params
 from brrrlib.distributed._collectives_worker import mlp
-from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta
-from brrrlib.distributed._host_transfers import HostDeviceCopies, host_device_copies
+from brrrlib.distributed._host_transfers import host_device_copies
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
-    DiskRead,
-    Rung,
     available_cores,
     bandwidth_ladder,
     measure_disk_read,
     node_ladder,
     plot_ladders,
 )
-from brrrlib.distributed._launch import DistributedError, GroupTimeout, PortInUse, WorkerDied
-from brrrlib.distributed._message_explorer import MessageSizeExplorer, message_size_explorer
+from brrrlib.distributed._launch import GroupTimeout, PortInUse, WorkerDied
+from brrrlib.distributed._message_explorer import message_size_explorer
 
 __all__ = [
-    "DEFAULT_BATCHES",
     "DEFAULT_MODEL",
-    "DEFAULT_SIZES_BYTES",
-    "AlphaBeta",
     "BandwidthLadder",
     "CollectiveSweep",
     "DataParallelRun",
-    "DiskRead",
-    "DistributedError",
     "GroupTimeout",
-    "HostDeviceCopies",
-    "MessageSizeExplorer",
     "PortInUse",
-    "Rung",
     "WorkerDied",
     "all_reduce_sweep",
     "bandwidth_ladder",
     "cores_note",
     "data_parallel_steps",
-    "fit_alpha_beta",
     "host_device_copies",
     "load",
     "local_world_sizes",
     "main",
     "measure_disk_read",
-    "measure_local_bus_bandwidth",
     "message_size_explorer",
     "mlp",
     "node_ladder",
@@ -235,23 +219,6 @@ def data_parallel_steps(
     what = f"the data-parallel steps over {world_size} local processes"
     result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
     return DataParallelRun.from_dict(result)
-
-
-def measure_local_bus_bandwidth(
-    *, world_size: int = 2, budget_s: float = 1.0, timeout_s: float = 60.0
-) -> tuple[float, float]:
-    """Bus bandwidth of large all-reduces between local processes, and its spread.
-
-    A short :func:`all_reduce_sweep` of 4 and 16 MiB messages (large enough
-    for the bandwidth term to dominate, small enough for any machine);
-    returns ``(busbw of 16 MiB in bytes/s, IQR / median of its samples)``:
-    one more ceiling, in the form :func:`brrrlib.measure_ceilings` keeps its
-    ceilings and their spread.
-    """
-    sweep = all_reduce_sweep(
-        [2**22, 2**24], world_size=world_size, budget_s=budget_s, timeout_s=timeout_s
-    )
-    return sweep.busbw_bytes_per_s[-1], sweep.relative_iqr[-1]
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
@@ -400,12 +367,12 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
     """Refuse messages that would not fit: every process holds all buffers plus scratch."""
     import torch
 
-    from brrrlib import devices
+    from brrrlib import machine
 
     per_process = sum(sizes) + _SCRATCH_COPIES * max(sizes)
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    need, have = processes * per_process, devices.available_memory_bytes(dev)
+    need, have = processes * per_process, machine.available_memory_bytes(dev)
     if need > _MEMORY_SHARE * have:
         fits = [
             s

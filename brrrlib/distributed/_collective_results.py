@@ -31,9 +31,6 @@ __all__ = [
     "ratio_says",
 ]
 
-#: A ratio is stated when its 95% interval lies within this fraction of it on both sides.
-RATIO_TOLERANCE = 0.1
-
 
 def paired_ratio(a_s: Sequence[float], b_s: Sequence[float]) -> tuple[float, float, float]:
     """Median of the per-round ratios ``a / b`` and its 95% interval: ``(ratio, low, high)``.

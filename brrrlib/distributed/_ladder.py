@@ -304,11 +304,11 @@ def _cache_rung() -> Rung:
     """
     import torch
 
-    from brrrlib import devices, timing
+    from brrrlib import machine, timing
 
-    dev = devices.device()
+    dev = machine.device()
     on_gpu = dev.type == "cuda"
-    nbytes = max(2**20, devices.last_level_cache_bytes(dev) // 4) if on_gpu else 128 * 2**10
+    nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4) if on_gpu else 128 * 2**10
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
     with contextlib.nullcontext() if on_gpu else one_thread():

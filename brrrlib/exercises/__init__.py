@@ -50,16 +50,7 @@ from brrrlib.exercises import (
 )
 from brrrlib.exercises._bank import Context, Exercise, Question, Worked, index
 
-__all__ = [
-    "AnswerKey",
-    "Question",
-    "QuestionList",
-    "answer_key",
-    "check",
-    "hint",
-    "questions",
-    "solution",
-]
+__all__ = ["check", "hint", "questions", "solution"]
 
 _TOPICS = (_roofline, _compute, _memory, _overhead, _diagnosis, _distributed, _decoding)
 _BANK: dict[str, Exercise] = index(tuple(ex for topic in _TOPICS for ex in topic.EXERCISES))

@@ -21,17 +21,26 @@ from typing import Any
 
 from brrrlib import _fmt
 
+# Drawn in _timelines (Python's pace, the live and recorded timelines) and _remedies
+# (speed-ups measured, a workload's steps on its roofs), named here.
+from brrrlib.figures._remedies import block_steps, remedy_bars
+from brrrlib.figures._timelines import flops_per_python_add, timelines
+
 __all__ = [
+    "RECORDED_REPEAT_ELEMENTS",
     "RecordedSweeps",
+    "block_steps",
     "decision_flow",
     "factory_diagram",
+    "flops_per_python_add",
     "generations_plot",
     "recorded_matmul_ladder",
     "recorded_repeat_sweep",
     "recorded_sweeps",
     "regimes_roofline",
-    "speedup_bars",
+    "remedy_bars",
     "sweep_plot",
+    "timelines",
 ]
 
 #: The recording the course ships (see its README.md): an H100, 2026-11-22.
@@ -542,46 +551,3 @@ def decision_flow(*, ax: Any = None) -> Any:
     ax.axis("off")
     ax.set_title("The decision procedure (chapter 04)")
     return ax
-
-
-def speedup_bars(
-    results: Mapping[str, tuple[float, float]], *, title: str = "", ax: Any = None
-) -> Any:
-    """Before/after times as speed-up bars on a log axis (1x = no change).
-
-    ``results`` maps a remedy's name to ``(before_s, after_s)``, two measured
-    median times (``bl.benchmark(...).median_s``). Each bar is before / after,
-    green when the remedy helped and red when it made things slower, which
-    happens: a remedy for one regime does nothing for another. Chapter 03.
-    """
-    if not results:
-        raise ValueError("results is empty: pass {name: (before_s, after_s)}")
-    for name, pair in results.items():
-        if len(pair) != 2 or min(pair) <= 0:
-            raise ValueError(f"results[{name!r}] must be (before_s, after_s), both > 0; got {pair}")
-    ax = _axes(ax, (8, 0.8 + 0.7 * len(results)))
-    speedups = [before / after for before, after in results.values()]
-    labels = [
-        f"{name}\n{_fmt.seconds(before)} -> {_fmt.seconds(after)}"
-        for name, (before, after) in results.items()
-    ]
-    ax.barh(labels, speedups, color=["tab:green" if x >= 1 else "tab:red" for x in speedups])
-    ax.axvline(1.0, color="k", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlim(min(0.5, min(speedups) / 2), 3 * max(speedups))
-    ax.set_xlabel("speed-up over before (x, log scale; 1 = no change)")
-    if title:
-        ax.set_title(title)
-    ax.invert_yaxis()
-    for y, x in enumerate(speedups):
-        ax.text(x, y, f" {x:.1f}x", va="center")
-    return ax
-
-
-# ------------------------------------------------------------------ the host, the remedies
-# Drawn in brrrlib.figures._timelines (Python's pace, the live and recorded timelines) and
-# brrrlib.figures._remedies (speed-ups measured, a workload's steps on its roofs), named here.
-from brrrlib.figures._remedies import block_steps, remedy_bars  # noqa: E402
-from brrrlib.figures._timelines import flops_per_python_add, timelines  # noqa: E402
-
-__all__ += ["block_steps", "flops_per_python_add", "remedy_bars", "timelines"]

@@ -28,13 +28,13 @@ def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
 def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = None) -> Any:
     """Bars: FLOPs each device can do while Python does one addition (chapter 03).
 
-    Spec-sheet devices at their bf16 peak (``bl.specs()``, blue) and this
+    Spec-sheet devices at their bf16 peak (``bl.hardware.all_specs()``, blue) and this
     machine at its fastest *measured* matmul precision (orange), all divided by
     the Python speed measured here. Log axis; returns the Axes.
     """
-    from brrrlib.hardware import specs
+    from brrrlib.hardware import all_specs
 
-    rows = [(s.name, s.peak("bf16")) for s in specs() if "bf16" in s.peak_flops_per_s]
+    rows = [(s.name, s.peak("bf16")) for s in all_specs() if "bf16" in s.peak_flops_per_s]
     by_dtype = dict(ceilings.matmul_flops_per_s_by_dtype)
     best = max(by_dtype, key=by_dtype.get)
     rows.append((f"this machine, measured\n({ceilings.device_name}, {best})", by_dtype[best]))

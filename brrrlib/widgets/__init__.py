@@ -17,43 +17,19 @@ Both explorers keep their state for you to read::
     ex.set(repeat=32, mode="fused")     # what the slider does, from code
     ex.points                           # every measured point (frozen dataclasses)
 
-The experiments behind them are plain functions too: :func:`measure_repeat`,
-:func:`repeat_sweep` (chapter 02's fixed sweep, also with
-``fresh_output=True``), :func:`predicted_knee_repeat`, :func:`measure_batch`.
+The experiments behind them are plain functions in ``_experiments``: chapter 02's
+fixed sweep, :func:`repeat_sweep` (also with ``fresh_output=True``), is named here;
+``measure_repeat``, ``predicted_knee_repeat`` and ``measure_batch`` stay beside it.
 """
 
 from __future__ import annotations
 
 # The explorers live in private modules (_repeat_explorer, _batch_explorer,
-# _decode_explorer, and
-# _explorer for what they share); the experiments they measure in _experiments.
-from brrrlib.widgets._batch_explorer import BatchExplorer, batch_explorer
-from brrrlib.widgets._decode_explorer import DecodeExplorer, decode_explorer
-from brrrlib.widgets._experiments import (
-    batch_case,
-    measure_batch,
-    measure_repeat,
-    measured_knee_repeat,
-    predicted_knee_repeat,
-    repeat_case,
-    repeat_model_s,
-    repeat_sweep,
-)
-from brrrlib.widgets._repeat_explorer import RepeatExplorer, repeat_explorer
+# _decode_explorer, and _explorer for what they share); the experiments they
+# measure in _experiments.
+from brrrlib.widgets._batch_explorer import batch_explorer
+from brrrlib.widgets._decode_explorer import decode_explorer
+from brrrlib.widgets._experiments import repeat_case, repeat_sweep
+from brrrlib.widgets._repeat_explorer import repeat_explorer
 
-__all__ = [
-    "BatchExplorer",
-    "DecodeExplorer",
-    "RepeatExplorer",
-    "batch_case",
-    "batch_explorer",
-    "decode_explorer",
-    "measure_batch",
-    "measure_repeat",
-    "measured_knee_repeat",
-    "predicted_knee_repeat",
-    "repeat_case",
-    "repeat_explorer",
-    "repeat_model_s",
-    "repeat_sweep",
-]
+__all__ = ["batch_explorer", "decode_explorer", "repeat_case", "repeat_explorer", "repeat_sweep"]

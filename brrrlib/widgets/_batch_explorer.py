@@ -1,7 +1,7 @@
 """The batch-size explorer of chapter 03: does doubling the batch double the time?
 
 :func:`batch_explorer` and its :class:`BatchExplorer`. Every point comes from
-:func:`brrrlib.sweeps.sweep` over :func:`brrrlib.widgets.batch_case`, each
+:func:`brrrlib.sweeps.sweep` over :func:`~brrrlib.widgets._experiments.batch_case`, each
 batch measured together with half of it; this module reads each pair
 (:class:`Doubling`), draws and words. Re-exported by :mod:`brrrlib.widgets`.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _fmt, devices, sweeps
+from brrrlib import _checks, _fmt, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments
@@ -124,7 +124,7 @@ def _precision(dtype: torch.dtype, device: torch.device) -> str:
     ``torch.backends.cuda.matmul.allow_tf32 = True`` and
     ``torch.set_float32_matmul_precision("high")`` are the same switch.
     """
-    key = devices.dtype_key(dtype)
+    key = hardware.dtype_key(dtype)
     if (
         key == "fp32"
         and device.type == "cuda"
@@ -161,7 +161,7 @@ class BatchExplorer(_Explorer):
     Attributes: ``widget`` (VBox, CSS class ``brrr-batch-explorer``), ``points``
     (:class:`brrrlib.sweeps.Point`, by batch), ``current``, ``sweep``, ``error``,
     ``exception``, ``model``, ``ceilings``, ``precision``. ``setup`` replaces
-    :func:`brrrlib.widgets.batch_case` (called as ``setup(batch=, device=)``,
+    :func:`~brrrlib.widgets._experiments.batch_case` (called as ``setup(batch=, device=)``,
     returning a :class:`brrrlib.sweeps.Case`), for tests.
     """
 
@@ -185,8 +185,8 @@ class BatchExplorer(_Explorer):
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         batch = _checks.positive_int("batch", batch)
-        default = model_device(model) if model is not None else devices.device()
-        self.device = devices.resolve(device) if device is not None else default
+        default = model_device(model) if model is not None else machine.device()
+        self.device = machine.resolve(device) if device is not None else default
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
         if model_device(self.model).type != self.device.type:
@@ -224,7 +224,7 @@ class BatchExplorer(_Explorer):
         """Powers of two up to ``max_batch`` (default 4096 on a CPU, 65536 on a GPU, less if short)."""
         if max_batch is None:
             max_batch = 4096 if self.device.type == "cpu" else 65536
-            free = devices.available_memory_bytes(self.device)
+            free = machine.available_memory_bytes(self.device)
             while (
                 max_batch > 1 and max_batch * self._sample_bytes > sweeps.MEMORY_HEADROOM * free / 4
             ):

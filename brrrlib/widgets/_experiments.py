@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _fmt, counting, devices, sweeps
+from brrrlib import _checks, _fmt, counting, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 
@@ -156,7 +156,7 @@ def repeat_case(
     size, repeat = _checks.positive_int("size", size), _checks.positive_int("repeat", repeat)
     if mode not in MODES:
         raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
-    dev = devices.resolve(device)
+    dev = machine.resolve(device)
     x = torch.randn(size, device=dev)
     flops_per_element, eager_bytes_per_element = _counted_per_element(repeat)
     label = f"{repeat} x (x * 2), {mode}{', fresh output' if fresh_output else ''}"
@@ -177,10 +177,10 @@ def repeat_case(
         if fresh_output
         else functools.partial(compiled, x, torch.zeros_like(x))
     )
-    devices.sync(dev)
+    machine.sync(dev)
     start = time.perf_counter()
     fn()  # the first call compiles: kept apart from the timing
-    devices.sync(dev)
+    machine.sync(dev)
     return Case(
         fn,
         round(flops_per_element * size),
@@ -255,7 +255,7 @@ def repeat_size(device: torch.device, ceilings: Any) -> int:
     lasts at least 20 times an op's overhead (so the overhead does not hide
     the memory time).
     """
-    cache = devices.last_level_cache_bytes(device)
+    cache = machine.last_level_cache_bytes(device)
     n = 2**16
     while (
         4 * n < 2 * cache
@@ -307,7 +307,7 @@ def repeat_sweep(
     :class:`brrrlib.sweeps.Sweep` (``.table()``, ``.plot(ax)``; as the last
     expression of a cell it shows its table). ``fresh_output=True`` measures the page-fault variant (no model).
     """
-    dev = devices.resolve(device)
+    dev = machine.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
     return sweeps.sweep(
@@ -431,7 +431,7 @@ def batch_case(
 
 def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter (the default device if it has none)."""
-    return next((p.device for p in model.parameters()), devices.device())
+    return next((p.device for p in model.parameters()), machine.device())
 
 
 def measure_batch(
@@ -448,7 +448,7 @@ def measure_batch(
     in_features)`` of the first ``nn.Linear``). Timed with
     :func:`brrrlib.benchmark`, counted with :func:`brrrlib.count`.
     """
-    dev = devices.resolve(device) if device is not None else model_device(model)
+    dev = machine.resolve(device) if device is not None else model_device(model)
     make, _ = checked_input_maker(model, make_input)
     return sweeps.sweep(
         "batch",

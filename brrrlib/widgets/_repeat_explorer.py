@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _checks, _fmt, devices, roofline, sweeps
+from brrrlib import _checks, _fmt, machine, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments
@@ -79,7 +79,7 @@ class RepeatExplorer(_Explorer):
     ) -> None:
         import ipywidgets as W
 
-        self.device = devices.resolve(device)
+        self.device = machine.resolve(device)
         size = _checks.positive_int("size", size) if size is not None else None
         repeat = _checks.positive_int("repeat", repeat)
         if mode not in MODES:
@@ -94,7 +94,7 @@ class RepeatExplorer(_Explorer):
             raise ValueError(
                 f"repeat={repeat} is not on the slider; use one of {self.repeat_options}"
             )
-        llc = devices.last_level_cache_bytes(self.device)
+        llc = machine.last_level_cache_bytes(self.device)
         self._repeat_w = W.SelectionSlider(
             options=[(str(r), r) for r in self.repeat_options],
             value=repeat,
@@ -126,7 +126,7 @@ class RepeatExplorer(_Explorer):
     def _size_menu(self, size: int | None) -> tuple[tuple[int, ...], int]:
         """Sizes around the default (smaller ones show the cache), all fitting in memory."""
         n = _experiments.repeat_size(self.device, self.ceilings)
-        free = devices.available_memory_bytes(self.device)
+        free = machine.available_memory_bytes(self.device)
         sizes = [s for s in (n // 64, n // 16, n // 4, n // 2, n, 2 * n, 4 * n) if s >= 2**10]
         room = sweeps.MEMORY_HEADROOM * free
         fitting = [s for s in sizes if _experiments.repeat_bytes_needed(s, "eager") <= room]

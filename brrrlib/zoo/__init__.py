@@ -52,17 +52,7 @@ from brrrlib import _fmt
 from brrrlib.zoo import _rows
 from brrrlib.zoo._tally import HandCount
 
-__all__ = [
-    "GPUS",
-    "SIZES",
-    "Prediction",
-    "ZooEntry",
-    "entries",
-    "entry",
-    "names",
-    "predict",
-    "table",
-]
+__all__ = ["ZooEntry", "entry", "names", "table"]
 
 SIZES = ("tiny", "big")
 GPUS = ("A100", "H100")

@@ -1,6 +1,6 @@
-"""Devices: which one to use, how to wait for it, and what it can do on paper.
+"""This machine: which device, how to wait for it, and what it holds.
 
-Three things live here, in the order a course needs them:
+Two things live here, in the order a course needs them:
 
 * :func:`device` and :func:`sync`: pick cuda, then mps, then cpu (the
   ``BRRR_DEVICE`` environment variable overrides), and wait for queued work.
@@ -8,8 +8,8 @@ Three things live here, in the order a course needs them:
   every timing boundary needs a sync (gpt-fast's ``device_sync`` idea). This
   is the one ``sync`` in the library.
 * Facts about the machine in front of you that measuring needs: the device's
-  name, its last-level cache, its free memory, and a way to give memory back
-  after an out-of-memory error.
+  name, its last-level cache, its free memory, its CPU flags, and a way to
+  give memory back after an out-of-memory error.
 
 What the machine can do on paper is :mod:`brrrlib.hardware` (the spec-sheet
 table); what it *does*, measured, is :mod:`brrrlib.ceilings`.
@@ -26,32 +26,7 @@ from typing import Any
 
 import torch
 
-# The spec-sheet table moved to brrrlib.hardware; these names stay importable from here.
-from brrrlib.hardware import (  # noqa: F401
-    ESSAY_PYTHON_ADDS_PER_S,
-    DeviceSpec,
-    SpecTable,
-    dtype_key,
-    spec,
-    spec_for_device_name,
-    spec_table,
-    specs,
-)
-
-__all__ = [
-    "available_memory_bytes",
-    "check_available",
-    "cpu_flags",
-    "device",
-    "device_name",
-    "is_out_of_memory",
-    "last_level_cache_bytes",
-    "of",
-    "physical",
-    "release_cached_memory",
-    "resolve",
-    "sync",
-]
+__all__ = ["device", "device_name", "last_level_cache_bytes", "sync"]
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 

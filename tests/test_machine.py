@@ -1,4 +1,4 @@
-"""devices: device choice, sync, the spec table, and facts about this machine."""
+"""machine: device choice, sync, the spec table, and facts about this machine."""
 
 import re
 
@@ -7,8 +7,8 @@ import torch
 from _fakes import fake_ceilings
 
 import brrrlib as bl
-from brrrlib import devices
-from brrrlib.devices import DeviceSpec
+from brrrlib import machine
+from brrrlib.hardware import DeviceSpec
 
 # ------------------------------------------------------ device() / sync() ---
 
@@ -65,9 +65,9 @@ def test_sync_accepts_devices_names_and_tensors():
 
 
 def test_one_gpu_has_one_name():
-    assert devices.physical(torch.device("cpu")) == torch.device("cpu")
+    assert machine.physical(torch.device("cpu")) == torch.device("cpu")
     if torch.cuda.is_available():
-        assert devices.physical(torch.device("cuda")) == torch.device("cuda", 0)
+        assert machine.physical(torch.device("cuda")) == torch.device("cuda", 0)
 
 
 def test_out_of_memory_is_recognised_and_cached_blocks_released(monkeypatch):
@@ -75,9 +75,9 @@ def test_out_of_memory_is_recognised_and_cached_blocks_released(monkeypatch):
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    devices.release_cached_memory(torch.device("cuda"))
+    machine.release_cached_memory(torch.device("cuda"))
     assert emptied == [True]
-    devices.release_cached_memory(torch.device("cpu"))
+    machine.release_cached_memory(torch.device("cpu"))
     assert emptied == [True]  # a CPU has no cache to empty
 
 
@@ -90,13 +90,13 @@ def test_out_of_memory_is_recognised_and_cached_blocks_released(monkeypatch):
     ],
 )
 def test_out_of_memory_is_told_from_other_errors(err, out_of_memory):
-    assert devices.is_out_of_memory(err) is out_of_memory
+    assert machine.is_out_of_memory(err) is out_of_memory
 
 
 def test_machine_facts():
-    assert devices.last_level_cache_bytes() >= 2**16
-    assert devices.available_memory_bytes(torch.device("cpu")) > 2**20
-    assert devices.device_name(torch.device("cpu"))
+    assert machine.last_level_cache_bytes() >= 2**16
+    assert machine.available_memory_bytes(torch.device("cpu")) > 2**20
+    assert machine.device_name(torch.device("cpu"))
 
 
 # ------------------------------------------------------------ spec table ---
@@ -139,7 +139,7 @@ def test_unknown_spec_lists_closest_matches():
 
 
 def test_spec_table_is_consistent():
-    table = bl.specs()
+    table = bl.hardware.all_specs()
     assert len(table) >= 12
     assert len({s.name for s in table}) == len(table)
     for s in table:
@@ -191,7 +191,7 @@ def test_peaks_mapping_is_read_only():
     ],
 )
 def test_gpu_names_reported_by_torch_find_their_row(gpu_name, row):
-    found = devices.spec_for_device_name(gpu_name)
+    found = bl.hardware.spec_for_device_name(gpu_name)
     assert (found.name if found else None) == row
 
 
@@ -202,18 +202,18 @@ def _ridges(row: str) -> list[tuple[str, str]]:
 
 def test_spec_table_lists_every_row_and_the_measured_one():
     fake = fake_ceilings(matmul_flops_per_s=2e11, mem_bandwidth_bytes_per_s=4e10)
-    text = repr(bl.devices.spec_table(fake))
-    for s in bl.specs():
+    text = repr(bl.hardware.spec_table(fake))
+    for s in bl.hardware.all_specs():
         assert s.name in text
     measured = text.splitlines()[-1]
     assert "cpu" in measured and "measured" in measured and _ridges(measured)[0] == ("5", "")
     # the A100's ridge points: fp32 19.5e12 / 1.555e12 = 12.5, bf16 312e12 / 1.555e12 = 201
     assert _ridges(text.splitlines()[2]) == [("12.5", ""), ("201", "bf16")]
     with_bf16 = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 8e11})
-    here = repr(bl.devices.spec_table(with_bf16, names="T4")).splitlines()[-1]
+    here = repr(bl.hardware.spec_table(with_bf16, names="T4")).splitlines()[-1]
     assert _ridges(here)[-1] == ("40", "bf16")  # 8e11 / 2e10
-    html = bl.devices.spec_table(names=["T4"])._repr_html_()
+    html = bl.hardware.spec_table(names=["T4"])._repr_html_()
     assert "T4" in html and "A100" not in html and "<table>" in html
-    assert bl.devices.spec_table(names="A100").rows == (bl.spec("A100"),)  # one name, not letters
+    assert bl.hardware.spec_table(names="A100").rows == (bl.spec("A100"),)  # one name, not letters
     with pytest.raises(TypeError, match="bl.measure_ceilings"):
-        bl.devices.spec_table("fake")
+        bl.hardware.spec_table("fake")
