@@ -52,3 +52,26 @@ def test_imports_are_resolved_to_package_modules():
 def test_the_library_never_imports_a_chapters_package():
     # data flows one way: the chapters build on the library, never the reverse
     assert shape.upward_imports() == {}
+
+
+def test_public_names_stay_few():
+    # the names a chapter, README or a learner's own code uses, and no more
+    assert sum(map(len, shape.public_names().values())) <= shape.MAX_PUBLIC_NAMES
+
+
+def test_tests_assert_decisions_not_wording():
+    # verdict fields and numbers; exact phrases only where the wording is the contract
+    assert len(shape.phrase_asserts()) <= shape.MAX_PHRASE_ASSERTS
+
+
+def test_the_formatter_sets_the_line_length_once():
+    assert sum(shape.fmt_skips().values()) <= shape.MAX_FMT_SKIPS
+
+
+def test_the_wording_count_can_fail(tmp_path):
+    # two words in the test count; one word, or a string only in the message, do not
+    (tmp_path / "test_x.py").write_text(
+        'def test():\n    assert "too noisy" in s\n    assert "steal" in s\n'
+        '    assert x, "a message"\n'
+    )
+    assert shape.phrase_asserts(tmp_path) == [("test_x.py", 2)]
