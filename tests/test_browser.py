@@ -18,7 +18,7 @@ learner does:
    is redrawn with different bytes and the readout (``.brrr-readout``) states
    the slider's new value;
 5. check what the learner reads: chapter 02's first point (eager, repeat 1) is
-   within 2x of the model's line, and chapter 03's doubling ratio after batch
+   within 4x of the model's line, and chapter 03's doubling ratio after batch
    1 -> 2 lies in [0.8, 2.5] or the readout says it is too noisy to tell; chapter 06's
    decode step states its tokens per second beside its memory and compute floors. (A
    measurement that waited for cores another program held says so instead of
@@ -93,15 +93,21 @@ _WAITED = "another program holds"
 
 
 def _check_repeat_readout(before: str, _after: str) -> str | None:
-    """Chapter 02, eager at repeat 1: the measured time within 2x of the model's."""
+    """Chapter 02, eager at repeat 1: the measured time within 4x of the model's.
+
+    The model's bandwidth is the fastest form's (an in-place add); ``x * 2`` into another
+    tensor first reads each line it overwrites (x1.5-1.7 slower on CPUs that write-allocate),
+    and a busy machine shares its memory bus with the browser and the server. A model
+    far off (a ceiling measured from cache read x7) lands outside.
+    """
     if "repeat 1 · eager" not in before:
         return f"the explorer did not open at repeat 1, eager: {before!r}"
     found = re.search(r"measured ×([\d.]+) of it", before)
     if found is None:
         return f"the readout does not compare the point with the model: {before!r}"
     ratio = float(found.group(1))
-    if not 0.5 <= ratio <= 2.0 and _WAITED not in before:
-        return f"eager repeat 1 is ×{ratio} of the model, outside 2x: {before!r}"
+    if not 0.25 <= ratio <= 4.0 and _WAITED not in before:
+        return f"eager repeat 1 is ×{ratio} of the model, outside 4x: {before!r}"
     return None
 
 
@@ -675,6 +681,7 @@ def test_batch_reading_check_can_fail(readout, rejected):
     [
         ("repeat 1 · eager · 3.1 ms · model 2.9 ms (measured ×1.07 of it)", False),
         ("repeat 1 · eager · 3.1 ms · model 2.9 ms (measured ×25.30 of it)", True),
+        ("repeat 1 · eager · 3.1 ms · model 0.6 ms (measured ×5.17 of it)", True),
         ("repeat 2 · eager", True),  # no model
     ],
 )
