@@ -4,8 +4,8 @@ Sets each measured ceiling beside the best the same device does by other means i
 same run, on the device in use (bl.device(); BRRR_DEVICE=cpu for the CPU of a GPU
 machine; ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 for a laptop's AVX2 kernels):
 
-* matmul, per precision: the best of ``torch.mm`` and ``F.linear`` at a few square
-  sizes, timed longer (triton's ``do_bench`` on CUDA when triton is installed).
+* matmul, per precision: the best of ``torch.mm``, ``F.linear`` (and oneDNN's linear on
+  a CPU) at a few square sizes, timed longer (triton's ``do_bench`` on CUDA when triton is installed).
 * vector: the fused multiply chain at lengths 16-128 (the ceiling takes the best of
   16, 32 and 64).
 * special functions: each one again, timed longer.
@@ -59,11 +59,13 @@ def matmul(c, dev, time_it):
                 out = torch.empty_like(a)
                 kernels = {"torch.mm": functools.partial(torch.mm, a, b, out=out),
                            "F.linear": functools.partial(torch.nn.functional.linear, a, b)}  # fmt: skip
+                if dev.type == "cpu":  # oneDNN's linear, which the ceiling screens too
+                    kernels.update(ceilings._onednn_linear(a, b))
                 for name, call in kernels.items():
                     rate = 2 * n**3 / time_it(call)
                     if rate > best:
                         best, best_at = rate, f"{name}, n={n}"
-        row(f"matmul {key}: best of torch.mm, F.linear ({best_at})", best, peak,
+        row(f"matmul {key}: best kernel, timed longer ({best_at})", best, peak,
             lambda x: _fmt.si(x, "FLOP/s"))  # fmt: skip
 
 
