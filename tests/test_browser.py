@@ -114,15 +114,17 @@ def _check_repeat_readout(before: str, _after: str) -> str | None:
 def _check_batch_readout(_before: str, after: str) -> str | None:
     """Chapter 03, batch 1 -> 2: a time ratio in [0.8, 2.5], or no reading (a wide interval).
 
-    An interval holding x1 reads "can't tell"; one that excludes x1 but is wide states the
-    direction and takes no reading until it narrows: a busy machine's honest answers.
+    An interval holding x1 reads "can't tell"; one that excludes x1 but is wide, or calls
+    that waited for cores another program held, state the direction and take no reading
+    until it narrows: a busy machine's honest answers.
     """
-    if "can't tell" in after or "can&#x27;t tell" in after or "wide interval" in after:
+    undecided = ("can't tell", "can&#x27;t tell", "wide interval", _WAITED)
+    if any(words in after for words in undecided):
         return None
-    found = re.search(r"Doubling the batch 1 → 2(?: cost ×|: x)([\d.]+) time", after)
+    found = re.search(r"Doubling the batch 1 → 2(?: cost ×|: x)([\d.,]+) time", after)
     if found is None:
         return f"the readout states no doubling ratio for batch 1 -> 2: {after!r}"
-    ratio = float(found.group(1))
+    ratio = float(found.group(1).replace(",", ""))
     if not 0.8 <= ratio <= 2.5:
         return f"doubling the batch 1 -> 2 read ×{ratio}, outside [0.8, 2.5]: {after!r}"
     return None
@@ -679,6 +681,12 @@ def test_harness_sees_a_traceback(lab, browser):
             False,
         ),
         ("Doubling the batch 1 → 2: x3.10 time (95% interval x3.0-x3.2): batch 2 is 3.1x", True),
+        (
+            "Doubling the batch 1 → 2: x1,257 time (95% interval x1,243-x1,282): batch 2 is "
+            "1,257x slower; the calls waited for cores another program holds",
+            False,
+        ),
+        ("Doubling the batch 1 → 2: x1,257 time (95% interval x1,243-x1,282): batch 2", True),
     ],
 )
 def test_batch_reading_check_can_fail(readout, rejected):
