@@ -70,7 +70,7 @@ def _expected(qid):
 
 
 OURS = [q.id for q in ex.questions() if q.chapter in ("00", "01", "02")]
-NUMERIC = [qid for qid in OURS if ex._get(qid).question.kind == "number"]
+NUMERIC = [qid for qid in OURS if ex._get(qid).kind == "number"]
 
 
 # Numbers that are part of the checker's own wording, not values: hint counters,
@@ -105,7 +105,7 @@ def test_right_answer_passes(qid, capsys):
 @pytest.mark.parametrize("qid", NUMERIC)
 def test_rounded_answer_passes_and_far_answer_fails(qid):
     want = _expected(qid)
-    tol = ex._get(qid).question.rel_tol
+    tol = ex._get(qid).rel_tol
     assert ex.check(qid, want * (1 + tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * (1 - tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * 5, ceilings=FAKE) is False
@@ -114,7 +114,7 @@ def test_rounded_answer_passes_and_far_answer_fails(qid):
 @pytest.mark.parametrize("qid", OURS)
 def test_wrong_answers_never_print_the_answer(qid, capsys):
     want = _expected(qid)
-    q = ex._get(qid).question
+    q = ex._get(qid)
     wrongs = (
         [c for c in q.choices if c != want]
         if isinstance(want, str)
@@ -144,66 +144,57 @@ def test_right_answer_shows_the_computed_value(capsys):
 def test_none_prompts_without_raising(capsys):
     assert ex.check("02.ridge", None) is False
     out = capsys.readouterr().out  # a reminder naming what to write, in which unit
-    assert out.startswith("02.ridge") and ex._expects(ex._get("02.ridge").question) in out
+    assert out.startswith("02.ridge") and ex._expects(ex._get("02.ridge")) in out
 
 
-def test_units_slip_is_named(capsys):
+def _slip(qid, answer, ceilings=None):
+    """The slip the checker diagnoses in ``answer`` ("" when it is right)."""
+    return ex._judge(qid, answer, ceilings).slip
+
+
+def test_units_slip_is_named():
     want = _expected("02.unary_time_here")
-    ex.check("02.unary_time_here", want * 1e3, ceilings=FAKE)  # answered in ms
-    assert "1e3" in capsys.readouterr().out
-    ex.check("00.ridge_here", _expected("00.ridge_here") / 1e12, ceilings=FAKE)
-    out = capsys.readouterr().out
-    assert "1e12" in out and "tera" in out
+    verdict = ex._judge("02.unary_time_here", want * 1e3, FAKE)  # answered in ms
+    assert verdict.slip == "units" and "1e3" in verdict.reply
+    verdict = ex._judge("00.ridge_here", _expected("00.ridge_here") / 1e12, FAKE)
+    assert verdict.slip == "units" and "1e12" in verdict.reply and "tera" in verdict.reply
 
 
-def test_common_mistakes_get_their_own_nudge(capsys):
-    ex.check("02.ridge", _expected("02.ridge") / 2)  # forgot the write
-    assert _nudge("02.ridge", 0.5) in capsys.readouterr().out
-    ex.check("01.matmul_flops", _expected("01.matmul_flops") / 2)  # FMA as one FLOP
-    assert _nudge("01.matmul_flops", 0.5) in capsys.readouterr().out
+def test_common_mistakes_get_their_own_nudge():
+    assert _slip("02.ridge", _expected("02.ridge") / 2) == "0.5"  # forgot the write
+    assert _slip("01.matmul_flops", _expected("01.matmul_flops") / 2) == "0.5"  # FMA as one
     tensor_core = _peak("A100", "bf16") / _peak("A100", "fp32")
-    ex.check("02.ridge", _expected("02.ridge") * tensor_core)
-    assert _nudge("02.ridge", tensor_core) in capsys.readouterr().out
-    ex.check("00.ridge_here", 1 / _expected("00.ridge_here"), ceilings=FAKE)
-    assert "upside" in capsys.readouterr().out  # no bank entry: the checker spots a flip
+    assert _slip("02.ridge", _expected("02.ridge") * tensor_core) == "bf16_peak"
+    # no bank entry: the checker spots a flip
+    assert _slip("00.ridge_here", 1 / _expected("00.ridge_here"), FAKE) == "upside_down"
+    verdict = ex._judge("02.ridge", _expected("02.ridge") / 2)
+    assert ex._get("02.ridge").nudges["0.5"] in verdict.reply  # the bank's nudge is the reply
 
 
-def _nudge(qid, wrong):
-    """The nudge the bank holds for the typical slip ``wrong`` (a ratio to the right answer)."""
-    from brrrlib.exercises._bank import Context
-
-    mistakes = ex._get(qid).mistakes_for(Context(FAKE))
-    return next(v for k, v in mistakes.items() if abs(k / wrong - 1) < 1e-9)
-
-
-def test_the_t4_ratio_is_its_fp16_tensor_cores_not_the_essays_a100(capsys):
+def test_the_t4_ratio_is_its_fp16_tensor_cores_not_the_essays_a100():
     assert _spec("T4").fast_precision == "fp16"  # no bf16 or TF32 tensor cores on a T4
     want = _expected("01.tensor_core_ratio")
     assert 7 < want < 9
     a100 = _peak("A100", "bf16") / _peak("A100", "fp32")
     assert ex.check("01.tensor_core_ratio", a100) is False
-    assert _nudge("01.tensor_core_ratio", a100 / want) in capsys.readouterr().out
+    assert _slip("01.tensor_core_ratio", a100) == "a100_ratio"
 
 
-def test_critical_batch_is_the_bf16_ridge_point(capsys):
+def test_critical_batch_is_the_bf16_ridge_point():
     ridge = _expected("01.critical_batch")
     assert 250 < ridge < 350  # hundreds of rows on an H100
     d = 8192  # the exact crossing of 2BD^2 / (2(2BD + D^2)) with the ridge is a few % higher
     assert ex.check("01.critical_batch", ridge * d / (d - 2 * ridge)) is True
-    for wrong in (2 * ridge, _peak("H100", "fp32") / _bw("H100")):  # fp32 bytes; fp32 roof
-        capsys.readouterr()
-        assert ex.check("01.critical_batch", wrong) is False
-        assert _nudge("01.critical_batch", wrong / ridge) in capsys.readouterr().out
+    assert _slip("01.critical_batch", 2 * ridge) == "2"  # fp32 bytes
+    assert _slip("01.critical_batch", _peak("H100", "fp32") / _bw("H100")) == "fp32_ridge"
 
 
-def test_generic_band_says_direction(capsys):
+def test_generic_band_says_direction():
     want = _expected("01.tensor_core_ratio")
-    ex.check("01.tensor_core_ratio", want * 2.6)
-    out = capsys.readouterr().out
-    assert "high" in out and "1.5x" in out and "3x" in out and "low" not in out
-    ex.check("01.tensor_core_ratio", want / 20)
-    out = capsys.readouterr().out
-    assert "low" in out and "10x" in out and "100x" in out and "high" not in out
+    verdict = ex._judge("01.tensor_core_ratio", want * 2.6)
+    assert verdict.slip == "too_high" and "1.5x" in verdict.reply and "3x" in verdict.reply
+    verdict = ex._judge("01.tensor_core_ratio", want / 20)
+    assert verdict.slip == "too_low" and "10x" in verdict.reply and "100x" in verdict.reply
 
 
 def test_choice_synonyms_and_case():
@@ -237,24 +228,22 @@ def test_bad_input_errors_name_the_argument(capsys):
         ex.check("00.ridge_here", 1.0, ceilings="fake")
     # A learner's answer of the wrong type is not an exception: the reply says what to write.
     words = "a hundred"
-    assert ex.check("02.ridge", words) is False
-    out = capsys.readouterr().out
-    assert "02.ridge" in out and "number" in out and "quotes" in out
-    assert ex.check("00.regime_tiny", 3) is False
-    out = capsys.readouterr().out
-    assert all(repr(c) in out for c in ex._get("00.regime_tiny").question.choices)
+    assert ex.check("02.ridge", words) is False and _slip("02.ridge", words) == "not_a_number"
+    verdict = ex._judge("00.regime_tiny", 3)
+    assert not verdict.right and verdict.slip == "not_an_option"
+    assert all(repr(c) in verdict.reply for c in ex._get("00.regime_tiny").choices)
     with pytest.raises(ValueError, match="level"):
         ex.hint("02.ridge", level=0)
     with pytest.raises(ValueError, match="chapter"):
         ex.questions("99")
 
 
-def test_choice_outside_options_is_explained(capsys):
-    assert ex.check("00.regime_tiny", "latency") is False
-    out = capsys.readouterr().out  # the answer given, then every option
-    assert "latency" in out and all(
-        repr(c) in out for c in ex._get("00.regime_tiny").question.choices
-    )
+def test_choice_outside_options_is_explained():
+    verdict = ex._judge("00.regime_tiny", "latency")
+    assert not verdict.right and verdict.slip == "not_an_option"
+    # the answer given, then every option
+    assert "latency" in verdict.reply
+    assert all(repr(c) in verdict.reply for c in ex._get("00.regime_tiny").choices)
 
 
 def test_question_listing_does_not_carry_answers():
@@ -266,20 +255,37 @@ def test_question_listing_does_not_carry_answers():
 
 
 def test_registering_twice_or_without_hints_is_refused():
-    from brrrlib.exercises._bank import Exercise, Question, Worked, index
+    from brrrlib.exercises._bank import Question, Worked, parse_questions, solves
 
-    again = Exercise(Question("02.ridge", "again", hints=("h",)), lambda ctx: Worked(1.0))
     with pytest.raises(ValueError, match="twice"):
-        index((*ex._BANK.values(), again))
+        solves("02.ridge")(lambda ctx: Worked(1.0))
+    with pytest.raises(ValueError, match="twice"):
+        parse_questions('{"02.ridge": {"hints": ["h"]}, "02.ridge": {"hints": ["h"]}}')
     with pytest.raises(ValueError, match="hint"):
         Question("99.no_hints", "no hints")
+
+
+def test_every_question_has_a_solver_and_each_nudge_a_slip_it_can_meet():
+    from brrrlib.exercises._bank import SOLVERS, Context
+
+    assert set(SOLVERS) == set(ex._BANK)
+    for q in ex.questions():
+        worked = q.solve(Context(FAKE))
+        if q.kind == "choice":
+            assert worked.value in q.choices and set(q.nudges) <= set(q.choices), q.id
+            continue
+        assert set(worked.slips) <= set(q.nudges), q.id  # every named slip has its words
+        reachable = set(ex._slip_ratios(q, worked))
+        assert reachable == set(q.nudges), (q.id, set(q.nudges) - reachable)
+        for key, ratio in ex._slip_ratios(q, worked).items():  # and each is diagnosed
+            assert _slip(q.id, float(worked.value) * ratio, FAKE) == key, (q.id, key)
 
 
 # --------------------------------------------------------------------------- extreme answers
 
 ALL = list(ex.questions().ids)
-ALL_NUMERIC = [qid for qid in ALL if ex._get(qid).question.kind == "number"]
-CHOICE = [qid for qid in ALL if ex._get(qid).question.kind == "choice"]
+ALL_NUMERIC = [qid for qid in ALL if ex._get(qid).kind == "number"]
+CHOICE = [qid for qid in ALL if ex._get(qid).kind == "choice"]
 HUGE_TEXT = "9" * 1_000_000
 OUT_OF_RANGE = [5e-324, 10**400, -(10**400), float("inf"), float("-inf"), 1e-310]
 
@@ -302,8 +308,7 @@ def test_extreme_numeric_answers_get_a_reply_never_an_exception(qid, capsys):
         out = capsys.readouterr().out
         assert out.startswith("Not ") and len(out) < 1000, (answer, out[:200])
     for answer in OUT_OF_RANGE:
-        ex.check(qid, answer, ceilings=FAKE)
-        assert "range" in capsys.readouterr().out, answer
+        assert _slip(qid, answer, FAKE) == "out_of_range", answer
 
 
 def test_extreme_answers_to_a_tensor_without_a_value_are_a_reply(capsys):
@@ -311,7 +316,7 @@ def test_extreme_answers_to_a_tensor_without_a_value_are_a_reply(capsys):
     meta = torch.empty((), device="meta")
     assert ex.check("00.ridge_here", meta, ceilings=FAKE) is False
     out = capsys.readouterr().out
-    assert out.startswith("Not ") and "value" in out
+    assert out.startswith("Not ") and _slip("00.ridge_here", meta, FAKE) == "no_value"
 
 
 @pytest.mark.parametrize("qid", CHOICE)
@@ -322,19 +327,16 @@ def test_extreme_choice_answers_get_a_short_reply(qid, capsys):
         assert out.startswith("Not ") and len(out) < 1000, out[:200]
 
 
-def test_near_extremes_still_get_the_usual_nudges(capsys):
+def test_near_extremes_still_get_the_usual_nudges():
     # a huge but finite answer is "too high", in log space, without overflow
-    ex.check("00.ridge_here", 1e299, ceilings=FAKE)
-    out = capsys.readouterr().out
-    assert "high" in out and "100x" in out
-    ex.check("01.matmul_time_here", 1e-299, ceilings=FAKE)
-    out = capsys.readouterr().out
-    assert "low" in out and "100x" in out
-    ex.check("00.ridge_here", -_expected("00.ridge_here"), ceilings=FAKE)
-    assert "sign" in capsys.readouterr().out
+    verdict = ex._judge("00.ridge_here", 1e299, FAKE)
+    assert verdict.slip == "too_high" and "100x" in verdict.reply
+    verdict = ex._judge("01.matmul_time_here", 1e-299, FAKE)
+    assert verdict.slip == "too_low" and "100x" in verdict.reply
+    assert _slip("00.ridge_here", -_expected("00.ridge_here"), FAKE) == "sign"
 
 
-# --------------------------------------------------------------------------- solutions and the key
+# --------------------------------------------------------------------------- solutions
 
 MACHINE_DEPENDENT = {
     "00.ridge_here", "01.matmul_time_here", "02.unary_time_here", "03.break_even_numel",
@@ -376,31 +378,11 @@ def test_solution_computes_from_the_spec_table(capsys):
 
 def test_the_last_hint_points_to_the_solution(capsys):
     for qid in ALL:
-        ex.hint(qid, level=len(ex._get(qid).question.hints))
+        ex.hint(qid, level=len(ex._get(qid).hints))
         assert f"bl.solution('{qid}')" in capsys.readouterr().out
 
 
-def test_answer_key_holds_every_question_with_its_working():
-    from brrrlib.exercises._bank import Context
-
-    key = ex.answer_key(ceilings=FAKE)
-    assert [q.id for q, _, _ in key.entries] == ALL
-    for q, worked, here in key.entries:
-        assert worked.value == ex._get(q.id).solve(Context(FAKE)).value
-        assert here == (q.id in MACHINE_DEPENDENT), q.id
-    md = key.to_markdown()
-    rows = [line for line in md.splitlines() if line.startswith("| `")]
-    header = [h.strip() for h in md.splitlines()[0].strip("|").split("|")]
-    assert len(rows) == len(ALL) and header == ["id", "question", "answer", "working"]
-    assert all(row.count(" | ") == 3 for row in rows)  # no stray pipe splits a row
-    assert sum(row.split(" | ")[2].endswith(" *") for row in rows) == len(MACHINE_DEPENDENT)
-    assert "fake" in md  # the machine the starred answers were computed on
-    page = key._repr_html_()
-    assert page.count("<tr>") == 1 + len(ALL) and page.count("<ol>") == len(ALL)
-    assert len(repr(key).split("\n\n")) == len(ALL) + 1  # one block per question, the note
-
-
-def test_answer_key_of_one_chapter_measures_at_most_once(monkeypatch):
+def test_only_a_question_on_this_machine_measures_it(monkeypatch, capsys):
     calls = []
 
     def fake_measure(*args, **kwargs):
@@ -408,13 +390,13 @@ def test_answer_key_of_one_chapter_measures_at_most_once(monkeypatch):
         return FAKE
 
     monkeypatch.setattr("brrrlib.ceilings.measure_ceilings", fake_measure)
-    key = ex.answer_key(2)
-    assert [q.id for q, _, _ in key.entries] == list(ex.questions(2).ids)
-    assert calls == [1]
-    with pytest.raises(ValueError, match="chapter"):
-        ex.answer_key("99")
+    ex.solution("00.ridge_a100")  # from the spec table: nothing to measure
+    assert ex.check("02.ridge", "twelve") is False  # unreadable: nothing is solved
+    assert calls == []
+    ex.solution("02.unary_time_here")
+    assert calls == [1] and "fake" in capsys.readouterr().out  # this machine's, named
     with pytest.raises(TypeError, match="ceilings"):
-        ex.answer_key(ceilings=3)
+        ex.solution("02.ridge", ceilings=3)
 
 
 # --------------------------------------------------------------------------- the chapters ask them

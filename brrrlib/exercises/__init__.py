@@ -13,8 +13,9 @@ How the checker works (so you can trust it):
 * The expected answer is **computed when you ask**, never stored: from the
   spec-sheet table (``bl.spec``) or from this machine's measured ceilings
   (``bl.measure_ceilings``), by the question's solver in the question bank
-  (:mod:`brrrlib.exercises._bank`, one module per topic). Change the table or the machine and the answer
-  follows; :func:`solution` shows the same computation, step by step.
+  (:mod:`brrrlib.exercises._bank`: the text is plain data, the solvers one
+  module per topic). Change the table or the machine and the answer follows;
+  :func:`solution` shows the same computation, step by step.
 * A numeric answer is right when it is within the question's relative
   tolerance (10 % unless the prompt says otherwise): performance numbers are
   estimates, not digits to copy. Answers are compared as logarithms, so any
@@ -26,7 +27,8 @@ How the checker works (so you can trust it):
   as a band ("between 1.5x and 3x too high"). The expected value itself is
   never printed before you get it right (or ask for the solution).
 
-Instructors get every worked answer in one table: :func:`answer_key`.
+For instructors, ``bl.questions()`` lists every question and
+``bl.solution(id)`` works each one on the machine it runs on.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ import html
 import math
 import numbers
 import reprlib
-from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from brrrlib.exercises import (
@@ -48,12 +50,14 @@ from brrrlib.exercises import (
     _overhead,
     _roofline,
 )
-from brrrlib.exercises._bank import Context, Exercise, Question, Worked, index
+from brrrlib.exercises._bank import Context, Question, Worked, parse_questions
 
 __all__ = ["check", "hint", "questions", "solution"]
 
+#: The modules whose solvers the bank's questions call, one per topic.
 _TOPICS = (_roofline, _compute, _memory, _overhead, _diagnosis, _distributed, _decoding)
-_BANK: dict[str, Exercise] = index(tuple(ex for topic in _TOPICS for ex in topic.EXERCISES))
+#: The questions, in course order; their text is plain data, in questions.json beside this file.
+_BANK = parse_questions((Path(__file__).parent / "questions.json").read_text(encoding="utf-8"))
 
 #: A numeric answer this close (as a ratio, in log space) to a power of 1000 times
 #: the right value is reported as a units slip rather than as "too high".
@@ -75,17 +79,8 @@ _BANDS = (
     (math.inf, "by more than 100x"),
 )
 
-_CHOICE_SYNONYMS = {
-    "memory-bound": "memory",
-    "memory bound": "memory",
-    "bandwidth": "memory",
-    "memory bandwidth": "memory",
-    "bandwidth-bound": "memory",
-    "compute-bound": "compute",
-    "compute bound": "compute",
-    "overhead-bound": "overhead",
-    "overhead bound": "overhead",
-}
+#: Other names of an option: "memory-bound", "Memory bound" and "MEMORY_BOUND" are "memory".
+_CHOICE_SYNONYMS = {"bandwidth": "memory", "memory bandwidth": "memory"}
 
 _short = reprlib.Repr()
 _short.maxstring, _short.maxother, _short.maxlist = 40, 40, 4
@@ -102,9 +97,6 @@ class QuestionList:
 
     def __len__(self) -> int:
         return len(self.items)
-
-    def __getitem__(self, i: int) -> Question:
-        return self.items[i]
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -124,7 +116,24 @@ class QuestionList:
         return f"<table><tr><th>id</th><th>question</th><th>unit / options</th></tr>{rows}</table>"
 
 
-def _get(question_id: Any) -> Exercise:
+@dataclass(frozen=True)
+class Verdict:
+    """The checker's decision on one answer: right or not, the slip it diagnosed, its reply.
+
+    ``slip`` is ``""`` for a right answer. For a wrong one it is a key of the
+    question's ``nudges`` in the bank (a ratio such as ``"0.5"``, a named slip
+    such as ``"bf16_peak"``, or the wrong option chosen) or one of the
+    checker's own: ``"units"`` (off by a power of 1000), ``"upside_down"``,
+    ``"sign"``, ``"zero"``, ``"too_high"``, ``"too_low"``, ``"not_an_option"``,
+    ``"not_a_number"``, ``"no_value"``, ``"out_of_range"``, ``"unanswered"``.
+    """
+
+    right: bool
+    slip: str
+    reply: str
+
+
+def _get(question_id: Any) -> Question:
     if not isinstance(question_id, str):
         raise TypeError(
             f"question_id must be a string such as '02.ridge', got {type(question_id).__name__}"
@@ -148,28 +157,24 @@ def _context(ceilings: Any) -> Context:
     return Context(ceilings)
 
 
-def _chapter_key(chapter: Any) -> str:
-    if isinstance(chapter, bool) or not isinstance(chapter, (str, int)):
-        raise TypeError(f"chapter must be like '02' or 2, got {type(chapter).__name__}")
-    key = f"{int(chapter):02d}" if isinstance(chapter, int) else chapter.zfill(2)
-    if not any(ex.question.chapter == key for ex in _BANK.values()):
-        chapters = sorted({ex.question.chapter for ex in _BANK.values()})
-        raise ValueError(
-            f"chapter {chapter!r} has no questions; chapters with questions: {chapters}"
-        )
-    return key
-
-
 def questions(chapter: str | int | None = None) -> QuestionList:
     """List the exercises, for one chapter (``"02"`` or ``2``) or for all.
 
     Each entry shows the id to pass to :func:`check`, the prompt and the unit
     (or the options) the answer is expected in.
     """
-    key = None if chapter is None else _chapter_key(chapter)
-    return QuestionList(
-        tuple(ex.question for ex in _BANK.values() if key in (None, ex.question.chapter))
-    )
+    if chapter is None:
+        return QuestionList(tuple(_BANK.values()))
+    if isinstance(chapter, bool) or not isinstance(chapter, (str, int)):
+        raise TypeError(f"chapter must be like '02' or 2, got {type(chapter).__name__}")
+    key = f"{int(chapter):02d}" if isinstance(chapter, int) else chapter.zfill(2)
+    found = tuple(q for q in _BANK.values() if q.chapter == key)
+    if not found:
+        chapters = sorted({q.chapter for q in _BANK.values()})
+        raise ValueError(
+            f"chapter {chapter!r} has no questions; chapters with questions: {chapters}"
+        )
+    return QuestionList(found)
 
 
 def hint(question_id: str, level: int = 1) -> None:
@@ -178,7 +183,7 @@ def hint(question_id: str, level: int = 1) -> None:
     Hints point at the method (which spec row, which formula), never at the
     number itself. After the last one, :func:`solution` shows the working.
     """
-    q = _get(question_id).question
+    q = _get(question_id)
     if isinstance(level, bool) or not isinstance(level, int) or level < 1:
         raise ValueError(f"level must be a positive integer (1 = gentlest), got {level!r}")
     n = len(q.hints)
@@ -202,32 +207,34 @@ def check(question_id: str, answer: Any, *, ceilings: Any = None) -> bool:
     ``ceilings`` replaces this machine's measured ceilings (tests use it; by
     default they come from ``bl.measure_ceilings()``, cached on disk).
     """
-    ex = _get(question_id)
-    q, ctx = ex.question, _context(ceilings)
+    verdict = _judge(question_id, answer, ceilings)
+    print(verdict.reply)
+    return verdict.right
+
+
+def _judge(question_id: str, answer: Any, ceilings: Any = None) -> Verdict:
+    """What :func:`check` decides and replies (nothing is measured for an answer it cannot read)."""
+    q, ctx = _get(question_id), _context(ceilings)
     if answer is None or answer is ...:
-        print(
-            f"{question_id}: fill in your answer first ({_expects(q)}), then run this cell again."
-        )
-        return False
+        reply = f"{q.id}: fill in your answer first ({_expects(q)}), then run this cell again."
+        return Verdict(False, "unanswered", reply)
     if q.kind == "number":
-        value, problem = _read_number(q, answer)  # before anything is measured
-        if problem:
-            print(f"Not yet. {problem}")
-            return False
-    elif not isinstance(answer, str):
-        print(
-            f"Not yet. The answer to {q.id} is {_expects(q)} (a string), not {_short.repr(answer)}."
-        )
-        return False
-    expected = ex.solve(ctx).value
-    if q.kind == "choice":
-        ok, message = _judge_choice(q, answer, expected, ex.mistakes_for(ctx))
+        value, slip, why = _read_number(q, answer)
+    elif isinstance(answer, str):
+        slip = why = ""
     else:
-        ok, message = _judge_number(q, value, float(expected), ex.mistakes_for(ctx))
-    print(f"{'Correct!' if ok else 'Not yet.'} {message}".rstrip())
-    if not ok:
-        print(f"  (bl.hint({question_id!r}) helps)")
-    return ok
+        slip = "not_an_option"
+        why = f"The answer to {q.id} is {_expects(q)} (a string), not {_short.repr(answer)}."
+    if slip:  # an answer that cannot be checked: say why (nothing is solved or measured)
+        return Verdict(False, slip, f"Not yet. {why}")
+    worked = q.solve(ctx)
+    if q.kind == "choice":
+        slip, message = _judge_choice(q, answer, worked.value)
+    else:
+        slip, message = _judge_number(q, value, worked)
+    if not slip:
+        return Verdict(True, "", f"Correct! {message}".rstrip())
+    return Verdict(False, slip, f"Not yet. {message}\n  (bl.hint({q.id!r}) helps)")
 
 
 def _expects(q: Question) -> str:
@@ -236,18 +243,21 @@ def _expects(q: Question) -> str:
     return f"a number, in {q.unit}" if q.unit else "a number"
 
 
-def _read_number(q: Question, answer: Any) -> tuple[float, str]:
-    """The answer as a float, or a sentence saying why it cannot be checked as one."""
+def _read_number(q: Question, answer: Any) -> tuple[float, str, str]:
+    """The answer as a float, and ``("", "")`` or the slip and a sentence saying why it cannot
+    be checked as one."""
     if hasattr(answer, "item") and callable(answer.item) and getattr(answer, "ndim", None) == 0:
         try:
             answer = answer.item()  # NumPy scalar or 0-d tensor
         except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
-            return math.nan, f"{_short.repr(answer)} has no value to read ({type(exc).__name__})."
+            why = f"{_short.repr(answer)} has no value to read ({type(exc).__name__})."
+            return math.nan, "no_value", why
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return math.nan, (
+        why = (
             f"The answer to {q.id} must be {_expects(q)}, not {type(answer).__name__} "
             f"{_short.repr(answer)}: write the number without quotes."
         )
+        return math.nan, "not_a_number", why
     out_of_range = (
         f"{_short.repr(answer)} is out of range for {q.id}: it expects {_expects(q)}, between "
         f"{_SMALLEST:g} and {_LARGEST:g} in size."
@@ -255,12 +265,12 @@ def _read_number(q: Question, answer: Any) -> tuple[float, str]:
     try:
         value = float(answer)
     except OverflowError:  # an int or Fraction beyond any float
-        return math.nan, out_of_range
+        return math.nan, "out_of_range", out_of_range
     if math.isnan(value):
-        return value, f"{value} is not a number; the answer is {_expects(q)}."
+        return value, "not_a_number", f"{value} is not a number; the answer is {_expects(q)}."
     if not abs(value) <= _LARGEST or 0 < abs(value) < _SMALLEST:
-        return value, out_of_range
-    return value, ""
+        return value, "out_of_range", out_of_range
+    return value, "", ""
 
 
 def _close(log_ratio: float, target: float, rel_tol: float) -> bool:
@@ -268,32 +278,47 @@ def _close(log_ratio: float, target: float, rel_tol: float) -> bool:
     return target > 0 and abs(log_ratio - math.log(target)) <= math.log1p(rel_tol)
 
 
-def _judge_number(
-    q: Question, value: float, expected: float, mistakes: Mapping[Any, str]
-) -> tuple[bool, str]:
+def _slip_ratios(q: Question, worked: Worked) -> dict[str, float]:
+    """Each numeric nudge's ratio to the right answer: the key itself, or the solver's for a
+    named slip (one the solver does not report here, such as floors that are alike, is left out)."""
+    ratios = {}
+    for key in q.nudges:
+        if key in worked.slips:
+            ratios[key] = float(worked.slips[key])
+        else:
+            try:
+                ratios[key] = float(key)  # a ratio written in the bank
+            except ValueError:
+                continue
+    return ratios
+
+
+def _judge_number(q: Question, value: float, worked: Worked) -> tuple[str, str]:
+    """The slip (``""`` when right) and what to say about it."""
+    expected = float(worked.value)
     if value == 0 or expected == 0:
         if value == expected:
-            return True, q.explain
-        return False, "Zero is not right here: the quantity asked for is not zero."
+            return "", q.explain
+        return "zero", "Zero is not right here: the quantity asked for is not zero."
     if (value < 0) != (expected < 0):
-        return False, "The sign is wrong: this quantity is positive. Check what you subtracted."
+        return "sign", "The sign is wrong: this quantity is positive. Check what you subtracted."
     # Compare logarithms: a ratio of two extreme numbers may not fit a float, its log does.
     lr = math.log(abs(value)) - math.log(abs(expected))
     if _close(lr, 1.0, q.rel_tol):
         # right, so the computed value may be shown: it tells how close the rounding was
-        return True, f"(computed: {_answer_text(q, expected)}) {q.explain}"
-    for factor, nudge in mistakes.items():
-        if _close(lr, float(factor), q.rel_tol):
-            return False, nudge
+        return "", f"(computed: {_answer_text(q, expected)}) {q.explain}"
+    for key, ratio in _slip_ratios(q, worked).items():
+        if _close(lr, ratio, q.rel_tol):
+            return key, q.nudges[key]
     exponent = round(lr / math.log(10) / 3) * 3
     if exponent != 0 and _close(lr, 10.0**exponent, _UNIT_SLIP_REL_TOL):
-        return False, _unit_slip(q, exponent)
+        return "units", _unit_slip(q, exponent)
     flipped = math.log(abs(value)) + math.log(abs(expected))
     if _close(flipped, 1.0, q.rel_tol) and abs(lr) > 0.5 * math.log(10):
-        return False, "Your ratio looks upside down: divide the other way round."
-    direction = "too high" if lr > 0 else "too low"
+        return "upside_down", "Your ratio looks upside down: divide the other way round."
+    direction = "too_high" if lr > 0 else "too_low"
     band = next(words for upper, words in _BANDS if abs(lr) < math.log(upper))
-    return False, f"Your answer is {direction} {band}."
+    return direction, f"Your answer is {direction.replace('_', ' ')} {band}."
 
 
 def _unit_slip(q: Question, exponent: int) -> str:
@@ -311,24 +336,19 @@ def _unit_slip(q: Question, exponent: int) -> str:
     )
 
 
-def _normalize_choice(answer: str) -> str:
-    a = " ".join(answer.strip().lower().replace("_", " ").split())
-    return _CHOICE_SYNONYMS.get(a, a)
-
-
-def _judge_choice(
-    q: Question, answer: str, expected: str, mistakes: Mapping[Any, str]
-) -> tuple[bool, str]:
-    a = _normalize_choice(answer) if len(answer) <= _LONGEST_CHOICE else answer
+def _judge_choice(q: Question, answer: str, expected: str) -> tuple[str, str]:
+    """The slip (``""`` when right) and what to say about it."""
+    a = answer
+    if len(answer) <= _LONGEST_CHOICE:
+        words = answer.lower().replace("_", " ").replace("-", " ").split()
+        a = " ".join(words[:-1] if words[-1:] == ["bound"] else words)
+        a = _CHOICE_SYNONYMS.get(a, a)
     if a not in q.choices:
         options = ", ".join(map(repr, q.choices))
-        return False, f"{_short.repr(answer)} is not one of the options: {options}."
+        return "not_an_option", f"{_short.repr(answer)} is not one of the options: {options}."
     if a == expected:
-        return True, q.explain
-    return False, mistakes.get(a, f"{a!r} is not it. Think about which resource runs out first.")
-
-
-# --------------------------------------------------------------------------- worked answers
+        return "", q.explain
+    return a, q.nudges.get(a, f"{a!r} is not it. Think about which resource runs out first.")
 
 
 def _answer_text(q: Question, value: Any) -> str:
@@ -337,13 +357,6 @@ def _answer_text(q: Question, value: Any) -> str:
         return repr(value)
     number = str(value) if isinstance(value, int) else f"{value:.4g}"  # an int exactly
     return f"{number} {q.unit}".rstrip()
-
-
-def _solve(ex: Exercise, ctx: Context) -> Worked:
-    worked = ex.solve(ctx)
-    if not worked.steps:
-        raise ValueError(f"question {ex.question.id!r}: its solver gives no working")
-    return worked
 
 
 def solution(question_id: str, *, ceilings: Any = None) -> None:
@@ -355,96 +368,14 @@ def solution(question_id: str, *, ceilings: Any = None) -> None:
     this machine's. Try the question first: the working teaches more after
     an attempt.
     """
-    ex = _get(question_id)
-    ctx = _context(ceilings)
-    worked = _solve(ex, ctx)
-    q = ex.question
+    q, ctx = _get(question_id), _context(ceilings)
+    worked = q.solve(ctx)
     lines = [f"Worked answer to {q.id}: {q.prompt}"]
     lines += [f"  {i}. {step}" for i, step in enumerate(worked.steps, 1)]
-    name = getattr(ctx.known_ceilings, "device_name", "")
-    here = f" (on this machine, {name})" if ctx.used_ceilings else ""
+    here = ""
+    if ctx.used_ceilings:
+        here = f" (on this machine, {getattr(ctx.ceilings, 'device_name', '')})"
     lines.append(f"  answer: {_answer_text(q, worked.value)}{here}")
     if q.explain:
         lines.append(f"  {q.explain}")
     print("\n".join(lines))
-
-
-@dataclass(frozen=True)
-class AnswerKey:
-    """Every question with its answer and working: the instructor's key (:func:`answer_key`).
-
-    ``entries`` holds ``(question, worked, from_this_machine)`` per question.
-    Answers computed from measured ceilings are this machine's (``machine``
-    names it); a learner's machine gives its own. Renders as text, as HTML
-    in a notebook, and as Markdown (:meth:`to_markdown`) for a handout.
-    """
-
-    entries: tuple[tuple[Question, Worked, bool], ...]
-    machine: str = ""
-
-    def _rows(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
-        return [
-            (q.id, q.prompt, _answer_text(q, w.value) + " *" * here, w.steps)
-            for q, w, here in self.entries
-        ]
-
-    def _note(self) -> str:
-        if not any(here for _, _, here in self.entries):
-            return ""
-        return f"* measured on this machine ({self.machine}); each learner's machine gives its own"
-
-    def __repr__(self) -> str:
-        blocks = [
-            f"{i}  {prompt}\n   answer: {answer}\n" + "\n".join(f"   - {s}" for s in steps)
-            for i, prompt, answer, steps in self._rows()
-        ]
-        return "\n\n".join(blocks + [self._note()] * bool(self._note()))
-
-    def to_markdown(self) -> str:
-        """A Markdown table (id, question, answer, working) for a handout or a wiki."""
-
-        def cell(text: str) -> str:
-            return text.replace("|", "\\|").replace("\n", " ")
-
-        lines = ["| id | question | answer | working |", "|---|---|---|---|"]
-        lines += [
-            f"| `{i}` | {cell(p)} | {cell(a)} | {'<br>'.join(cell(s) for s in steps)} |"
-            for i, p, a, steps in self._rows()
-        ]
-        return "\n".join(lines + ["", self._note()] * bool(self._note())) + "\n"
-
-    def _repr_html_(self) -> str:
-        e = html.escape
-        body = "".join(
-            f"<tr><td><code>{e(i)}</code></td><td style='text-align:left'>{e(p)}</td>"
-            f"<td style='text-align:left'>{e(a)}</td><td style='text-align:left'><ol>"
-            + "".join(f"<li>{e(s)}</li>" for s in steps)
-            + "</ol></td></tr>"
-            for i, p, a, steps in self._rows()
-        )
-        note = f"<caption style='caption-side:bottom'><small>{e(self._note())}</small></caption>"
-        return (
-            f"<table>{note * bool(self._note())}<tr><th>id</th><th>question</th><th>answer</th>"
-            f"<th>working</th></tr>{body}</table>"
-        )
-
-
-def answer_key(chapter: str | int | None = None, *, ceilings: Any = None) -> AnswerKey:
-    """The answer key for one chapter or the whole course, made from the question bank.
-
-    Each answer is computed as the checker computes it, with its working.
-    Answers that depend on the machine use ``ceilings`` (default: this
-    machine's, ``bl.measure_ceilings()``, measured once if not cached) and are
-    marked; the rest come from the spec table and hold for every learner.
-    """
-    key = None if chapter is None else _chapter_key(chapter)
-    ctx = _context(ceilings)
-    entries = []
-    for ex in _BANK.values():
-        if key not in (None, ex.question.chapter):
-            continue
-        ctx = Context(ctx.known_ceilings)  # measured at most once, reused by later questions
-        entries.append((ex.question, _solve(ex, ctx), ctx.used_ceilings))
-    c = ctx.known_ceilings
-    machine = "" if c is None else f"{getattr(c, 'device', '')} {getattr(c, 'device_name', '')}"
-    return AnswerKey(tuple(entries), machine.strip())

@@ -1,22 +1,30 @@
-"""The shape of an exercise: the unit, hints, typical slips and the solver of its answer.
+"""The question bank: each exercise's text as plain data, its answer as a solver.
 
-The question itself is worded once, in the chapter that asks it (a markdown
-cell starting **Exercise `id`.**, just above its ``bl.check`` cell); the bank
-holds what the chapter does not show. Each exercise is a :class:`Question`
-(id, unit or options, hints) and a *solver*: a function of a :class:`Context`
-that returns a :class:`Worked` answer, the expected value with the steps
-that produce it.
-The solver computes from ``ctx.spec(name)`` (the spec-sheet table) and
-``ctx.ceilings`` (this machine's measured ceilings), never from a typed-in
-number, so the checker, the worked solution and the instructor's answer key
-all follow the table and the machine. ``mistakes`` maps a typical slip (the
-ratio *learner's answer / right answer* it produces, or a wrong option) to
-its nudge; nudges and hints never contain the expected value.
+A question is worded once, in the chapter that asks it (a markdown cell
+starting **Exercise `id`.**, just above its ``bl.check`` cell);
+:func:`chapter_prompts` quotes it from there. What the chapter does not show is
+text, kept as plain data in ``questions.json`` beside this module (read by
+:func:`parse_questions`), one entry per question in course order:
 
-The exercises themselves are grouped by topic, one module each
-(``_roofline``, ``_compute``, ``_memory``, ``_overhead``, ``_diagnosis``,
-``_distributed``, ``_decoding``), each with a tuple ``EXERCISES``; the checking lives in
-:mod:`brrrlib.exercises`.
+* ``unit`` of a number, or the ``choices`` of a multiple-choice question, and
+  ``rel_tol`` where it is not :data:`DEFAULT_REL_TOL`;
+* ``hints``, gentlest first: the method (which spec row, which formula), never
+  the number;
+* ``explain``, shown once the answer is right;
+* ``nudges``, a typical slip and what to say to it. For a choice the key is a
+  wrong option; for a number it is the ratio *learner's answer / right answer*
+  the slip produces, written as a number (``"0.5"``: the write forgotten) or,
+  when the solver computes it from the tables, as a name (``"bf16_peak"``);
+* ``like``, another question whose entries this one shares (the mysteries).
+
+The answer is never stored. A *solver*, a function of a :class:`Context`
+registered with :func:`solves` in the module of its topic (``_roofline``,
+``_compute``, ``_memory``, ``_overhead``, ``_diagnosis``, ``_distributed``,
+``_decoding``), returns a :class:`Worked` answer: the expected value, the steps
+that give it, and the ratios of its named slips. It computes from
+``ctx.spec(name)`` (the spec-sheet table) and ``ctx.ceilings`` (this machine's
+measured ceilings), so the checker and the worked solution follow the table
+and the machine. The checking lives in :mod:`brrrlib.exercises`.
 """
 
 from __future__ import annotations
@@ -33,37 +41,59 @@ from brrrlib import _fmt
 __all__ = [
     "DEFAULT_REL_TOL",
     "FP32_BYTES",
-    "REGIMES",
+    "SOLVERS",
     "Context",
-    "Exercise",
     "Question",
     "Worked",
-    "bandwidth",
     "chapter_prompts",
-    "given_bandwidth",
-    "given_peak",
-    "index",
-    "measured",
-    "peak",
-    "peak_ratio",
+    "parse_questions",
+    "solves",
 ]
 
 DEFAULT_REL_TOL = 0.1
 """Relative tolerance for numeric answers unless a question sets its own: the inputs
 are spec-sheet numbers that people round (1.5 vs 1.555 TB/s)."""
 
+FP32_BYTES = 4
+"""Bytes of one fp32 number."""
 
-# ------------------------------------------------------------------ the shape of an exercise
+
+@dataclass(frozen=True)
+class Worked:
+    """An expected answer with its working: the steps, in words and numbers, that give it.
+
+    ``slips`` holds the ratio *slipped answer / right answer* of each named
+    slip (a key of the question's ``nudges``) that the solver computes.
+    """
+
+    value: Any
+    steps: tuple[str, ...] = ()
+    slips: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+
+#: Each question's solver, by question id (filled by :func:`solves`).
+SOLVERS: dict[str, Callable[[Context], Worked]] = {}
+
+
+def solves(question_id: str) -> Callable:
+    """Register the decorated function as the solver of ``question_id`` (once only)."""
+
+    def register(solver: Callable[[Context], Worked]) -> Callable[[Context], Worked]:
+        if question_id in SOLVERS:
+            raise ValueError(f"question id {question_id!r} has a solver twice")
+        SOLVERS[question_id] = solver
+        return solver
+
+    return register
 
 
 @dataclass(frozen=True)
 class Question:
-    """One exercise: its id, the unit or options of its answer, and its hints.
+    """One exercise: its id, the unit or options of its answer, hints and nudges.
 
     ``kind`` is ``"number"`` (compared within ``rel_tol``) or ``"choice"``
     (one of ``choices``). ``explain`` is shown once the answer is right. The
-    solver and the typical mistakes are kept out of this record, so listing
-    questions reveals nothing.
+    record holds no answer: :meth:`solve` computes it when asked.
     """
 
     id: str
@@ -72,6 +102,7 @@ class Question:
     hints: tuple[str, ...] = ()
     rel_tol: float = DEFAULT_REL_TOL
     explain: str = ""
+    nudges: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.hints:
@@ -92,10 +123,37 @@ class Question:
         """The question as its chapter words it (see :func:`chapter_prompts`)."""
         return chapter_prompts().get(self.id, "")
 
+    def solve(self, ctx: Context) -> Worked:
+        """The expected answer with its working, computed by the question's solver."""
+        return SOLVERS[self.id](ctx)
+
     def __repr__(self) -> str:
         unit = f" [{self.unit}]" if self.unit else ""
         options = f" (one of: {', '.join(self.choices)})" if self.choices else ""
         return f"{self.id}: {self.prompt}{unit}{options}"
+
+
+def _refuse_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if repeated := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ValueError(f"given twice in the question bank: {repeated}")
+    return dict(pairs)
+
+
+def parse_questions(text: str) -> dict[str, Question]:
+    """The questions of a bank in ``questions.json``'s form, by id, in its order.
+
+    An id (or a key within an entry) given twice is refused; an entry with
+    ``like`` takes the named entry's fields, then its own.
+    """
+    rows = json.loads(text, object_pairs_hook=_refuse_repeats)
+    out = {}
+    for qid, row in rows.items():
+        if "like" in row:
+            row = {**rows[row["like"]], **{k: v for k, v in row.items() if k != "like"}}
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+        out[qid] = Question(qid, **fields)
+    return out
 
 
 #: How a chapter asks an exercise: a markdown paragraph that starts **Exercise `id`.**
@@ -112,8 +170,8 @@ def chapter_prompts() -> dict[str, str]:
     """Each exercise's question, read from the chapter that asks it (id -> plain text).
 
     The chapters (shipped in the package as ``brrrlib.course``) are the one
-    place a question is worded; the answer key and :func:`brrrlib.questions`
-    quote them from there.
+    place a question is worded; :func:`brrrlib.questions` and the worked
+    solutions quote them from there.
     """
     from brrrlib._files import course_folder
 
@@ -129,12 +187,7 @@ def chapter_prompts() -> dict[str, str]:
     return prompts
 
 
-@dataclass(frozen=True)
-class Worked:
-    """An expected answer with its working: the steps, in words and numbers, that give it."""
-
-    value: Any
-    steps: tuple[str, ...] = ()
+_CEILING_UNITS = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}
 
 
 class Context:
@@ -142,13 +195,12 @@ class Context:
 
     ``ceilings`` is measured (or read from the on-disk cache) only when a
     question needs it, so spec-sheet questions never start a measurement;
-    ``used_ceilings`` records whether one did (the answer key marks those
-    answers as this machine's) and ``known_ceilings`` holds them once known,
-    so the next question can reuse them. Tests pass hand-made ceilings.
+    ``used_ceilings`` records whether one did (a worked solution then says the
+    answer is this machine's). Tests pass hand-made ceilings.
     """
 
     def __init__(self, ceilings: Any = None) -> None:
-        self.known_ceilings = ceilings
+        self._ceilings = ceilings
         self.used_ceilings = False
 
     @staticmethod
@@ -162,85 +214,33 @@ class Context:
     def ceilings(self) -> Any:
         """This machine's ceilings (``bl.measure_ceilings()``, cached on disk)."""
         self.used_ceilings = True
-        if self.known_ceilings is None:
+        if self._ceilings is None:
             from brrrlib.ceilings import measure_ceilings
 
-            self.known_ceilings = measure_ceilings()  # shows progress if it has to measure
-        return self.known_ceilings
+            self._ceilings = measure_ceilings()  # shows progress if it has to measure
+        return self._ceilings
 
+    def peak(self, device: str, dtype: str) -> float:
+        """The spec sheet's peak FLOP/s of ``device`` in ``dtype``."""
+        return float(self.spec(device).peak_flops_per_s[dtype])
 
-Mistakes = Mapping[Any, str] | Callable[[Context], Mapping[Any, str]]
+    def bandwidth(self, device: str) -> float:
+        """The spec sheet's memory bandwidth of ``device``, bytes/s."""
+        return float(self.spec(device).mem_bandwidth_bytes_per_s)
 
+    def peak_step(self, device: str, dtype: str) -> str:
+        """The working step that quotes a spec-sheet peak."""
+        flops = _fmt.si(self.peak(device, dtype), "FLOP/s")
+        return f"{device} {dtype} peak, bl.spec('{device}'): {flops}"
 
-@dataclass(frozen=True)
-class Exercise:
-    """A question, its solver, and the nudges for its typical slips."""
+    def bandwidth_step(self, device: str) -> str:
+        """The working step that quotes a spec-sheet bandwidth."""
+        bytes_per_s = _fmt.si(self.bandwidth(device), "B/s")
+        return f"{device} memory bandwidth, bl.spec('{device}'): {bytes_per_s}"
 
-    question: Question
-    solve: Callable[[Context], Worked]
-    mistakes: Mistakes = field(default_factory=dict)
-
-    def mistakes_for(self, ctx: Context) -> Mapping[Any, str]:
-        """The slips and their nudges (some depend on the spec table)."""
-        return self.mistakes(ctx) if callable(self.mistakes) else self.mistakes
-
-
-def index(exercises: tuple[Exercise, ...]) -> dict[str, Exercise]:
-    """The exercises by id, in course order; an id given twice is refused."""
-    out: dict[str, Exercise] = {}
-    for ex in exercises:
-        if ex.question.id in out:
-            raise ValueError(f"question id {ex.question.id!r} is registered twice")
-        out[ex.question.id] = ex
-    return out
-
-
-# ------------------------------------------------------------------ numbers the solvers share
-
-FP32_BYTES = 4
-REGIMES = ("compute", "memory", "overhead")
-
-
-def peak(ctx: Context, device: str, dtype: str) -> float:
-    """The spec sheet's peak FLOP/s of ``device`` in ``dtype``."""
-    return float(ctx.spec(device).peak_flops_per_s[dtype])
-
-
-def bandwidth(ctx: Context, device: str) -> float:
-    """The spec sheet's memory bandwidth of ``device``, bytes/s."""
-    return float(ctx.spec(device).mem_bandwidth_bytes_per_s)
-
-
-def given_peak(ctx: Context, device: str, dtype: str) -> str:
-    """The working step that quotes a spec-sheet peak."""
-    return (
-        f"{device} {dtype} peak, bl.spec('{device}'): {_fmt.si(peak(ctx, device, dtype), 'FLOP/s')}"
-    )
-
-
-def given_bandwidth(ctx: Context, device: str) -> str:
-    """The working step that quotes a spec-sheet bandwidth."""
-    return (
-        f"{device} memory bandwidth, bl.spec('{device}'): {_fmt.si(bandwidth(ctx, device), 'B/s')}"
-    )
-
-
-def peak_ratio(ctx: Context, device: str, top: str, bottom: str) -> Worked:
-    """The worked ratio of two of ``device``'s spec-sheet peaks."""
-    return Worked(
-        peak(ctx, device, top) / peak(ctx, device, bottom),
-        (
-            given_peak(ctx, device, top),
-            given_peak(ctx, device, bottom),
-            f"ratio = {top} peak / {bottom} peak",
-        ),
-    )
-
-
-def measured(ctx: Context, what: str) -> tuple[float, str]:
-    """A measured ceiling and the step that quotes it."""
-    c = ctx.ceilings
-    value = getattr(c, what)
-    unit = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}.get(what)
-    text = _fmt.seconds(value) if unit is None else _fmt.si(value, unit)
-    return value, f"bl.measure_ceilings().{what} on this machine: {text}"
+    def measured(self, what: str) -> tuple[float, str]:
+        """A measured ceiling (a field of ``bl.measure_ceilings()``) and the step that quotes it."""
+        value = getattr(self.ceilings, what)
+        unit = _CEILING_UNITS.get(what)
+        text = _fmt.seconds(value) if unit is None else _fmt.si(value, unit)
+        return value, f"bl.measure_ceilings().{what} on this machine: {text}"

@@ -1,24 +1,12 @@
-"""Questions on compute: matmul FLOPs, tensor cores, the critical batch, the essay's BERT table
-(chapter 01's exercises)."""
+"""Solvers of the questions on compute: matmul FLOPs, tensor cores, the critical batch, the
+essay's BERT table (chapter 01)."""
 
 from __future__ import annotations
 
 from brrrlib import _fmt
-from brrrlib.exercises._bank import (
-    Context,
-    Exercise,
-    Question,
-    Worked,
-    bandwidth,
-    given_bandwidth,
-    given_peak,
-    measured,
-    peak,
-    peak_ratio,
-)
+from brrrlib.exercises._bank import Context, Worked, solves
 
-__all__ = ["EXERCISES"]
-
+__all__: list[str] = []  # the solvers register themselves with the bank
 
 _MM_SHAPE = (512, 1024, 256)  # (M, K, N) for 01.matmul_flops
 #: The essay's BERT table (% of FLOPs, % of runtime) per operator class, from Ivanov et al.,
@@ -26,17 +14,18 @@ _MM_SHAPE = (512, 1024, 256)  # (M, K, N) for 01.matmul_flops
 #: https://horace.io/brrr_intro.html ("Compute" section). Measured on V100 SXM2 GPUs with
 #: fp16 tensor cores (the paper's code, https://github.com/spcl/substation, README).
 #: Chapter 01 shows it.
-ESSAY_BERT = {
+_ESSAY_BERT = {
     "tensor contraction": (99.80, 61.0),
     "statistical normalization": (0.17, 25.5),
     "element-wise": (0.03, 13.5),
 }
 #: The GPU the essay's BERT table was measured on, and the one the essay quotes beside it.
-BERT_MEASURED_ON, ESSAY_GPU = "V100", "A100"
+_BERT_MEASURED_ON, _ESSAY_GPU = "V100", "A100"
 _MM_HERE_N = 2048  # square size for 01.matmul_time_here
 _CRITICAL_D = 8192  # Linear(_CRITICAL_D, _CRITICAL_D) in bf16 for 01.critical_batch
 
 
+@solves("01.matmul_flops")
 def _matmul_flops(ctx: Context) -> Worked:
     m, k, n = _MM_SHAPE
     return Worked(
@@ -49,15 +38,26 @@ def _matmul_flops(ctx: Context) -> Worked:
     )
 
 
+@solves("01.tensor_core_ratio")
 def _tensor_core_ratio(ctx: Context) -> Worked:
     fast = ctx.spec("T4").fast_precision  # fp16: the T4 has no bf16 or TF32 tensor cores
-    worked = peak_ratio(ctx, "T4", fast, "fp32")
-    return Worked(worked.value, (f"bl.spec('T4').fast_precision: {fast}", *worked.steps))
+    ratio = ctx.peak("T4", fast) / ctx.peak("T4", "fp32")
+    return Worked(
+        ratio,
+        (
+            f"bl.spec('T4').fast_precision: {fast}",
+            ctx.peak_step("T4", fast),
+            ctx.peak_step("T4", "fp32"),
+            f"ratio = {fast} peak / fp32 peak",
+        ),
+        {"a100_ratio": ctx.peak("A100", "bf16") / ctx.peak("A100", "fp32") / ratio},
+    )
 
 
+@solves("01.matmul_time_here")
 def _matmul_time_here(ctx: Context) -> Worked:
     n = _MM_HERE_N
-    peak, step = measured(ctx, "matmul_flops_per_s")
+    peak, step = ctx.measured("matmul_flops_per_s")
     return Worked(
         2 * n**3 / peak,
         (
@@ -68,32 +68,36 @@ def _matmul_time_here(ctx: Context) -> Worked:
     )
 
 
+@solves("01.critical_batch")
 def _critical_batch(ctx: Context) -> Worked:
     # Intensity of [B, D] x [D, D] in bf16: 2BD^2 / (2(BD + D^2 + BD)) ~ B when B << D.
-    ridge = peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")
+    ridge = ctx.peak("H100", "bf16") / ctx.bandwidth("H100")
     return Worked(
         ridge,
         (
             f"FLOPs = 2 B D^2; bytes = 2 (B D + D^2 + B D), nearly all the {_CRITICAL_D}^2 weights "
             "while B << D: intensity ~ 2 B D^2 / (2 D^2) = B FLOP/byte",
-            given_peak(ctx, "H100", "bf16"),
-            given_bandwidth(ctx, "H100"),
+            ctx.peak_step("H100", "bf16"),
+            ctx.bandwidth_step("H100"),
             f"compute-bound once B >= the bf16 ridge point = peak / bandwidth = {ridge:.0f} "
             "(the exact formula, B = R D / (D - 2R), gives a few percent more)",
         ),
+        {"fp32_ridge": ctx.peak("H100", "fp32") / ctx.peak("H100", "bf16")},
     )
 
 
 def _rate(op_class: str) -> float:
     """An operator class's FLOP/s in units of the whole model's: its FLOP share over its time share."""
-    flops, time = ESSAY_BERT[op_class]
+    flops, time = _ESSAY_BERT[op_class]
     return flops / time
 
 
+@solves("01.bert_gap")
 def _bert_gap(ctx: Context) -> Worked:
     mm, norm = _rate("tensor contraction"), _rate("statistical normalization")
-    measured_on, essay = ctx.spec(BERT_MEASURED_ON), ctx.spec(ESSAY_GPU)
+    measured_on, essay = ctx.spec(_BERT_MEASURED_ON), ctx.spec(_ESSAY_GPU)
     units = {s.name: s.peak(s.fast_precision) / s.peak("fp32") for s in (measured_on, essay)}
+    flops_only = _ESSAY_BERT["tensor contraction"][0] / _ESSAY_BERT["statistical normalization"][0]
     return Worked(
         mm / norm,
         (
@@ -103,64 +107,5 @@ def _bert_gap(ctx: Context) -> Worked:
             f"ratio = {mm:.3g} / {norm:.3g}; slower units alone would explain "
             + " or ".join(f"{r:.0f}x ({name})" for name, r in units.items()),
         ),
+        {"flops_only": flops_only / (mm / norm)},
     )
-
-
-# fmt: off
-EXERCISES = (
-    Exercise(Question(
-        "01.matmul_flops",
-        unit="FLOPs", rel_tol=0.01,
-        hints=("Each of the M*N outputs is a dot product of length K.",
-               "A dot product of length K is K multiplies and K adds."),
-        explain="2*M*K*N: the formula every matmul FLOP count (and bl.count) uses.",
-    ), _matmul_flops, {0.5: "A multiply-add counts as two FLOPs: one multiply and one add."}),
-    Exercise(Question(
-        "01.tensor_core_ratio",
-        unit="times (a ratio)",
-        hints=("bl.spec('T4').fast_precision names the precision its tensor cores take; "
-               "peak_flops_per_s is a dict keyed by precision.",
-               "Divide bl.spec('T4').peak(bl.spec('T4').fast_precision) by its 'fp32' peak."),
-        explain="A T4's tensor cores take fp16 only: in bf16 or TF32 its matmuls get no faster "
-        "units, so on a T4 the fast precision is fp16.",
-    ), _tensor_core_ratio, lambda ctx: {
-        (peak(ctx, "A100", "bf16") / peak(ctx, "A100", "fp32"))
-        / (peak(ctx, "T4", "fp16") / peak(ctx, "T4", "fp32")): (
-            "That is the A100's ratio (the essay's); the question asks for the T4."),
-    }),
-    Exercise(Question(
-        "01.matmul_time_here",
-        unit="seconds",
-        hints=("time >= FLOPs / (FLOP/s). Count the FLOPs first.",
-               "FLOPs = 2*n**3; divide by bl.measure_ceilings().matmul_flops_per_s."),
-        explain="Compare with bl.benchmark(torch.mm, a, b): how close does this machine get?",
-    ), _matmul_time_here, {0.5: "A multiply-add counts as two FLOPs: one multiply and one add."}),
-    Exercise(Question(
-        "01.critical_batch",
-        unit="rows (a batch size)",
-        hints=("Compute-bound means the intensity is at least the ridge point, peak FLOP/s over "
-               "bytes per second, for the precision that runs.",
-               "bl.spec('H100').ridge_point_flops_per_byte('bf16'), and intensity ~ B."),
-        explain="Hundreds of rows: a batch of a few sequences decoding one token each sits far "
-        "below it, reading all the weights for very little arithmetic.",
-    ), _critical_batch, lambda ctx: {
-        (peak(ctx, "H100", "fp32") / bandwidth(ctx, "H100"))
-        / (peak(ctx, "H100", "bf16") / bandwidth(ctx, "H100")): (
-            "That is the fp32 ridge point (no tensor cores); the layer runs in bf16."),
-        2.0: "In fp32 (4 bytes a number) the intensity is B/2; in bf16 (2 bytes) it is about B.",
-    }),
-    Exercise(Question(
-        "01.bert_gap",
-        unit="times (a ratio)",
-        hints=("FLOP/s is FLOPs divided by time; the shares stand in for both (the totals cancel).",
-               "Rate of a class = its % of FLOPs / its % of time. Divide the matmuls' rate by "
-               "normalization's."),
-        explain="Far more than slower units explain: normalization does a few FLOPs per byte it "
-        "moves, so it waits on memory. The same arithmetic gives element-wise ops ~700x.",
-    ), _bert_gap, {
-        (99.80 / 0.17) / ((99.80 / 61.0) / (0.17 / 25.5)): (
-            "That compares FLOPs only; the question is about FLOPs per second: divide each "
-            "class's FLOP share by its time share first."),
-    }),
-)
-# fmt: on
