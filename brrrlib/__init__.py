@@ -51,7 +51,7 @@ reverse; the package holds its public names, its private modules the rest:
 ``figures``        the chapters' figures (the host and timelines in ``_timelines``,
                    remedies and steps in ``_remedies``)
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;
-                   the question bank: the shape in ``_bank``, one module per topic
+                   the bank's text in ``questions.json``, read by ``_bank``; solvers by topic
 ``classroom``      a learner's result file and the class view (``report``); the file
                    format in ``_report_file``, the drawing in ``_view``
 ``cli``            the ``brrr`` command: ``diagnose``, ``lab``; ``doctor`` in ``_doctor``
