@@ -1,11 +1,12 @@
 """bl.diagnose on the model zoo: how often is the verdict the expected regime on this CPU?
 
-For every workload of :mod:`brrrlib.zoo` at both sizes, prints the FLOPs
-``bl.count`` finds beside the hand formula, the regime expected on a CPU, the
-verdict and its confidence, the three shares (each regime's floor over the
-measured time) and the time per call; then the accuracy of each round. The
-bar: at least 90% of verdicts right over the rounds, and no high-confidence
-verdict wrong. Every wrong verdict is listed with its evidence. Run:
+For every workload of the zoo at both sizes (:mod:`brrrlib.zoo`'s and the ten
+more in benchmarks/zoo_more), prints the FLOPs ``bl.count`` finds beside the
+hand formula, the regime expected on a CPU, the verdict and its confidence,
+the three shares (each regime's floor over the measured time) and the time
+per call; then the accuracy of each round. The bar: at least 90% of verdicts
+right over the rounds, and no high-confidence verdict wrong. Every wrong
+verdict is listed with its evidence. Run:
 
     python benchmarks/diagnose_zoo.py [--rounds 2] [--threads N] [--only gpt_decode bert]
 
@@ -23,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+import zoo_more
 
 import brrrlib as bl
 from brrrlib import _fmt, zoo
@@ -130,7 +132,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="workload names to run")
     opts = parser.parse_args()
     torch.set_num_threads(opts.threads)
-    entries = [e for e in zoo.entries() if not opts.only or e.name in opts.only]
+    entries = [e for e in zoo_more.every() if not opts.only or e.name in opts.only]
     ceilings = bl.measure_ceilings("cpu")
     print(ceilings, end="\n\n")
     print("building the zoo", file=sys.stderr, flush=True)

@@ -1,6 +1,15 @@
-"""Shared fixtures: measure this machine's ceilings at most once per test session."""
+"""Shared fixtures: measure this machine's ceilings at most once per test session.
+
+benchmarks/ goes on sys.path: the zoo's workloads that only the benchmarks and the tests
+use (benchmarks/zoo_more) are imported from there.
+"""
+
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,7 +3,8 @@ plain PyTorch, weight-only int8, the memory check, the decode explorer and the c
 
 Nothing here asserts a time. The counts are checked against numbers worked out by hand below
 and against ``bl.count``; decoding with the KV cache against recomputing the whole sequence,
-and against the model zoo's GPT (a second implementation) given the same weights.
+and against the model zoo's GPT (benchmarks/zoo_more, a second implementation) given the
+same weights.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import pytest
 import torch
 from _fakes import fake_ceilings
+from zoo_more.gpt import GPT, GPTConfig
 
 import brrrlib as bl
 from brrrlib import decoding, machine, widgets
@@ -103,10 +105,8 @@ def test_kv_cache_decode_equals_recomputing_the_whole_sequence(model):
 
 
 def test_the_zoo_gpt_computes_the_same_logits():
-    from brrrlib.zoo._decoders import GPT, DecoderConfig
-
     model = decoding.build(SHAPE, seed=3)
-    zoo = GPT(DecoderConfig(layers=2, d=64, heads=4, vocab=1000, ctx=128)).eval()
+    zoo = GPT(GPTConfig(layers=2, d=64, heads=4, vocab=1000, ctx=128)).eval()
     zoo.load_state_dict(model.state_dict())
     idx = torch.randint(0, SHAPE.vocab, (3, 17))
     with torch.no_grad():
@@ -116,9 +116,7 @@ def test_the_zoo_gpt_computes_the_same_logits():
 
 
 def test_generate_is_greedy_decoding_by_full_recompute(model):
-    from brrrlib.zoo._decoders import GPT, DecoderConfig
-
-    zoo = GPT(DecoderConfig(layers=2, d=64, heads=4, vocab=1000, ctx=128)).eval()
+    zoo = GPT(GPTConfig(layers=2, d=64, heads=4, vocab=1000, ctx=128)).eval()
     zoo.load_state_dict(model.state_dict())
     prompt = torch.randint(0, SHAPE.vocab, (2, 5))
     out = decoding.generate(model, prompt, new_tokens=6)

@@ -1,6 +1,7 @@
-"""Tests for brrrlib.zoo: every workload's FLOPs against its hand formula, the published
-ResNet-50 anchor, the roofline's predictions on spec-sheet GPUs, and on this CPU the shares
-(never above the measured time) and a subset of verdicts chosen to hold on a busy machine."""
+"""Tests for brrrlib.zoo and the workloads built on it in benchmarks/zoo_more: every
+workload's FLOPs against its hand formula, the published ResNet-50 anchor, the roofline's
+predictions on spec-sheet GPUs, and on this CPU the shares (never above the measured time)
+and a subset of verdicts chosen to hold on a busy machine."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import functools
 import _fakes
 import pytest
 import torch
+import zoo_more
 
 import brrrlib as bl
 from brrrlib import zoo
 from brrrlib.diagnosis import _weigh
 
-LABELS = [e.label for e in zoo.entries()]
+ENTRIES = zoo_more.every()  # brrrlib.zoo's entries, then the ten more of benchmarks/zoo_more
+LABELS = [e.label for e in ENTRIES]
 REGIMES = ("compute", "memory", "overhead")
 
 #: A share is a floor over the measured time, so it cannot pass 1; the measured ceilings are
@@ -29,7 +32,7 @@ BYTES_TOLERANCE = 0.03
 
 def _entry(label: str) -> zoo.ZooEntry:
     name, size = label.split("/")
-    return zoo.entry(name, size)
+    return zoo_more.entry(name, size)
 
 
 @functools.cache
@@ -75,17 +78,20 @@ def _floors_for(ceilings, regime: str | None):
 
 
 def test_the_zoo_has_twelve_workloads_and_more_each_at_two_sizes():
-    names = zoo.names()
+    names = tuple(dict.fromkeys(e.name for e in ENTRIES))
     assert len(names) >= 12
     for name in names:
-        assert {e.size for e in zoo.entries() if e.name == name} == set(zoo.SIZES)
+        assert {e.size for e in ENTRIES if e.name == name} == set(zoo.SIZES)
     families = {"mlp", "gpt_prefill", "gpt_decode", "bert", "resnet", "lstm", "dlrm", "unet", "moe"}
     assert families <= set(names) and {"vit", "mixer"} & set(names)
     assert len(set(LABELS)) == len(LABELS)
+    # the package holds the three chapter 04 diagnoses; the rest are benchmarks' fixtures
+    assert {"resnet", "vit", "llama_decode"} <= set(zoo.names())
+    assert set(zoo.names()).isdisjoint(e.name for e in zoo_more.entries())
 
 
 def test_each_entry_is_frozen_data_with_its_formula_and_regimes():
-    for e in zoo.entries():
+    for e in ENTRIES:
         with pytest.raises(dataclasses.FrozenInstanceError):
             e.expected_cpu = "compute"  # type: ignore[misc]
         assert "FLOPs" in e.formula and e.cpu_reason and e.summary
@@ -96,7 +102,10 @@ def test_each_entry_is_frozen_data_with_its_formula_and_regimes():
             assert e.expected_cpu == "overhead", e.label
     with pytest.raises(KeyError, match="no zoo workload"):
         zoo.entry("alexnet")
-    assert "gpt_decode" in zoo.table() and repr(zoo.entry("mlp")).startswith("ZooEntry(mlp/big")
+    with pytest.raises(KeyError, match="no zoo workload"):
+        zoo_more.entry("alexnet")
+    assert repr(zoo.entry("vit")).startswith("ZooEntry(vit/big")
+    assert repr(_entry("mlp/big")).startswith("ZooEntry(mlp/big")
 
 
 # ------------------------------------------------------------------------- counts by hand
@@ -178,7 +187,7 @@ def test_the_small_encoder_of_the_bug_report_is_in_the_zoo():
 # ------------------------------------------------------------------------- the workloads
 
 
-@pytest.mark.parametrize("label", [e.label for e in zoo.entries() if e.size == "tiny"])
+@pytest.mark.parametrize("label", [e.label for e in ENTRIES if e.size == "tiny"])
 def test_factories_build_seeded_inference_with_a_batch_to_double(label):
     fn, args = _entry(label).factory()
     again, args2 = _entry(label).factory()
@@ -208,17 +217,17 @@ def test_the_roofline_predicts_decode_memory_bound_and_prefill_compute_bound():
     for gpu in zoo.GPUS:
         for name in ("gpt_decode", "llama_decode"):
             for size in zoo.SIZES:
-                assert zoo.entry(name, size).prediction(gpu).regime == "memory"
+                assert _entry(f"{name}/{size}").prediction(gpu).regime == "memory"
         for name in ("gpt_prefill", "llama_prefill", "bert", "mlp"):
-            assert zoo.entry(name, "big").prediction(gpu).regime == "compute"
-        decode = zoo.entry("gpt_decode").prediction(gpu)
+            assert _entry(f"{name}/big").prediction(gpu).regime == "compute"
+        decode = _entry("gpt_decode/big").prediction(gpu)
         assert "weights" in decode.reason and decode.intensity_flops_per_byte < 1
-    tiny = zoo.entry("mlp", "tiny").prediction("H100")
+    tiny = _entry("mlp/tiny").prediction("H100")
     assert tiny.launch_bound and "overhead" in tiny.reason
 
 
 def test_predictions_are_the_spec_sheets_arithmetic():
-    for e in zoo.entries():
+    for e in ENTRIES:
         for p, gpu in zip(e.predictions, zoo.GPUS, strict=True):
             spec = bl.spec(gpu)
             ridge = spec.peak("fp32") / spec.mem_bandwidth_bytes_per_s
@@ -227,7 +236,7 @@ def test_predictions_are_the_spec_sheets_arithmetic():
             assert p.intensity_flops_per_byte == pytest.approx(intensity)
             assert p.regime == ("compute" if intensity >= ridge else "memory")
     # in bf16 the bytes halve (token ids keep 8) and the ridge moves 16x up on an A100
-    e = zoo.entry("gpt_prefill")
+    e = _entry("gpt_prefill/big")
     bf16 = zoo.predict(e.hand, "A100", "bf16")
     assert bf16.intensity_flops_per_byte > 1.9 * e.prediction("A100").intensity_flops_per_byte
     assert bf16.ridge_flops_per_byte == pytest.approx(312e12 / 1.555e12)

@@ -112,8 +112,9 @@ def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
 class _Block(nn.Module):
     """Pre-norm block, as nanoGPT's ``Block``: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``.
 
-    The parameter names are those of :mod:`brrrlib.zoo`'s GPT, so its weights
-    load there too (the tests use it as a second implementation).
+    The parameter names are those of the zoo's GPT (the repository's
+    benchmarks/zoo_more), so its weights load there too (the tests use it as
+    a second implementation).
     """
 
     def __init__(self, shape: DecoderShape) -> None:

@@ -1,20 +1,26 @@
 """A model zoo: real architectures in plain PyTorch, each at two sizes, counted by hand.
 
 ``bl.count`` and ``bl.diagnose`` are meant for the models you train, not only
-for the course's own workloads. The zoo is the proof: fourteen workloads from
-twelve architectures people run (GPT- and Llama-style decoders, each in
-prefill and in decode; a BERT-style encoder; a ViT and an MLP-Mixer; a ResNet
-and a U-Net; an LSTM; a DLRM-style recommender; a graph network; a mixture of
-experts; an MLP), each with its FLOPs written out by hand and the regime it
+for the course's own workloads. The zoo is the proof: three architectures
+people run (a ResNet-50, a ViT-Ti/16 and a Llama-style decoder, in prefill
+and in decode), each with its FLOPs written out by hand and the regime it
 should be in::
 
     from brrrlib import zoo
 
-    e = zoo.entry("gpt_decode", "big")
+    e = zoo.entry("llama_decode", "big")
     fn, args = e.factory()            # the model in eval mode, called under torch.no_grad
     bl.count(fn, *args).flops         # == e.hand_flops
     bl.diagnose(fn, *args)            # expected on a laptop CPU: e.expected_cpu
     e.prediction("H100")              # what the roofline predicts there, and why
+
+**Your own model** joins the same way: a :class:`Row` says how to build it,
+how to count it by hand (a :class:`Tally`, op by op) and what regime to
+expect; ``ZooEntry.from_row(row)`` makes it an entry. So the repository's
+``benchmarks/zoo_more`` adds ten workloads from nine more architectures (a
+GPT-2-style decoder in prefill and in decode; a BERT-style encoder, an
+MLP-Mixer, a U-Net, an LSTM, a DLRM-style recommender, a graph network, a
+mixture of experts, an MLP), and the tests hold all fourteen to ``bl.count``.
 
 **Two sizes.** ``"tiny"``: a few kilobytes of work per op, so each op's fixed
 cost (Python, module calls, dispatch) is the time: overhead-bound on any
@@ -28,14 +34,14 @@ for indexing or copies; bytes as the unfused eager run moves them. Each
 workload's formula is the first line of its count's docstring (``formula``).
 
 **Expected regimes.** On a CPU: tiny ones overhead; big ones by the roofline
-with a wide margin (matmul-heavy models sit at 20-200 FLOP/byte, far above a
-CPU's ridge of a few FLOP/byte; decode, lookups and message passing at
-0.3-0.6, far below it). On an A100 and an H100 the roofline (``bl.spec``)
-predicts from the hand counts alone, at the model's own precision: intensity
-against the ridge point. LLM decode is the classic memory-bound case (every
-weight read for 2 FLOPs per token), prefill the compute-bound one. A roofline
-knows nothing of launches: where its floor is below a microsecond per op, the
-reason says that overhead, not the roofline, will set the time.
+with a wide margin (the ResNet, the ViT and prefill sit at 19-27 FLOP/byte,
+far above a CPU's ridge of a few FLOP/byte; decode at 0.5, far below it). On
+an A100 and an H100 the roofline (``bl.spec``) predicts from the hand counts
+alone, at the model's own precision: intensity against the ridge point. LLM
+decode is the classic memory-bound case (every weight read for 2 FLOPs per
+token), prefill the compute-bound one. A roofline knows nothing of launches:
+where its floor is below a microsecond per op, the reason says that overhead,
+not the roofline, will set the time.
 """
 
 from __future__ import annotations
@@ -50,9 +56,10 @@ import torch
 
 from brrrlib import _fmt
 from brrrlib.zoo import _rows
-from brrrlib.zoo._tally import HandCount
+from brrrlib.zoo._rows import Row
+from brrrlib.zoo._tally import HandCount, Tally
 
-__all__ = ["ZooEntry", "entry", "names", "table"]
+__all__ = ["HandCount", "Row", "Tally", "ZooEntry", "entry", "names"]
 
 SIZES = ("tiny", "big")
 GPUS = ("A100", "H100")
@@ -95,7 +102,7 @@ class ZooEntry:
     ``hand`` is the hand count (FLOPs, bytes by kind, ops that do work),
     ``formula`` its FLOP formula; ``expected_cpu`` the regime on a laptop CPU
     and ``cpu_reason`` why; ``predictions`` the roofline's regime on each of
-    :data:`GPUS` at ``precision``.
+    :data:`GPUS` at ``precision``. :meth:`from_row` makes one from a :class:`Row`.
     """
 
     name: str
@@ -111,7 +118,7 @@ class ZooEntry:
 
     @property
     def label(self) -> str:
-        """``"name/size"``, e.g. ``"gpt_decode/big"``."""
+        """``"name/size"``, e.g. ``"llama_decode/big"``."""
         return f"{self.name}/{self.size}"
 
     @property
@@ -123,6 +130,24 @@ class ZooEntry:
     def hand_bytes(self) -> int:
         """Bytes one call moves (unfused eager), counted by hand."""
         return self.hand.bytes_moved
+
+    @classmethod
+    def from_row(cls, row: Row) -> ZooEntry:
+        """The entry of ``row``: its hand count taken, the CPU reason filled in, the
+        roofline's predictions made (nothing is built until ``factory()``)."""
+        hand = row.count()
+        return cls(
+            name=row.name,
+            size=row.size,
+            summary=row.summary,
+            factory=functools.partial(_build, row.build, f"{row.name}_{row.size}"),
+            hand=hand,
+            formula=inspect.getdoc(row.formula_of).splitlines()[0],
+            expected_cpu=row.expected_cpu,
+            cpu_reason=row.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
+            or _tiny_reason(hand),
+            predictions=tuple(predict(hand, gpu) for gpu in GPUS),
+        )
 
     def prediction(self, gpu: str) -> Prediction:
         """The stored prediction for ``gpu`` (``"A100"`` or ``"H100"``)."""
@@ -177,7 +202,7 @@ def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
 @functools.cache
 def entries() -> tuple[ZooEntry, ...]:
     """Every entry, workload by workload, tiny before big (nothing is built until ``factory()``)."""
-    return tuple(_entry(row) for row in _rows.rows())
+    return tuple(ZooEntry.from_row(row) for row in _rows.rows())
 
 
 def names() -> tuple[str, ...]:
@@ -193,22 +218,6 @@ def entry(name: str, size: str = "big") -> ZooEntry:
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     raise KeyError(f"no zoo workload {name!r}; the zoo has {', '.join(names())}")
-
-
-def _entry(row: _rows.Row) -> ZooEntry:
-    hand = row.count()
-    return ZooEntry(
-        name=row.name,
-        size=row.size,
-        summary=row.summary,
-        factory=functools.partial(_build, row.build, f"{row.name}_{row.size}"),
-        hand=hand,
-        formula=inspect.getdoc(row.formula_of).splitlines()[0],
-        expected_cpu=row.expected_cpu,
-        cpu_reason=row.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
-        or _tiny_reason(hand),
-        predictions=tuple(predict(hand, gpu) for gpu in GPUS),
-    )
 
 
 def _tiny_reason(hand: HandCount) -> str:
@@ -241,29 +250,3 @@ def _build(
     fn.__name__ = fn.__qualname__ = name
     fn.model = model  # type: ignore[attr-defined]
     return fn, args
-
-
-def table() -> str:
-    """The zoo as text: hand FLOPs, bytes, intensity; expected CPU regime; GPU predictions."""
-    header = ["workload", "size", "FLOPs", "bytes", "FLOP/B", "CPU", *GPUS]
-    body = [
-        [
-            e.name,
-            e.size,
-            _fmt.si(e.hand_flops, "FLOP"),
-            _fmt.si(e.hand_bytes, "B"),
-            f"{e.hand.intensity_flops_per_byte:.3g}",
-            e.expected_cpu,
-            *(p.regime for p in e.predictions),
-        ]
-        for e in entries()
-    ]
-    widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
-    lines = [header, *body]
-    return "\n".join(
-        "  ".join(
-            c.ljust(w) if i < 2 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in lines
-    )

@@ -1,4 +1,4 @@
-"""The zoo's decoders: a GPT-2-style model and a Llama-style model, for prefill and decode.
+"""The zoo's decoder: a Llama-style model, for prefill and decode.
 
 Shapes in the comments: B batch, T new tokens, S tokens in the KV cache
 (past + new), C = ``d`` model width, nh query heads, nkv key/value heads,
@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from brrrlib.zoo._tally import HandCount, Tally
 
-__all__ = ["GPT", "DecoderConfig", "Llama", "decoder_workload", "gpt_count", "llama_count"]
+__all__ = ["DecoderConfig", "Llama", "llama_count", "llama_workload"]
 
 
 @dataclass(frozen=True)
@@ -34,114 +34,12 @@ class DecoderConfig:
     vocab: int
     ctx: int = 1024
     kv_heads: int | None = None
-    ffn: int | None = None  # hidden width of the MLP: 4*d for GPT, ~8/3*d for Llama
+    ffn: int | None = None  # hidden width of the SwiGLU MLP, ~8/3*d in Llama (default 4*d)
 
     @property
     def head_size(self) -> int:
         """C // nh."""
         return self.d // self.heads
-
-
-# ----------------------------------------------------------------------------- GPT-2
-
-
-class _GPTBlock(nn.Module):
-    """Pre-norm block, as nanoGPT's ``Block``: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
-
-    def __init__(self, cfg: DecoderConfig) -> None:
-        super().__init__()
-        d = cfg.d
-        self.heads = cfg.heads
-        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc_out = nn.Linear(d, cfg.ffn or 4 * d), nn.Linear(cfg.ffn or 4 * d, d)
-
-    def forward(self, x: torch.Tensor, cache: tuple | None) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)  # 3 x (B, T, C)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = _attend(q, k, v, cache)  # (B, nh, T, hs)
-        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
-
-
-def _attend(q, k, v, cache, gqa: bool = False) -> torch.Tensor:
-    """Causal attention over the prompt, or one query over the KV cache.
-
-    The cache is preallocated, as in gpt-fast: ``(B, nkv, S, hs)`` holding
-    S - 1 past tokens and a slot, the last, that this step writes in place.
-    """
-    if cache is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    k_cache, v_cache = cache
-    k_cache[:, :, -1:] = k
-    v_cache[:, :, -1:] = v
-    return F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa)
-
-
-class GPT(nn.Module):
-    """A GPT-2-style decoder (learned positions, LayerNorm, GELU MLP, tied output head).
-
-    ``forward(idx)`` prefills; ``forward(idx, caches)`` decodes with one
-    ``(k, v)`` pair per layer. Returns the last position's logits, ``(B, 1, V)``.
-    """
-
-    def __init__(self, cfg: DecoderConfig) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(cfg.vocab, cfg.d), nn.Embedding(cfg.ctx, cfg.d)
-        self.blocks = nn.ModuleList(_GPTBlock(cfg) for _ in range(cfg.layers))
-        self.ln_f = nn.LayerNorm(cfg.d)
-
-    def forward(self, idx: torch.Tensor, caches: tuple | None = None) -> torch.Tensor:
-        """Token ids ``(B, T)`` (and the caches, to decode) -> last logits ``(B, 1, V)``."""
-        T = idx.shape[1]
-        start = 0 if caches is None else caches[0][0].shape[2] - T
-        x = self.wte(idx) + self.wpe.weight[start : start + T]  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])
-        return F.linear(self.ln_f(x[:, -1:]), self.wte.weight)  # (B, 1, V), weights tied
-
-
-def gpt_count(cfg: DecoderConfig, b: int, t: int, cached: int = 0) -> HandCount:
-    """GPT FLOPs: ``L*(24*B*T*C^2 + 4*B*T*S*C + 20*B*T*C) + B*T*C + 7*B*C + 2*B*C*V``.
-
-    T new tokens attend to S = ``cached`` + T (prefill: ``cached = 0``).
-
-    Per layer: the four matmuls ``2*B*T*C*(3C + C + 4C + 4C)``; attention
-    ``4*B*T*S*C`` (S = T in prefill: the causal mask is not discounted);
-    two LayerNorms (7 each), GELU (1) and two residual adds (1 each) per
-    element: ``20*B*T*C``. Then the embedding add, the final LayerNorm on the
-    last position only, and the tied output head.
-    """
-    n, c, f, s = b * t, cfg.d, cfg.ffn or 4 * cfg.d, cached + t
-    tally = Tally()
-    tally.lookup(n, c)  # wte(idx)
-    tally.pointwise(n * c, n * c, t * c)  # + wpe[:T] (broadcast over B)
-    for _ in range(cfg.layers):
-        tally.layer_norm(n * c, n, c)
-        tally.linear(n, c, 3 * c)
-        _count_attention(tally, cfg, b, t, s)
-        tally.linear(n, c, c)
-        tally.pointwise(n * c, n * c, n * c)  # residual
-        tally.layer_norm(n * c, n, c)
-        tally.mlp(n, c, f)
-    tally.layer_norm(b * c, b, c)
-    tally.linear(b, c, cfg.vocab, bias=False)
-    return tally.done()
-
-
-def _count_attention(tally: Tally, cfg: DecoderConfig, b: int, t: int, s: int) -> None:
-    """The cache writes (decode) and attention.
-
-    Merging the heads, ``(B, nh, T, hs) -> (B, T, C)``, is a view: the CPU
-    attention kernel already lays its output out as ``(B, T, nh, hs)``.
-    """
-    kv = b * (cfg.kv_heads or cfg.heads) * t * cfg.head_size
-    if s > t:  # decode: k and v go into the cache's last slot
-        tally.move(kv, kv, kind="kv_cache")
-        tally.move(kv, kv, kind="kv_cache")
-    kind = "kv_cache" if s > t else "activations"
-    tally.attention(b, cfg.heads, t, s, cfg.head_size, kv_heads=cfg.kv_heads, kv_kind=kind)
 
 
 # ----------------------------------------------------------------------------- Llama
@@ -173,6 +71,20 @@ class _LlamaBlock(nn.Module):
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
 
+def _attend(q, k, v, cache, gqa: bool = False) -> torch.Tensor:
+    """Causal attention over the prompt, or one query over the KV cache.
+
+    The cache is preallocated, as in gpt-fast: ``(B, nkv, S, hs)`` holding
+    S - 1 past tokens and a slot, the last, that this step writes in place.
+    """
+    if cache is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    k_cache, v_cache = cache
+    k_cache[:, :, -1:] = k
+    v_cache[:, :, -1:] = v
+    return F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa)
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding (Su et al. 2021, RoFormer), the "rotate half" form."""
     half = x.shape[-1] // 2
@@ -181,7 +93,11 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class Llama(nn.Module):
-    """A Llama-style decoder (Touvron et al. 2023): as :class:`GPT`, Llama's layers, untied head."""
+    """A Llama-style decoder (Touvron et al. 2023): RMSNorm, rotary positions, untied head.
+
+    ``forward(idx)`` prefills; ``forward(idx, caches)`` decodes with one
+    ``(k, v)`` pair per layer. Returns the last position's logits, ``(B, 1, V)``.
+    """
 
     def __init__(self, cfg: DecoderConfig) -> None:
         super().__init__()
@@ -233,7 +149,9 @@ def llama_count(cfg: DecoderConfig, b: int, t: int, cached: int = 0) -> HandCoun
             tally.pointwise(n * width, n * width, t * hs)
             tally.pointwise(n * width, n * width, t * hs)
             tally.pointwise(n * width, n * width, n * width)
-        _count_attention(tally, cfg, b, t, s)
+        # decode writes k and v into the cache first; merging the heads after, (B, nh, T, hs)
+        # -> (B, T, C), is a view: the CPU attention kernel lays its output out so
+        tally.attention(b, cfg.heads, t, s, hs, kv_heads=cfg.kv_heads, cached=s > t)
         tally.linear(n, c, c, bias=False)
         tally.pointwise(n * c, n * c, n * c)  # residual
         tally.rms_norm(n * c, n, c)
@@ -251,9 +169,9 @@ def llama_count(cfg: DecoderConfig, b: int, t: int, cached: int = 0) -> HandCoun
 # ----------------------------------------------------------------------------- workloads
 
 
-def decoder_workload(kind: str, cfg: DecoderConfig, batch: int, tokens: int, cached: int):
+def llama_workload(cfg: DecoderConfig, batch: int, tokens: int, cached: int):
     """``(model, (idx,))`` for a prefill, ``(model, (idx, caches))`` for a decode step."""
-    model = (GPT if kind == "gpt" else Llama)(cfg)
+    model = Llama(cfg)
     idx = torch.randint(0, cfg.vocab, (batch, tokens))
     if not cached:
         return model, (idx,)

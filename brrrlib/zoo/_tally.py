@@ -138,9 +138,19 @@ class Tally:
         d: int,
         *,
         kv_heads=None,
-        kv_kind: str = "activations",
+        cached: bool = False,
     ) -> None:
-        """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp."""
+        """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp.
+
+        ``cached``: a decode step over a preallocated KV cache (as in gpt-fast): the
+        ``Sq`` new keys and values are first copied into its last slots, and k and v
+        are read as ``kv_cache`` bytes.
+        """
+        kv_kind = "kv_cache" if cached else "activations"
+        if cached:
+            new = b * (kv_heads or heads) * sq * d
+            self.move(new, new, kind=kv_kind)  # k into the cache
+            self.move(new, new, kind=kv_kind)  # v into the cache
         elements = {"activations": 2 * b * heads * sq * d + b * heads * sq}
         elements[kv_kind] = elements.get(kv_kind, 0) + 2 * b * (kv_heads or heads) * sk * d
         self._op(4 * b * heads * sq * sk * d, **elements)

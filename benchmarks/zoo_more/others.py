@@ -1,4 +1,4 @@
-"""The zoo's other architectures: an MLP, an LSTM, a recommender, a graph network, an MoE.
+"""An MLP, an LSTM, a recommender, a graph network and a mixture of experts.
 
 Shapes in the comments: B batch, T time steps, H hidden width, N graph
 nodes (or tokens), E edges, D embedding width.
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from brrrlib.zoo._tally import HandCount, Tally
+from brrrlib.zoo import HandCount, Tally
 
 __all__ = [
     "GCN",
