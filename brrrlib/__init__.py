@@ -39,7 +39,7 @@ reverse; the package holds its public names, its private modules the rest:
                    what they share, ``_explorer``; what they run, ``_experiments``
 ``zoo``            real architectures in plain PyTorch, each with a hand FLOP count:
                    ``_tally`` counts by hand, ``_rows`` sizes them, one module a
-                   family (``_convnets``, ``_encoders``, ``_decoders``, ``_others``)
+                   family (``_convnets``, ``_encoders``, ``_decoders``)
 ``distributed``    chapter 05: collectives over local processes or torchrun; the
                    processes (``_launch``, ``_collectives_worker``), the arithmetic
                    (``_comm_model``), results (``_collective_results``), the
