@@ -22,7 +22,7 @@ from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments
 from brrrlib.widgets._experiments import model_device
-from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
 
@@ -180,8 +180,6 @@ class BatchExplorer(_Explorer):
         ceilings: Any = None,
         setup: Callable[..., Case] | None = None,
     ) -> None:
-        import ipywidgets as W
-
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         batch = _checks.positive_int("batch", batch)
@@ -200,25 +198,13 @@ class BatchExplorer(_Explorer):
         )
         dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
         self.precision = _precision(dtype or torch.float32, self.device)
-        try:
-            self._peak, self._peak_note = self.ceilings.matmul_peak(self.precision), ""
-        except KeyError:
-            self._peak = self.ceilings.matmul_flops_per_s
-            self._peak_note = f"No {self.precision} matmul ceiling was measured here: the compute line uses the fp32 one."
+        self._peak, self._peak_note = peak(self.ceilings, self.precision)
         self.sweep = Sweep("batch", "batch size (samples per call)", ())
         self._version = 0
         self.batch_options = self._batch_menu(max_batch)
-        if batch not in self.batch_options:
-            raise ValueError(f"batch={batch} is not on the slider; use one of {self.batch_options}")
-        self._batch_w = W.SelectionSlider(
-            options=[(str(b), b) for b in self.batch_options],
-            value=batch,
-            description="batch",
-            continuous_update=False,
-        )
+        offered("batch", batch, self.batch_options)
+        self._batch_w = slider("batch", self.batch_options, batch)
         self._build([self._batch_w])
-        self._watch([self._batch_w])
-        self._update()
 
     def _batch_menu(self, max_batch: int | None) -> tuple[int, ...]:
         """Powers of two up to ``max_batch`` (default 4096 on a CPU, 65536 on a GPU, less if short)."""
@@ -253,10 +239,7 @@ class BatchExplorer(_Explorer):
 
     def set(self, *, batch: int) -> Point | None:
         """Move the slider from code and measure if needed; returns the current point."""
-        if batch not in self.batch_options:
-            raise ValueError(
-                f"batch={batch!r} is not on the slider; use one of {self.batch_options}"
-            )
+        offered("batch", batch, self.batch_options)
         self._move([(self._batch_w, batch)])
         return self._update()
 
@@ -362,21 +345,20 @@ class BatchExplorer(_Explorer):
                     return b // 2, b
         return None
 
-    def _costs(self, p: Point) -> tuple[float, float, str]:
-        """(weight-reading seconds, overhead seconds, the sentence that states both)."""
+    def _costs(self, p: Point) -> str:
+        """The sentence that states the weights' reading time and the ops' overhead."""
         c = self.ceilings
         weights_s, overhead_s = (
             p.weight_bytes / c.mem_bandwidth_bytes_per_s,
             p.ops * c.op_overhead_s,
         )
-        text = (
+        return (
             f"bl.count: the weights are {_fmt.binary_bytes(p.weight_bytes)}, "
             f"{_fmt.percent(p.weight_bytes, p.bytes_moved)} of the {_fmt.binary_bytes(p.bytes_moved)}"
             f" moved; reading them takes ≥ {_fmt.seconds(weights_s)} at "
             f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}; {p.ops} ops × "
             f"{_fmt.seconds(c.op_overhead_s)} op overhead ≥ {_fmt.seconds(overhead_s)}."
         )
-        return weights_s, overhead_s, text
 
     def _describe(self, p: Point, cmp: Any) -> str:
         head = (
@@ -399,11 +381,11 @@ class BatchExplorer(_Explorer):
         lines += [p.reason, self._peak_note]
         if cmp is None and p.waited:
             lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
-        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
+        return self._words(head, lines)
 
     def _verdict(self, p: Point, cmp: Any) -> str:
         """The doubling in words: a reading only as far as the interval allows."""
-        _weights_s, _overhead_s, costs = self._costs(p)
+        costs = self._costs(p)
         if cmp is None:
             return (
                 "Move the slider right: each batch is measured together with half of it, in "
@@ -500,18 +482,10 @@ class BatchExplorer(_Explorer):
             ax.set_title(title, fontsize=10)
         ax_b.set_ylabel("time per batch (s)")
         ax_s.set_ylabel("time per sample (s)")
-        handles, labels = ax_b.get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
+        legend_below(fig, ax_b)
 
-    def _marks(self, fig) -> list:
-        p = self.current
-        if p is None:
-            return []
-        ax_b, ax_s = fig.axes[:2]
-        return [
-            (ax_b, ax_b.plot([p.x], [p.median_s], **RING)[0]),
-            (ax_s, ax_s.plot([p.x], [p.per_x_s], **RING)[0]),
-        ]
+    def _rings(self, p: Point) -> list:
+        return [(p.x, p.median_s), (p.x, p.per_x_s)]
 
 
 def batch_explorer(

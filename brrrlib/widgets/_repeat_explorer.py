@@ -20,7 +20,7 @@ from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments
 from brrrlib.widgets._experiments import MODES, predicted_knee_repeat, repeat_model_s
-from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
+from brrrlib.widgets._explorer import COLOURS, _Explorer, offered, slider
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -90,17 +90,9 @@ class RepeatExplorer(_Explorer):
         self._version = 0
         self.size_options, default_size = self._size_menu(size)
         self.repeat_options = self._repeat_menu(max_repeat)
-        if repeat not in self.repeat_options:
-            raise ValueError(
-                f"repeat={repeat} is not on the slider; use one of {self.repeat_options}"
-            )
+        offered("repeat", repeat, self.repeat_options)
         llc = machine.last_level_cache_bytes(self.device)
-        self._repeat_w = W.SelectionSlider(
-            options=[(str(r), r) for r in self.repeat_options],
-            value=repeat,
-            description="repeat",
-            continuous_update=False,
-        )
+        self._repeat_w = slider("repeat", self.repeat_options, repeat)
         self._size_w = W.Dropdown(
             options=[
                 (
@@ -120,8 +112,6 @@ class RepeatExplorer(_Explorer):
             style={"button_width": "70px", "description_width": "initial"},
         )
         self._build([self._repeat_w, self._size_w, self._mode_w])
-        self._watch([self._repeat_w, self._size_w, self._mode_w])
-        self._update()
 
     def _size_menu(self, size: int | None) -> tuple[tuple[int, ...], int]:
         """Sizes around the default (smaller ones show the cache), all fitting in memory."""
@@ -197,8 +187,8 @@ class RepeatExplorer(_Explorer):
             ("size", size, self.size_options),
             ("mode", mode, MODES),
         ):
-            if value is not None and value not in options:
-                raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}")
+            if value is not None:
+                offered(name, value, options)
         self._move([(self._repeat_w, repeat), (self._size_w, size), (self._mode_w, mode)])
         return self._update(force=force)
 
@@ -321,7 +311,7 @@ class RepeatExplorer(_Explorer):
             lines.append(
                 "The timing is noisy (spread over 10% of the median): the machine is busy."
             )
-        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
+        return self._words(head, lines)
 
     def _pair_text(self, p: Point) -> str:
         res, a, b = self.sweeps[self.size], (p.x, "fused"), (p.x, "eager")
@@ -416,32 +406,22 @@ class RepeatExplorer(_Explorer):
         ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
         ax_r.set_title("this point on the roofline", fontsize=10)
 
+    def _rings(self, p: Point) -> list:
+        rings = [(p.x, p.median_s), (p.x, p.achieved_flops_per_s), (p.x, p.achieved_bytes_per_s)]
+        if p.flops > 0:  # and on the roofline
+            rings.append((p.intensity_flops_per_byte, p.achieved_flops_per_s))
+        return rings
+
     def _marks(self, fig) -> list:
-        p = self.current
-        if p is None:
-            return []
-        ax_t, ax_f, ax_b, ax_r = fig.axes[:4]
-        marks = [
-            (ax, ax.plot([p.x], [y], **RING)[0])
-            for ax, y in (
-                (ax_t, p.median_s),
-                (ax_f, p.achieved_flops_per_s),
-                (ax_b, p.achieved_bytes_per_s),
-            )
-        ]
-        if p.flops > 0:
+        marks = super()._marks(fig)
+        if len(marks) == 4:  # the roofline's ring, named
+            ax_r, p = fig.axes[3], self.current
             xy = (p.intensity_flops_per_byte, p.achieved_flops_per_s)
-            marks.append((ax_r, ax_r.plot(*([v] for v in xy), **RING)[0]))
+            text = f"{p.line} ×{p.x}"
             marks.append(
                 (
                     ax_r,
-                    ax_r.annotate(
-                        f"{p.line} ×{p.x}",
-                        xy,
-                        xytext=(8, 4),
-                        textcoords="offset points",
-                        fontsize=8,
-                    ),
+                    ax_r.annotate(text, xy, xytext=(8, 4), textcoords="offset points", fontsize=8),
                 )
             )
         return marks
