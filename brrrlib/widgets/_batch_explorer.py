@@ -254,25 +254,9 @@ class BatchExplorer(_Explorer):
         b = self.batch
         pair = ((b // 2, "batch"), (b, "batch"))
         if self.current is None or (b > 1 and self.sweep.comparison(*pair) is None):
-            self._say(
-                f"batch {b} · measuring, together with batch {b // 2}…"
-                if b > 1
-                else "batch 1 · measuring…",
-                busy=True,
-            )
-            res = self._safely(
-                f"batch {b}",
-                lambda: sweeps.sweep(
-                    "batch",
-                    [b],
-                    ["batch"],
-                    lambda x, _line: self._setup(batch=x, device=self.device),
-                    pairs=[pair] if b > 1 else [],
-                    memory=lambda x, _line: x * self._sample_bytes,
-                    device=self.device,
-                    into=self.sweep,
-                ),
-            )
+            half = f", together with batch {b // 2}" if b > 1 else ""
+            self._say(f"batch {b} · measuring{half}…", busy=True)
+            res = self._safely(f"batch {b}", lambda: self._measure(b, [pair] if b > 1 else []))
             if res is not None:
                 self.sweep, self._version = res, self._version + 1
         point, missing = self.current, self.sweep.point(b, "batch")
@@ -283,6 +267,19 @@ class BatchExplorer(_Explorer):
             self._fail(f"batch {b}: {missing.reason}")
         self._redraw()
         return point
+
+    def _measure(self, batch: int, pairs: list) -> Sweep:
+        """``batch`` into the sweep (with ``pairs``: and half of it, in alternating rounds)."""
+        return sweeps.sweep(
+            "batch",
+            [batch],
+            ["batch"],
+            lambda x, _line: self._setup(batch=x, device=self.device),
+            pairs=pairs,
+            memory=lambda x, _line: x * self._sample_bytes,
+            device=self.device,
+            into=self.sweep,
+        )
 
     # -- the model --------------------------------------------------------------------
     def _model_lines(self) -> dict[str, Any] | None:
@@ -461,21 +458,11 @@ class BatchExplorer(_Explorer):
         bs, model = self.batch_options, self._model_lines()
         for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
             if model is not None:
-                for (label, cost), colour in zip(
-                    list(model.items())[:4],
-                    ("tab:red", "tab:purple", "tab:orange", "tab:blue"),
-                    strict=True,
-                ):
+                colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
+                for (label, cost), colour in zip(list(model.items())[:4], colours, strict=True):
                     ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
-                    ax.plot(
-                        bs,
-                        ys,
-                        color=colour,
-                        linestyle="--",
-                        linewidth=1,
-                        alpha=0.7,
-                        label=label if ax is ax_b else None,
-                    )
+                    dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
+                    ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
                 if bs[0] <= model["knee"] <= bs[-1]:
                     ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)

@@ -142,7 +142,7 @@ class DecodeExplorer(_Explorer):
         if key not in self.points and key not in self.refused:
             self._say(f"batch {key[0]} · context {key[1]} · measuring…", busy=True)
             self._clear_error()
-            point = self._safely(f"batch {key[0]} at context {key[1]}", self._measured(key))
+            point = self._safely(f"batch {key[0]} at context {key[1]}", lambda: self._step(key))
             if point is not None:
                 self.points[key] = point
                 self._version += 1
@@ -154,15 +154,13 @@ class DecodeExplorer(_Explorer):
         self._redraw()
         return self.current
 
-    def _measured(self, key: tuple[int, int]) -> Callable[[], Any]:
-        def run() -> Any:
-            try:
-                return self._measure(self.model, *key)
-            except decoding.DoesNotFit as exc:
-                self.refused[key] = str(exc)
-                return None
-
-        return run
+    def _step(self, key: tuple[int, int]) -> Any:
+        """The step measured, or None and the reason kept in ``refused`` when it does not fit."""
+        try:
+            return self._measure(self.model, *key)
+        except decoding.DoesNotFit as exc:
+            self.refused[key] = str(exc)
+            return None
 
     # -- the model --------------------------------------------------------------------
     def floors(self, batch: float, context: int) -> tuple[float, float]:
@@ -248,31 +246,16 @@ class DecodeExplorer(_Explorer):
         memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
         measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
         # left: time per step against its two floors; right: tokens/s under the roof they make
-        ax_t.plot(
-            grid,
-            [t * 1e3 for t in memory],
-            "--",
-            color=_LINES["memory"],
-            label="memory floor: (weights + KV cache) ÷ bandwidth",
-        )
-        ax_t.plot(
-            grid,
-            [t * 1e3 for t in compute],
-            "--",
-            color=_LINES["compute"],
-            label=f"compute floor: FLOPs ÷ {self._precision} matmul peak",
-        )
+        for floor, name, label in (
+            (memory, "memory", "memory floor: (weights + KV cache) ÷ bandwidth"),
+            (compute, "compute", f"compute floor: FLOPs ÷ {self._precision} matmul peak"),
+        ):
+            ax_t.plot(grid, [t * 1e3 for t in floor], "--", color=_LINES[name], label=label)
         roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
         ax_r.plot(grid, roof, "--", color="gray", label="at most: batch ÷ the larger floor")
         if measured:
-            batches = [b for b, _p in measured]
-            ax_t.plot(
-                batches,
-                [p.seconds * 1e3 for _b, p in measured],
-                "o-",
-                color=COLOURS["batch"],
-                label=f"measured, context {s}",
-            )
+            batches, ms = [b for b, _p in measured], [p.seconds * 1e3 for _b, p in measured]
+            ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label=f"measured, context {s}")
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
         for ax in (ax_t, ax_r):
             self._dress(ax, legend=ax is ax_t)
@@ -283,22 +266,12 @@ class DecodeExplorer(_Explorer):
     def _dress(self, ax, legend: bool) -> None:
         """One panel's knee, the learner's prediction, log axes and the slider's batch ticks."""
         bs, knee = self.batch_options, self.knee(self.context)
-        if bs[0] <= knee <= bs[-1]:
-            ax.axvline(
-                knee,
-                color="black",
-                linestyle=":",
-                linewidth=1,
-                label="knee (model)" if legend else None,
-            )
-        if self.prediction is not None:
-            ax.axvline(
-                self.prediction,
-                color=_LINES["prediction"],
-                linestyle="-.",
-                linewidth=1,
-                label="your prediction" if legend else None,
-            )
+        for x, colour, style, label in (
+            (knee if bs[0] <= knee <= bs[-1] else None, "black", ":", "knee (model)"),
+            (self.prediction, _LINES["prediction"], "-.", "your prediction"),
+        ):
+            if x is not None:
+                ax.axvline(x, color=colour, linestyle=style, lw=1, label=label if legend else None)
         ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
         ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
         ax.minorticks_off()

@@ -149,34 +149,19 @@ def repeat_case(
     dev = machine.resolve(device)
     x = torch.randn(size, device=dev)
     flops_per_element, eager_bytes_per_element = _counted_per_element(repeat)
+    flops = round(flops_per_element * size)
     label = f"{repeat} x (x * 2), {mode}{', fresh output' if fresh_output else ''}"
     if mode == "eager":
         fn = (_eager_fresh if fresh_output else _eager_into)(x, repeat)
-        return Case(
-            fn,
-            round(flops_per_element * size),
-            round(eager_bytes_per_element * size),
-            dev,
-            label,
-            size=size,
-            ops=repeat,
-        )
+        nbytes = round(eager_bytes_per_element * size)
+        return Case(fn, flops, nbytes, dev, label, size=size, ops=repeat)
     fn = functools.partial(_fused(repeat), x, torch.zeros_like(x))
     machine.sync(dev)
     start = time.perf_counter()
     fn()  # the first call compiles: kept apart from the timing
     machine.sync(dev)
-    return Case(
-        fn,
-        round(flops_per_element * size),
-        2 * 4 * size,
-        dev,
-        label,
-        warmup_s=_FUSED_WARMUP_S,
-        size=size,
-        ops=1,
-        compile_s=time.perf_counter() - start,
-    )
+    timing = {"warmup_s": _FUSED_WARMUP_S, "compile_s": time.perf_counter() - start}
+    return Case(fn, flops, 2 * 4 * size, dev, label, size=size, ops=1, **timing)  # one pass
 
 
 def repeat_model_s(ceilings: Any, size: int, repeat: int, mode: str) -> float:
@@ -253,7 +238,6 @@ def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, 
 def repeat_sweep(
     size: int | None = None,
     repeats: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
-    modes: Sequence[str] = MODES,
     device: str | torch.device | None = None,
     *,
     ceilings: Any = None,
@@ -279,7 +263,7 @@ def repeat_sweep(
     return sweeps.sweep(
         "repeat",
         [_checks.positive_int("repeat", r) for r in repeats],
-        modes,
+        MODES,
         lambda r, m: repeat_case(size, r, m, dev),
         pairs=pairs,
         predict=lambda r, m: repeat_model_s(c, size, r, m),

@@ -16,8 +16,10 @@ redraw takes 0.2-0.5 s, a move back to a measured point 10-30 ms.
 
 from __future__ import annotations
 
+import base64
 import html
 import io
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,7 +28,6 @@ __all__ = [
     "RING",
     "_Explorer",
     "legend_below",
-    "mimebundle",
     "offered",
     "peak",
     "slider",
@@ -41,24 +42,6 @@ RING = {
     "markeredgecolor": "black",
     "markeredgewidth": 2,
 }
-
-
-def mimebundle(widget: Any, png: bytes, readout_html: str, name: str, **kwargs: Any) -> dict:
-    """An explorer's display: the live widget, its current plot as a PNG, its readout as text.
-
-    JupyterLab shows the widget; a viewer without widgets (an exported page,
-    the course's static site, a notebook opened as a file) shows the picture
-    and the words of the last measurement instead.
-    """
-    import base64
-    import re
-
-    bundle = dict(widget._repr_mimebundle_(**kwargs) or {})
-    if png:
-        bundle["image/png"] = base64.b64encode(bytes(png)).decode()
-    words = re.sub(r"<[^>]+>", " ", readout_html or "")
-    bundle["text/plain"] = f"{name}: " + " ".join(html.unescape(words).split())
-    return bundle
 
 
 def slider(description: str, options: Sequence[Any], value: Any) -> Any:
@@ -243,5 +226,15 @@ class _Explorer:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        """The live widget, with the current plot as a PNG and the readout as text beside it."""
-        return mimebundle(self.widget, self._plot.value, self._readout.value, self._name, **kwargs)
+        """The live widget, with the current plot as a PNG and the readout as text beside it.
+
+        JupyterLab shows the widget; a viewer without widgets (an exported page,
+        the course's static site, a notebook opened as a file) shows the picture
+        and the words of the last measurement instead.
+        """
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        if self._plot.value:
+            bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()
+        words = re.sub(r"<[^>]+>", " ", self._readout.value or "")
+        bundle["text/plain"] = f"{self._name}: " + " ".join(html.unescape(words).split())
+        return bundle

@@ -82,8 +82,7 @@ class RepeatExplorer(_Explorer):
         self.device = machine.resolve(device)
         size = _checks.positive_int("size", size) if size is not None else None
         repeat = _checks.positive_int("repeat", repeat)
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
+        offered("mode", mode, MODES)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self._setup = setup or (lambda **kw: _experiments.repeat_case(**kw))
         self.sweeps: dict[int, Sweep] = {}
@@ -91,20 +90,10 @@ class RepeatExplorer(_Explorer):
         self.size_options, default_size = self._size_menu(size)
         self.repeat_options = self._repeat_menu(max_repeat)
         offered("repeat", repeat, self.repeat_options)
-        llc = machine.last_level_cache_bytes(self.device)
         self._repeat_w = slider("repeat", self.repeat_options, repeat)
-        self._size_w = W.Dropdown(
-            options=[
-                (
-                    f"{_fmt.elements(s)} ({_fmt.binary_bytes(4 * s)}"
-                    f"{', fits in cache' if 8 * s <= llc else ''})",
-                    s,
-                )
-                for s in self.size_options
-            ],
-            value=size if size is not None else default_size,
-            description="size",
-        )
+        llc = machine.last_level_cache_bytes(self.device)
+        sizes = [(_size_label(s, llc), s) for s in self.size_options]
+        self._size_w = W.Dropdown(options=sizes, value=size or default_size, description="size")
         self._mode_w = W.ToggleButtons(
             options=list(MODES),
             value=mode,
@@ -221,8 +210,7 @@ class RepeatExplorer(_Explorer):
         elif missing is not None:
             self._clear_error()
             self._say(
-                f"<b>repeat {repeat} · {mode} · not measured</b><br><small>"
-                f"{html.escape(missing.reason)}</small>"
+                self._words(f"<b>repeat {repeat} · {mode} · not measured</b>", [missing.reason])
             )
         self._redraw()
         return point
@@ -356,30 +344,18 @@ class RepeatExplorer(_Explorer):
         ):
             view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)
             ax.set_title(title, fontsize=10)
+        grey = {"color": "grey", "fontsize": 8, "va": "top", "textcoords": "offset points"}
         for ax, ceiling, label in (
             (ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
             (ax_b, c.mem_bandwidth_bytes_per_s, "bandwidth ceiling"),
         ):
             ax.axhline(ceiling, color="grey", linewidth=1)
-            ax.annotate(
-                label,
-                (self.repeat_options[0], ceiling),
-                xytext=(2, -2),
-                va="top",
-                textcoords="offset points",
-                fontsize=8,
-                color="grey",
-            )
+            ax.annotate(label, (rs[0], ceiling), xytext=(2, -2), **grey)
         for ax in (ax_t, ax_f, ax_b):
             ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
+        red = {"color": "tab:red", "fontsize": 8, "va": "bottom", "ha": "left"}
         ax_t.annotate(
-            f" predicted knee ≈ {knee:.0f}",
-            (knee, 0.02),
-            xycoords=("data", "axes fraction"),
-            color="tab:red",
-            fontsize=8,
-            va="bottom",
-            ha="left",
+            f" predicted knee ≈ {knee:.0f}", (knee, 0.02), xycoords=("data", "axes fraction"), **red
         )
         self._draw_roofline(ax_r, view)
 
@@ -392,17 +368,12 @@ class RepeatExplorer(_Explorer):
             ax=ax_r,
         )
         for mode in MODES:
-            mine = [p for p in pts if p.line == mode]
+            mine = [
+                (p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts if p.line == mode
+            ]
             if mine:
-                ax_r.plot(
-                    [p.intensity_flops_per_byte for p in mine],
-                    [p.achieved_flops_per_s for p in mine],
-                    "o",
-                    color=COLOURS[mode],
-                    label=mode,
-                    markersize=6,
-                    zorder=6,
-                )
+                xs, ys = zip(*mine, strict=True)
+                ax_r.plot(xs, ys, "o", color=COLOURS[mode], label=mode, markersize=6, zorder=6)
         ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
         ax_r.set_title("this point on the roofline", fontsize=10)
 
@@ -425,6 +396,12 @@ class RepeatExplorer(_Explorer):
                 )
             )
         return marks
+
+
+def _size_label(size: int, llc_bytes: int) -> str:
+    """``4.19M (16.0 MiB)``, and whether both buffers of a pass fit in the last-level cache."""
+    cache = ", fits in cache" if 8 * size <= llc_bytes else ""
+    return f"{_fmt.elements(size)} ({_fmt.binary_bytes(4 * size)}{cache})"
 
 
 def _above_ceiling(p: Point, c: Any) -> str:
