@@ -93,7 +93,6 @@ __all__ = [
     "host_device_copies",
     "load",
     "local_world_sizes",
-    "main",
     "measure_disk_read",
     "message_size_explorer",
     "mlp",

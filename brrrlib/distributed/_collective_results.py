@@ -213,12 +213,8 @@ class CollectiveSweep(GroupRun):
             f"spread = IQR/median; {check}. Fit: {self.fit._text()}"
         )
 
-    def plot(self, axes: Any = None, *, links: tuple[Any, ...] = ()) -> Any:
-        """Two panels: time vs size with the fitted model, and bus bandwidth vs size.
-
-        ``links`` (rows of ``bl.hardware.links()``) draws their spec bandwidth
-        on the bandwidth panel, for scale. Returns the two axes.
-        """
+    def plot(self, axes: Any = None) -> Any:
+        """Two panels: time vs size with the fitted model, and bus bandwidth vs size; the axes."""
         import matplotlib.pyplot as plt
 
         if axes is None:
@@ -233,14 +229,6 @@ class CollectiveSweep(GroupRun):
             "-",
             label="model busbw",
         )
-        for x in links:
-            ax_b.axhline(x.bandwidth_bytes_per_s / 1e9, ls="--", lw=1, color="gray")
-            ax_b.annotate(
-                f"{x.name} (spec)",
-                (sizes[0], x.bandwidth_bytes_per_s / 1e9),
-                fontsize=8,
-                va="bottom",
-            )
         ax_b.set(
             xscale="log",
             yscale="log",
@@ -406,14 +394,12 @@ class DataParallelRun(GroupRun):
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
         ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
-        if self.measured_crossover_batch:
-            ax.axvline(
-                self.measured_crossover_batch, color="black", lw=1, label="crossover, measured"
-            )
-        if predicted_crossover:
-            ax.axvline(
-                predicted_crossover, color="black", lw=1, ls="--", label="crossover, predicted"
-            )
+        for x, ls, how in (
+            (self.measured_crossover_batch, "-", "measured"),
+            (predicted_crossover, "--", "predicted"),
+        ):
+            if x:
+                ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
         ax.set(
             xscale="log",
             yscale="log",

@@ -131,22 +131,11 @@ class BandwidthLadder:
             _, ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))
         ys = list(range(len(self.rungs)))
         for y, r in zip(ys, self.rungs, strict=True):
-            measured = r.how == "measured"
-            ax.barh(
-                y,
-                r.bandwidth_bytes_per_s / 1e9,
-                color=_COLOURS[r.level],
-                alpha=0.9 if measured else 0.45,
-                hatch=None if measured else "//",
-                edgecolor="black",
-                lw=0.5,
-            )
+            gb_s, spec = r.bandwidth_bytes_per_s / 1e9, r.how == "spec"
+            look = {"alpha": 0.45 if spec else 0.9, "hatch": "//" if spec else None, "lw": 0.5}
+            ax.barh(y, gb_s, color=_COLOURS[r.level], edgecolor="black", **look)
             ax.text(
-                r.bandwidth_bytes_per_s / 1e9 * 1.08,
-                y,
-                _fmt.si(r.bandwidth_bytes_per_s, "B/s"),
-                va="center",
-                fontsize=8,
+                gb_s * 1.08, y, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), va="center", fontsize=8
             )
         ax.set_yticks(ys, [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8)
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top

@@ -82,12 +82,8 @@ class MessageSizeExplorer(_Explorer):
         latency = fit.alpha_s / t
         regime = "latency-bound" if latency > 0.5 else "bandwidth-bound"
         busbw = ring_factor(sweep.world_size) * n / t
-        lo, hi = min(sweep.sizes_bytes), max(sweep.sizes_bytes)
-        where = (
-            "between the sizes measured"
-            if lo <= n <= hi
-            else "EXTRAPOLATED beyond the sizes measured"
-        )
+        inside = min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
+        where = ("between" if inside else "EXTRAPOLATED beyond") + " the sizes measured"
         measured = ""
         if n in sweep.sizes_bytes:
             t_n = sweep.median_s[sweep.sizes_bytes.index(n)]
