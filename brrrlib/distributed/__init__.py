@@ -340,17 +340,15 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
 
     from brrrlib import machine
 
-    per_process = sum(sizes) + _SCRATCH_COPIES * max(sizes)
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    need, have = processes * per_process, machine.available_memory_bytes(dev)
+
+    def needed(top: int) -> int:  # the sizes up to ``top``, and scratch as large as it
+        return processes * (sum(s for s in sizes if s <= top) + _SCRATCH_COPIES * top)
+
+    need, have = needed(max(sizes)), machine.available_memory_bytes(dev)
     if need > _MEMORY_SHARE * have:
-        fits = [
-            s
-            for s in sizes
-            if processes * (sum(x for x in sizes if x <= s) + _SCRATCH_COPIES * s)
-            <= _MEMORY_SHARE * have
-        ]
+        fits = [s for s in sizes if needed(s) <= _MEMORY_SHARE * have]
         advice = (
             f"keep sizes up to {_fmt.binary_bytes(max(fits))}" if fits else "use fewer processes"
         )

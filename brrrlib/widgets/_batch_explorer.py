@@ -216,9 +216,7 @@ class BatchExplorer(_Explorer):
             ):
                 max_batch //= 2
         max_batch = _checks.positive_int("max_batch", max_batch)
-        return tuple(
-            sorted({*(2**k for k in range(max_batch.bit_length()) if 2**k <= max_batch), max_batch})
-        )
+        return tuple(sorted({*(2**k for k in range(max_batch.bit_length())), max_batch}))
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -252,30 +250,29 @@ class BatchExplorer(_Explorer):
     # -- measuring ------------------------------------------------------------------
     def _update(self) -> Point | None:
         b = self.batch
-        pair = ((b // 2, "batch"), (b, "batch"))
-        if self.current is None or (b > 1 and self.sweep.comparison(*pair) is None):
+        if self.current is None or (b > 1 and self._doubled(b) is None):
             half = f", together with batch {b // 2}" if b > 1 else ""
             self._say(f"batch {b} · measuring{half}…", busy=True)
-            res = self._safely(f"batch {b}", lambda: self._measure(b, [pair] if b > 1 else []))
+            res = self._safely(f"batch {b}", lambda: self._measure(b))
             if res is not None:
                 self.sweep, self._version = res, self._version + 1
         point, missing = self.current, self.sweep.point(b, "batch")
         if point is not None:
             self._clear_error()
-            self._say(self._describe(point, self.sweep.comparison(*pair)))
+            self._say(self._describe(point, self._doubled(b)))
         elif missing is not None:
             self._fail(f"batch {b}: {missing.reason}")
         self._redraw()
         return point
 
-    def _measure(self, batch: int, pairs: list) -> Sweep:
-        """``batch`` into the sweep (with ``pairs``: and half of it, in alternating rounds)."""
+    def _measure(self, batch: int) -> Sweep:
+        """``batch`` into the sweep, and half of it with it, in alternating rounds."""
         return sweeps.sweep(
             "batch",
             [batch],
             ["batch"],
             lambda x, _line: self._setup(batch=x, device=self.device),
-            pairs=pairs,
+            pairs=[((batch // 2, "batch"), (batch, "batch"))] if batch > 1 else [],
             memory=lambda x, _line: x * self._sample_bytes,
             device=self.device,
             into=self.sweep,
@@ -311,7 +308,7 @@ class BatchExplorer(_Explorer):
     def doubling(self, batch: int | None = None) -> Doubling | None:
         """The reading of ``batch // 2 -> batch`` (default: the slider's), or None if not measured."""
         b = self.batch if batch is None else batch
-        cmp = self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
+        cmp = self._doubled(b)
         half = self.sweep.point(b // 2, "batch")
         if cmp is None or half is None or not half.measured:
             return None
@@ -328,19 +325,16 @@ class BatchExplorer(_Explorer):
         None when no measured pair of doublings shows it.
         """
         for p in self.points:
-            b = p.x
-            first, second = (
-                self.sweep.comparison((x // 2, "batch"), (x, "batch")) for x in (b, 2 * b)
-            )
-            if (
-                b > 1
-                and first is not None
-                and second is not None
-                and not (first.waited or second.waited)
-            ):
-                if first.versus(KNEE_RATIO) == "below" and second.versus(KNEE_RATIO) == "above":
-                    return b // 2, b
+            first, second = self._doubled(p.x), self._doubled(2 * p.x)
+            if first is None or second is None or first.waited or second.waited:
+                continue
+            if first.versus(KNEE_RATIO) == "below" and second.versus(KNEE_RATIO) == "above":
+                return p.x // 2, p.x
         return None
+
+    def _doubled(self, b: int) -> Any:
+        """The paired comparison of batch ``b // 2`` with ``b`` (None: not measured, or b = 1)."""
+        return self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
 
     def _costs(self, p: Point) -> str:
         """The sentence that states the weights' reading time and the ops' overhead."""

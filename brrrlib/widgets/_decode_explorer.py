@@ -84,17 +84,10 @@ class DecodeExplorer(_Explorer):
         self.points: dict[tuple[int, int], Any] = {}
         self.refused: dict[tuple[int, int], str] = {}
         self._version = 0
-        top = (
-            _checks.positive_int("max_batch", max_batch)
-            if max_batch is not None
-            else (256 if self.device.type == "cpu" else 1024)
-        )
-        self.batch_options = tuple(2**k for k in range(top.bit_length()) if 2**k <= top)
-        self.context_options = tuple(
-            2**k
-            for k in range(4, model.shape.max_context.bit_length())
-            if 2**k <= model.shape.max_context
-        )
+        top = 256 if self.device.type == "cpu" else 1024
+        top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else top
+        self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
+        self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
         self._check_options(batch, context)
         self._batch_w = slider("batch", self.batch_options, batch)
         self._context_w = slider("context", self.context_options, context)
