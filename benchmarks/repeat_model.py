@@ -29,8 +29,26 @@ import math
 import torch
 
 import brrrlib as bl
-from brrrlib import widgets
+from brrrlib import _fmt, widgets
 from brrrlib.widgets import _experiments
+
+
+def measured_knee_repeat(result) -> float | None:
+    """Where the measured fused line bends: its flat level over its compute-bound slope.
+
+    The fused time follows ``max(flat, repeat x s)``. ``flat`` is the median of
+    the measured points within 15% of the fastest; ``s`` is ``time / repeat``
+    of the most compute-bound point, the largest repeat, once it takes more
+    than twice ``flat`` (near the knee the bend is gradual, and a long chain
+    multiplies a little slower than a short one). None until the sweep gets there.
+    """
+    pts = [p for p in result.line("fused") if p.measured]
+    if not pts:
+        return None
+    fastest = min(p.median_s for p in pts)
+    flat = _fmt.median([p.median_s for p in pts if p.median_s <= 1.15 * fastest])
+    last = pts[-1]
+    return flat / (last.median_s / last.x) if last.median_s > 2 * flat else None
 
 
 def main() -> None:
@@ -66,7 +84,7 @@ def main() -> None:
                 f"{p.model_ratio:>6.2f}{flag}"
             )
     predicted = _experiments.predicted_knee_repeat(c)
-    measured = _experiments.measured_knee_repeat(result)
+    measured = measured_knee_repeat(result)
     print(f"\nknee: predicted {predicted:.1f}, measured ", end="")
     print("not reached (raise --max-repeat)" if measured is None else f"{measured:.1f}")
     inside = sum(0.5 <= r <= 2 for r in ratios)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -392,9 +394,13 @@ def test_repeat_bad_arguments(clock, ceilings, plenty_of_memory):
     with pytest.raises(ValueError, match="max_repeat"):
         _repeat(ceilings, FakeRepeat(clock), max_repeat=0)
     with pytest.raises(ValueError, match="device"):
-        _repeat_explorer.RepeatExplorer(device="not-a-device", ceilings=ceilings, setup=FakeRepeat(clock))
+        _repeat_explorer.RepeatExplorer(
+            device="not-a-device", ceilings=ceilings, setup=FakeRepeat(clock)
+        )
     with pytest.raises(ValueError, match="mode"):
-        _experiments.measure_repeat(1024, 2, "lazy", "cpu")
+        widgets.repeat_case(1024, 2, "lazy", "cpu")
+    with pytest.raises(ValueError, match="mode"):
+        widgets.repeat_case(1024, 2, "fused", "cpu", fresh_output=True)
 
 
 def test_repeat_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
@@ -746,13 +752,21 @@ def test_default_mlp_width_follows_the_ceilings(ceilings):
 # ------------------------------------------------------------------ real measurements
 
 
+def _measure_repeat(size, repeat, mode, device, fresh_output=False):
+    """One point of the repeat experiment, as the explorer and repeat_sweep measure it."""
+    case = lambda r, m: widgets.repeat_case(size, r, m, device, fresh_output=fresh_output)  # noqa: E731
+    return sweeps.sweep("repeat", [repeat], [mode], case, device=device, budget_s=0.01).point(
+        repeat, mode
+    )
+
+
 def test_measure_repeat_real_tiny():
-    p = _experiments.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01)
+    p = _measure_repeat(4096, 3, "eager", "cpu")
     assert p.flops == 3 * 4096  # one FLOP per element per multiply (bl.count)
     assert p.bytes_moved == 3 * 2 * 4 * 4096  # each multiply reads and writes 4 bytes
     assert p.median_s > 0 and p.compile_s is None and p.ops == 3
     assert p.timing.device == "cpu"
-    fresh = _experiments.measure_repeat(4096, 3, "eager", "cpu", budget_s=0.01, fresh_output=True)
+    fresh = _measure_repeat(4096, 3, "eager", "cpu", fresh_output=True)
     assert (fresh.flops, fresh.bytes_moved) == (p.flops, p.bytes_moved)
 
 
@@ -780,7 +794,9 @@ def test_repeat_explorer_real_tiny(ceilings, plenty_of_memory):
 
 
 def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
-    ex = _batch_explorer.BatchExplorer(model=_tiny_model(), device="cpu", ceilings=ceilings, max_batch=4)
+    ex = _batch_explorer.BatchExplorer(
+        model=_tiny_model(), device="cpu", ceilings=ceilings, max_batch=4
+    )
     ex.set(batch=4)
     assert [p.x for p in ex.points] == [1, 2, 4]
     two, four = ex.points[1:]
@@ -789,8 +805,6 @@ def test_batch_explorer_real_tiny(ceilings, plenty_of_memory):
     c = ex.sweep.comparison((2, "batch"), (4, "batch"))
     assert 0.3 < c.ratio < 3.0  # a tiny model: overhead-bound, far from x2 either way
     assert ex.error is None and ex.current.x == 4
-    p = _experiments.measure_batch(_tiny_model(), 4, budget_s=0.01)
-    assert (p.x, p.flops, p.weight_bytes) == (4, four.flops, four.weight_bytes) and p.measured
 
 
 def test_explorer_displays_its_vbox_with_its_picture_and_words(clock, ceilings, plenty_of_memory):
@@ -808,9 +822,9 @@ def test_explorer_displays_its_vbox_with_its_picture_and_words(clock, ceilings, 
 def test_explorers_on_cuda(ceilings):
     free = machine.available_memory_bytes(torch.device("cuda"))
     assert free > 0
-    p = _experiments.measure_repeat(2**20, 4, "eager", "cuda", budget_s=0.02)
+    p = _measure_repeat(2**20, 4, "eager", "cuda")
     assert p.device.startswith("cuda") and p.bytes_moved == 4 * 8 * 2**20 and p.cpu_share is None
-    f = _experiments.measure_repeat(2**20, 4, "fused", "cuda", budget_s=0.02)
+    f = _measure_repeat(2**20, 4, "fused", "cuda")
     assert f.bytes_moved == 8 * 2**20 and f.compile_s is not None
     assert f.median_s < p.median_s  # one pass against four
     model = _tiny_model().to("cuda")
@@ -821,19 +835,27 @@ def test_explorers_on_cuda(ceilings):
 
 def test_batch_model_on_other_device_is_refused(ceilings):
     with pytest.raises(ValueError, match="model.to"):
-        _batch_explorer.BatchExplorer(model=_tiny_model().to("meta"), device="cpu", ceilings=ceilings)
+        _batch_explorer.BatchExplorer(
+            model=_tiny_model().to("meta"), device="cpu", ceilings=ceilings
+        )
     with pytest.raises(ValueError, match="device='meta' is not a device brrr knows"):
         _batch_explorer.BatchExplorer(model=_tiny_model(), device="meta", ceilings=ceilings)
 
 
 def test_measured_knee_from_a_roofline_shaped_sweep(clock):
+    # benchmarks/repeat_model.py reads the knee of a measured sweep this way
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "repeat_model.py"
+    spec = importlib.util.spec_from_file_location("repeat_model", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
     # fused: flat 3 ms, then repeat x 0.15 ms: knee at 20
     def setup(x, line):
         return Case(clock.work(max(3e-3, x * 0.15e-3)), x, 8, CPU)
 
     result = sweeps.sweep("repeat", [1, 4, 8, 64, 128], ["fused"], setup)
-    assert _experiments.measured_knee_repeat(result) == pytest.approx(20)
-    assert _experiments.measured_knee_repeat(sweeps.sweep("repeat", [1, 2], ["fused"], setup)) is None
+    assert bench.measured_knee_repeat(result) == pytest.approx(20)
+    assert bench.measured_knee_repeat(sweeps.sweep("repeat", [1, 2], ["fused"], setup)) is None
     assert math.isfinite(_experiments.predicted_knee_repeat(fake_ceilings()))
 
 

@@ -65,12 +65,11 @@ from typing import Any
 
 from brrrlib import _fmt
 from brrrlib.distributed import _collectives_worker, _launch
-from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun, mlp_params
+from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun
 from brrrlib.distributed._collectives_worker import mlp
 from brrrlib.distributed._host_transfers import host_device_copies
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
-    available_cores,
     bandwidth_ladder,
     measure_disk_read,
     node_ladder,
@@ -94,7 +93,6 @@ __all__ = [
     "host_device_copies",
     "load",
     "local_world_sizes",
-    "main",
     "measure_disk_read",
     "message_size_explorer",
     "mlp",
@@ -114,14 +112,22 @@ MAX_LOCAL_WORLD_SIZE = 64
 _SCRATCH_COPIES = 2
 #: Only this share of the memory available now is planned for.
 _MEMORY_SHARE = 0.5
+#: The fewest and most rounds of each job (at least 6 data-parallel rounds: then a median's
+#: 95% interval is narrower than the whole range).
+_ROUNDS = {"all_reduce": (5, 50), "data_parallel": (6, 20)}
 
 
 # ------------------------------------------------------------------ how many processes here
 
 
 def _cores() -> int:
-    """This machine's usable cores (one place, so tests can pretend another machine)."""
-    return available_cores()
+    """The cores this process may run on (a container's CPU set, where the OS says), at least 1.
+
+    One place, so tests can pretend another machine.
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def local_world_sizes() -> tuple[int, ...]:
@@ -183,17 +189,14 @@ def all_reduce_sweep(
     sizes = _check_sizes(sizes_bytes)
     backend = _backend(backend, world_size)
     _check_memory(sizes, world_size, backend)
-    job = _all_reduce_job(sizes, world_size, backend, budget_s, timeout_s)
-    what = f"the all-reduce sweep over {world_size} local processes"
-    result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
-    return CollectiveSweep.from_dict(result)
+    job = _job("all_reduce", world_size, backend, budget_s, timeout_s, sizes_bytes=sizes)
+    return CollectiveSweep.from_dict(_run_local(job, world_size, timeout_s, port))
 
 
 def data_parallel_steps(
     batches: Sequence[int] | None = None,
     *,
     world_size: int = 2,
-    model: dict[str, int] | None = None,
     backend: str | None = None,
     budget_s: float = 4.0,
     timeout_s: float = 180.0,
@@ -212,13 +215,12 @@ def data_parallel_steps(
     :func:`all_reduce_sweep`; ``batches`` are samples per process.
     """
     world_size = _check_world_size(world_size)
-    batches = _check_batches(batches)
-    shape = _check_model(model)
     backend = _backend(backend, world_size)
-    job = _data_parallel_job(batches, shape, world_size, backend, budget_s, timeout_s)
-    what = f"the data-parallel steps over {world_size} local processes"
-    result = _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
-    return DataParallelRun.from_dict(result)
+    batches, model = _check_batches(batches), dict(DEFAULT_MODEL)
+    job = _job(
+        "data_parallel", world_size, backend, budget_s, timeout_s, batches=batches, model=model
+    )
+    return DataParallelRun.from_dict(_run_local(job, world_size, timeout_s, port))
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
@@ -233,62 +235,46 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
     return kinds[data["kind"]].from_dict(data)
 
 
-def _all_reduce_job(
-    sizes: list[int], world_size: int, backend: str, budget_s: float, timeout_s: float
+def _job(
+    kind: str, world_size: int, backend: str, budget_s: float, timeout_s: float, **what: Any
 ) -> dict[str, Any]:
-    common = _common(world_size, backend, budget_s, timeout_s)
-    return {"kind": "all_reduce", "sizes_bytes": sizes, "min_rounds": 5, "max_rounds": 50, **common}
+    """What every rank runs: ``kind`` over ``what`` (its sizes, or its batches and model).
 
-
-def _data_parallel_job(
-    batches: list[int],
-    shape: dict[str, int],
-    world_size: int,
-    backend: str,
-    budget_s: float,
-    timeout_s: float,
-) -> dict[str, Any]:
-    """At least 6 rounds: then a median's 95% interval is narrower than the whole range."""
-    grad_mb = mlp_params(shape) * 4 / 2**20
-    return {
-        "kind": "data_parallel",
-        "batches": batches,
-        "model": shape,
-        "min_rounds": 6,
-        "max_rounds": 20,
-        "one_bucket_mb": 2 * grad_mb + 1,
-        "small_bucket_mb": grad_mb / 8,
-        **_common(world_size, backend, budget_s, timeout_s),
-    }
-
-
-def _common(world_size: int, backend: str, budget_s: float, timeout_s: float) -> dict[str, Any]:
+    Each process gets this machine's cores shared out (at least one thread).
+    """
     for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e5:
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     return {
+        "kind": kind,
+        **what,
+        "min_rounds": _ROUNDS[kind][0],
+        "max_rounds": _ROUNDS[kind][1],
         "backend": backend,
-        "threads": _threads(world_size),
+        "threads": max(1, _cores() // world_size),
         "budget_s": float(budget_s),
         "group_timeout_s": max(10.0, min(60.0, float(timeout_s))),
         "launcher": "local processes",
     }
 
 
-def _threads(world_size: int) -> int:
-    """Threads per process: this machine's cores shared out, at least one."""
-    return max(1, _cores() // world_size)
+def _run_local(job: dict[str, Any], world_size: int, timeout_s: float, port: Any) -> dict:
+    """Rank 0's result of ``job`` over ``world_size`` local processes (``_launch.run``)."""
+    what = {"all_reduce": "all-reduce sweep", "data_parallel": "data-parallel steps"}[job["kind"]]
+    what = f"the {what} over {world_size} local processes"
+    return _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
 
 
 # ------------------------------------------------------------------ checking arguments
 
 
+def _whole(value: Any, low: int, high: int) -> bool:
+    """Whether ``value`` is a whole number (``True`` is not one) from ``low`` to ``high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 def _check_world_size(world_size: Any) -> int:
-    if (
-        isinstance(world_size, bool)
-        or not isinstance(world_size, int)
-        or not 2 <= world_size <= MAX_LOCAL_WORLD_SIZE
-    ):
+    if not _whole(world_size, 2, MAX_LOCAL_WORLD_SIZE):
         raise ValueError(
             f"world_size must be a whole number from 2 to {MAX_LOCAL_WORLD_SIZE} (a collective "
             f"needs at least 2 processes), got {world_size!r}; local_world_sizes() suggests some"
@@ -297,9 +283,7 @@ def _check_world_size(world_size: Any) -> int:
 
 
 def _check_port(port: Any) -> int | None:
-    if port is not None and (
-        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
-    ):
+    if port is not None and not _whole(port, 1, 65535):
         raise ValueError(
             f"port must be None (pick a free one) or a number 1024-65535, got {port!r}"
         )
@@ -314,7 +298,7 @@ def _check_sizes(sizes_bytes: Sequence[int] | None) -> list[int]:
         raise TypeError(
             f"sizes_bytes must be a list of sizes in bytes such as [4, 4096, 2**20], got {sizes_bytes!r}"
         )
-    bad = [s for s in sizes_bytes if isinstance(s, bool) or not isinstance(s, int) or s < 1]
+    bad = [s for s in sizes_bytes if not _whole(s, 1, 2**62)]
     if bad or not sizes_bytes or len(sizes_bytes) > 64:
         raise ValueError(
             f"sizes_bytes must hold 1 to 64 whole numbers of bytes >= 1; these are not: {bad[:3]}"
@@ -326,22 +310,9 @@ def _check_batches(batches: Sequence[int] | None) -> list[int]:
     if batches is None:
         return list(DEFAULT_BATCHES)
     ok = isinstance(batches, Sequence) and not isinstance(batches, str) and 1 <= len(batches) <= 16
-    if not ok or any(
-        isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 65536 for b in batches
-    ):
+    if not ok or not all(_whole(b, 1, 65536) for b in batches):
         raise ValueError(f"batches must be 1 to 16 whole numbers from 1 to 65536, got {batches!r}")
     return sorted(set(batches))
-
-
-def _check_model(model: dict[str, int] | None) -> dict[str, int]:
-    shape = dict(DEFAULT_MODEL if model is None else model)
-    if set(shape) != set(DEFAULT_MODEL) or not all(
-        isinstance(v, int) and 1 <= v <= 8192 for v in shape.values()
-    ):
-        raise ValueError(
-            f"model must be a dict like {DEFAULT_MODEL} (whole numbers 1-8192), got {model!r}"
-        )
-    return shape
 
 
 def _backend(backend: str | None, world_size: int) -> str:
@@ -369,17 +340,15 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
 
     from brrrlib import machine
 
-    per_process = sum(sizes) + _SCRATCH_COPIES * max(sizes)
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    need, have = processes * per_process, machine.available_memory_bytes(dev)
+
+    def needed(top: int) -> int:  # the sizes up to ``top``, and scratch as large as it
+        return processes * (sum(s for s in sizes if s <= top) + _SCRATCH_COPIES * top)
+
+    need, have = needed(max(sizes)), machine.available_memory_bytes(dev)
     if need > _MEMORY_SHARE * have:
-        fits = [
-            s
-            for s in sizes
-            if processes * (sum(x for x in sizes if x <= s) + _SCRATCH_COPIES * s)
-            <= _MEMORY_SHARE * have
-        ]
+        fits = [s for s in sizes if needed(s) <= _MEMORY_SHARE * have]
         advice = (
             f"keep sizes up to {_fmt.binary_bytes(max(fits))}" if fits else "use fewer processes"
         )
@@ -437,16 +406,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     world = int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     backend = _backend(args.backend, local)
+    timing = (local, backend, args.budget_s, args.timeout_s)
     if args.job == "all-reduce":
         sizes = _check_sizes([_size(x) for x in args.sizes.split(",")] if args.sizes else None)
         _check_memory(sizes, local, backend)
-        job = _all_reduce_job(sizes, local, backend, args.budget_s, args.timeout_s)
+        job = _job("all_reduce", *timing, sizes_bytes=sizes)
     else:
         batches = _check_batches(
             [int(b) for b in args.batches.split(",")] if args.batches else None
         )
-        shape = dict(DEFAULT_MODEL)
-        job = _data_parallel_job(batches, shape, local, backend, args.budget_s, args.timeout_s)
+        job = _job("data_parallel", *timing, batches=batches, model=dict(DEFAULT_MODEL))
     job["launcher"] = "torchrun"
     job["deadline_unix"] = time.time() + args.timeout_s
     _collectives_worker._start_watchdog(None, job["deadline_unix"])

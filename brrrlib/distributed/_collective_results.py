@@ -21,35 +21,17 @@ from brrrlib import _fmt
 from brrrlib.distributed._collectives_worker import MODES
 from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
 
-__all__ = [
-    "CollectiveSweep",
-    "DataParallelRun",
-    "GroupRun",
-    "mlp_flops_per_sample",
-    "mlp_params",
-    "paired_ratio",
-    "ratio_says",
-]
+__all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun", "paired", "text_table", "html_table"]
 
 
-def paired_ratio(a_s: Sequence[float], b_s: Sequence[float]) -> tuple[float, float, float]:
-    """Median of the per-round ratios ``a / b`` and its 95% interval: ``(ratio, low, high)``.
+def paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] = ("B", "A")) -> Any:
+    """``a_s`` over ``b_s``, round by round, as a :class:`brrrlib.Comparison` (``.says()``).
 
     Samples taken in the same round met the same machine, so their ratio
-    cancels what the round shared (as :func:`brrrlib.compare` does).
-    """
-    r = [a / b for a, b in zip(a_s, b_s, strict=True) if b > 0]
-    return (_fmt.median(r), *_fmt.median_interval(r))
-
-
-def ratio_says(
-    a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] = ("B", "A")
-) -> str:
-    """:func:`paired_ratio` in words, as :meth:`brrrlib.Comparison.says` puts any ratio.
-
-    ``a_s`` over ``b_s``, round by round: the direction whenever the interval
-    excludes x1 ("wide" when it is), "can't tell" only when x1 is inside it.
-    ``labels`` names the two sides (``a_s``'s first).
+    cancels what the round shared (as :func:`brrrlib.compare` does); the
+    comparison puts it as it puts any ratio: the direction whenever the
+    interval excludes x1, "can't tell" only when x1 is inside it. ``labels``
+    names the two sides (``a_s``'s first).
     """
     from brrrlib.timing import Comparison, Timing
 
@@ -58,29 +40,7 @@ def ratio_says(
         a=Timing([b for _, b in pairs], "", label=labels[1]),
         b=Timing([a for a, _ in pairs], "", label=labels[0]),
         ratios=tuple(a / b for a, b in pairs),
-    ).says()
-
-
-def _dims(shape: Mapping[str, int]) -> list[int]:
-    return [shape["d_in"], *[shape["hidden"]] * shape["depth"], shape["d_out"]]
-
-
-def mlp_params(shape: Mapping[str, int]) -> int:
-    """Parameters (weights and biases) of the data-parallel MLP of this ``shape``."""
-    dims = _dims(shape)
-    return sum(i * o + o for i, o in zip(dims, dims[1:], strict=False))
-
-
-def mlp_flops_per_sample(shape: Mapping[str, int]) -> int:
-    """Training FLOPs per sample of the MLP, counted layer by layer.
-
-    Each Linear(i, o) costs 2 i o FLOPs per sample forward and 4 i o
-    backward (gradients of its input and of its weight), except the first
-    layer, whose input needs no gradient: 2 i o. About 6 x params.
-    """
-    dims = _dims(shape)
-    weights = [i * o for i, o in zip(dims, dims[1:], strict=False)]
-    return 6 * sum(weights) - 2 * weights[0]
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +71,13 @@ class GroupRun:
         """A result from its ``to_dict`` output or a worker's raw result (unknown keys dropped)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
+    def __repr__(self) -> str:
+        table = text_table(self._header(), self._rows())
+        return f"{type(self).__name__}\n{table}\n{self._caption()}"
+
+    def _repr_html_(self) -> str:
+        return html_table(self._header(), self._rows(), self._caption())
+
     def where(self) -> str:
         """``4 processes (local processes, 1 machine), gloo on cpu, 1 thread(s) each``."""
         nodes = len(set(self.hosts)) or 1
@@ -121,7 +88,8 @@ class GroupRun:
         )
 
 
-def _html_table(header: tuple[str, ...], rows: list[tuple[str, ...]], caption: str) -> str:
+def html_table(header: tuple[str, ...], rows: list[tuple[str, ...]], caption: str) -> str:
+    """A notebook table: ``header``, ``rows`` of strings, ``caption`` under it."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
@@ -130,7 +98,8 @@ def _html_table(header: tuple[str, ...], rows: list[tuple[str, ...]], caption: s
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """The same table as text, columns aligned right."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]]
     return "\n".join(lines)
@@ -198,11 +167,11 @@ class CollectiveSweep(GroupRun):
         index = {n: i for i, n in enumerate(self.sizes_bytes)}
         if size_a not in index or size_b not in index:
             raise ValueError(f"both sizes must be among those measured: {self.sizes_bytes}")
-        return ratio_says(
+        return paired(
             self.samples_s[index[size_a]],
             self.samples_s[index[size_b]],
             labels=(_fmt.binary_bytes(size_a), _fmt.binary_bytes(size_b)),
-        )
+        ).says()
 
     @property
     def peak_busbw_bytes_per_s(self) -> float:
@@ -210,7 +179,8 @@ class CollectiveSweep(GroupRun):
         return max(self.busbw_bytes_per_s)
 
     # -- rendering -------------------------------------------------------------------
-    _HEADER = ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
+    def _header(self) -> tuple[str, ...]:
+        return ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
 
     def _rows(self) -> list[tuple[str, ...]]:
         fit = self.fit
@@ -243,46 +213,15 @@ class CollectiveSweep(GroupRun):
             f"spread = IQR/median; {check}. Fit: {self.fit._text()}"
         )
 
-    def __repr__(self) -> str:
-        return f"CollectiveSweep\n{_text_table(self._HEADER, self._rows())}\n{self._caption()}"
-
-    def _repr_html_(self) -> str:
-        return _html_table(self._HEADER, self._rows(), self._caption())
-
-    def plot(self, axes: Any = None, *, links: tuple[Any, ...] = ()) -> Any:
-        """Two panels: time vs size with the fitted model, and bus bandwidth vs size.
-
-        ``links`` (rows of ``bl.hardware.links()``) draws their spec bandwidth
-        on the bandwidth panel, for scale. Returns the two axes.
-        """
+    def plot(self, axes: Any = None) -> Any:
+        """Two panels: time vs size with the fitted model, and bus bandwidth vs size; the axes."""
         import matplotlib.pyplot as plt
 
         if axes is None:
             _, axes = plt.subplots(1, 2, figsize=(11, 4))
         ax_t, ax_b = axes
         fit, sizes = self.fit, self.sizes_bytes
-        low = [_fmt.quantile(r, 0.25) * 1e6 for r in self.samples_s]
-        high = [_fmt.quantile(r, 0.75) * 1e6 for r in self.samples_s]
-        med = [t * 1e6 for t in self.median_s]
-        ax_t.errorbar(
-            sizes,
-            med,
-            yerr=[
-                [m - lo for m, lo in zip(med, low, strict=True)],
-                [h - m for m, h in zip(med, high, strict=True)],
-            ],
-            fmt="o",
-            label="measured (median, IQR)",
-        )
-        ax_t.plot(sizes, [fit.time_s(n) * 1e6 for n in sizes], "-", label="alpha + beta x size")
-        ax_t.axhline(fit.alpha_s * 1e6, ls=":", color="gray", label="alpha (latency)")
-        ax_t.set(
-            xscale="log",
-            yscale="log",
-            xlabel="message size (bytes)",
-            ylabel="time per all-reduce (µs)",
-            title=f"All-reduce time, {self.world_size} processes, {self.backend}",
-        )
+        self._plot_time(ax_t, sizes)
         ax_b.plot(sizes, [b / 1e9 for b in self.busbw_bytes_per_s], "o", label="measured busbw")
         ax_b.plot(
             sizes,
@@ -290,14 +229,6 @@ class CollectiveSweep(GroupRun):
             "-",
             label="model busbw",
         )
-        for x in links:
-            ax_b.axhline(x.bandwidth_bytes_per_s / 1e9, ls="--", lw=1, color="gray")
-            ax_b.annotate(
-                f"{x.name} (spec)",
-                (sizes[0], x.bandwidth_bytes_per_s / 1e9),
-                fontsize=8,
-                va="bottom",
-            )
         ax_b.set(
             xscale="log",
             yscale="log",
@@ -305,9 +236,30 @@ class CollectiveSweep(GroupRun):
             ylabel="bus bandwidth (GB/s)",
             title="Bus bandwidth = size / time x 2(n-1)/n",
         )
-        for ax in axes:
-            ax.legend(fontsize=8)
+        ax_b.legend(fontsize=8)
         return axes
+
+    def _plot_time(self, ax: Any, model_sizes: Sequence[float]) -> None:
+        """Time against size: the medians with their IQR, the model over ``model_sizes``, alpha."""
+        low = [_fmt.quantile(r, 0.25) * 1e6 for r in self.samples_s]
+        high = [_fmt.quantile(r, 0.75) * 1e6 for r in self.samples_s]
+        med = [t * 1e6 for t in self.median_s]
+        below = [m - lo for m, lo in zip(med, low, strict=True)]
+        above = [h - m for m, h in zip(med, high, strict=True)]
+        ax.errorbar(
+            self.sizes_bytes, med, yerr=[below, above], fmt="o", label="measured (median, IQR)"
+        )
+        model = [self.fit.time_s(n) * 1e6 for n in model_sizes]
+        ax.plot(model_sizes, model, "-", label="alpha + beta x size")
+        ax.axhline(self.fit.alpha_s * 1e6, ls=":", color="gray", label="alpha (latency)")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="message size (bytes)",
+            ylabel="time per all-reduce (µs)",
+            title=f"All-reduce time, {self.world_size} processes, {self.backend}",
+        )
+        ax.legend(fontsize=8, loc="upper left")
 
     # -- JSON --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -388,22 +340,10 @@ class DataParallelRun(GroupRun):
             for row, base in zip(self.samples_s[mode], self.samples_s[MODES[0]], strict=True)
         )
 
-    @property
-    def flops_per_sample(self) -> int:
-        """Training FLOPs per sample of the MLP (:func:`mlp_flops_per_sample`), about 6 x params."""
-        return mlp_flops_per_sample(self.model)
-
-    def ratios(self, mode: str, base: str = MODES[1]) -> tuple[tuple[float, float, float], ...]:
-        """Per batch: ``mode``'s time over ``base``'s, paired by round: (median, low, high)."""
-        return tuple(
-            paired_ratio(row, ref)
-            for row, ref in zip(self.samples_s[mode], self.samples_s[base], strict=True)
-        )
-
     def ratio_says(self, mode: str, base: str = MODES[1]) -> tuple[str, ...]:
-        """The ratios of :meth:`ratios` in words (:func:`ratio_says`)."""
+        """Per batch: ``mode``'s time over ``base``'s, paired by round, in words with an interval."""
         return tuple(
-            ratio_says(row, ref, labels=(mode, base))
+            paired(row, ref, labels=(mode, base)).says()
             for row, ref in zip(self.samples_s[mode], self.samples_s[base], strict=True)
         )
 
@@ -445,12 +385,6 @@ class DataParallelRun(GroupRun):
     def _header(self) -> tuple[str, ...]:
         return ("batch", *self.modes, "comm share (no overlap)")
 
-    def __repr__(self) -> str:
-        return f"DataParallelRun\n{_text_table(self._header(), self._rows())}\n{self._caption()}"
-
-    def _repr_html_(self) -> str:
-        return _html_table(self._header(), self._rows(), self._caption())
-
     def plot(self, ax: Any = None, *, predicted_crossover: float | None = None) -> Any:
         """Step time against batch per process for every mode, the all-reduce alone, the crossovers."""
         import matplotlib.pyplot as plt
@@ -460,14 +394,12 @@ class DataParallelRun(GroupRun):
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
         ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
-        if self.measured_crossover_batch:
-            ax.axvline(
-                self.measured_crossover_batch, color="black", lw=1, label="crossover, measured"
-            )
-        if predicted_crossover:
-            ax.axvline(
-                predicted_crossover, color="black", lw=1, ls="--", label="crossover, predicted"
-            )
+        for x, ls, how in (
+            (self.measured_crossover_batch, "-", "measured"),
+            (predicted_crossover, "--", "predicted"),
+        ):
+            if x:
+                ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
         ax.set(
             xscale="log",
             yscale="log",

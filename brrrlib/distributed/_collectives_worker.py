@@ -223,45 +223,56 @@ def _plan(job: dict[str, Any], per_call_s: list[float]) -> tuple[list[int], int]
     return calls, max(int(job["min_rounds"]), min(int(job["max_rounds"]), rounds))
 
 
+def _rounds(
+    job: dict[str, Any], dist: Any, torch: Any, dev: Any, cases: list[tuple[str, Any]]
+) -> tuple[list[list[float]], list[int]]:
+    """Time every ``(name, call)`` of ``cases`` in rounds: per case its samples, and calls per block.
+
+    1. **Warm-up and estimate**: 3 calls of each case (the first ones set up
+       connections and buffers; DDP rebuilds its buckets after its first
+       step), then 3 timed calls; the estimates are agreed across ranks, and
+       so are the calls per block and the rounds (:func:`_plan`).
+    2. **Rounds**: every round times one block of each case, in order in even
+       rounds and reversed in odd ones, so a slow spell of the machine lands
+       on all cases alike rather than on the ones measured last.
+    3. **The slowest rank counts**: a collective is done when the last rank
+       has its result, so each sample is the maximum over ranks.
+    """
+    estimates = []
+    for name, call in cases:  # 1.
+        _status(f"warming up: {name}")
+        for _ in range(3):
+            call()
+        estimates.append(_time_block(dist, torch, dev, call, 3))
+    calls, rounds = _plan(job, _agree(dist, torch, estimates))
+    samples = torch.zeros(rounds, len(cases), dtype=torch.float64)
+    for r in range(rounds):  # 2.
+        _status(f"{job['kind'].replace('_', '-')} round {r + 1}/{rounds}")
+        for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
+            samples[r, i] = _time_block(dist, torch, dev, cases[i][1], calls[i])
+    worst = torch.tensor(_agree(dist, torch, samples.flatten().tolist()), dtype=torch.float64)  # 3.
+    return worst.reshape(rounds, len(cases)).T.tolist(), calls
+
+
 # ------------------------------------------------------------------ the all-reduce sweep
 
 
 def _all_reduce_sweep(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
-    """Time all-reduce over each message size, in rounds that visit every size.
+    """Time all-reduce over each message size, in rounds that visit every size (:func:`_rounds`).
 
-    1. **Buffers**: one fp32 tensor per size, zeros (sums of zeros stay zero:
-       no overflow however many times it is reduced).
-    2. **Warm-up and estimate**: a few calls per size (the first ones set up
-       connections and buffers), then 3 timed calls; the estimates are
-       agreed across ranks.
-    3. **Rounds**: every round times one block of each size, ascending in
-       even rounds and descending in odd ones, so a slow spell of the machine
-       lands on all sizes alike rather than on the ones measured last.
-    4. **The slowest rank counts**: a collective is done when the last rank
-       has its result, so each sample is the maximum over ranks.
+    The buffers: one fp32 tensor per size, zeros (sums of zeros stay zero: no
+    overflow however many times it is reduced).
     """
     sizes = [int(n) for n in job["sizes_bytes"]]
-    bufs = [torch.zeros(max(1, n // 4), dtype=torch.float32, device=dev) for n in sizes]  # 1.
-    estimates = []
-    for n, buf in zip(sizes, bufs, strict=True):  # 2.
-        _status(f"warming up the all-reduce of {n} bytes")
-        for _ in range(3):
-            dist.all_reduce(buf)
-        estimates.append(_time_block(dist, torch, dev, lambda b=buf: dist.all_reduce(b), 3))
-    calls, rounds = _plan(job, _agree(dist, torch, estimates))
-    samples = torch.zeros(rounds, len(sizes), dtype=torch.float64)
-    for r in range(rounds):  # 3.
-        _status(f"all-reduce round {r + 1}/{rounds}")
-        order = range(len(sizes)) if r % 2 == 0 else reversed(range(len(sizes)))
-        for i in order:
-            call = lambda b=bufs[i]: dist.all_reduce(b)  # noqa: E731
-            samples[r, i] = _time_block(dist, torch, dev, call, calls[i])
-    worst = _agree(dist, torch, samples.flatten().tolist())  # 4.
-    table = torch.tensor(worst, dtype=torch.float64).reshape(rounds, len(sizes))
+    bufs = [torch.zeros(max(1, n // 4), dtype=torch.float32, device=dev) for n in sizes]
+    cases = [
+        (f"the all-reduce of {4 * b.numel()} bytes", lambda b=b: dist.all_reduce(b)) for b in bufs
+    ]
+    table, calls = _rounds(job, dist, torch, dev, cases)
     return {
         "kind": "all_reduce",
         "sizes_bytes": [4 * b.numel() for b in bufs],
-        "samples_s": table.T.tolist(),
+        "samples_s": table,
         "calls_per_sample": calls,
         "dtype": "float32",
     }
@@ -297,23 +308,24 @@ def _data_parallel(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict
     2. **Modes** per step: *compute only* (the single-bucket model under
        ``no_sync()``: no communication at all), *all-reduce after backward*
        and *overlapped buckets*. Plus the gradient all-reduce on its own.
-    3. **Warm-up** (DDP rebuilds its buckets after the first step), estimate,
-       agree on calls per block.
-    4. **Rounds**: each round times one block of every (batch, mode), modes
-       in alternating order, so the modes are compared under the same load.
+    3. **Rounds** (:func:`_rounds`): each round times one block of every
+       (batch, mode) and of the all-reduce alone, in alternating order, so
+       the modes are compared under the same load.
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     shape = job["model"]
     torch.manual_seed(0)  # 1. same weights on every rank
     base = mlp(**shape).to(dev)
-    one = DDP(copy.deepcopy(base), bucket_cap_mb=float(job["one_bucket_mb"]))
-    many = DDP(copy.deepcopy(base), bucket_cap_mb=float(job["small_bucket_mb"]))
+    params = sum(p.numel() for p in base.parameters())
+    grad_mb = params * 4 / 2**20  # fp32 gradients
+    one = DDP(copy.deepcopy(base), bucket_cap_mb=2 * grad_mb + 1)
+    many = DDP(copy.deepcopy(base), bucket_cap_mb=grad_mb / 8)
     opts = {id(m): torch.optim.SGD(m.parameters(), lr=1e-6) for m in (one, many)}
     torch.manual_seed(1 + dist.get_rank())  # each rank its own data, as in real training
     batches = [int(b) for b in job["batches"]]
     inputs = [torch.randn(b, shape["d_in"], device=dev) for b in batches]
-    grads = torch.zeros(sum(p.numel() for p in base.parameters()), device=dev)
+    grads = torch.zeros(params, device=dev)
 
     def step(model: Any, x: Any, sync: bool) -> None:
         opts[id(model)].zero_grad(set_to_none=True)
@@ -322,28 +334,13 @@ def _data_parallel(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict
         opts[id(model)].step()
 
     modes = {MODES[0]: (one, False), MODES[1]: (one, True), MODES[2]: (many, True)}  # 2.
-    cases = [(x, m) for x in inputs for m in modes]
-    estimates = []
-    for x, mode in cases:  # 3.
-        _status(f"warming up: batch {len(x)}, {mode}")
-        model, sync = modes[mode]
-        for _ in range(3):
-            step(model, x, sync)
-        call = lambda m=model, x=x, s=sync: step(m, x, s)  # noqa: E731
-        estimates.append(_time_block(dist, torch, dev, call, 1))
-    estimates.append(_time_block(dist, torch, dev, lambda: dist.all_reduce(grads), 3))
-    calls, rounds = _plan(job, _agree(dist, torch, estimates))
-    samples = torch.zeros(rounds, len(cases) + 1, dtype=torch.float64)
-    for r in range(rounds):  # 4.
-        _status(f"data-parallel round {r + 1}/{rounds}")
-        for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
-            x, mode = cases[i]
-            model, sync = modes[mode]
-            call = lambda m=model, x=x, s=sync: step(m, x, s)  # noqa: E731
-            samples[r, i] = _time_block(dist, torch, dev, call, calls[i])
-        samples[r, -1] = _time_block(dist, torch, dev, lambda: dist.all_reduce(grads), calls[-1])
-    worst = torch.tensor(_agree(dist, torch, samples.flatten().tolist()), dtype=torch.float64)
-    table = worst.reshape(rounds, len(cases) + 1).T.tolist()
+    cases = [
+        (f"batch {len(x)}, {mode}", lambda m=model, x=x, s=sync: step(m, x, s))
+        for x in inputs
+        for mode, (model, sync) in modes.items()
+    ]
+    cases.append(("the gradient all-reduce", lambda: dist.all_reduce(grads)))
+    table, _calls = _rounds(job, dist, torch, dev, cases)  # 3.
     return {
         "kind": "data_parallel",
         "batches": batches,
@@ -353,7 +350,7 @@ def _data_parallel(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict
             for k, mode in enumerate(modes)
         },
         "allreduce_samples_s": table[-1],
-        "params": int(grads.numel()),
+        "params": params,
         "grad_bytes": int(grads.numel() * grads.element_size()),
         "buckets": {MODES[1]: _buckets(one), MODES[2]: _buckets(many)},
         "model": dict(shape),

@@ -22,7 +22,6 @@ rungs solid, spec-sheet rungs hatched.
 from __future__ import annotations
 
 import contextlib
-import html
 import os
 import shutil
 import tempfile
@@ -32,17 +31,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from brrrlib import _fmt, hardware
+from brrrlib.distributed._collective_results import html_table, text_table
 
 __all__ = [
     "LEVELS",
     "BandwidthLadder",
     "DiskRead",
     "Rung",
-    "available_cores",
     "bandwidth_ladder",
     "measure_disk_read",
     "node_ladder",
-    "one_thread",
     "plot_ladders",
 ]
 
@@ -102,35 +100,21 @@ class BandwidthLadder:
 
     def _rows(self) -> list[tuple[str, ...]]:
         return [
-            (
-                r.level,
-                r.name,
-                _fmt.si(r.bandwidth_bytes_per_s, "B/s"),
-                r.how,
-                r.detail if r.how == "measured" else r.source,
-            )
+            (r.level, r.name, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), r.how, r.detail or r.source)
             for r in self.rungs
         ]
 
+    _HEADER = ("level", "rung", "bandwidth", "how", "how / source")
+
     def __repr__(self) -> str:
-        rows = self._rows()
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) for r in rows]
-        head = f"BandwidthLadder of {self.machine} (one direction; widest first)"
-        return head + "\n" + "\n".join(line.rstrip() for line in lines)
+        rows = [r[:4] for r in self._rows()]  # the sources are long: the HTML table has them
+        table = text_table(self._HEADER[:4], rows)
+        return f"BandwidthLadder of {self.machine} (one direction; widest first)\n{table}"
 
     def _repr_html_(self) -> str:
-        head = "".join(
-            f"<th>{h}</th>" for h in ("level", "rung", "bandwidth", "how", "how / source")
+        return html_table(
+            self._HEADER, self._rows(), f"{self.machine}, one direction, widest first"
         )
-        body = "".join(
-            "<tr>"
-            + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in r)
-            + "</tr>"
-            for r in self._rows()
-        )
-        caption = f"<caption>{html.escape(self.machine)}, one direction, widest first</caption>"
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""
@@ -147,22 +131,11 @@ class BandwidthLadder:
             _, ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))
         ys = list(range(len(self.rungs)))
         for y, r in zip(ys, self.rungs, strict=True):
-            measured = r.how == "measured"
-            ax.barh(
-                y,
-                r.bandwidth_bytes_per_s / 1e9,
-                color=_COLOURS[r.level],
-                alpha=0.9 if measured else 0.45,
-                hatch=None if measured else "//",
-                edgecolor="black",
-                lw=0.5,
-            )
+            gb_s, spec = r.bandwidth_bytes_per_s / 1e9, r.how == "spec"
+            look = {"alpha": 0.45 if spec else 0.9, "hatch": "//" if spec else None, "lw": 0.5}
+            ax.barh(y, gb_s, color=_COLOURS[r.level], edgecolor="black", **look)
             ax.text(
-                r.bandwidth_bytes_per_s / 1e9 * 1.08,
-                y,
-                _fmt.si(r.bandwidth_bytes_per_s, "B/s"),
-                va="center",
-                fontsize=8,
+                gb_s * 1.08, y, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), va="center", fontsize=8
             )
         ax.set_yticks(ys, [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8)
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
@@ -252,46 +225,19 @@ def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[R
     """The rungs of the results given (each ``None`` when not measured)."""
     rungs = []
     if ceilings is not None:
-        rungs.append(
-            Rung(
-                f"DRAM, this machine ({ceilings.device_name})",
-                "memory",
-                ceilings.mem_bandwidth_bytes_per_s,
-                "measured",
-                detail="bl.measure_ceilings(): a large copy, bytes read + written / time",
-            )
-        )
+        name = f"DRAM, this machine ({ceilings.device_name})"
+        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
+        rungs.append((name, "memory", ceilings.mem_bandwidth_bytes_per_s, how))
     if copies is not None:
-        rungs.append(
-            Rung(
-                f"host to {copies.device_name}, pinned",
-                "host-device",
-                copies.pinned_bytes_per_s,
-                "measured",
-                detail="bl.benchmark of a copy",
-            )
-        )
+        name, how = f"host to {copies.device_name}, pinned", "bl.benchmark of a copy"
+        rungs.append((name, "host-device", copies.pinned_bytes_per_s, how))
     if sweep is not None:
-        rungs.append(
-            Rung(
-                f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})",
-                "device-device",
-                sweep.peak_busbw_bytes_per_s,
-                "measured",
-                detail="all_reduce_sweep(): the largest bus bandwidth measured",
-            )
-        )
+        name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
+        how = "all_reduce_sweep(): the largest bus bandwidth measured"
+        rungs.append((name, "device-device", sweep.peak_busbw_bytes_per_s, how))
     if disk is not None:
-        rungs.append(
-            Rung(
-                "file read, this machine",
-                "storage",
-                disk.bytes_per_s,
-                "measured",
-                detail=disk.method,
-            )
-        )
-    return rungs
+        rungs.append(("file read, this machine", "storage", disk.bytes_per_s, disk.method))
+    return [Rung(name, level, bw, "measured", detail=how) for name, level, bw, how in rungs]
 
 
 def _cache_rung() -> Rung:
@@ -311,8 +257,12 @@ def _cache_rung() -> Rung:
     nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4) if on_gpu else 128 * 2**10
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
-    with contextlib.nullcontext() if on_gpu else one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads if on_gpu else 1)  # one thread: see above
+    try:
         t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
+    finally:
+        torch.set_num_threads(threads)
     where = "the GPU's L2" if on_gpu else "one core's L2, one thread"
     return Rung(
         f"cache, this machine ({dev.type})",
@@ -321,26 +271,6 @@ def _cache_rung() -> Rung:
         "measured",
         detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}",
     )
-
-
-def available_cores() -> int:
-    """The cores this process may run on (a container's CPU set, where the OS says), at least 1."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run the block with one PyTorch thread on the CPU, then restore the thread count."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------ disk

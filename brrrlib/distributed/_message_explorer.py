@@ -6,18 +6,19 @@ size under the slider, draws the model ``t = alpha + beta S`` with the
 measured points and says in words which term dominates: latency (a fixed cost,
 like a tiny op's overhead) or bandwidth (time grows with the bytes). Between
 measured sizes it interpolates with the model; beyond them it says it is
-extrapolating.
+extrapolating. The controls, readout and picture are the course's other
+explorers' (:mod:`brrrlib.widgets`), without a re-measure button.
 """
 
 from __future__ import annotations
 
 import html
-import io
 import math
 from typing import Any
 
 from brrrlib import _fmt
 from brrrlib.distributed._comm_model import ring_factor
+from brrrlib.widgets._explorer import _Explorer
 
 __all__ = ["MessageSizeExplorer", "message_size_explorer"]
 
@@ -25,12 +26,17 @@ __all__ = ["MessageSizeExplorer", "message_size_explorer"]
 _MIN_LOG2, _MAX_LOG2 = 2, 30
 
 
-class MessageSizeExplorer:
+class MessageSizeExplorer(_Explorer):
     """The slider, a readout in words and the plot; ``set(nbytes)`` does what the slider does.
 
     ``nbytes`` is the size shown; ``readout`` the words under the slider
     (plain text, for tests and for reading in code).
     """
+
+    _css_class = "brrr-message-explorer"
+    _name = "message size"
+    _figsize = (8, 4)
+    _measures = False
 
     def __init__(self, sweep: Any, nbytes: int | None = None) -> None:
         import ipywidgets as W
@@ -39,7 +45,7 @@ class MessageSizeExplorer:
             raise TypeError(
                 f"sweep must come from distributed.all_reduce_sweep(), got {type(sweep).__name__}"
             )
-        self.sweep, self.fit = sweep, sweep.fit
+        self.sweep, self.fit, self.readout = sweep, sweep.fit, ""
         start = nbytes if nbytes is not None else sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]
         self._slider = W.IntSlider(
             value=_log2(start),
@@ -49,43 +55,39 @@ class MessageSizeExplorer:
             description="log2(bytes)",
             continuous_update=False,
         )
-        self._readout = W.HTML()
-        self._plot = W.Image(format="png", layout=W.Layout(width="auto", max_width="100%"))
-        self._slider.observe(lambda change: self.set(2 ** change["new"]), names="value")
-        self.widget = W.VBox([self._slider, self._readout, self._plot])
-        self.nbytes, self.readout = 0, ""
-        self.set(2 ** _log2(start))
+        self._build([self._slider])
+
+    @property
+    def nbytes(self) -> int:
+        """The message size under the slider, in bytes (a power of two)."""
+        return 2**self._slider.value
+
+    current = nbytes  # what the ring marks
 
     def set(self, nbytes: int) -> None:
         """Show ``nbytes`` (rounded to a power of two within 4 B - 1 GiB): readout and plot."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or not nbytes > 0:
             raise ValueError(f"nbytes must be a positive number of bytes, got {nbytes!r}")
-        self.nbytes = 2 ** _log2(nbytes)
-        if self._slider.value != _log2(self.nbytes):
-            self._slider.value = _log2(self.nbytes)  # calls set() again through observe; same value
-            return
-        self.readout = self._words(self.nbytes)
-        self._readout.value = f"<div>{html.escape(self.readout)}</div>"
-        self._plot.value = self._png()
+        self._move([(self._slider, _log2(nbytes))])
+        self._update()
 
-    def _words(self, n: int) -> str:
+    def _update(self) -> None:
+        self.readout = self._text(self.nbytes)
+        self._say(f"<div>{html.escape(self.readout)}</div>")
+        self._redraw()
+
+    def _text(self, n: int) -> str:
         fit, sweep = self.fit, self.sweep
         t = fit.time_s(n)
         latency = fit.alpha_s / t
         regime = "latency-bound" if latency > 0.5 else "bandwidth-bound"
         busbw = ring_factor(sweep.world_size) * n / t
-        lo, hi = min(sweep.sizes_bytes), max(sweep.sizes_bytes)
-        where = (
-            "between the sizes measured"
-            if lo <= n <= hi
-            else "EXTRAPOLATED beyond the sizes measured"
-        )
-        near = min(
-            range(len(sweep.sizes_bytes)), key=lambda i: abs(math.log(sweep.sizes_bytes[i] / n))
-        )
+        inside = min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
+        where = ("between" if inside else "EXTRAPOLATED beyond") + " the sizes measured"
         measured = ""
-        if sweep.sizes_bytes[near] == n:
-            measured = f" Measured at this size: {_fmt.seconds(sweep.median_s[near])} (median)."
+        if n in sweep.sizes_bytes:
+            t_n = sweep.median_s[sweep.sizes_bytes.index(n)]
+            measured = f" Measured at this size: {_fmt.seconds(t_n)} (median)."
         return (
             f"{_fmt.binary_bytes(n)}: the model says {_fmt.seconds(t)} = alpha {_fmt.seconds(fit.alpha_s)} "
             f"({latency:.0%}) + size x beta {_fmt.seconds(t - fit.alpha_s)} ({1 - latency:.0%}): "
@@ -93,48 +95,19 @@ class MessageSizeExplorer:
             f"a very large message approaches ({where}).{measured}"
         )
 
-    def _png(self) -> bytes:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+    # -- picture: the sweep's time panel over the slider's range; the ring at the size shown --
+    def _data_version(self) -> Any:
+        return 0  # the sweep never changes
 
-        fig = Figure(figsize=(8, 4), dpi=72)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        sweep, fit = self.sweep, self.fit
-        xs = [2.0**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)]
-        ax.plot(xs, [fit.time_s(x) * 1e6 for x in xs], "-", label="model: alpha + beta x size")
-        ax.plot(
-            sweep.sizes_bytes, [t * 1e6 for t in sweep.median_s], "o", label="measured (median)"
-        )
-        ax.axhline(fit.alpha_s * 1e6, ls=":", color="gray", label="alpha")
-        ax.axvline(self.nbytes, color="black", lw=1)
-        ax.plot(
-            [self.nbytes],
-            [fit.time_s(self.nbytes) * 1e6],
-            marker="o",
-            ms=12,
-            mfc="none",
-            mec="black",
-        )
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlabel="message size (bytes)",
-            ylabel="time per all-reduce (µs)",
-            title=f"All-reduce over {sweep.world_size} processes ({sweep.backend})",
-        )
-        ax.legend(fontsize=8, loc="upper left")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
+    def _draw(self, fig) -> None:
+        self.sweep._plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        """The live widget; its plot as a PNG and its readout as text for viewers without widgets."""
-        from brrrlib.widgets._explorer import mimebundle
+    def _rings(self, n: int) -> list:
+        return [(n, self.fit.time_s(n) * 1e6)]
 
-        return mimebundle(
-            self.widget, self._plot.value, self._readout.value, "message size", **kwargs
-        )
+    def _marks(self, fig) -> list:
+        ax = fig.axes[0]
+        return [*super()._marks(fig), (ax, ax.axvline(self.nbytes, color="black", lw=1))]
 
     def __repr__(self) -> str:
         return f"MessageSizeExplorer({self.readout})"

@@ -17,9 +17,9 @@ Both explorers keep their state for you to read::
     ex.set(repeat=32, mode="fused")     # what the slider does, from code
     ex.points                           # every measured point (frozen dataclasses)
 
-The experiments behind them are plain functions in ``_experiments``: chapter 02's
-fixed sweep, :func:`repeat_sweep` (also with ``fresh_output=True``), is named here;
-``measure_repeat``, ``predicted_knee_repeat`` and ``measure_batch`` stay beside it.
+The experiments behind them are plain functions in ``_experiments``; chapter 02's
+fixed sweep, :func:`repeat_sweep`, and one point of it, :func:`repeat_case` (also
+with ``fresh_output=True``), are named here.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments
 from brrrlib.widgets._experiments import model_device
-from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
 
@@ -180,8 +180,6 @@ class BatchExplorer(_Explorer):
         ceilings: Any = None,
         setup: Callable[..., Case] | None = None,
     ) -> None:
-        import ipywidgets as W
-
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         batch = _checks.positive_int("batch", batch)
@@ -200,25 +198,13 @@ class BatchExplorer(_Explorer):
         )
         dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
         self.precision = _precision(dtype or torch.float32, self.device)
-        try:
-            self._peak, self._peak_note = self.ceilings.matmul_peak(self.precision), ""
-        except KeyError:
-            self._peak = self.ceilings.matmul_flops_per_s
-            self._peak_note = f"No {self.precision} matmul ceiling was measured here: the compute line uses the fp32 one."
+        self._peak, self._peak_note = peak(self.ceilings, self.precision)
         self.sweep = Sweep("batch", "batch size (samples per call)", ())
         self._version = 0
         self.batch_options = self._batch_menu(max_batch)
-        if batch not in self.batch_options:
-            raise ValueError(f"batch={batch} is not on the slider; use one of {self.batch_options}")
-        self._batch_w = W.SelectionSlider(
-            options=[(str(b), b) for b in self.batch_options],
-            value=batch,
-            description="batch",
-            continuous_update=False,
-        )
+        offered("batch", batch, self.batch_options)
+        self._batch_w = slider("batch", self.batch_options, batch)
         self._build([self._batch_w])
-        self._watch([self._batch_w])
-        self._update()
 
     def _batch_menu(self, max_batch: int | None) -> tuple[int, ...]:
         """Powers of two up to ``max_batch`` (default 4096 on a CPU, 65536 on a GPU, less if short)."""
@@ -230,9 +216,7 @@ class BatchExplorer(_Explorer):
             ):
                 max_batch //= 2
         max_batch = _checks.positive_int("max_batch", max_batch)
-        return tuple(
-            sorted({*(2**k for k in range(max_batch.bit_length()) if 2**k <= max_batch), max_batch})
-        )
+        return tuple(sorted({*(2**k for k in range(max_batch.bit_length())), max_batch}))
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -253,10 +237,7 @@ class BatchExplorer(_Explorer):
 
     def set(self, *, batch: int) -> Point | None:
         """Move the slider from code and measure if needed; returns the current point."""
-        if batch not in self.batch_options:
-            raise ValueError(
-                f"batch={batch!r} is not on the slider; use one of {self.batch_options}"
-            )
+        offered("batch", batch, self.batch_options)
         self._move([(self._batch_w, batch)])
         return self._update()
 
@@ -269,37 +250,33 @@ class BatchExplorer(_Explorer):
     # -- measuring ------------------------------------------------------------------
     def _update(self) -> Point | None:
         b = self.batch
-        pair = ((b // 2, "batch"), (b, "batch"))
-        if self.current is None or (b > 1 and self.sweep.comparison(*pair) is None):
-            self._say(
-                f"batch {b} · measuring, together with batch {b // 2}…"
-                if b > 1
-                else "batch 1 · measuring…",
-                busy=True,
-            )
-            res = self._safely(
-                f"batch {b}",
-                lambda: sweeps.sweep(
-                    "batch",
-                    [b],
-                    ["batch"],
-                    lambda x, _line: self._setup(batch=x, device=self.device),
-                    pairs=[pair] if b > 1 else [],
-                    memory=lambda x, _line: x * self._sample_bytes,
-                    device=self.device,
-                    into=self.sweep,
-                ),
-            )
+        if self.current is None or (b > 1 and self._doubled(b) is None):
+            half = f", together with batch {b // 2}" if b > 1 else ""
+            self._say(f"batch {b} · measuring{half}…", busy=True)
+            res = self._safely(f"batch {b}", lambda: self._measure(b))
             if res is not None:
                 self.sweep, self._version = res, self._version + 1
         point, missing = self.current, self.sweep.point(b, "batch")
         if point is not None:
             self._clear_error()
-            self._say(self._describe(point, self.sweep.comparison(*pair)))
+            self._say(self._describe(point, self._doubled(b)))
         elif missing is not None:
             self._fail(f"batch {b}: {missing.reason}")
         self._redraw()
         return point
+
+    def _measure(self, batch: int) -> Sweep:
+        """``batch`` into the sweep, and half of it with it, in alternating rounds."""
+        return sweeps.sweep(
+            "batch",
+            [batch],
+            ["batch"],
+            lambda x, _line: self._setup(batch=x, device=self.device),
+            pairs=[((batch // 2, "batch"), (batch, "batch"))] if batch > 1 else [],
+            memory=lambda x, _line: x * self._sample_bytes,
+            device=self.device,
+            into=self.sweep,
+        )
 
     # -- the model --------------------------------------------------------------------
     def _model_lines(self) -> dict[str, Any] | None:
@@ -331,7 +308,7 @@ class BatchExplorer(_Explorer):
     def doubling(self, batch: int | None = None) -> Doubling | None:
         """The reading of ``batch // 2 -> batch`` (default: the slider's), or None if not measured."""
         b = self.batch if batch is None else batch
-        cmp = self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
+        cmp = self._doubled(b)
         half = self.sweep.point(b // 2, "batch")
         if cmp is None or half is None or not half.measured:
             return None
@@ -348,35 +325,31 @@ class BatchExplorer(_Explorer):
         None when no measured pair of doublings shows it.
         """
         for p in self.points:
-            b = p.x
-            first, second = (
-                self.sweep.comparison((x // 2, "batch"), (x, "batch")) for x in (b, 2 * b)
-            )
-            if (
-                b > 1
-                and first is not None
-                and second is not None
-                and not (first.waited or second.waited)
-            ):
-                if first.versus(KNEE_RATIO) == "below" and second.versus(KNEE_RATIO) == "above":
-                    return b // 2, b
+            first, second = self._doubled(p.x), self._doubled(2 * p.x)
+            if first is None or second is None or first.waited or second.waited:
+                continue
+            if first.versus(KNEE_RATIO) == "below" and second.versus(KNEE_RATIO) == "above":
+                return p.x // 2, p.x
         return None
 
-    def _costs(self, p: Point) -> tuple[float, float, str]:
-        """(weight-reading seconds, overhead seconds, the sentence that states both)."""
+    def _doubled(self, b: int) -> Any:
+        """The paired comparison of batch ``b // 2`` with ``b`` (None: not measured, or b = 1)."""
+        return self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
+
+    def _costs(self, p: Point) -> str:
+        """The sentence that states the weights' reading time and the ops' overhead."""
         c = self.ceilings
         weights_s, overhead_s = (
             p.weight_bytes / c.mem_bandwidth_bytes_per_s,
             p.ops * c.op_overhead_s,
         )
-        text = (
+        return (
             f"bl.count: the weights are {_fmt.binary_bytes(p.weight_bytes)}, "
             f"{_fmt.percent(p.weight_bytes, p.bytes_moved)} of the {_fmt.binary_bytes(p.bytes_moved)}"
             f" moved; reading them takes ≥ {_fmt.seconds(weights_s)} at "
             f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}; {p.ops} ops × "
             f"{_fmt.seconds(c.op_overhead_s)} op overhead ≥ {_fmt.seconds(overhead_s)}."
         )
-        return weights_s, overhead_s, text
 
     def _describe(self, p: Point, cmp: Any) -> str:
         head = (
@@ -399,11 +372,11 @@ class BatchExplorer(_Explorer):
         lines += [p.reason, self._peak_note]
         if cmp is None and p.waited:
             lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
-        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
+        return self._words(head, lines)
 
     def _verdict(self, p: Point, cmp: Any) -> str:
         """The doubling in words: a reading only as far as the interval allows."""
-        _weights_s, _overhead_s, costs = self._costs(p)
+        costs = self._costs(p)
         if cmp is None:
             return (
                 "Move the slider right: each batch is measured together with half of it, in "
@@ -479,39 +452,21 @@ class BatchExplorer(_Explorer):
         bs, model = self.batch_options, self._model_lines()
         for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
             if model is not None:
-                for (label, cost), colour in zip(
-                    list(model.items())[:4],
-                    ("tab:red", "tab:purple", "tab:orange", "tab:blue"),
-                    strict=True,
-                ):
+                colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
+                for (label, cost), colour in zip(list(model.items())[:4], colours, strict=True):
                     ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
-                    ax.plot(
-                        bs,
-                        ys,
-                        color=colour,
-                        linestyle="--",
-                        linewidth=1,
-                        alpha=0.7,
-                        label=label if ax is ax_b else None,
-                    )
+                    dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
+                    ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
                 if bs[0] <= model["knee"] <= bs[-1]:
                     ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
             ax.set_title(title, fontsize=10)
         ax_b.set_ylabel("time per batch (s)")
         ax_s.set_ylabel("time per sample (s)")
-        handles, labels = ax_b.get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
+        legend_below(fig, ax_b)
 
-    def _marks(self, fig) -> list:
-        p = self.current
-        if p is None:
-            return []
-        ax_b, ax_s = fig.axes[:2]
-        return [
-            (ax_b, ax_b.plot([p.x], [p.median_s], **RING)[0]),
-            (ax_s, ax_s.plot([p.x], [p.per_x_s], **RING)[0]),
-        ]
+    def _rings(self, p: Point) -> list:
+        return [(p.x, p.median_s), (p.x, p.per_x_s)]
 
 
 def batch_explorer(

@@ -14,7 +14,7 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
 
@@ -62,8 +62,6 @@ class DecodeExplorer(_Explorer):
         ceilings: Any = None,
         measure: Callable[..., Any] | None = None,
     ) -> None:
-        import ipywidgets as W
-
         if not isinstance(model, decoding.Decoder):
             raise TypeError(
                 "model must be a brrrlib.decoding.Decoder (decoding.build(shape)), "
@@ -78,47 +76,27 @@ class DecodeExplorer(_Explorer):
             None if prediction is None else _checks.number("prediction", prediction, positive=True)
         )
         self._measure = measure or (lambda m, b, s: decoding.measure_step(m, b, s, budget_s=0.1))
+        precision = decoding.precision_of(model)
+        self._precision = (
+            decoding.half_precision(self.ceilings) if precision == "int8" else precision
+        )
+        self._peak = peak(self.ceilings, self._precision)[0]
         self.points: dict[tuple[int, int], Any] = {}
         self.refused: dict[tuple[int, int], str] = {}
         self._version = 0
-        top = (
-            _checks.positive_int("max_batch", max_batch)
-            if max_batch is not None
-            else (256 if self.device.type == "cpu" else 1024)
-        )
-        self.batch_options = tuple(2**k for k in range(top.bit_length()) if 2**k <= top)
-        self.context_options = tuple(
-            2**k
-            for k in range(4, model.shape.max_context.bit_length())
-            if 2**k <= model.shape.max_context
-        )
+        top = 256 if self.device.type == "cpu" else 1024
+        top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else top
+        self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
+        self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
         self._check_options(batch, context)
-        self._batch_w = W.SelectionSlider(
-            options=[(str(b), b) for b in self.batch_options],
-            value=batch,
-            description="batch",
-            continuous_update=False,
-        )
-        self._context_w = W.SelectionSlider(
-            options=[(str(s), s) for s in self.context_options],
-            value=context,
-            description="context",
-            continuous_update=False,
-        )
+        self._batch_w = slider("batch", self.batch_options, batch)
+        self._context_w = slider("context", self.context_options, context)
         self._build([self._batch_w, self._context_w])
-        self._watch([self._batch_w, self._context_w])
-        self._update()
 
     def _check_options(self, batch: Any, context: Any) -> None:
-        if batch not in self.batch_options:
-            raise ValueError(
-                f"batch={batch!r} is not on the slider; use one of {self.batch_options}"
-            )
-        if context not in self.context_options:
-            raise ValueError(
-                f"context={context!r} is not on the slider; use one of {self.context_options} "
-                f"(the model holds at most {self.model.shape.max_context} positions)"
-            )
+        offered("batch", batch, self.batch_options)
+        most = f" (the model holds at most {self.model.shape.max_context} positions)"
+        offered("context", context, self.context_options, most)
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -157,7 +135,7 @@ class DecodeExplorer(_Explorer):
         if key not in self.points and key not in self.refused:
             self._say(f"batch {key[0]} · context {key[1]} · measuring…", busy=True)
             self._clear_error()
-            point = self._safely(f"batch {key[0]} at context {key[1]}", self._measured(key))
+            point = self._safely(f"batch {key[0]} at context {key[1]}", lambda: self._step(key))
             if point is not None:
                 self.points[key] = point
                 self._version += 1
@@ -169,28 +147,15 @@ class DecodeExplorer(_Explorer):
         self._redraw()
         return self.current
 
-    def _measured(self, key: tuple[int, int]) -> Callable[[], Any]:
-        def run() -> Any:
-            try:
-                return self._measure(self.model, *key)
-            except decoding.DoesNotFit as exc:
-                self.refused[key] = str(exc)
-                return None
-
-        return run
+    def _step(self, key: tuple[int, int]) -> Any:
+        """The step measured, or None and the reason kept in ``refused`` when it does not fit."""
+        try:
+            return self._measure(self.model, *key)
+        except decoding.DoesNotFit as exc:
+            self.refused[key] = str(exc)
+            return None
 
     # -- the model --------------------------------------------------------------------
-    @property
-    def _precision(self) -> str:
-        p = decoding.precision_of(self.model)
-        return decoding.half_precision(self.ceilings) if p == "int8" else p
-
-    def _peak(self) -> float:
-        try:
-            return self.ceilings.matmul_peak(self._precision)
-        except KeyError:
-            return self.ceilings.matmul_flops_per_s
-
     def floors(self, batch: float, context: int) -> tuple[float, float]:
         """``(memory floor, compute floor)`` in seconds for a step, from the hand counts."""
         shape, precision = self.model.shape, decoding.precision_of(self.model)
@@ -200,7 +165,7 @@ class DecodeExplorer(_Explorer):
             + decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
         )
         flops = decoding.decode_flops(shape, 1, context) * batch
-        return nbytes / self.ceilings.mem_bandwidth_bytes_per_s, flops / self._peak()
+        return nbytes / self.ceilings.mem_bandwidth_bytes_per_s, flops / self._peak
 
     def knee(self, context: int) -> float:
         """The batch where the compute floor meets the memory floor (``inf``: never)."""
@@ -222,7 +187,7 @@ class DecodeExplorer(_Explorer):
             f"Floors: memory {_fmt.seconds(memory_s)} (weights {_fmt.si(p.weight_bytes, 'B')} + KV "
             f"cache {_fmt.si(p.kv_bytes, 'B')} at {_fmt.si(self.ceilings.mem_bandwidth_bytes_per_s, 'B/s')}), "
             f"compute {_fmt.seconds(compute_s)} ({_fmt.si(p.flops, 'FLOP')} at "
-            f"{_fmt.si(self._peak(), 'FLOP/s')}, {self._precision}): {bound}-bound on paper.",
+            f"{_fmt.si(self._peak, 'FLOP/s')}, {self._precision}): {bound}-bound on paper.",
             self._share(p.seconds, floor_s, bound),
         ]
         if p.kv_bytes > p.weight_bytes:
@@ -242,7 +207,7 @@ class DecodeExplorer(_Explorer):
             lines.append(f"Knee predicted at batch ≈ {knee:.3g} for context {p.context}.")
         if p.timing.noisy:
             lines.append("The timing is noisy (its spread is over 10% of the median): re-measure.")
-        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines)
+        return self._words(head, lines)
 
     @staticmethod
     def _share(seconds: float, floor_s: float, bound: str) -> str:
@@ -274,74 +239,38 @@ class DecodeExplorer(_Explorer):
         memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
         measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
         # left: time per step against its two floors; right: tokens/s under the roof they make
-        ax_t.plot(
-            grid,
-            [t * 1e3 for t in memory],
-            "--",
-            color=_LINES["memory"],
-            label="memory floor: (weights + KV cache) ÷ bandwidth",
-        )
-        ax_t.plot(
-            grid,
-            [t * 1e3 for t in compute],
-            "--",
-            color=_LINES["compute"],
-            label=f"compute floor: FLOPs ÷ {self._precision} matmul peak",
-        )
+        for floor, name, label in (
+            (memory, "memory", "memory floor: (weights + KV cache) ÷ bandwidth"),
+            (compute, "compute", f"compute floor: FLOPs ÷ {self._precision} matmul peak"),
+        ):
+            ax_t.plot(grid, [t * 1e3 for t in floor], "--", color=_LINES[name], label=label)
         roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
         ax_r.plot(grid, roof, "--", color="gray", label="at most: batch ÷ the larger floor")
         if measured:
-            batches = [b for b, _p in measured]
-            ax_t.plot(
-                batches,
-                [p.seconds * 1e3 for _b, p in measured],
-                "o-",
-                color=COLOURS["batch"],
-                label=f"measured, context {s}",
-            )
+            batches, ms = [b for b, _p in measured], [p.seconds * 1e3 for _b, p in measured]
+            ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label=f"measured, context {s}")
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
         for ax in (ax_t, ax_r):
             self._dress(ax, legend=ax is ax_t)
         ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
         ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
-        handles, labels = ax_t.get_legend_handles_labels()
-        more, more_labels = ax_r.get_legend_handles_labels()
-        fig.legend(
-            [*handles, *more], [*labels, *more_labels], fontsize=7, loc="lower center", ncols=3
-        )
+        legend_below(fig, ax_t, ax_r)
 
     def _dress(self, ax, legend: bool) -> None:
         """One panel's knee, the learner's prediction, log axes and the slider's batch ticks."""
         bs, knee = self.batch_options, self.knee(self.context)
-        if bs[0] <= knee <= bs[-1]:
-            ax.axvline(
-                knee,
-                color="black",
-                linestyle=":",
-                linewidth=1,
-                label="knee (model)" if legend else None,
-            )
-        if self.prediction is not None:
-            ax.axvline(
-                self.prediction,
-                color=_LINES["prediction"],
-                linestyle="-.",
-                linewidth=1,
-                label="your prediction" if legend else None,
-            )
+        for x, colour, style, label in (
+            (knee if bs[0] <= knee <= bs[-1] else None, "black", ":", "knee (model)"),
+            (self.prediction, _LINES["prediction"], "-.", "your prediction"),
+        ):
+            if x is not None:
+                ax.axvline(x, color=colour, linestyle=style, lw=1, label=label if legend else None)
         ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
         ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
         ax.minorticks_off()
 
-    def _marks(self, fig) -> list:
-        p = self.current
-        if p is None:
-            return []
-        ax_t, ax_r = fig.axes[:2]
-        return [
-            (ax_t, ax_t.plot([p.batch], [p.seconds * 1e3], **RING)[0]),
-            (ax_r, ax_r.plot([p.batch], [p.tokens_per_s], **RING)[0]),
-        ]
+    def _rings(self, p: Any) -> list:
+        return [(p.batch, p.seconds * 1e3), (p.batch, p.tokens_per_s)]
 
 
 def decode_explorer(

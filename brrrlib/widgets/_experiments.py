@@ -1,10 +1,10 @@
 """The two experiments behind the explorers: repeat count (chapter 02) and batch size (chapter 03).
 
 Each experiment is a ``setup`` for :func:`brrrlib.sweeps.sweep` (what one
-point runs, as a :class:`~brrrlib.sweeps.Case`), a roofline model of its
-time, and the verbs the chapters call: :func:`measure_repeat` and
-:func:`repeat_sweep` (chapter 02), :func:`measure_batch` (chapter 03).
-Re-exported by :mod:`brrrlib.widgets`.
+point runs, as a :class:`~brrrlib.sweeps.Case`: :func:`repeat_case`,
+:func:`batch_case`) and a roofline model of its time; chapter 02 also calls
+:func:`repeat_sweep`. ``repeat_case`` and ``repeat_sweep`` are re-exported by
+:mod:`brrrlib.widgets`.
 
 **Repeat.** ``x = x * 2``, ``repeat`` times, on ``size`` float32 elements.
 *Eager* runs one kernel per multiply, each a full pass over memory, writing
@@ -12,9 +12,9 @@ into outputs that already exist (two buffers used in turn, ``torch.mul(x, 2,
 out=buf)``). *Fused* is one ``torch.compile``'d kernel writing into an
 existing ``out``. Both then follow the model: 8 bytes per element per pass
 (4 read, 4 written) at the bandwidth ceiling, plus one op's overhead per
-kernel. ``fresh_output=True`` measures the other way, a new output tensor
-per call (``return x * 2``), whose first touch of fresh memory costs page
-faults on a CPU: chapter 02 shows that cost in a cell of its own.
+kernel. ``fresh_output=True`` measures eager the other way, a new output
+tensor per multiply (``y = y * 2``), whose first touch of fresh memory costs
+page faults on a CPU: chapter 02 shows that cost in a cell of its own.
 """
 
 from __future__ import annotations
@@ -30,17 +30,13 @@ from torch import nn
 
 from brrrlib import _checks, _fmt, counting, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.sweeps import Case, Point, Sweep
+from brrrlib.sweeps import Case, Sweep
 
 __all__ = [
-    "FUSED_WARMUP_S",
     "MAX_POINT_S",
     "MODES",
     "batch_case",
     "checked_input_maker",
-    "measure_batch",
-    "measure_repeat",
-    "measured_knee_repeat",
     "model_device",
     "predicted_knee_repeat",
     "repeat_bytes_needed",
@@ -55,7 +51,7 @@ MODES = ("eager", "fused")
 # Warm-up after a fresh torch.compile. Measured on a busy 2-core CPU: right after
 # a compile the new kernel's calls often took ~12 ms instead of 15 µs (the OpenMP
 # threads of a new kernel settling, pytorch/pytorch#93665); 1 s of calls settles it.
-FUSED_WARMUP_S = 1.0
+_FUSED_WARMUP_S = 1.0
 # A point predicted to take longer than this to measure (seconds) is skipped
 # with a note, unless asked for: an eager point's time is repeat x one pass anyway.
 MAX_POINT_S = 10.0
@@ -92,8 +88,8 @@ def _eager_fresh(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
     return eager_fresh
 
 
-def _chain(repeat: int, into: bool) -> Callable[..., Any]:
-    """The function torch.compile fuses: ``repeat`` multiplies, into ``out`` or a fresh tensor."""
+def _chain(repeat: int) -> Callable[..., Any]:
+    """The function torch.compile fuses: ``repeat`` multiplies, into ``out``."""
 
     def chain_into(x: torch.Tensor, out: torch.Tensor) -> None:
         y = x
@@ -101,17 +97,11 @@ def _chain(repeat: int, into: bool) -> Callable[..., Any]:
             y = y * 2
         out.copy_(y)  # Inductor writes the fused result straight into out
 
-    def chain_fresh(x: torch.Tensor) -> torch.Tensor:
-        y = x
-        for _ in range(repeat):
-            y = y * 2
-        return y
-
-    return chain_into if into else chain_fresh
+    return chain_into
 
 
 @functools.cache
-def _fused(repeat: int, into: bool) -> Callable[..., Any]:
+def _fused(repeat: int) -> Callable[..., Any]:
     """``torch.compile`` of :func:`_chain`: one kernel doing ``repeat`` multiplies per element.
 
     torch.compile caches graphs per *code object* and, past a limit (8),
@@ -120,7 +110,7 @@ def _fused(repeat: int, into: bool) -> Callable[..., Any]:
     (The compiler does not fold the multiplies into one: the time grows with
     repeat past the knee.)
     """
-    base = _chain(repeat, into)
+    base = _chain(repeat)
     fn = types.FunctionType(
         base.__code__.replace(), base.__globals__, f"chain_{repeat}", None, base.__closure__
     )
@@ -154,44 +144,24 @@ def repeat_case(
 ) -> Case:
     """What one point of the repeat experiment runs (see the module docstring)."""
     size, repeat = _checks.positive_int("size", size), _checks.positive_int("repeat", repeat)
-    if mode not in MODES:
-        raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
+    if mode not in MODES or (fresh_output and mode != "eager"):
+        raise ValueError(f"mode must be 'eager' (or, without fresh_output, 'fused'), got {mode!r}")
     dev = machine.resolve(device)
     x = torch.randn(size, device=dev)
     flops_per_element, eager_bytes_per_element = _counted_per_element(repeat)
+    flops = round(flops_per_element * size)
     label = f"{repeat} x (x * 2), {mode}{', fresh output' if fresh_output else ''}"
     if mode == "eager":
         fn = (_eager_fresh if fresh_output else _eager_into)(x, repeat)
-        return Case(
-            fn,
-            round(flops_per_element * size),
-            round(eager_bytes_per_element * size),
-            dev,
-            label,
-            size=size,
-            ops=repeat,
-        )
-    compiled = _fused(repeat, not fresh_output)
-    fn = (
-        functools.partial(compiled, x)
-        if fresh_output
-        else functools.partial(compiled, x, torch.zeros_like(x))
-    )
+        nbytes = round(eager_bytes_per_element * size)
+        return Case(fn, flops, nbytes, dev, label, size=size, ops=repeat)
+    fn = functools.partial(_fused(repeat), x, torch.zeros_like(x))
     machine.sync(dev)
     start = time.perf_counter()
     fn()  # the first call compiles: kept apart from the timing
     machine.sync(dev)
-    return Case(
-        fn,
-        round(flops_per_element * size),
-        2 * 4 * size,
-        dev,
-        label,
-        warmup_s=FUSED_WARMUP_S,
-        size=size,
-        ops=1,
-        compile_s=time.perf_counter() - start,
-    )
+    timing = {"warmup_s": _FUSED_WARMUP_S, "compile_s": time.perf_counter() - start}
+    return Case(fn, flops, 2 * 4 * size, dev, label, size=size, ops=1, **timing)  # one pass
 
 
 def repeat_model_s(ceilings: Any, size: int, repeat: int, mode: str) -> float:
@@ -227,24 +197,6 @@ def predicted_knee_repeat(ceilings: Any, element_size: int = 4) -> float:
     gets there: each multiply is its own pass, 1/8 FLOP/byte at any repeat.
     """
     return ceilings.vector_flops_per_s * 2 * element_size / ceilings.mem_bandwidth_bytes_per_s
-
-
-def measured_knee_repeat(result: Sweep) -> float | None:
-    """Where the measured fused line bends: its flat level over its compute-bound slope.
-
-    The fused time follows ``max(flat, repeat x s)``. ``flat`` is the median of
-    the measured points within 15% of the fastest; ``s`` is ``time / repeat``
-    of the most compute-bound point, the largest repeat, once it takes more
-    than twice ``flat`` (near the knee the bend is gradual, and a long chain
-    multiplies a little slower than a short one). None until the sweep gets there.
-    """
-    pts = [p for p in result.line("fused") if p.measured]
-    if not pts:
-        return None
-    fastest = min(p.median_s for p in pts)
-    flat = _fmt.median([p.median_s for p in pts if p.median_s <= 1.15 * fastest])
-    last = pts[-1]
-    return flat / (last.median_s / last.x) if last.median_s > 2 * flat else None
 
 
 def repeat_size(device: torch.device, ceilings: Any) -> int:
@@ -286,13 +238,11 @@ def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, 
 def repeat_sweep(
     size: int | None = None,
     repeats: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
-    modes: Sequence[str] = MODES,
     device: str | torch.device | None = None,
     *,
     ceilings: Any = None,
     pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
     max_point_s: float = MAX_POINT_S,
-    fresh_output: bool = False,
     progress: bool = True,
 ) -> Sweep:
     """Chapter 02's repeat experiment as a fixed sweep: every mode at every repeat, with the model.
@@ -305,7 +255,7 @@ def repeat_sweep(
     ``result.says((1, "eager"), (16, "eager"))`` ("x15.9 time (95% interval
     ...)", or "can't tell ..." when x1 is inside the interval). Returns a
     :class:`brrrlib.sweeps.Sweep` (``.table()``, ``.plot(ax)``; as the last
-    expression of a cell it shows its table). ``fresh_output=True`` measures the page-fault variant (no model).
+    expression of a cell it shows its table).
     """
     dev = machine.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
@@ -313,10 +263,10 @@ def repeat_sweep(
     return sweeps.sweep(
         "repeat",
         [_checks.positive_int("repeat", r) for r in repeats],
-        modes,
-        lambda r, m: repeat_case(size, r, m, dev, fresh_output=fresh_output),
+        MODES,
+        lambda r, m: repeat_case(size, r, m, dev),
         pairs=pairs,
-        predict=None if fresh_output else (lambda r, m: repeat_model_s(c, size, r, m)),
+        predict=lambda r, m: repeat_model_s(c, size, r, m),
         skip=repeat_skip(c, size, max_point_s),
         memory=lambda r, m: repeat_bytes_needed(size, m),
         device=dev,
@@ -324,33 +274,6 @@ def repeat_sweep(
         progress=progress,
         title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
     )
-
-
-def measure_repeat(
-    size: int,
-    repeat: int,
-    mode: str,
-    device: str | torch.device | None = None,
-    *,
-    budget_s: float = sweeps.POINT_BUDGET_S,
-    fresh_output: bool = False,
-) -> Point:
-    """Measure ``repeat`` x ``x = x * 2`` on ``size`` float32 elements, eager or fused.
-
-    One point of :func:`repeat_sweep`, timed with :func:`brrrlib.benchmark`,
-    counted with :func:`brrrlib.count`. By default every output already
-    exists (the model's assumption); ``fresh_output=True`` allocates a new
-    output per call instead, to measure what that costs (page faults on a
-    CPU). The fused point's ``compile_s`` is its first call, not timed.
-    """
-    return sweeps.sweep(
-        "repeat",
-        [repeat],
-        [mode],
-        lambda r, m: repeat_case(size, r, m, device, fresh_output=fresh_output),
-        device=device,
-        budget_s=budget_s,
-    ).point(repeat, mode)
 
 
 # =========================================================================== batch
@@ -432,29 +355,3 @@ def batch_case(
 def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter (the default device if it has none)."""
     return next((p.device for p in model.parameters()), machine.device())
-
-
-def measure_batch(
-    model: nn.Module,
-    batch: int,
-    device: str | torch.device | None = None,
-    *,
-    make_input: Callable[[int], torch.Tensor] | None = None,
-    budget_s: float = sweeps.POINT_BUDGET_S,
-) -> Point:
-    """Measure one forward pass of ``model`` on ``batch`` samples (no grad): one point.
-
-    The input comes from ``make_input(batch)`` (default: ``torch.randn(batch,
-    in_features)`` of the first ``nn.Linear``). Timed with
-    :func:`brrrlib.benchmark`, counted with :func:`brrrlib.count`.
-    """
-    dev = machine.resolve(device) if device is not None else model_device(model)
-    make, _ = checked_input_maker(model, make_input)
-    return sweeps.sweep(
-        "batch",
-        [batch],
-        ["batch"],
-        lambda b, _line: batch_case(model, b, make, dev),
-        device=dev,
-        budget_s=budget_s,
-    ).point(batch, "batch")

@@ -16,12 +16,22 @@ redraw takes 0.2-0.5 s, a move back to a measured point 10-30 ms.
 
 from __future__ import annotations
 
+import base64
 import html
 import io
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["COLOURS", "RING", "_Explorer", "mimebundle"]
+__all__ = [
+    "COLOURS",
+    "RING",
+    "_Explorer",
+    "legend_below",
+    "offered",
+    "peak",
+    "slider",
+]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
@@ -34,22 +44,40 @@ RING = {
 }
 
 
-def mimebundle(widget: Any, png: bytes, readout_html: str, name: str, **kwargs: Any) -> dict:
-    """An explorer's display: the live widget, its current plot as a PNG, its readout as text.
+def slider(description: str, options: Sequence[Any], value: Any) -> Any:
+    """A slider over ``options`` that moves (and measures) when let go, not while dragged."""
+    import ipywidgets as W
 
-    JupyterLab shows the widget; a viewer without widgets (an exported page,
-    the course's static site, a notebook opened as a file) shows the picture
-    and the words of the last measurement instead.
-    """
-    import base64
-    import re
+    return W.SelectionSlider(
+        options=[(str(o), o) for o in options],
+        value=value,
+        description=description,
+        continuous_update=False,
+    )
 
-    bundle = dict(widget._repr_mimebundle_(**kwargs) or {})
-    if png:
-        bundle["image/png"] = base64.b64encode(bytes(png)).decode()
-    words = re.sub(r"<[^>]+>", " ", readout_html or "")
-    bundle["text/plain"] = f"{name}: " + " ".join(html.unescape(words).split())
-    return bundle
+
+def offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
+    """Refuse a ``value`` the control ``name`` does not offer, naming the ones it does."""
+    if value not in options:
+        raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}{note}")
+
+
+def peak(ceilings: Any, precision: str) -> tuple[float, str]:
+    """The matmul ceiling of ``precision``, or the fp32 one and a sentence saying so."""
+    try:
+        return ceilings.matmul_peak(precision), ""
+    except KeyError:
+        return ceilings.matmul_flops_per_s, (
+            f"No {precision} matmul ceiling was measured here: the compute line uses the fp32 one."
+        )
+
+
+def legend_below(fig, *axes) -> None:
+    """One legend under the panels, for the labelled lines of ``axes``."""
+    pairs = [ax.get_legend_handles_labels() for ax in axes]
+    handles = [h for hs, _ls in pairs for h in hs]
+    labels = [label for _hs, ls in pairs for label in ls]
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
 
 
 def _render(canvas) -> None:
@@ -72,45 +100,50 @@ class _Explorer:
     """The VBox, the readout and the two-layer picture; subclasses add controls and words.
 
     A subclass implements ``_draw(fig)`` (the base: called when
-    ``_data_version()`` changes) and ``_marks(fig)`` (artists for the current
-    point, drawn over the base on every redraw), and ``remeasure()``.
+    ``_data_version()`` changes), ``_rings(point)`` (where the current point
+    sits on each panel: its rings are drawn over the base on every redraw),
+    ``_update()`` and ``remeasure()``.
     """
 
     _css_class = ""
     _name = ""
     _figsize = (10, 6.4)
+    _measures = True  # with a re-measure button
 
     def _build(self, controls: list) -> None:
+        """The VBox around ``controls``; a move of one calls ``_update``, as does the first draw."""
         import ipywidgets as W
 
         self._plot = W.Image(format="png", layout=W.Layout(width="auto", max_width="100%"))
         self._plot.add_class("brrr-plot")
         self._readout = W.HTML(value="")
         self._readout.add_class("brrr-readout")
-        again = W.Button(
-            description="re-measure", tooltip="measure the point under the slider again"
-        )
-        again.on_click(lambda _button: self.remeasure())
+        buttons = []
+        if self._measures:
+            buttons.append(
+                W.Button(
+                    description="re-measure", tooltip="measure the point under the slider again"
+                )
+            )
+            buttons[0].on_click(lambda _button: self.remeasure())
         row = W.HBox(
-            [*controls, again], layout=W.Layout(flex_flow="row wrap", align_items="center")
+            [*controls, *buttons], layout=W.Layout(flex_flow="row wrap", align_items="center")
         )
         self.widget = W.VBox([row, self._readout, self._plot])
         self.widget.add_class(self._css_class)
         self.error: str | None = None
         self.exception: BaseException | None = None  # the last failure, to re-raise or inspect
         self._base: tuple[Any, Any, Any] | None = None  # (data version, figure, saved pixels)
+        self._suspended = False  # while _move sets the controls: one update after, not one each
+        for w in controls:
+            w.observe(lambda _change: None if self._suspended else self._update(), names="value")
+        self._update()
 
     def remeasure(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _update(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
-
-    def _watch(self, controls: list) -> None:
-        """Measure and redraw when the learner moves a control (not while ``_move`` sets them)."""
-        self._suspended = False
-        for w in controls:
-            w.observe(lambda _change: None if self._suspended else self._update(), names="value")
 
     def _move(self, changes: list) -> None:
         """Set ``(control, value)`` pairs from code, with one update afterwards, not one each."""
@@ -134,6 +167,11 @@ class _Explorer:
         self.error = message
         self._readout.add_class("brrr-error")
         self._say(f"<b>{html.escape(self._name)}</b>: {html.escape(message)}")
+
+    @staticmethod
+    def _words(head_html: str, lines: list[str]) -> str:
+        """The readout: a bold head, then each non-empty line of ``lines`` small, escaped."""
+        return head_html + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
 
     def _clear_error(self) -> None:
         self.error = None
@@ -170,15 +208,33 @@ class _Explorer:
             artist.remove()
         self._plot.value = _png(fig.canvas)
 
+    def _marks(self, fig) -> list:
+        """``(axes, artist)`` pairs drawn over the base: a ring at the current point per panel."""
+        p = self.current
+        if p is None:
+            return []
+        rings = zip(fig.axes, self._rings(p), strict=False)  # panels past the rings: none
+        return [(ax, ax.plot([x], [y], **RING)[0]) for ax, (x, y) in rings]
+
     def _data_version(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _draw(self, fig) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _marks(self, fig) -> list:  # pragma: no cover - overridden
+    def _rings(self, point: Any) -> list:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        """The live widget, with the current plot as a PNG and the readout as text beside it."""
-        return mimebundle(self.widget, self._plot.value, self._readout.value, self._name, **kwargs)
+        """The live widget, with the current plot as a PNG and the readout as text beside it.
+
+        JupyterLab shows the widget; a viewer without widgets (an exported page,
+        the course's static site, a notebook opened as a file) shows the picture
+        and the words of the last measurement instead.
+        """
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        if self._plot.value:
+            bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()
+        words = re.sub(r"<[^>]+>", " ", self._readout.value or "")
+        bundle["text/plain"] = f"{self._name}: " + " ".join(html.unescape(words).split())
+        return bundle

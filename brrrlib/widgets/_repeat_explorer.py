@@ -20,7 +20,7 @@ from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments
 from brrrlib.widgets._experiments import MODES, predicted_knee_repeat, repeat_model_s
-from brrrlib.widgets._explorer import COLOURS, RING, _Explorer
+from brrrlib.widgets._explorer import COLOURS, _Explorer, offered, slider
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -82,37 +82,18 @@ class RepeatExplorer(_Explorer):
         self.device = machine.resolve(device)
         size = _checks.positive_int("size", size) if size is not None else None
         repeat = _checks.positive_int("repeat", repeat)
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'eager' or 'fused', got {mode!r}")
+        offered("mode", mode, MODES)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self._setup = setup or (lambda **kw: _experiments.repeat_case(**kw))
         self.sweeps: dict[int, Sweep] = {}
         self._version = 0
         self.size_options, default_size = self._size_menu(size)
         self.repeat_options = self._repeat_menu(max_repeat)
-        if repeat not in self.repeat_options:
-            raise ValueError(
-                f"repeat={repeat} is not on the slider; use one of {self.repeat_options}"
-            )
+        offered("repeat", repeat, self.repeat_options)
+        self._repeat_w = slider("repeat", self.repeat_options, repeat)
         llc = machine.last_level_cache_bytes(self.device)
-        self._repeat_w = W.SelectionSlider(
-            options=[(str(r), r) for r in self.repeat_options],
-            value=repeat,
-            description="repeat",
-            continuous_update=False,
-        )
-        self._size_w = W.Dropdown(
-            options=[
-                (
-                    f"{_fmt.elements(s)} ({_fmt.binary_bytes(4 * s)}"
-                    f"{', fits in cache' if 8 * s <= llc else ''})",
-                    s,
-                )
-                for s in self.size_options
-            ],
-            value=size if size is not None else default_size,
-            description="size",
-        )
+        sizes = [(_size_label(s, llc), s) for s in self.size_options]
+        self._size_w = W.Dropdown(options=sizes, value=size or default_size, description="size")
         self._mode_w = W.ToggleButtons(
             options=list(MODES),
             value=mode,
@@ -120,8 +101,6 @@ class RepeatExplorer(_Explorer):
             style={"button_width": "70px", "description_width": "initial"},
         )
         self._build([self._repeat_w, self._size_w, self._mode_w])
-        self._watch([self._repeat_w, self._size_w, self._mode_w])
-        self._update()
 
     def _size_menu(self, size: int | None) -> tuple[tuple[int, ...], int]:
         """Sizes around the default (smaller ones show the cache), all fitting in memory."""
@@ -197,8 +176,8 @@ class RepeatExplorer(_Explorer):
             ("size", size, self.size_options),
             ("mode", mode, MODES),
         ):
-            if value is not None and value not in options:
-                raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}")
+            if value is not None:
+                offered(name, value, options)
         self._move([(self._repeat_w, repeat), (self._size_w, size), (self._mode_w, mode)])
         return self._update(force=force)
 
@@ -231,8 +210,7 @@ class RepeatExplorer(_Explorer):
         elif missing is not None:
             self._clear_error()
             self._say(
-                f"<b>repeat {repeat} · {mode} · not measured</b><br><small>"
-                f"{html.escape(missing.reason)}</small>"
+                self._words(f"<b>repeat {repeat} · {mode} · not measured</b>", [missing.reason])
             )
         self._redraw()
         return point
@@ -321,7 +299,7 @@ class RepeatExplorer(_Explorer):
             lines.append(
                 "The timing is noisy (spread over 10% of the median): the machine is busy."
             )
-        return head + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
+        return self._words(head, lines)
 
     def _pair_text(self, p: Point) -> str:
         res, a, b = self.sweeps[self.size], (p.x, "fused"), (p.x, "eager")
@@ -366,30 +344,18 @@ class RepeatExplorer(_Explorer):
         ):
             view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)
             ax.set_title(title, fontsize=10)
+        grey = {"color": "grey", "fontsize": 8, "va": "top", "textcoords": "offset points"}
         for ax, ceiling, label in (
             (ax_f, c.vector_flops_per_s, "vector FLOP/s ceiling"),
             (ax_b, c.mem_bandwidth_bytes_per_s, "bandwidth ceiling"),
         ):
             ax.axhline(ceiling, color="grey", linewidth=1)
-            ax.annotate(
-                label,
-                (self.repeat_options[0], ceiling),
-                xytext=(2, -2),
-                va="top",
-                textcoords="offset points",
-                fontsize=8,
-                color="grey",
-            )
+            ax.annotate(label, (rs[0], ceiling), xytext=(2, -2), **grey)
         for ax in (ax_t, ax_f, ax_b):
             ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
+        red = {"color": "tab:red", "fontsize": 8, "va": "bottom", "ha": "left"}
         ax_t.annotate(
-            f" predicted knee ≈ {knee:.0f}",
-            (knee, 0.02),
-            xycoords=("data", "axes fraction"),
-            color="tab:red",
-            fontsize=8,
-            va="bottom",
-            ha="left",
+            f" predicted knee ≈ {knee:.0f}", (knee, 0.02), xycoords=("data", "axes fraction"), **red
         )
         self._draw_roofline(ax_r, view)
 
@@ -402,49 +368,40 @@ class RepeatExplorer(_Explorer):
             ax=ax_r,
         )
         for mode in MODES:
-            mine = [p for p in pts if p.line == mode]
+            mine = [
+                (p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts if p.line == mode
+            ]
             if mine:
-                ax_r.plot(
-                    [p.intensity_flops_per_byte for p in mine],
-                    [p.achieved_flops_per_s for p in mine],
-                    "o",
-                    color=COLOURS[mode],
-                    label=mode,
-                    markersize=6,
-                    zorder=6,
-                )
+                xs, ys = zip(*mine, strict=True)
+                ax_r.plot(xs, ys, "o", color=COLOURS[mode], label=mode, markersize=6, zorder=6)
         ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
         ax_r.set_title("this point on the roofline", fontsize=10)
 
+    def _rings(self, p: Point) -> list:
+        rings = [(p.x, p.median_s), (p.x, p.achieved_flops_per_s), (p.x, p.achieved_bytes_per_s)]
+        if p.flops > 0:  # and on the roofline
+            rings.append((p.intensity_flops_per_byte, p.achieved_flops_per_s))
+        return rings
+
     def _marks(self, fig) -> list:
-        p = self.current
-        if p is None:
-            return []
-        ax_t, ax_f, ax_b, ax_r = fig.axes[:4]
-        marks = [
-            (ax, ax.plot([p.x], [y], **RING)[0])
-            for ax, y in (
-                (ax_t, p.median_s),
-                (ax_f, p.achieved_flops_per_s),
-                (ax_b, p.achieved_bytes_per_s),
-            )
-        ]
-        if p.flops > 0:
+        marks = super()._marks(fig)
+        if len(marks) == 4:  # the roofline's ring, named
+            ax_r, p = fig.axes[3], self.current
             xy = (p.intensity_flops_per_byte, p.achieved_flops_per_s)
-            marks.append((ax_r, ax_r.plot(*([v] for v in xy), **RING)[0]))
+            text = f"{p.line} ×{p.x}"
             marks.append(
                 (
                     ax_r,
-                    ax_r.annotate(
-                        f"{p.line} ×{p.x}",
-                        xy,
-                        xytext=(8, 4),
-                        textcoords="offset points",
-                        fontsize=8,
-                    ),
+                    ax_r.annotate(text, xy, xytext=(8, 4), textcoords="offset points", fontsize=8),
                 )
             )
         return marks
+
+
+def _size_label(size: int, llc_bytes: int) -> str:
+    """``4.19M (16.0 MiB)``, and whether both buffers of a pass fit in the last-level cache."""
+    cache = ", fits in cache" if 8 * size <= llc_bytes else ""
+    return f"{_fmt.elements(size)} ({_fmt.binary_bytes(4 * size)}{cache})"
 
 
 def _above_ceiling(p: Point, c: Any) -> str:
