@@ -84,13 +84,16 @@ def function_lengths(path: Path) -> list[tuple[str, int]]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = child.end_lineno - child.lineno + 1
                 doc = child.body[0] if child.body else None
-                if isinstance(doc, ast.Expr) and isinstance(getattr(doc, "value", None), ast.Constant):
+                if isinstance(doc, ast.Expr) and isinstance(
+                    getattr(doc, "value", None), ast.Constant
+                ):
                     if isinstance(doc.value.value, str):
                         length -= doc.end_lineno - doc.lineno + 1
                 out.append((f"{prefix}{child.name}", length))
                 visit(child, f"{prefix}{child.name}.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, f"{prefix}{child.name}.")
+
     visit(tree, "")
     return out
 
@@ -129,7 +132,7 @@ def cycles() -> list[list[str]]:
     def walk(node: str, path: list[str]) -> None:
         for nxt in sorted(graph.get(node, ())):
             if nxt in path:
-                cycle = path[path.index(nxt):]
+                cycle = path[path.index(nxt) :]
                 if min(cycle) == cycle[0] and cycle not in found:
                     found.append(cycle)
             elif len(path) < 12:
@@ -176,7 +179,9 @@ def phrase_asserts(folder: Path = ROOT / "tests") -> list[tuple[str, int]]:
     for path in sorted(folder.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assert) and any(
-                isinstance(c, ast.Constant) and isinstance(c.value, str) and len(c.value.split()) >= 2
+                isinstance(c, ast.Constant)
+                and isinstance(c.value, str)
+                and len(c.value.split()) >= 2
                 for c in ast.walk(node.test)
             ):
                 found.append((path.name, node.lineno))

@@ -83,10 +83,7 @@ def test_the_generator_writes_only_the_first_two_cells_and_is_idempotent(tmp_pat
     six = json.loads(first["07_new.ipynb"])
     assert [c["id"] for c in six["cells"]] == ["colab-badge", "colab-setup", "07-00"]
     readme = gen.render_readme(ROOT / "README.md")  # the README gains a row for it
-    assert (
-        f"| `course/07_new.ipynb` | New | {gen.badge_markdown('07_new.ipynb')} |"
-        in (readme)
-    )
+    assert f"| `course/07_new.ipynb` | New | {gen.badge_markdown('07_new.ipynb')} |" in (readme)
 
 
 def _cells(path: Path) -> dict[str, nbformat.NotebookNode]:
