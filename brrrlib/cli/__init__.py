@@ -1,21 +1,11 @@
 """The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab.
 
-* ``brrr doctor``, run first: can this machine run the course, and if not,
-  what to do (:mod:`brrrlib.cli._doctor`). Exit 1 when it cannot.
-* ``brrr diagnose MODULE:NAME`` runs :func:`brrrlib.diagnose` on your code.
-  MODULE is a module name or a ``path/to/file.py``; NAME is a zero-argument
-  function returning ``(fn, args)`` or ``(fn, args, kwargs)``::
-
-      def workload():                  # brrr diagnose mymodel.py:workload
-          x = torch.randn(4096, 4096)
-          return torch.mm, (x, x)
-
-  Exit 0 when it diagnosed, 1 when the workload failed, 2 for a bad target.
-* ``brrr lab`` copies the notebooks into a workspace (never over your edits)
-  and starts JupyterLab there, on loopback behind a fresh token; Ctrl-C
-  stops it cleanly (its kernels shut down first). ``brrr lab --copy-only
-  DIR`` only copies, for a hub whose users are already in a JupyterLab. The
-  notebooks are the package data ``brrrlib/course``.
+``brrr doctor`` (run first, :mod:`brrrlib.cli._doctor`) says whether this
+machine can run the course and what to fix; ``brrr diagnose MODULE:NAME``
+runs :func:`brrrlib.diagnose` on your code; ``brrr lab`` copies the course
+notebooks (the package data ``brrrlib/course``) into a workspace and starts
+JupyterLab there. Each command's help (``brrr lab --help``), written once in
+:func:`_parser`, says the rest: arguments, exit status, the remote case.
 
 Torch is imported only inside the commands that need it, so ``brrr --help``
 and ``brrr doctor`` work on a machine without it.
@@ -44,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brrrlib.cli._doctor import course_source, doctor, package_version, torch_problem
+from brrrlib.cli._doctor import REINSTALL, course_source, doctor, package_version, torch_problem
 
 __all__ = ["doctor", "main"]
 
@@ -61,7 +51,7 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     """Resolve ``MODULE:NAME`` (or ``path/to/file.py:NAME``) to ``(fn, args, kwargs)``.
 
     NAME is a zero-argument function returning ``(fn, args)`` or ``(fn,
-    args, kwargs)`` (see the module docstring); it builds the inputs, so the
+    args, kwargs)`` (``brrr diagnose --help``); it builds the inputs, so the
     module stays cheap to import. The current folder goes on ``sys.path``
     first, as with ``python -m``. Raises :class:`TargetError` saying what to
     do, also when the module or NAME calls ``sys.exit`` or is interrupted.
@@ -319,8 +309,7 @@ def _lab(opts, out) -> int:
     if src is None:
         print(
             "brrr lab: the course notebooks were not found (neither the package data "
-            "brrrlib/course nor course/ beside brrrlib): reinstall the package "
-            "(pip install brrrlib, or pip install -e . in the clone)",
+            f"brrrlib/course nor course/ beside brrrlib): {REINSTALL}",
             file=sys.stderr,
         )
         return 2
@@ -353,16 +342,9 @@ def _lab(opts, out) -> int:
 STOP_GRACE_S = 15.0
 
 
-class _Stop(Exception):
-    """A SIGTERM or SIGHUP reached ``brrr lab``: stop the server as after Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_stop(signum, _frame):
-    raise _Stop(signum)
+def _exit_on_signal(signum, _frame):
+    """A SIGTERM or SIGHUP reached ``brrr lab``: stop the server as after Ctrl-C, then exit."""
+    raise SystemExit(128 + signum)
 
 
 def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
@@ -381,15 +363,12 @@ def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
     stdin = subprocess.DEVNULL if posix else None
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=stdin, start_new_session=posix)
     stops = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    previous = {s: signal.signal(s, _raise_stop) for s in stops}
+    previous = {s: signal.signal(s, _exit_on_signal) for s in stops}
     try:
         return proc.wait()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         _stop(proc, ask=posix)
-        raise  # main() says "interrupted" and exits 130
-    except _Stop as stop:
-        _stop(proc, ask=posix)
-        return 128 + stop.signum
+        raise  # Ctrl-C: main() says "interrupted" and exits 130; a signal: 128 + its number
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -414,7 +393,7 @@ def _stop(proc: subprocess.Popen, ask: bool, grace_s: float | None = None) -> in
         proc.terminate()
     try:
         return proc.wait(timeout=grace_s)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt, _Stop):
+    except (subprocess.TimeoutExpired, KeyboardInterrupt, SystemExit):
         proc.kill()
         return proc.wait()
 
