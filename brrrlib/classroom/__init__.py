@@ -16,23 +16,8 @@ machines on one roofline: the same code, ridge points far apart.
 
 A :class:`Report` is a name plus the numbers: measured ``Ceilings``, or for a
 *prediction* the spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (nothing
-measured). The file is plain JSON (``schema_version`` 2)::
-
-    {
-      "schema": "brrr-report", "schema_version": 2,
-      "kind": "measurement",                 # or "prediction" (with "spec" instead)
-      "name": "ada",                         # what the class sees; defaults to the host name
-      "created_at": "2026-01-31T10:15:00+00:00",
-      "ceilings": {...},                     # Ceilings.to_dict(): every field, units in names
-      "ridge_point_flops_per_byte": 14.0,    # fp32 matmul / bandwidth, for readers without brrrlib
-      "notes": [],
-      "chapters": {"02": {"knee_repeat": 16}}   # a chapter's own numbers (numbers, text)
-    }
-
-Files are read as untrusted data (:mod:`brrrlib.classroom._report_file`): JSON only,
-size-limited, never through a link out of the class folder, every field
-checked against the type ``Ceilings`` declares. Schema 1 files (the first
-workshops, the shipped examples and recordings) are read too.
+measured). The file, its JSON layout and how a class's files are read as
+untrusted data are :mod:`brrrlib.classroom._report_file`'s.
 """
 
 from __future__ import annotations
@@ -44,7 +29,7 @@ import numbers
 import os
 import socket
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -67,7 +52,6 @@ __all__ = [
     "recorded_reports",
     "report",
     "reports_table",
-    "write_predictions",
 ]
 
 _DEFAULT_FOLDER = Path("brrr-results")
@@ -193,7 +177,8 @@ class Report:
 
     # -- the file ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON layout of the module docstring (schema 2; ``path`` and ``recorded`` are not stored)."""
+        """The JSON layout of :mod:`~brrrlib.classroom._report_file` (schema 2; ``path`` and
+        ``recorded`` are not stored)."""
         numbers = (
             {"spec": _report_file.spec_to_dict(self.machine)}
             if isinstance(self.machine, DeviceSpec)
@@ -264,27 +249,8 @@ def from_ceilings(
             f"ceilings must be what bl.measure_ceilings() returns, got {type(ceilings).__name__}"
         )
     label = name if name is not None else (ceilings.host or socket.gethostname())
-    if not isinstance(label, str) or not label.strip():
-        raise ValueError("name must be a non-empty string, e.g. name='ada' (what the class sees)")
-    return Report(label.strip(), ceilings, chapters=chapters or {}, created_at=_now())
-
-
-def prediction_from_spec(spec: DeviceSpec, *, name: str | None = None) -> Report:
-    """A *prediction* :class:`Report` from a spec-sheet row (``bl.spec("T4")``): nothing measured.
-
-    The roofs are the sheet's peaks, one per precision, and its bandwidth; a
-    sheet lists no per-op overhead, so there is none. Real hardware reaches
-    perhaps 60-90% of these numbers: a prediction shows the *shape* (where the
-    ridge is), and its name says it is one. ``created_at`` is None, so the
-    same row always gives the same file.
-    """
-    if not isinstance(spec, DeviceSpec):
-        raise TypeError(
-            f"spec must be a spec-sheet row such as bl.spec('T4'), got {type(spec).__name__}"
-        )
-    # Keep what the file stores (numbers, source), not the table's lookup aliases.
-    stored = DeviceSpec(**_report_file.spec_to_dict(spec))
-    return Report(name or f"{spec.name} (prediction from spec sheet)", stored)
+    label = label.strip() if isinstance(label, str) else label  # Report says what a name must be
+    return Report(label, ceilings, chapters=chapters or {}, created_at=_now())
 
 
 def report(
@@ -352,9 +318,14 @@ def _target(path: Any, rep: Report, continue_earlier: bool) -> tuple[Path, Repor
     return target, rep
 
 
-def _file_name(rep: Report) -> str:
+def _machine_of(rep: Report) -> tuple[str, str, str, str]:
+    """(kind, host, device, device name): which machine a report's numbers belong to."""
     host = rep.machine.host if isinstance(rep.machine, Ceilings) else ""
-    return _report_file.file_name(rep.name, rep.device, rep.device_name, host)
+    return rep.kind, host, rep.device, rep.device_name
+
+
+def _file_name(rep: Report) -> str:
+    return _report_file.file_name(rep.name, *_machine_of(rep)[1:])
 
 
 def _previous(target: Path, rep: Report) -> Report | None:
@@ -362,11 +333,7 @@ def _previous(target: Path, rep: Report) -> Report | None:
     if not target.exists() and not target.is_symlink():
         return None
     previous = _read(target, target.parent)  # a clear error on a damaged or foreign file
-    if (previous.kind, previous.device, previous.device_name) != (
-        rep.kind,
-        rep.device,
-        rep.device_name,
-    ):
+    if _machine_of(previous) != _machine_of(rep):
         raise ValueError(
             f"path={str(target)!r} holds the report of another machine "
             f"({previous.label}: {previous.device_name}); choose another path or name="
@@ -384,37 +351,9 @@ def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
             other = _read(path, folder)
         except ValueError:
             continue  # not ours to judge here; load_reports names bad files
-        if (
-            other.kind == rep.kind
-            and isinstance(other.machine, Ceilings)
-            and (other.machine.host, other.device, other.device_name)
-            == (rep.machine.host, rep.device, rep.device_name)
-        ):
+        if _machine_of(other) == _machine_of(rep):
             found.append(other)
     return found
-
-
-def write_predictions(
-    folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
-) -> list[Path]:
-    """Write :func:`prediction_from_spec` files for spec-table devices into ``folder``.
-
-    This is how ``course/instructor/example_results/`` was made::
-
-        python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
-    """
-    from brrrlib.hardware import spec
-
-    if isinstance(names, str):
-        names = (names,)  # one device, not its letters
-    folder = Path(folder)
-    written = []
-    for device_name in names:
-        rep = prediction_from_spec(spec(device_name))
-        path = folder / f"prediction-{_report_file.slug(rep.device_name)}-{rep.device}.json"
-        _report_file.write_atomic(path, rep.to_json())
-        written.append(path)
-    return written
 
 
 # --------------------------------------------------------------------------- reading reports
@@ -431,10 +370,6 @@ def _json_files(root: Path) -> list[Path]:
     for folder, _dirs, files in os.walk(root, followlinks=False):
         found += [Path(folder) / f for f in files if f.lower().endswith(".json")]
     return sorted(found)
-
-
-def _order(r: Report) -> tuple:
-    return (r.is_prediction, r.recorded, r.name.lower(), r.device)
 
 
 def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
@@ -477,7 +412,7 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
         )
     if not reports:
         raise ValueError(f"folder={str(folder)!r}: no readable report among {len(files)} files")
-    return sorted(reports, key=_order)
+    return sorted(reports, key=lambda r: (r.is_prediction, r.recorded, r.name.lower(), r.device))
 
 
 def recorded_reports() -> list[Report]:
@@ -504,7 +439,8 @@ def recorded_reports() -> list[Report]:
 # --------------------------------------------------------------------------- showing a class
 
 
-def _check_reports(reports: Any) -> tuple[Report, ...]:
+def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
+    """The reports (one or a list) with a matmul roof in ``precision``; an error names the fix."""
     if isinstance(reports, Report):
         reports = [reports]
     if not isinstance(reports, Sequence) or not reports:
@@ -512,7 +448,10 @@ def _check_reports(reports: Any) -> tuple[Report, ...]:
     for r in reports:
         if not isinstance(r, Report):
             raise TypeError(f"reports must hold Report objects, got {type(r).__name__}")
-    return tuple(reports)
+    chosen = tuple(r for r in reports if precision in r.precisions)
+    if not chosen:
+        raise ValueError(f"precision={precision!r}: no report carries a {precision} matmul peak")
+    return chosen
 
 
 def reports_table(reports: Sequence[Report]) -> ClassTable:
@@ -547,9 +486,7 @@ def attainable_table(
     how far apart the peaks are, so a class sees that a low-intensity op
     reaches a small share of *every* machine, whatever its peak.
     """
-    chosen = tuple(r for r in _check_reports(reports) if precision in r.precisions)
-    if not chosen:
-        raise ValueError(f"precision={precision!r}: no report carries a {precision} matmul peak")
+    chosen = _check_reports(reports, precision)
     x = intensity_flops_per_byte
     if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
         raise ValueError(
@@ -571,11 +508,7 @@ def plot_reports(
     machine and compute-bound on another. ``dtype`` other than ``"fp32"``
     draws the machines that have a roof in that precision.
     """
-    chosen = _check_reports(reports)
-    if dtype != "fp32":
-        chosen = tuple(r for r in chosen if dtype in r.precisions)
-        if not chosen:
-            raise ValueError(f"dtype={dtype!r}: no report carries a {dtype} matmul peak")
+    chosen = _check_reports(reports, dtype)
     if title is None:
         title = f"the class on one roofline, {dtype} roofs: {_view.counts(chosen)}"
     return _view.draw(chosen, ax, dtype, title)

@@ -13,9 +13,20 @@ a float cannot hold and nesting deeper than Python's parser allows. Then
 so a string where a number belongs is an error that names the file and the
 field, never a crash later in a plot.
 
-Two layouts exist. Schema version 2 (written now) stores the measured
-``Ceilings`` as :meth:`Ceilings.to_dict` writes it, or for a prediction the
-spec-sheet row. Schema version 1 (the first workshops, the recorded H100 and
+Two layouts exist. Schema version 2 is written now::
+
+    {
+      "schema": "brrr-report", "schema_version": 2,
+      "kind": "measurement",                 # or "prediction" (with "spec" instead)
+      "name": "ada",                         # what the class sees; defaults to the host name
+      "created_at": "2026-01-31T10:15:00+00:00",
+      "ceilings": {...},                     # Ceilings.to_dict(): every field, units in names
+      "ridge_point_flops_per_byte": 14.0,    # fp32 matmul / bandwidth, for readers without brrrlib
+      "notes": [],
+      "chapters": {"02": {"knee_repeat": 16}}   # a chapter's own numbers (numbers, text)
+    }
+
+Schema version 1 (the first workshops, the recorded H100 and
 H200 reports) stored a flat copy of a few fields; :func:`parse` maps it onto
 the same types and keeps its numbers, with notes on what version 1 measured
 differently (see ``brrrlib/recordings/*/README.md``).
@@ -51,7 +62,6 @@ __all__ = [
     "loads",
     "parse",
     "read_json",
-    "slug",
     "spec_to_dict",
     "write_atomic",
 ]
@@ -168,10 +178,6 @@ def _inside(path: Path, root: Path) -> Path:
 # ------------------------------------------------------------------ checking fields
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check(value: Any, hint: Any, where: str) -> Any:
     """``value`` if it has the declared type ``hint`` (str, int, float, Mapping[str, T],
     tuple[T, ...] as a JSON list)."""
@@ -190,7 +196,11 @@ def _check(value: Any, hint: Any, where: str) -> Any:
             for k, v in value.items()
         }
     if hint is float:
-        if not (_is_number(value) and math.isfinite(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise ValueError(f"{where} must be a finite number, got {_short(value)}")
         return float(value)
     if hint is int and not isinstance(value, bool) and isinstance(value, int):
@@ -236,6 +246,13 @@ def _field(data: Mapping, key: str, where: str, hint: Any, nullable: bool = Fals
     return _check(data[key], hint, f"{where}: field {key!r}")
 
 
+def _is_scalar(value: Any) -> bool:
+    """A chapter measurement is a finite number, text or a bool (it goes into JSON)."""
+    return isinstance(value, _SCALARS) and not (
+        isinstance(value, float) and not math.isfinite(value)
+    )
+
+
 def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
     """Chapter measurements: ``{"02": {"knee_repeat": 16}}``, values finite numbers, text, bools."""
     if not isinstance(chapters, Mapping):
@@ -245,8 +262,7 @@ def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
         if not isinstance(key, str) or not isinstance(values, Mapping):
             raise ValueError(f"{where}: chapters[{key!r}] must be an object of name -> value")
         for name, value in values.items():
-            finite = not isinstance(value, float) or math.isfinite(value)
-            if not (isinstance(name, str) and isinstance(value, _SCALARS) and finite):
+            if not (isinstance(name, str) and _is_scalar(value)):
                 raise ValueError(
                     f"{where}: chapters[{key!r}][{name!r}] must be a finite number, text or bool"
                 )
@@ -289,25 +305,20 @@ def parse(data: Any, where: str) -> dict[str, Any]:
         "chapters": check_chapters(_field(data, "chapters", where, dict), where),
         "schema_version": version,
     }
-    fields.update(_parse_v1(data, kind, where) if version == 1 else _parse_v2(data, kind, where))
+    parse_layout = _parse_v1 if version == 1 else _parse_v2
+    fields["machine"], fields["notes"] = parse_layout(data, kind, where)
     _check_ridge(data, fields["machine"], where)
     return fields
 
 
-def _parse_v2(data: dict, kind: str, where: str) -> dict[str, Any]:
-    notes = data.get("notes", [])
-    if not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
-        raise ValueError(f"{where}: field 'notes' must be a list of text")
+def _parse_v2(data: dict, kind: str, where: str) -> tuple[Ceilings | DeviceSpec, tuple]:
+    notes = _check(data.get("notes", []), tuple[str, ...], f"{where}: field 'notes'")
     if kind == "measurement":
-        machine = _build(Ceilings, _field(data, "ceilings", where, dict), f"{where}: ceilings")
-    else:
-        spec = _field(data, "spec", where, dict)
-        machine = _build(DeviceSpec, spec, f"{where}: spec", allowed=_SPEC_FIELDS)
-        _check_spec_numbers(machine, f"{where}: spec")
-    return {"machine": machine, "notes": tuple(notes)}
+        return _build(Ceilings, _field(data, "ceilings", where, dict), f"{where}: ceilings"), notes
+    return _spec(_field(data, "spec", where, dict), f"{where}: spec"), notes
 
 
-def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
+def _parse_v1(data: dict, kind: str, where: str) -> tuple[Ceilings | DeviceSpec, tuple]:
     """Schema 1: ``machine`` and ``ceilings`` objects with a flat copy of a few fields."""
     m, c = f"{where}: machine", f"{where}: ceilings"
     machine = _field(data, "machine", where, dict)
@@ -330,9 +341,7 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
             "source": _field(data, "source", where, str).removeprefix("spec sheet: "),
             "kind": "gpu" if device == "cuda" else device,
         }
-        machine_obj = _build(DeviceSpec, spec, c, allowed=_SPEC_FIELDS)
-        _check_spec_numbers(machine_obj, c)
-        return {"machine": machine_obj, "notes": ()}
+        return _spec(spec, c), ()
     overhead = _field(ceil, "op_overhead_s", c, float, nullable=True)
     if overhead is None:
         raise ValueError(f"{c}: field 'op_overhead_s': a measurement must include it")
@@ -353,10 +362,12 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
     notes = [_V1_NOTES["vector"], _V1_NOTES["overhead"]]
     if _field(ceil, "noisy", c, bool):
         notes.append(_V1_NOTES["noisy"])
-    return {"machine": _build(Ceilings, ceilings, c), "notes": tuple(notes)}
+    return _build(Ceilings, ceilings, c), tuple(notes)
 
 
-def _check_spec_numbers(spec: DeviceSpec, where: str) -> None:
+def _spec(fields: dict, where: str) -> DeviceSpec:
+    """A prediction's spec-sheet row, every roof and the bandwidth checked positive."""
+    spec = _build(DeviceSpec, fields, where, allowed=_SPEC_FIELDS)
     numbers = {
         **{f"peak_flops_per_s[{k!r}]": v for k, v in spec.peak_flops_per_s.items()},
         "mem_bandwidth_bytes_per_s": spec.mem_bandwidth_bytes_per_s,
@@ -364,18 +375,14 @@ def _check_spec_numbers(spec: DeviceSpec, where: str) -> None:
     for name, value in numbers.items():
         if not value > 0:
             raise ValueError(f"{where}: field {name} must be a positive number, got {value!r}")
+    return spec
 
 
 def _check_ridge(data: dict, machine: Ceilings | DeviceSpec, where: str) -> None:
     """The stored fp32 ridge point (for readers without brrrlib) must match the numbers."""
-    stored = data.get("ridge_point_flops_per_byte")
-    if stored is None:
+    if data.get("ridge_point_flops_per_byte") is None:
         return
-    if not (_is_number(stored) and math.isfinite(stored)):
-        raise ValueError(
-            f"{where}: field 'ridge_point_flops_per_byte' must be a finite number, "
-            f"got {_short(stored)}"
-        )
+    stored = _field(data, "ridge_point_flops_per_byte", where, float)
     ridge = machine.ridge_point_flops_per_byte("fp32")
     if not math.isclose(stored, ridge, rel_tol=1e-6):
         raise ValueError(
@@ -394,7 +401,7 @@ def spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
 # ------------------------------------------------------------------ writing
 
 
-def file_name(name: str, device: str, device_name: str, host: str) -> str:
+def file_name(name: str, host: str, device: str, device_name: str) -> str:
     """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
 
     The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
@@ -404,12 +411,8 @@ def file_name(name: str, device: str, device_name: str, host: str) -> str:
     """
     key = "\0".join((name, host, device, device_name)).encode()
     fingerprint = hashlib.sha256(key).hexdigest()[:8]
-    return f"{slug(name) or 'learner'}-{device}-{fingerprint}.json"
-
-
-def slug(text: str) -> str:
-    """``text`` reduced to ASCII letters, digits, ``_`` and ``-`` (at most 40 of them)."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-")[:40]
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_-")[:40] or "learner"
+    return f"{safe}-{device}-{fingerprint}.json"
 
 
 def write_atomic(target: Path, text: str) -> None:
@@ -449,11 +452,9 @@ def extras(extra: Any) -> dict[str, Any]:
     for key, value in extra.items():
         if not isinstance(key, str) or not key:
             raise TypeError(f"extra: keys must be non-empty strings, got {key!r}")
-        try:
-            check_chapters({"-": {key: value}}, "extra")
-        except ValueError:
+        if not _is_scalar(value):
             raise TypeError(
                 f"extra[{key!r}] must be a finite number, text or bool (it goes into JSON); "
                 f"got {type(value).__name__}: pass e.g. float(x) or t.median_s"
-            ) from None
+            )
     return dict(extra)
