@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import html
 import math
 import numbers
 import os
@@ -35,10 +36,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from brrrlib import _fmt, roofline
 from brrrlib.ceilings import Ceilings
-from brrrlib.classroom import _report_file, _view
+from brrrlib.classroom import _report_file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
-from brrrlib.classroom._view import ClassTable
 from brrrlib.hardware import DeviceSpec
 
 __all__ = [
@@ -59,6 +60,70 @@ _DEFAULT_FOLDER = Path("brrr-results")
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
 """The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22."""
+
+
+# --------------------------------------------------------------------------- tables
+
+_COLUMNS = (
+    "machine",
+    "kind",
+    "device",
+    "matmul fp32",
+    "fastest matmul",
+    "vector",
+    "bandwidth",
+    "op overhead",
+    "ridge fp32",
+    "ridge fastest",
+    "chapters",
+)
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    """A table about the class's machines: text in a terminal, HTML in a notebook.
+
+    ``reports`` are the machines it was made from (the raw data); ``columns``
+    and ``rows`` its cells as text; ``muted`` marks the rows of spec-sheet
+    predictions, drawn in italics; ``caption`` says what the numbers mean.
+    """
+
+    reports: tuple[Any, ...]
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    muted: tuple[bool, ...] = ()
+    caption: str = ""
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return self.caption
+        table = [self.columns, *self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(self.columns))]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in table
+        ]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines + ([self.caption] if self.caption else []))
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        if not self.rows:
+            return f"<p>{e(self.caption)}</p>"
+        muted = self.muted or (False,) * len(self.rows)
+        body = []
+        for row, dim in zip(self.rows, muted, strict=True):
+            style = " style='font-style:italic;color:var(--jp-content-font-color2, #666)'" * dim
+            tds = "".join(f"<td style='text-align:left'>{e(c)}</td>" for c in row)
+            body.append(f"<tr{style}>{tds}</tr>")
+        head = "".join(f"<th>{e(c)}</th>" for c in self.columns)
+        caption = (
+            f"<caption style='caption-side:bottom;text-align:left'><small>{e(self.caption)}"
+            "</small></caption>" * bool(self.caption)
+        )
+        return (
+            f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
 
 
 # --------------------------------------------------------------------------- the record
@@ -98,7 +163,7 @@ class Report:
                 "machine must be Ceilings (bl.measure_ceilings()) or a spec-sheet row "
                 f"(bl.spec('T4')), got {type(self.machine).__name__}"
             )
-        chapters = _report_file.check_chapters(self.chapters, "chapters")
+        chapters = _report_file.check_chapters(self.chapters, "Report")
         frozen = {k: MappingProxyType(v) for k, v in chapters.items()}
         object.__setattr__(self, "chapters", MappingProxyType(frozen))
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -209,7 +274,7 @@ class Report:
 
     # -- rendering -----------------------------------------------------------------------
     def __repr__(self) -> str:
-        c = dict(zip(_view.COLUMNS, _view.cells(self), strict=True))
+        c = dict(zip(_COLUMNS, _cells(self), strict=True))
         notes = "".join(f"\n  note: {n}" for n in self.notes)
         return (
             f"Report({c['machine']}: {c['device']}, {c['kind']}; matmul {c['matmul fp32']} "
@@ -219,6 +284,25 @@ class Report:
 
     def _repr_html_(self) -> str:
         return reports_table([self])._repr_html_()
+
+
+def _cells(r: Report) -> tuple[str, ...]:
+    """One report's row of :data:`_COLUMNS`, as text."""
+    fast = r.fastest_precision()
+    overhead = r.op_overhead_s
+    return (
+        r.label,
+        "prediction" if r.is_prediction else "recorded" if r.recorded else "measured",
+        f"{r.device} ({r.device_name})",
+        _fmt.si(r.matmul_peak("fp32"), "FLOP/s"),
+        f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
+        _fmt.si(r.vector_flops_per_s, "FLOP/s"),
+        _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
+        "n/a" if overhead is None else _fmt.seconds(overhead),
+        _fmt.si(r.ridge_point_flops_per_byte()),
+        f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
+        ", ".join(sorted(r.chapters)) or "-",
+    )
 
 
 def _build(fields: dict[str, Any], where: str, path: Path | None = None) -> Report:
@@ -460,10 +544,15 @@ def reports_table(reports: Sequence[Report]) -> ClassTable:
     "fastest matmul" is the precision with the highest roof (tensor cores on a
     GPU), and its ridge point sits beside the fp32 one: the faster the math,
     the more FLOPs per byte a kernel needs before compute is the limit.
-    Predictions are in italics; a vector roof that counts a fused
-    multiply-add as two FLOPs says "FMA = 2".
+    Predictions are in italics; every vector roof counts one FLOP per operation.
     """
-    return _view.machines(_check_reports(reports))
+    chosen = _check_reports(reports)
+    notes = ["italic rows are spec-sheet predictions, not measurements"] * any(
+        r.is_prediction for r in chosen
+    )
+    notes.append("vector: one FLOP per operation (a spec sheet's fp32 peak counts an FMA as two)")
+    muted = tuple(r.is_prediction for r in chosen)
+    return ClassTable(chosen, _COLUMNS, tuple(map(_cells, chosen)), muted, "; ".join(notes))
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
@@ -472,7 +561,17 @@ def chapters_table(reports: Sequence[Report]) -> ClassTable:
     Machines that reported no chapter numbers have no rows; when none did,
     the table is one sentence saying how learners add them.
     """
-    return _view.chapters(_check_reports(reports))
+    chosen = _check_reports(reports)
+    rows = tuple(
+        (r.label, chapter, key, str(value))
+        for r in chosen
+        for chapter, values in sorted(r.chapters.items())
+        for key, value in values.items()
+    )
+    none = "No chapter measurements yet: learners add them with "
+    none += "bl.report(chapter=2, extra={'knee_repeat': 16})."
+    columns = ("machine", "chapter", "measurement", "value")
+    return ClassTable(chosen, columns, rows, (), "" if rows else none)
 
 
 def attainable_table(
@@ -492,7 +591,28 @@ def attainable_table(
         raise ValueError(
             f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
         )
-    return _view.attainable(chosen, float(intensity_flops_per_byte), precision)
+    rows = []
+    for r in chosen:
+        peak = r.matmul_peak(precision)
+        rate = roofline.attainable_flops_per_s(float(x), peak, r.mem_bandwidth_bytes_per_s)
+        rows.append(
+            (r.label, _fmt.si(peak, "FLOP/s"), _fmt.si(rate, "FLOP/s"), _fmt.percent(rate, peak))
+        )
+    low, high = (f(chosen, key=lambda r: r.matmul_peak(precision)) for f in (min, max))
+    spread = high.matmul_peak(precision) / low.matmul_peak(precision)
+    caption = (
+        f"the {precision} matmul peaks here differ by {round(spread):,}x (lowest {low.label}: "
+        f"{_fmt.si(low.matmul_peak(precision), 'FLOP/s')}; highest {high.label}: "
+        f"{_fmt.si(high.matmul_peak(precision), 'FLOP/s')})"
+    )
+    columns = (
+        "machine",
+        f"{precision} matmul peak",
+        f"attainable at {x:g} FLOP/B",
+        "share of peak",
+    )
+    muted = tuple(r.is_prediction for r in chosen)
+    return ClassTable(chosen, columns, tuple(rows), muted, caption)
 
 
 def plot_reports(
@@ -510,5 +630,28 @@ def plot_reports(
     """
     chosen = _check_reports(reports, dtype)
     if title is None:
-        title = f"the class on one roofline, {dtype} roofs: {_view.counts(chosen)}"
-    return _view.draw(chosen, ax, dtype, title)
+        recorded = sum(r.recorded for r in chosen)
+        predicted = sum(r.is_prediction for r in chosen)
+        counts = [f"{len(chosen) - recorded - predicted} measured"]
+        counts += [f"{recorded} recorded"] * bool(recorded) + [f"{predicted} predicted"]
+        title = f"the class on one roofline, {dtype} roofs: {', '.join(counts)}"
+    # roofline.plot labels a device by its name: give each the label the class sees.
+    devices = [
+        dataclasses.replace(r.machine, name=r.label)
+        if r.is_prediction
+        else dataclasses.replace(r.machine, device_name=r.label)
+        for r in chosen
+    ]
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(12, 5), layout="constrained")
+    ax = roofline.plot(devices, ax=ax, dtype=dtype)
+    ax.set_title(title)
+    predicted_labels = tuple(r.label + " " for r in chosen if r.is_prediction)
+    for line in ax.get_lines():
+        if predicted_labels and line.get_label().startswith(predicted_labels):
+            line.set_linestyle(":")  # nothing measured: dotted
+    # A class has many machines: the legend goes beside the plot, not over the lines.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return ax

@@ -54,12 +54,12 @@ __all__ = [
     "MAX_REPORT_BYTES",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "SCALAR",
     "V1_VECTOR_METHOD",
     "chapter_key",
     "check_chapters",
     "extras",
     "file_name",
-    "loads",
     "parse",
     "read_json",
     "spec_to_dict",
@@ -86,8 +86,8 @@ _SPEC_FIELDS = (
     "kind",
     "vendor",
 )
-#: Chapter measurements are flat: name -> number, text or bool.
-_SCALARS = (bool, int, float, str)
+#: A chapter measurement: a finite number, text or a bool (it goes into JSON).
+SCALAR = bool | int | float | str
 
 V1_VECTOR_METHOD = "fused multiply-adds, halved to one FLOP per operation (schema 1)"
 """How schema-1 reports measured the vector ceiling: fused multiply-adds counted as two
@@ -123,7 +123,7 @@ def read_json(path: Path, root: Path) -> Any:
             f"{path}: not UTF-8 text (byte {exc.start} is {raw[exc.start : exc.start + 1]!r}); "
             "a report is JSON written by bl.report(): ask for the file again"
         ) from None
-    return loads(text, str(path))
+    return _loads(text, str(path))
 
 
 def _read_bytes(path: Path, real: Path) -> bytes:
@@ -131,20 +131,18 @@ def _read_bytes(path: Path, real: Path) -> bytes:
     info = os.stat(real, follow_symlinks=False)
     if not stat.S_ISREG(info.st_mode):  # a fifo named x.json would block the kernel
         raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
-    if info.st_size > MAX_REPORT_BYTES:
-        raise ValueError(
-            f"{path}: {info.st_size:,} bytes, over the {MAX_REPORT_BYTES:,}-byte limit for a "
-            "report (a real one is about 2 KB): not read"
-        )
     fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        raw = f.read(MAX_REPORT_BYTES + 1)
+        raw = f.read(MAX_REPORT_BYTES + 1)  # what it holds, not what stat said it held
     if len(raw) > MAX_REPORT_BYTES:
-        raise ValueError(f"{path}: grew past the {MAX_REPORT_BYTES:,}-byte limit while read")
+        raise ValueError(
+            f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report (a real one is "
+            "about 2 KB): not read"
+        )
     return raw
 
 
-def loads(text: str, where: str) -> Any:
+def _loads(text: str, where: str) -> Any:
     """``json.loads`` that keeps numbers finite and nesting bounded; errors name ``where``."""
     try:
         return json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant)
@@ -179,35 +177,35 @@ def _inside(path: Path, root: Path) -> Path:
 
 
 def _check(value: Any, hint: Any, where: str) -> Any:
-    """``value`` if it has the declared type ``hint`` (str, int, float, Mapping[str, T],
-    tuple[T, ...] as a JSON list)."""
-    origin = typing.get_origin(hint)
+    """``value`` if it has the declared type ``hint`` (str, int, float, bool, :data:`SCALAR`,
+    Mapping[str, T] as a JSON object, tuple[T, ...] as a JSON list)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is tuple:
-        inner = typing.get_args(hint)[0]
         if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{where} must be a list of {inner.__name__}, got {_short(value)}")
-        return tuple(_check(v, inner, f"{where}[{i}]") for i, v in enumerate(value))
+            raise ValueError(f"{where} must be a list of {_name(args[0])}, got {_short(value)}")
+        return tuple(_check(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
     if origin is not None and issubclass(origin, Mapping):
-        _, inner = typing.get_args(hint)
-        if not isinstance(value, dict):
-            raise ValueError(f"{where} must be an object of name -> {inner.__name__}")
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{where} must be an object of name -> {_name(args[1])}")
         return {
-            _check(k, str, f"{where} key"): _check(v, inner, f"{where}[{k!r}]")
+            _check(k, str, f"{where} key"): _check(v, args[1], f"{where}[{k!r}]")
             for k, v in value.items()
         }
-    if hint is float:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
-            raise ValueError(f"{where} must be a finite number, got {_short(value)}")
-        return float(value)
-    if hint is int and not isinstance(value, bool) and isinstance(value, int):
-        return value
-    if hint in (str, bool, dict) and isinstance(value, hint):
-        return value
-    raise ValueError(f"{where} must be {getattr(hint, '__name__', hint)}, got {_short(value)}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    finite = not number or math.isfinite(value)
+    fits = {
+        float: number and finite,
+        int: number and isinstance(value, int),
+        SCALAR: isinstance(value, SCALAR) and finite,
+    }.get(hint, hint in (str, bool, dict) and isinstance(value, hint))
+    if not fits:
+        raise ValueError(f"{where} must be {_name(hint)}, got {_short(value)}")
+    return float(value) if hint is float else value
+
+
+def _name(hint: Any) -> str:
+    names = {float: "a finite number", SCALAR: "a finite number, text or bool"}
+    return names.get(hint) or getattr(hint, "__name__", str(hint))
 
 
 def _short(value: Any) -> str:
@@ -246,28 +244,9 @@ def _field(data: Mapping, key: str, where: str, hint: Any, nullable: bool = Fals
     return _check(data[key], hint, f"{where}: field {key!r}")
 
 
-def _is_scalar(value: Any) -> bool:
-    """A chapter measurement is a finite number, text or a bool (it goes into JSON)."""
-    return isinstance(value, _SCALARS) and not (
-        isinstance(value, float) and not math.isfinite(value)
-    )
-
-
 def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
     """Chapter measurements: ``{"02": {"knee_repeat": 16}}``, values finite numbers, text, bools."""
-    if not isinstance(chapters, Mapping):
-        raise ValueError(f"{where}: chapters must be an object of chapter -> measurements")
-    out = {}
-    for key, values in chapters.items():
-        if not isinstance(key, str) or not isinstance(values, Mapping):
-            raise ValueError(f"{where}: chapters[{key!r}] must be an object of name -> value")
-        for name, value in values.items():
-            if not (isinstance(name, str) and _is_scalar(value)):
-                raise ValueError(
-                    f"{where}: chapters[{key!r}][{name!r}] must be a finite number, text or bool"
-                )
-        out[key] = dict(values)
-    return out
+    return _check(chapters, Mapping[str, Mapping[str, SCALAR]], f"{where}: chapters")
 
 
 # ------------------------------------------------------------------ the two layouts
@@ -452,9 +431,11 @@ def extras(extra: Any) -> dict[str, Any]:
     for key, value in extra.items():
         if not isinstance(key, str) or not key:
             raise TypeError(f"extra: keys must be non-empty strings, got {key!r}")
-        if not _is_scalar(value):
+        try:
+            _check(value, SCALAR, "extra")
+        except ValueError:
             raise TypeError(
                 f"extra[{key!r}] must be a finite number, text or bool (it goes into JSON); "
                 f"got {type(value).__name__}: pass e.g. float(x) or t.median_s"
-            )
+            ) from None
     return dict(extra)
