@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import html
+import json
 import math
 import numbers
 import os
@@ -63,20 +64,6 @@ RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-
 
 
 # --------------------------------------------------------------------------- tables
-
-_COLUMNS = (
-    "machine",
-    "kind",
-    "device",
-    "matmul fp32",
-    "fastest matmul",
-    "vector",
-    "bandwidth",
-    "op overhead",
-    "ridge fp32",
-    "ridge fastest",
-    "chapters",
-)
 
 
 @dataclass(frozen=True)
@@ -263,8 +250,6 @@ class Report:
 
     def to_json(self) -> str:
         """``to_dict()`` as indented JSON with a final newline (the file's exact text)."""
-        import json
-
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
@@ -274,7 +259,7 @@ class Report:
 
     # -- rendering -----------------------------------------------------------------------
     def __repr__(self) -> str:
-        c = dict(zip(_COLUMNS, _cells(self), strict=True))
+        c = _cells(self)
         notes = "".join(f"\n  note: {n}" for n in self.notes)
         return (
             f"Report({c['machine']}: {c['device']}, {c['kind']}; matmul {c['matmul fp32']} "
@@ -286,23 +271,23 @@ class Report:
         return reports_table([self])._repr_html_()
 
 
-def _cells(r: Report) -> tuple[str, ...]:
-    """One report's row of :data:`_COLUMNS`, as text."""
+def _cells(r: Report) -> dict[str, str]:
+    """One report's row of :func:`reports_table`: column -> cell text."""
     fast = r.fastest_precision()
     overhead = r.op_overhead_s
-    return (
-        r.label,
-        "prediction" if r.is_prediction else "recorded" if r.recorded else "measured",
-        f"{r.device} ({r.device_name})",
-        _fmt.si(r.matmul_peak("fp32"), "FLOP/s"),
-        f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
-        _fmt.si(r.vector_flops_per_s, "FLOP/s"),
-        _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
-        "n/a" if overhead is None else _fmt.seconds(overhead),
-        _fmt.si(r.ridge_point_flops_per_byte()),
-        f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
-        ", ".join(sorted(r.chapters)) or "-",
-    )
+    return {
+        "machine": r.label,
+        "kind": "prediction" if r.is_prediction else "recorded" if r.recorded else "measured",
+        "device": f"{r.device} ({r.device_name})",
+        "matmul fp32": _fmt.si(r.matmul_peak("fp32"), "FLOP/s"),
+        "fastest matmul": f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
+        "vector": _fmt.si(r.vector_flops_per_s, "FLOP/s"),
+        "bandwidth": _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
+        "op overhead": "n/a" if overhead is None else _fmt.seconds(overhead),
+        "ridge fp32": _fmt.si(r.ridge_point_flops_per_byte()),
+        "ridge fastest": f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
+        "chapters": ", ".join(sorted(r.chapters)) or "-",
+    }
 
 
 def _build(fields: dict[str, Any], where: str, path: Path | None = None) -> Report:
@@ -315,13 +300,7 @@ def _build(fields: dict[str, Any], where: str, path: Path | None = None) -> Repo
 # --------------------------------------------------------------------------- making reports
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def from_ceilings(
-    ceilings: Ceilings, *, name: str | None = None, chapters: Mapping[str, Mapping] | None = None
-) -> Report:
+def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
     """A measurement :class:`Report` of ``ceilings`` (pure: writes nothing).
 
     ``name`` defaults to the host name recorded in the ceilings. The class
@@ -334,7 +313,8 @@ def from_ceilings(
         )
     label = name if name is not None else (ceilings.host or socket.gethostname())
     label = label.strip() if isinstance(label, str) else label  # Report says what a name must be
-    return Report(label, ceilings, chapters=chapters or {}, created_at=_now())
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return Report(label, ceilings, created_at=now)
 
 
 def report(
@@ -371,7 +351,7 @@ def report(
 
         ceilings = measure_ceilings()
     rep = from_ceilings(ceilings, name=name)
-    target, rep = _target(path, rep, continue_earlier=name is None)
+    target = _target(path, rep, continue_earlier=name is None)
     previous = _previous(target, rep)
     chapters = {k: dict(v) for k, v in previous.chapters.items()} if previous else {}
     if chapter_key is not None:
@@ -382,24 +362,24 @@ def report(
     return target
 
 
-def _target(path: Any, rep: Report, continue_earlier: bool) -> tuple[Path, Report]:
-    """Where ``rep`` goes (and, continuing an earlier file, under which name)."""
+def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
+    """Where ``rep`` goes: ``path``, else this machine's earlier file, else a new one."""
     if path is None:
         if continue_earlier:
             # Without a name, continue this machine's earlier report (say, one made
             # with name="ada" in chapter 00) rather than start a second file.
             earlier = _reports_of_this_machine(_DEFAULT_FOLDER, rep)
             if len(earlier) == 1 and earlier[0].path is not None:
-                return earlier[0].path, dataclasses.replace(rep, name=earlier[0].name)
-        return _DEFAULT_FOLDER / _file_name(rep), rep
+                return earlier[0].path  # report() keeps its name
+        return _DEFAULT_FOLDER / _file_name(rep)
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
     target = Path(path)
     if target.is_dir() or str(path).endswith(("/", "\\")):
-        return target / _file_name(rep), rep
+        return target / _file_name(rep)
     if target.suffix != ".json":
         raise ValueError(f"path={str(path)!r}: give a folder or a file name ending in .json")
-    return target, rep
+    return target
 
 
 def _machine_of(rep: Report) -> tuple[str, str, str, str]:
@@ -427,10 +407,8 @@ def _previous(target: Path, rep: Report) -> Report | None:
 
 def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
     """The readable reports in ``folder`` made on the same host and device as ``rep``."""
-    if not folder.is_dir():
-        return []
     found = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             other = _read(path, folder)
         except ValueError:
@@ -509,10 +487,8 @@ def recorded_reports() -> list[Report]:
     files: their vector ceiling counts a fused multiply-add as two FLOPs
     (:attr:`Report.notes` says so).
     """
-    folder = RECORDINGS / "reports"
     out = []
-    for path in sorted(folder.glob("*.json")):
-        rep = _read(path, folder)
+    for rep in load_reports(RECORDINGS / "reports"):
         c = rep.machine
         date = c.measured_at[:10] or (rep.created_at or "")[:10]
         name = f"{c.device_name.removeprefix('NVIDIA ')}, recorded {date}, torch {c.torch_version}"
@@ -551,8 +527,11 @@ def reports_table(reports: Sequence[Report]) -> ClassTable:
         r.is_prediction for r in chosen
     )
     notes.append("vector: one FLOP per operation (a spec sheet's fp32 peak counts an FMA as two)")
+    rows = [_cells(r) for r in chosen]
     muted = tuple(r.is_prediction for r in chosen)
-    return ClassTable(chosen, _COLUMNS, tuple(map(_cells, chosen)), muted, "; ".join(notes))
+    return ClassTable(
+        chosen, tuple(rows[0]), tuple(tuple(c.values()) for c in rows), muted, "; ".join(notes)
+    )
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:

@@ -4,14 +4,11 @@ Written through :func:`write_atomic` under a :func:`file_name` that is safe
 on any file system and distinct per learner.
 
 A report file comes from a learner's machine, so it is read as data that
-could be anything: :func:`read_json` reads JSON only (no pickle, no code),
-refuses files over :data:`MAX_REPORT_BYTES`, links that lead out of the class
-folder, anything that is not a plain file, bytes that are not UTF-8, numbers
-a float cannot hold and nesting deeper than Python's parser allows. Then
-:func:`parse` checks each field against the type its dataclass declares
-(:class:`~brrrlib.ceilings.Ceilings`, :class:`~brrrlib.hardware.DeviceSpec`),
-so a string where a number belongs is an error that names the file and the
-field, never a crash later in a plot.
+could be anything (:func:`read_json`: what it refuses is listed in
+:func:`~brrrlib.classroom.load_reports`). Then :func:`parse` checks each field
+against the type its dataclass declares (``Ceilings``, ``DeviceSpec``): a
+string where a number belongs names the file and the field, never a crash
+later in a plot.
 
 Two layouts exist. Schema version 2 is written now::
 
@@ -90,10 +87,8 @@ _SPEC_FIELDS = (
 SCALAR = bool | int | float | str
 
 V1_VECTOR_METHOD = "fused multiply-adds, halved to one FLOP per operation (schema 1)"
-"""How schema-1 reports measured the vector ceiling: fused multiply-adds counted as two
-FLOPs each. The course counts one FLOP per arithmetic operation (a plain multiply, as
-brrrlib measures now), so reading such a file halves its vector ceiling: an FMA unit
-does one multiply per slot when it is not adding."""
+"""How schema-1 reports measured the vector ceiling (FMAs, two FLOPs each): read, it is
+halved to the course's one FLOP per operation (an FMA unit does one multiply per slot)."""
 
 _V1_NOTES = {
     "vector": "vector ceiling measured on fused multiply-adds (two FLOPs each) and halved "
@@ -428,14 +423,10 @@ def extras(extra: Any) -> dict[str, Any]:
             f"extra must be a dict of name -> number/text, e.g. {{'knee_repeat': 16}}; "
             f"got {type(extra).__name__}"
         )
-    for key, value in extra.items():
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"extra: keys must be non-empty strings, got {key!r}")
-        try:
-            _check(value, SCALAR, "extra")
-        except ValueError:
-            raise TypeError(
-                f"extra[{key!r}] must be a finite number, text or bool (it goes into JSON); "
-                f"got {type(value).__name__}: pass e.g. float(x) or t.median_s"
-            ) from None
-    return dict(extra)
+    try:
+        checked = _check(extra, Mapping[str, SCALAR], "extra")
+    except ValueError as exc:  # the learner's argument: a TypeError, and what to pass
+        raise TypeError(f"{exc} (it goes into JSON): pass e.g. float(x) or t.median_s") from None
+    if "" in checked:
+        raise TypeError("extra: keys must be non-empty strings")
+    return checked

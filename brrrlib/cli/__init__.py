@@ -48,13 +48,11 @@ class TargetError(Exception):
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
-    """Resolve ``MODULE:NAME`` (or ``path/to/file.py:NAME``) to ``(fn, args, kwargs)``.
+    """Resolve ``MODULE:NAME`` (``brrr diagnose --help``) to ``(fn, args, kwargs)``.
 
-    NAME is a zero-argument function returning ``(fn, args)`` or ``(fn,
-    args, kwargs)`` (``brrr diagnose --help``); it builds the inputs, so the
-    module stays cheap to import. The current folder goes on ``sys.path``
-    first, as with ``python -m``. Raises :class:`TargetError` saying what to
-    do, also when the module or NAME calls ``sys.exit`` or is interrupted.
+    The current folder goes on ``sys.path`` first, as with ``python -m``.
+    Raises :class:`TargetError` saying what to do, also when the module or
+    NAME calls ``sys.exit`` or is interrupted.
     """
     module_part, _, name = target.rpartition(":") if isinstance(target, str) else ("", "", "")
     if not module_part or not name:
@@ -374,25 +372,24 @@ def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
             signal.signal(s, handler)
 
 
-def _stop(proc: subprocess.Popen, ask: bool, grace_s: float | None = None) -> int:
-    """Ask the server to stop (SIGTERM), wait up to ``grace_s`` (:data:`STOP_GRACE_S`); then kill.
+def _stop(proc: subprocess.Popen, ask: bool) -> int:
+    """Ask the server to stop (SIGTERM), wait up to :data:`STOP_GRACE_S`; then kill it.
 
     Jupyter answers SIGTERM as it answers a confirmed Ctrl-C: it shuts its
     kernels down, removes its runtime files and exits. ``ask=False`` (Windows,
     where the console's Ctrl-C already reached it) only waits. Another Ctrl-C
     while waiting kills it at once. Returns the server's exit status.
     """
-    grace_s = STOP_GRACE_S if grace_s is None else grace_s
     print(
         "brrr lab: stopping JupyterLab: its kernels are shut down first "
-        f"(up to {grace_s:.0f} s; Ctrl-C again to stop it at once)",
+        f"(up to {STOP_GRACE_S:.0f} s; Ctrl-C again to stop it at once)",
         file=sys.stderr,
         flush=True,
     )
     if proc.poll() is None and ask:
         proc.terminate()
     try:
-        return proc.wait(timeout=grace_s)
+        return proc.wait(timeout=STOP_GRACE_S)
     except (subprocess.TimeoutExpired, KeyboardInterrupt, SystemExit):
         proc.kill()
         return proc.wait()
