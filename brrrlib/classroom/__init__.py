@@ -37,7 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from brrrlib import _fmt, roofline
+from brrrlib import _files, _fmt, roofline
 from brrrlib.ceilings import Ceilings
 from brrrlib.classroom import _report_file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
@@ -358,7 +358,14 @@ def report(
         chapters.setdefault(chapter_key, {}).update(extras)
     if previous is not None and name is None:
         rep = dataclasses.replace(rep, name=previous.name)  # the class knows this file by it
-    _report_file.write_atomic(target, dataclasses.replace(rep, chapters=chapters).to_json())
+    try:
+        text = dataclasses.replace(rep, chapters=chapters).to_json()
+        _files.write_atomic(target, text, mode=0o644)  # the instructor can read it
+    except OSError as exc:
+        raise OSError(
+            f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
+            "folder you can write to"
+        ) from None
     return target
 
 

@@ -1,7 +1,7 @@
 """The class report file: read it safely, check every field, know both schema versions.
 
-Written through :func:`write_atomic` under a :func:`file_name` that is safe
-on any file system and distinct per learner.
+Written by :func:`~brrrlib.classroom.report` under a :func:`file_name` that is
+safe on any file system and distinct per learner.
 
 A report file comes from a learner's machine, so it is read as data that
 could be anything (:func:`read_json`: what it refuses is listed in
@@ -43,7 +43,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _files
 from brrrlib.ceilings import Ceilings
 from brrrlib.hardware import DeviceSpec
 
@@ -51,7 +50,6 @@ __all__ = [
     "MAX_REPORT_BYTES",
     "SCHEMA",
     "SCHEMA_VERSION",
-    "SCALAR",
     "V1_VECTOR_METHOD",
     "chapter_key",
     "check_chapters",
@@ -60,7 +58,6 @@ __all__ = [
     "parse",
     "read_json",
     "spec_to_dict",
-    "write_atomic",
 ]
 
 SCHEMA = "brrr-report"
@@ -84,7 +81,7 @@ _SPEC_FIELDS = (
     "vendor",
 )
 #: A chapter measurement: a finite number, text or a bool (it goes into JSON).
-SCALAR = bool | int | float | str
+_SCALAR = bool | int | float | str
 
 V1_VECTOR_METHOD = "fused multiply-adds, halved to one FLOP per operation (schema 1)"
 """How schema-1 reports measured the vector ceiling (FMAs, two FLOPs each): read, it is
@@ -172,7 +169,7 @@ def _inside(path: Path, root: Path) -> Path:
 
 
 def _check(value: Any, hint: Any, where: str) -> Any:
-    """``value`` if it has the declared type ``hint`` (str, int, float, bool, :data:`SCALAR`,
+    """``value`` if it has the declared type ``hint`` (str, int, float, bool, a chapter value,
     Mapping[str, T] as a JSON object, tuple[T, ...] as a JSON list)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is tuple:
@@ -191,7 +188,7 @@ def _check(value: Any, hint: Any, where: str) -> Any:
     fits = {
         float: number and finite,
         int: number and isinstance(value, int),
-        SCALAR: isinstance(value, SCALAR) and finite,
+        _SCALAR: isinstance(value, _SCALAR) and finite,
     }.get(hint, hint in (str, bool, dict) and isinstance(value, hint))
     if not fits:
         raise ValueError(f"{where} must be {_name(hint)}, got {_short(value)}")
@@ -199,7 +196,7 @@ def _check(value: Any, hint: Any, where: str) -> Any:
 
 
 def _name(hint: Any) -> str:
-    names = {float: "a finite number", SCALAR: "a finite number, text or bool"}
+    names = {float: "a finite number", _SCALAR: "a finite number, text or bool"}
     return names.get(hint) or getattr(hint, "__name__", str(hint))
 
 
@@ -241,7 +238,7 @@ def _field(data: Mapping, key: str, where: str, hint: Any, nullable: bool = Fals
 
 def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
     """Chapter measurements: ``{"02": {"knee_repeat": 16}}``, values finite numbers, text, bools."""
-    return _check(chapters, Mapping[str, Mapping[str, SCALAR]], f"{where}: chapters")
+    return _check(chapters, Mapping[str, Mapping[str, _SCALAR]], f"{where}: chapters")
 
 
 # ------------------------------------------------------------------ the two layouts
@@ -342,13 +339,10 @@ def _parse_v1(data: dict, kind: str, where: str) -> tuple[Ceilings | DeviceSpec,
 def _spec(fields: dict, where: str) -> DeviceSpec:
     """A prediction's spec-sheet row, every roof and the bandwidth checked positive."""
     spec = _build(DeviceSpec, fields, where, allowed=_SPEC_FIELDS)
-    numbers = {
-        **{f"peak_flops_per_s[{k!r}]": v for k, v in spec.peak_flops_per_s.items()},
-        "mem_bandwidth_bytes_per_s": spec.mem_bandwidth_bytes_per_s,
-    }
-    for name, value in numbers.items():
-        if not value > 0:
-            raise ValueError(f"{where}: field {name} must be a positive number, got {value!r}")
+    if min(*spec.peak_flops_per_s.values(), spec.mem_bandwidth_bytes_per_s) <= 0:
+        raise ValueError(
+            f"{where}: fields peak_flops_per_s and mem_bandwidth_bytes_per_s must be positive"
+        )
     return spec
 
 
@@ -389,17 +383,6 @@ def file_name(name: str, host: str, device: str, device_name: str) -> str:
     return f"{safe}-{device}-{fingerprint}.json"
 
 
-def write_atomic(target: Path, text: str) -> None:
-    """Write a report so the instructor can read it (``_files.write_atomic``), or say where to."""
-    try:
-        _files.write_atomic(target, text, mode=0o644)
-    except OSError as exc:
-        raise OSError(
-            f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
-            "folder you can write to"
-        ) from None
-
-
 def chapter_key(chapter: Any) -> str | None:
     """``2`` or ``"2"`` -> ``"02"``: the key a chapter's numbers are stored under."""
     if chapter is None:
@@ -424,7 +407,7 @@ def extras(extra: Any) -> dict[str, Any]:
             f"got {type(extra).__name__}"
         )
     try:
-        checked = _check(extra, Mapping[str, SCALAR], "extra")
+        checked = _check(extra, Mapping[str, _SCALAR], "extra")
     except ValueError as exc:  # the learner's argument: a TypeError, and what to pass
         raise TypeError(f"{exc} (it goes into JSON): pass e.g. float(x) or t.median_s") from None
     if "" in checked:

@@ -346,16 +346,13 @@ def _exit_on_signal(signum, _frame):
 
 
 def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
-    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, stop it cleanly.
+    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, :func:`_stop` it.
 
     On Linux and macOS the server runs in a session of its own (stdin closed),
-    so Ctrl-C in the terminal reaches ``brrr`` alone, and ``brrr`` decides
-    how the server stops (:func:`_stop`): asked first, so that JupyterLab
-    shuts its kernels down and removes its runtime files, killed only if it
-    has not stopped after :data:`STOP_GRACE_S`. A SIGTERM (a process manager,
-    ``kill``) or SIGHUP (the terminal closed) does the same: the server never
-    outlives ``brrr`` holding its port. On Windows the console's Ctrl-C
-    reaches both; ``brrr`` gives the server the same time, then ends it.
+    so Ctrl-C in the terminal reaches ``brrr`` alone, and ``brrr`` decides how
+    the server stops; a SIGTERM (a process manager) or SIGHUP (the terminal
+    closed) does the same, so the server never outlives ``brrr`` holding its
+    port. On Windows the console's Ctrl-C reaches both.
     """
     posix = os.name == "posix"
     stdin = subprocess.DEVNULL if posix else None
