@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import html
 import json
 import math
 import numbers
 import os
+import re
 import socket
 import warnings
 from collections.abc import Mapping, Sequence
@@ -135,7 +137,7 @@ class Report:
 
     name: str
     machine: Ceilings | DeviceSpec
-    chapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    chapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     created_at: str | None = None
     recorded: bool = False
     notes: tuple[str, ...] = ()
@@ -154,9 +156,6 @@ class Report:
         frozen = {k: MappingProxyType(v) for k, v in chapters.items()}
         object.__setattr__(self, "chapters", MappingProxyType(frozen))
         object.__setattr__(self, "notes", tuple(self.notes))
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.machine, self.created_at))
 
     # -- what every report answers ------------------------------------------------------
     @property
@@ -331,7 +330,7 @@ def report(
     cache (chapter 00 filled it). ``path`` is a ``.json`` file or a folder;
     a folder, or None for ``./brrr-results/``, gets a file named after
     ``name``, the device and a fingerprint, safe for any name and distinct
-    per learner (:func:`brrrlib.classroom._report_file.file_name`). ``name`` is what the
+    per learner (:func:`_file_name`). ``name`` is what the
     class sees (default: the host name; pick a nickname if the host name says
     more than you want). Without ``path`` and ``name``, an earlier report of
     this machine in ``./brrr-results/`` is continued.
@@ -396,7 +395,17 @@ def _machine_of(rep: Report) -> tuple[str, str, str, str]:
 
 
 def _file_name(rep: Report) -> str:
-    return _report_file.file_name(rep.name, *_machine_of(rep)[1:])
+    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
+
+    The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
+    "李" and ".." can neither leave the folder nor collapse into one name);
+    the fingerprint, a hash of the exact name, host and device, keeps two
+    learners apart even with the same nickname, and one learner on one file.
+    """
+    key = "\0".join((rep.name, *_machine_of(rep)[1:])).encode()
+    fingerprint = hashlib.sha256(key).hexdigest()[:8]
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", rep.name).strip("_-")[:40] or "learner"
+    return f"{safe}-{rep.device}-{fingerprint}.json"
 
 
 def _previous(target: Path, rep: Report) -> Report | None:

@@ -1,7 +1,7 @@
 """The class report file: read it safely, check every field, know both schema versions.
 
-Written by :func:`~brrrlib.classroom.report` under a :func:`file_name` that is
-safe on any file system and distinct per learner.
+Written by :func:`~brrrlib.classroom.report` under a file name that is safe on
+any file system and distinct per learner.
 
 A report file comes from a learner's machine, so it is read as data that
 could be anything (:func:`read_json`: what it refuses is listed in
@@ -31,8 +31,8 @@ differently (see ``brrrlib/recordings/*/README.md``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import hashlib
 import json
 import math
 import os
@@ -54,7 +54,6 @@ __all__ = [
     "chapter_key",
     "check_chapters",
     "extras",
-    "file_name",
     "parse",
     "read_json",
     "spec_to_dict",
@@ -71,14 +70,10 @@ MAX_REPORT_BYTES = 256 * 2**10
 #: The longest integer literal read as an integer; longer ones become floats (or inf).
 _MAX_INT_DIGITS = 18
 #: Spec-sheet fields a prediction stores (the rest of a DeviceSpec is lookup plumbing).
-_SPEC_FIELDS = (
-    "name",
-    "peak_flops_per_s",
-    "mem_bandwidth_bytes_per_s",
-    "mem_bytes",
-    "source",
-    "kind",
-    "vendor",
+_SPEC_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(DeviceSpec)
+    if f.compare and f.name not in ("aliases", "notes")
 )
 #: A chapter measurement: a finite number, text or a bool (it goes into JSON).
 _SCALAR = bool | int | float | str
@@ -105,7 +100,7 @@ def read_json(path: Path, root: Path) -> Any:
     :func:`brrrlib.classroom.load_reports` can name the file it skips.
     """
     try:
-        raw = _read_bytes(path, _inside(path, root))
+        raw = _read_bytes(path, root)
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
@@ -118,8 +113,14 @@ def read_json(path: Path, root: Path) -> Any:
     return _loads(text, str(path))
 
 
-def _read_bytes(path: Path, real: Path) -> bytes:
-    """At most :data:`MAX_REPORT_BYTES` of a plain file, opened without following links."""
+def _read_bytes(path: Path, root: Path) -> bytes:
+    """At most :data:`MAX_REPORT_BYTES` of a plain file; a link out of ``root`` is refused."""
+    real, home = path.resolve(), root.resolve()
+    if path.is_symlink() and not real.is_relative_to(home):
+        raise ValueError(
+            f"{path}: a link to {real}, outside the class folder {home}; not followed "
+            "(copy the file into the folder instead)"
+        )
     info = os.stat(real, follow_symlinks=False)
     if not stat.S_ISREG(info.st_mode):  # a fifo named x.json would block the kernel
         raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
@@ -152,17 +153,6 @@ def _parse_int(digits: str) -> int | float:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a report can hold")
-
-
-def _inside(path: Path, root: Path) -> Path:
-    """``path`` with links resolved; a link that leads out of ``root`` is refused."""
-    real, home = path.resolve(), root.resolve()
-    if path.is_symlink() and not real.is_relative_to(home):
-        raise ValueError(
-            f"{path}: a link to {real}, outside the class folder {home}; not followed "
-            "(copy the file into the folder instead)"
-        )
-    return real
 
 
 # ------------------------------------------------------------------ checking fields
@@ -367,20 +357,6 @@ def spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ writing
-
-
-def file_name(name: str, host: str, device: str, device_name: str) -> str:
-    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
-
-    The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
-    "李" and ".." can neither leave the folder nor collapse into one name);
-    the fingerprint, a hash of the exact name, host and device, keeps two
-    learners apart even with the same nickname, and one learner on one file.
-    """
-    key = "\0".join((name, host, device, device_name)).encode()
-    fingerprint = hashlib.sha256(key).hexdigest()[:8]
-    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_-")[:40] or "learner"
-    return f"{safe}-{device}-{fingerprint}.json"
 
 
 def chapter_key(chapter: Any) -> str | None:

@@ -38,9 +38,6 @@ from brrrlib.cli._doctor import REINSTALL, course_source, doctor, package_versio
 
 __all__ = ["doctor", "main"]
 
-_DEFAULT_WORKSPACE = "~/brrr-course"
-_TARGET_FORM = "MODULE:NAME or path/to/file.py:NAME"
-
 
 # ---------------------------------------------------------------- diagnose ---
 class TargetError(Exception):
@@ -56,7 +53,7 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     """
     module_part, _, name = target.rpartition(":") if isinstance(target, str) else ("", "", "")
     if not module_part or not name:
-        raise TargetError(f"target {target!r} must look like {_TARGET_FORM}")
+        raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
     module = _run_user_code(
         lambda: _import(module_part),
         f"importing {module_part!r}",
@@ -463,8 +460,7 @@ def _parser() -> argparse.ArgumentParser:
     where = lab.add_mutually_exclusive_group()
     where.add_argument(
         "--dir",
-        default=_DEFAULT_WORKSPACE,
-        metavar="DIR",
+        default="~/brrr-course",
         help="the workspace folder, made if missing (default: ~/brrr-course)",
     )
     where.add_argument(
@@ -488,7 +484,6 @@ def _parser() -> argparse.ArgumentParser:
     lab.add_argument(
         "--port",
         type=_port,
-        default=None,
         help="JupyterLab's port on 127.0.0.1 (default: 8888, or a free one if 8888 is taken)",
     )
     return p

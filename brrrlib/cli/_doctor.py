@@ -7,9 +7,8 @@ build to install for this machine, CPU, CUDA or Apple), the device,
 device, and each course notebook's imports. Every FAIL line comes with what
 to do, and makes the exit status 1.
 
-Torch is imported inside the checks that need it, never at import time, so
-this module (and ``brrr --help``) loads on a machine without torch. The
-command line itself lives in :mod:`brrrlib.cli`.
+Torch is imported inside the checks that need it, as everywhere in
+:mod:`brrrlib.cli`, which holds the command line itself.
 """
 
 from __future__ import annotations
@@ -280,13 +279,10 @@ def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
         return False
     if not right:
         r.line("FAIL", "torch.compile gave a wrong result", "update torch: pip install -U torch")
-    else:
-        r.line(
-            "ok",
-            f"compiled and ran a tiny function in {_fmt.seconds(elapsed_s)} (first compile; "
-            "later ones are cached)",
-        )
-    return right
+        return False
+    took = _fmt.seconds(elapsed_s)
+    r.line("ok", f"compiled and ran a tiny function in {took} (first compile; later ones cached)")
+    return True
 
 
 def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
