@@ -27,6 +27,7 @@ from brrrlib.classroom import (
     plot_reports,
     recorded_reports,
     reports_table,
+    write_predictions,
 )
 from brrrlib.classroom._report_file import MAX_REPORT_BYTES
 
@@ -330,6 +331,17 @@ def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(t
         )
         assert rep.mem_bandwidth_bytes_per_s == row.mem_bandwidth_bytes_per_s
         assert rep.machine.source == row.source
+    # write_predictions writes them again, in the current schema, under the same names
+    fresh = {p.name: json.loads(p.read_text()) for p in write_predictions(tmp_path)}
+    assert sorted(fresh) == sorted(p.name for p in shipped)
+    for rep in reports:
+        new = Report.from_dict(fresh[rep.path.name])
+        assert new.schema_version == 2 and (new.kind, new.name) == (rep.kind, rep.name)
+        assert dict(new.machine.peak_flops_per_s) == dict(rep.machine.peak_flops_per_s)
+        assert new.mem_bandwidth_bytes_per_s == rep.mem_bandwidth_bytes_per_s
+        assert Report.from_dict(json.loads(new.to_json())) == new  # deterministic, no date
+    (one,) = write_predictions(tmp_path / "one", names="T4")  # a name, not its letters
+    assert one.name == "prediction-T4-cuda.json"
 
 
 def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():

@@ -33,7 +33,7 @@ import os
 import re
 import socket
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -56,6 +56,7 @@ __all__ = [
     "recorded_reports",
     "report",
     "reports_table",
+    "write_predictions",
 ]
 
 _DEFAULT_FOLDER = Path("brrr-results")
@@ -254,7 +255,11 @@ class Report:
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "report") -> Report:
         """Check a decoded report file (schema 1 or 2) and build the Report; errors name ``where``."""
-        return _build(_report_file.parse(data, where), where)
+        fields = _report_file.parse(data, where)  # its errors name where already
+        try:
+            return cls(**fields)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
     # -- rendering -----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -287,13 +292,6 @@ def _cells(r: Report) -> dict[str, str]:
         "ridge fastest": f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
         "chapters": ", ".join(sorted(r.chapters)) or "-",
     }
-
-
-def _build(fields: dict[str, Any], where: str, path: Path | None = None) -> Report:
-    try:
-        return Report(**fields, path=path)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- making reports
@@ -357,15 +355,44 @@ def report(
         chapters.setdefault(chapter_key, {}).update(extras)
     if previous is not None and name is None:
         rep = dataclasses.replace(rep, name=previous.name)  # the class knows this file by it
+    _write(target, dataclasses.replace(rep, chapters=chapters))
+    return target
+
+
+def write_predictions(
+    folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
+) -> list[Path]:
+    """Write spec-sheet *prediction* files (nothing measured) for spec-table devices to ``folder``.
+
+    Each holds a sheet's peaks, one per precision, and its bandwidth; no
+    per-op overhead (no sheet lists one) and no date, so the same row always
+    gives the same file. Real hardware reaches perhaps 60-90% of these
+    numbers: a prediction shows the *shape* (where the ridge is), and its
+    name says it is one. ``course/instructor/example_results/`` holds three::
+
+        python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
+    """
+    from brrrlib.hardware import spec
+
+    written = []
+    for device_name in (names,) if isinstance(names, str) else names:  # a name, not its letters
+        row = spec(device_name)
+        stored = DeviceSpec(**_report_file.spec_to_dict(row))  # the numbers, not lookup aliases
+        rep = Report(f"{row.name} (prediction from spec sheet)", stored)
+        written.append(Path(folder) / f"prediction-{_slug(row.name)}-{rep.device}.json")
+        _write(written[-1], rep)
+    return written
+
+
+def _write(target: Path, rep: Report) -> None:
+    """Write ``rep``'s file so that the instructor can read it, or say where to write instead."""
     try:
-        text = dataclasses.replace(rep, chapters=chapters).to_json()
-        _files.write_atomic(target, text, mode=0o644)  # the instructor can read it
+        _files.write_atomic(target, rep.to_json(), mode=0o644)
     except OSError as exc:
         raise OSError(
             f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
             "folder you can write to"
         ) from None
-    return target
 
 
 def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
@@ -404,8 +431,12 @@ def _file_name(rep: Report) -> str:
     """
     key = "\0".join((rep.name, *_machine_of(rep)[1:])).encode()
     fingerprint = hashlib.sha256(key).hexdigest()[:8]
-    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", rep.name).strip("_-")[:40] or "learner"
-    return f"{safe}-{rep.device}-{fingerprint}.json"
+    return f"{_slug(rep.name) or 'learner'}-{rep.device}-{fingerprint}.json"
+
+
+def _slug(text: str) -> str:
+    """``text`` reduced to ASCII letters, digits, ``_`` and ``-`` (at most 40 of them)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-")[:40]
 
 
 def _previous(target: Path, rep: Report) -> Report | None:
@@ -438,16 +469,8 @@ def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
 
 
 def _read(path: Path, root: Path) -> Report:
-    fields = _report_file.parse(_report_file.read_json(path, root), str(path))
-    return _build(fields, str(path), path=path)
-
-
-def _json_files(root: Path) -> list[Path]:
-    """Every ``*.json`` under ``root``; linked folders are not entered (they may lead anywhere)."""
-    found = []
-    for folder, _dirs, files in os.walk(root, followlinks=False):
-        found += [Path(folder) / f for f in files if f.lower().endswith(".json")]
-    return sorted(found)
+    data = _report_file.read_json(path, root)
+    return dataclasses.replace(Report.from_dict(data, where=str(path)), path=path)
 
 
 def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
@@ -470,14 +493,16 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
             f"folder={str(folder)!r} is not a folder; put the learners' brrr-results/*.json "
             f"files in one folder and pass its path"
         )
-    files = _json_files(root)
+    files = []  # linked folders are not entered: they may lead anywhere
+    for where, _dirs, names in os.walk(root, followlinks=False):
+        files += [Path(where) / n for n in sorted(names) if n.lower().endswith(".json")]
     if not files:
         raise ValueError(
             f"folder={str(folder)!r} holds no *.json files; learners write them with "
             f"bl.report() (into ./brrr-results/)"
         )
     reports, skipped = [], []
-    for path in files:
+    for path in sorted(files):
         try:
             reports.append(_read(path, root))
         except ValueError as exc:

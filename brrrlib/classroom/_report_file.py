@@ -32,7 +32,6 @@ differently (see ``brrrlib/recordings/*/README.md``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -99,10 +98,25 @@ def read_json(path: Path, root: Path) -> Any:
     Every refusal is a ``ValueError`` that starts with the file's path, so
     :func:`brrrlib.classroom.load_reports` can name the file it skips.
     """
+    real, home = path.resolve(), root.resolve()
+    if path.is_symlink() and not real.is_relative_to(home):
+        raise ValueError(
+            f"{path}: a link to {real}, outside the class folder {home}; not followed "
+            "(copy the file into the folder instead)"
+        )
     try:
-        raw = _read_bytes(path, root)
+        if not stat.S_ISREG(os.stat(real).st_mode):  # a fifo named x.json would block the kernel
+            raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_REPORT_BYTES + 1)  # what it holds, not what stat said it held
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ValueError(
+            f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report (a real one is "
+            "about 2 KB): not read"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -111,28 +125,6 @@ def read_json(path: Path, root: Path) -> Any:
             "a report is JSON written by bl.report(): ask for the file again"
         ) from None
     return _loads(text, str(path))
-
-
-def _read_bytes(path: Path, root: Path) -> bytes:
-    """At most :data:`MAX_REPORT_BYTES` of a plain file; a link out of ``root`` is refused."""
-    real, home = path.resolve(), root.resolve()
-    if path.is_symlink() and not real.is_relative_to(home):
-        raise ValueError(
-            f"{path}: a link to {real}, outside the class folder {home}; not followed "
-            "(copy the file into the folder instead)"
-        )
-    info = os.stat(real, follow_symlinks=False)
-    if not stat.S_ISREG(info.st_mode):  # a fifo named x.json would block the kernel
-        raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(MAX_REPORT_BYTES + 1)  # what it holds, not what stat said it held
-    if len(raw) > MAX_REPORT_BYTES:
-        raise ValueError(
-            f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report (a real one is "
-            "about 2 KB): not read"
-        )
-    return raw
 
 
 def _loads(text: str, where: str) -> Any:
@@ -195,16 +187,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def _build(cls: type, data: Any, where: str, allowed: tuple[str, ...] | None = None) -> Any:
     """``cls(**data)`` after checking each key against ``cls``'s declared field types."""
     if not isinstance(data, dict):
         raise ValueError(f"{where} must be an object, got {type(data).__name__}")
-    hints = {k: v for k, v in _hints(cls).items() if allowed is None or k in allowed}
+    hints = {k: v for k, v in typing.get_type_hints(cls).items() if allowed is None or k in allowed}
     unknown = sorted(set(data) - set(hints))
     if unknown:
         raise ValueError(

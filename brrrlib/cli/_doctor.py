@@ -115,30 +115,24 @@ def torch_problem() -> str | None:
     """None if torch imports and is new enough; else one sentence: what is wrong, what to do."""
     try:
         torch = importlib.import_module("torch")
-    except ModuleNotFoundError as err:
-        if err.name == "torch":
-            return f"torch is not installed: install it {_torch_advice()}"
-        problem: Exception = err
     except Exception as err:  # a broken install fails in many ways: name it, never hide it
-        problem = err
-    else:
-        return _too_old(getattr(torch, "__version__", "0"))
-    what = f"{type(problem).__name__}: {problem}"
-    return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+        if isinstance(err, ModuleNotFoundError) and err.name == "torch":
+            return f"torch is not installed: install it {_torch_advice()}"
+        what = f"{type(err).__name__}: {err}"
+        return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+    version = getattr(torch, "__version__", "0")
+    if _release(version) >= _release(_TORCH_FLOOR):
+        return None
+    upgrade = _torch_advice().replace("pip install torch", "pip install -U torch")
+    return (
+        f"torch {version} is older than {_TORCH_FLOOR}, the oldest the course runs on: "
+        f"upgrade it {upgrade}"
+    )
 
 
 def _release(version: str) -> tuple[int, ...]:
     """``"2.10.0+cu128"`` -> ``(2, 10, 0)``: the numeric release part of a version."""
     return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
-
-
-def _too_old(version: str) -> str | None:
-    """None if ``version`` is at least the package's torch floor; else what to do."""
-    floor = _TORCH_FLOOR
-    if _release(version) >= _release(floor):
-        return None
-    upgrade = _torch_advice().replace("pip install torch", "pip install -U torch")
-    return f"torch {version} is older than {floor}, the oldest the course runs on: upgrade it {upgrade}"
 
 
 def _check_packages(r: _Report) -> bool:
@@ -359,28 +353,20 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
     for path in sorted(src.glob("*.ipynb")):
         try:
             text = path.read_text(encoding="utf-8")
-            missing = sorted(
-                m
-                for m in _notebook_imports(json.loads(text))
-                if importlib.util.find_spec(m) is None
-            )
+            imports = _notebook_imports(json.loads(text))
+            missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
         except (OSError, ValueError) as err:
             r.line("FAIL", f"{path.name}: unreadable ({err})", "brrr lab --reset (keeps a backup)")
             continue
         uses_compile = "torch.compile" in text
         if missing:
-            r.line(
-                "FAIL",
-                f"{path.name}: needs {', '.join(missing)}",
-                f"pip install {' '.join(missing)}",
-            )
+            needs = ", ".join(missing)
+            r.line("FAIL", f"{path.name}: needs {needs}", f"pip install {' '.join(missing)}")
         elif uses_compile and compile_ok is False:
             r.line("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
         else:
-            unchecked = " (torch.compile not checked: --quick)" * (
-                uses_compile and compile_ok is None
-            )
-            r.line("ok", f"{path.name}: can run{unchecked}")
+            quick = uses_compile and compile_ok is None
+            r.line("ok", f"{path.name}: can run" + " (torch.compile not checked: --quick)" * quick)
 
 
 def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
