@@ -25,7 +25,6 @@ from brrrlib.classroom import (
     from_ceilings,
     load_reports,
     plot_reports,
-    prediction_from_spec,
     recorded_reports,
     reports_table,
     write_predictions,
@@ -293,9 +292,15 @@ def test_load_reports_empty_or_missing_folder_says_what_to_do(tmp_path):
         load_reports(tmp_path / "nope")
 
 
-def test_prediction_from_spec_uses_the_spec_table_and_says_prediction():
+def _example(device: str) -> Path:
+    """A shipped spec-sheet prediction (course/instructor/example_results/)."""
+    (path,) = EXAMPLES.glob(f"prediction-{device}-cuda.json")
+    return path
+
+
+def test_a_prediction_holds_the_spec_table_row_and_says_prediction():
     t4 = bl.spec("T4")
-    rep = prediction_from_spec(t4)
+    rep = Report.from_dict(json.loads(_example("T4").read_text()))
     assert rep.kind == "prediction" and rep.is_prediction
     assert "prediction" in rep.name and "prediction" in rep.label
     assert rep.matmul_peak() == t4.peak("fp32")
@@ -303,31 +308,38 @@ def test_prediction_from_spec_uses_the_spec_table_and_says_prediction():
     assert rep.ridge_point_flops_per_byte() == pytest.approx(t4.ridge_point_flops_per_byte())
     assert rep.op_overhead_s is None  # a spec sheet has no overhead figure
     assert rep.precisions == ("fp32", "fp16") and rep.matmul_peak("fp16") == t4.peak("fp16")
-    assert prediction_from_spec(t4) == rep  # deterministic: no timestamp
-    assert Report.from_dict(json.loads(rep.to_json())) == rep
+    assert rep.created_at is None  # nothing was measured, at no time
+    again = json.loads(rep.to_json())  # schema 2 stores the spec-sheet row itself
+    assert again["schema_version"] == 2 and again["spec"]["name"] == "T4"
+    assert Report.from_dict(again) == rep
     with pytest.raises(TypeError, match="spec-sheet row"):
-        prediction_from_spec("T4")
+        Report("T4 (prediction)", "T4")
 
 
 def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(tmp_path):
     shipped = sorted(EXAMPLES.glob("*.json"))
     assert len(shipped) == 3, f"expected example results in {EXAMPLES}"
     assert all(json.loads(p.read_text())["schema_version"] == 1 for p in shipped)
-    fresh = {
-        p.name: Report.from_dict(json.loads(p.read_text())) for p in write_predictions(tmp_path)
-    }
     reports = load_reports(EXAMPLES)
-    assert sorted(p.name for p in shipped) == sorted(fresh)  # same file names
+    assert sorted(r.device_name for r in reports) == ["A100 40GB SXM", "H100 SXM", "T4"]
     for rep in reports:
-        new = fresh[rep.path.name]
-        assert rep.kind == new.kind == "prediction" and rep.name == new.name
-        assert dict(rep.machine.peak_flops_per_s) == dict(new.machine.peak_flops_per_s), (
-            "course/instructor/example_results/ is out of date with the spec table; regenerate "
-            'with `python -c "from brrrlib.classroom import write_predictions as w; '
-            "w('course/instructor/example_results')\"`"
+        row = bl.spec(rep.device_name)
+        assert rep.kind == "prediction" and rep.name == f"{row.name} (prediction from spec sheet)"
+        assert rep.path.name == f"prediction-{row.name.replace(' ', '_')}-cuda.json"
+        assert dict(rep.machine.peak_flops_per_s) == dict(row.peak_flops_per_s), (
+            "course/instructor/example_results/ is out of date with the spec table"
         )
-        assert rep.mem_bandwidth_bytes_per_s == new.mem_bandwidth_bytes_per_s
-        assert rep.machine.source == new.machine.source
+        assert rep.mem_bandwidth_bytes_per_s == row.mem_bandwidth_bytes_per_s
+        assert rep.machine.source == row.source
+    # write_predictions writes them again, in the current schema, under the same names
+    fresh = {p.name: json.loads(p.read_text()) for p in write_predictions(tmp_path)}
+    assert sorted(fresh) == sorted(p.name for p in shipped)
+    for rep in reports:
+        new = Report.from_dict(fresh[rep.path.name])
+        assert new.schema_version == 2 and (new.kind, new.name) == (rep.kind, rep.name)
+        assert dict(new.machine.peak_flops_per_s) == dict(rep.machine.peak_flops_per_s)
+        assert new.mem_bandwidth_bytes_per_s == rep.mem_bandwidth_bytes_per_s
+        assert Report.from_dict(json.loads(new.to_json())) == new  # deterministic, no date
     (one,) = write_predictions(tmp_path / "one", names="T4")  # a name, not its letters
     assert one.name == "prediction-T4-cuda.json"
 
@@ -354,7 +366,8 @@ def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
 
 def _class(tmp_path) -> list[Report]:
     bl.report(tmp_path / "ada.json", name="ada", ceilings=_ceilings())
-    write_predictions(tmp_path, names=("T4", "A100"))
+    for device in ("T4", "A100_40GB_SXM"):
+        (tmp_path / _example(device).name).write_bytes(_example(device).read_bytes())
     return load_reports(tmp_path)
 
 

@@ -275,6 +275,9 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
         raise RuntimeError("InductorError: no C++ compiler found")
 
     monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(_doctor.sys, "prefix", "/nonexistent-env")  # not conda: apt's advice
+    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
     code, text = _doctor_run()
     assert code == 1
     tag, said = _finding(text, "torch.compile")
@@ -904,7 +907,7 @@ def test_doctor_names_torchs_own_version_with_its_build(monkeypatch):
 
 
 def test_a_torch_older_than_the_floor_is_a_problem_with_advice(monkeypatch):
-    monkeypatch.setattr(_doctor, "torch_floor", lambda: "2.10")
+    monkeypatch.setattr(_doctor, "_TORCH_FLOOR", "2.10")
     monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
     problem = _doctor.torch_problem()
     assert "2.5.1+cu124" in problem and "2.10" in problem and "pip install -U torch" in problem
@@ -916,4 +919,4 @@ def test_the_torch_floor_is_the_one_the_package_declares():
     import re
 
     declared = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
-    assert _doctor.torch_floor() == declared
+    assert _doctor._TORCH_FLOOR == declared

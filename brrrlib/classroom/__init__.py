@@ -16,32 +16,21 @@ machines on one roofline: the same code, ridge points far apart.
 
 A :class:`Report` is a name plus the numbers: measured ``Ceilings``, or for a
 *prediction* the spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (nothing
-measured). The file is plain JSON (``schema_version`` 2)::
-
-    {
-      "schema": "brrr-report", "schema_version": 2,
-      "kind": "measurement",                 # or "prediction" (with "spec" instead)
-      "name": "ada",                         # what the class sees; defaults to the host name
-      "created_at": "2026-01-31T10:15:00+00:00",
-      "ceilings": {...},                     # Ceilings.to_dict(): every field, units in names
-      "ridge_point_flops_per_byte": 14.0,    # fp32 matmul / bandwidth, for readers without brrrlib
-      "notes": [],
-      "chapters": {"02": {"knee_repeat": 16}}   # a chapter's own numbers (numbers, text)
-    }
-
-Files are read as untrusted data (:mod:`brrrlib.classroom._report_file`): JSON only,
-size-limited, never through a link out of the class folder, every field
-checked against the type ``Ceilings`` declares. Schema 1 files (the first
-workshops, the shipped examples and recordings) are read too.
+measured). The file, its JSON layout and how a class's files are read as
+untrusted data are :mod:`brrrlib.classroom._report_file`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
+import html
+import json
 import math
 import numbers
 import os
+import re
 import socket
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,10 +39,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from brrrlib import _files, _fmt, roofline
 from brrrlib.ceilings import Ceilings
-from brrrlib.classroom import _report_file, _view
+from brrrlib.classroom import _report_file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
-from brrrlib.classroom._view import ClassTable
 from brrrlib.hardware import DeviceSpec
 
 __all__ = [
@@ -75,6 +64,56 @@ _DEFAULT_FOLDER = Path("brrr-results")
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
 """The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22."""
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    """A table about the class's machines: text in a terminal, HTML in a notebook.
+
+    ``reports`` are the machines it was made from (the raw data); ``columns``
+    and ``rows`` its cells as text; ``muted`` marks the rows of spec-sheet
+    predictions, drawn in italics; ``caption`` says what the numbers mean.
+    """
+
+    reports: tuple[Any, ...]
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    muted: tuple[bool, ...] = ()
+    caption: str = ""
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return self.caption
+        table = [self.columns, *self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(self.columns))]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in table
+        ]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines + ([self.caption] if self.caption else []))
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        if not self.rows:
+            return f"<p>{e(self.caption)}</p>"
+        muted = self.muted or (False,) * len(self.rows)
+        body = []
+        for row, dim in zip(self.rows, muted, strict=True):
+            style = " style='font-style:italic;color:var(--jp-content-font-color2, #666)'" * dim
+            tds = "".join(f"<td style='text-align:left'>{e(c)}</td>" for c in row)
+            body.append(f"<tr{style}>{tds}</tr>")
+        head = "".join(f"<th>{e(c)}</th>" for c in self.columns)
+        caption = (
+            f"<caption style='caption-side:bottom;text-align:left'><small>{e(self.caption)}"
+            "</small></caption>" * bool(self.caption)
+        )
+        return (
+            f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
 
 
 # --------------------------------------------------------------------------- the record
@@ -99,7 +138,7 @@ class Report:
 
     name: str
     machine: Ceilings | DeviceSpec
-    chapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    chapters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     created_at: str | None = None
     recorded: bool = False
     notes: tuple[str, ...] = ()
@@ -114,13 +153,10 @@ class Report:
                 "machine must be Ceilings (bl.measure_ceilings()) or a spec-sheet row "
                 f"(bl.spec('T4')), got {type(self.machine).__name__}"
             )
-        chapters = _report_file.check_chapters(self.chapters, "chapters")
+        chapters = _report_file.check_chapters(self.chapters, "Report")
         frozen = {k: MappingProxyType(v) for k, v in chapters.items()}
         object.__setattr__(self, "chapters", MappingProxyType(frozen))
         object.__setattr__(self, "notes", tuple(self.notes))
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.machine, self.created_at))
 
     # -- what every report answers ------------------------------------------------------
     @property
@@ -193,7 +229,8 @@ class Report:
 
     # -- the file ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON layout of the module docstring (schema 2; ``path`` and ``recorded`` are not stored)."""
+        """The JSON layout of :mod:`~brrrlib.classroom._report_file` (schema 2; ``path`` and
+        ``recorded`` are not stored)."""
         numbers = (
             {"spec": _report_file.spec_to_dict(self.machine)}
             if isinstance(self.machine, DeviceSpec)
@@ -213,18 +250,20 @@ class Report:
 
     def to_json(self) -> str:
         """``to_dict()`` as indented JSON with a final newline (the file's exact text)."""
-        import json
-
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "report") -> Report:
         """Check a decoded report file (schema 1 or 2) and build the Report; errors name ``where``."""
-        return _build(_report_file.parse(data, where), where)
+        fields = _report_file.parse(data, where)  # its errors name where already
+        try:
+            return cls(**fields)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
     # -- rendering -----------------------------------------------------------------------
     def __repr__(self) -> str:
-        c = dict(zip(_view.COLUMNS, _view.cells(self), strict=True))
+        c = _cells(self)
         notes = "".join(f"\n  note: {n}" for n in self.notes)
         return (
             f"Report({c['machine']}: {c['device']}, {c['kind']}; matmul {c['matmul fp32']} "
@@ -236,23 +275,29 @@ class Report:
         return reports_table([self])._repr_html_()
 
 
-def _build(fields: dict[str, Any], where: str, path: Path | None = None) -> Report:
-    try:
-        return Report(**fields, path=path)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
+def _cells(r: Report) -> dict[str, str]:
+    """One report's row of :func:`reports_table`: column -> cell text."""
+    fast = r.fastest_precision()
+    overhead = r.op_overhead_s
+    return {
+        "machine": r.label,
+        "kind": "prediction" if r.is_prediction else "recorded" if r.recorded else "measured",
+        "device": f"{r.device} ({r.device_name})",
+        "matmul fp32": _fmt.si(r.matmul_peak("fp32"), "FLOP/s"),
+        "fastest matmul": f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
+        "vector": _fmt.si(r.vector_flops_per_s, "FLOP/s"),
+        "bandwidth": _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
+        "op overhead": "n/a" if overhead is None else _fmt.seconds(overhead),
+        "ridge fp32": _fmt.si(r.ridge_point_flops_per_byte()),
+        "ridge fastest": f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
+        "chapters": ", ".join(sorted(r.chapters)) or "-",
+    }
 
 
 # --------------------------------------------------------------------------- making reports
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def from_ceilings(
-    ceilings: Ceilings, *, name: str | None = None, chapters: Mapping[str, Mapping] | None = None
-) -> Report:
+def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
     """A measurement :class:`Report` of ``ceilings`` (pure: writes nothing).
 
     ``name`` defaults to the host name recorded in the ceilings. The class
@@ -264,27 +309,9 @@ def from_ceilings(
             f"ceilings must be what bl.measure_ceilings() returns, got {type(ceilings).__name__}"
         )
     label = name if name is not None else (ceilings.host or socket.gethostname())
-    if not isinstance(label, str) or not label.strip():
-        raise ValueError("name must be a non-empty string, e.g. name='ada' (what the class sees)")
-    return Report(label.strip(), ceilings, chapters=chapters or {}, created_at=_now())
-
-
-def prediction_from_spec(spec: DeviceSpec, *, name: str | None = None) -> Report:
-    """A *prediction* :class:`Report` from a spec-sheet row (``bl.spec("T4")``): nothing measured.
-
-    The roofs are the sheet's peaks, one per precision, and its bandwidth; a
-    sheet lists no per-op overhead, so there is none. Real hardware reaches
-    perhaps 60-90% of these numbers: a prediction shows the *shape* (where the
-    ridge is), and its name says it is one. ``created_at`` is None, so the
-    same row always gives the same file.
-    """
-    if not isinstance(spec, DeviceSpec):
-        raise TypeError(
-            f"spec must be a spec-sheet row such as bl.spec('T4'), got {type(spec).__name__}"
-        )
-    # Keep what the file stores (numbers, source), not the table's lookup aliases.
-    stored = DeviceSpec(**_report_file.spec_to_dict(spec))
-    return Report(name or f"{spec.name} (prediction from spec sheet)", stored)
+    label = label.strip() if isinstance(label, str) else label  # Report says what a name must be
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return Report(label, ceilings, created_at=now)
 
 
 def report(
@@ -301,7 +328,7 @@ def report(
     cache (chapter 00 filled it). ``path`` is a ``.json`` file or a folder;
     a folder, or None for ``./brrr-results/``, gets a file named after
     ``name``, the device and a fingerprint, safe for any name and distinct
-    per learner (:func:`brrrlib.classroom._report_file.file_name`). ``name`` is what the
+    per learner (:func:`_file_name`). ``name`` is what the
     class sees (default: the host name; pick a nickname if the host name says
     more than you want). Without ``path`` and ``name``, an earlier report of
     this machine in ``./brrr-results/`` is continued.
@@ -321,40 +348,95 @@ def report(
 
         ceilings = measure_ceilings()
     rep = from_ceilings(ceilings, name=name)
-    target, rep = _target(path, rep, continue_earlier=name is None)
+    target = _target(path, rep, continue_earlier=name is None)
     previous = _previous(target, rep)
     chapters = {k: dict(v) for k, v in previous.chapters.items()} if previous else {}
     if chapter_key is not None:
         chapters.setdefault(chapter_key, {}).update(extras)
     if previous is not None and name is None:
         rep = dataclasses.replace(rep, name=previous.name)  # the class knows this file by it
-    _report_file.write_atomic(target, dataclasses.replace(rep, chapters=chapters).to_json())
+    _write(target, dataclasses.replace(rep, chapters=chapters))
     return target
 
 
-def _target(path: Any, rep: Report, continue_earlier: bool) -> tuple[Path, Report]:
-    """Where ``rep`` goes (and, continuing an earlier file, under which name)."""
+def write_predictions(
+    folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
+) -> list[Path]:
+    """Write spec-sheet *prediction* files (nothing measured) for spec-table devices to ``folder``.
+
+    Each holds a sheet's peaks, one per precision, and its bandwidth; no
+    per-op overhead (no sheet lists one) and no date, so the same row always
+    gives the same file. Real hardware reaches perhaps 60-90% of these
+    numbers: a prediction shows the *shape* (where the ridge is), and its
+    name says it is one. ``course/instructor/example_results/`` holds three::
+
+        python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
+    """
+    from brrrlib.hardware import spec
+
+    written = []
+    for device_name in (names,) if isinstance(names, str) else names:  # a name, not its letters
+        row = spec(device_name)
+        stored = DeviceSpec(**_report_file.spec_to_dict(row))  # the numbers, not lookup aliases
+        rep = Report(f"{row.name} (prediction from spec sheet)", stored)
+        written.append(Path(folder) / f"prediction-{_slug(row.name)}-{rep.device}.json")
+        _write(written[-1], rep)
+    return written
+
+
+def _write(target: Path, rep: Report) -> None:
+    """Write ``rep``'s file so that the instructor can read it, or say where to write instead."""
+    try:
+        _files.write_atomic(target, rep.to_json(), mode=0o644)
+    except OSError as exc:
+        raise OSError(
+            f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
+            "folder you can write to"
+        ) from None
+
+
+def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
+    """Where ``rep`` goes: ``path``, else this machine's earlier file, else a new one."""
     if path is None:
         if continue_earlier:
             # Without a name, continue this machine's earlier report (say, one made
             # with name="ada" in chapter 00) rather than start a second file.
             earlier = _reports_of_this_machine(_DEFAULT_FOLDER, rep)
             if len(earlier) == 1 and earlier[0].path is not None:
-                return earlier[0].path, dataclasses.replace(rep, name=earlier[0].name)
-        return _DEFAULT_FOLDER / _file_name(rep), rep
+                return earlier[0].path  # report() keeps its name
+        return _DEFAULT_FOLDER / _file_name(rep)
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
     target = Path(path)
     if target.is_dir() or str(path).endswith(("/", "\\")):
-        return target / _file_name(rep), rep
+        return target / _file_name(rep)
     if target.suffix != ".json":
         raise ValueError(f"path={str(path)!r}: give a folder or a file name ending in .json")
-    return target, rep
+    return target
+
+
+def _machine_of(rep: Report) -> tuple[str, str, str, str]:
+    """(kind, host, device, device name): which machine a report's numbers belong to."""
+    host = rep.machine.host if isinstance(rep.machine, Ceilings) else ""
+    return rep.kind, host, rep.device, rep.device_name
 
 
 def _file_name(rep: Report) -> str:
-    host = rep.machine.host if isinstance(rep.machine, Ceilings) else ""
-    return _report_file.file_name(rep.name, rep.device, rep.device_name, host)
+    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
+
+    The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
+    "李" and ".." can neither leave the folder nor collapse into one name);
+    the fingerprint, a hash of the exact name, host and device, keeps two
+    learners apart even with the same nickname, and one learner on one file.
+    """
+    key = "\0".join((rep.name, *_machine_of(rep)[1:])).encode()
+    fingerprint = hashlib.sha256(key).hexdigest()[:8]
+    return f"{_slug(rep.name) or 'learner'}-{rep.device}-{fingerprint}.json"
+
+
+def _slug(text: str) -> str:
+    """``text`` reduced to ASCII letters, digits, ``_`` and ``-`` (at most 40 of them)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-")[:40]
 
 
 def _previous(target: Path, rep: Report) -> Report | None:
@@ -362,11 +444,7 @@ def _previous(target: Path, rep: Report) -> Report | None:
     if not target.exists() and not target.is_symlink():
         return None
     previous = _read(target, target.parent)  # a clear error on a damaged or foreign file
-    if (previous.kind, previous.device, previous.device_name) != (
-        rep.kind,
-        rep.device,
-        rep.device_name,
-    ):
+    if _machine_of(previous) != _machine_of(rep):
         raise ValueError(
             f"path={str(target)!r} holds the report of another machine "
             f"({previous.label}: {previous.device_name}); choose another path or name="
@@ -376,65 +454,23 @@ def _previous(target: Path, rep: Report) -> Report | None:
 
 def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
     """The readable reports in ``folder`` made on the same host and device as ``rep``."""
-    if not folder.is_dir():
-        return []
     found = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             other = _read(path, folder)
         except ValueError:
             continue  # not ours to judge here; load_reports names bad files
-        if (
-            other.kind == rep.kind
-            and isinstance(other.machine, Ceilings)
-            and (other.machine.host, other.device, other.device_name)
-            == (rep.machine.host, rep.device, rep.device_name)
-        ):
+        if _machine_of(other) == _machine_of(rep):
             found.append(other)
     return found
-
-
-def write_predictions(
-    folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
-) -> list[Path]:
-    """Write :func:`prediction_from_spec` files for spec-table devices into ``folder``.
-
-    This is how ``course/instructor/example_results/`` was made::
-
-        python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
-    """
-    from brrrlib.hardware import spec
-
-    if isinstance(names, str):
-        names = (names,)  # one device, not its letters
-    folder = Path(folder)
-    written = []
-    for device_name in names:
-        rep = prediction_from_spec(spec(device_name))
-        path = folder / f"prediction-{_report_file.slug(rep.device_name)}-{rep.device}.json"
-        _report_file.write_atomic(path, rep.to_json())
-        written.append(path)
-    return written
 
 
 # --------------------------------------------------------------------------- reading reports
 
 
 def _read(path: Path, root: Path) -> Report:
-    fields = _report_file.parse(_report_file.read_json(path, root), str(path))
-    return _build(fields, str(path), path=path)
-
-
-def _json_files(root: Path) -> list[Path]:
-    """Every ``*.json`` under ``root``; linked folders are not entered (they may lead anywhere)."""
-    found = []
-    for folder, _dirs, files in os.walk(root, followlinks=False):
-        found += [Path(folder) / f for f in files if f.lower().endswith(".json")]
-    return sorted(found)
-
-
-def _order(r: Report) -> tuple:
-    return (r.is_prediction, r.recorded, r.name.lower(), r.device)
+    data = _report_file.read_json(path, root)
+    return dataclasses.replace(Report.from_dict(data, where=str(path)), path=path)
 
 
 def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
@@ -457,14 +493,16 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
             f"folder={str(folder)!r} is not a folder; put the learners' brrr-results/*.json "
             f"files in one folder and pass its path"
         )
-    files = _json_files(root)
+    files = []  # linked folders are not entered: they may lead anywhere
+    for where, _dirs, names in os.walk(root, followlinks=False):
+        files += [Path(where) / n for n in sorted(names) if n.lower().endswith(".json")]
     if not files:
         raise ValueError(
             f"folder={str(folder)!r} holds no *.json files; learners write them with "
             f"bl.report() (into ./brrr-results/)"
         )
     reports, skipped = [], []
-    for path in files:
+    for path in sorted(files):
         try:
             reports.append(_read(path, root))
         except ValueError as exc:
@@ -477,7 +515,7 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
         )
     if not reports:
         raise ValueError(f"folder={str(folder)!r}: no readable report among {len(files)} files")
-    return sorted(reports, key=_order)
+    return sorted(reports, key=lambda r: (r.is_prediction, r.recorded, r.name.lower(), r.device))
 
 
 def recorded_reports() -> list[Report]:
@@ -490,10 +528,8 @@ def recorded_reports() -> list[Report]:
     files: their vector ceiling counts a fused multiply-add as two FLOPs
     (:attr:`Report.notes` says so).
     """
-    folder = RECORDINGS / "reports"
     out = []
-    for path in sorted(folder.glob("*.json")):
-        rep = _read(path, folder)
+    for rep in load_reports(RECORDINGS / "reports"):
         c = rep.machine
         date = c.measured_at[:10] or (rep.created_at or "")[:10]
         name = f"{c.device_name.removeprefix('NVIDIA ')}, recorded {date}, torch {c.torch_version}"
@@ -504,7 +540,8 @@ def recorded_reports() -> list[Report]:
 # --------------------------------------------------------------------------- showing a class
 
 
-def _check_reports(reports: Any) -> tuple[Report, ...]:
+def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
+    """The reports (one or a list) with a matmul roof in ``precision``; an error names the fix."""
     if isinstance(reports, Report):
         reports = [reports]
     if not isinstance(reports, Sequence) or not reports:
@@ -512,7 +549,10 @@ def _check_reports(reports: Any) -> tuple[Report, ...]:
     for r in reports:
         if not isinstance(r, Report):
             raise TypeError(f"reports must hold Report objects, got {type(r).__name__}")
-    return tuple(reports)
+    chosen = tuple(r for r in reports if precision in r.precisions)
+    if not chosen:
+        raise ValueError(f"precision={precision!r}: no report carries a {precision} matmul peak")
+    return chosen
 
 
 def reports_table(reports: Sequence[Report]) -> ClassTable:
@@ -521,10 +561,18 @@ def reports_table(reports: Sequence[Report]) -> ClassTable:
     "fastest matmul" is the precision with the highest roof (tensor cores on a
     GPU), and its ridge point sits beside the fp32 one: the faster the math,
     the more FLOPs per byte a kernel needs before compute is the limit.
-    Predictions are in italics; a vector roof that counts a fused
-    multiply-add as two FLOPs says "FMA = 2".
+    Predictions are in italics; every vector roof counts one FLOP per operation.
     """
-    return _view.machines(_check_reports(reports))
+    chosen = _check_reports(reports)
+    notes = ["italic rows are spec-sheet predictions, not measurements"] * any(
+        r.is_prediction for r in chosen
+    )
+    notes.append("vector: one FLOP per operation (a spec sheet's fp32 peak counts an FMA as two)")
+    rows = [_cells(r) for r in chosen]
+    muted = tuple(r.is_prediction for r in chosen)
+    return ClassTable(
+        chosen, tuple(rows[0]), tuple(tuple(c.values()) for c in rows), muted, "; ".join(notes)
+    )
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
@@ -533,7 +581,17 @@ def chapters_table(reports: Sequence[Report]) -> ClassTable:
     Machines that reported no chapter numbers have no rows; when none did,
     the table is one sentence saying how learners add them.
     """
-    return _view.chapters(_check_reports(reports))
+    chosen = _check_reports(reports)
+    rows = tuple(
+        (r.label, chapter, key, str(value))
+        for r in chosen
+        for chapter, values in sorted(r.chapters.items())
+        for key, value in values.items()
+    )
+    none = "No chapter measurements yet: learners add them with "
+    none += "bl.report(chapter=2, extra={'knee_repeat': 16})."
+    columns = ("machine", "chapter", "measurement", "value")
+    return ClassTable(chosen, columns, rows, (), "" if rows else none)
 
 
 def attainable_table(
@@ -547,15 +605,34 @@ def attainable_table(
     how far apart the peaks are, so a class sees that a low-intensity op
     reaches a small share of *every* machine, whatever its peak.
     """
-    chosen = tuple(r for r in _check_reports(reports) if precision in r.precisions)
-    if not chosen:
-        raise ValueError(f"precision={precision!r}: no report carries a {precision} matmul peak")
+    chosen = _check_reports(reports, precision)
     x = intensity_flops_per_byte
     if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
         raise ValueError(
             f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
         )
-    return _view.attainable(chosen, float(intensity_flops_per_byte), precision)
+    rows = []
+    for r in chosen:
+        peak = r.matmul_peak(precision)
+        rate = roofline.attainable_flops_per_s(float(x), peak, r.mem_bandwidth_bytes_per_s)
+        rows.append(
+            (r.label, _fmt.si(peak, "FLOP/s"), _fmt.si(rate, "FLOP/s"), _fmt.percent(rate, peak))
+        )
+    low, high = (f(chosen, key=lambda r: r.matmul_peak(precision)) for f in (min, max))
+    spread = high.matmul_peak(precision) / low.matmul_peak(precision)
+    caption = (
+        f"the {precision} matmul peaks here differ by {round(spread):,}x (lowest {low.label}: "
+        f"{_fmt.si(low.matmul_peak(precision), 'FLOP/s')}; highest {high.label}: "
+        f"{_fmt.si(high.matmul_peak(precision), 'FLOP/s')})"
+    )
+    columns = (
+        "machine",
+        f"{precision} matmul peak",
+        f"attainable at {x:g} FLOP/B",
+        "share of peak",
+    )
+    muted = tuple(r.is_prediction for r in chosen)
+    return ClassTable(chosen, columns, tuple(rows), muted, caption)
 
 
 def plot_reports(
@@ -571,11 +648,30 @@ def plot_reports(
     machine and compute-bound on another. ``dtype`` other than ``"fp32"``
     draws the machines that have a roof in that precision.
     """
-    chosen = _check_reports(reports)
-    if dtype != "fp32":
-        chosen = tuple(r for r in chosen if dtype in r.precisions)
-        if not chosen:
-            raise ValueError(f"dtype={dtype!r}: no report carries a {dtype} matmul peak")
+    chosen = _check_reports(reports, dtype)
     if title is None:
-        title = f"the class on one roofline, {dtype} roofs: {_view.counts(chosen)}"
-    return _view.draw(chosen, ax, dtype, title)
+        recorded = sum(r.recorded for r in chosen)
+        predicted = sum(r.is_prediction for r in chosen)
+        counts = [f"{len(chosen) - recorded - predicted} measured"]
+        counts += [f"{recorded} recorded"] * bool(recorded) + [f"{predicted} predicted"]
+        title = f"the class on one roofline, {dtype} roofs: {', '.join(counts)}"
+    # roofline.plot labels a device by its name: give each the label the class sees.
+    devices = [
+        dataclasses.replace(r.machine, name=r.label)
+        if r.is_prediction
+        else dataclasses.replace(r.machine, device_name=r.label)
+        for r in chosen
+    ]
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(12, 5), layout="constrained")
+    ax = roofline.plot(devices, ax=ax, dtype=dtype)
+    ax.set_title(title)
+    predicted_labels = tuple(r.label + " " for r in chosen if r.is_prediction)
+    for line in ax.get_lines():
+        if predicted_labels and line.get_label().startswith(predicted_labels):
+            line.set_linestyle(":")  # nothing measured: dotted
+    # A class has many machines: the legend goes beside the plot, not over the lines.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return ax

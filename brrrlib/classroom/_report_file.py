@@ -1,21 +1,29 @@
 """The class report file: read it safely, check every field, know both schema versions.
 
-Written through :func:`write_atomic` under a :func:`file_name` that is safe
-on any file system and distinct per learner.
+Written by :func:`~brrrlib.classroom.report` under a file name that is safe on
+any file system and distinct per learner.
 
 A report file comes from a learner's machine, so it is read as data that
-could be anything: :func:`read_json` reads JSON only (no pickle, no code),
-refuses files over :data:`MAX_REPORT_BYTES`, links that lead out of the class
-folder, anything that is not a plain file, bytes that are not UTF-8, numbers
-a float cannot hold and nesting deeper than Python's parser allows. Then
-:func:`parse` checks each field against the type its dataclass declares
-(:class:`~brrrlib.ceilings.Ceilings`, :class:`~brrrlib.hardware.DeviceSpec`),
-so a string where a number belongs is an error that names the file and the
-field, never a crash later in a plot.
+could be anything (:func:`read_json`: what it refuses is listed in
+:func:`~brrrlib.classroom.load_reports`). Then :func:`parse` checks each field
+against the type its dataclass declares (``Ceilings``, ``DeviceSpec``): a
+string where a number belongs names the file and the field, never a crash
+later in a plot.
 
-Two layouts exist. Schema version 2 (written now) stores the measured
-``Ceilings`` as :meth:`Ceilings.to_dict` writes it, or for a prediction the
-spec-sheet row. Schema version 1 (the first workshops, the recorded H100 and
+Two layouts exist. Schema version 2 is written now::
+
+    {
+      "schema": "brrr-report", "schema_version": 2,
+      "kind": "measurement",                 # or "prediction" (with "spec" instead)
+      "name": "ada",                         # what the class sees; defaults to the host name
+      "created_at": "2026-01-31T10:15:00+00:00",
+      "ceilings": {...},                     # Ceilings.to_dict(): every field, units in names
+      "ridge_point_flops_per_byte": 14.0,    # fp32 matmul / bandwidth, for readers without brrrlib
+      "notes": [],
+      "chapters": {"02": {"knee_repeat": 16}}   # a chapter's own numbers (numbers, text)
+    }
+
+Schema version 1 (the first workshops, the recorded H100 and
 H200 reports) stored a flat copy of a few fields; :func:`parse` maps it onto
 the same types and keeps its numbers, with notes on what version 1 measured
 differently (see ``brrrlib/recordings/*/README.md``).
@@ -23,8 +31,7 @@ differently (see ``brrrlib/recordings/*/README.md``).
 
 from __future__ import annotations
 
-import functools
-import hashlib
+import dataclasses
 import json
 import math
 import os
@@ -35,7 +42,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _files
 from brrrlib.ceilings import Ceilings
 from brrrlib.hardware import DeviceSpec
 
@@ -47,13 +53,9 @@ __all__ = [
     "chapter_key",
     "check_chapters",
     "extras",
-    "file_name",
-    "loads",
     "parse",
     "read_json",
-    "slug",
     "spec_to_dict",
-    "write_atomic",
 ]
 
 SCHEMA = "brrr-report"
@@ -67,23 +69,17 @@ MAX_REPORT_BYTES = 256 * 2**10
 #: The longest integer literal read as an integer; longer ones become floats (or inf).
 _MAX_INT_DIGITS = 18
 #: Spec-sheet fields a prediction stores (the rest of a DeviceSpec is lookup plumbing).
-_SPEC_FIELDS = (
-    "name",
-    "peak_flops_per_s",
-    "mem_bandwidth_bytes_per_s",
-    "mem_bytes",
-    "source",
-    "kind",
-    "vendor",
+_SPEC_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(DeviceSpec)
+    if f.compare and f.name not in ("aliases", "notes")
 )
-#: Chapter measurements are flat: name -> number, text or bool.
-_SCALARS = (bool, int, float, str)
+#: A chapter measurement: a finite number, text or a bool (it goes into JSON).
+_SCALAR = bool | int | float | str
 
 V1_VECTOR_METHOD = "fused multiply-adds, halved to one FLOP per operation (schema 1)"
-"""How schema-1 reports measured the vector ceiling: fused multiply-adds counted as two
-FLOPs each. The course counts one FLOP per arithmetic operation (a plain multiply, as
-brrrlib measures now), so reading such a file halves its vector ceiling: an FMA unit
-does one multiply per slot when it is not adding."""
+"""How schema-1 reports measured the vector ceiling (FMAs, two FLOPs each): read, it is
+halved to the course's one FLOP per operation (an FMA unit does one multiply per slot)."""
 
 _V1_NOTES = {
     "vector": "vector ceiling measured on fused multiply-adds (two FLOPs each) and halved "
@@ -102,10 +98,25 @@ def read_json(path: Path, root: Path) -> Any:
     Every refusal is a ``ValueError`` that starts with the file's path, so
     :func:`brrrlib.classroom.load_reports` can name the file it skips.
     """
+    real, home = path.resolve(), root.resolve()
+    if path.is_symlink() and not real.is_relative_to(home):
+        raise ValueError(
+            f"{path}: a link to {real}, outside the class folder {home}; not followed "
+            "(copy the file into the folder instead)"
+        )
     try:
-        raw = _read_bytes(path, _inside(path, root))
+        if not stat.S_ISREG(os.stat(real).st_mode):  # a fifo named x.json would block the kernel
+            raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_REPORT_BYTES + 1)  # what it holds, not what stat said it held
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ValueError(
+            f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report (a real one is "
+            "about 2 KB): not read"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -113,28 +124,10 @@ def read_json(path: Path, root: Path) -> Any:
             f"{path}: not UTF-8 text (byte {exc.start} is {raw[exc.start : exc.start + 1]!r}); "
             "a report is JSON written by bl.report(): ask for the file again"
         ) from None
-    return loads(text, str(path))
+    return _loads(text, str(path))
 
 
-def _read_bytes(path: Path, real: Path) -> bytes:
-    """At most :data:`MAX_REPORT_BYTES` of a plain file, opened without following links."""
-    info = os.stat(real, follow_symlinks=False)
-    if not stat.S_ISREG(info.st_mode):  # a fifo named x.json would block the kernel
-        raise ValueError(f"{path}: not a regular file; a report is a plain .json file")
-    if info.st_size > MAX_REPORT_BYTES:
-        raise ValueError(
-            f"{path}: {info.st_size:,} bytes, over the {MAX_REPORT_BYTES:,}-byte limit for a "
-            "report (a real one is about 2 KB): not read"
-        )
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(MAX_REPORT_BYTES + 1)
-    if len(raw) > MAX_REPORT_BYTES:
-        raise ValueError(f"{path}: grew past the {MAX_REPORT_BYTES:,}-byte limit while read")
-    return raw
-
-
-def loads(text: str, where: str) -> Any:
+def _loads(text: str, where: str) -> Any:
     """``json.loads`` that keeps numbers finite and nesting bounded; errors name ``where``."""
     try:
         return json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant)
@@ -154,50 +147,39 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a report can hold")
 
 
-def _inside(path: Path, root: Path) -> Path:
-    """``path`` with links resolved; a link that leads out of ``root`` is refused."""
-    real, home = path.resolve(), root.resolve()
-    if path.is_symlink() and not real.is_relative_to(home):
-        raise ValueError(
-            f"{path}: a link to {real}, outside the class folder {home}; not followed "
-            "(copy the file into the folder instead)"
-        )
-    return real
-
-
 # ------------------------------------------------------------------ checking fields
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check(value: Any, hint: Any, where: str) -> Any:
-    """``value`` if it has the declared type ``hint`` (str, int, float, Mapping[str, T],
-    tuple[T, ...] as a JSON list)."""
-    origin = typing.get_origin(hint)
+    """``value`` if it has the declared type ``hint`` (str, int, float, bool, a chapter value,
+    Mapping[str, T] as a JSON object, tuple[T, ...] as a JSON list)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is tuple:
-        inner = typing.get_args(hint)[0]
         if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{where} must be a list of {inner.__name__}, got {_short(value)}")
-        return tuple(_check(v, inner, f"{where}[{i}]") for i, v in enumerate(value))
+            raise ValueError(f"{where} must be a list of {_name(args[0])}, got {_short(value)}")
+        return tuple(_check(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
     if origin is not None and issubclass(origin, Mapping):
-        _, inner = typing.get_args(hint)
-        if not isinstance(value, dict):
-            raise ValueError(f"{where} must be an object of name -> {inner.__name__}")
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{where} must be an object of name -> {_name(args[1])}")
         return {
-            _check(k, str, f"{where} key"): _check(v, inner, f"{where}[{k!r}]")
+            _check(k, str, f"{where} key"): _check(v, args[1], f"{where}[{k!r}]")
             for k, v in value.items()
         }
-    if hint is float:
-        if not (_is_number(value) and math.isfinite(value)):
-            raise ValueError(f"{where} must be a finite number, got {_short(value)}")
-        return float(value)
-    if hint is int and not isinstance(value, bool) and isinstance(value, int):
-        return value
-    if hint in (str, bool, dict) and isinstance(value, hint):
-        return value
-    raise ValueError(f"{where} must be {getattr(hint, '__name__', hint)}, got {_short(value)}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    finite = not number or math.isfinite(value)
+    fits = {
+        float: number and finite,
+        int: number and isinstance(value, int),
+        _SCALAR: isinstance(value, _SCALAR) and finite,
+    }.get(hint, hint in (str, bool, dict) and isinstance(value, hint))
+    if not fits:
+        raise ValueError(f"{where} must be {_name(hint)}, got {_short(value)}")
+    return float(value) if hint is float else value
+
+
+def _name(hint: Any) -> str:
+    names = {float: "a finite number", _SCALAR: "a finite number, text or bool"}
+    return names.get(hint) or getattr(hint, "__name__", str(hint))
 
 
 def _short(value: Any) -> str:
@@ -205,16 +187,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def _build(cls: type, data: Any, where: str, allowed: tuple[str, ...] | None = None) -> Any:
     """``cls(**data)`` after checking each key against ``cls``'s declared field types."""
     if not isinstance(data, dict):
         raise ValueError(f"{where} must be an object, got {type(data).__name__}")
-    hints = {k: v for k, v in _hints(cls).items() if allowed is None or k in allowed}
+    hints = {k: v for k, v in typing.get_type_hints(cls).items() if allowed is None or k in allowed}
     unknown = sorted(set(data) - set(hints))
     if unknown:
         raise ValueError(
@@ -238,20 +215,7 @@ def _field(data: Mapping, key: str, where: str, hint: Any, nullable: bool = Fals
 
 def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
     """Chapter measurements: ``{"02": {"knee_repeat": 16}}``, values finite numbers, text, bools."""
-    if not isinstance(chapters, Mapping):
-        raise ValueError(f"{where}: chapters must be an object of chapter -> measurements")
-    out = {}
-    for key, values in chapters.items():
-        if not isinstance(key, str) or not isinstance(values, Mapping):
-            raise ValueError(f"{where}: chapters[{key!r}] must be an object of name -> value")
-        for name, value in values.items():
-            finite = not isinstance(value, float) or math.isfinite(value)
-            if not (isinstance(name, str) and isinstance(value, _SCALARS) and finite):
-                raise ValueError(
-                    f"{where}: chapters[{key!r}][{name!r}] must be a finite number, text or bool"
-                )
-        out[key] = dict(values)
-    return out
+    return _check(chapters, Mapping[str, Mapping[str, _SCALAR]], f"{where}: chapters")
 
 
 # ------------------------------------------------------------------ the two layouts
@@ -289,25 +253,20 @@ def parse(data: Any, where: str) -> dict[str, Any]:
         "chapters": check_chapters(_field(data, "chapters", where, dict), where),
         "schema_version": version,
     }
-    fields.update(_parse_v1(data, kind, where) if version == 1 else _parse_v2(data, kind, where))
+    parse_layout = _parse_v1 if version == 1 else _parse_v2
+    fields["machine"], fields["notes"] = parse_layout(data, kind, where)
     _check_ridge(data, fields["machine"], where)
     return fields
 
 
-def _parse_v2(data: dict, kind: str, where: str) -> dict[str, Any]:
-    notes = data.get("notes", [])
-    if not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
-        raise ValueError(f"{where}: field 'notes' must be a list of text")
+def _parse_v2(data: dict, kind: str, where: str) -> tuple[Ceilings | DeviceSpec, tuple]:
+    notes = _check(data.get("notes", []), tuple[str, ...], f"{where}: field 'notes'")
     if kind == "measurement":
-        machine = _build(Ceilings, _field(data, "ceilings", where, dict), f"{where}: ceilings")
-    else:
-        spec = _field(data, "spec", where, dict)
-        machine = _build(DeviceSpec, spec, f"{where}: spec", allowed=_SPEC_FIELDS)
-        _check_spec_numbers(machine, f"{where}: spec")
-    return {"machine": machine, "notes": tuple(notes)}
+        return _build(Ceilings, _field(data, "ceilings", where, dict), f"{where}: ceilings"), notes
+    return _spec(_field(data, "spec", where, dict), f"{where}: spec"), notes
 
 
-def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
+def _parse_v1(data: dict, kind: str, where: str) -> tuple[Ceilings | DeviceSpec, tuple]:
     """Schema 1: ``machine`` and ``ceilings`` objects with a flat copy of a few fields."""
     m, c = f"{where}: machine", f"{where}: ceilings"
     machine = _field(data, "machine", where, dict)
@@ -330,9 +289,7 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
             "source": _field(data, "source", where, str).removeprefix("spec sheet: "),
             "kind": "gpu" if device == "cuda" else device,
         }
-        machine_obj = _build(DeviceSpec, spec, c, allowed=_SPEC_FIELDS)
-        _check_spec_numbers(machine_obj, c)
-        return {"machine": machine_obj, "notes": ()}
+        return _spec(spec, c), ()
     overhead = _field(ceil, "op_overhead_s", c, float, nullable=True)
     if overhead is None:
         raise ValueError(f"{c}: field 'op_overhead_s': a measurement must include it")
@@ -353,29 +310,24 @@ def _parse_v1(data: dict, kind: str, where: str) -> dict[str, Any]:
     notes = [_V1_NOTES["vector"], _V1_NOTES["overhead"]]
     if _field(ceil, "noisy", c, bool):
         notes.append(_V1_NOTES["noisy"])
-    return {"machine": _build(Ceilings, ceilings, c), "notes": tuple(notes)}
+    return _build(Ceilings, ceilings, c), tuple(notes)
 
 
-def _check_spec_numbers(spec: DeviceSpec, where: str) -> None:
-    numbers = {
-        **{f"peak_flops_per_s[{k!r}]": v for k, v in spec.peak_flops_per_s.items()},
-        "mem_bandwidth_bytes_per_s": spec.mem_bandwidth_bytes_per_s,
-    }
-    for name, value in numbers.items():
-        if not value > 0:
-            raise ValueError(f"{where}: field {name} must be a positive number, got {value!r}")
+def _spec(fields: dict, where: str) -> DeviceSpec:
+    """A prediction's spec-sheet row, every roof and the bandwidth checked positive."""
+    spec = _build(DeviceSpec, fields, where, allowed=_SPEC_FIELDS)
+    if min(*spec.peak_flops_per_s.values(), spec.mem_bandwidth_bytes_per_s) <= 0:
+        raise ValueError(
+            f"{where}: fields peak_flops_per_s and mem_bandwidth_bytes_per_s must be positive"
+        )
+    return spec
 
 
 def _check_ridge(data: dict, machine: Ceilings | DeviceSpec, where: str) -> None:
     """The stored fp32 ridge point (for readers without brrrlib) must match the numbers."""
-    stored = data.get("ridge_point_flops_per_byte")
-    if stored is None:
+    if data.get("ridge_point_flops_per_byte") is None:
         return
-    if not (_is_number(stored) and math.isfinite(stored)):
-        raise ValueError(
-            f"{where}: field 'ridge_point_flops_per_byte' must be a finite number, "
-            f"got {_short(stored)}"
-        )
+    stored = _field(data, "ridge_point_flops_per_byte", where, float)
     ridge = machine.ridge_point_flops_per_byte("fp32")
     if not math.isclose(stored, ridge, rel_tol=1e-6):
         raise ValueError(
@@ -392,35 +344,6 @@ def spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ writing
-
-
-def file_name(name: str, device: str, device_name: str, host: str) -> str:
-    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
-
-    The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
-    "李" and ".." can neither leave the folder nor collapse into one name);
-    the fingerprint, a hash of the exact name, host and device, keeps two
-    learners apart even with the same nickname, and one learner on one file.
-    """
-    key = "\0".join((name, host, device, device_name)).encode()
-    fingerprint = hashlib.sha256(key).hexdigest()[:8]
-    return f"{slug(name) or 'learner'}-{device}-{fingerprint}.json"
-
-
-def slug(text: str) -> str:
-    """``text`` reduced to ASCII letters, digits, ``_`` and ``-`` (at most 40 of them)."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-")[:40]
-
-
-def write_atomic(target: Path, text: str) -> None:
-    """Write a report so the instructor can read it (``_files.write_atomic``), or say where to."""
-    try:
-        _files.write_atomic(target, text, mode=0o644)
-    except OSError as exc:
-        raise OSError(
-            f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
-            "folder you can write to"
-        ) from None
 
 
 def chapter_key(chapter: Any) -> str | None:
@@ -446,14 +369,10 @@ def extras(extra: Any) -> dict[str, Any]:
             f"extra must be a dict of name -> number/text, e.g. {{'knee_repeat': 16}}; "
             f"got {type(extra).__name__}"
         )
-    for key, value in extra.items():
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"extra: keys must be non-empty strings, got {key!r}")
-        try:
-            check_chapters({"-": {key: value}}, "extra")
-        except ValueError:
-            raise TypeError(
-                f"extra[{key!r}] must be a finite number, text or bool (it goes into JSON); "
-                f"got {type(value).__name__}: pass e.g. float(x) or t.median_s"
-            ) from None
-    return dict(extra)
+    try:
+        checked = _check(extra, Mapping[str, _SCALAR], "extra")
+    except ValueError as exc:  # the learner's argument: a TypeError, and what to pass
+        raise TypeError(f"{exc} (it goes into JSON): pass e.g. float(x) or t.median_s") from None
+    if "" in checked:
+        raise TypeError("extra: keys must be non-empty strings")
+    return checked

@@ -1,21 +1,11 @@
 """The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab.
 
-* ``brrr doctor``, run first: can this machine run the course, and if not,
-  what to do (:mod:`brrrlib.cli._doctor`). Exit 1 when it cannot.
-* ``brrr diagnose MODULE:NAME`` runs :func:`brrrlib.diagnose` on your code.
-  MODULE is a module name or a ``path/to/file.py``; NAME is a zero-argument
-  function returning ``(fn, args)`` or ``(fn, args, kwargs)``::
-
-      def workload():                  # brrr diagnose mymodel.py:workload
-          x = torch.randn(4096, 4096)
-          return torch.mm, (x, x)
-
-  Exit 0 when it diagnosed, 1 when the workload failed, 2 for a bad target.
-* ``brrr lab`` copies the notebooks into a workspace (never over your edits)
-  and starts JupyterLab there, on loopback behind a fresh token; Ctrl-C
-  stops it cleanly (its kernels shut down first). ``brrr lab --copy-only
-  DIR`` only copies, for a hub whose users are already in a JupyterLab. The
-  notebooks are the package data ``brrrlib/course``.
+``brrr doctor`` (run first, :mod:`brrrlib.cli._doctor`) says whether this
+machine can run the course and what to fix; ``brrr diagnose MODULE:NAME``
+runs :func:`brrrlib.diagnose` on your code; ``brrr lab`` copies the course
+notebooks (the package data ``brrrlib/course``) into a workspace and starts
+JupyterLab there. Each command's help (``brrr lab --help``), written once in
+:func:`_parser`, says the rest: arguments, exit status, the remote case.
 
 Torch is imported only inside the commands that need it, so ``brrr --help``
 and ``brrr doctor`` work on a machine without it.
@@ -44,12 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brrrlib.cli._doctor import course_source, doctor, package_version, torch_problem
+from brrrlib.cli._doctor import REINSTALL, course_source, doctor, package_version, torch_problem
 
 __all__ = ["doctor", "main"]
-
-_DEFAULT_WORKSPACE = "~/brrr-course"
-_TARGET_FORM = "MODULE:NAME or path/to/file.py:NAME"
 
 
 # ---------------------------------------------------------------- diagnose ---
@@ -58,17 +45,15 @@ class TargetError(Exception):
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
-    """Resolve ``MODULE:NAME`` (or ``path/to/file.py:NAME``) to ``(fn, args, kwargs)``.
+    """Resolve ``MODULE:NAME`` (``brrr diagnose --help``) to ``(fn, args, kwargs)``.
 
-    NAME is a zero-argument function returning ``(fn, args)`` or ``(fn,
-    args, kwargs)`` (see the module docstring); it builds the inputs, so the
-    module stays cheap to import. The current folder goes on ``sys.path``
-    first, as with ``python -m``. Raises :class:`TargetError` saying what to
-    do, also when the module or NAME calls ``sys.exit`` or is interrupted.
+    The current folder goes on ``sys.path`` first, as with ``python -m``.
+    Raises :class:`TargetError` saying what to do, also when the module or
+    NAME calls ``sys.exit`` or is interrupted.
     """
     module_part, _, name = target.rpartition(":") if isinstance(target, str) else ("", "", "")
     if not module_part or not name:
-        raise TargetError(f"target {target!r} must look like {_TARGET_FORM}")
+        raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
     module = _run_user_code(
         lambda: _import(module_part),
         f"importing {module_part!r}",
@@ -319,8 +304,7 @@ def _lab(opts, out) -> int:
     if src is None:
         print(
             "brrr lab: the course notebooks were not found (neither the package data "
-            "brrrlib/course nor course/ beside brrrlib): reinstall the package "
-            "(pip install brrrlib, or pip install -e . in the clone)",
+            f"brrrlib/course nor course/ beside brrrlib): {REINSTALL}",
             file=sys.stderr,
         )
         return 2
@@ -353,68 +337,54 @@ def _lab(opts, out) -> int:
 STOP_GRACE_S = 15.0
 
 
-class _Stop(Exception):
-    """A SIGTERM or SIGHUP reached ``brrr lab``: stop the server as after Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_stop(signum, _frame):
-    raise _Stop(signum)
+def _exit_on_signal(signum, _frame):
+    """A SIGTERM or SIGHUP reached ``brrr lab``: stop the server as after Ctrl-C, then exit."""
+    raise SystemExit(128 + signum)
 
 
 def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
-    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, stop it cleanly.
+    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, :func:`_stop` it.
 
     On Linux and macOS the server runs in a session of its own (stdin closed),
-    so Ctrl-C in the terminal reaches ``brrr`` alone, and ``brrr`` decides
-    how the server stops (:func:`_stop`): asked first, so that JupyterLab
-    shuts its kernels down and removes its runtime files, killed only if it
-    has not stopped after :data:`STOP_GRACE_S`. A SIGTERM (a process manager,
-    ``kill``) or SIGHUP (the terminal closed) does the same: the server never
-    outlives ``brrr`` holding its port. On Windows the console's Ctrl-C
-    reaches both; ``brrr`` gives the server the same time, then ends it.
+    so Ctrl-C in the terminal reaches ``brrr`` alone, and ``brrr`` decides how
+    the server stops; a SIGTERM (a process manager) or SIGHUP (the terminal
+    closed) does the same, so the server never outlives ``brrr`` holding its
+    port. On Windows the console's Ctrl-C reaches both.
     """
     posix = os.name == "posix"
     stdin = subprocess.DEVNULL if posix else None
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=stdin, start_new_session=posix)
     stops = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    previous = {s: signal.signal(s, _raise_stop) for s in stops}
+    previous = {s: signal.signal(s, _exit_on_signal) for s in stops}
     try:
         return proc.wait()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         _stop(proc, ask=posix)
-        raise  # main() says "interrupted" and exits 130
-    except _Stop as stop:
-        _stop(proc, ask=posix)
-        return 128 + stop.signum
+        raise  # Ctrl-C: main() says "interrupted" and exits 130; a signal: 128 + its number
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
 
 
-def _stop(proc: subprocess.Popen, ask: bool, grace_s: float | None = None) -> int:
-    """Ask the server to stop (SIGTERM), wait up to ``grace_s`` (:data:`STOP_GRACE_S`); then kill.
+def _stop(proc: subprocess.Popen, ask: bool) -> int:
+    """Ask the server to stop (SIGTERM), wait up to :data:`STOP_GRACE_S`; then kill it.
 
     Jupyter answers SIGTERM as it answers a confirmed Ctrl-C: it shuts its
     kernels down, removes its runtime files and exits. ``ask=False`` (Windows,
     where the console's Ctrl-C already reached it) only waits. Another Ctrl-C
     while waiting kills it at once. Returns the server's exit status.
     """
-    grace_s = STOP_GRACE_S if grace_s is None else grace_s
     print(
         "brrr lab: stopping JupyterLab: its kernels are shut down first "
-        f"(up to {grace_s:.0f} s; Ctrl-C again to stop it at once)",
+        f"(up to {STOP_GRACE_S:.0f} s; Ctrl-C again to stop it at once)",
         file=sys.stderr,
         flush=True,
     )
     if proc.poll() is None and ask:
         proc.terminate()
     try:
-        return proc.wait(timeout=grace_s)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt, _Stop):
+        return proc.wait(timeout=STOP_GRACE_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt, SystemExit):
         proc.kill()
         return proc.wait()
 
@@ -490,8 +460,7 @@ def _parser() -> argparse.ArgumentParser:
     where = lab.add_mutually_exclusive_group()
     where.add_argument(
         "--dir",
-        default=_DEFAULT_WORKSPACE,
-        metavar="DIR",
+        default="~/brrr-course",
         help="the workspace folder, made if missing (default: ~/brrr-course)",
     )
     where.add_argument(
@@ -515,7 +484,6 @@ def _parser() -> argparse.ArgumentParser:
     lab.add_argument(
         "--port",
         type=_port,
-        default=None,
         help="JupyterLab's port on 127.0.0.1 (default: 8888, or a free one if 8888 is taken)",
     )
     return p

@@ -7,9 +7,8 @@ build to install for this machine, CPU, CUDA or Apple), the device,
 device, and each course notebook's imports. Every FAIL line comes with what
 to do, and makes the exit status 1.
 
-Torch is imported inside the checks that need it, never at import time, so
-this module (and ``brrr --help``) loads on a machine without torch. The
-command line itself lives in :mod:`brrrlib.cli`.
+Torch is imported inside the checks that need it, as everywhere in
+:mod:`brrrlib.cli`, which holds the command line itself.
 """
 
 from __future__ import annotations
@@ -36,14 +35,17 @@ __all__ = [
     "course_source",
     "cuda_torch_command",
     "doctor",
+    "REINSTALL",
     "package_version",
-    "torch_floor",
     "torch_problem",
 ]
 
 # The oldest torch that passes every test and notebook (.ci/torch_range.py): torch.Tag.reduction,
 # which counting uses, arrived in 2.10. pyproject.toml says the same (tests/test_cli.py checks).
 _TORCH_FLOOR = "2.10"
+
+#: What to do when the course notebooks are missing (``brrr doctor``, ``brrr lab``).
+REINSTALL = "reinstall the package (pip install brrrlib, or pip install -e . in the clone)"
 
 # Packages the notebooks need (required) and the test tools (optional).
 _REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
@@ -113,38 +115,24 @@ def torch_problem() -> str | None:
     """None if torch imports and is new enough; else one sentence: what is wrong, what to do."""
     try:
         torch = importlib.import_module("torch")
-    except ModuleNotFoundError as err:
-        if err.name == "torch":
-            return f"torch is not installed: install it {_torch_advice()}"
-        problem: Exception = err
     except Exception as err:  # a broken install fails in many ways: name it, never hide it
-        problem = err
-    else:
-        return _too_old(getattr(torch, "__version__", "0"))
-    what = f"{type(problem).__name__}: {problem}"
-    return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+        if isinstance(err, ModuleNotFoundError) and err.name == "torch":
+            return f"torch is not installed: install it {_torch_advice()}"
+        what = f"{type(err).__name__}: {err}"
+        return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+    version = getattr(torch, "__version__", "0")
+    if _release(version) >= _release(_TORCH_FLOOR):
+        return None
+    upgrade = _torch_advice().replace("pip install torch", "pip install -U torch")
+    return (
+        f"torch {version} is older than {_TORCH_FLOOR}, the oldest the course runs on: "
+        f"upgrade it {upgrade}"
+    )
 
 
 def _release(version: str) -> tuple[int, ...]:
     """``"2.10.0+cu128"`` -> ``(2, 10, 0)``: the numeric release part of a version."""
     return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
-
-
-def torch_floor() -> str:
-    """The oldest torch the course runs on: pyproject's ``torch>=`` (a test keeps them equal).
-
-    Set from ``.ci/torch_range.py``, which runs every test and notebook with it.
-    """
-    return _TORCH_FLOOR
-
-
-def _too_old(version: str) -> str | None:
-    """None if ``version`` is at least the package's torch floor; else what to do."""
-    floor = torch_floor()
-    if _release(version) >= _release(floor):
-        return None
-    upgrade = _torch_advice().replace("pip install torch", "pip install -U torch")
-    return f"torch {version} is older than {floor}, the oldest the course runs on: upgrade it {upgrade}"
 
 
 def _check_packages(r: _Report) -> bool:
@@ -256,22 +244,19 @@ def _compiler_advice(system: str) -> str:
     return "install g++ with your system's package manager (Debian/Ubuntu/WSL: build-essential)"
 
 
-def _check_compiler(r: _Report) -> bool:
-    """The compiler lookup; False (a FAIL) when torch.compile has none."""
-    r.section("torch.compile")
-    problem = compiler_problem()
-    if problem is None:
-        return True
-    r.line(
-        "FAIL",
-        f"{problem[0]}: torch.compile cannot build kernels (chapters 02 and 03 use it)",
-        problem[1],
-    )
-    return False
-
-
-def _check_compile(r: _Report, dev) -> bool:
+def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
+    """A C++ compiler (a lookup), then unless ``quick`` a tiny compile; None when not tried."""
     import torch
+
+    r.section("torch.compile")
+    missing = compiler_problem()
+    if missing:
+        what = f"{missing[0]}: torch.compile cannot build kernels (chapters 02 and 03 use it)"
+        r.line("FAIL", what, missing[1])
+        return False
+    if quick:
+        r.line("ok", "a C++ compiler is here (torch.compile not tried: --quick)")
+        return None
 
     def tiny(x):
         return (x.sin() + 1).cos()
@@ -283,23 +268,15 @@ def _check_compile(r: _Report, dev) -> bool:
         elapsed_s = time.perf_counter() - t0
     except Exception as err:  # any compiler failure is reported with advice, never hidden
         first = (str(err).strip().splitlines() or [""])[0][:200]
-        r.line(
-            "FAIL",
-            f"torch.compile failed: {type(err).__name__}: {first}",
-            "install a C/C++ compiler: Debian/Ubuntu `sudo apt install build-essential`, "
-            "macOS `xcode-select --install`, conda `conda install -c conda-forge cxx-compiler`; "
-            "chapters 02 and 03 use torch.compile",
-        )
+        advice = f"{_compiler_advice(platform.system())} (chapters 02 and 03 use torch.compile)"
+        r.line("FAIL", f"torch.compile failed: {type(err).__name__}: {first}", advice)
         return False
     if not right:
         r.line("FAIL", "torch.compile gave a wrong result", "update torch: pip install -U torch")
-    else:
-        r.line(
-            "ok",
-            f"compiled and ran a tiny function in {_fmt.seconds(elapsed_s)} (first compile; "
-            "later ones are cached)",
-        )
-    return right
+        return False
+    took = _fmt.seconds(elapsed_s)
+    r.line("ok", f"compiled and ran a tiny function in {took} (first compile; later ones cached)")
+    return True
 
 
 def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
@@ -370,40 +347,26 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
     r.section("Course notebooks")
     src = course_source()
     if src is None:
-        r.line(
-            "FAIL",
-            "course notebooks not found",
-            "reinstall the package (pip install brrrlib, or pip install -e . in the clone)",
-        )
+        r.line("FAIL", "course notebooks not found", REINSTALL)
         return
     r.line("ok", f"found in {src}")
     for path in sorted(src.glob("*.ipynb")):
         try:
             text = path.read_text(encoding="utf-8")
-            missing = sorted(
-                m
-                for m in _notebook_imports(json.loads(text))
-                if importlib.util.find_spec(m) is None
-            )
+            imports = _notebook_imports(json.loads(text))
+            missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
         except (OSError, ValueError) as err:
             r.line("FAIL", f"{path.name}: unreadable ({err})", "brrr lab --reset (keeps a backup)")
             continue
         uses_compile = "torch.compile" in text
         if missing:
-            r.line(
-                "FAIL",
-                f"{path.name}: needs {', '.join(missing)}",
-                f"pip install {' '.join(missing)}",
-            )
+            needs = ", ".join(missing)
+            r.line("FAIL", f"{path.name}: needs {needs}", f"pip install {' '.join(missing)}")
         elif uses_compile and compile_ok is False:
             r.line("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
         else:
-            unchecked = (
-                " (torch.compile not checked: --quick)"
-                if uses_compile and compile_ok is None
-                else ""
-            )
-            r.line("ok", f"{path.name}: can run{unchecked}")
+            quick = uses_compile and compile_ok is None
+            r.line("ok", f"{path.name}: can run" + " (torch.compile not checked: --quick)" * quick)
 
 
 def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
@@ -425,13 +388,7 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
     dev = _check_device(r)
     compile_ok = None
     if dev is not None:
-        has_compiler = _check_compiler(r)
-        if not has_compiler:
-            compile_ok = False
-        elif quick:
-            r.line("ok", "a C++ compiler is here (torch.compile not tried: --quick)")
-        else:
-            compile_ok = _check_compile(r, dev)
+        compile_ok = _check_compile(r, dev, quick)
         _check_ceilings(r, dev, refresh)
     _check_course(r, compile_ok)
     verdict = (
