@@ -53,7 +53,7 @@ reverse; the package holds its public names, its private modules the rest:
 ``exercises``      checked exercises: ``check``, ``hint``, ``solution``, ``questions``;
                    the bank's text in ``questions.json``, read by ``_bank``; solvers by topic
 ``classroom``      a learner's result file and the class view (``report``); the file
-                   format in ``_report_file``, the drawing in ``_view``
+                   format in ``_report_file``
 ``cli``            the ``brrr`` command: ``diagnose``, ``lab``; ``doctor`` in ``_doctor``
 =================  ===========================================================
 
