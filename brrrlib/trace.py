@@ -1094,7 +1094,7 @@ def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) 
     the profiler still splits its time over the ops it calls inside.
     """
     counts = count(fn, *args, **kwargs)
-    return counts.with_times(time_by_category(fn, *args, runs=runs, **kwargs))
+    return dataclasses.replace(counts, times=time_by_category(fn, *args, runs=runs, **kwargs))
 
 
 # ----------------------------------------------------------------------------- recordings

@@ -509,7 +509,7 @@ def test_breakdown_profiles_every_category():
     assert times["matmul"] > 0
     assert result.times.total_s > 0
     assert result.times.runs == 2
-    assert result.times.source in result.table()  # the time column and where it came from
+    assert result.times.source in repr(result)  # the time column and where it came from
     # without dropout the CPU flash-attention kernel runs; its backward recomputes
     # QK^T, one attention matmul more than 3x the forward
     # per sequence of 8 tokens: QKV 2*8*E*3E, QK^T and AV 2*8*8*E each, out 2*8*E*E,
