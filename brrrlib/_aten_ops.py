@@ -32,6 +32,7 @@ __all__ = [
     "COMPILED_GRAPH",
     "FLOPS_PER_ELEMENT",
     "FUSED_ATTENTION",
+    "SOFTMAX",
     "SPECIAL",
     "attention_flops",
     "categorize",
@@ -71,6 +72,8 @@ FLOPS_PER_ELEMENT: Mapping[str, float] = {
 counting convention is written down. Matmuls use exact formulas instead
 (``2*M*K*N`` for an ``(M,K) @ (K,N)``: one multiply and one add per term)."""
 
+#: The softmax kernels (one ``exp`` per input element).
+SOFTMAX = frozenset({"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"})
 SPECIAL: Mapping[str, str] = {
     **dict.fromkeys(
         (
@@ -91,11 +94,8 @@ SPECIAL: Mapping[str, str] = {
             "selu",
             "softplus",
             "logsumexp",
-            "_softmax",
-            "_log_softmax",
-            "_safe_softmax",
-            "_masked_softmax",
             "special_expit",
+            *SOFTMAX,
         ),
         "exp",
     ),
@@ -106,6 +106,11 @@ SPECIAL: Mapping[str, str] = {
     **dict.fromkeys(("sin", "sin_", "cos", "cos_", "tan", "tan_"), "cos"),
     **dict.fromkeys(("log", "log_", "log2", "log2_", "log10", "log10_", "log1p", "log1p_"), "log"),
 }
+"""Ops that evaluate a special function once per element, and which one (a rate
+``bl.measure_ceilings`` measures: ``exp``, ``tanh``, ``erf``, ``cos`` for the
+trigonometric family, ``log``). One such evaluation costs tens of instructions
+on a CPU, which a FLOP count of 1 hides; the diagnosis judges them against
+their own measured rate. A gelu with ``approximate="tanh"`` is a tanh."""
 #: Fused attention kernels: one exp per score (queries x keys per head) inside the kernel.
 FUSED_ATTENTION = frozenset(
     {
@@ -117,11 +122,6 @@ FUSED_ATTENTION = frozenset(
         "_efficient_attention_forward",
     }
 )
-"""Ops that evaluate a special function once per element, and which one (a rate
-``bl.measure_ceilings`` measures: ``exp``, ``tanh``, ``erf``, ``cos`` for the
-trigonometric family, ``log``). One such evaluation costs tens of instructions
-on a CPU, which a FLOP count of 1 hides; the diagnosis judges them against
-their own measured rate. A gelu with ``approximate="tanh"`` is a tanh."""
 
 
 def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
@@ -134,7 +134,6 @@ def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------- op-name tables
 
-_SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"}
 _SOFTMAX_BACKWARD = {
     "_softmax_backward_data",
     "_log_softmax_backward_data",
@@ -202,7 +201,7 @@ _NORM_WRAPPERS = {
     "_batch_norm_impl_index_backward",
 }
 _NORMALIZATION = (
-    _SOFTMAX
+    SOFTMAX
     | _SOFTMAX_BACKWARD
     | _NORM
     | _NORM_BACKWARD
@@ -278,13 +277,10 @@ METADATA = frozenset(
         "layout",
     }
 )
-# Profiler rows that move no data (views, allocation, metadata): on a CPU trace they are
-# not "device work".
+# Profiler rows that make a view or read metadata (with ALLOCATIONS: rows that move no
+# data): on a CPU trace they are not "device work".
 _PROFILER_NO_DATA = frozenset(
     {
-        "empty",
-        "empty_strided",
-        "empty_like",
         "as_strided",
         "view",
         "_unsafe_view",
@@ -638,7 +634,7 @@ def normalization_flops(base: str, tensors: list[torch.Tensor]) -> int:
     if not tensors:
         return 0
     kinds = (
-        (_SOFTMAX, "softmax"),
+        (SOFTMAX, "softmax"),
         (_SOFTMAX_BACKWARD, "softmax_backward"),
         (_RMS_NORM, "rms_norm"),
         (_RMS_NORM_BACKWARD, "rms_norm_backward"),

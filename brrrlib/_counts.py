@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from brrrlib import _fmt
 from brrrlib._aten_ops import CATEGORIES
@@ -93,10 +92,10 @@ class Counts:
 
     ``rows`` holds one :class:`OpCount` per (op, category, precision);
     ``times`` is optional per-category timing attached by
-    :func:`brrrlib.trace.breakdown` or :meth:`with_times`; ``notes`` says what
-    the count could not see (ops it could not price, a compiled function
-    counted as its eager graph). Totals are properties; :meth:`by_category`
-    and :meth:`table` group the rows like the essay's BERT table.
+    :func:`brrrlib.trace.breakdown`; ``notes`` says what the count could not
+    see (ops it could not price, a compiled function counted as its eager
+    graph). Totals are properties; :meth:`by_category` and the repr group the
+    rows like the essay's BERT table (with times: each category's % of runtime).
     """
 
     rows: tuple[OpCount, ...]
@@ -201,27 +200,11 @@ class Counts:
             out[category] = entry
         return out
 
-    def with_times(self, times: CategoryTimes | Mapping[str, float]) -> Counts:
-        """A copy with per-category times attached (a :class:`CategoryTimes` or ``{category: s}``)."""
-        return Counts(rows=self.rows, times=_as_category_times(times), notes=self.notes)
-
-    def table(self, timing: Any = None, *, by: str = "category") -> str:
-        """A text table: FLOPs, % of FLOPs, bytes, % of bytes per category (or per op).
-
-        ``timing`` adds time columns: a :class:`CategoryTimes` (or a
-        ``{category: seconds}`` mapping) gives each category's % of runtime, the
-        essay's BERT table; a :class:`~brrrlib.timing.Timing` (anything with
-        ``median_s``) of the whole function adds the achieved FLOP/s and bytes/s.
-        Without ``timing``, times attached by ``breakdown`` are used.
-        ``by="op"`` lists every aten op instead of the categories.
-        """
-        return _render(self, timing, by=by, html=False)
-
     def _repr_html_(self) -> str:
-        return _render(self, None, by="category", html=True)
+        return _render(self, html=True)
 
     def __repr__(self) -> str:
-        return _render(self, None, by="category", html=False)
+        return _render(self, html=False)
 
 
 def _intensity(flops: float, nbytes: float) -> float:
@@ -230,92 +213,39 @@ def _intensity(flops: float, nbytes: float) -> float:
     return flops / nbytes
 
 
-def _as_category_times(times: Any) -> CategoryTimes:
-    if isinstance(times, CategoryTimes):
-        return times
-    if isinstance(times, Mapping):
-        unknown = set(times) - set(CATEGORIES)
-        if unknown:
-            raise ValueError(
-                f"times: unknown categories {sorted(unknown)}; use {list(CATEGORIES)} "
-                "(map op names with bl.counting.categorize)"
-            )
-        pairs = tuple((c, float(times[c])) for c in CATEGORIES if c in times)
-        if any(t < 0 or not math.isfinite(t) for _, t in pairs):
-            raise ValueError("times: every value must be a finite number of seconds >= 0")
-        return CategoryTimes(times_s=pairs, source="given", device="?", runs=0)
-    raise TypeError(
-        f"times: expected CategoryTimes or a {{category: seconds}} mapping, got {type(times).__name__}"
-    )
-
-
 # ---------------------------------------------------------------- rendering
 
 
-def _render(counts: Counts, timing: Any, *, by: str, html: bool) -> str:
-    """The table as text or HTML: a title line, a header, one line per category or op, notes."""
-    if by not in ("category", "op"):
-        raise ValueError(f"by must be 'category' or 'op', got {by!r}")
-    times, whole = counts.times, None
-    if timing is not None and hasattr(timing, "median_s"):
-        whole = timing  # a Timing of the whole function: achieved rates
-    elif timing is not None:
-        times = _as_category_times(timing)
-    header = [
-        "category" if by == "category" else "op",
-        "calls",
-        "FLOPs",
-        "% FLOPs",
-        "bytes",
-        "% bytes",
-        "FLOP/byte",
-    ]
-    if by == "category" and times is not None:
+def _render(counts: Counts, *, html: bool) -> str:
+    """The table as text or HTML: a title line, a header, one line per category, notes."""
+    times = counts.times
+    header = ["category", "calls", "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte"]
+    if times is not None:
         header += ["time", "% time"]
-    body = _category_lines(counts, times) if by == "category" else _op_lines(counts)
     title = (
         f"Counts: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved, "
         f"{counts.intensity_flops_per_byte:.3g} FLOP/byte, {counts.ops} op calls"
     )
     notes = []
-    if times is not None and by == "category":
+    if times is not None:
         notes.append(
             f"time: {times.source} on {times.device}, median of {times.runs} runs, "
             f"{_fmt.seconds(times.total_s)} of op time per call"
         )
-    if whole is not None:
-        s = whole.median_s
-        notes.append(
-            f"achieved: {_fmt.si(counts.flops / s, 'FLOP/s')}, "
-            f"{_fmt.si(counts.bytes_moved / s, 'B/s')} (median {_fmt.seconds(s)} per call)"
-        )
     notes += [f"note: {n}" for n in counts.notes]
-    return (_html_table if html else _text_table)(title, header, body, notes)
+    return (_html_table if html else _text_table)(title, header, _lines(counts), notes)
 
 
-def _category_lines(counts: Counts, times: CategoryTimes | None) -> list[list[str]]:
-    cats = counts.by_category()
-    time_map = times.as_dict() if times is not None else None
+def _lines(counts: Counts) -> list[list[str]]:
+    cats, times = counts.by_category(), counts.times
     lines = []
     for c in CATEGORIES:
         e = cats[c]
         line = [c, f"{int(e['calls'])}", *_share_cells(counts, e["flops"], e["bytes_moved"])]
-        if time_map is not None:
-            line += [_fmt.seconds(time_map[c]), _fmt.percent(time_map[c], times.total_s)]
+        if times is not None:
+            line += [_fmt.seconds(e["time_s"]), _fmt.percent(e["time_s"], times.total_s)]
         lines.append(line)
     return lines
-
-
-def _op_lines(counts: Counts) -> list[list[str]]:
-    order = sorted(counts.rows, key=lambda r: (-r.flops, -r.bytes_moved, r.op))
-    return [
-        [
-            f"{r.op} ({r.category}{', ' + r.precision if r.precision else ''})",
-            str(r.calls),
-            *_share_cells(counts, r.flops, r.bytes_moved),
-        ]
-        for r in order
-    ]
 
 
 def _share_cells(counts: Counts, flops: float, nbytes: float) -> list[str]:

@@ -126,13 +126,15 @@ TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
     "take": _lookup(0, (1,)),  # (self, index)
     "index": _lookup(0, (1,)),  # advanced indexing (self, indices): x[idx], x[mask]
     # (weight, indices, offsets, ..., per_sample_weights): a row per index, summed per bag
-    "_embedding_bag": _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
-    "_embedding_bag_forward_only": _lookup(
-        0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]
+    **dict.fromkeys(
+        ("_embedding_bag", "_embedding_bag_forward_only"),
+        _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
     ),
     # scatters: write the positions addressed, read what is written there
-    "index_put_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
-    "_index_put_impl_": _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+    **dict.fromkeys(
+        ("index_put_", "_index_put_impl_"),
+        _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+    ),
     "index_add_": _scatter_into(
         2, 3, lambda a: a[3].numel(), _ALWAYS
     ),  # (self, dim, index, source)

@@ -47,7 +47,6 @@ kernels are not aten ops), and the result says so in a note: for
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -110,7 +109,7 @@ def _special_count(base: str, args, out, written) -> int:
     if base in _aten_ops.FUSED_ATTENTION:
         q, k = _tensors(args)[:2]
         return q.numel() // q.shape[-1] * k.shape[-2]  # batch x heads x L x S scores
-    if base in ("_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax", "logsumexp"):
+    if base in _aten_ops.SOFTMAX or base == "logsumexp":
         first = next(iter(_tensors(args)), None)
         return first.numel() if first is not None else 0
     return sum(t.numel() for t in _results(out, written))
@@ -258,7 +257,7 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     mode = _CountingMode()
     # Under a dispatch mode dynamo gives up on a compiled frame and runs it eagerly from
     # then on; "force_eager" runs it eagerly for this one call and leaves its cache alone.
-    with _eager_compile(), mode:
+    with torch.compiler.set_stance("force_eager"), mode:
         result = fn(*args, **kwargs)
     did_work = any(flops or nbytes for _, flops, nbytes, _ in mode.rows.values())
     if not did_work and (inspect.isgenerator(result) or inspect.iscoroutine(result)):
@@ -290,11 +289,6 @@ def _check_countable(fn: Any) -> None:
         )
     if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
         raise TypeError(_NOTHING_RAN.format(name=_name(fn)))
-
-
-def _eager_compile():
-    set_stance = getattr(torch.compiler, "set_stance", None)  # torch >= 2.6
-    return set_stance("force_eager") if set_stance else contextlib.nullcontext()
 
 
 def _notes(fn: Any, mode: _CountingMode) -> tuple[str, ...]:

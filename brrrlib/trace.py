@@ -27,7 +27,7 @@ From the lanes it derives what a learner asks first:
   hooks), which no per-op model counts;
 * ``launch_delays_s`` (CUDA): how long each kernel waited between its launch
   call and its start, split into ``queued_s`` (the GPU was busy with earlier
-  work: the host ran ahead) and ``device_waited_s`` (the GPU sat idle until
+  work: the host ran ahead) and the rest (the GPU sat idle until
   the launch arrived: it waited on the host);
 * ``steady_runs``: the runs to read. The first recorded run can carry the
   profiler's own set-up; ``bl.profile`` pays that before run 0, but traces
@@ -58,10 +58,11 @@ import re
 import sys
 import tempfile
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from brrrlib import _fmt
 from brrrlib._aten_ops import (
@@ -218,65 +219,23 @@ _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 #: Op families that do arithmetic: an op that calls one of these only wraps it.
 _COMPUTE = frozenset({"matmul", "pointwise", "reduction", "normalization"})
-# Substrings of CUDA kernel names, by family (cuBLAS/CUTLASS GEMMs, cuDNN, flash attention,
+# What CUDA kernel names contain (regular expressions), by family (cuBLAS/CUTLASS GEMMs, cuDNN, flash attention,
 # ATen's elementwise and reduce kernels, inductor's triton_poi/_red/_per kernels).
 _KERNEL_WORDS = (
     (
         "matmul",
-        (
-            "gemm",
-            "gemv",
-            "cutlass",
-            "xmma",
-            "cublas",
-            "conv",
-            "wgrad",
-            "dgrad",
-            "flash",
-            "fmha",
-            "sm90_",
-            "sm80_",
-            "ampere_",
-            "volta_",
-            "turing_",
-        ),
+        "gemm|gemv|cutlass|xmma|cublas|conv|wgrad|dgrad|flash|fmha|sm[89]0_|ampere_|volta_|turing_",
     ),
-    (
-        "normalization",
-        ("softmax", "layer_norm", "layernorm", "batch_norm", "batchnorm", "rms_norm", "group_norm"),
-    ),
-    ("reduction", ("reduce", "triton_red", "triton_per")),
-    ("pointwise", ("elementwise", "vectorized", "pointwise", "unrolled", "triton_poi")),
+    ("normalization", "softmax|layer_?norm|batch_?norm|rms_norm|group_norm"),
+    ("reduction", "reduce|triton_red|triton_per"),
+    ("pointwise", "elementwise|vectorized|pointwise|unrolled|triton_poi"),
 )
-
-
-class _Row(NamedTuple):
-    """One interval as parsed: the fields of :class:`brrrlib.trace.Interval`, in order."""
-
-    name: str
-    start_s: float
-    end_s: float
-    lane: str
-    category: str
-    run: int
-    correlation: int | None
-
-
-class _Parsed(NamedTuple):
-    """What :func:`parse` finds: rows, run spans (seconds from run 0's start), the device."""
-
-    rows: list[_Row]
-    runs: list[tuple[float, float]]
-    device: str
 
 
 def _kernel_category(name: str) -> str:
     """Op family of a CUDA kernel from its (mangled or demangled) name."""
     lowered = name.lower()
-    for category, words in _KERNEL_WORDS:
-        if any(w in lowered for w in words):
-            return category
-    return "other"
+    return next((c for c, words in _KERNEL_WORDS if re.search(words, lowered)), "other")
 
 
 def _load_chrome(source: str | os.PathLike | Mapping | Sequence) -> tuple[list, str, dict]:
@@ -305,8 +264,8 @@ def _chrome_device_name(meta: Mapping) -> str:
     return str(props[0].get("name", "")) if props and isinstance(props[0], Mapping) else ""
 
 
-def _parse_chrome(events: Iterable[Mapping]) -> _Parsed:
-    """Chrome-trace events -> rows in seconds from the first run's start, run spans, device."""
+def _parse_chrome(events: Iterable[Mapping]) -> tuple[list[Interval], list[tuple], str]:
+    """Chrome-trace events -> intervals in seconds from run 0's start, run spans, device."""
     events = list(events)
     xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
     cpu_ops = [e for e in xs if e.get("cat") == "cpu_op"]
@@ -315,13 +274,13 @@ def _parse_chrome(events: Iterable[Mapping]) -> _Parsed:
     device = "cuda" if kernels else "cpu"
     spans_us, host_thread = _run_spans(xs, cpu_ops, kernels, runtime)
     if not spans_us:
-        return _Parsed([], [], device)
+        return [], [], device
     clock = _Clock(spans_us)
     rows = _host_rows(cpu_ops, runtime, clock, host_thread, device)
     if device == "cuda":
         rows += _kernel_rows(kernels, runtime, events, clock)
     rows.sort(key=lambda r: (r.start_s, -r.end_s))
-    return _Parsed(rows, [(clock.sec(a), clock.sec(b)) for a, b in spans_us], device)
+    return rows, [(clock.sec(a), clock.sec(b)) for a, b in spans_us], device
 
 
 def _run_spans(xs: list[Mapping], cpu_ops, kernels, runtime) -> tuple[list, tuple]:
@@ -360,9 +319,9 @@ class _Clock:
         return next((r for r, (a, b) in enumerate(self.spans_us) if a <= ts <= b), None)
 
 
-def _host_rows(cpu_ops, runtime, clock: _Clock, host_thread: tuple, device: str) -> list[_Row]:
+def _host_rows(cpu_ops, runtime, clock: _Clock, host_thread: tuple, device: str) -> list[Interval]:
     """Host lane (top-level ops and runtime calls on the run's thread), launches, CPU device ops."""
-    rows: list[_Row] = []
+    rows: list[Interval] = []
     nesting = _nesting(cpu_ops + runtime)
     for e in cpu_ops + runtime:
         ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
@@ -376,19 +335,19 @@ def _host_rows(cpu_ops, runtime, clock: _Clock, host_thread: tuple, device: str)
         if e.get("cat") in _RUNTIME_CATS:
             corr = _correlation(e)
             if corr is not None:  # kept to measure launch -> kernel delays, not drawn
-                rows.append(_Row(*span, "launch", "runtime", r, corr))
+                rows.append(Interval(*span, "launch", "runtime", r, corr))
             if on_host:
-                rows.append(_Row(*span, "host", "runtime", r, None))
+                rows.append(Interval(*span, "host", "runtime", r, None))
             continue
         category = profiler_category(name)
         if on_host:
-            rows.append(_Row(*span, "host", category, r, None))
+            rows.append(Interval(*span, "host", category, r, None))
         if device == "cpu" and does_work:
-            rows.append(_Row(*span, "device", category, r, None))
+            rows.append(Interval(*span, "device", category, r, None))
     return rows
 
 
-def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[_Row]:
+def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[Interval]:
     """Device lane on CUDA: each kernel, memcpy and memset, in the run that launched it."""
     launch_ts = {c: float(e["ts"]) for e in runtime if (c := _correlation(e)) is not None}
     flows = _flow_correlations(events)
@@ -405,7 +364,7 @@ def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[_Row]:
             continue
         name = str(e.get("name", "?"))
         category = "memcpy" if e.get("cat") != "kernel" else _kernel_category(name)
-        rows.append(_Row(name, clock.sec(ts), clock.sec(ts + dur), "device", category, r, corr))
+        rows.append(Interval(name, clock.sec(ts), clock.sec(ts + dur), "device", category, r, corr))
     return rows
 
 
@@ -473,11 +432,8 @@ def _flow_correlations(events: Iterable[Mapping]) -> dict[tuple, int]:
 
 
 def _busiest_thread(events: list[Mapping]) -> tuple:
-    counts: dict[tuple, int] = {}
-    for e in events:
-        k = (e.get("pid"), e.get("tid"))
-        counts[k] = counts.get(k, 0) + 1
-    return max(counts, key=counts.get) if counts else (None, None)
+    busiest = Counter((e.get("pid"), e.get("tid")) for e in events).most_common(1)
+    return busiest[0][0] if busiest else (None, None)
 
 
 # ------------------------------------------------------------------ showing a trace: the timeline drawing and the summary
@@ -615,7 +571,7 @@ def _summary_lines(trace: Any) -> list[str]:
         f"  device busy {_fmt.percent(trace.busy_s(), total)} of wall time; idle "
         f"{_fmt.percent(sum(idle.values()), total)}" + (f" ({causes})" if causes else "")
     )
-    lines += [f"  {line}" for line in findings(trace)]
+    lines += [f"  {line}" for line in _findings(trace)]
     for op in trace.top_ops(5):
         lines.append(
             f"  {_fmt.percent(op.share, 1.0):>5}  {_fmt.seconds(op.total_s):>9}  {op.calls:4d}x  "
@@ -624,7 +580,7 @@ def _summary_lines(trace: Any) -> list[str]:
     return lines
 
 
-def findings(trace: Any) -> list[str]:
+def _findings(trace: Any) -> list[str]:
     """Launch delays said as what they mean, host time outside ops, an inflated run 0."""
     out = []
     d = trace.launch_delays_s
@@ -634,7 +590,7 @@ def findings(trace: Any) -> list[str]:
             f"max {_fmt.seconds(max(d))} over {len(d)} kernels"
         )
         if trace.host_ran_ahead:
-            queued = [q for q in trace.queued_s if q >= trace.RAN_AHEAD_MIN_S]
+            queued = [q for q in trace.queued_s if q >= RAN_AHEAD_MIN_S]
             out.append(
                 f"host ran ahead: {len(queued)} of {len(d)} kernels queued behind earlier work, "
                 f"up to {_fmt.seconds(max(queued))} ({delays})"
@@ -666,7 +622,7 @@ def _timeline_html(trace: Any) -> str:
         for op in trace.top_ops(8)
     )
     head, busy = _summary_lines(trace)[:2]
-    notes = "<br>".join(esc(line) for line in [busy.strip(), *findings(trace)])
+    notes = "<br>".join(esc(line) for line in [busy.strip(), *_findings(trace)])
     return (
         f"<div><b>{esc(head)}</b><br>{_timeline_image(trace)}<br>{notes}"
         "<table><tr><th>op</th><th>category</th><th>calls</th><th>device time</th>"
@@ -701,7 +657,8 @@ FIRST_RUN_INFLATED = 1.5
 #: below it, the wait is launch jitter.
 RAN_AHEAD_MIN_S = 10e-6
 
-_RECORDINGS = Path(__file__).parent / "recordings"
+#: The traces shipped with brrrlib, recorded on an H100 (the folder's README says what each is).
+_RECORDED = Path(__file__).parent / "recordings" / "h100-2026-11-22"
 
 
 @dataclass(frozen=True)
@@ -916,7 +873,7 @@ class Trace:
         """CUDA only: per kernel, its start on the GPU minus the start of its launch call.
 
         Matched through correlation ids (a CUDA graph's kernels all share their
-        ``cudaGraphLaunch``). Each delay is ``queued_s + device_waited_s``.
+        ``cudaGraphLaunch``). Each delay is ``queued_s`` plus the time the GPU sat idle waiting for the launch.
         Empty on a CPU.
         """
         return tuple(k.start_s - launch for launch, k in self._launched())
@@ -933,21 +890,9 @@ class Trace:
         return tuple(_overlap(busy, launch, k.start_s) for launch, k in self._launched())
 
     @property
-    def device_waited_s(self) -> tuple[float, ...]:
-        """Per kernel: the part of its delay the GPU sat idle, waiting for the launch to arrive."""
-        return tuple(d - q for d, q in zip(self.launch_delays_s, self.queued_s, strict=True))
-
-    RAN_AHEAD_MIN_S = RAN_AHEAD_MIN_S
-
-    @property
     def host_ran_ahead(self) -> bool:
         """Whether some kernel queued behind earlier work for at least ``RAN_AHEAD_MIN_S``."""
         return max(self.queued_s, default=0.0) >= RAN_AHEAD_MIN_S
-
-    @property
-    def run_ahead_s(self) -> float:
-        """Largest launch-to-start delay (0 on a CPU); ``queued_s`` says how much was a queue."""
-        return max(self.launch_delays_s, default=0.0)
 
     def _run_ids(self, run: int | None) -> range:
         if run is None:
@@ -972,13 +917,10 @@ class Trace:
         """
         events, raw_text, meta = _load_chrome(source)
         rows, runs, device = _parse_chrome(events)
-        intervals = tuple(Interval(*row) for row in rows)
-        return cls(intervals, tuple(runs), device, label, raw_text, _chrome_device_name(meta))
+        return cls(tuple(rows), tuple(runs), device, label, raw_text, _chrome_device_name(meta))
 
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
-        import json
-
         path = Path(path)
         tid = {"host": 1, "device": 2, "launch": 1}
         events = [
@@ -1079,8 +1021,6 @@ def time_by_category(
     """
     import torch
 
-    if not callable(fn):
-        raise TypeError(f"time_by_category(fn, ...): fn must be callable, got {type(fn).__name__}")
     _check(fn, runs, warmup)
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
     use_device = torch.cuda.is_available()
@@ -1154,18 +1094,18 @@ def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) 
     the profiler still splits its time over the ops it calls inside.
     """
     counts = count(fn, *args, **kwargs)
-    return counts.with_times(time_by_category(fn, *args, runs=runs, **kwargs))
+    return dataclasses.replace(counts, times=time_by_category(fn, *args, runs=runs, **kwargs))
 
 
 # ----------------------------------------------------------------------------- recordings
 
 
-def recorded_names(folder: str = "h100-2026-11-22") -> tuple[str, ...]:
-    """The traces shipped in ``brrrlib/recordings/<folder>/traces`` (see its README)."""
-    return tuple(sorted(p.stem for p in (_RECORDINGS / folder / "traces").glob("*.json")))
+def recorded_names() -> tuple[str, ...]:
+    """The traces shipped in ``brrrlib/recordings/h100-2026-11-22/traces`` (see its README)."""
+    return tuple(sorted(p.stem for p in (_RECORDED / "traces").glob("*.json")))
 
 
-def recorded(name: str, *, folder: str = "h100-2026-11-22") -> Trace:
+def recorded(name: str) -> Trace:
     """A trace recorded on a GPU and shipped with brrrlib: what a learner without one can open.
 
     ``bl.trace.recorded("short_chain_1k")`` is 32 tiny ops on an H100
@@ -1175,22 +1115,15 @@ def recorded(name: str, *, folder: str = "h100-2026-11-22") -> Trace:
     recordings predate the profiler warm-up of :func:`profile`: their run 0
     is inflated, so read ``trace.steady_runs``.
     """
-    names = recorded_names(folder)
     stem = str(name).removesuffix(".json")
-    if stem not in names:
-        known = ", ".join(names) if names else f"none (no folder recordings/{folder}/traces)"
+    if stem not in recorded_names():
+        known = ", ".join(recorded_names())
         raise ValueError(f"name={name!r} is not a recorded trace; recorded traces: {known}")
-    trace = Trace.from_chrome_trace(_RECORDINGS / folder / "traces" / f"{stem}.json", label=stem)
-    readme = _RECORDINGS / folder / "README.md"
-    text = readme.read_text() if readme.is_file() else ""
-    date = re.search(r"\d{4}-\d\d-\d\d", folder)
-    torch_version = re.search(r"torch (\d[\w.+]*)", text)
-    parts = [
-        trace.device_name or "a GPU",
-        date.group(0) if date else "",
-        f"torch {torch_version.group(1)}" if torch_version else "",
-    ]
-    return dataclasses.replace(trace, recorded_on=", ".join(p for p in parts if p))
+    trace = Trace.from_chrome_trace(_RECORDED / "traces" / f"{stem}.json", label=stem)
+    torch_version = re.search(r"torch (\d[\w.+]*)", (_RECORDED / "README.md").read_text())
+    date = _RECORDED.name.removeprefix("h100-")
+    on = f"{trace.device_name or 'a GPU'}, {date}, torch {torch_version.group(1)}"
+    return dataclasses.replace(trace, recorded_on=on)
 
 
 # ----------------------------------------------------------------------------- interval math

@@ -128,7 +128,7 @@ def test_recorded_overhead_bound_cuda_trace():
     assert t.idle_by_cause()["python"] == pytest.approx(28 * US)
     # launch -> start: 25-15, 58-50, 82-74 (the last kernel is matched through its ac2g flow)
     assert sorted(round(d / US, 6) for d in t.launch_delays_s) == [8, 8, 10]
-    assert t.run_ahead_s == pytest.approx(10 * US)
+    assert max(t.launch_delays_s) == pytest.approx(10 * US)
     host_names = [i.name for i in t.host]
     assert host_names == ["aten::add", "aten::mul", "aten::sum", "cudaDeviceSynchronize"]
 
@@ -148,7 +148,7 @@ def test_recorded_device_bound_cuda_trace():
     # copy 870 µs: the host ran far ahead, the opposite of overhead-bound
     delays = sorted(round(d / US, 6) for d in t.launch_delays_s)
     assert delays == [8, 8, 293, 293, 578, 578, 870, 870]
-    assert t.run_ahead_s == pytest.approx(870 * US)
+    assert max(t.launch_delays_s) == pytest.approx(870 * US)
 
 
 def test_trace_from_event_list_without_markers_is_one_run():
@@ -165,14 +165,13 @@ def test_launch_delays_split_into_queue_and_wait():
     # overhead-bound: every kernel met an idle GPU, so its whole delay was the GPU waiting
     idle = Trace.from_chrome_trace(DATA / "cuda_overhead_trace.json")
     assert idle.queued_s == pytest.approx((0.0, 0.0, 0.0))
-    assert idle.device_waited_s == pytest.approx(idle.launch_delays_s)
     assert not idle.host_ran_ahead
     assert "ahead" not in repr(idle) and "waited" in repr(idle)
     # device-bound: the GEMMs and the copy queued behind the GEMMs launched before them
     busy = Trace.from_chrome_trace(DATA / "cuda_busy_trace.json")
     assert max(busy.queued_s) > 500 * US and busy.host_ran_ahead
-    for d, q, w in zip(busy.launch_delays_s, busy.queued_s, busy.device_waited_s, strict=True):
-        assert q + w == pytest.approx(d) and q >= 0 and w >= 0
+    for d, q in zip(busy.launch_delays_s, busy.queued_s, strict=True):
+        assert 0 <= q <= d + 1e-12  # the rest of the delay, d - q, the GPU sat idle
     assert "ahead" in repr(busy)
 
 
@@ -510,7 +509,7 @@ def test_breakdown_profiles_every_category():
     assert times["matmul"] > 0
     assert result.times.total_s > 0
     assert result.times.runs == 2
-    assert result.times.source in result.table()  # the time column and where it came from
+    assert result.times.source in repr(result)  # the time column and where it came from
     # without dropout the CPU flash-attention kernel runs; its backward recomputes
     # QK^T, one attention matmul more than 3x the forward
     # per sequence of 8 tokens: QKV 2*8*E*3E, QK^T and AV 2*8*8*E each, out 2*8*E*E,
@@ -589,7 +588,7 @@ def test_profile_cuda_kernels_and_launch_delays():
     assert len([i for i in big.device_intervals if i.run == 0]) >= 3
     assert len(big.launch_delays_s) >= 3  # kernels matched to their launches
     # three back-to-back big GEMMs: the host queues them all at once, the last one waits
-    assert big.run_ahead_s > 5 * min(big.launch_delays_s)
+    assert max(big.launch_delays_s) > 5 * min(big.launch_delays_s)
     assert big.busy_fraction > 0.5
 
     assert big.host_ran_ahead  # the later GEMMs queued behind the first
