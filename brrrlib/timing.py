@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from html import escape
 from typing import Any
 
 import torch
@@ -205,8 +206,6 @@ class Timing:
         return f"Timing({label}{head}; {spread})"
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         head, spread = self._summary()
         label = f"<b>{escape(self.label)}</b>: " if self.label else ""
         style = "color:var(--jp-error-color1,#b00)" if self.noisy else "opacity:0.75"
@@ -694,8 +693,6 @@ class Comparison:
         )
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         la, lb = self.a.label or "A", self.b.label or "B"
         style = "" if self.decided else "color:var(--jp-warn-color1,#a60)"
         return (
@@ -717,8 +714,6 @@ def compare(
     b: Callable[[], Any],
     *,
     budget_s: float = 2.0,
-    tolerance: float = COMPARE_TOLERANCE,
-    confidence: float = 0.95,
     warmup_s: float = 0.05,
     device: str | torch.device | None = None,
     labels: tuple[str, str] | None = None,
@@ -739,7 +734,7 @@ def compare(
        which either side was disturbed (see :func:`benchmark`, step 5) are
        dropped.
     4. **Stop** after at least 10 kept rounds once the 95% interval of the
-       median ratio lies within ``tolerance`` (10%) of it, or when
+       median ratio lies within 10% of it (``COMPARE_TOLERANCE``), or when
        ``budget_s`` is spent. A quiet machine decides in a few dozen
        milliseconds; a busy one uses the budget, and its interval may be
        wide (``Comparison.narrow`` is False) or even contain x1 ("can't
@@ -764,10 +759,6 @@ def compare(
     _checks.function("b", b)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
     warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
-    if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 10):
-        raise ValueError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
-    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
-        raise ValueError(f"confidence must be between 0.5 and 1 (e.g. 0.95), got {confidence!r}")
     dev = _infer_callable_device(a, b) if device is None else machine.resolve(device)
     machine.check_available(dev, "device")
     la, lb = labels if labels is not None else ("A", "B")
@@ -785,7 +776,7 @@ def compare(
             for _ in range(int(warmup_s / 2 / per_call_s)):
                 call()
         machine.sync(dev)
-        rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds)
+        rounds_a, rounds_b = _rounds(sides, dev, budget_s, min_rounds)
     flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
     ta = [rounds_a[i][0] for i in kept]
@@ -795,15 +786,13 @@ def compare(
         a=Timing(samples_s=ta, device=str(dev), label=la, calls_per_sample=sides[0][2]),
         b=Timing(samples_s=tb, device=str(dev), label=lb, calls_per_sample=sides[1][2]),
         ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
-        confidence=confidence,
-        tolerance=tolerance,
         rounds_dropped=len(flags) - len(kept),
         cpu_share=_fmt.median(shares) if shares and dev.type == "cpu" else None,
         all_disturbed=all(flags),
     )
 
 
-def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
+def _rounds(sides, dev, budget_s, min_rounds):
     """3. and 4.: alternate one block of each side until decided or out of budget."""
     deadline = _CLOCKS[0]() + budget_s
     rounds_a: list[tuple[float, float | None]] = []
@@ -827,7 +816,7 @@ def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
             if ra[1] is not None and dev.type == "cpu"
         ]
         ran = not shares or _fmt.median(shares) >= WAITED_SHARE  # else: waited, try more
-        done = len(ratios) >= min_rounds and ran and _narrow(ratios, tolerance, confidence)
+        done = len(ratios) >= min_rounds and ran and _narrow(ratios, COMPARE_TOLERANCE, 0.95)
         if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
             return rounds_a, rounds_b
 
