@@ -706,10 +706,10 @@ def _kernels(dev: torch.device) -> str:
     return str(torch.backends.cpu.get_cpu_capability()) if dev.type == "cpu" else ""
 
 
-#: CPU flags (Linux names) that give a precision matrix instructions: x86, then ARM.
+#: The matrix instructions of a precision, and the CPU flags (Linux names: x86, ARM) that say so.
 _MATRIX_FLAGS = {
-    "bf16": ("avx512_bf16", "amx_bf16", "bf16"),
-    "fp16": ("avx512_fp16", "amx_fp16"),
+    "bf16": ("bf16 matrix instructions (AVX-512 BF16 or AMX)", ("avx512_bf16", "amx_bf16", "bf16")),
+    "fp16": ("fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)", ("avx512_fp16", "amx_fp16")),
 }
 
 
@@ -731,15 +731,9 @@ def precision_reason(
     if overrides:
         told = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         return f"torch was told to use narrower kernels ({told})"
-    names = {
-        "bf16": "bf16 matrix instructions (AVX-512 BF16 or AMX)",
-        "fp16": "fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)",
-    }
-    wanted = _MATRIX_FLAGS.get(precision, ())
+    what, wanted = _MATRIX_FLAGS.get(precision, (precision, ()))
     if flags and not any(f in flags for f in wanted):
-        return (
-            f"this CPU has no {names.get(precision, precision)}, so torch converts to fp32 and back"
-        )
+        return f"this CPU has no {what}, so torch converts to fp32 and back"
     if flags:
         return (
             f"the CPU has them ({', '.join(f for f in wanted if f in flags)}), but this torch "
