@@ -49,10 +49,9 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
         return f"0 {unit}".rstrip()
     rounded = float(f"{value:.{digits}g}")  # round first: 999.99e-6 -> 1e-3 -> "1 ms"
     a = abs(rounded)
-    for scale, prefix in _BIG if a >= 1 else _SMALL:
-        if a >= scale * (1 - 1e-12):
-            return f"{rounded / scale:.{digits}g} {prefix}{unit}".rstrip()
-    scale, prefix = _SMALL[-1]
+    for scale, prefix in _BIG if a >= 1 else _SMALL:  # below a pico: in picos
+        if a >= scale * (1 - 1e-12) or prefix == "p":
+            break
     return f"{rounded / scale:.{digits}g} {prefix}{unit}".rstrip()
 
 

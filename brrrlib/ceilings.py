@@ -84,14 +84,24 @@ _DTYPES = {
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
 }
-#: The special functions measured, and the op each is measured with.
-SPECIAL_FUNCTIONS = ("exp", "tanh", "erf", "cos", "log")
 #: Chain lengths tried for the vector ceiling (each multiply waits for the one before).
 VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
 _METHOD_VERSION = 7
+
+
+#: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
+_MAPPING_FIELDS = (
+    "matmul_flops_per_s_by_dtype",
+    "special_per_s",
+    "spread",
+    "rounds",
+    "precision_notes",
+    "bandwidth_by_form_bytes_per_s",
+)
+_TUPLE_FIELDS = ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s")
 
 
 @dataclass(frozen=True)
@@ -170,16 +180,10 @@ class Ceilings:
             if not (ok and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
-        object.__setattr__(self, "matmul_flops_per_s_by_dtype", MappingProxyType(by_dtype))
-        for name in (
-            "special_per_s",
-            "spread",
-            "rounds",
-            "precision_notes",
-            "bandwidth_by_form_bytes_per_s",
-        ):
+        object.__setattr__(self, "matmul_flops_per_s_by_dtype", by_dtype)
+        for name in _MAPPING_FIELDS:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-        for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
+        for name in _TUPLE_FIELDS:
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
 
     def __hash__(self) -> int:
@@ -382,11 +386,7 @@ class Ceilings:
 
     def _notes(self) -> list[str]:
         notes = list(self.noise_notes())
-        notes += [
-            self.precision_note(k)
-            for k in self.matmul_flops_per_s_by_dtype
-            if self.precision_note(k)
-        ]
+        notes += filter(None, map(self.precision_note, self.matmul_flops_per_s_by_dtype))
         if self.shared_cpu:
             notes.append(
                 f"another program used the cores meanwhile (this process got {self.cpu_share:.0%} "
@@ -423,18 +423,11 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in (
-            "matmul_flops_per_s_by_dtype",
-            "special_per_s",
-            "spread",
-            "rounds",
-            "precision_notes",
-            "bandwidth_by_form_bytes_per_s",
-        ):
-            d[name] = dict(d[name])
-        for name in ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s"):
-            d[name] = list(d[name])
-        return d
+        return {
+            **d,
+            **{name: dict(d[name]) for name in _MAPPING_FIELDS},
+            **{name: list(d[name]) for name in _TUPLE_FIELDS},
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
@@ -507,7 +500,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     rounds["special"] = 3
     say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
     phases.round()
-    while phases.count < _MIN_PHASE_ROUNDS:
+    while len(phases.bandwidth_s) < _MIN_PHASE_ROUNDS:
         phases.round()
     bandwidth, overhead = phases.bandwidth(), phases.overhead()
     spread["memory"], rounds["memory"] = bandwidth.spread, bandwidth.rounds
@@ -547,9 +540,14 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
 
 
 def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:
-    """Why each precision well below fp32's matmul rate is slow here (see ``_why_slow``)."""
+    """Why each precision well below fp32's matmul rate is slow here, from what the CPU and
+    torch report (:func:`precision_reason`)."""
     slow = [k for k in matmul if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]]
-    return {k: _why_slow(k, dev) for k in slow}
+    flags = machine.cpu_flags() if dev.type == "cpu" else frozenset()
+    told = {
+        k: v for k, v in os.environ.items() if k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+    }
+    return {k: precision_reason(k, dev.type, flags, _kernels(dev), told) for k in slow}
 
 
 def _provenance(dev: torch.device) -> dict[str, str]:
@@ -574,25 +572,15 @@ class _Rounds:
 
 
 def _in_rounds(
-    call: Callable[[], Any], dev: torch.device, cap_s: float, round_s: float | None = None
+    call: Callable[[], Any], dev: torch.device, cap_s: float
 ) -> tuple[float, float, int]:
-    """Seconds per ``call()``, measured in rounds until the last three agree within 10%.
-
-    Each round is one short :func:`brrrlib.benchmark` (its median, with
-    disturbed samples already dropped). Stops when the last three rounds'
-    medians differ by at most 10% of their median, or when ``cap_s`` is
-    spent (at least three rounds). Returns (the median of the last three,
-    their spread (max - min) / median, the number of rounds).
-    """
-    round_s = round_s or (0.25 if dev.type == "cpu" else 0.1)
+    """Seconds per ``call()``: short benchmarks' medians until the last three agree within 10%
+    or ``cap_s`` is spent. Returns (their median, their (max - min) / median, the rounds)."""
+    round_s = 0.25 if dev.type == "cpu" else 0.1
     values: list[float] = []
     deadline = time.perf_counter() + cap_s
     while True:
-        values.append(
-            timing.benchmark(
-                call, budget_s=round_s, warmup_s=0.0, device=dev, min_samples=3
-            ).median_s
-        )
+        values.append(_quick_s(call, dev, round_s))
         last = values[-3:]
         mid = _fmt.median(last)
         spread = (max(last) - min(last)) / mid
@@ -621,24 +609,16 @@ def _spread_key(precision: str) -> str:
 
 
 def _matmul(dev: torch.device, precision: str) -> _Rounds:
-    """The fastest matmul PyTorch runs here in ``precision``: kernels x sizes, then rounds.
+    """The fastest matmul PyTorch runs here in ``precision`` (FLOPs = 2 n^3; TF32 is fp32 with
+    ``torch.set_float32_matmul_precision("high")``).
 
-    FLOPs = 2 n^3 (a multiply and an add per term). TF32 is fp32 inputs with
-    ``torch.set_float32_matmul_precision("high")``. The method:
-
-    1. **Screen** the kernels a model runs, ``torch.mm``, ``F.linear`` (what
-       ``nn.Linear`` runs) and, on a CPU, oneDNN's linear
-       (``torch.utils.mkldnn``), on square operands: n doubles from 256
-       (CPU) or 2048 (GPU) until every kernel's call lasts 1 ms (CPU) or
-       2 ms, each timed briefly (:func:`_quick_s`). A kernel whose call
-       already takes 10x that leaves the screen (a slow path is slow at any
-       size, and a larger one would only cost time). On a CPU the two matmul
-       libraries can differ 2x, and which wins depends on the CPU and the
-       precision: without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x slower
-       than a bf16 ``F.linear``.
-    2. **Rounds** on the fastest kernel and size until three agree
-       (:func:`_in_rounds`), so no matmul a model runs here beats the
-       ceiling. ``method`` lists every kernel's best rate.
+    1. **Screen** the kernels a model runs (``torch.mm``, ``F.linear`` and, on a CPU, oneDNN's
+       linear) on square operands, n doubling from 256 (CPU) or 2048 (GPU) until every call
+       lasts 1 ms (CPU) or 2 ms; a kernel 10x slower than that leaves the screen. On a CPU the
+       libraries can differ 2x: without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x slower than
+       a bf16 ``F.linear``.
+    2. **Rounds** on the fastest kernel and size (:func:`_in_rounds`), so no matmul a model
+       runs here beats the ceiling.
     """
     on_cpu = dev.type == "cpu"
     target_s, n, n_max = (0.001, 256, 4096) if on_cpu else (0.002, 2048, 8192)
@@ -723,27 +703,13 @@ def _onednn_linear(a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], A
 
 def _kernels(dev: torch.device) -> str:
     """Which vector kernels torch dispatches to on a CPU ("AVX512", "AVX2", ...); "" elsewhere."""
-    if dev.type != "cpu":
-        return ""
-    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
-    return str(capability)
+    return str(torch.backends.cpu.get_cpu_capability()) if dev.type == "cpu" else ""
 
 
-def _why_slow(precision: str, dev: torch.device) -> str:
-    """Why ``precision``'s matmuls are slow here, from what the CPU and torch report."""
-    return precision_reason(
-        precision,
-        dev.type,
-        machine.cpu_flags() if dev.type == "cpu" else frozenset(),
-        _kernels(dev),
-        {k: v for k, v in os.environ.items() if k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")},
-    )
-
-
-#: CPU flags (Linux names) that give a precision matrix instructions: x86, then ARM.
+#: The matrix instructions of a precision, and the CPU flags (Linux names: x86, ARM) that say so.
 _MATRIX_FLAGS = {
-    "bf16": ("avx512_bf16", "amx_bf16", "bf16"),
-    "fp16": ("avx512_fp16", "amx_fp16"),
+    "bf16": ("bf16 matrix instructions (AVX-512 BF16 or AMX)", ("avx512_bf16", "amx_bf16", "bf16")),
+    "fp16": ("fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)", ("avx512_fp16", "amx_fp16")),
 }
 
 
@@ -765,15 +731,9 @@ def precision_reason(
     if overrides:
         told = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         return f"torch was told to use narrower kernels ({told})"
-    names = {
-        "bf16": "bf16 matrix instructions (AVX-512 BF16 or AMX)",
-        "fp16": "fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)",
-    }
-    wanted = _MATRIX_FLAGS.get(precision, ())
+    what, wanted = _MATRIX_FLAGS.get(precision, (precision, ()))
     if flags and not any(f in flags for f in wanted):
-        return (
-            f"this CPU has no {names.get(precision, precision)}, so torch converts to fp32 and back"
-        )
+        return f"this CPU has no {what}, so torch converts to fp32 and back"
     if flags:
         return (
             f"the CPU has them ({', '.join(f for f in wanted if f in flags)}), but this torch "
@@ -788,17 +748,11 @@ def precision_reason(
 def _vector(dev: torch.device) -> _Rounds:
     """``torch.compile``'d chains of ``x = x * 0.999`` on in-cache data: multiplies per second.
 
-    One eager ``x.mul_(y)`` waits on memory even in cache (1 FLOP per 8 bytes)
-    and pays ~1 µs of dispatch. Fused, each element stays in a register for
-    the whole chain: 1 FLOP per element per multiply, as :func:`brrrlib.count`
-    charges an elementwise op, and what chapter 02's repeat explorer runs.
-    Each multiply waits for the one before, so how many elements' chains a
-    CPU overlaps depends on the chain length and the code generated for it:
-    lengths 16, 32 and 64 are each timed briefly and the fastest is measured
-    in rounds (on a 2-core AVX2 VM a chain of 32 beat one of 64 by 2x). The
-    tensor fits the L2 cache (CPU: 512 KiB per thread) or is large (GPU). If
-    ``torch.compile`` fails, an eager ``torch.mul`` on in-cache data stands
-    in (well below the peak; ``vector_method`` says so).
+    Fused, each element stays in a register for the whole chain (an eager
+    ``mul_`` waits on memory even in cache). Chains of 16, 32 and 64 are
+    screened and the fastest measured in rounds: how many chains a CPU
+    overlaps depends on the code generated (on a 2-core AVX2 VM 32 beat 64 by
+    2x). Without ``torch.compile``, an eager ``torch.mul`` stands in, well below.
     """
     on_cpu = dev.type == "cpu"
     numel = 2**17 * max(1, torch.get_num_threads()) if on_cpu else 2**24
@@ -851,17 +805,11 @@ _SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
 def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:
     """Evaluations per second of each special function, eager, on data in cache.
 
-    Each function is timed through every eager op in :data:`_SPECIAL_OPS` that
-    evaluates it once per element (``out=`` an existing tensor, so nothing is
-    allocated), three short times each; the fastest op's best time is the
-    rate. The tensor fits the cache (CPU: 1 MiB per thread; GPU: a quarter of
-    L2), so the trucks never wait on memory: what is left is the function's
-    own instructions. On a CPU one ``exp`` costs tens of multiplies' worth of
-    work, which is why a softmax or a gelu can be slower than the bytes it
-    moves. On a GPU the special-function units are faster than even L2 can
-    feed, so there this reads L2's pace. Compiled code may use faster,
-    less accurate versions still (chapter 02 measures one). Returns (the
-    rates, the largest spread of a function's three times, which op won).
+    Every op of :data:`_SPECIAL_OPS` is timed three times (``out=`` an existing
+    tensor); the fastest op's best time is the rate. The tensor fits the cache
+    (CPU: 1 MiB per thread; GPU: a quarter of L2), so what is left is the
+    function's own instructions (on a GPU, L2's pace). Returns (the rates, the
+    largest spread of a function's three times, which op won).
     """
     numel = (
         2**18 * max(1, torch.get_num_threads())
@@ -892,13 +840,11 @@ class _Phases:
     """Bandwidth and overhead rounds, taken between the other ceilings (see the module doc).
 
     Each :meth:`round` times three forms of a large pass over existing memory
-    (``dst.copy_(src)``, ``src.add_(zero)``, ``torch.add(src, zero, out=dst)``:
-    8 bytes per fp32 element each, the forms the chapters run) and keeps the
-    fastest, then one tiny op. The in-place form is often the fastest on a
-    CPU: writing a *separate* output first reads each cache line it will
-    overwrite (write-allocate), a transfer the byte count does not see;
-    ``by_form`` keeps each form's best, so the difference can be shown. A round during which the hypervisor stole more
-    than 5% of the CPUs' time is dropped (when others remain).
+    (``copy_``, in-place ``add_``, ``add(out=)``: 8 bytes per fp32 element each)
+    and keeps the fastest, then one tiny op. Writing a *separate* output first
+    reads each line it overwrites (write-allocate), so on a CPU the in-place
+    form often wins; ``by_form`` keeps each form's best. A round in which the
+    hypervisor stole more than 5% of the CPUs' time is dropped (if others remain).
     """
 
     def __init__(self, dev: torch.device) -> None:
@@ -931,17 +877,12 @@ class _Phases:
         self.overhead_s: list[tuple[float, float]] = []
         self.by_form: dict[str, float] = {}  # each form's fastest round, bytes/s
 
-    @property
-    def count(self) -> int:
-        return len(self.bandwidth_s)
-
     def round(self) -> None:
         budget = 0.06 if self.dev.type == "cpu" else 0.03
         before = _steal_ticks()
         rates = {}
         for form, f in self.forms.items():
-            t = timing.benchmark(f, budget_s=budget, warmup_s=0.0, device=self.dev, min_samples=3)
-            rates[form] = 2 * self.nbytes / t.median_s
+            rates[form] = 2 * self.nbytes / _quick_s(f, self.dev, budget)
         steal = _steal_share(before, _steal_ticks())
         self.bandwidth_s.append((max(rates.values()), steal))
         if steal <= STEAL_LIMIT or not self.by_form:
@@ -962,15 +903,16 @@ class _Phases:
 
     def bandwidth(self) -> _Rounds:
         """The fastest phase, and how far the slowest fell below it (a fraction of it)."""
-        kept = self._kept(self.bandwidth_s)
-        best = max(kept)
-        return _Rounds(best, (best - min(kept)) / best, len(kept), {"rounds": tuple(kept)})
+        return self._phase(self.bandwidth_s, max)
 
     def overhead(self) -> _Rounds:
         """The cheapest round (a floor), and how far the dearest rose above it."""
-        kept = self._kept(self.overhead_s)
-        floor = min(kept)
-        return _Rounds(floor, (max(kept) - floor) / floor, len(kept), {"rounds": tuple(kept)})
+        return self._phase(self.overhead_s, min)
+
+    def _phase(self, values: list[tuple[float, float]], pick: Callable[..., float]) -> _Rounds:
+        kept = self._kept(values)
+        best = pick(kept)
+        return _Rounds(best, (max(kept) - min(kept)) / best, len(kept), {"rounds": tuple(kept)})
 
 
 def _steal_ticks() -> tuple[int, int] | None:
@@ -993,9 +935,11 @@ def _steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) 
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
-def _quick_s(call: Callable[[], Any], dev: torch.device) -> float:
-    """A short benchmark's median (disturbed samples dropped): enough to rank candidates."""
-    return timing.benchmark(call, budget_s=0.03, warmup_s=0.0, device=dev, min_samples=3).median_s
+def _quick_s(call: Callable[[], Any], dev: torch.device, budget_s: float = 0.03) -> float:
+    """A short benchmark's median (disturbed samples dropped), no warm-up, 3 samples at least."""
+    return timing.benchmark(
+        call, budget_s=budget_s, warmup_s=0.0, device=dev, min_samples=3
+    ).median_s
 
 
 @contextlib.contextmanager
@@ -1049,11 +993,7 @@ _WARNED_UNWRITABLE: set[Path] = set()
 
 
 def _save(path: Path, ceilings: Ceilings) -> None:
-    """Write through a unique temporary file, then rename: two kernels never mix their files.
-
-    A cache that cannot be written costs nothing but the cache: the
-    measurement is kept in memory for this process and one warning says why.
-    """
+    """Write the cache file; one that cannot be written costs the cache only (one warning)."""
     try:
         _files.write_atomic(path, json.dumps(ceilings.to_dict(), indent=2))
     except OSError as err:

@@ -308,17 +308,7 @@ class SpecTable:
     rows: tuple[DeviceSpec, ...]
     measured: Any = None  # a Ceilings, or None
 
-    _HEADER = (
-        "device",
-        "fp32",
-        "tf32",
-        "bf16",
-        "fp16",
-        "bandwidth",
-        "memory",
-        "ridge fp32",
-        "ridge best",
-    )
+    _HEADER = ("device", *_DTYPE_KEYS, "bandwidth", "memory", "ridge fp32", "ridge best")
 
     @staticmethod
     def _ridges(peaks: Mapping[str, float], bandwidth: float) -> tuple[str, str]:
@@ -333,31 +323,23 @@ class SpecTable:
             value = peaks.get(key)
             return "-" if value is None else f"{value / 1e12:.4g} TFLOP/s"
 
-        cells = []
-        for s in self.rows:
-            peaks = s.peak_flops_per_s
-            cells.append(
-                (
-                    s.name,
-                    *(tflops(peaks, k) for k in _DTYPE_KEYS),
-                    _fmt.si(s.mem_bandwidth_bytes_per_s, "B/s"),
-                    f"{s.mem_bytes / 2**30:.0f} GiB",
-                    *self._ridges(peaks, s.mem_bandwidth_bytes_per_s),
-                )
+        rows = [
+            (s.name, s.peak_flops_per_s, s.mem_bandwidth_bytes_per_s, s.mem_bytes)
+            for s in self.rows
+        ]
+        if (m := self.measured) is not None:
+            here = f"this machine ({m.device}, measured)"
+            rows.append((here, m.matmul_flops_per_s_by_dtype, m.mem_bandwidth_bytes_per_s, 0))
+        return [
+            (
+                name,
+                *(tflops(peaks, k) for k in _DTYPE_KEYS),
+                _fmt.si(bw, "B/s"),
+                f"{mem / 2**30:.0f} GiB" if mem else "",
+                *self._ridges(peaks, bw),
             )
-        m = self.measured
-        if m is not None:
-            peaks = dict(m.matmul_flops_per_s_by_dtype)
-            cells.append(
-                (
-                    f"this machine ({m.device}, measured)",
-                    *(tflops(peaks, k) for k in _DTYPE_KEYS),
-                    _fmt.si(m.mem_bandwidth_bytes_per_s, "B/s"),
-                    "",
-                    *self._ridges(peaks, m.mem_bandwidth_bytes_per_s),
-                )
-            )
-        return cells
+            for name, peaks, bw, mem in rows
+        ]
 
     def __repr__(self) -> str:
         rows = [self._HEADER, *self._cells()]
@@ -406,6 +388,22 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", " ", name.strip().lower())
 
 
+def _lookup(rows: tuple[Any, ...], name: str, what: str, example: str) -> Any:
+    """The row called ``name`` or one of its aliases, case-insensitively; else a ``ValueError``
+    naming the closest rows (all of them when none is close)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str such as {example!r}, got {type(name).__name__}")
+    table: dict[str, Any] = {}
+    for row in rows:
+        for n in (row.name, *getattr(row, "aliases", ())):
+            table.setdefault(_norm(n), row)
+    if (key := _norm(name)) in table:
+        return table[key]
+    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.4)
+    names = list(dict.fromkeys(table[c].name for c in close)) or [r.name for r in rows]
+    raise ValueError(f"no {what} named {name!r} in the table; closest: {', '.join(names)}")
+
+
 def spec(name: str) -> DeviceSpec:
     """Look up a spec-sheet device by name or alias, case-insensitively.
 
@@ -414,21 +412,7 @@ def spec(name: str) -> DeviceSpec:
     ``spec("4090")`` the RTX 4090. An unknown name raises ``ValueError``
     listing the closest names in the table.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str such as 'A100', got {type(name).__name__}")
-    key = _norm(name)
-    table: dict[str, DeviceSpec] = {}
-    for s in _SPECS:
-        for n in (s.name, *s.aliases):
-            table.setdefault(_norm(n), s)
-    if key in table:
-        return table[key]
-    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.4)
-    names = list(dict.fromkeys(table[c].name for c in close))
-    hint = (
-        f"closest: {', '.join(names)}" if names else f"known: {', '.join(s.name for s in _SPECS)}"
-    )
-    raise ValueError(f"no device named {name!r} in the spec table; {hint}")
+    return _lookup(_SPECS, name, "device", "A100")
 
 
 def spec_for_device_name(device_name: str) -> DeviceSpec | None:
@@ -484,10 +468,6 @@ class LinkSpec:
     def sheet_bytes_per_s(self) -> float:
         """The bandwidth as the spec sheet prints it (both directions added where it does)."""
         return self.bandwidth_bytes_per_s * (2 if self.both_directions_on_sheet else 1)
-
-    def seconds_for(self, nbytes: float) -> float:
-        """Time to move ``nbytes`` one way at the spec bandwidth (no latency, no overhead)."""
-        return nbytes / self.bandwidth_bytes_per_s
 
     def _repr_html_(self) -> str:
         return (
@@ -599,18 +579,7 @@ def link(name: str) -> LinkSpec:
 
     An unknown name raises ``ValueError`` listing the closest names in the table.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str such as 'NVLink 4', got {type(name).__name__}")
-    table: dict[str, LinkSpec] = {}
-    for x in _LINKS:
-        for n in (x.name, *x.aliases):
-            table.setdefault(_norm(n), x)
-    key = _norm(name)
-    if key in table:
-        return table[key]
-    close = difflib.get_close_matches(key, list(table), n=4, cutoff=0.4)
-    names = list(dict.fromkeys(table[c].name for c in close)) or [x.name for x in _LINKS]
-    raise ValueError(f"no link named {name!r} in the table; closest: {', '.join(names)}")
+    return _lookup(_LINKS, name, "link", "NVLink 4")
 
 
 _HOST_PCIE = {
@@ -661,7 +630,4 @@ _NODES = (
 
 def node(name: str) -> NodeSpec:
     """A node of the table, by name (case-insensitive): ``node("DGX H100")``. Chapter 05."""
-    for x in _NODES:
-        if _norm(str(name)) == _norm(x.name):
-            return x
-    raise ValueError(f"no node named {name!r}; known: {', '.join(x.name for x in _NODES)}")
+    return _lookup(_NODES, name, "node", "DGX H100")

@@ -38,7 +38,7 @@ def _available_device_types() -> list[str]:
     found = []
     if torch.cuda.is_available():
         found.append("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    if torch.backends.mps.is_available():
         found.append("mps")
     found.append("cpu")
     return found
@@ -175,12 +175,19 @@ def device_name(dev: torch.device) -> str:
     return _cpu_name()
 
 
-def _cpu_name() -> str:
-    cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere fall back to platform
+def _cpuinfo(*keys: str) -> str | None:
+    """The first /proc/cpuinfo line starting with one of ``keys``, after its colon (Linux only)."""
+    cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
+            if line.startswith(keys):
                 return line.split(":", 1)[1].strip()
+    return None
+
+
+def _cpu_name() -> str:
+    if name := _cpuinfo("model name"):  # Linux; elsewhere fall back to platform
+        return name
     if platform.system() == "Darwin":
         import subprocess
 
@@ -207,13 +214,7 @@ def cpu_flags() -> frozenset[str]:
     ``torch.backends.cpu.get_cpu_capability()`` tells that (and
     ``ATEN_CPU_CAPABILITY`` can lower it). Measuring is what decides.
     """
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.is_file():
-        return frozenset()
-    for line in cpuinfo.read_text(errors="replace").splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+    return frozenset((_cpuinfo("flags", "Features") or "").split())
 
 
 def last_level_cache_bytes(dev: torch.device | None = None) -> int:
@@ -222,7 +223,7 @@ def last_level_cache_bytes(dev: torch.device | None = None) -> int:
     Linux reads sysfs; elsewhere, or if unknown, 32 MiB (a large desktop L3).
     """
     if dev is not None and dev.type == "cuda":
-        return int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 50 * 2**20))
+        return int(torch.cuda.get_device_properties(dev).L2_cache_size)
     sizes = []
     for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
         m = re.fullmatch(r"(\d+)([KMG]?)", f.read_text().strip())
@@ -241,7 +242,7 @@ def available_memory_bytes(dev: torch.device) -> int:
     if dev.type == "cuda":
         free_bytes, _total = torch.cuda.mem_get_info(dev)
         return int(free_bytes)
-    if dev.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
+    if dev.type == "mps":
         return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
     import psutil
 
@@ -250,8 +251,7 @@ def available_memory_bytes(dev: torch.device) -> int:
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """True for the errors torch raises when an allocation fails (CUDA, MPS or the CPU)."""
-    oom = getattr(torch, "OutOfMemoryError", MemoryError)
-    if isinstance(exc, (oom, MemoryError)):
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and (
@@ -272,6 +272,5 @@ def release_cached_memory(dev: torch.device | None = None) -> None:
     cuda = dev is None or dev.type == "cuda"
     if cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-    mps = getattr(torch.backends, "mps", None)
-    if (dev is None or dev.type == "mps") and mps is not None and mps.is_available():
+    if (dev is None or dev.type == "mps") and torch.backends.mps.is_available():
         torch.mps.empty_cache()

@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from html import escape
 from typing import Any
 
 import torch
@@ -148,16 +149,6 @@ class Timing:
         return min(self.samples_s)
 
     @property
-    def max_s(self) -> float:
-        """Slowest per-call seconds kept (often an interruption)."""
-        return max(self.samples_s)
-
-    @property
-    def mean_s(self) -> float:
-        """Mean per-call seconds (pulled up by outliers; prefer the median)."""
-        return sum(self.samples_s) / len(self.samples_s)
-
-    @property
     def iqr_s(self) -> float:
         """Interquartile range in seconds: the 75th minus the 25th percentile."""
         return _fmt.iqr(self.samples_s)
@@ -215,8 +206,6 @@ class Timing:
         return f"Timing({label}{head}; {spread})"
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         head, spread = self._summary()
         label = f"<b>{escape(self.label)}</b>: " if self.label else ""
         style = "color:var(--jp-error-color1,#b00)" if self.noisy else "opacity:0.75"
@@ -307,8 +296,7 @@ def benchmark(
     warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
     if label is not None and not isinstance(label, str):
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
-    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
-        raise ValueError(f"min_samples must be a whole number >= 1, got {min_samples!r}")
+    min_samples = _checks.positive_int("min_samples", min_samples)
     dev = machine.of(args, kwargs) if device is None else machine.resolve(device)
     machine.check_available(dev, "device")
     if cuda_graph and dev.type != "cuda":
@@ -351,12 +339,8 @@ def _measure_until_undisturbed(
     min_kept: int,
     deadline: float,
 ) -> tuple[list[float], list[float]]:
-    """Measure ``n_samples``, then replace disturbed ones until the deadline.
-
-    ``measure(n)`` returns ``n`` pairs ``(seconds per call, cpu share or
-    None)``. Disturbance is judged against all samples so far (see
-    :func:`_disturbed`), so a replacement can be dropped too.
-    """
+    """Measure ``n_samples`` (seconds, cpu share) pairs, then replace disturbed ones until the
+    deadline; a replacement is judged against all samples so far, so it can be dropped too."""
     samples = measure(n_samples)
     while True:
         flags = _disturbed(samples)
@@ -399,12 +383,8 @@ def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, f
 
 
 def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, float]]:
-    """Blocks timed with the wall clock, each with this thread's CPU share.
-
-    Sync at each block's end (a no-op on the CPU). The CPU share is this
-    thread's CPU seconds over wall seconds: ~1 while it computes, lower when
-    the OS gave its core to another program for part of the block.
-    """
+    """Blocks timed with the wall clock, each with this thread's CPU seconds over wall seconds
+    (~1 while it computes, lower when the OS gave its core to another program)."""
     wall, cpu = _CLOCKS
     samples = []
     for _ in range(n_samples):
@@ -421,11 +401,7 @@ def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, flo
 
 
 def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
-    """Blocks bracketed by CUDA events; one synchronize after all of them.
-
-    Events are recorded on the stream, so they time the device's work without
-    stopping the host; ``elapsed_time`` is read only after the final sync.
-    """
+    """Blocks bracketed by CUDA events on the stream; one synchronize after all of them."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
     for i in range(n_samples):
@@ -441,14 +417,10 @@ def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
 def _estimate(
     call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
 ) -> tuple[float, float]:
-    """Per-call seconds from doubling blocks of calls; also returns time spent.
+    """Per-call seconds (flush included) from doubling blocks of calls, and the time spent.
 
-    Synchronises at both ends so asynchronous devices are measured too; the
-    flush (if any) is inside the loop, so the estimate covers the full cost
-    of one timed run and the budget bounds the wall time. The doubling runs
-    twice and the smaller estimate wins: a single slow call (lazy
-    initialisation, a preempted time slice) must not make a 1 µs op look
-    like a 1 ms op, or it would be timed one call at a time.
+    Twice, keeping the smaller: one slow call (lazy initialisation, a lost
+    time slice) must not make a 1 µs op look like a 1 ms one.
     """
     clock = _CLOCKS[0]
     best, spent = math.inf, 0.0
@@ -473,13 +445,8 @@ def _estimate(
 
 
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
-    """Capture ``call`` in a CUDA graph and return a function that replays it.
-
-    Follows the torch docs (``torch.cuda.graphs``, "Whole-network capture"):
-    warm up on a side stream so lazy initialisation happens outside the
-    capture, then capture on that stream. Replaying launches every captured
-    kernel with one call, without Python or per-kernel launch overhead.
-    """
+    """``call`` captured in a CUDA graph, warmed up on a side stream first (the torch docs,
+    "Whole-network capture"); returns the graph's replay."""
     stream = torch.cuda.Stream(device=dev)
     stream.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(stream):
@@ -649,10 +616,7 @@ class Comparison:
     def narrow(self) -> bool:
         """True when the interval lies within ``tolerance`` of the ratio on both sides
         (and enough rounds back it): the size of the effect is known."""
-        r, (lo, hi) = self.ratio, self.interval
-        return (
-            self.enough_rounds and lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
-        )
+        return self.enough_rounds and _narrow(self.ratios, self.tolerance, self.confidence)
 
     def excludes(self, x: float) -> bool:
         """True when the whole interval lies on one side of ``x`` (and enough rounds back it)."""
@@ -729,8 +693,6 @@ class Comparison:
         )
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         la, lb = self.a.label or "A", self.b.label or "B"
         style = "" if self.decided else "color:var(--jp-warn-color1,#a60)"
         return (
@@ -752,8 +714,6 @@ def compare(
     b: Callable[[], Any],
     *,
     budget_s: float = 2.0,
-    tolerance: float = COMPARE_TOLERANCE,
-    confidence: float = 0.95,
     warmup_s: float = 0.05,
     device: str | torch.device | None = None,
     labels: tuple[str, str] | None = None,
@@ -774,7 +734,7 @@ def compare(
        which either side was disturbed (see :func:`benchmark`, step 5) are
        dropped.
     4. **Stop** after at least 10 kept rounds once the 95% interval of the
-       median ratio lies within ``tolerance`` (10%) of it, or when
+       median ratio lies within 10% of it (``COMPARE_TOLERANCE``), or when
        ``budget_s`` is spent. A quiet machine decides in a few dozen
        milliseconds; a busy one uses the budget, and its interval may be
        wide (``Comparison.narrow`` is False) or even contain x1 ("can't
@@ -799,10 +759,6 @@ def compare(
     _checks.function("b", b)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
     warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
-    if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 10):
-        raise ValueError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
-    if not (isinstance(confidence, (int, float)) and 0.5 <= confidence < 1):
-        raise ValueError(f"confidence must be between 0.5 and 1 (e.g. 0.95), got {confidence!r}")
     dev = _infer_callable_device(a, b) if device is None else machine.resolve(device)
     machine.check_available(dev, "device")
     la, lb = labels if labels is not None else ("A", "B")
@@ -820,7 +776,7 @@ def compare(
             for _ in range(int(warmup_s / 2 / per_call_s)):
                 call()
         machine.sync(dev)
-        rounds_a, rounds_b = _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds)
+        rounds_a, rounds_b = _rounds(sides, dev, budget_s, min_rounds)
     flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
     ta = [rounds_a[i][0] for i in kept]
@@ -830,15 +786,13 @@ def compare(
         a=Timing(samples_s=ta, device=str(dev), label=la, calls_per_sample=sides[0][2]),
         b=Timing(samples_s=tb, device=str(dev), label=lb, calls_per_sample=sides[1][2]),
         ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
-        confidence=confidence,
-        tolerance=tolerance,
         rounds_dropped=len(flags) - len(kept),
         cpu_share=_fmt.median(shares) if shares and dev.type == "cpu" else None,
         all_disturbed=all(flags),
     )
 
 
-def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
+def _rounds(sides, dev, budget_s, min_rounds):
     """3. and 4.: alternate one block of each side until decided or out of budget."""
     deadline = _CLOCKS[0]() + budget_s
     rounds_a: list[tuple[float, float | None]] = []
@@ -862,12 +816,13 @@ def _rounds(sides, dev, budget_s, tolerance, confidence, min_rounds):
             if ra[1] is not None and dev.type == "cpu"
         ]
         ran = not shares or _fmt.median(shares) >= WAITED_SHARE  # else: waited, try more
-        done = len(ratios) >= min_rounds and ran and _narrow(ratios, tolerance, confidence)
+        done = len(ratios) >= min_rounds and ran and _narrow(ratios, COMPARE_TOLERANCE, 0.95)
         if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
             return rounds_a, rounds_b
 
 
 def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
+    """True when the median's interval lies within ``tolerance`` of it on both sides."""
     r = _fmt.median(ratios)
     lo, hi = _fmt.median_interval(ratios, confidence)
     return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
@@ -875,9 +830,5 @@ def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> boo
 
 def _infer_callable_device(*fns: Any) -> torch.device:
     """The device of a ``functools.partial``'s first tensor argument, else bl.device()."""
-    for fn in fns:
-        if isinstance(fn, functools.partial):
-            for v in (fn.func, *fn.args, *fn.keywords.values()):
-                if isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple)):
-                    return machine.of((v,))
-    return machine.device()
+    parts = (fn for fn in fns if isinstance(fn, functools.partial))
+    return machine.of([v for fn in parts for v in (fn.func, *fn.args, *fn.keywords.values())])

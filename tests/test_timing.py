@@ -23,8 +23,7 @@ from brrrlib.timing import Comparison, Timing
 def test_quantiles_match_hand_computed_values():
     t = Timing(samples_s=(4.0, 1.0, 3.0, 2.0, 5.0), device="cpu")
     assert t.median_s == 3.0
-    assert t.min_s == 1.0 and t.max_s == 5.0
-    assert t.mean_s == 3.0
+    assert t.min_s == 1.0
     assert t.quantile(0.25) == 2.0 and t.quantile(0.75) == 4.0
     assert t.iqr_s == 2.0
     assert t.quantile(0.1) == pytest.approx(1.4)  # linear interpolation, numpy's default
@@ -254,7 +253,7 @@ def test_a_partial_preemption_is_caught_by_the_cpu_share(machine):
 
     t = bl.benchmark(call, budget_s=0.04, warmup_s=0.0, device="cpu")
     assert t.dropped > 0
-    assert t.median_s == pytest.approx(1e-6) and t.max_s == pytest.approx(1e-6)
+    assert t.median_s == pytest.approx(1e-6) and max(t.samples_s) == pytest.approx(1e-6)
 
 
 def test_a_workload_that_waits_is_not_judged_by_its_cpu_share(machine):
@@ -361,10 +360,6 @@ def test_compare_cannot_tell_when_the_interval_stays_wide(machine):
 def test_compare_validates_its_arguments():
     with pytest.raises(TypeError, match="a must be callable"):
         bl.compare(3, lambda: None)
-    with pytest.raises(ValueError, match="tolerance"):
-        bl.compare(lambda: None, lambda: None, tolerance=0)
-    with pytest.raises(ValueError, match="confidence"):
-        bl.compare(lambda: None, lambda: None, confidence=1.5)
     with pytest.raises(ValueError, match="budget_s"):
         bl.compare(lambda: None, lambda: None, budget_s=-1)
 
