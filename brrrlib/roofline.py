@@ -51,6 +51,14 @@ result). Measured ceilings are themselves medians of a benchmark, so a
 point may beat them by a few percent honestly; 10% leaves room for that."""
 
 
+def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float, float]:
+    """The two numbers of a roof, checked: each a number > 0."""
+    return (
+        _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True),
+        _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True),
+    )
+
+
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
     """FLOPs per byte moved: ``flops / bytes_moved``.
 
@@ -70,10 +78,7 @@ def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> fl
     ``peak_flops_per_s / mem_bandwidth_bytes_per_s``. A workload needs at
     least this many FLOPs per byte to be able to keep the compute units busy.
     """
-    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number(
-        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
-    )
+    peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return peak / bandwidth
 
 
@@ -86,10 +91,7 @@ def attainable_flops_per_s(
     ``intensity`` FLOPs of work); above it, the arithmetic peak does.
     """
     intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
-    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number(
-        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
-    )
+    peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return min(peak, intensity * bandwidth)
 
 
@@ -105,10 +107,7 @@ def lower_bound_s(
     """
     flops = _checks.number("flops", flops, positive=False)
     bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=False)
-    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number(
-        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
-    )
+    peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return max(flops / peak, bytes_moved / bandwidth)
 
 
@@ -215,22 +214,20 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
             f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
             f"got {type(device_or_spec).__name__}"
         )
-    peak = _checks.number("peak_flops_per_s", peak, positive=True)
-    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", bandwidth, positive=True)
-    return peak, bandwidth
+    return _roof(peak, bandwidth)
 
 
 def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
     """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
     dtype = _dtype_name(dtype)
-    if _is_ceilings(device) and not _is_pair(device):
+    if _is_ceilings(device):
         return [
             (f"{dtype} matmul", float(_measured_matmul(device, dtype))),
             ("fp32 vector", float(device.vector_flops_per_s)),
         ]
     peak, _ = ceilings_of(device, dtype)
     roofs = [(dtype, peak)]
-    if _is_spec(device) and not _is_pair(device) and dtype != "fp32":
+    if _is_spec(device) and dtype != "fp32":
         fp32 = dict(device.peak_flops_per_s).get("fp32")
         if fp32 and fp32 < peak:
             roofs.append(("fp32, no tensor cores", float(fp32)))
@@ -238,8 +235,6 @@ def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
 
 
 def _device_label(device: Any) -> str:
-    if _is_pair(device):
-        return "device"
     return str(getattr(device, "name", None) or getattr(device, "device_name", None) or "device")
 
 
@@ -301,12 +296,8 @@ class RooflinePoint:
         if hasattr(timing, "median_s"):
             seconds = timing.median_s
             label = label if label is not None else getattr(timing, "label", None)
-        elif isinstance(timing, Real) and not isinstance(timing, bool):
-            seconds = float(timing)
         else:
-            raise TypeError(
-                f"timing: expected a Timing (bl.benchmark(...)) or seconds, got {type(timing).__name__}"
-            )
+            seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
         return cls(
             label=label if label is not None else "workload",
             flops=counts.flops,
