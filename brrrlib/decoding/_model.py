@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from brrrlib import _checks
+
 __all__ = ["Decoder", "DecoderShape", "KVCache", "build", "generate", "new_cache"]
 
 
@@ -50,9 +52,7 @@ class DecoderShape:
 
     def __post_init__(self) -> None:
         for field in ("layers", "d_model", "heads", "vocab", "max_context"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be a positive int, got {value!r}")
+            _checks.positive_int(field, getattr(self, field))
         if self.d_model % self.heads:
             raise ValueError(f"heads={self.heads} must divide d_model={self.d_model}")
 
@@ -97,8 +97,7 @@ def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
     shape = model.shape
     if not 1 <= length <= shape.max_context:
         raise ValueError(f"length={length} must be between 1 and max_context={shape.max_context}")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    _checks.positive_int("batch", batch)
     w = model.wte.weight
     size = (batch, shape.heads, length, shape.head_size)
     keys = tuple(torch.zeros(size, dtype=w.dtype, device=w.device) for _ in range(shape.layers))
@@ -224,8 +223,7 @@ def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int, *, decode=No
     steps, each feeding back the most likely token. ``decode`` replaces
     ``model.decode`` (a compiled step, called as ``decode(idx, pos, cache)``).
     """
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
-        raise ValueError(f"new_tokens must be a positive int, got {new_tokens!r}")
+    _checks.positive_int("new_tokens", new_tokens)
     B, T = prompt.shape
     if T + new_tokens > model.shape.max_context:
         raise ValueError(
