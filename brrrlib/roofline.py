@@ -335,10 +335,8 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
     )
 
 
-def above_roof(
-    point: Any, ceilings: Any, dtype: str | None = None, tolerance: float = ABOVE_ROOF_TOLERANCE
-) -> bool:
-    """True when ``point`` claims more FLOP/s than the roof allows (by more than ``tolerance``).
+def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
+    """True when ``point`` claims more FLOP/s than the roof allows (:data:`ABOVE_ROOF_TOLERANCE`).
 
     That is impossible, so it signals an error: FLOPs or bytes counted wrong,
     a time measured without a sync, or the wrong roof (bf16 work judged
@@ -350,8 +348,7 @@ def above_roof(
     _, intensity, rate = _as_xy(point)
     top = max(r for _, r in _roofs(ceilings, dtype))
     _, bandwidth = ceilings_of(ceilings, dtype)
-    tolerance = _checks.number("tolerance", tolerance, positive=False)
-    return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + tolerance)
+    return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + ABOVE_ROOF_TOLERANCE)
 
 
 # ---------------------------------------------------------------- plot

@@ -70,19 +70,9 @@ class KVCache:
     values: tuple[torch.Tensor, ...]
 
     @property
-    def batch(self) -> int:
-        """Sequences it holds (B)."""
-        return self.keys[0].shape[0]
-
-    @property
     def length(self) -> int:
         """Positions it holds per sequence (S)."""
         return self.keys[0].shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        """Its size: ``2 x layers x B x S x C x bytes per number``."""
-        return sum(t.nbytes for t in (*self.keys, *self.values))
 
 
 def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
