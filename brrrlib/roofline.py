@@ -31,6 +31,7 @@ from numbers import Real
 from typing import Any
 
 from brrrlib import _checks, _fmt
+from brrrlib.hardware import dtype_key
 
 __all__ = [
     "RooflinePoint",
@@ -159,21 +160,6 @@ def _spec_peak(spec: Any, dtype: str) -> float:
     return float(value)
 
 
-_TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-
-
-def _dtype_name(dtype: Any) -> str:
-    """``"bf16"`` from ``"bf16"`` or ``torch.bfloat16``."""
-    if isinstance(dtype, str):
-        return dtype
-    name = str(dtype).removeprefix("torch.")
-    if name in _TORCH_DTYPES:
-        return _TORCH_DTYPES[name]
-    raise TypeError(
-        f"dtype must be 'fp32', 'tf32', 'bf16', 'fp16' or a torch float dtype, got {dtype!r}"
-    )
-
-
 def _measured_matmul(ceilings: Any, dtype: str) -> float:
     """The matmul roof of measured Ceilings for ``dtype`` (fp32 is ``matmul_flops_per_s``)."""
     if dtype == "fp32":
@@ -199,7 +185,7 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
     pair. Recognised by field names, so any object with those fields works.
     ``dtype`` may also be a torch dtype (``torch.bfloat16``).
     """
-    dtype = _dtype_name(dtype)
+    dtype = dtype_key(dtype)
     if _is_pair(device_or_spec):
         peak, bandwidth = device_or_spec
     elif _is_ceilings(device_or_spec):
@@ -219,7 +205,7 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
 
 def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
     """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
-    dtype = _dtype_name(dtype)
+    dtype = dtype_key(dtype)
     if _is_ceilings(device):
         return [
             (f"{dtype} matmul", float(_measured_matmul(device, dtype))),
