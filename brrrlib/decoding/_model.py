@@ -206,12 +206,11 @@ def build(
 
 
 @torch.no_grad()
-def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int, *, decode=None) -> torch.Tensor:
+def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
     """Greedy generation, as gpt-fast's ``generate`` without sampling: ``(B, T + new_tokens)``.
 
     One prefill of the prompt ``(B, T)``, then ``new_tokens - 1`` decode
-    steps, each feeding back the most likely token. ``decode`` replaces
-    ``model.decode`` (a compiled step, called as ``decode(idx, pos, cache)``).
+    steps, each feeding back the most likely token.
     """
     _checks.positive_int("new_tokens", new_tokens)
     B, T = prompt.shape
@@ -219,11 +218,10 @@ def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int, *, decode=No
         raise ValueError(
             f"prompt ({T}) + new_tokens ({new_tokens}) exceeds max_context={model.shape.max_context}"
         )
-    step = decode or model.decode
     cache = new_cache(model, B, T + new_tokens)
     out = [prompt, model.prefill(prompt, cache).argmax(-1, keepdim=True)]  # (B, 1) each
     pos = torch.tensor([T], device=prompt.device)
     for _ in range(new_tokens - 1):
-        out.append(step(out[-1], pos, cache).argmax(-1, keepdim=True))
+        out.append(model.decode(out[-1], pos, cache).argmax(-1, keepdim=True))
         pos += 1
     return torch.cat(out, dim=1)

@@ -45,6 +45,8 @@ __all__ = [
 
 #: A step may use at most this fraction of the memory free right now.
 MEMORY_HEADROOM = 0.5
+#: A batch sweep stops after a step this long (seconds): the next would take about twice as long.
+MAX_STEP_S = 2.0
 
 
 class DoesNotFit(MemoryError):
@@ -237,27 +239,20 @@ class BatchSweep:
 
 
 def batch_sweep(
-    model: Decoder,
-    batches: Sequence[int],
-    context: int = 32,
-    *,
-    budget_s: float = 0.15,
-    max_step_s: float = 2.0,
+    model: Decoder, batches: Sequence[int], context: int = 32, *, budget_s: float = 0.15
 ) -> BatchSweep:
     """:func:`measure_step` at each batch size, smallest first.
 
     A batch that does not fit in memory is skipped with the reason; so are the
-    batches after a step that took more than ``max_step_s`` seconds (the next
+    batches after a step that took more than :data:`MAX_STEP_S` seconds (the next
     would take about twice as long).
     """
     points: list[StepTiming] = []
     skipped: list[tuple[int, str]] = []
     for b in sorted(batches):
-        if points and points[-1].seconds > max_step_s:
-            last = points[-1]
-            skipped.append(
-                (b, f"a step at batch {last.batch} already took {_fmt.seconds(last.seconds)}")
-            )
+        if points and points[-1].seconds > MAX_STEP_S:
+            took = f"a step at batch {points[-1].batch} took {_fmt.seconds(points[-1].seconds)}"
+            skipped.append((b, took))
             continue
         try:
             points.append(measure_step(model, b, context, budget_s=budget_s))
