@@ -148,30 +148,20 @@ def _is_ceilings(x: Any) -> bool:
     )
 
 
-def _spec_peak(spec: Any, dtype: str) -> float:
-    peaks = spec.peak_flops_per_s
-    value = peaks.get(dtype) if hasattr(peaks, "get") else None
-    if value is None:
-        have = sorted(k for k, v in dict(peaks).items() if v)
+def _peak(device: Any, dtype: str) -> float:
+    """A device's roof for ``dtype``: its measured matmul FLOP/s, or its spec sheet's peak."""
+    if _is_ceilings(device):
+        by_dtype = getattr(device, "matmul_flops_per_s_by_dtype", None) or {}
+        peaks, missing = {**by_dtype, "fp32": device.matmul_flops_per_s}, "matmul measurement"
+    else:
+        peaks, missing = dict(device.peak_flops_per_s), "peak"
+    if not peaks.get(dtype):
         raise ValueError(
-            f"dtype: {getattr(spec, 'name', 'this device')} has no {dtype!r} peak; "
-            f"choose one of {have}"
+            f"dtype: {_device_label(device)} has no {dtype!r} {missing} (it has "
+            f"{sorted(k for k, v in peaks.items() if v)}); pass one of those, or use a "
+            "spec-sheet device (bl.spec(...)) for other dtypes"
         )
-    return float(value)
-
-
-def _measured_matmul(ceilings: Any, dtype: str) -> float:
-    """The matmul roof of measured Ceilings for ``dtype`` (fp32 is ``matmul_flops_per_s``)."""
-    if dtype == "fp32":
-        return ceilings.matmul_flops_per_s
-    by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", None) or {})
-    if by_dtype.get(dtype):
-        return by_dtype[dtype]
-    have = sorted({"fp32", *(k for k, v in by_dtype.items() if v)})
-    raise ValueError(
-        f"dtype: these ceilings have no {dtype!r} matmul measurement (measured: {have}); pass "
-        f"one of those, or use a spec-sheet device (bl.spec(...)) for other dtypes"
-    )
+    return float(peaks[dtype])
 
 
 def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
@@ -188,12 +178,8 @@ def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]
     dtype = dtype_key(dtype)
     if _is_pair(device_or_spec):
         peak, bandwidth = device_or_spec
-    elif _is_ceilings(device_or_spec):
-        peak = _measured_matmul(device_or_spec, dtype)
-        bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
-    elif _is_spec(device_or_spec):
-        peak = _spec_peak(device_or_spec, dtype)
-        bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
+    elif _is_ceilings(device_or_spec) or _is_spec(device_or_spec):
+        peak, bandwidth = _peak(device_or_spec, dtype), device_or_spec.mem_bandwidth_bytes_per_s
     else:
         raise TypeError(
             "device_or_spec: expected a DeviceSpec (bl.spec('A100')), Ceilings "
@@ -208,7 +194,7 @@ def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
     dtype = dtype_key(dtype)
     if _is_ceilings(device):
         return [
-            (f"{dtype} matmul", float(_measured_matmul(device, dtype))),
+            (f"{dtype} matmul", _peak(device, dtype)),
             ("fp32 vector", float(device.vector_flops_per_s)),
         ]
     peak, _ = ceilings_of(device, dtype)
