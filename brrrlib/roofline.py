@@ -17,9 +17,9 @@ write 4 B) needs about 100 operations per element before the arithmetic,
 not the memory, sets its speed (chapter 02).
 
 Everything here is plain arithmetic on numbers you pass in, except
-:func:`ceilings_of`, which reads them off a :class:`~brrrlib.hardware.DeviceSpec`
-(spec sheet) or :class:`~brrrlib.ceilings.Ceilings` (measured here), and
-:func:`plot`, which draws them (chapter 00, 02).
+:func:`plot`, which reads them off a :class:`~brrrlib.hardware.DeviceSpec`
+(spec sheet) or :class:`~brrrlib.ceilings.Ceilings` (measured here) and draws
+them (chapter 00, 02).
 """
 
 from __future__ import annotations
@@ -164,16 +164,11 @@ def _peak(device: Any, dtype: str) -> float:
     return float(peaks[dtype])
 
 
-def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
-    """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a device, for ``dtype``.
+def _ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
+    """A device's ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` for ``dtype``.
 
-    Accepts a spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (``bl.spec("A100")``:
-    the peak for ``dtype``, where ``"fp32"`` means no tensor cores and
-    ``"tf32"``/``"bf16"``/``"fp16"`` the dense tensor-core peak), measured
-    :class:`~brrrlib.ceilings.Ceilings` (``bl.measure_ceilings()``: the matmul
-    peak of that precision, measured here), or a plain ``(peak, bandwidth)``
-    pair. Recognised by field names, so any object with those fields works.
-    ``dtype`` may also be a torch dtype (``torch.bfloat16``).
+    A spec sheet, measured Ceilings or a pair, recognised by field names;
+    ``dtype`` may be a torch dtype.
     """
     dtype = dtype_key(dtype)
     if _is_pair(device_or_spec):
@@ -197,7 +192,7 @@ def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
             (f"{dtype} matmul", _peak(device, dtype)),
             ("fp32 vector", float(device.vector_flops_per_s)),
         ]
-    peak, _ = ceilings_of(device, dtype)
+    peak, _ = _ceilings_of(device, dtype)
     roofs = [(dtype, peak)]
     if _is_spec(device) and dtype != "fp32":
         fp32 = dict(device.peak_flops_per_s).get("fp32")
@@ -319,7 +314,7 @@ def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
     dtype = getattr(point, "precision", "fp32") if dtype is None else dtype
     _, intensity, rate = _as_xy(point)
     top = max(r for _, r in _roofs(ceilings, dtype))
-    _, bandwidth = ceilings_of(ceilings, dtype)
+    _, bandwidth = _ceilings_of(ceilings, dtype)
     return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + ABOVE_ROOF_TOLERANCE)
 
 
@@ -332,7 +327,7 @@ def _points_precision(points: Sequence[Any], device: Any) -> str:
     usable = []
     for p in sorted(wanted):
         try:
-            usable.append((ceilings_of(device, p)[0], p))
+            usable.append((_ceilings_of(device, p)[0], p))
         except (ValueError, TypeError):
             continue
     return max(usable)[1] if usable else "fp32"
@@ -385,7 +380,7 @@ def plot(
     devices = _devices(ceilings, extra)
     if dtype is None:
         dtype = _points_precision(points, devices[0])
-    resolved = [(d, _roofs(d, dtype), ceilings_of(d, dtype)[1]) for d in devices]
+    resolved = [(d, _roofs(d, dtype), _ceilings_of(d, dtype)[1]) for d in devices]
     xy = [_as_xy(p) for p in points]
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
