@@ -17,9 +17,9 @@ write 4 B) needs about 100 operations per element before the arithmetic,
 not the memory, sets its speed (chapter 02).
 
 Everything here is plain arithmetic on numbers you pass in, except
-:func:`ceilings_of`, which reads them off a :class:`~brrrlib.hardware.DeviceSpec`
-(spec sheet) or :class:`~brrrlib.ceilings.Ceilings` (measured here), and
-:func:`plot`, which draws them (chapter 00, 02).
+:func:`plot`, which reads them off a :class:`~brrrlib.hardware.DeviceSpec`
+(spec sheet) or :class:`~brrrlib.ceilings.Ceilings` (measured here) and draws
+them (chapter 00, 02).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from numbers import Real
 from typing import Any
 
 from brrrlib import _checks, _fmt
+from brrrlib.hardware import dtype_key
 
 __all__ = [
     "RooflinePoint",
@@ -49,6 +50,14 @@ Nothing runs faster than the roof, so a point above it means the FLOPs or
 bytes were over-counted or the time under-measured (no sync, a cached
 result). Measured ceilings are themselves medians of a benchmark, so a
 point may beat them by a few percent honestly; 10% leaves room for that."""
+
+
+def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float, float]:
+    """The two numbers of a roof, checked: each a number > 0."""
+    return (
+        _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True),
+        _checks.number("mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True),
+    )
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
@@ -70,10 +79,7 @@ def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> fl
     ``peak_flops_per_s / mem_bandwidth_bytes_per_s``. A workload needs at
     least this many FLOPs per byte to be able to keep the compute units busy.
     """
-    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number(
-        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
-    )
+    peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return peak / bandwidth
 
 
@@ -86,10 +92,7 @@ def attainable_flops_per_s(
     ``intensity`` FLOPs of work); above it, the arithmetic peak does.
     """
     intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
-    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number(
-        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
-    )
+    peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return min(peak, intensity * bandwidth)
 
 
@@ -105,10 +108,7 @@ def lower_bound_s(
     """
     flops = _checks.number("flops", flops, positive=False)
     bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=False)
-    peak = _checks.number("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bandwidth = _checks.number(
-        "mem_bandwidth_bytes_per_s", mem_bandwidth_bytes_per_s, positive=True
-    )
+    peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return max(flops / peak, bytes_moved / bandwidth)
 
 
@@ -148,89 +148,53 @@ def _is_ceilings(x: Any) -> bool:
     )
 
 
-def _spec_peak(spec: Any, dtype: str) -> float:
-    peaks = spec.peak_flops_per_s
-    value = peaks.get(dtype) if hasattr(peaks, "get") else None
-    if value is None:
-        have = sorted(k for k, v in dict(peaks).items() if v)
+def _peak(device: Any, dtype: str) -> float:
+    """A device's roof for ``dtype``: its measured matmul FLOP/s, or its spec sheet's peak."""
+    if _is_ceilings(device):
+        by_dtype = getattr(device, "matmul_flops_per_s_by_dtype", None) or {}
+        peaks, missing = {**by_dtype, "fp32": device.matmul_flops_per_s}, "matmul measurement"
+    else:
+        peaks, missing = dict(device.peak_flops_per_s), "peak"
+    if not peaks.get(dtype):
         raise ValueError(
-            f"dtype: {getattr(spec, 'name', 'this device')} has no {dtype!r} peak; "
-            f"choose one of {have}"
+            f"dtype: {_device_label(device)} has no {dtype!r} {missing} (it has "
+            f"{sorted(k for k, v in peaks.items() if v)}); pass one of those, or use a "
+            "spec-sheet device (bl.spec(...)) for other dtypes"
         )
-    return float(value)
+    return float(peaks[dtype])
 
 
-_TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+def _ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
+    """A device's ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` for ``dtype``.
 
-
-def _dtype_name(dtype: Any) -> str:
-    """``"bf16"`` from ``"bf16"`` or ``torch.bfloat16``."""
-    if isinstance(dtype, str):
-        return dtype
-    name = str(dtype).removeprefix("torch.")
-    if name in _TORCH_DTYPES:
-        return _TORCH_DTYPES[name]
-    raise TypeError(
-        f"dtype must be 'fp32', 'tf32', 'bf16', 'fp16' or a torch float dtype, got {dtype!r}"
-    )
-
-
-def _measured_matmul(ceilings: Any, dtype: str) -> float:
-    """The matmul roof of measured Ceilings for ``dtype`` (fp32 is ``matmul_flops_per_s``)."""
-    if dtype == "fp32":
-        return ceilings.matmul_flops_per_s
-    by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", None) or {})
-    if by_dtype.get(dtype):
-        return by_dtype[dtype]
-    have = sorted({"fp32", *(k for k, v in by_dtype.items() if v)})
-    raise ValueError(
-        f"dtype: these ceilings have no {dtype!r} matmul measurement (measured: {have}); pass "
-        f"one of those, or use a spec-sheet device (bl.spec(...)) for other dtypes"
-    )
-
-
-def ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
-    """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a device, for ``dtype``.
-
-    Accepts a spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (``bl.spec("A100")``:
-    the peak for ``dtype``, where ``"fp32"`` means no tensor cores and
-    ``"tf32"``/``"bf16"``/``"fp16"`` the dense tensor-core peak), measured
-    :class:`~brrrlib.ceilings.Ceilings` (``bl.measure_ceilings()``: the matmul
-    peak of that precision, measured here), or a plain ``(peak, bandwidth)``
-    pair. Recognised by field names, so any object with those fields works.
-    ``dtype`` may also be a torch dtype (``torch.bfloat16``).
+    A spec sheet, measured Ceilings or a pair, recognised by field names;
+    ``dtype`` may be a torch dtype.
     """
-    dtype = _dtype_name(dtype)
+    dtype = dtype_key(dtype)
     if _is_pair(device_or_spec):
         peak, bandwidth = device_or_spec
-    elif _is_ceilings(device_or_spec):
-        peak = _measured_matmul(device_or_spec, dtype)
-        bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
-    elif _is_spec(device_or_spec):
-        peak = _spec_peak(device_or_spec, dtype)
-        bandwidth = device_or_spec.mem_bandwidth_bytes_per_s
+    elif _is_ceilings(device_or_spec) or _is_spec(device_or_spec):
+        peak, bandwidth = _peak(device_or_spec, dtype), device_or_spec.mem_bandwidth_bytes_per_s
     else:
         raise TypeError(
             "device_or_spec: expected a DeviceSpec (bl.spec('A100')), Ceilings "
             f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
             f"got {type(device_or_spec).__name__}"
         )
-    peak = _checks.number("peak_flops_per_s", peak, positive=True)
-    bandwidth = _checks.number("mem_bandwidth_bytes_per_s", bandwidth, positive=True)
-    return peak, bandwidth
+    return _roof(peak, bandwidth)
 
 
 def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
     """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
-    dtype = _dtype_name(dtype)
-    if _is_ceilings(device) and not _is_pair(device):
+    dtype = dtype_key(dtype)
+    if _is_ceilings(device):
         return [
-            (f"{dtype} matmul", float(_measured_matmul(device, dtype))),
+            (f"{dtype} matmul", _peak(device, dtype)),
             ("fp32 vector", float(device.vector_flops_per_s)),
         ]
-    peak, _ = ceilings_of(device, dtype)
+    peak, _ = _ceilings_of(device, dtype)
     roofs = [(dtype, peak)]
-    if _is_spec(device) and not _is_pair(device) and dtype != "fp32":
+    if _is_spec(device) and dtype != "fp32":
         fp32 = dict(device.peak_flops_per_s).get("fp32")
         if fp32 and fp32 < peak:
             roofs.append(("fp32, no tensor cores", float(fp32)))
@@ -238,8 +202,6 @@ def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
 
 
 def _device_label(device: Any) -> str:
-    if _is_pair(device):
-        return "device"
     return str(getattr(device, "name", None) or getattr(device, "device_name", None) or "device")
 
 
@@ -301,12 +263,8 @@ class RooflinePoint:
         if hasattr(timing, "median_s"):
             seconds = timing.median_s
             label = label if label is not None else getattr(timing, "label", None)
-        elif isinstance(timing, Real) and not isinstance(timing, bool):
-            seconds = float(timing)
         else:
-            raise TypeError(
-                f"timing: expected a Timing (bl.benchmark(...)) or seconds, got {type(timing).__name__}"
-            )
+            seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
         return cls(
             label=label if label is not None else "workload",
             flops=counts.flops,
@@ -344,10 +302,8 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
     )
 
 
-def above_roof(
-    point: Any, ceilings: Any, dtype: str | None = None, tolerance: float = ABOVE_ROOF_TOLERANCE
-) -> bool:
-    """True when ``point`` claims more FLOP/s than the roof allows (by more than ``tolerance``).
+def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
+    """True when ``point`` claims more FLOP/s than the roof allows (:data:`ABOVE_ROOF_TOLERANCE`).
 
     That is impossible, so it signals an error: FLOPs or bytes counted wrong,
     a time measured without a sync, or the wrong roof (bf16 work judged
@@ -358,9 +314,8 @@ def above_roof(
     dtype = getattr(point, "precision", "fp32") if dtype is None else dtype
     _, intensity, rate = _as_xy(point)
     top = max(r for _, r in _roofs(ceilings, dtype))
-    _, bandwidth = ceilings_of(ceilings, dtype)
-    tolerance = _checks.number("tolerance", tolerance, positive=False)
-    return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + tolerance)
+    _, bandwidth = _ceilings_of(ceilings, dtype)
+    return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + ABOVE_ROOF_TOLERANCE)
 
 
 # ---------------------------------------------------------------- plot
@@ -372,7 +327,7 @@ def _points_precision(points: Sequence[Any], device: Any) -> str:
     usable = []
     for p in sorted(wanted):
         try:
-            usable.append((ceilings_of(device, p)[0], p))
+            usable.append((_ceilings_of(device, p)[0], p))
         except (ValueError, TypeError):
             continue
     return max(usable)[1] if usable else "fp32"
@@ -425,7 +380,7 @@ def plot(
     devices = _devices(ceilings, extra)
     if dtype is None:
         dtype = _points_precision(points, devices[0])
-    resolved = [(d, _roofs(d, dtype), ceilings_of(d, dtype)[1]) for d in devices]
+    resolved = [(d, _roofs(d, dtype), _ceilings_of(d, dtype)[1]) for d in devices]
     xy = [_as_xy(p) for p in points]
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")

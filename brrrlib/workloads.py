@@ -67,20 +67,14 @@ __all__ = [
 #: machine's numbers, labelled as recorded, so a learner without a GPU sees what one does.
 H100_RECORDED_S = MappingProxyType(
     {
-        "a + b, 1 element": 9.96e-6,
         "chain, eager": 474e-6,  # pointwise_chain(): 32 ops on 1,024 elements
         "chain, torch.compile": 63.8e-6,
         "chain, CUDA graph": 39.4e-6,
         'chain, compile "reduce-overhead"': 77.7e-6,
-        "loop of 64 matmuls": 2.26e-3,  # small_matmuls(): 64 x (64 x 64)
-        "one bmm": 25.3e-6,
         "block fp32, batch 1": 774e-6,  # transformer_block(): d_model 1024, 256 tokens
         "block fp32, batch 16": 2.82e-3,
         "block fp32 compiled, batch 16": 2.34e-3,
         "block bf16, batch 16": 931e-6,
-        "wide MLP, batch 1": 196e-6,  # mlp(wide=True): d_model 4096, 512 MiB of fp32 weights
-        "wide MLP, batch 2": 222e-6,
-        "wide MLP, batch 8": 342e-6,
     }
 )
 
@@ -183,33 +177,6 @@ def square_matmul(n: int | None = None, device=None):
     return torch.mm, (torch.randn(n, n, device=dev), torch.randn(n, n, device=dev))
 
 
-def mlp(batch: int = 1, d_model: int | None = None, *, wide: bool = False, device=None):
-    """A two-layer MLP (``Linear -> ReLU -> Linear``, hidden ``4 * d_model``) on a batch (chapter 03).
-
-    Returns ``(fn, (x,))`` with ``x`` of shape ``(batch, d_model)``; no
-    autograd. It is the batch-size experiment's model. Each call reads both
-    weight matrices once (``8 * d_model**2`` fp32 numbers) whatever the batch,
-    and does ``16 * d_model**2`` FLOPs per sample. With a small ``d_model`` the
-    fixed cost is the launch overhead of a handful of ops; with a large one it
-    is reading the weights from memory. Both make "double the batch, time
-    barely moves": check the weight-read time before blaming overhead.
-
-    ``d_model`` defaults to 128 on a CPU and 1024 on a GPU; ``wide=True``
-    picks 1024 and 4096 instead (32 MiB and 512 MiB of weights), where the
-    weight read is the fixed cost until the batch reaches the *critical batch
-    size*, about twice the fp32 ridge point (chapter 03).
-    """
-    batch = _checks.positive_int("batch", batch)
-    dev = _device(device)
-    default = (4096 if _big(dev) else 1024) if wide else (1024 if _big(dev) else 128)
-    d_model = _checks.positive_int("d_model", d_model if d_model is not None else default)
-    model = nn.Sequential(
-        nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model)
-    ).to(dev)
-    model.requires_grad_(False)
-    return model, (torch.randn(batch, d_model, device=dev),)
-
-
 def doubled_batch(
     model: nn.Module, batch: int = 1
 ) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -239,30 +206,6 @@ def doubled_batch(
 def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:
     with torch.no_grad():
         model(x)
-
-
-def tf32(fn: Callable) -> Callable:
-    """``fn`` with its fp32 matmuls on TF32 tensor cores: a wrapper for ``bl.compare`` (chapter 04).
-
-    Each call sets ``torch.set_float32_matmul_precision("high")`` (the same
-    switch as ``torch.backends.cuda.matmul.allow_tf32 = True``), runs ``fn``
-    and puts the previous setting back, so fp32 and TF32 can be timed in
-    alternating rounds. TF32 keeps fp32's range and storage but rounds the
-    matmul inputs to a 10-bit mantissa; on a GPU with tensor cores (A100,
-    H100) it runs those matmuls at several times the fp32 rate. CPUs have no
-    TF32: there the wrapper changes nothing.
-    """
-
-    def with_tf32(*args, **kwargs):
-        before = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("high")
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_float32_matmul_precision(before)
-
-    with_tf32.__name__ = f"tf32({getattr(fn, '__name__', type(fn).__name__)})"
-    return with_tf32
 
 
 def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
@@ -507,8 +450,8 @@ def training_step(
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
     if precision not in amp:
         raise ValueError(
-            f"precision={precision!r} is not one of {', '.join(amp)} (for TF32 "
-            "wrap the step in workloads.tf32)"
+            f"precision={precision!r} is not one of {', '.join(amp)} (for TF32, call "
+            "torch.set_float32_matmul_precision('high') first)"
         )
     model, (x,) = transformer_block(batch, seq, d_model, n_heads, device=device)
     model.train().requires_grad_(True)

@@ -87,7 +87,8 @@ def test_prefill_flops_by_hand_and_by_bl_count(model):
 def test_kv_cache_bytes_by_hand_and_allocated(model):
     assert decoding.kv_cache_bytes(SHAPE, batch=3, context=20) == 2 * 2 * 3 * 20 * 64 * 4 == 61_440
     cache = decoding.new_cache(model, 3, 20)
-    assert cache.nbytes == 61_440 and (cache.batch, cache.length) == (3, 20)
+    assert sum(t.nbytes for t in (*cache.keys, *cache.values)) == 61_440
+    assert cache.keys[0].shape == (3, SHAPE.heads, 20, SHAPE.head_size) and cache.length == 20
 
 
 # --------------------------------------------------------------------------- generation

@@ -107,10 +107,10 @@ def test_essay_arithmetic_on_plain_numbers():
         (lambda: rl.ridge_point(1e12, "fast"), TypeError, "mem_bandwidth_bytes_per_s"),
         (lambda: rl.lower_bound_s(1, 1, 1e12, -1), ValueError, "mem_bandwidth_bytes_per_s"),
         (lambda: rl.regime(float("nan"), 1e12, 1e9), ValueError, "intensity"),
-        (lambda: rl.ceilings_of("A100"), TypeError, "device_or_spec"),
-        (lambda: rl.ceilings_of(FAKE_A100, "fp8"), ValueError, "dtype"),
-        (lambda: rl.ceilings_of(FAKE_CPU, "bf16"), ValueError, "no 'bf16' matmul measurement"),
-        (lambda: rl.ceilings_of(FAKE_A100, torch.int8), TypeError, "dtype"),
+        (lambda: rl._ceilings_of("A100"), TypeError, "device_or_spec"),
+        (lambda: rl._ceilings_of(FAKE_A100, "fp8"), ValueError, "dtype"),
+        (lambda: rl._ceilings_of(FAKE_CPU, "bf16"), ValueError, "no 'bf16' matmul measurement"),
+        (lambda: rl._ceilings_of(FAKE_A100, torch.int8), ValueError, "dtype"),
         (lambda: rl.RooflinePoint("x", 1.0, 0.0, 1.0), ValueError, "bytes_moved"),
         (lambda: rl.RooflinePoint("x", 1.0, 1.0, 0.0), ValueError, "seconds"),
     ],
@@ -124,11 +124,11 @@ def test_bad_input_names_the_argument(call, error, argument):
 
 
 def test_ceilings_of_reads_specs_ceilings_and_pairs():
-    assert rl.ceilings_of(FAKE_A100) == (A100_FP32_FLOPS_PER_S, A100_BYTES_PER_S)
-    assert rl.ceilings_of(FAKE_A100, "bf16") == (A100_BF16_FLOPS_PER_S, A100_BYTES_PER_S)
-    assert rl.ceilings_of(FAKE_CPU) == (1e11, 1.5e10)  # the matmul roof
-    assert rl.ceilings_of((2e12, 1e11)) == (2e12, 1e11)
-    assert rl.ceilings_of(FAKE_A100, torch.bfloat16) == (A100_BF16_FLOPS_PER_S, A100_BYTES_PER_S)
+    assert rl._ceilings_of(FAKE_A100) == (A100_FP32_FLOPS_PER_S, A100_BYTES_PER_S)
+    assert rl._ceilings_of(FAKE_A100, "bf16") == (A100_BF16_FLOPS_PER_S, A100_BYTES_PER_S)
+    assert rl._ceilings_of(FAKE_CPU) == (1e11, 1.5e10)  # the matmul roof
+    assert rl._ceilings_of((2e12, 1e11)) == (2e12, 1e11)
+    assert rl._ceilings_of(FAKE_A100, torch.bfloat16) == (A100_BF16_FLOPS_PER_S, A100_BYTES_PER_S)
 
 
 def test_ceilings_of_real_measured_ceilings_type():
@@ -141,17 +141,17 @@ def test_ceilings_of_real_measured_ceilings_type():
         op_overhead_s=5e-6,
         matmul_flops_per_s_by_dtype={"bf16": 4e11},
     )
-    assert rl.ceilings_of(ceilings) == (1e11, 1.5e10)
-    assert rl.ceilings_of(ceilings, "bf16") == (4e11, 1.5e10)
-    assert rl.ridge_point(*rl.ceilings_of(ceilings)) == pytest.approx(
+    assert rl._ceilings_of(ceilings) == (1e11, 1.5e10)
+    assert rl._ceilings_of(ceilings, "bf16") == (4e11, 1.5e10)
+    assert rl.ridge_point(*rl._ceilings_of(ceilings)) == pytest.approx(
         ceilings.ridge_point_flops_per_byte()
     )
 
 
 def test_essay_arithmetic_from_the_spec_table():
     a100 = _a100()
-    fp32_peak, bandwidth = rl.ceilings_of(a100, "fp32")
-    bf16_peak, _ = rl.ceilings_of(a100, "bf16")
+    fp32_peak, bandwidth = rl._ceilings_of(a100, "fp32")
+    bf16_peak, _ = rl._ceilings_of(a100, "bf16")
     assert bf16_peak / fp32_peak == pytest.approx(16.0)
     assert rl.ridge_point(fp32_peak, bandwidth) * 8 == pytest.approx(100, rel=0.01)
     assert bf16_peak / 32e6 == pytest.approx(9.75e6)
@@ -231,7 +231,7 @@ def test_plot_labels_units_ridge_and_points(agg):
     assert _roof_of(ax) == "fp32"
     assert any(t.startswith("A100") for t in legend)  # overlaid spec-sheet device
     lo, hi = ax.get_xlim()
-    assert lo < 0.125 < hi and lo < rl.ridge_point(*rl.ceilings_of(FAKE_A100)) < hi
+    assert lo < 0.125 < hi and lo < rl.ridge_point(*rl._ceilings_of(FAKE_A100)) < hi
 
 
 def test_a_point_is_judged_against_the_roof_of_its_precision(agg):

@@ -12,17 +12,10 @@ that set its floors, and the measurements chapter 06 sets beside them::
     bl.benchmark(step)                                      # one token per sequence per step
     decoding.batch_sweep(model, [1, 2, 4, 8, 16])           # tokens/s against the batch
 
-Where things live:
-
-=================  ===========================================================
-``_model``         the decoder, its static KV cache, ``build`` and ``generate``
-``_counts``        parameters, weight bytes, FLOPs and KV-cache bytes, by hand
-``_int8``          weight-only int8: ``quantize_int8``, and whether a kernel exists
-``_steps``         a decode step, timed; a sweep over the batch; the memory check
-``_sizes``         the chapter's two sizes for this device; its 16-bit precision
-=================  ===========================================================
-
-The slider of chapter 06 is :func:`brrrlib.widgets.decode_explorer`.
+The decoder and its cache live in ``_model``, the hand counts in ``_counts``,
+weight-only int8 in ``_int8``, timed steps and the memory check in ``_steps``,
+the chapter's sizes and 16-bit precision in ``_sizes``. The slider of
+chapter 06 is :func:`brrrlib.widgets.decode_explorer`.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from brrrlib import _checks
+
 __all__ = ["Decoder", "DecoderShape", "KVCache", "build", "generate", "new_cache"]
 
 
@@ -50,9 +52,7 @@ class DecoderShape:
 
     def __post_init__(self) -> None:
         for field in ("layers", "d_model", "heads", "vocab", "max_context"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be a positive int, got {value!r}")
+            _checks.positive_int(field, getattr(self, field))
         if self.d_model % self.heads:
             raise ValueError(f"heads={self.heads} must divide d_model={self.d_model}")
 
@@ -70,19 +70,9 @@ class KVCache:
     values: tuple[torch.Tensor, ...]
 
     @property
-    def batch(self) -> int:
-        """Sequences it holds (B)."""
-        return self.keys[0].shape[0]
-
-    @property
     def length(self) -> int:
         """Positions it holds per sequence (S)."""
         return self.keys[0].shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        """Its size: ``2 x layers x B x S x C x bytes per number``."""
-        return sum(t.nbytes for t in (*self.keys, *self.values))
 
 
 def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
@@ -97,8 +87,7 @@ def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
     shape = model.shape
     if not 1 <= length <= shape.max_context:
         raise ValueError(f"length={length} must be between 1 and max_context={shape.max_context}")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    _checks.positive_int("batch", batch)
     w = model.wte.weight
     size = (batch, shape.heads, length, shape.head_size)
     keys = tuple(torch.zeros(size, dtype=w.dtype, device=w.device) for _ in range(shape.layers))
@@ -217,25 +206,22 @@ def build(
 
 
 @torch.no_grad()
-def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int, *, decode=None) -> torch.Tensor:
+def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
     """Greedy generation, as gpt-fast's ``generate`` without sampling: ``(B, T + new_tokens)``.
 
     One prefill of the prompt ``(B, T)``, then ``new_tokens - 1`` decode
-    steps, each feeding back the most likely token. ``decode`` replaces
-    ``model.decode`` (a compiled step, called as ``decode(idx, pos, cache)``).
+    steps, each feeding back the most likely token.
     """
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
-        raise ValueError(f"new_tokens must be a positive int, got {new_tokens!r}")
+    _checks.positive_int("new_tokens", new_tokens)
     B, T = prompt.shape
     if T + new_tokens > model.shape.max_context:
         raise ValueError(
             f"prompt ({T}) + new_tokens ({new_tokens}) exceeds max_context={model.shape.max_context}"
         )
-    step = decode or model.decode
     cache = new_cache(model, B, T + new_tokens)
     out = [prompt, model.prefill(prompt, cache).argmax(-1, keepdim=True)]  # (B, 1) each
     pos = torch.tensor([T], device=prompt.device)
     for _ in range(new_tokens - 1):
-        out.append(step(out[-1], pos, cache).argmax(-1, keepdim=True))
+        out.append(model.decode(out[-1], pos, cache).argmax(-1, keepdim=True))
         pos += 1
     return torch.cat(out, dim=1)

@@ -19,7 +19,8 @@ is given back. The kernel stays alive.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +45,27 @@ __all__ = [
 
 #: A step may use at most this fraction of the memory free right now.
 MEMORY_HEADROOM = 0.5
+#: A batch sweep stops after a step this long (seconds): the next would take about twice as long.
+MAX_STEP_S = 2.0
 
 
 class DoesNotFit(MemoryError):
     """A decode step that would not fit in memory (refused before, or failed while allocating)."""
+
+
+@contextlib.contextmanager
+def _out_of_memory(dev: torch.device, step: str, doing: str) -> Iterator[None]:
+    """Out of memory inside becomes :class:`DoesNotFit`, once the cached memory is given back."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, DoesNotFit) or not machine.is_out_of_memory(exc):
+            raise
+        machine.release_cached_memory(dev)
+        raise DoesNotFit(
+            f"{step} ran out of memory while {doing}; the memory was given back: "
+            "choose a smaller step"
+        ) from None
 
 
 def precision_of(model: Decoder) -> str:
@@ -90,16 +108,6 @@ class DecodeStep:
     def __call__(self) -> torch.Tensor:
         return self.fn(self.ids, self.pos, self.cache)
 
-    @property
-    def batch(self) -> int:
-        """Sequences per step (B)."""
-        return self.cache.batch
-
-    @property
-    def context(self) -> int:
-        """Positions each new token attends to (S): the cache's length."""
-        return self.cache.length
-
 
 def decode_step(
     model: Decoder, batch: int = 1, context: int = 256, *, fn: Callable[..., Any] | None = None
@@ -127,16 +135,10 @@ def decode_step(
             f"and activations, more than half of the {_fmt.binary_bytes(free)} free on {dev.type}: "
             "choose a smaller batch or a shorter context"
         )
-    try:
+    with _out_of_memory(
+        dev, f"batch {batch} at context {context}", f"allocating {_fmt.binary_bytes(need)}"
+    ):
         cache = new_cache(model, batch, context)
-    except Exception as exc:
-        if not machine.is_out_of_memory(exc):
-            raise
-        machine.release_cached_memory(dev)
-        raise DoesNotFit(
-            f"batch {batch} at context {context} ran out of memory while allocating "
-            f"{_fmt.binary_bytes(need)}; the memory was given back: choose a smaller step"
-        ) from None
     ids = torch.zeros(batch, 1, dtype=torch.long, device=dev)  # any token: speed ignores values
     pos = torch.tensor([context - 1], device=dev)
     return DecodeStep(model, cache, ids, pos, fn or model.decode)
@@ -174,11 +176,6 @@ class StepTiming:
         """Weights and KV cache read per second (gpt-fast's "bandwidth achieved", cache included)."""
         return (self.weight_bytes + self.kv_bytes) / self.seconds
 
-    @property
-    def flops_per_s(self) -> float:
-        """FLOPs per second."""
-        return self.flops / self.seconds
-
 
 def measure_step(
     model: Decoder,
@@ -192,20 +189,10 @@ def measure_step(
 
     Raises :class:`DoesNotFit` for a step that would not fit in memory.
     """
-    step = decode_step(model, batch, context, fn=fn)
     dev = model.wte.weight.device
-    try:
-        with torch.no_grad():
-            t = timing.benchmark(step, budget_s=budget_s, device=dev, label=f"batch {batch}")
-    except Exception as exc:
-        if not machine.is_out_of_memory(exc):
-            raise
-        del step
-        machine.release_cached_memory(dev)
-        raise DoesNotFit(
-            f"batch {batch} at context {context} ran out of memory while running; the memory "
-            "was given back: choose a smaller step"
-        ) from None
+    with _out_of_memory(dev, f"batch {batch} at context {context}", "running"), torch.no_grad():
+        step = decode_step(model, batch, context, fn=fn)  # DoesNotFit passes through
+        t = timing.benchmark(step, budget_s=budget_s, device=dev, label=f"batch {batch}")
     precision = precision_of(model)
     return StepTiming(
         model.shape,
@@ -252,30 +239,20 @@ class BatchSweep:
 
 
 def batch_sweep(
-    model: Decoder,
-    batches: Sequence[int],
-    context: int = 32,
-    *,
-    budget_s: float = 0.15,
-    max_step_s: float = 2.0,
+    model: Decoder, batches: Sequence[int], context: int = 32, *, budget_s: float = 0.15
 ) -> BatchSweep:
     """:func:`measure_step` at each batch size, smallest first.
 
     A batch that does not fit in memory is skipped with the reason; so are the
-    batches after a step that took more than ``max_step_s`` seconds (the next
+    batches after a step that took more than :data:`MAX_STEP_S` seconds (the next
     would take about twice as long).
     """
     points: list[StepTiming] = []
     skipped: list[tuple[int, str]] = []
     for b in sorted(batches):
-        if points and points[-1].seconds > max_step_s:
-            skipped.append(
-                (
-                    b,
-                    f"a step at batch {points[-1].batch} already took "
-                    f"{_fmt.seconds(points[-1].seconds)}",
-                )
-            )
+        if points and points[-1].seconds > MAX_STEP_S:
+            took = f"a step at batch {points[-1].batch} took {_fmt.seconds(points[-1].seconds)}"
+            skipped.append((b, took))
             continue
         try:
             points.append(measure_step(model, b, context, budget_s=budget_s))
