@@ -69,8 +69,10 @@ def main() -> None:
     dev = bl.device()
     c = bl.measure_ceilings(dev, progress=False)
     bw, peak = c.mem_bandwidth_bytes_per_s, c.matmul_flops_per_s
-    print(f"{c.device_name} ({dev}), {torch.get_num_threads()} threads: matmul fp32 "
-          f"{peak / 1e9:.0f} GFLOP/s, bandwidth {bw / 1e9:.1f} GB/s")  # fmt: skip
+    print(
+        f"{c.device_name} ({dev}), {torch.get_num_threads()} threads: matmul fp32 "
+        f"{peak / 1e9:.0f} GFLOP/s, bandwidth {bw / 1e9:.1f} GB/s"
+    )
     small_shape, shape = decoding.shapes(c, dev)
     model = decoding.build(shape, device=dev)
     print(f"large: {shape}, {decoding.parameters(shape) / 1e6:.1f} M parameters")
@@ -79,8 +81,10 @@ def main() -> None:
     ids = torch.zeros(1, PROMPT, dtype=torch.long, device=dev)
     t = bl.benchmark(model.prefill, ids, cache, budget_s=1.0)
     flops = decoding.prefill_flops(shape, 1, PROMPT)
-    print(f"prefill {PROMPT} tokens: {PROMPT / t.median_s:,.0f} tokens/s, "
-          f"{flops / t.median_s / 1e9:.0f} GFLOP/s = {_share(flops / t.median_s, peak)} of fp32 matmul")  # fmt: skip
+    print(
+        f"prefill {PROMPT} tokens: {PROMPT / t.median_s:,.0f} tokens/s, "
+        f"{flops / t.median_s / 1e9:.0f} GFLOP/s = {_share(flops / t.median_s, peak)} of fp32 matmul"
+    )
 
     reader = torch.ones(min(decoding.weight_bytes(shape) // 4, 2**28), device=dev)
     read_bw = reader.nbytes / bl.benchmark(torch.sum, reader, budget_s=1.0).median_s
@@ -97,8 +101,10 @@ def main() -> None:
     half = decoding.half_precision(c)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[half]
     model_half = decoding.build(shape, device=dev, dtype=dtype)
-    steps = {"fp32": decoding.decode_step(model, 1, CONTEXT),
-             half: decoding.decode_step(model_half, 1, CONTEXT)}  # fmt: skip
+    steps = {
+        "fp32": decoding.decode_step(model, 1, CONTEXT),
+        half: decoding.decode_step(model_half, 1, CONTEXT),
+    }
     kv16 = decoding.kv_cache_bytes(shape, 1, CONTEXT, 2)  # the int8 model's cache is 16-bit too
     kv = {"fp32": decoding.kv_cache_bytes(shape, 1, CONTEXT, 4), half: kv16, "int8": kv16}
     if decoding.int8_kernel(dev, dtype):
@@ -110,12 +116,15 @@ def main() -> None:
         print(f"  {p}: predicted x{nbytes[p] / nbytes['fp32']:.2f} time, measured {cmp.says()}")
 
     w_s = decoding.weight_bytes(shape) / bw
-    per_seq = (decoding.decode_flops(shape, 1, SWEEP_CONTEXT) / peak
-               - decoding.kv_cache_bytes(shape, 1, SWEEP_CONTEXT) / bw)  # fmt: skip
+    per_seq = (
+        decoding.decode_flops(shape, 1, SWEEP_CONTEXT) / peak
+        - decoding.kv_cache_bytes(shape, 1, SWEEP_CONTEXT) / bw
+    )
     knee = w_s / per_seq if per_seq > 0 else math.inf
     top = min(256 if dev.type == "cpu" else 1024, max(64, 8 * knee))
-    sweep = decoding.batch_sweep(model, [2**k for k in range(int(math.log2(top)) + 1)],
-                                 context=SWEEP_CONTEXT, budget_s=0.3)  # fmt: skip
+    sweep = decoding.batch_sweep(
+        model, [2**k for k in range(int(math.log2(top)) + 1)], context=SWEEP_CONTEXT, budget_s=0.3
+    )
     print(f"batch sweep, context {SWEEP_CONTEXT}:\n{sweep}")
     measured = sweep.seconds[0] / (sweep.seconds[-1] / sweep.batches[-1])
     print(f"knee: predicted batch {knee:.1f}, measured {measured:.1f} (x{measured / knee:.2f})")
