@@ -365,8 +365,9 @@ class Diagnosis:
     "medium" or "low". The evidence is data: ``floors`` (a), ``batch`` (b),
     ``busy`` (c), ``verdict``; ``shares`` maps each regime to the fraction of
     the time its floor explains. The raw measurements stay: ``timing``,
-    ``counts``, ``ceilings``, ``trace``, ``batch_comparison`` /
-    ``batch_timing`` / ``batch_counts`` (None when skipped: ``notes`` says why).
+    ``counts``, ``ceilings``, ``trace``, ``batch_comparison`` (its ``b``
+    the doubled batch's timing) and ``batch_counts`` (None when skipped:
+    ``notes`` says why).
     ``str(d)`` and the notebook view write it out in words.
     """
 
@@ -386,17 +387,11 @@ class Diagnosis:
     batch_counts: Any = None
     notes: tuple[str, ...] = ()
     label: str | None = None
-    elapsed_s: float = field(default=0.0, compare=False)
 
     @property
     def seconds(self) -> float:
         """The measured time of one call (median)."""
         return self.timing.median_s
-
-    @property
-    def batch_timing(self) -> Any:
-        """The doubled batch's Timing (from the paired comparison), or None."""
-        return None if self.batch_comparison is None else self.batch_comparison.b
 
     @property
     def precision(self) -> str:
@@ -489,15 +484,14 @@ def diagnose(
     from brrrlib import machine, timing
     from brrrlib import trace as trace_mod
 
-    check_arguments(fn, ceilings, budget_s)
-    check_one_device(fn, args, kwargs)
-    label = label or name_of(fn)
-    t_start = time.perf_counter()
+    _check_arguments(fn, ceilings, budget_s)
+    _check_one_device(fn, args, kwargs)
+    label = label or _name_of(fn)
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
     say("counting FLOPs, bytes and ops (bl.count)")
     counts, call_s = _count(fn, args, kwargs, label)
     plan = _plan(call_s, batch_probe, trace, time_limit_s)
-    notes: list[str] = train_mode_notes(fn)
+    notes: list[str] = _train_mode_notes(fn)
     if plan.slow:
         say.say(plan.words)
         notes.append(plan.words)
@@ -510,12 +504,12 @@ def diagnose(
 
     # a slow call's timing is the first side of its batch probe's rounds
     main = None if plan.slow and batch_probe else timed()
-    ceilings = ceilings_for(str(machine.of(args, kwargs)), ceilings, say, progress)
-    notes += ceilings_notes(ceilings)
+    ceilings = _ceilings_for(str(machine.of(args, kwargs)), ceilings, say, progress)
+    notes += _ceilings_notes(ceilings)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
-        comparison, batch_counts = run_batch_probe(
+        comparison, batch_counts = _run_batch_probe(
             fn, args, kwargs, 4 * budget_s, plan.rounds, notes, slow=plan.slow
         )
         if main is None and comparison is not None:
@@ -528,9 +522,7 @@ def diagnose(
             fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label, **kwargs
         )
     say("weighing the evidence")
-    elapsed_s = time.perf_counter() - t_start
-    evidence = (counts, main, ceilings, tr, comparison, batch_counts, notes, label, elapsed_s)
-    return _assemble(*evidence)
+    return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label)
 
 
 def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
@@ -609,7 +601,7 @@ def _plan(call_s: float, batch_probe: bool, trace: bool, limit_s: float) -> _Pla
     )
 
 
-def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label, elapsed_s):
+def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label):
     """The pure part of diagnose: floors, evidence, verdict, remedies."""
     fl = floors(counts, ceilings)
     shares = fl.shares(main.median_s)
@@ -639,19 +631,18 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
         batch_counts=batch_counts,
         notes=tuple(notes) + fl.notes + tuple(getattr(counts, "notes", ())),
         label=label,
-        elapsed_s=elapsed_s,
     )
 
 
 def _weigh(counts, timing, ceilings, trace=None, batch_counts=None, comparison=None) -> Diagnosis:
     """The verdict from measurements already taken (no measuring): for tests and notebooks."""
-    return _assemble(counts, timing, ceilings, trace, comparison, batch_counts, [], None, 0.0)
+    return _assemble(counts, timing, ceilings, trace, comparison, batch_counts, [], None)
 
 
 # ------------------------------------------------------------------ running diagnose: checks, ceilings, the batch probe
 
 
-def check_arguments(fn, ceilings, budget_s) -> None:
+def _check_arguments(fn, ceilings, budget_s) -> None:
     if not callable(fn):
         raise TypeError(
             f"fn must be callable (a function or nn.Module), got {type(fn).__name__}; "
@@ -673,7 +664,7 @@ def check_arguments(fn, ceilings, budget_s) -> None:
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
 
 
-def check_one_device(fn, args, kwargs) -> None:
+def _check_one_device(fn, args, kwargs) -> None:
     """A workload whose tensors sit on two devices cannot run: say so before measuring."""
     import torch
 
@@ -687,7 +678,7 @@ def check_one_device(fn, args, kwargs) -> None:
         )
 
 
-def ceilings_notes(ceilings: Any) -> list[str]:
+def _ceilings_notes(ceilings: Any) -> list[str]:
     noise = tuple(getattr(ceilings, "noise_notes", lambda: ())())
     if not noise:
         return []
@@ -698,7 +689,7 @@ def ceilings_notes(ceilings: Any) -> list[str]:
     ]
 
 
-def train_mode_notes(fn) -> list[str]:
+def _train_mode_notes(fn) -> list[str]:
     import torch
 
     if isinstance(fn, torch.nn.Module) and fn.training:
@@ -712,7 +703,7 @@ def train_mode_notes(fn) -> list[str]:
     return []
 
 
-def ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
+def _ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
     """The given ceilings (checked to be of the workload's device), else this device's."""
     import torch
 
@@ -732,7 +723,7 @@ def ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
     return ceilings
 
 
-def run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
+def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
     """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run.
 
     ``rounds`` is the least number of paired rounds. A ``slow`` call gets just
@@ -794,14 +785,9 @@ def _skip(notes: list[str], what: str, err: BaseException, doubled_bytes: int = 
 def _tensors(tree: Any) -> list:
     """Every tensor in nested tuples, lists and dicts."""
     import torch
+    from torch.utils._pytree import tree_leaves
 
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, (list, tuple)):
-        return [t for v in tree for t in _tensors(v)]
-    if isinstance(tree, dict):
-        return [t for v in tree.values() for t in _tensors(v)]
-    return []
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
 def _tensor_bytes(tree: Any) -> int:
@@ -837,7 +823,7 @@ def double_batch(args: tuple, kwargs: dict):
     return (args2, kwargs2) if found else None
 
 
-def name_of(fn) -> str:
+def _name_of(fn) -> str:
     name = getattr(fn, "__name__", None) or type(fn).__name__
     return "workload" if name == "<lambda>" else name
 
@@ -888,6 +874,8 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
     model converts at every op and can run slower: measure it, as chapter 06
     does for weights alone).
     """
+    from brrrlib.ceilings import _DTYPES
+
     peaks = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     fast_path = getattr(ceilings, "fast_path", lambda p: p in peaks)
     out = []
@@ -903,7 +891,7 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
             how = (
                 "torch.set_float32_matmul_precision('high')"
                 if fast == "tf32"
-                else f"torch.autocast('{ceilings.device}', dtype=torch.{_DTYPE_NAMES[fast]})"
+                else f"torch.autocast('{ceilings.device}', dtype={_DTYPES[fast]})"
             )
             out.append(
                 f"Use the faster units: matmuls in {fast} ({how}) measured {gain:.1f}x the {used} "
@@ -916,9 +904,6 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
             "the bytes per number, so twice the numbers per second through the same memory."
         )
     return tuple(out)
-
-
-_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp32": "float32"}
 
 
 # ---------------------------------------------------------------------- the verdict, in words
@@ -990,10 +975,10 @@ def reason(d: Any) -> str:
         text = _lead_words(d)
     if against:
         text += f"; but {against}"
-    if not v.settled_by and v.margin < 1.3:
+    if not v.settled_by and v.margin < MEDIUM_MARGIN:
         text += ". Two regimes are close: the workload sits near the boundary, improving either side helps"
     top = max(d.shares.values())
-    if top < 0.25 and not v.settled_by:
+    if top < HIGH_SHARE and not v.settled_by:
         text += (
             f". No floor explains more than {top:.0%} of the time: the ops are slower than any "
             "ceiling predicts (data in odd layouts, slow kernels for this shape, or another "
@@ -1007,7 +992,7 @@ def reason(d: Any) -> str:
 # ---------------------------------------------------------------------- evidence rows
 
 
-def _compute_row(d: Any) -> tuple[str, str, str, str]:
+def _compute_row(d: Any) -> tuple[str, str, str]:
     c, fl, share = d.ceilings, d.floors, d.shares["compute"]
     parts = [
         f"{p} matmul {_fmt.si(c.matmul_flops_per_s_by_dtype.get(p, c.matmul_flops_per_s), 'FLOP/s')}"
@@ -1031,32 +1016,29 @@ def _compute_row(d: Any) -> tuple[str, str, str, str]:
     return (
         "roofline: compute",
         f"{_fmt.si(d.achieved_flops_per_s, 'FLOP/s')} = {share:.0%} of the {d.precision} roof",
-        "compute" if _leads(d, "compute") else "-",
-        text + _over_100(share, "compute"),
+        text,
     )
 
 
-def _memory_row(d: Any) -> tuple[str, str, str, str]:
+def _memory_row(d: Any) -> tuple[str, str, str]:
     share, c = d.shares["memory"], d.ceilings
     return (
         "roofline: memory",
         f"{_fmt.si(d.achieved_bytes_per_s, 'B/s')} = {share:.0%} of bandwidth",
-        "memory" if _leads(d, "memory") else "-",
         f"{_fmt.si(d.counts.bytes_moved, 'B')} moved need >= {_fmt.seconds(d.floors.memory_s)} at "
-        f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}" + _over_100(share, "memory"),
+        f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}",
     )
 
 
-def _overhead_row(d: Any) -> tuple[str, str, str, str]:
+def _overhead_row(d: Any) -> tuple[str, str, str]:
     share, c = d.shares["overhead"], d.ceilings
     ops = getattr(d.counts, "work_ops", d.counts.ops)
     return (
         "overhead: op count",
         f"{ops} ops x {_fmt.seconds(c.op_overhead_s)} = {share:.0%} of time",
-        "overhead" if _leads(d, "overhead") else "-",
         f"the cheapest op costs {_fmt.seconds(c.op_overhead_s)} here (in place, no allocation), "
         f"so {ops} ops that do work cost >= {_fmt.seconds(d.floors.overhead_s)} of the "
-        f"{_fmt.seconds(d.seconds)} measured" + _over_100(share, "overhead"),
+        f"{_fmt.seconds(d.seconds)} measured",
     )
 
 
@@ -1074,9 +1056,9 @@ def _over_100(share: float, regime: str) -> str:
 def _busy_row(d: Any) -> tuple[str, str, str, str]:
     b = d.busy
     where = _WHERE.get(b.device, "the device")
-    if b.busy < 0.5:
+    if b.busy < BUSY_LOW:
         says, text = "overhead", f"{where} sat idle {b.idle:.0%} of the time, waiting for the host."
-    elif b.busy >= 0.8:
+    elif b.busy >= BUSY_HIGH:
         says = "compute or memory"
         text = f"{where} was busy {b.busy:.0%} of the time: the time is the ops' own work"
         text += "." if b.device != "cpu" else "; on a CPU an op's own dispatch counts as busy."
@@ -1120,7 +1102,7 @@ def _batch_row(d: Any) -> tuple[str, str, str, str]:
         )
     else:
         says, text = "-", f"time follows none of {growth}."
-    if b.flat and g["memory"] < 1.3:
+    if b.flat and g["memory"] < FOLLOW_TOLERANCE:
         text += (
             " Flat time is not proof of overhead here: the bytes did not grow either (the "
             "weights dominate), so a memory-bound op stays flat too."
@@ -1130,13 +1112,13 @@ def _batch_row(d: Any) -> tuple[str, str, str, str]:
     return ("batch x2", measured, says, text)
 
 
-def _leads(d: Any, regime: str) -> bool:
-    return d.shares[regime] >= max(d.shares.values())
-
-
 def rows(d: Any) -> list[tuple[str, str, str, str]]:
     """(probe, measured, says, reading) for each piece of evidence, in order."""
-    out = [_compute_row(d), _memory_row(d), _overhead_row(d)]
+    out = []
+    for regime, row in zip(REGIMES, (_compute_row, _memory_row, _overhead_row), strict=True):
+        probe, measured, text = row(d)
+        says = regime if d.shares[regime] >= max(d.shares.values()) else "-"
+        out.append((probe, measured, says, text + _over_100(d.shares[regime], regime)))
     if d.busy is not None:
         out.append(_busy_row(d))
     if d.batch is not None:

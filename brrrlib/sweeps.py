@@ -258,12 +258,10 @@ class Sweep:
         """The paired comparison of ``b`` against ``a`` (b's time over a's), if measured."""
         return next((q.comparison for q in self.pairs if (q.a, q.b) == (a, b)), None)
 
-    def says(self, a: tuple[int, str], b: tuple[int, str], what: str = "time") -> str:
+    def says(self, a: tuple[int, str], b: tuple[int, str]) -> str:
         """``b`` against ``a`` in words: the comparison's, or why no ratio can be read."""
         c = self.comparison(a, b)
-        if c is None:
-            return "not measured together"
-        return c.says(what)
+        return "not measured together" if c is None else c.says()
 
     def without(self, keys: Iterable[tuple[int, str]]) -> Sweep:
         """This sweep without the points at ``keys`` and the pairs they were in (to re-measure)."""
@@ -300,21 +298,10 @@ class Sweep:
             )
         return rows
 
-    def _header(self) -> tuple[str, ...]:
-        return (
-            self.x_name,
-            "line",
-            "median",
-            "model",
-            "measured/model",
-            "achieved FLOP/s",
-            "achieved B/s",
-            "note",
-        )
-
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' ratios below."""
-        rows = [self._header(), *self._rows()]
+        head = ("median", "model", "measured/model", "achieved FLOP/s", "achieved B/s", "note")
+        rows = [(self.x_name, "line", *head), *self._rows()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         text = [
             "  ".join(c.rjust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
@@ -380,7 +367,7 @@ class Sweep:
                 )
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
-        log_axes(ax, unit)
+        _log_axes(ax, unit)
         if self.title:
             ax.set_title(self.title, fontsize=10)
         if legend:
@@ -388,7 +375,7 @@ class Sweep:
         return ax
 
 
-def log_axes(ax: Any, unit: str) -> None:
+def _log_axes(ax: Any, unit: str) -> None:
     """Ticks for log-log sweep axes: x at the swept values' powers of two, y as "20 ms", "5 GB/s"."""
     from matplotlib import ticker
 
@@ -486,11 +473,7 @@ def workload_sweep(
     lines: Mapping[str, Callable[[int], tuple]],
     *,
     pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
-    predict: Callable[[int, str], float] | None = None,
-    device: str | torch.device | None = None,
     x_label: str = "",
-    title: str = "",
-    progress: bool = False,
 ) -> Sweep:
     """A :func:`sweep` whose lines are workload factories: ``lines[name](x) -> (fn, args)``.
 
@@ -515,24 +498,13 @@ def workload_sweep(
             functools.partial(fn, *args),
             int(counts.flops),
             int(counts.bytes_moved),
-            dev or machine.resolve(device),
+            dev or machine.resolve(None),
             f"{line}, {x_name} = {x}",
             size=x,
             ops=int(counts.ops),
         )
 
-    return sweep(
-        x_name,
-        x_values,
-        list(lines),
-        setup,
-        pairs=pairs,
-        predict=predict,
-        device=device,
-        x_label=x_label,
-        title=title,
-        progress=progress,
-    )
+    return sweep(x_name, x_values, list(lines), setup, pairs=pairs, x_label=x_label)
 
 
 class _Run:

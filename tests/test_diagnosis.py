@@ -392,7 +392,7 @@ def test_known_regimes(name, shared_ceilings):
     others = [v for k, v in d.shares.items() if k != expected]
     assert d.shares[expected] > 1.5 * max(others), str(d)
     assert d.ceilings == ceilings
-    assert d.batch_timing is not None and d.trace is not None
+    assert d.batch_comparison.b is not None and d.trace is not None
 
 
 @pytest.mark.verdict
@@ -462,7 +462,7 @@ def test_no_tensor_arguments_skips_batch_probe_with_a_note(shared_ceilings):
         return tiny_ops(x)
 
     d = bl.diagnose(closure_only, progress=False, trace=False, ceilings=shared_ceilings)
-    assert d.batch_timing is None
+    assert d.batch_comparison is None
     assert any("tensor" in n for n in d.notes)
     assert d.regime == "overhead"
 
@@ -477,7 +477,7 @@ def test_weights_as_arguments_skip_the_batch_probe_with_a_note(shared_ceilings):
         trace=False,
         ceilings=shared_ceilings,
     )
-    assert d.batch_timing is None
+    assert d.batch_comparison is None
     assert any("RuntimeError" in n and "closure" in n for n in d.notes)  # quoted, and the fix
 
 
@@ -489,7 +489,7 @@ def test_any_failure_of_the_doubled_batch_skips_the_probe(error, shared_ceilings
         return x + 1
 
     d = bl.diagnose(picky, torch.ones(64), progress=False, trace=False, ceilings=shared_ceilings)
-    assert d.batch_timing is None and d.regime == "overhead"
+    assert d.batch_comparison is None and d.regime == "overhead"
     assert any(type(error).__name__ in n for n in d.notes)
 
 
@@ -677,7 +677,7 @@ def test_small_floors_and_a_flat_batch_mean_overhead():
 def test_noisy_ceilings_are_said_in_a_note():
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     noisy = dataclasses.replace(CEIL, spread={"matmul": 0.4})
-    from brrrlib.diagnosis import ceilings_notes as _ceilings_notes
+    from brrrlib.diagnosis import _ceilings_notes
 
     assert _ceilings_notes(CEIL) == []
     (note,) = _ceilings_notes(noisy)

@@ -24,7 +24,7 @@ from brrrlib import _fmt
 # Drawn in _timelines (Python's pace, the live and recorded timelines) and _remedies
 # (speed-ups measured, a workload's steps on its roofs), named here.
 from brrrlib.figures._remedies import block_steps, remedy_bars
-from brrrlib.figures._timelines import flops_per_python_add, timelines
+from brrrlib.figures._timelines import _new_axes, flops_per_python_add, timelines
 
 __all__ = [
     "RECORDED_REPEAT_ELEMENTS",
@@ -48,15 +48,6 @@ RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-2
 #: Elements per call of the recorded repeat sweep (its README: ``x = x * 2`` on 2^27 floats).
 RECORDED_REPEAT_ELEMENTS = 2**27
 _PRECISION_NAMES = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}
-
-
-def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
 
 
 # ------------------------------------------------------------------ chapter 00
@@ -97,7 +88,7 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    ax = _axes(ax, (9.5, 3.8))
+    ax = _new_axes(ax, (9.5, 3.8))
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 4.4)
     ax.axis("off")
@@ -165,7 +156,7 @@ def regimes_roofline(
 
     if not points:
         raise ValueError("points: give at least one RooflinePoint to place under the roof")
-    ax = _axes(ax, (10.5, 4.6))
+    ax = _new_axes(ax, (10.5, 4.6))
     precisions = {getattr(p, "precision", "fp32") for p in points}
     dtype = precisions.pop() if len(precisions) == 1 else None
     hidden = [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in points]
@@ -204,7 +195,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
     """
     if len(specs) < 2:
         raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
-    ax = _axes(ax, (7, 4))
+    ax = _new_axes(ax, (7, 4))
     first = specs[0]
     f0 = first.peak_flops_per_s[dtype]
     b0 = first.mem_bandwidth_bytes_per_s
@@ -238,7 +229,6 @@ def sweep_plot(
     xlabel: str,
     ylabel: str,
     hlines: Mapping[str, float] | None = None,
-    logx: bool = True,
     logy: bool = False,
     title: str | None = None,
     ax: Any = None,
@@ -259,16 +249,15 @@ def sweep_plot(
     for label, y in {**ys, **models}.items():
         if len(y) != len(x):
             raise ValueError(f"series {label!r} has {len(y)} points but x has {len(x)}")
-    ax = _axes(ax, (7, 4))
+    ax = _new_axes(ax, (7, 4))
     for i, (label, y) in enumerate(ys.items()):
         ax.plot(x, y, marker="o", color=f"C{i}", label=label)
     for i, (label, y) in enumerate(models.items()):
         ax.plot(x, y, ls="--", lw=1.2, color=f"C{i}", alpha=0.8, label=label)
     for i, (label, value) in enumerate((hlines or {}).items()):
         ax.axhline(value, ls=":", lw=1.2, color=f"C{len(ys) + i}", label=label)
-    if logx:
-        ax.set_xscale("log", base=2)
-        _plain_x_ticks(ax)
+    ax.set_xscale("log", base=2)
+    _plain_x_ticks(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -351,6 +340,19 @@ def _plain_x_ticks(ax: Any) -> None:
     ax.xaxis.set_minor_locator(ticker.NullLocator())
 
 
+def _recorded_axes(ax: Any, rec: RecordedSweeps, xlabel: str, ylabel: str, more: str = "") -> Any:
+    """Log-log axes of a recorded sweep, titled with where and when it was recorded."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _plain_x_ticks(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"Recorded, not measured here: {rec.label}{more}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
 def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
     """Recorded square-matmul TFLOP/s against size, one line per precision (chapter 01).
 
@@ -359,7 +361,7 @@ def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any =
     best rate; the title says where and when it was recorded.
     """
     rec = recording if recording is not None else recorded_sweeps()
-    ax = _axes(ax, (7.5, 4.2))
+    ax = _new_axes(ax, (7.5, 4.2))
     for i, p in enumerate(rec.precisions):
         line = rec.matmul_line(p)
         ax.plot(
@@ -369,15 +371,7 @@ def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any =
             color=f"C{i}",
             label=f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}",
         )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _plain_x_ticks(ax)
-    ax.set_xlabel("matrix size n (n × n @ n × n)")
-    ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(f"Recorded, not measured here: {rec.label}", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    return ax
+    return _recorded_axes(ax, rec, "matrix size n (n × n @ n × n)", "achieved TFLOP/s")
 
 
 def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
@@ -389,7 +383,7 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
     and its knee comes at half the repeat count.
     """
     rec = recording if recording is not None else recorded_sweeps()
-    ax = _axes(ax, (7.5, 4.2))
+    ax = _new_axes(ax, (7.5, 4.2))
     for colour, mode in (("C0", "eager"), ("C1", "fused")):
         for style, precision in (("-", "fp32"), ("--", "bf16")):
             line = rec.repeat_line(precision, mode)
@@ -402,19 +396,10 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
                     color=colour,
                     label=f"{mode}, {precision}",
                 )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _plain_x_ticks(ax)
-    ax.set_xlabel("repeat count (x = x * 2, repeated)")
-    ax.set_ylabel("time per call (ms)")
-    ax.set_title(
-        f"Recorded, not measured here: {rec.label}\n"
-        f"{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call",
-        fontsize=9,
+    per_call = f"\n{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
+    return _recorded_axes(
+        ax, rec, "repeat count (x = x * 2, repeated)", "time per call (ms)", per_call
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    return ax
 
 
 # ------------------------------------------------------------------ chapters 03 and 04 (their figures)
@@ -461,7 +446,7 @@ _FLOW_BOXES = {
 }
 
 
-def _flow_arrow(ax: Any, a: str, b: str, label: str = "") -> None:
+def _flow_arrow(ax: Any, a: str, b: str) -> None:
     """An arrow from box ``a`` down to box ``b`` of :data:`_FLOW_BOXES`."""
     from matplotlib.patches import FancyArrowPatch
 
@@ -476,16 +461,6 @@ def _flow_arrow(ax: Any, a: str, b: str, label: str = "") -> None:
             connectionstyle="arc3,rad=0.0",
         )
     )
-    if label:
-        ax.text(
-            (x0 + x1) / 2,
-            (y0 + y1) / 2,
-            label,
-            fontsize=8,
-            ha="center",
-            color="0.25",
-            backgroundcolor="white",
-        )
 
 
 def _flow_loop_back(ax: Any) -> None:
@@ -520,7 +495,7 @@ def decision_flow(*, ax: Any = None) -> Any:
     """
     from matplotlib.patches import FancyBboxPatch
 
-    ax = _axes(ax, (11, 6.2))
+    ax = _new_axes(ax, (11, 6.2))
     for x, y, w, text, colour in _FLOW_BOXES.values():
         ax.add_patch(
             FancyBboxPatch(

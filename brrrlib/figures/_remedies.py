@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from brrrlib import _fmt
+from brrrlib.figures._timelines import _new_axes
 
 __all__ = ["block_steps", "remedy_bars"]
 
@@ -21,15 +22,6 @@ _PRECISION_COLOURS = {
     "bf16": "tab:green",
     "fp16": "tab:olive",
 }
-
-
-def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
 
 
 def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = None) -> Any:

@@ -17,6 +17,7 @@ __all__ = ["flops_per_python_add", "timelines"]
 
 
 def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
+    """``ax``, or the Axes of a new figure of ``figsize`` (every figure here starts so)."""
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
@@ -55,7 +56,7 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
     return ax
 
 
-def timelines(traces: Sequence[Any], *, width: float = 10.0) -> Any:
+def timelines(traces: Sequence[Any]) -> Any:
     """One timeline per trace, stacked: host lane over device lane, each its first steady run.
 
     Each title names the trace, where it ran ("live, cpu" or "recorded on an
@@ -67,7 +68,7 @@ def timelines(traces: Sequence[Any], *, width: float = 10.0) -> Any:
     if not traces:
         raise ValueError("traces is empty: pass bl.profile(...) or bl.trace.recorded(...) results")
     fig, axes = plt.subplots(
-        len(traces), 1, figsize=(width, 2.35 * len(traces)), layout="constrained", squeeze=False
+        len(traces), 1, figsize=(10.0, 2.35 * len(traces)), layout="constrained", squeeze=False
     )
     for ax, trace in zip(axes[:, 0], traces, strict=True):
         run = trace.steady_runs[0] if trace.steady_runs else 0
