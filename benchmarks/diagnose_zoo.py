@@ -95,7 +95,7 @@ def evidence(r: Result) -> str:
         b = d.batch
         grew = ", ".join(f"{k} x{g:.2f}" for k, g in b.growth.items())
         parts.append(f"batch x2 took x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f}, "
-                     f"{'decided' if b.decided else 'undecided'}; counts grew {grew}; follows "
+                     f"{'decided' if b.narrow else 'undecided'}; counts grew {grew}; follows "
                      f"{', '.join(sorted(b.follows)) or 'nothing'})")  # fmt: skip
     if v.settled_by:
         parts.append(f"settled by {v.settled_by}")
