@@ -259,18 +259,13 @@ def _share_cells(counts: Counts, flops: float, nbytes: float) -> list[str]:
 
 
 def _html_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:
-    def cell(tag: str, i: int, value: str) -> str:
-        align = "left" if i == 0 else "right"  # numbers line up on the right
-        return f'<{tag} style="text-align:{align}">{html.escape(value)}</{tag}>'
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(header))
-    rows = "".join(
-        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(line)) + "</tr>" for line in body
-    )
+    table = _fmt.html_table(
+        header, body, align="l" + "r" * (len(header) - 1)
+    )  # numbers on the right
     foot = "".join(
         f'<p style="color:var(--jp-ui-font-color2, #666)">{html.escape(n)}</p>' for n in notes
     )
-    return f"<p><b>{html.escape(title)}</b></p><table><tr>{head}</tr>{rows}</table>{foot}"
+    return f"<p><b>{html.escape(title)}</b></p>{table}{foot}"
 
 
 def _text_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""Numbers for people: the one unit picker, small statistics, progress lines.
+"""Numbers for people: the one unit picker, small statistics, tables, progress lines.
 
 Every module prints through here, so the same value reads the same everywhere
 (``si(0.00099999, "s")`` is "1 ms" in a Timing, a trace and a diagnosis alike).
@@ -11,24 +11,34 @@ them: the median (robust to the run the OS interrupted), linear-interpolated
 quantiles (numpy's default), the interquartile range, and the distribution-free
 confidence interval of a median from order statistics, which
 :func:`brrrlib.timing.compare` reports for every ratio.
+
+The notebook pieces are here once too: the HTML table every ``_repr_html_``
+draws, a figure as an inline PNG, plain log2 x ticks, an error's first line.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "Progress",
     "binary_bytes",
     "elements",
+    "error_line",
+    "figure_img",
+    "html_table",
     "iqr",
     "median",
     "median_interval",
     "percent",
+    "plain_x_ticks",
     "quantile",
     "ratio",
     "seconds",
@@ -98,6 +108,81 @@ def ratio(num: float, den: float) -> float:
     if den == 0:
         return 1.0 if num == 0 else math.inf
     return num / den
+
+
+def error_line(err: BaseException, limit: int = 160) -> str:
+    """The first line of ``err``'s message, at most ``limit`` characters (its type if empty)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:limit]
+
+
+# ------------------------------------------------------------------ notebook pieces
+
+_ALIGN = {"l": " style='text-align:left'", "r": " style='text-align:right'"}
+#: A muted row: italic, in the theme's second text colour (grey on light, light grey on dark).
+_MUTED = " style='font-style:italic;color:var(--jp-content-font-color2, #666)'"
+
+
+def html_table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    caption: str = "",
+    align: str = "",
+    tags: Mapping[int, str] | None = None,
+    muted: Sequence[bool] = (),
+    hover: Sequence[str] = (),
+) -> str:
+    """A notebook table of strings, every one escaped here; no header row when ``header`` is empty.
+
+    ``caption`` goes under the table, small. ``align`` has a letter per column,
+    "l" or "r" (any other, or a column past its end, keeps the notebook's own).
+    ``tags`` wraps a column's cells in a tag (``{0: "code"}``). A true entry of
+    ``muted`` draws that row italic and dim; ``hover`` is each row's first cell's tooltip.
+    """
+    e, tags = html.escape, tags or {}
+
+    def cell(tag: str, i: int, text: str, tip: str = "") -> str:
+        title = f" title='{e(tip)}'" if tip else ""
+        inner = f"<{tags[i]}>{e(text)}</{tags[i]}>" if tag == "td" and i in tags else e(text)
+        return f"<{tag}{_ALIGN.get(align[i : i + 1], '')}{title}>{inner}</{tag}>"
+
+    body = "".join(
+        f"<tr{_MUTED if n < len(muted) and muted[n] else ''}>"
+        + "".join(
+            cell("td", i, c, hover[n] if i == 0 and n < len(hover) else "")
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for n, row in enumerate(rows)
+    )
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    cap = "<caption style='caption-side:bottom;text-align:left'><small>"
+    return (
+        "<table>"
+        + (f"{cap}{e(caption)}</small></caption>" if caption else "")
+        + (f"<thead><tr>{head}</tr></thead>" if header else "")
+        + f"<tbody>{body}</tbody></table>"
+    )
+
+
+def figure_img(fig: Any, alt: str, max_width: str) -> str:
+    """A matplotlib ``fig`` laid out tight, as an inline PNG ``<img>`` (base64 in the page)."""
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    data = base64.b64encode(buf.getvalue()).decode()
+    return (
+        f"<img src='data:image/png;base64,{data}' alt='{html.escape(alt)}' "
+        f"style='max-width:{max_width}'>"
+    )
+
+
+def plain_x_ticks(ax: Any) -> None:
+    """x ticks on a log2 axis as plain numbers (1, 4, 16), not powers of two; no minor ticks."""
+    from matplotlib import ticker
+
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
 
 
 # ------------------------------------------------------------------ statistics

@@ -408,15 +408,11 @@ class Ceilings:
     def _repr_html_(self) -> str:
         from html import escape
 
-        body = "".join(
-            f"<tr><td style='text-align:left'>{escape(k)}</td>"
-            f"<td style='text-align:right'>{escape(v)}</td></tr>"
-            for k, v in self._rows()
-        )
         notes = "".join(f"<li>{escape(n)}</li>" for n in self._notes())
         return (
-            f"<table><caption style='text-align:left'><b>Ceilings</b>: {escape(self._title())}"
-            f"</caption>{body}</table>" + (f"<ul>{notes}</ul>" if notes else "")
+            f"<p><b>Ceilings</b>: {escape(self._title())}</p>"
+            + _fmt.html_table((), self._rows(), align="lr")
+            + (f"<ul>{notes}</ul>" if notes else "")
         )
 
     # -- the file format ------------------------------------------------------------------

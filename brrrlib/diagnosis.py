@@ -40,10 +40,8 @@ reads is written there from the numbers above, once.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
-import io
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -767,7 +765,7 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
 def _skip(notes: list[str], what: str, err: BaseException, doubled_bytes: int = 0) -> None:
     from brrrlib import machine
 
-    first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+    first = _fmt.error_line(err)
     if machine.is_out_of_memory(err):
         machine.release_cached_memory()
         notes.append(
@@ -1152,23 +1150,14 @@ def render_text(d: Any) -> str:
 
 def render_html(d: Any) -> str:
     """The diagnosis for a notebook: verdict, reasons, roofline picture, evidence table."""
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{escape(c) if i != 2 else '<b>' + escape(c) + '</b>'}</td>"
-            for i, c in enumerate(r)
-        )
-        + "</tr>"
-        for r in rows(d)
-    )
+    table = _fmt.html_table(("probe", "measured", "says", "reading"), rows(d), tags={2: "b"})
     notes = "".join(f"<li>{escape(n)}</li>" for n in d.notes)
     label = escape(d.label + ": ") if d.label else ""
     return (
         f"<div><h3 style='margin:0'>{label}{escape(d.regime)}-bound "
         f"<small>({escape(d.confidence)} confidence, {escape(_fmt.seconds(d.seconds))} per call "
         f"on {escape(d.timing.device)})</small></h3><p>{escape(reason(d))}</p>{_roofline_img(d)}"
-        "<table><tr><th>probe</th><th>measured</th><th>says</th><th>reading</th></tr>"
-        f"{body}</table>"
+        + table
         + (f"<ul>{notes}</ul>" if notes else "")
         + f"<p><b>What to do ({escape(d.regime)}-bound):</b></p><ul>"
         + "".join(f"<li>{escape(r)}</li>" for r in d.remedies)
@@ -1183,13 +1172,9 @@ def _roofline_img(d: Any) -> str:
     fig = Figure(figsize=(5.0, 3.4), dpi=90)
     ax = fig.add_subplot()
     d.plot(ax=ax)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    data = base64.b64encode(buf.getvalue()).decode()
     alt = (
         f"Roofline of {d.ceilings.device_name} ({d.precision} roof) with {d.label or 'the workload'}"
         f" at {d.counts.flops / max(d.counts.bytes_moved, 1):.3g} FLOP/byte and "
         f"{_fmt.si(d.achieved_flops_per_s, 'FLOP/s')}"
     )
-    return f"<img src='data:image/png;base64,{data}' alt='{escape(alt)}' style='max-width:480px'>"
+    return _fmt.figure_img(fig, alt, "480px")

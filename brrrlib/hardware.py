@@ -349,17 +349,12 @@ class SpecTable:
         return "\n".join(line.rstrip() for line in lines)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in self._HEADER)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-            for r in self._cells()
-        )
         sources = "".join(
             f"<li>{html.escape(s.name)}: {html.escape(s.source)}</li>" for s in self.rows
         )
         return (
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            f"<details><summary>sources</summary><ul>{sources}</ul></details>"
+            _fmt.html_table(self._HEADER, self._cells())
+            + f"<details><summary>sources</summary><ul>{sources}</ul></details>"
         )
 
 

@@ -44,13 +44,11 @@ from the same profiler capture (chapter 01's BERT table).
 
 from __future__ import annotations
 
-import base64
 import bisect
 import contextlib
 import dataclasses
 import html as _html
 import inspect
-import io
 import json
 import math
 import os
@@ -536,19 +534,13 @@ def _timeline_image(trace: Any) -> str:
     ax = fig.add_subplot()
     _timeline_plot(trace, ax, runs=[run])
     ax.set_title(ax.get_title(loc="left") + f" (run {run})", loc="left")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    data = base64.b64encode(buf.getvalue()).decode()
     busy = trace.busy_fraction_per_run[run] if run < len(trace.busy_fraction_per_run) else None
     alt = (
         f"Timeline of {trace.label or 'the workload'}, run {run}: the host lane (Python and "
         f"dispatch) above the device lane (kernels)"
         + (f"; the device was busy {busy:.0%} of the run" if busy is not None else "")
     )
-    return (
-        f"<img src='data:image/png;base64,{data}' alt='{_html.escape(alt)}' style='max-width:100%'>"
-    )
+    return _fmt.figure_img(fig, alt, "100%")
 
 
 def _summary_lines(trace: Any) -> list[str]:
@@ -614,20 +606,24 @@ def _findings(trace: Any) -> list[str]:
 
 def _timeline_html(trace: Any) -> str:
     """The notebook readout: head line, timeline, findings, the top eight ops as a table."""
-    esc = _html.escape
-    rows = "".join(
-        f"<tr><td title='{esc(op.name)}'>{esc(_short(op.name, 60))}</td><td>{op.category}</td>"
-        f"<td>{op.calls}</td><td>{_fmt.seconds(op.total_s)}</td>"
-        f"<td>{_fmt.percent(op.share, 1.0)}</td></tr>"
-        for op in trace.top_ops(8)
-    )
+    esc, ops = _html.escape, trace.top_ops(8)
+    rows = [
+        (
+            _short(op.name, 60),
+            op.category,
+            f"{op.calls}",
+            _fmt.seconds(op.total_s),
+            _fmt.percent(op.share, 1.0),
+        )
+        for op in ops
+    ]
+    header = ("op", "category", "calls", "device time", "share")
     head, busy = _summary_lines(trace)[:2]
     notes = "<br>".join(esc(line) for line in [busy.strip(), *_findings(trace)])
     return (
         f"<div><b>{esc(head)}</b><br>{_timeline_image(trace)}<br>{notes}"
-        "<table><tr><th>op</th><th>category</th><th>calls</th><th>device time</th>"
-        f"<th>share</th></tr>{rows}</table>"
-        "<small style='color:var(--jp-ui-font-color2, #666)'>trace.plot() draws the timeline; "
+        + _fmt.html_table(header, rows, hover=[op.name for op in ops])
+        + "<small style='color:var(--jp-ui-font-color2, #666)'>trace.plot() draws the timeline; "
         "trace.export_chrome_trace(path) opens in Perfetto.</small></div>"
     )
 

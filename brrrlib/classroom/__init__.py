@@ -97,22 +97,11 @@ class ClassTable:
         return "\n".join(lines + ([self.caption] if self.caption else []))
 
     def _repr_html_(self) -> str:
-        e = html.escape
         if not self.rows:
-            return f"<p>{e(self.caption)}</p>"
-        muted = self.muted or (False,) * len(self.rows)
-        body = []
-        for row, dim in zip(self.rows, muted, strict=True):
-            style = " style='font-style:italic;color:var(--jp-content-font-color2, #666)'" * dim
-            tds = "".join(f"<td style='text-align:left'>{e(c)}</td>" for c in row)
-            body.append(f"<tr{style}>{tds}</tr>")
-        head = "".join(f"<th>{e(c)}</th>" for c in self.columns)
-        caption = (
-            f"<caption style='caption-side:bottom;text-align:left'><small>{e(self.caption)}"
-            "</small></caption>" * bool(self.caption)
-        )
-        return (
-            f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            return f"<p>{html.escape(self.caption)}</p>"
+        align = "l" * len(self.columns)
+        return _fmt.html_table(
+            self.columns, self.rows, caption=self.caption, align=align, muted=self.muted
         )
 
 

@@ -10,7 +10,6 @@ axes; :meth:`CollectiveSweep.to_dict` and ``from_dict`` make them JSON (what
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -21,7 +20,7 @@ from brrrlib import _fmt
 from brrrlib.distributed._collectives_worker import MODES
 from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
 
-__all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun", "paired", "text_table", "html_table"]
+__all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun", "paired", "text_table"]
 
 
 def paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] = ("B", "A")) -> Any:
@@ -76,7 +75,7 @@ class GroupRun:
         return f"{type(self).__name__}\n{table}\n{self._caption()}"
 
     def _repr_html_(self) -> str:
-        return html_table(self._header(), self._rows(), self._caption())
+        return _fmt.html_table(self._header(), self._rows(), caption=self._caption())
 
     def where(self) -> str:
         """``4 processes (local processes, 1 machine), gloo on cpu, 1 thread(s) each``."""
@@ -86,16 +85,6 @@ class GroupRun:
             f"{self.world_size} processes ({self.launcher}, {place}), {self.backend} on "
             f"{self.device_name}, {self.threads_per_process} thread(s) each"
         )
-
-
-def html_table(header: tuple[str, ...], rows: list[tuple[str, ...]], caption: str) -> str:
-    """A notebook table: ``header``, ``rows`` of strings, ``caption`` under it."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
-    )
-    cap = f"<caption style='caption-side:bottom;text-align:left'><small>{html.escape(caption)}</small></caption>"
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:

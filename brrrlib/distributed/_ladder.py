@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brrrlib import _fmt, hardware
-from brrrlib.distributed._collective_results import html_table, text_table
+from brrrlib.distributed._collective_results import text_table
 
 __all__ = [
     "LEVELS",
@@ -112,9 +112,8 @@ class BandwidthLadder:
         return f"BandwidthLadder of {self.machine} (one direction; widest first)\n{table}"
 
     def _repr_html_(self) -> str:
-        return html_table(
-            self._HEADER, self._rows(), f"{self.machine}, one direction, widest first"
-        )
+        caption = f"{self.machine}, one direction, widest first"
+        return _fmt.html_table(self._HEADER, self._rows(), caption=caption)
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""

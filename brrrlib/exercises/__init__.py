@@ -33,7 +33,6 @@ For instructors, ``bl.questions()`` lists every question and
 
 from __future__ import annotations
 
-import html
 import math
 import numbers
 import reprlib
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from brrrlib import _fmt
 from brrrlib.exercises import (
     _compute,
     _decoding,
@@ -107,13 +107,9 @@ class QuestionList:
         return "\n".join(repr(q) for q in self.items) or "(no questions)"
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td><code>{html.escape(q.id)}</code></td><td style='text-align:left'>"
-            f"{html.escape(q.prompt)}</td><td>{html.escape(q.unit or ', '.join(q.choices))}"
-            "</td></tr>"
-            for q in self.items
-        )
-        return f"<table><tr><th>id</th><th>question</th><th>unit / options</th></tr>{rows}</table>"
+        rows = [(q.id, q.prompt, q.unit or ", ".join(q.choices)) for q in self.items]
+        header = ("id", "question", "unit / options")
+        return _fmt.html_table(header, rows, align=" l", tags={0: "code"})
 
 
 @dataclass(frozen=True)
