@@ -379,8 +379,7 @@ def _log_axes(ax: Any, unit: str) -> None:
     """Ticks for log-log sweep axes: x at the swept values' powers of two, y as "20 ms", "5 GB/s"."""
     from matplotlib import ticker
 
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.xaxis.set_minor_locator(ticker.NullLocator())
+    _fmt.plain_x_ticks(ax)
     low, high = ax.dataLim.intervaly  # the data's extent (get_ylim would autoscale now)
     decades = math.log10(high / low) if low > 0 and high > low else 10.0
     subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
@@ -661,7 +660,7 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
         machine.release_cached_memory(run.dev)
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        first = _fmt.error_line(exc)
         run._unmeasured(
             keys[-1],
             NO_MEMORY,

@@ -189,18 +189,26 @@ def doubled_batch(
     essay's batch-size test.
     """
     batch = _checks.positive_int("batch", batch)
-    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
-    if first is None:
-        raise ValueError(
-            "model has no nn.Linear, so the input width is unknown; time "
-            "bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
-        )
-    w = first.weight
-    x = torch.randn(2 * batch, first.in_features, device=w.device, dtype=w.dtype)
+    make = _linear_input(
+        model, "time bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
+    )
+    x = make(2 * batch)
     return (
         functools.partial(_forward_no_grad, model, x[:batch]),
         functools.partial(_forward_no_grad, model, x),
     )
+
+
+def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Tensor]:
+    """``make(batch)``: random inputs for ``model``'s first nn.Linear (its width, device, dtype).
+
+    Without an nn.Linear: a ValueError that ends with ``otherwise``, what to do instead.
+    """
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError(f"model has no nn.Linear, so the input width is unknown; {otherwise}")
+    w = first.weight
+    return lambda batch: torch.randn(batch, first.in_features, device=w.device, dtype=w.dtype)
 
 
 def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:

@@ -257,7 +257,7 @@ def sweep_plot(
     for i, (label, value) in enumerate((hlines or {}).items()):
         ax.axhline(value, ls=":", lw=1.2, color=f"C{len(ys) + i}", label=label)
     ax.set_xscale("log", base=2)
-    _plain_x_ticks(ax)
+    _fmt.plain_x_ticks(ax)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -332,19 +332,11 @@ def recorded_sweeps(folder: Path = RECORDING) -> RecordedSweeps:
     )
 
 
-def _plain_x_ticks(ax: Any) -> None:
-    """x ticks on a log2 axis as plain numbers (1, 4, 16), not powers of two."""
-    from matplotlib import ticker
-
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.xaxis.set_minor_locator(ticker.NullLocator())
-
-
 def _recorded_axes(ax: Any, rec: RecordedSweeps, xlabel: str, ylabel: str, more: str = "") -> Any:
     """Log-log axes of a recorded sweep, titled with where and when it was recorded."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    _plain_x_ticks(ax)
+    _fmt.plain_x_ticks(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(f"Recorded, not measured here: {rec.label}{more}", fontsize=9)

@@ -31,6 +31,7 @@ from torch import nn
 from brrrlib import _checks, _fmt, counting, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Sweep
+from brrrlib.workloads import _linear_input
 
 __all__ = [
     "MAX_POINT_S",
@@ -289,7 +290,10 @@ def checked_input_maker(
     a slider. The bytes per sample are every leaf module's output (an upper
     bound on the activations a call keeps).
     """
-    make = make_input if make_input is not None else _linear_input(model)
+    make = make_input
+    if make is None:
+        hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
+        make = _linear_input(model, hint)
     if not callable(make):
         raise TypeError("make_input must be a function batch -> input tensor")
     x = make(2)
@@ -318,17 +322,6 @@ def checked_input_maker(
         for h in hooks:
             h.remove()
     return make, max(1, sum(outputs) // 2)
-
-
-def _linear_input(model: nn.Module) -> Callable[[int], torch.Tensor]:
-    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
-    if first is None:
-        raise ValueError(
-            "model: could not find an nn.Linear to infer the input width; pass "
-            "make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
-        )
-    w = first.weight
-    return lambda batch: torch.randn(batch, first.in_features, device=w.device, dtype=w.dtype)
 
 
 def batch_case(
