@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from brrrlib import _fmt
@@ -269,12 +268,5 @@ def _html_table(title: str, header: list[str], body: list[list[str]], notes: lis
 
 
 def _text_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:
-    widths = [max([len(h), *(len(line[i]) for line in body)]) for i, h in enumerate(header)]
-
-    def fmt(cells: Iterable[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        )
-
-    return "\n".join([title, fmt(header), *(fmt(line) for line in body), *notes])
+    table = _fmt.text_table(header, body, align="l" + "r" * (len(header) - 1))
+    return "\n".join([title, table, *notes])

@@ -40,6 +40,7 @@ __all__ = [
     "percent",
     "plain_x_ticks",
     "quantile",
+    "text_table",
     "ratio",
     "seconds",
     "si",
@@ -163,6 +164,29 @@ def html_table(
         + (f"<thead><tr>{head}</tr></thead>" if header else "")
         + f"<tbody>{body}</tbody></table>"
     )
+
+
+def text_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "", rule: bool = False
+) -> str:
+    """The same table as text: columns padded to their widest cell, "r" in ``align`` right-aligns one.
+
+    ``rule`` draws dashes under the header. No line ends in spaces.
+    """
+    table = [header, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = (
+            c.rjust(w) if align[i : i + 1] == "r" else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        return "  ".join(padded).rstrip()
+
+    lines = [line(r) for r in table]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def figure_img(fig: Any, alt: str, max_width: str) -> str:

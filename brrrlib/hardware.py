@@ -342,11 +342,7 @@ class SpecTable:
         ]
 
     def __repr__(self) -> str:
-        rows = [self._HEADER, *self._cells()]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(self._HEADER))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(line.rstrip() for line in lines)
+        return _fmt.text_table(self._HEADER, self._cells(), rule=True)
 
     def _repr_html_(self) -> str:
         sources = "".join(

@@ -302,11 +302,7 @@ class Sweep:
         """The points as a text table, one row per point, with the pairs' ratios below."""
         head = ("median", "model", "measured/model", "achieved FLOP/s", "achieved B/s", "note")
         rows = [(self.x_name, "line", *head), *self._rows()]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-        text = [
-            "  ".join(c.rjust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
-            for r in rows
-        ]
+        text = [_fmt.text_table(rows[0], rows[1:], "r" * (len(head) + 1))]
         text += [
             f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {self.says(q.a, q.b)}"
             for q in self.pairs

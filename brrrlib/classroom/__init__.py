@@ -87,14 +87,8 @@ class ClassTable:
     def __repr__(self) -> str:
         if not self.rows:
             return self.caption
-        table = [self.columns, *self.rows]
-        widths = [max(len(row[i]) for row in table) for i in range(len(self.columns))]
-        lines = [
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in table
-        ]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines + ([self.caption] if self.caption else []))
+        table = _fmt.text_table(self.columns, self.rows, rule=True)
+        return table + (f"\n{self.caption}" if self.caption else "")
 
     def _repr_html_(self) -> str:
         if not self.rows:

@@ -20,7 +20,7 @@ from brrrlib import _fmt
 from brrrlib.distributed._collectives_worker import MODES
 from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
 
-__all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun", "paired", "text_table"]
+__all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun", "paired"]
 
 
 def paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] = ("B", "A")) -> Any:
@@ -71,7 +71,7 @@ class GroupRun:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def __repr__(self) -> str:
-        table = text_table(self._header(), self._rows())
+        table = _fmt.text_table(self._header(), self._rows(), "r" * len(self._header()))
         return f"{type(self).__name__}\n{table}\n{self._caption()}"
 
     def _repr_html_(self) -> str:
@@ -85,13 +85,6 @@ class GroupRun:
             f"{self.world_size} processes ({self.launcher}, {place}), {self.backend} on "
             f"{self.device_name}, {self.threads_per_process} thread(s) each"
         )
-
-
-def text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    """The same table as text, columns aligned right."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]]
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True, repr=False)

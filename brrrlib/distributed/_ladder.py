@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from brrrlib import _fmt, hardware
-from brrrlib.distributed._collective_results import text_table
 
 __all__ = [
     "LEVELS",
@@ -108,7 +107,7 @@ class BandwidthLadder:
 
     def __repr__(self) -> str:
         rows = [r[:4] for r in self._rows()]  # the sources are long: the HTML table has them
-        table = text_table(self._HEADER[:4], rows)
+        table = _fmt.text_table(self._HEADER[:4], rows, "rrrr")
         return f"BandwidthLadder of {self.machine} (one direction; widest first)\n{table}"
 
     def _repr_html_(self) -> str:
