@@ -28,7 +28,7 @@ them in this order to see how each number is measured:
 ``diagnosis``      the decision procedure (``diagnose``)
 ``sweeps``         declared sweeps behind the explorers and chapter figures
 ``workloads``      the chapters' workloads
-``_fmt``           the one unit picker, small statistics, progress lines
+``_fmt``           the one unit picker, small statistics, tables, progress lines
 =================  ===========================================================
 
 The chapters' packages (folders) are built on the library and never the
