@@ -77,8 +77,18 @@ def local(sizes, world):
 def under_torchrun(sizes, world):
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ar.json"
-        cmd = [TORCHRUN, "--standalone", f"--nproc-per-node={world}", "-m", "brrrlib.distributed",
-               "all-reduce", "--sizes", ",".join(map(str, sizes)), "--out", str(out)]  # fmt: skip
+        cmd = [
+            TORCHRUN,
+            "--standalone",
+            f"--nproc-per-node={world}",
+            "-m",
+            "brrrlib.distributed",
+            "all-reduce",
+            "--sizes",
+            ",".join(map(str, sizes)),
+            "--out",
+            str(out),
+        ]
         subprocess.run(cmd, check=True, capture_output=True, cwd=tmp, timeout=600)
         sweep = distributed.load(out)
     return dict(zip(sweep.sizes_bytes, sweep.median_s, strict=True)), sweep.fit
@@ -89,8 +99,14 @@ def reference(sizes, world):
         script = Path(tmp) / "reference.py"
         script.write_text(REFERENCE)
         threads = str(max(1, (os.cpu_count() or 1) // world))
-        cmd = [TORCHRUN, "--standalone", f"--nproc-per-node={world}", str(script), json.dumps(sizes),
-               threads]  # fmt: skip
+        cmd = [
+            TORCHRUN,
+            "--standalone",
+            f"--nproc-per-node={world}",
+            str(script),
+            json.dumps(sizes),
+            threads,
+        ]
         done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=tmp, timeout=600)
     return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
@@ -138,13 +154,17 @@ def main() -> None:
     )
     for n in sizes:
         loc, trun, ref = med["local"][n], med["torchrun"][n], med["reference"][n]
-        print(f"{_fmt.binary_bytes(n):>9} {_fmt.seconds(loc):>10} {_fmt.seconds(trun):>10} "
-              f"{_fmt.seconds(ref):>10} {loc / ref:>10.2f} {trun / loc:>10.2f}")  # fmt: skip
+        print(
+            f"{_fmt.binary_bytes(n):>9} {_fmt.seconds(loc):>10} {_fmt.seconds(trun):>10} "
+            f"{_fmt.seconds(ref):>10} {loc / ref:>10.2f} {trun / loc:>10.2f}"
+        )
     for method, runs in fits.items():
         print(f"\n{method} fits, one per round:")
         for fit in runs:
-            print(f"  alpha {_fmt.seconds(fit.alpha_s)}, 1/beta {_fmt.si(fit.algorithm_bytes_per_s, 'B/s')}, "
-                  f"busbw {_fmt.si(fit.bus_bytes_per_s, 'B/s')}")  # fmt: skip
+            print(
+                f"  alpha {_fmt.seconds(fit.alpha_s)}, 1/beta {_fmt.si(fit.algorithm_bytes_per_s, 'B/s')}, "
+                f"busbw {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
+            )
     perf = nccl_tests(opts.world_size)
     if perf:
         print("\nnccl-tests all_reduce_perf (compare its busbw column):\n" + perf)

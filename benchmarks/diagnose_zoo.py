@@ -30,8 +30,19 @@ import brrrlib as bl
 from brrrlib import _fmt, zoo
 
 BAR_RIGHT = 0.90
-HEADER = ("workload", "size", "FLOPs", "vs hand", "expected", "verdict", "conf",
-          "compute", "memory", "overhead", "time")  # fmt: skip
+HEADER = (
+    "workload",
+    "size",
+    "FLOPs",
+    "vs hand",
+    "expected",
+    "verdict",
+    "conf",
+    "compute",
+    "memory",
+    "overhead",
+    "time",
+)
 
 
 @dataclass(frozen=True)
@@ -53,10 +64,17 @@ class Result:
         flops = d.counts.flops
         vs_hand = "=" if flops == e.hand_flops else f"{flops / e.hand_flops:.3f}x"
         mark = "" if self.right else " X"
-        return [e.name, e.size, _fmt.si(flops, "FLOP"), vs_hand, e.expected_cpu,
-                d.regime + mark, d.confidence,
-                *(_fmt.percent(d.shares[k], 1.0) for k in ("compute", "memory", "overhead")),
-                _fmt.seconds(d.seconds)]  # fmt: skip
+        return [
+            e.name,
+            e.size,
+            _fmt.si(flops, "FLOP"),
+            vs_hand,
+            e.expected_cpu,
+            d.regime + mark,
+            d.confidence,
+            *(_fmt.percent(d.shares[k], 1.0) for k in ("compute", "memory", "overhead")),
+            _fmt.seconds(d.seconds),
+        ]
 
 
 def diagnose_round(entries, built, ceilings, n: int, budget_s: float) -> list[Result]:
@@ -65,11 +83,16 @@ def diagnose_round(entries, built, ceilings, n: int, budget_s: float) -> list[Re
     for e in entries:
         fn, args = built[e.label]
         t0 = time.perf_counter()
-        d = bl.diagnose(fn, *args, ceilings=ceilings, budget_s=budget_s, progress=False,
-                        label=e.label)  # fmt: skip
+        d = bl.diagnose(
+            fn, *args, ceilings=ceilings, budget_s=budget_s, progress=False, label=e.label
+        )
         results.append(Result(e, n, d))
-        print(f"  round {n}: {e.label:<20} {d.regime:<8} ({d.confidence}) "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"  round {n}: {e.label:<20} {d.regime:<8} ({d.confidence}) "
+            f"{time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     return results
 
 
@@ -78,10 +101,12 @@ def table(results: list[Result]) -> str:
     rows = [list(HEADER), *(r.cells() for r in results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     return "\n".join(
-        "  ".join(c.ljust(w) if i in (0, 1, 4, 5, 6) else c.rjust(w)
-                  for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        "  ".join(
+            c.ljust(w) if i in (0, 1, 4, 5, 6) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
         for row in rows
-    )  # fmt: skip
+    )
 
 
 def evidence(r: Result) -> str:
@@ -94,17 +119,22 @@ def evidence(r: Result) -> str:
     if d.batch is not None:
         b = d.batch
         grew = ", ".join(f"{k} x{g:.2f}" for k, g in b.growth.items())
-        parts.append(f"batch x2 took x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f}, "
-                     f"{'decided' if b.narrow else 'undecided'}; counts grew {grew}; follows "
-                     f"{', '.join(sorted(b.follows)) or 'nothing'})")  # fmt: skip
+        parts.append(
+            f"batch x2 took x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f}, "
+            f"{'decided' if b.narrow else 'undecided'}; counts grew {grew}; follows "
+            f"{', '.join(sorted(b.follows)) or 'nothing'})"
+        )
     if v.settled_by:
         parts.append(f"settled by {v.settled_by}")
     if v.against:
         parts.append("against: " + ", ".join(f"{k} {val}" for k, val in v.against))
     notes = "; ".join(d.notes)
-    return (f"{r.entry.label} (round {r.round}): expected {r.entry.expected_cpu} "
-            f"({r.entry.cpu_reason}), got {d.regime} ({d.confidence}). " + "; ".join(parts)
-            + (f". Notes: {notes}" if notes else ""))  # fmt: skip
+    return (
+        f"{r.entry.label} (round {r.round}): expected {r.entry.expected_cpu} "
+        f"({r.entry.cpu_reason}), got {d.regime} ({d.confidence}). "
+        + "; ".join(parts)
+        + (f". Notes: {notes}" if notes else "")
+    )
 
 
 def accuracy(results: list[Result]) -> tuple[str, bool]:
@@ -115,8 +145,10 @@ def accuracy(results: list[Result]) -> tuple[str, bool]:
         right = sum(r.right for r in rs)
         high_wrong = sum(not r.right and r.diagnosis.confidence == "high" for r in rs)
         what = f"round {n}" if n is not None else "overall"
-        lines.append(f"{what}: {right}/{len(rs)} right ({right / len(rs):.0%}), "
-                     f"{high_wrong} high-confidence verdict(s) wrong")  # fmt: skip
+        lines.append(
+            f"{what}: {right}/{len(rs)} right ({right / len(rs):.0%}), "
+            f"{high_wrong} high-confidence verdict(s) wrong"
+        )
     total_right = sum(r.right for r in results) / len(results)
     passed = total_right >= BAR_RIGHT and not any(
         not r.right and r.diagnosis.confidence == "high" for r in results
@@ -145,8 +177,10 @@ def main() -> None:
         print(table([r for r in results if r.round == n]), end="\n\n")
     summary, passed = accuracy(results)
     print(summary)
-    print(f"bar (>= {BAR_RIGHT:.0%} right, no high-confidence verdict wrong): "
-          f"{'met' if passed else 'NOT met'}")  # fmt: skip
+    print(
+        f"bar (>= {BAR_RIGHT:.0%} right, no high-confidence verdict wrong): "
+        f"{'met' if passed else 'NOT met'}"
+    )
     wrong = [r for r in results if not r.right]
     if wrong:
         print("\nwrong verdicts:")

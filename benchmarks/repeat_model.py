@@ -88,12 +88,16 @@ def main() -> None:
     print(f"\nknee: predicted {predicted:.1f}, measured ", end="")
     print("not reached (raise --max-repeat)" if measured is None else f"{measured:.1f}")
     inside = sum(0.5 <= r <= 2 for r in ratios)
-    print(f"points within 2x of the model: {inside} of {len(ratios)} "
-          f"(ratios {min(ratios):.2f} to {max(ratios):.2f})")  # fmt: skip
+    print(
+        f"points within 2x of the model: {inside} of {len(ratios)} "
+        f"(ratios {min(ratios):.2f} to {max(ratios):.2f})"
+    )
     if measured is not None:
         off = measured / predicted - 1
-        print(f"measured knee / predicted: {measured / predicted:.2f} ({off:+.0%}; within ±50%: "
-              f"{'yes' if abs(off) <= 0.5 else 'no'})")  # fmt: skip
+        print(
+            f"measured knee / predicted: {measured / predicted:.2f} ({off:+.0%}; within ±50%: "
+            f"{'yes' if abs(off) <= 0.5 else 'no'})"
+        )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def main() -> None:
     torch.set_num_threads(opts.threads)
     do_bench = _do_bench() if dev.type == "cuda" else None
     name = bl.machine.device_name(dev)
-    print(f"{name} ({dev}), torch {torch.__version__}, {opts.threads} CPU thread(s), "
-          f"{opts.rounds} interleaved rounds")  # fmt: skip
+    print(
+        f"{name} ({dev}), torch {torch.__version__}, {opts.threads} CPU thread(s), "
+        f"{opts.rounds} interleaved rounds"
+    )
     head = f"{'workload':<22}{'bl.benchmark':>14}{'Timer':>12}{'bl/Timer':>10}"
     if do_bench is not None:
         head += f"{'do_bench':>12}{'bl/do_bench':>13}"
