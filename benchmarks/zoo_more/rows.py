@@ -42,34 +42,6 @@ _GPT = {
     "prefill": gpt.GPTConfig(layers=4, d=512, heads=8, vocab=50257),  # GPT-2's vocabulary
     "decode": gpt.GPTConfig(layers=8, d=1024, heads=16, vocab=50257),
 }
-_PREFILL_REASON = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
-_DECODE_REASON = "reads every weight and the KV cache for 2 FLOPs per weight: ~{intensity} FLOP/B"
-
-
-def _gpt_row(phase: str, size: str) -> Row:
-    cfg = _GPT["tiny" if size == "tiny" else phase]
-    tokens, cached = (8, 0) if phase == "prefill" else (1, 7 if size == "tiny" else cfg.ctx - 1)
-    if phase == "prefill" and size == "big":
-        tokens = 256
-    shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{cfg.heads} q/kv heads"
-    doing = f"a prompt of {tokens} tokens" if not cached else f"1 token after {cached} cached"
-    if size == "tiny":
-        expected, reason = "overhead", ""
-    else:
-        expected = "compute" if phase == "prefill" else "memory"
-        reason = _PREFILL_REASON if phase == "prefill" else _DECODE_REASON
-    return Row(
-        name=f"gpt_{phase}",
-        size=size,
-        summary=f"GPT-2-style decoder, {shape}; {doing}",
-        build=partial(gpt.gpt_workload, cfg, 1, tokens, cached),
-        count=partial(gpt.gpt_count, cfg, 1, tokens, cached),
-        formula_of=gpt.gpt_count,
-        expected_cpu=expected,
-        cpu_reason=reason,
-    )
-
-
 # ----------------------------------------------------------------------------- encoders
 
 
@@ -276,7 +248,13 @@ def _moe() -> list[Row]:
 
 def rows() -> list[Row]:
     """Every row, workload by workload, tiny first."""
-    gpts = [_gpt_row(phase, size) for phase in ("prefill", "decode") for size in ("tiny", "big")]
+    gpts = [
+        Row.decoder(
+            "gpt", "GPT-2-style decoder", _GPT, gpt.gpt_workload, gpt.gpt_count, phase, size
+        )
+        for phase in ("prefill", "decode")
+        for size in ("tiny", "big")
+    ]
     mlps_and_lstms = _mlps_and_lstms()
     return [
         *mlps_and_lstms[:2],

@@ -22,6 +22,10 @@ from brrrlib.zoo import _encoders as enc
 __all__ = ["Row", "rows"]
 
 
+_PREFILL_REASON = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
+_DECODE_REASON = "reads every weight and the KV cache for 2 FLOPs per weight: ~{intensity} FLOP/B"
+
+
 @dataclass(frozen=True)
 class Row:
     """One workload at one size.
@@ -44,6 +48,44 @@ class Row:
     expected_cpu: str
     cpu_reason: str = ""
 
+    @classmethod
+    def decoder(
+        cls,
+        name: str,
+        family: str,
+        configs: dict,
+        workload: Callable,
+        count: Callable,
+        phase: str,
+        size: str,
+    ) -> Row:
+        """A decoder's row: ``configs`` holds its ``"tiny"``, ``"prefill"`` and ``"decode"``
+        configs; ``workload(cfg, batch, tokens, cached)`` builds it, ``count`` (the same
+        arguments) counts it. Prefill reads 8 tokens (tiny) or 256 (big); decode reads one
+        token after 7 (tiny) or ``cfg.ctx - 1`` cached ones."""
+        cfg = configs["tiny" if size == "tiny" else phase]
+        tokens, cached = (8, 0) if phase == "prefill" else (1, 7 if size == "tiny" else cfg.ctx - 1)
+        if phase == "prefill" and size == "big":
+            tokens = 256
+        kv_heads = getattr(cfg, "kv_heads", cfg.heads)
+        shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{kv_heads} q/kv heads"
+        doing = f"a prompt of {tokens} tokens" if not cached else f"1 token after {cached} cached"
+        if size == "tiny":
+            expected, reason = "overhead", ""
+        else:
+            expected = "compute" if phase == "prefill" else "memory"
+            reason = _PREFILL_REASON if phase == "prefill" else _DECODE_REASON
+        return cls(
+            name=f"{name}_{phase}",
+            size=size,
+            summary=f"{family}, {shape}; {doing}",
+            build=partial(workload, cfg, 1, tokens, cached),
+            count=partial(count, cfg, 1, tokens, cached),
+            formula_of=count,
+            expected_cpu=expected,
+            cpu_reason=reason,
+        )
+
 
 def _images(batch: int, side: int) -> tuple[torch.Tensor]:
     return (torch.randn(batch, 3, side, side),)
@@ -61,34 +103,6 @@ _LLAMA = {
     "prefill": dec.DecoderConfig(layers=4, d=512, heads=8, kv_heads=2, ffn=1376, vocab=32000),
     "decode": dec.DecoderConfig(layers=8, d=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000),
 }
-_PREFILL_REASON = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
-_DECODE_REASON = "reads every weight and the KV cache for 2 FLOPs per weight: ~{intensity} FLOP/B"
-
-
-def _llama_row(phase: str, size: str) -> Row:
-    cfg = _LLAMA["tiny" if size == "tiny" else phase]
-    tokens, cached = (8, 0) if phase == "prefill" else (1, 7 if size == "tiny" else cfg.ctx - 1)
-    if phase == "prefill" and size == "big":
-        tokens = 256
-    shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{cfg.kv_heads} q/kv heads"
-    doing = f"a prompt of {tokens} tokens" if not cached else f"1 token after {cached} cached"
-    if size == "tiny":
-        expected, reason = "overhead", ""
-    else:
-        expected = "compute" if phase == "prefill" else "memory"
-        reason = _PREFILL_REASON if phase == "prefill" else _DECODE_REASON
-    return Row(
-        name=f"llama_{phase}",
-        size=size,
-        summary=f"Llama-style (GQA) decoder, {shape}; {doing}",
-        build=partial(dec.llama_workload, cfg, 1, tokens, cached),
-        count=partial(dec.llama_count, cfg, 1, tokens, cached),
-        formula_of=dec.llama_count,
-        expected_cpu=expected,
-        cpu_reason=reason,
-    )
-
-
 # ----------------------------------------------------------------------------- encoder
 
 
@@ -152,6 +166,16 @@ def _resnets() -> list[Row]:
 def rows() -> list[Row]:
     """Every row, workload by workload, tiny first."""
     llamas = [
-        _llama_row(phase, size) for phase in ("prefill", "decode") for size in ("tiny", "big")
+        Row.decoder(
+            "llama",
+            "Llama-style (GQA) decoder",
+            _LLAMA,
+            dec.llama_workload,
+            dec.llama_count,
+            phase,
+            size,
+        )
+        for phase in ("prefill", "decode")
+        for size in ("tiny", "big")
     ]
     return [*_resnets(), *_vits(), *llamas]
