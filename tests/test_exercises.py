@@ -405,13 +405,20 @@ CHAPTERS = {
     "00": "00_the_factory",
     "01": "01_compute",
     "02": "02_memory_bandwidth",
+    "03": "03_overhead",
+    "04": "04_diagnose",
+    "05": "05_beyond_one_device",
     "06": "06_one_model",
 }
 
 
 @pytest.mark.parametrize("chapter", sorted(CHAPTERS))
 def test_each_exercise_asks_its_question_where_it_is_checked(chapter):
-    """The question is in the cell above its check, not only in the bl.questions() table."""
+    """The question is in the cell above its check, not only in the bl.questions() table.
+
+    One question per cell (**Exercise `id`.**), or a group the cell checks together
+    (**Exercises `a`, `b`, `c`.**, as chapter 04's three mysteries).
+    """
     import nbformat
 
     from brrrlib import exercises
@@ -420,18 +427,19 @@ def test_each_exercise_asks_its_question_where_it_is_checked(chapter):
     cells = nbformat.read(path, as_version=4).cells
     checked = []
     for above, cell in zip(cells, cells[1:], strict=False):
-        found = (
-            re.search(r'bl\.check\("([\w.]+)"', cell.source) if cell.cell_type == "code" else None
-        )
-        if not found:
+        qids = re.findall(r'bl\.check\("([\w.]+)"', cell.source) if cell.cell_type == "code" else []
+        if not qids:
             continue
-        qid = found.group(1)
-        title = f"**Exercise `{qid}`.**"
-        assert above.cell_type == "markdown" and title in above.source, qid
+        assert above.cell_type == "markdown", qids
+        if len(qids) == 1:
+            title = f"**Exercise `{qids[0]}`.**"
+        else:
+            title = "**Exercises " + ", ".join(f"`{q}`" for q in qids[:-1]) + f", `{qids[-1]}`.**"
+        assert title in above.source, (title, above.source[:200])
         question = above.source.split(title, 1)[1]
-        assert "?" in question and len(question.split()) >= 8, (qid, question)
-        assert f'bl.hint("{qid}")' in cell.source and f'bl.solution("{qid}")' in cell.source
-        checked.append(qid)
+        assert "?" in question and len(question.split()) >= 8, (qids, question)
+        assert f'bl.hint("{qids[0]}")' in cell.source and f'bl.solution("{qids[0]}")' in cell.source
+        checked += qids
     assert len(checked) >= 3 and sorted(checked) == sorted(exercises.questions(chapter).ids)
 
 
