@@ -296,6 +296,13 @@ class Ceilings:
                 notes.append(
                     f"the {what} varied {value:.0%} between rounds: trust it to ±{value:.0%}"
                 )
+        if self.matmul_flops_per_s < self.vector_flops_per_s:
+            notes.append(
+                f"the fp32 matmul ceiling ({_fmt.si(self.matmul_flops_per_s, 'FLOP/s')}) is below "
+                f"the vector rate ({_fmt.si(self.vector_flops_per_s, 'FLOP/s')}), where a matmul "
+                "(two FLOPs per multiply-add) runs faster: it was measured in a busy moment, and "
+                "the ridge points and compute floors made from it read too low"
+            )
         if self.bandwidth_phases:
             hi = self.mem_bandwidth_bytes_per_s
             lo = min(self.bandwidth_rounds_bytes_per_s, default=hi * (1 - self.spread["memory"]))
@@ -478,24 +485,24 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     say = _fmt.Progress(progress, total=len(precisions) + 3)
     say.say(f"measuring the ceilings of {dev} ({name}); cached afterwards")
     phases = _Phases(dev)
-    matmul, spread, rounds, methods, n, cpu_share = {}, {}, {}, [], 0, 1.0
+    found = {}
     for key in precisions:
-        r = _matmul(dev, key)
-        methods.append(f"{key} {r.extra['method']}")
-        matmul[key] = r.value
-        spread[_spread_key(key)], rounds[_spread_key(key)] = r.spread, r.rounds
-        if key == "fp32":
-            n, cpu_share = r.extra["n"], r.extra["cpu_share"]
-        say(f"matmul {key}: {_fmt.si(r.value, 'FLOP/s')} ({r.extra['method']})")
+        found[key] = _matmul(dev, key)
+        say(f"matmul {key}: {_fmt.si(found[key].value, 'FLOP/s')} ({found[key].extra['method']})")
         phases.round()
     vector = _vector(dev)
-    spread["vector"], rounds["vector"] = vector.spread, vector.rounds
+    if found["fp32"].value < vector.value:  # a matmul multiplies faster than a chain: disturbed
+        again = _matmul(dev, "fp32")
+        say.say(f"matmul fp32 read below the vector rate; again: {_fmt.si(again.value, 'FLOP/s')}")
+        found["fp32"] = max(found["fp32"], again, key=lambda r: r.value)
+    matmul = {key: r.value for key, r in found.items()}
+    each = {**{_spread_key(key): r for key, r in found.items()}, "vector": vector}
+    spread, rounds = {k: r.spread for k, r in each.items()}, {k: r.rounds for k, r in each.items()}
     say(f"vector fp32: {_fmt.si(vector.value, 'FLOP/s')} ({vector.extra['method']})")
     phases.round()
     special, spread["special"], special_method = _special(dev)
     rounds["special"] = 3
     say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
-    phases.round()
     while len(phases.bandwidth_s) < _MIN_PHASE_ROUNDS:
         phases.round()
     bandwidth, overhead = phases.bandwidth(), phases.overhead()
@@ -520,13 +527,13 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         bandwidth_rounds_bytes_per_s=bandwidth.extra["rounds"],
         bandwidth_by_form_bytes_per_s=phases.by_form,
         overhead_rounds_s=overhead.extra["rounds"],
-        cpu_share=cpu_share,
+        cpu_share=found["fp32"].extra["cpu_share"],
         steal_share=phases.steal_share,
         num_threads=torch.get_num_threads(),
-        matmul_size=n,
+        matmul_size=found["fp32"].extra["n"],
         copy_bytes=phases.nbytes,
         vector_method=f"{vector.extra['method']}; special: {special_method}",
-        matmul_method="; ".join(methods),
+        matmul_method="; ".join(f"{key} {r.extra['method']}" for key, r in found.items()),
         precision_notes=_precision_notes(matmul, dev),
         **_provenance(dev),
     )
@@ -610,29 +617,38 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
 
     1. **Screen** the kernels a model runs (``torch.mm``, ``F.linear`` and, on a CPU, oneDNN's
        linear) on square operands, n doubling from 256 (CPU) or 2048 (GPU) until every call
-       lasts 1 ms (CPU) or 2 ms; a kernel 10x slower than that leaves the screen. On a CPU the
-       libraries can differ 2x: without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x slower than
-       a bf16 ``F.linear``.
+       lasts 1 ms (CPU) or 2 ms and doubling n no longer raises the rate by a quarter (or its
+       time is spent); a kernel 4x slower than the fastest leaves the screen. On a CPU the libraries can differ 2x:
+       without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x slower than a bf16 ``F.linear``. On
+       a busy CPU a small call lasts long by waiting, not working (each parallel region waits
+       a scheduler slice for a descheduled thread: 4 GFLOP/s at n=256 where n=2048 did 150),
+       so a call's length alone does not end the screen; the rate has to stop growing.
     2. **Rounds** on the fastest kernel and size (:func:`_in_rounds`), so no matmul a model
        runs here beats the ceiling.
     """
     on_cpu = dev.type == "cpu"
     target_s, n, n_max = (0.001, 256, 4096) if on_cpu else (0.002, 2048, 8192)
+    budget_s = (6.0 if precision == "fp32" else 3.0) if on_cpu else 2.0  # for the screen
     dtype = _DTYPES[precision]
     screened: dict[tuple[str, int], tuple[Callable[[], Any], float]] = {}
     with _matmul_precision("high" if precision == "tf32" else "highest"):
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        alive = None
+        alive, rate_before = None, 0.0
         while True:  # 1. screen
             kernels = _matmul_kernels(n, dtype, dev)
             alive = set(kernels) if alive is None else alive
             for name in alive & set(kernels):
                 screened[(name, n)] = (kernels[name], _quick_s(kernels[name], dev))
             times = {name: screened[(name, n)][1] for name in alive}
-            alive = {name for name, t in times.items() if t < 10 * target_s}
-            if not alive or all(t >= target_s for t in times.values()) or n >= n_max:
+            fastest = min(times.values(), default=math.inf)
+            alive = {name for name, t in times.items() if t < 4 * fastest}
+            rate = 2 * n**3 / fastest
+            settled = all(t >= target_s for t in times.values()) and rate < 1.25 * rate_before
+            next_s = 3 * 8 * sum(times[name] for name in alive)  # 3 samples each at 2n
+            left_s = budget_s - (time.perf_counter() - wall0)
+            if not alive or settled or n >= n_max or next_s > left_s:
                 break
-            n *= 2
+            n, rate_before = 2 * n, rate
         (kernel, size), (call, screen_s) = min(
             screened.items(), key=lambda kv: kv[1][1] / kv[0][1] ** 3
         )

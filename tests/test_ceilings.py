@@ -305,3 +305,72 @@ def test_rounds_that_settle_below_the_screen_keep_the_screen_and_count_as_spread
     assert busy.value == 455e9 and busy.spread > 0.9  # the best seen, flagged noisy
     quiet = ceilings._settled(450e9, 430e9, spread=0.02, rounds=3, extra={})
     assert quiet.value == 450e9 and quiet.spread == 0.02  # rounds at least as fast: as before
+
+
+def _stalled_matmuls(monkeypatch, peak=150e9, stall_s=8e-3):
+    """Matmul kernels on a busy CPU: every call waits a scheduler slice, however small."""
+    sizes = []
+
+    def kernels(n, dtype, dev):
+        sizes.append(n)
+        return {"F.linear": lambda: n, "torch.mm": lambda: -n}
+
+    monkeypatch.setattr(ceilings, "_matmul_kernels", kernels)
+
+    def seconds(call):  # torch.mm at half F.linear's rate
+        return max(stall_s, 2 * abs(call()) ** 3 / (peak if call() > 0 else peak / 2))
+
+    monkeypatch.setattr(ceilings, "_quick_s", lambda call, dev, budget_s=0.03: seconds(call))
+    monkeypatch.setattr(ceilings, "_in_rounds", lambda call, dev, cap: (seconds(call), 0.02, 3))
+    return sizes
+
+
+def test_a_busy_cpus_long_small_calls_do_not_end_the_matmul_screen(monkeypatch):
+    # 8 ms a call at n=256 is 4.2 GFLOP/s: long enough, but it is waiting, not working
+    sizes = _stalled_matmuls(monkeypatch)
+    r = ceilings._matmul(torch.device("cpu"), "fp32")
+    assert (
+        sizes[:3] == [256, 512, 1024] and r.extra["n"] >= 1024 and r.value == pytest.approx(150e9)
+    )
+    assert "F.linear" in r.extra["method"].split(";")[0]
+
+
+def test_a_quiet_screen_stops_once_calls_are_long_and_the_rate_is_flat(monkeypatch):
+    sizes = _stalled_matmuls(monkeypatch, stall_s=0.0)
+    r = ceilings._matmul(torch.device("cpu"), "fp32")
+    assert sizes == [256, 512] and r.value == pytest.approx(150e9)  # 256 is under 1 ms
+
+
+def test_a_matmul_ceiling_below_the_vector_rate_is_measured_again_and_else_noisy(monkeypatch):
+    class Phases:  # bandwidth and overhead rounds, without the 256 MiB pass
+        nbytes, by_form, steal_share = 2**28, {}, 0.0
+
+        def __init__(self, dev):
+            self.bandwidth_s = []
+
+        def round(self):
+            self.bandwidth_s.append((50e9, 0.0))
+
+        def bandwidth(self):
+            return ceilings._Rounds(50e9, 0.0, 6, {"rounds": (50e9,) * 6})
+
+        def overhead(self):
+            return ceilings._Rounds(1e-6, 0.0, 6, {"rounds": (1e-6,) * 6})
+
+    rates = iter([4.2e9, 4.2e9, 4.2e9, 150e9])  # fp32, bf16, fp16 in a busy moment; fp32 again
+    monkeypatch.setattr(ceilings, "_Phases", Phases)
+    monkeypatch.setattr(
+        ceilings,
+        "_matmul",
+        lambda dev, key: ceilings._Rounds(
+            next(rates), 0.0, 3, {"n": 256, "cpu_share": 1.0, "method": "m"}
+        ),
+    )
+    monkeypatch.setattr(
+        ceilings, "_vector", lambda dev: ceilings._Rounds(60e9, 0.0, 3, {"method": "v"})
+    )
+    monkeypatch.setattr(ceilings, "_special", lambda dev: ({"exp": 1e9}, 0.0, "s"))
+    c = ceilings._measure(torch.device("cpu"), "test CPU", progress=False)
+    assert c.matmul_flops_per_s == 150e9 and not c.noisy  # measured again, in a quiet moment
+    assert fake_ceilings(matmul_flops_per_s=4.2e9, vector_flops_per_s=60e9).noisy  # still below
+    assert not fake_ceilings(matmul_flops_per_s=120e9, vector_flops_per_s=60e9).noisy
