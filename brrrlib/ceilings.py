@@ -89,7 +89,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 7
+_METHOD_VERSION = 8
 
 
 #: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.

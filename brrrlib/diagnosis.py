@@ -832,7 +832,8 @@ def _name_of(fn) -> str:
 REMEDIES: Mapping[str, tuple[str, ...]] = {
     "compute": (
         "Spend fewer FLOPs (a smaller model, or an algorithm that skips work), or buy a bigger "
-        "device: you are already using this one well.",
+        "device once the matmuls run near this one's peak (the compute share above); well "
+        "below it, larger matmuls (a bigger batch) use this one better first.",
     ),
     "memory": (
         "Fuse operators so intermediates stay in registers/cache: torch.compile (or a "
