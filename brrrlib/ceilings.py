@@ -70,6 +70,8 @@ PHASE_LIMIT = 0.2
 MIN_CPU_SHARE = 0.8
 #: Below this share, too few undisturbed samples exist to drop the rest: the ceilings are noisy.
 NOISY_CPU_SHARE = 0.5
+#: A parallel op this many times slower on all threads than on one (and 1 ms or more) stalls.
+STALL_RATIO = 4.0
 #: A round in which the hypervisor took more than this share of the CPUs' time is dropped.
 STEAL_LIMIT = 0.05
 #: A precision whose matmul peak is below this fraction of fp32's has no fast path here.
@@ -135,7 +137,11 @@ class Ceilings:
     CPU time this process got during the fp32 matmul over wall time x
     threads: below 80%, another program shared the cores. ``steal_share`` is
     the largest share of the CPUs' time the hypervisor took in a round (Linux
-    only). ``precision_notes`` explains each precision with no fast path here.
+    only). ``parallel_op_s`` and ``parallel_op_one_thread_s`` time one in-place
+    add on 2 MiB, an op torch splits over its threads, on all of them and on one
+    (0 on a GPU or with one thread): all threads far slower than one means each
+    parallel op waits for a core another program holds (:attr:`stalls`).
+    ``precision_notes`` explains each precision with no fast path here.
     ``attempts`` counts the measurements behind a noisy result (at most two are
     made without ``refresh=True``).
     """
@@ -155,6 +161,8 @@ class Ceilings:
     overhead_rounds_s: tuple[float, ...] = ()
     cpu_share: float = 1.0
     steal_share: float = 0.0
+    parallel_op_s: float = 0.0
+    parallel_op_one_thread_s: float = 0.0
     num_threads: int = 1
     matmul_size: int = 0
     copy_bytes: int = 0
@@ -269,6 +277,20 @@ class Ceilings:
         """
         return self.device == "cpu" and NOISY_CPU_SHARE <= self.cpu_share < MIN_CPU_SHARE
 
+    @property
+    def stalls(self) -> bool:
+        """True when an op split over this process's threads took 4x (and 1 ms) longer than
+        on one thread: each parallel op waited for a core another program holds.
+
+        Seen in a Jupyter kernel on a 2-core VM with one other busy process: an
+        in-place add on 2 MiB took 8 ms on two threads and 23 µs on one, and so did
+        every other parallel op, whatever its size. Every number measured then reads
+        slow by up to that much, and comparisons between a parallel op and a serial
+        one (a big op against a loop of small ones) say the opposite of the lesson.
+        """
+        one = self.parallel_op_one_thread_s
+        return one > 0 and self.parallel_op_s >= max(1e-3, STALL_RATIO * one)
+
     def noise_notes(self) -> tuple[str, ...]:
         """One sentence per number to distrust, saying by how much.
 
@@ -282,6 +304,14 @@ class Ceilings:
                 f"this process got only {self.cpu_share:.0%} of its {self.num_threads} threads' "
                 "CPU time: other programs kept the cores so busy that every number may read low "
                 "(by up to the same factor); close them and measure again"
+            )
+        if self.stalls:
+            notes.append(
+                f"ops split over {self.num_threads} threads stall here: an in-place add on 2 MiB "
+                f"took {_fmt.seconds(self.parallel_op_s)} on {self.num_threads} threads and "
+                f"{_fmt.seconds(self.parallel_op_one_thread_s)} on one, because another program "
+                "holds a core and each parallel op waits for it; every parallel op reads slow "
+                "by up to that much. Close the other program, or run torch.set_num_threads(1)"
             )
         names = {
             "matmul": "fp32 matmul FLOP/s",
@@ -496,18 +526,17 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         say.say(f"matmul fp32 read below the vector rate; again: {_fmt.si(again.value, 'FLOP/s')}")
         found["fp32"] = max(found["fp32"], again, key=lambda r: r.value)
     matmul = {key: r.value for key, r in found.items()}
-    each = {**{_spread_key(key): r for key, r in found.items()}, "vector": vector}
-    spread, rounds = {k: r.spread for k, r in each.items()}, {k: r.rounds for k, r in each.items()}
     say(f"vector fp32: {_fmt.si(vector.value, 'FLOP/s')} ({vector.extra['method']})")
     phases.round()
-    special, spread["special"], special_method = _special(dev)
-    rounds["special"] = 3
+    special, special_spread, special_method = _special(dev)
     say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
     while len(phases.bandwidth_s) < _MIN_PHASE_ROUNDS:
         phases.round()
     bandwidth, overhead = phases.bandwidth(), phases.overhead()
-    spread["memory"], rounds["memory"] = bandwidth.spread, bandwidth.rounds
-    spread["overhead"], rounds["overhead"] = overhead.spread, overhead.rounds
+    each = {_spread_key(key): r for key, r in found.items()}
+    each.update(vector=vector, special=_Rounds(0, special_spread, 3), memory=bandwidth)
+    each["overhead"] = overhead
+    spread, rounds = {k: r.spread for k, r in each.items()}, {k: r.rounds for k, r in each.items()}
     say(
         f"memory bandwidth {_fmt.si(bandwidth.value, 'B/s')} (fastest of {bandwidth.rounds} "
         f"rounds, {_fmt.binary_bytes(phases.nbytes)} each); op overhead "
@@ -529,6 +558,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         overhead_rounds_s=overhead.extra["rounds"],
         cpu_share=found["fp32"].extra["cpu_share"],
         steal_share=phases.steal_share,
+        **_parallel_op(dev),
         num_threads=torch.get_num_threads(),
         matmul_size=found["fp32"].extra["n"],
         copy_bytes=phases.nbytes,
@@ -925,6 +955,22 @@ class _Phases:
         kept = self._kept(values)
         best = pick(kept)
         return _Rounds(best, (max(kept) - min(kept)) / best, len(kept), {"rounds": tuple(kept)})
+
+
+def _parallel_op(dev: torch.device) -> dict[str, float]:
+    """Seconds of an in-place add on 2 MiB (16 of torch's 32,768-element grains, so split over
+    the threads) on all threads, then on one, as Ceilings fields (none on a GPU or one thread)."""
+    threads = torch.get_num_threads()
+    if dev.type != "cpu" or threads < 2:
+        return {}
+    x, zero = torch.ones(2**19), torch.zeros(1)
+    add = functools.partial(x.add_, zero)
+    parallel_s = _quick_s(add, dev)
+    torch.set_num_threads(1)
+    try:
+        return {"parallel_op_s": parallel_s, "parallel_op_one_thread_s": _quick_s(add, dev)}
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _steal_ticks() -> tuple[int, int] | None:

@@ -374,3 +374,21 @@ def test_a_matmul_ceiling_below_the_vector_rate_is_measured_again_and_else_noisy
     assert c.matmul_flops_per_s == 150e9 and not c.noisy  # measured again, in a quiet moment
     assert fake_ceilings(matmul_flops_per_s=4.2e9, vector_flops_per_s=60e9).noisy  # still below
     assert not fake_ceilings(matmul_flops_per_s=120e9, vector_flops_per_s=60e9).noisy
+
+
+def test_a_parallel_op_that_waits_for_another_programs_core_is_a_stall():
+    # a Jupyter kernel on a 2-core VM, one other busy process: 8 ms on two threads, 23 µs on one
+    stalled = fake_ceilings(num_threads=2, parallel_op_s=8e-3, parallel_op_one_thread_s=23e-6)
+    assert stalled.stalls and stalled.noisy
+    quiet = fake_ceilings(num_threads=2, parallel_op_s=13e-6, parallel_op_one_thread_s=23e-6)
+    slow_sync = fake_ceilings(num_threads=64, parallel_op_s=60e-6, parallel_op_one_thread_s=23e-6)
+    assert not quiet.stalls and not slow_sync.stalls and not fake_ceilings().stalls
+    assert not quiet.noisy
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="one thread: nothing is split")
+def test_the_parallel_op_probe_times_both_and_puts_the_threads_back():
+    threads = torch.get_num_threads()
+    times = ceilings._parallel_op(torch.device("cpu"))
+    assert times["parallel_op_s"] > 0 and times["parallel_op_one_thread_s"] > 0
+    assert torch.get_num_threads() == threads
