@@ -370,10 +370,13 @@ def test_a_matmul_ceiling_below_the_vector_rate_is_measured_again_and_else_noisy
         ceilings, "_vector", lambda dev: ceilings._Rounds(60e9, 0.0, 3, {"method": "v"})
     )
     monkeypatch.setattr(ceilings, "_special", lambda dev: ({"exp": 1e9}, 0.0, "s"))
+    monkeypatch.setattr(ceilings, "_parallel_op", lambda dev: {})  # not this test's subject
     c = ceilings._measure(torch.device("cpu"), "test CPU", progress=False)
     assert c.matmul_flops_per_s == 150e9 and not c.noisy  # measured again, in a quiet moment
     assert fake_ceilings(matmul_flops_per_s=4.2e9, vector_flops_per_s=60e9).noisy  # still below
     assert not fake_ceilings(matmul_flops_per_s=120e9, vector_flops_per_s=60e9).noisy
+    h100 = dict(device="cuda", device_name="NVIDIA H100 80GB HBM3")  # fp32 matmul < vector there
+    assert not fake_ceilings(**h100, matmul_flops_per_s=51.7e12, vector_flops_per_s=61.9e12).noisy
 
 
 def test_a_parallel_op_that_waits_for_another_programs_core_is_a_stall():
