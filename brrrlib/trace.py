@@ -1032,12 +1032,20 @@ def time_by_category(
 
 
 def _runs_of(events: Iterable[Any], runs: int) -> list[list[Any]]:
-    """Profiler events (``prof.events()``) grouped by the run marker whose span holds their start."""
+    """Profiler events (``prof.events()``) grouped by the run marker whose span holds their start.
+
+    A marker's span is its host-side row. With CUDA the profiler also lists
+    each marker on the device (a ``gpu_user_annotation``, from the run's first
+    kernel to its last): a span that late would hold none of the ops that
+    launched them.
+    """
+    import torch
+
     events = list(events)
     spans = {
         int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
         for e in events
-        if e.name.startswith(RUN_MARKER)
+        if e.name.startswith(RUN_MARKER) and e.device_type == torch.autograd.DeviceType.CPU
     }
     out: list[list[Any]] = [[] for _ in range(runs)]
     for e in events:
