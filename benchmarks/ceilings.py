@@ -16,19 +16,26 @@ machine; ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 for a laptop's AVX2 ke
   other tiny-op form, must cost at least as much: ``a + b``, ``torch.add(a, b, out=c)``.
 
 "ratio" is reference / ceiling: for a ceiling, near 1 means it is what the hardware does
-and above 1 that it is low; for the overhead floor every ratio should be >= ~1. Run:
-``python benchmarks/ceilings.py [--refresh]`` (about 30-60 s on 2 CPU cores, ~20 s on a
-GPU).
+and above 1 that it is low; for the overhead floor every ratio should be >= ~1. On a GPU
+of the spec table each ceiling is also set beside the sheet's peak, what the chip's parts
+allow (SMs x lanes x clock; the vector peak counts one multiply per lane per cycle, half
+the sheet's fp32 figure, which counts a fused multiply-add as two): a ceiling above it is
+a measurement bug. Run: ``python benchmarks/ceilings.py [--refresh] [--json PATH]``
+(about 30-60 s on 2 CPU cores, ~20 s on a GPU); ``--json`` writes the rows as data.
 """
 
 import argparse
 import functools
+import json
 import statistics
 
 import torch
 
 import brrrlib as bl
-from brrrlib import _fmt, ceilings
+from brrrlib import _fmt, ceilings, hardware
+
+#: The rows as data, for ``--json``: what, reference, ceiling, unit, the sheet's peak.
+ROWS: list[dict] = []
 
 
 def _timer(dev):
@@ -43,11 +50,26 @@ def _timer(dev):
     return lambda fn: bl.benchmark(fn, budget_s=1.0, device=dev).median_s
 
 
-def row(what, reference, ceiling, fmt):
-    print(f"  {what:<52}{fmt(reference):>14}{reference / ceiling:>9.2f}")
+def row(what, reference, ceiling, fmt, unit="", peak=None):
+    sheet = f"{ceiling / peak:>10.0%}" if peak else ""
+    print(f"  {what:<52}{fmt(reference):>14}{reference / ceiling:>9.2f}{sheet}")
+    ROWS.append(
+        {"what": what, "reference": reference, "ceiling": ceiling, "unit": unit, "peak": peak}
+    )
 
 
-def matmul(c, dev, time_it):
+def sheet_peaks(c, dev) -> dict:
+    """The spec sheet's peaks for this GPU, by ceiling (empty for a CPU or a GPU not in the table)."""
+    spec = hardware.spec_for_device_name(c.device_name) if dev.type == "cuda" else None
+    if spec is None:
+        return {}
+    peaks = {f"matmul {k}": v for k, v in spec.peak_flops_per_s.items()}
+    peaks["vector"] = spec.peak("fp32") / 2  # one multiply per lane per cycle; an FMA is two
+    peaks["bandwidth"] = spec.mem_bandwidth_bytes_per_s
+    return peaks
+
+
+def matmul(c, dev, time_it, peaks):
     sizes = (512, 1024, 2048) if dev.type == "cpu" else (4096, 8192, 16384)
     for key, peak in c.matmul_flops_per_s_by_dtype.items():
         best, best_at = 0.0, ""
@@ -72,10 +94,12 @@ def matmul(c, dev, time_it):
             best,
             peak,
             lambda x: _fmt.si(x, "FLOP/s"),
+            "FLOP/s",
+            peaks.get(f"matmul {key}"),
         )
 
 
-def vector(c, dev, time_it):
+def vector(c, dev, time_it, peaks):
     numel = 2**17 * torch.get_num_threads() if dev.type == "cpu" else 2**24
     x = torch.rand(numel, device=dev) + 1.0
     rates = {}
@@ -88,6 +112,8 @@ def vector(c, dev, time_it):
         rates[best],
         c.vector_flops_per_s,
         lambda v: _fmt.si(v, "FLOP/s"),
+        "FLOP/s",
+        peaks.get("vector"),
     )
     print(
         "    by chain length: "
@@ -108,10 +134,11 @@ def special(c, dev, time_it):
             numel / times[label],
             rate,
             lambda v: _fmt.si(v, "/s"),
+            "/s",
         )
 
 
-def bandwidth(c, dev, time_it):
+def bandwidth(c, dev, time_it, peaks):
     fmt = lambda v: _fmt.si(v, "B/s")  # noqa: E731
     best, what = 0.0, ""
     for nbytes in (c.copy_bytes, 2**30 if dev.type == "cuda" else 4 * c.copy_bytes):
@@ -129,7 +156,8 @@ def bandwidth(c, dev, time_it):
         rate = 2 * c.copy_bytes / time_it(functools.partial(np.copyto, b, a))
         if rate > best:
             best, what = rate, "np.copyto"
-    row(f"best same-run copy into existing memory ({what})", best, c.mem_bandwidth_bytes_per_s, fmt)
+    peak = peaks.get("bandwidth")
+    row(f"best same-run copy ({what})", best, c.mem_bandwidth_bytes_per_s, fmt, "B/s", peak)
     phases = c.bandwidth_rounds_bytes_per_s
     if phases:
         print(f"    the ceiling's rounds: {', '.join(fmt(v) for v in phases)}")
@@ -138,6 +166,7 @@ def bandwidth(c, dev, time_it):
         2 * c.copy_bytes / time_it(functools.partial(torch.clone, small)),
         c.mem_bandwidth_bytes_per_s,
         fmt,
+        "B/s",
     )
 
 
@@ -152,25 +181,30 @@ def overhead(c, dev):
         seconds = statistics.median(
             bl.benchmark(fn, budget_s=0.3, device=dev).median_s for _ in range(3)
         )
-        row(name, seconds, c.op_overhead_s, _fmt.seconds)
+        row(name, seconds, c.op_overhead_s, _fmt.seconds, "s")
     print("    a floor: every ratio here should be >= ~1")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refresh", action="store_true", help="measure the ceilings again")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH")
     opts = parser.parse_args()
     dev = bl.machine.physical(bl.device())
     c = bl.measure_ceilings(dev, refresh=opts.refresh)
     print(c)
     time_it = _timer(dev)
     print(f"\n{c.device_name} ({dev}), torch {torch.__version__}")
-    print(f"  {'reference':<52}{'value':>14}{'ratio':>9}")
-    matmul(c, dev, time_it)
-    vector(c, dev, time_it)
+    peaks = sheet_peaks(c, dev)
+    print(f"  {'reference':<52}{'value':>14}{'ratio':>9}" + ("  ceil/peak" if peaks else ""))
+    matmul(c, dev, time_it, peaks)
+    vector(c, dev, time_it, peaks)
     special(c, dev, time_it)
-    bandwidth(c, dev, time_it)
+    bandwidth(c, dev, time_it, peaks)
     overhead(c, dev)
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(ROWS, f, indent=1)
 
 
 if __name__ == "__main__":

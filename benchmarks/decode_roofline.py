@@ -16,23 +16,30 @@ to stay quick (compiling the large model's step):
 
 Run:
 
-    python benchmarks/decode_roofline.py [--threads T] [--no-compile]
+    python benchmarks/decode_roofline.py [--threads T] [--no-compile] [--json PATH]
+
+``--json`` also writes the decode rows (tokens/s, bytes/s and their shares of the copy
+ceiling, the read rate and, on a GPU of the spec table, the sheet's bandwidth) as data.
 
 The numbers are properties of a quiet machine: run it with nothing else busy
 (``uptime`` below 1 on a 2-core machine), and quote them with the date.
 """
 
 import argparse
+import json
 import math
 import time
 
 import torch
 
 import brrrlib as bl
-from brrrlib import decoding
+from brrrlib import decoding, hardware
 from brrrlib.decoding._steps import measure_step
 
 CONTEXT, PROMPT, SWEEP_CONTEXT = 256, 256, 32
+#: The decode rows as data, for ``--json`` (written after each row: a stopped run keeps its rows).
+ROWS: list[dict] = []
+JSON_PATH: list[str] = []
 
 
 def _share(rate: float, ceiling: float) -> str:
@@ -46,6 +53,20 @@ def _decode(model, c, read_bw, fn=None, label=""):
         f"{s.bytes_per_s / 1e9:7.2f} GB/s = {_share(s.bytes_per_s, c.mem_bandwidth_bytes_per_s)} "
         f"of the copy bandwidth, {_share(s.bytes_per_s, read_bw)} of the read rate"
     )
+    spec = hardware.spec_for_device_name(c.device_name) if c.device.startswith("cuda") else None
+    ROWS.append(
+        {
+            "label": label,
+            "tokens_per_s": s.tokens_per_s,
+            "bytes_per_s": s.bytes_per_s,
+            "share_of_copy": s.bytes_per_s / c.mem_bandwidth_bytes_per_s,
+            "share_of_read": s.bytes_per_s / read_bw,
+            "share_of_sheet": s.bytes_per_s / spec.mem_bandwidth_bytes_per_s if spec else None,
+        }
+    )
+    for path in JSON_PATH:
+        with open(path, "w") as f:
+            json.dump({"device": c.device_name, "decode": ROWS}, f, indent=1)
     return s
 
 
@@ -63,7 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--json", metavar="PATH", help="also write the decode rows to PATH")
     opts = parser.parse_args()
+    JSON_PATH.extend([opts.json] if opts.json else [])
     if opts.threads is not None:
         torch.set_num_threads(opts.threads)
     dev = bl.device()

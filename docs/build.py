@@ -164,30 +164,50 @@ def kernel_config(sockets: str):
     return config
 
 
-def execute(source: Path) -> list[str]:
-    """Run every course notebook in ``source`` top to bottom, in place; the failures, as lines."""
+def execute_notebook(path: Path, *, allow_errors: bool = False):
+    """Run one notebook top to bottom in a fresh kernel, in place; (notebook, cells that raised).
+
+    With ``allow_errors`` every cell runs and each one that raised is listed as
+    ``"<index>: <error name>: <message>"`` (index among the code cells); without, the
+    first one raises ``CellExecutionError`` and nothing is written.
+    """
     import nbformat
     from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    short = "/tmp" if os.path.isdir("/tmp") else None
+    with tempfile.TemporaryDirectory(prefix="brrr-kernel-", dir=short) as sockets:
+        client = NotebookClient(
+            nb,
+            timeout=CELL_TIMEOUT_S,
+            allow_errors=allow_errors,
+            resources={"metadata": {"path": str(path.parent)}},
+            config=kernel_config(sockets),
+        )
+        client.execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [
+        f"{i}: {o.get('ename')}: {str(o.get('evalue'))[:300]}"
+        for i, c in enumerate(code)
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    nbformat.write(nb, path)
+    return nb, errors
+
+
+def execute(source: Path) -> list[str]:
+    """Run every course notebook in ``source`` top to bottom, in place; the failures, as lines."""
     from nbclient.exceptions import CellExecutionError
 
     failures = []
-    short = "/tmp" if os.path.isdir("/tmp") else None
     for path in course_notebooks(source):
-        nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="brrr-kernel-", dir=short) as sockets:
-            client = NotebookClient(
-                nb,
-                timeout=CELL_TIMEOUT_S,
-                resources={"metadata": {"path": str(path.parent)}},
-                config=kernel_config(sockets),
-            )
-            try:
-                client.execute()
-            except CellExecutionError as err:
-                failures.append(f"{path.relative_to(source)}: {err}")
-                continue
-        nbformat.write(nb, path)
+        try:
+            execute_notebook(path)
+        except CellExecutionError as err:
+            failures.append(f"{path.relative_to(source)}: {err}")
+            continue
         took_s = time.perf_counter() - start
         print(f"docs/build.py: executed {path.relative_to(source)} in {took_s:.0f} s", flush=True)
     return failures
