@@ -121,7 +121,24 @@ def recorded_runs() -> dict[str, dict]:
         label = json.loads(label_file.read_text(encoding="utf-8"))
         stems = sorted(p.stem for p in label_file.parent.glob("*.ipynb"))
         runs[run] = {**label, "pages": {stem: f"recordings/{run}/{stem}" for stem in stems}}
+        runs[run]["unchanged"] = [s for s in stems if _unchanged_since(label.get("commit"), s)]
     return runs
+
+
+def _unchanged_since(commit: str | None, stem: str) -> bool:
+    """Whether the course's notebook ``stem`` is as it was at ``commit`` (False if unknown)."""
+    found = [*(ROOT / "course").glob(f"{stem}.ipynb"), *(ROOT / "course").glob(f"*/{stem}.ipynb")]
+    if not commit or not found:
+        return False
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "diff", "--quiet", commit, "--", str(found[0])],
+            capture_output=True,
+            timeout=10,
+        )
+    except OSError:
+        return False
+    return out.returncode == 0
 
 
 def _tabs(runs: dict[str, dict]) -> dict[str, list[dict]]:

@@ -5,7 +5,7 @@ the tests). The browser test opens that build from disk, offline, in the
 system's Chromium (never a downloaded browser), once with the system in light
 mode and once in dark mode: it walks from the front page to a chapter (its
 launch, download and copy buttons, its figures readable on a light ground),
-the chapter's recorded H100 run, the glossary and the instructors' guide, and
+the chapter's recorded GPU run, the glossary and the instructors' guide, and
 saves screenshots to ``test-artifacts/site/``. Without a built site, Chromium
 or Playwright it skips locally and fails in CI (``CI=true``), so a missing
 site never passes as a pass. ``BRRR_SITE`` points it at a build elsewhere.
@@ -16,6 +16,7 @@ The staging, kernel and link-check tests need neither.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import urllib.parse
@@ -32,11 +33,18 @@ CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "course").glob("0*.ipynb")))
 HEADING = "article.bd-article h1"  # a page's title, in the theme's markup
 WHITE, TRANSPARENT = "rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"
 LABEL = re.compile(r"Reference run: .* on (cpu|cuda|mps): .+ · \d{4}-\d\d-\d\d · torch \d+\.\d+")
+# The newest GPU recording the site shows (brrrlib/recordings/*/notebooks, labelled by run.json)
+RECORDING = max(
+    (ROOT / "brrrlib" / "recordings").glob("*/notebooks/run.json"),
+    key=lambda p: json.loads(p.read_text())["date"],
+).parent
+RUN = json.loads((RECORDING / "run.json").read_text())
+RUN_DIR = RECORDING.parent.name  # e.g. h100-2026-11-22
+GPU = RUN["device_short"].split()[-1]  # e.g. H100
 RECORDED = re.compile(
-    r"Recorded run: recorded on an NVIDIA H100 .*, 2026-11-22, commit 3dff535 .*"
-    r"not executed by this build"
+    rf"Recorded run: recorded on an {re.escape(RUN['device_short'])} .*, {RUN['date']}, "
+    rf"commit {RUN['commit']} .*not executed by this build"
 )
-RECORDING = ROOT / "brrrlib" / "recordings" / "h100-2026-11-22" / "notebooks"
 
 
 def _build_module():
@@ -90,7 +98,7 @@ def test_staging_hides_the_colab_cells_and_stages_the_recordings_as_they_ran(tmp
         assert hidden == ["colab-badge", "colab-setup"], chapter
     assert (source / "GLOSSARY.md").is_file()
     assert (source / "INSTRUCTORS.md").is_file()
-    staged = source / "recordings" / "h100-2026-11-22"
+    staged = source / "recordings" / RUN_DIR
     assert (staged / "index.md").is_file()
     for recorded in RECORDING.glob("*.ipynb"):
         ran = nbformat.read(recorded, as_version=4)
@@ -99,7 +107,7 @@ def test_staging_hides_the_colab_cells_and_stages_the_recordings_as_they_ran(tmp
         for cell in shown.cells:  # every recorded figure gets words for a screen reader
             if any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
                 alt = cell.metadata.mystnb.image.alt
-                assert alt.startswith("Recorded") and "H100" in alt
+                assert alt.startswith("Recorded") and GPU in alt
     executed = [p.relative_to(source).as_posix() for p in build.course_notebooks(source)]
     assert not any(p.startswith("recordings/") for p in executed)  # never executed
     assert {f"{c}.ipynb" for c in CHAPTERS} <= set(executed)
@@ -159,7 +167,7 @@ def test_every_page_carries_the_label_of_the_run_it_shows():
     if not (SITE / "index.html").is_file():
         pytest.skip(f"no built site at {SITE}")
     pages = _build_module().site_pages(SITE)
-    recorded = {f"recordings/h100-2026-11-22/{p.stem}.html" for p in RECORDING.glob("*.ipynb")}
+    recorded = {f"recordings/{RUN_DIR}/{p.stem}.html" for p in RECORDING.glob("*.ipynb")}
     unlabelled = []
     for page in pages:
         name = page.relative_to(SITE).as_posix()
@@ -255,14 +263,14 @@ def test_the_site_opens_and_leads_to_chapters_recordings_glossary_and_guide(brow
     page.screenshot(path=str(ARTIFACTS / f"02_memory_bandwidth-{scheme}.png"))
 
     recorded_tab = page.locator("nav.brrr-runs a.brrr-run-recorded")
-    assert "H100" in recorded_tab.inner_text() and "2026-11-22" in recorded_tab.inner_text()
+    assert GPU in recorded_tab.inner_text() and RUN["date"] in recorded_tab.inner_text()
     recorded_tab.click()
     page.wait_for_load_state()
-    assert page.url.endswith("recordings/h100-2026-11-22/02_memory_bandwidth.html")
+    assert page.url.endswith(f"recordings/{RUN_DIR}/02_memory_bandwidth.html")
     assert RECORDED.search(page.locator("p.recorded-run").inner_text().replace("\n", " "))
     assert page.locator("div.cell_output").count() >= 5, "the recording shows what it ran"
     assert page.locator('a[href^="https://colab.research.google.com/"]').count() == 0  # no launch
-    page.screenshot(path=str(ARTIFACTS / f"02_memory_bandwidth-h100-{scheme}.png"))
+    page.screenshot(path=str(ARTIFACTS / f"02_memory_bandwidth-{RUN_DIR}-{scheme}.png"))
     page.locator("nav.brrr-runs a.brrr-run-reference").click()
     page.wait_for_load_state()
     assert page.url.endswith("/02_memory_bandwidth.html") and "recordings" not in page.url
