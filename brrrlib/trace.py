@@ -269,8 +269,11 @@ def _parse_chrome(events: Iterable[Mapping]) -> tuple[list[Interval], list[tuple
     cpu_ops = [e for e in xs if e.get("cat") == "cpu_op"]
     kernels = [e for e in xs if e.get("cat") in _DEVICE_CATS]
     runtime = [e for e in xs if e.get("cat") in _RUNTIME_CATS]
-    device = "cuda" if kernels else "cpu"
     spans_us, host_thread = _run_spans(xs, cpu_ops, kernels, runtime)
+    # Kernels inside a run, not the profiler's set-up kernel before run 0: CPU work
+    # profiled on a machine with a GPU is still CPU work.
+    in_runs = any(a <= float(k["ts"]) <= b for k in kernels for a, b in spans_us)
+    device = "cuda" if in_runs else "cpu"
     if not spans_us:
         return [], [], device
     clock = _Clock(spans_us)
