@@ -64,9 +64,19 @@ command can say what is missing when torch is not installed.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 __version__ = "0.2.0"
+
+# The course keeps fp32 matmuls in full precision on purpose (TF32 is a remedy it
+# measures, chapters 01 and 04), so torch.compile's one-time advice on a CUDA GPU to
+# turn TF32 on would only be noise in a notebook's output.
+warnings.filterwarnings(
+    "ignore",
+    message="TensorFloat32 tensor cores for float32 matrix multiplication",
+    category=UserWarning,
+)
 
 _MODULES = (
     "ceilings",
