@@ -83,19 +83,21 @@ WANTED = (
 #: The wheels may together take this much: the working tree travels in 64 MiB, project
 #: (about 5 MiB) included.
 BUNDLE_LIMIT_BYTES = 48 * 2**20
-#: Per step: (most seconds it may take, seconds the steps after it need at least).
+#: The most seconds each step may take, in the order they run (each also gets no more than
+#: what is left of the budget).
 STEP_LIMITS_S = {
-    "environment": (30, 0),
-    "install": (120, 0),
-    "doctor": (150, 0),
-    "gpu-tests": (120, 0),
-    "chapters": (420, 0),
-    "benchmarks": (240, 0),
-    "record": (150, 0),
-    "tests": (600, 0),
+    "environment": 30,
+    "install": 120,
+    "doctor": 150,
+    "gpu-tests": 120,
+    "chapters": 420,
+    "benchmarks": 240,
+    "record": 150,
+    "tests": 600,
 }
 STEPS = tuple(STEP_LIMITS_S)
-PACK_RESERVE_S = 20  # kept back for packing and the summary
+PACK_RESERVE_S = 30  # kept back for a stopped step's grace, packing and the summary
+STOP_GRACE_S = 10  # a step out of time gets Ctrl-C, then this long before it is killed
 CHAPTERS_CPU_QUICK = ("instructor/class_results",)
 
 
@@ -180,6 +182,7 @@ class Run:
 
     def __init__(self, out: Path, device: str, budget_s: float, quick: bool, bundle_dir):
         self.out, self.device, self.quick, self.bundle = out, device, quick, bundle_dir
+        self.only_chapters: list[str] = list(CHAPTERS_CPU_QUICK) if quick else []
         self.start = time.monotonic()
         self.deadline = self.start + budget_s
         self.work = Path(tempfile.mkdtemp(prefix="brrr-gpu-run-"))
@@ -214,6 +217,12 @@ class Run:
             try:
                 status = proc.wait(timeout=max(limit_s, 1))
             except subprocess.TimeoutExpired:
+                # Ctrl-C first: pytest then still writes its summary and its junit XML
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    pass
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 status = 124
@@ -221,8 +230,7 @@ class Run:
         return status, time.monotonic() - t0
 
     def step(self, name: str, fn) -> None:
-        most_s, _ = STEP_LIMITS_S[name]
-        limit_s = min(most_s, self.left_s())
+        limit_s = min(STEP_LIMITS_S[name], self.left_s())
         if limit_s < 5:
             self.results[name] = {"status": "skipped", "seconds": 0, "detail": "no time left"}
             return
@@ -308,9 +316,8 @@ class Run:
 
     def tests(self, limit_s: float) -> dict:
         skip = ("test_browser.py", "test_site.py", "test_install.py")
+        # one at a time: timing tests that shared the device would measure each other
         args = ["-m", "not gpu and not browser", "tests", *(f"--ignore=tests/{s}" for s in skip)]
-        if not self.quick and _has("xdist") and (os.cpu_count() or 1) >= 8:
-            args += ["-n", "4"]  # the tests time little, and a GPU machine has cores to spare
         return self._pytest("tests", args, limit_s)
 
     def _pytest(self, name: str, args: list[str], limit_s: float) -> dict:
@@ -343,8 +350,7 @@ class Run:
 
     def chapters(self, limit_s: float) -> dict:
         source = self.work / "chapters"
-        only = CHAPTERS_CPU_QUICK if self.quick else ()
-        cmd = [sys.executable, str(Path(__file__)), "_execute", str(source), *only]
+        cmd = [sys.executable, str(Path(__file__)), "_execute", str(source), *self.only_chapters]
         status, _ = self.sh("chapters", cmd, limit_s)
         found = self.work / "chapters.json"
         per = json.loads(found.read_text()) if found.is_file() else {}
@@ -374,6 +380,7 @@ class Run:
 
     def record(self, limit_s: float) -> dict:
         cmd = [sys.executable, str(ROOT / ".ci" / "gpu_record.py"), str(self.work / "recorded")]
+        cmd += ["--budget-s", f"{limit_s - 10:.0f}"]
         if self.quick:
             cmd.append("--quick")
         status, _ = self.sh("record", cmd, limit_s)
@@ -421,12 +428,6 @@ def _no_clutter(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
 
 def _status(code: int) -> str:
     return "ok" if code == 0 else "timeout" if code == 124 else "failed"
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 def _read_json(path: Path):
@@ -493,6 +494,8 @@ def run(opts: argparse.Namespace) -> int:
     """Every step within the budget, then the pack and the summary; 0 if all passed."""
     bundle_dir = Path(opts.bundle) if opts.bundle else (BUNDLE if opts.device == "cuda" else None)
     r = Run(Path(opts.out).resolve(), opts.device, opts.budget_s, opts.quick, bundle_dir)
+    if opts.chapters:
+        r.only_chapters = opts.chapters.split(",")
     wanted = opts.steps.split(",") if opts.steps else list(STEPS)
     unknown = set(wanted) - set(STEPS)
     if unknown:
@@ -502,6 +505,7 @@ def run(opts: argparse.Namespace) -> int:
     for name in STEPS:
         if name in wanted:
             r.step(name, getattr(r, name.replace("-", "_")))
+            r.pack()  # after every step: a run stopped from outside still sends back its work
     print(render_summary(r.pack()), end="")
     shutil.rmtree(r.work, ignore_errors=True)
     return 0 if all(s["status"] in ("ok", "skipped") for s in r.results.values()) else 1
@@ -598,10 +602,12 @@ def execute_chapters(source: Path, only: list[str]) -> int:
     build.stage(source)
     done: dict[str, dict] = {}
     record = source.parent / "chapters.json"
-    for path in build.course_notebooks(source):
-        name = str(path.relative_to(source).with_suffix(""))
-        if only and name not in only:
-            continue
+    paths = {str(p.relative_to(source).with_suffix("")): p for p in build.course_notebooks(source)}
+    unknown = set(only) - set(paths)
+    if unknown:
+        raise SystemExit(f"no such notebook: {sorted(unknown)}; the course has {sorted(paths)}")
+    for name in only or paths:  # in the order asked for
+        path = paths[name]
         t0 = time.perf_counter()
         nb, errors = build.execute_notebook(path, allow_errors=True)
         cells = [c for c in nb.cells if c.cell_type == "code"]
@@ -695,12 +701,23 @@ def _scrub(text: str, e: dict) -> str:
 
 
 def _retire(recordings: Path, new: Path, short: str) -> None:
-    """Older recordings of the same GPU leave the site: their ``notebooks/`` are removed."""
+    """Older recordings of the same GPU leave the site where the new one replaces them.
+
+    A chapter the new recording holds is removed from the older one's ``notebooks/`` (git
+    keeps it); an older folder left with no chapter goes, ``run.json`` and all, so the site
+    shows one recording of each chapter per GPU, the newest.
+    """
+    stems = {p.stem for p in (new / "notebooks").glob("*.ipynb")}
     for label in recordings.glob("*/notebooks/run.json"):
         run = label.parent
-        if run.parent != new and json.loads(label.read_text()).get("device_short") == short:
+        if run.parent == new or json.loads(label.read_text()).get("device_short") != short:
+            continue
+        for old in run.glob("*.ipynb"):
+            if old.stem in stems:
+                old.unlink()
+        if not any(run.glob("*.ipynb")):
             shutil.rmtree(run)
-            print(f"retired {run.relative_to(recordings.parent)} from the site (git keeps it)")
+        print(f"retired {sorted(stems)} of {run.parent.name} from the site (git keeps them)")
 
 
 def _notebooks_readme(label: dict, clean: dict, chapters: dict) -> str:
@@ -762,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budget-s", type=float, default=480.0, help="all steps together (480)")
     r.add_argument("--steps", default="", help=f"some of: {','.join(STEPS)} (default: all)")
     r.add_argument("--quick", action="store_true", help="the fast path (the test suite's)")
+    r.add_argument(
+        "--chapters", default="", help="only these notebooks, in this order (06_one_model,...)"
+    )
     r.add_argument(
         "--bundle", help="the bundle folder (default: .gpu-bundle on CUDA; none on a CPU)"
     )
