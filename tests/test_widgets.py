@@ -65,8 +65,11 @@ def clock(monkeypatch):
 
 
 @pytest.fixture
-def ceilings():
-    """A plausible laptop: 40 GFLOP/s vector, 10 GB/s, 5 µs per op (knee at repeat 32)."""
+def ceilings(monkeypatch):
+    """A plausible laptop: 40 GFLOP/s vector, 10 GB/s, 5 µs per op (knee at repeat 32), and
+    a 32 MiB last-level cache (the explorers size their data past it: on a CPU that reports
+    a 480 MiB one, 1 GiB tensors whose repeat points take too long to measure)."""
+    monkeypatch.setattr(machine, "last_level_cache_bytes", lambda device=None: 32 * 2**20)
     return fake_ceilings(
         device_name="test CPU",
         vector_flops_per_s=40e9,
