@@ -223,7 +223,10 @@ class Run:
                     proc.wait(timeout=STOP_GRACE_S)
                 except subprocess.TimeoutExpired:
                     pass
-                os.killpg(proc.pid, signal.SIGKILL)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # and whatever it started (kernels)
+                except ProcessLookupError:
+                    pass  # the whole group had already gone
                 proc.wait()
                 status = 124
                 f.write(f"\n[stopped after {limit_s:.0f} s]\n")
@@ -274,6 +277,7 @@ class Run:
         source = self.bundle / "source.json" if self.bundle else None
         facts.update(json.loads(source.read_text()) if source and source.is_file() else _source())
         facts["date"] = datetime.date.today().isoformat()
+        facts["root"] = str(ROOT)  # the checkout's path there, which unpack takes out again
         facts["platform"] = platform.platform()
         (self.work / "environment.json").write_text(json.dumps(facts, indent=1) + "\n")
         self.facts = facts
@@ -365,7 +369,7 @@ class Run:
         end = time.monotonic() + limit_s
         scripts = {  # script: (its arguments, the most seconds it may take)
             "timer_agreement": (["--rounds", "1" if self.quick else "3"], 90),
-            "ceilings": (["--json", str(self.work / "ceilings.json")], 90),
+            "ceilings": (["--json", str(self.work / "ceilings.json")], 150),
             "decode_roofline": (["--json", str(self.work / "decode.json")], 150),
         }
         done = {}
@@ -543,22 +547,19 @@ def render_summary(s: dict) -> str:
 
 
 def _ceiling_lines(rows) -> list[str]:
+    """Each ceiling beside its same-run reference and the sheet's peak; above the peak: flagged."""
     if not rows:
         return []
-    out = [
-        "",
-        f"{'ceiling':<30}{'measured':>12}{'same-run ref':>14}{'ref/ceil':>9}"
-        f"{'sheet peak':>12}{'ceil/peak':>10}",
-    ]
+    head = f"{'ceiling':>12}{'same-run ref':>14}{'ref/ceil':>9}{'sheet peak':>12}{'of peak':>9}"
+    out = ["", head + "  what (benchmarks/ceilings.py)"]
     for r in rows:
         peak = r.get("peak")
         share = r["ceiling"] / peak if peak else None
-        flag = "  ABOVE THE PEAK" if share and share > 1.0 else ""
+        flag = "ABOVE THE PEAK: " if share and share > 1.0 else ""
         out.append(
-            f"{r['what'][:30]:<30}{_si(r['ceiling'], r['unit']):>12}"
-            f"{_si(r['reference'], r['unit']):>14}{r['reference'] / r['ceiling']:>9.2f}"
-            f"{_si(peak, r['unit']) if peak else '-':>12}"
-            f"{f'{share:.0%}' if share else '-':>10}{flag}"
+            f"{_si(r['ceiling'], r['unit']):>12}{_si(r['reference'], r['unit']):>14}"
+            f"{r['reference'] / r['ceiling']:>9.2f}{_si(peak, r['unit']) if peak else '-':>12}"
+            f"{f'{share:.0%}' if share else '-':>9}  {flag}{r['what']}"
         )
     return out
 
@@ -609,7 +610,16 @@ def execute_chapters(source: Path, only: list[str]) -> int:
     for name in only or paths:  # in the order asked for
         path = paths[name]
         t0 = time.perf_counter()
-        nb, errors = build.execute_notebook(path, allow_errors=True)
+        try:
+            nb, errors = build.execute_notebook(path, allow_errors=True)
+        except Exception as exc:  # the kernel died (memory?), or would not start: the next one
+            done[name] = {
+                "seconds": round(time.perf_counter() - t0, 1),
+                "rule_breaks": [],
+                "errors": [f"the kernel: {type(exc).__name__}: {exc}"[:300]],
+            }
+            record.write_text(json.dumps(done, indent=1) + "\n")
+            continue
         cells = [c for c in nb.cells if c.cell_type == "code"]
         breaks = [
             f"cell {i}: {p}"
@@ -646,7 +656,10 @@ def _unpack_into(tmp: Path, recordings: Path) -> Path:
     dest = recordings / f"{_slug(short)}-{e['date']}"
     if dest.exists():
         shutil.rmtree(dest)
-    chapters = (summary["steps"].get("chapters") or {}).get("chapters") or {}
+    ran = tmp / "chapters.json"  # written as each notebook finished: kept by a stopped step
+    chapters = json.loads(ran.read_text()) if ran.is_file() else {}
+    if "chapters" in summary["steps"]:
+        summary["steps"]["chapters"].setdefault("chapters", chapters)
     clean = {k: v for k, v in chapters.items() if not v["errors"]}
     notebooks = dest / "notebooks"
     notebooks.mkdir(parents=True)
@@ -696,8 +709,9 @@ def _scrub(text: str, e: dict) -> str:
     """Machine paths out: the run's checkout, home, temporary folders and site-packages."""
     text = re.sub(r"/tmp/brrr-gpu-run-[\w]+/", "", text)
     text = re.sub(r"(/[\w.+-]+)+/site-packages/", "site-packages/", text)
-    text = text.replace(str(ROOT) + "/", "").replace(str(Path.home()) + "/", "~/")
-    return text
+    for root in {e.get("root"), str(ROOT)} - {None}:
+        text = text.replace(root + "/", "")
+    return text.replace(str(Path.home()) + "/", "~/")
 
 
 def _retire(recordings: Path, new: Path, short: str) -> None:
@@ -712,12 +726,14 @@ def _retire(recordings: Path, new: Path, short: str) -> None:
         run = label.parent
         if run.parent == new or json.loads(label.read_text()).get("device_short") != short:
             continue
-        for old in run.glob("*.ipynb"):
-            if old.stem in stems:
-                old.unlink()
+        replaced = [old for old in run.glob("*.ipynb") if old.stem in stems]
+        for old in replaced:
+            old.unlink()
         if not any(run.glob("*.ipynb")):
             shutil.rmtree(run)
-        print(f"retired {sorted(stems)} of {run.parent.name} from the site (git keeps them)")
+        if replaced:
+            names = ", ".join(sorted(p.stem for p in replaced))
+            print(f"retired {names} of {run.parent.name} from the site (git keeps them)")
 
 
 def _notebooks_readme(label: dict, clean: dict, chapters: dict) -> str:

@@ -101,6 +101,7 @@ def test_unpack_retires_the_older_recording_of_the_same_gpu_only(tmp_path):
         },
     }
     (work / "summary.json").write_text(json.dumps(summary))
+    (work / "chapters.json").write_text(json.dumps(summary["steps"]["chapters"]["chapters"]))
     dest = gpu._unpack_into(work, recordings)
     assert dest.name == "h100-2026-02-02"
     assert sorted(p.name for p in (dest / "notebooks").glob("*.ipynb")) == ["00_the_factory.ipynb"]
@@ -130,7 +131,7 @@ def test_the_summary_flags_a_ceiling_above_the_sheet_peak():
     ]
     lines = gpu._ceiling_lines(rows)
     flagged = [line for line in lines if "ABOVE" in line]
-    assert len(flagged) == 1 and flagged[0].startswith("bandwidth")
+    assert len(flagged) == 1 and flagged[0].endswith("ABOVE THE PEAK: bandwidth")
 
 
 @pytest.mark.parametrize(
