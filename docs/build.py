@@ -78,9 +78,10 @@ def recorded_runs() -> list[Path]:
 def _stage_recording(run: Path, dest: Path) -> None:
     """A recorded run's notebooks as they ran, an index page, and alt text for its figures.
 
-    The recordings predate the figures' alt text: a figure whose cell is still in
-    today's chapter (same cell id, or the same code) takes that cell's alt text,
-    others say where they come from. Outputs are never touched.
+    Every figure's alt text says it was recorded, and on which device: a recording's own
+    alt text, else (older recordings predate them) that of the cell still in today's
+    chapter (same cell id, or the same code), else where the figure comes from. Outputs
+    are never touched.
     """
     label = json.loads((run / "run.json").read_text(encoding="utf-8"))
     dest.mkdir(parents=True)
@@ -91,9 +92,10 @@ def _stage_recording(run: Path, dest: Path) -> None:
         for cell in nb["cells"]:
             shows_image = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
             mystnb = cell.setdefault("metadata", {}).setdefault("mystnb", {})
-            if shows_image and "alt" not in mystnb.get("image", {}):
+            if shows_image:
                 code = "".join(cell["source"]).strip()
-                alt = alts.get(cell.get("id")) or alts.get(code) or (
+                alt = mystnb.get("image", {}).get("alt") or alts.get(cell.get("id"))
+                alt = alt or alts.get(code) or (
                     f"a figure drawn when {notebook.stem} was recorded; the code above it says "
                     "what it plots"
                 )
