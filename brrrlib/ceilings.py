@@ -91,7 +91,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 8
+_METHOD_VERSION = 9
 
 
 #: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
@@ -898,10 +898,13 @@ class _Phases:
     def __init__(self, dev: torch.device) -> None:
         # The in-place form touches one buffer, not two: at twice the cache it still ran
         # from cache (~170 GB/s against ~70 streamed on a 2-core VM with a 32 MiB L3).
-        # Eight times the largest cache, and no less than 256 MiB, streams from memory.
+        # Eight times the largest cache, and no less than 256 MiB, streams from memory, but
+        # no more than a sixteenth of the free memory each (a power of two: the chapters
+        # reshape it): chapter 02 streams tensors of this size, several at once (a 480 MiB
+        # L3 asked for 3.8 GB each, and its kernel outgrew a 24 GB machine).
         llc = machine.last_level_cache_bytes(dev)
         floor = 256 * 2**20 if dev.type == "cpu" else 512 * 2**20
-        room = machine.available_memory_bytes(dev) // 8
+        room = 2 ** int(math.log2(max(machine.available_memory_bytes(dev) // 16, 1)))
         self.nbytes = max(64 * 2**20, min(max(8 * llc, floor), room))
         self.dev = dev
         src = torch.ones(self.nbytes // 4, device=dev)

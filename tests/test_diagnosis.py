@@ -455,7 +455,8 @@ def test_progress_lines_go_to_stderr(shared_ceilings, capsys):
 # ----------------------------------------------------------------- bad input
 
 
-def test_no_tensor_arguments_skips_batch_probe_with_a_note(shared_ceilings):
+def test_no_tensor_arguments_skips_batch_probe_with_a_note(shared_ceilings, monkeypatch):
+    monkeypatch.setenv("BRRR_DEVICE", "cpu")  # no tensor to say where: the CPU, as its ceilings
     x = torch.ones(1)
 
     def closure_only():
