@@ -38,6 +38,7 @@ import argparse
 import html.parser
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -86,18 +87,25 @@ def _stage_recording(run: Path, dest: Path) -> None:
     label = json.loads((run / "run.json").read_text(encoding="utf-8"))
     dest.mkdir(parents=True)
     names = []
+    held = {p.name for p in run.glob("*.ipynb")}
     for notebook in sorted(run.glob("*.ipynb")):
         nb = json.loads(notebook.read_text(encoding="utf-8"))
         alts = _alt_texts(notebook.stem)
         for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                cell["source"] = _to_course(cell["source"], held)
             shows_image = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
             mystnb = cell.setdefault("metadata", {}).setdefault("mystnb", {})
             if shows_image:
                 code = "".join(cell["source"]).strip()
                 alt = mystnb.get("image", {}).get("alt") or alts.get(cell.get("id"))
-                alt = alt or alts.get(code) or (
-                    f"a figure drawn when {notebook.stem} was recorded; the code above it says "
-                    "what it plots"
+                alt = (
+                    alt
+                    or alts.get(code)
+                    or (
+                        f"a figure drawn when {notebook.stem} was recorded; the code above it says "
+                        "what it plots"
+                    )
                 )
                 device = label["device_short"]
                 mystnb.setdefault("image", {})["alt"] = f"Recorded on the {device}: {alt}"
@@ -107,6 +115,18 @@ def _stage_recording(run: Path, dest: Path) -> None:
     readme = (run / "README.md").read_text(encoding="utf-8")
     toc = "\n".join(["", "```{toctree}", ":maxdepth: 1", "", *names, "```", ""])
     (dest / "index.md").write_text(readme + toc, encoding="utf-8")
+
+
+#: A markdown link to a page of the course: ``](04_diagnose.ipynb)``, ``](GLOSSARY.md#kv-cache)``.
+_COURSE_LINK = re.compile(r"\]\((?P<page>[\w-]+\.(?:ipynb|md))(?P<anchor>#[^)\s]*)?\)")
+
+
+def _to_course(source: str | list[str], held: set[str]) -> str:
+    """A recorded chapter's links to pages the recording does not hold lead to the course's."""
+    text = "".join(source)
+    return _COURSE_LINK.sub(
+        lambda m: m[0] if m["page"] in held else f"](../../{m['page']}{m['anchor'] or ''})", text
+    )
 
 
 def _alt_texts(stem: str) -> dict[str, str]:
