@@ -330,3 +330,16 @@ def test_the_hub_button_is_the_nbgitpuller_link_instructors_md_gives(tmp_path, m
         return urllib.parse.parse_qs(urllib.parse.urlsplit(link.replace("&amp;", "&")).query)
 
     assert hub and query(hub.group(1)) == query(given)
+
+
+def test_a_recordings_links_lead_to_its_own_pages_or_to_the_course():
+    build = _build_module()
+    held = {"06_one_model.ipynb"}
+    text = (
+        "[glossary](GLOSSARY.md#kv-cache), [04](04_diagnose.ipynb), [06](06_one_model.ipynb#knee), "
+        "[essay](https://horace.io/brrr_intro.html)"
+    )
+    assert build._to_course([text], held) == (
+        "[glossary](../../GLOSSARY.md#kv-cache), [04](../../04_diagnose.ipynb), "
+        "[06](06_one_model.ipynb#knee), [essay](https://horace.io/brrr_intro.html)"
+    )
