@@ -341,7 +341,7 @@ class Run:
             *args,
         ]
         status, _ = self.sh(name, cmd, limit_s)
-        counts = _junit_counts(xml)
+        counts, failed_tests = _junit_counts(xml)
         detail = ", ".join(f"{v} {k}" for k, v in counts.items())
         if status == 124:
             detail += " (stopped: out of time)"
@@ -350,6 +350,7 @@ class Run:
             "status": "failed" if bad or status not in (0, 5, 124) else _status(status),
             "detail": detail or f"exit {status}",
             "counts": counts,
+            "failed_tests": failed_tests,
         }
 
     def chapters(self, limit_s: float) -> dict:
@@ -438,10 +439,10 @@ def _read_json(path: Path):
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _junit_counts(xml: Path) -> dict[str, int]:
-    """passed / failed / errors / skipped from pytest's junit XML (empty if it wrote none)."""
+def _junit_counts(xml: Path) -> tuple[dict[str, int], list[str]]:
+    """passed / failed / errors / skipped from pytest's junit XML, and the failed tests' names."""
     if not xml.is_file():
-        return {}
+        return {}, []
     root = ET.parse(xml).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     n = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
@@ -457,8 +458,7 @@ def _junit_counts(xml: Path) -> dict[str, int]:
         "errors": n["errors"],
         "skipped": n["skipped"],
     }
-    (xml.with_suffix(".failed.txt")).write_text("\n".join(failed) + "\n")
-    return counts
+    return counts, failed
 
 
 def _nvidia_smi() -> dict:
@@ -531,6 +531,9 @@ def render_summary(s: dict) -> str:
     ]
     for name, r in s["steps"].items():
         lines.append(f"{name:<12}{r['status']:<9}{r['seconds']:>5.0f} s  {r.get('detail', '')}")
+    for name in ("gpu-tests", "tests"):
+        for test in (s["steps"].get(name) or {}).get("failed_tests", [])[:8]:
+            lines.append(f"  {name}: FAILED {test}")
     chapters = (s["steps"].get("chapters") or {}).get("chapters") or {}
     for name, c in chapters.items():
         for err in c["errors"][:3]:

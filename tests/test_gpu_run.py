@@ -157,3 +157,19 @@ def test_bundle_fits_the_working_tree_limit_with_room_for_the_project():
         if p and (ROOT / p).is_file()
     )
     assert project + gpu.BUNDLE_LIMIT_BYTES < 64 * 2**20
+
+
+def test_the_summary_names_the_tests_that_failed(tmp_path):
+    xml = tmp_path / "tests.xml"
+    xml.write_text(
+        '<testsuites><testsuite tests="3" failures="1" errors="0" skipped="1">'
+        '<testcase classname="tests.test_a" name="t1"><failure/></testcase>'
+        '<testcase classname="tests.test_a" name="t2"/>'
+        '<testcase classname="tests.test_a" name="t3"><skipped/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    counts, failed = gpu._junit_counts(xml)
+    assert counts == {"passed": 1, "failed": 1, "errors": 0, "skipped": 1}
+    step = {"status": "failed", "seconds": 1, "failed_tests": failed}
+    text = gpu.render_summary({"environment": {}, "steps": {"tests": step}})
+    assert "FAILED tests.test_a::t1" in text and "t2" not in text
