@@ -49,7 +49,7 @@ def output_problems(text: str) -> list[str]:
     return problems
 
 
-def _text(outputs) -> str:
+def output_text(outputs) -> str:
     """The text a cell's outputs show (streams and plain-text reprs; a list is a notebook's)."""
     parts = []
     for out in outputs or ():
@@ -67,7 +67,7 @@ def pytest_runtest_makereport(item, call):
     outputs = getattr(item, "test_outputs", None)  # set by nbval's cell items
     if call.when != "call" or report.failed or outputs is None:
         return
-    problems = output_problems(_text(outputs))
+    problems = output_problems(output_text(outputs))
     if problems:
         report.outcome = "failed"
         report.longrepr = "This cell printed what the course's rules forbid:\n" + "\n".join(

@@ -250,20 +250,22 @@ class Run:
     # ----------------------------------------------------------------- the steps
 
     def environment(self, limit_s: float) -> dict:
-        code = (
+        code = (  # brrrlib.machine needs torch alone: it runs before the install step
             "import json, os, platform, torch\n"
+            "from brrrlib import machine\n"
+            "dev = machine.device()\n"
             "d = {'python': platform.python_version(), 'torch': torch.__version__,\n"
             "     'cuda': torch.version.cuda, 'cpu_cores': os.cpu_count(),\n"
-            "     'cuda_available': torch.cuda.is_available()}\n"
-            "if torch.cuda.is_available() and os.environ.get('BRRR_DEVICE') != 'cpu':\n"
-            "    p = torch.cuda.get_device_properties(0)\n"
-            "    d['device'] = p.name\n"
+            "     'kind': dev.type, 'device': machine.device_name(dev)}\n"
+            "if dev.type == 'cuda':\n"
+            "    p = torch.cuda.get_device_properties(dev)\n"
             "    d['props'] = {k: getattr(p, k) for k in dir(p) if not k.startswith('_')\n"
             "                  and isinstance(getattr(p, k, None), (int, float, str))}\n"
             "print(json.dumps(d))\n"
         )
         proc = subprocess.run(
             [sys.executable, "-c", code],
+            cwd=ROOT,
             env=self.env,
             capture_output=True,
             text=True,
@@ -271,8 +273,6 @@ class Run:
         )
         (self.logs / "environment.log").write_text(proc.stdout + proc.stderr)
         facts = json.loads(proc.stdout.strip().splitlines()[-1])
-        facts["kind"] = "cuda" if "device" in facts else "cpu"
-        facts.setdefault("device", _cpu_name())
         facts.update(_nvidia_smi())
         source = self.bundle / "source.json" if self.bundle else None
         facts.update(json.loads(source.read_text()) if source and source.is_file() else _source())
@@ -484,16 +484,6 @@ def _nvidia_smi() -> dict:
     return dict(zip(keys, values, strict=False))
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "CPU"
-
-
 def run(opts: argparse.Namespace) -> int:
     """Every step within the budget, then the pack and the summary; 0 if all passed."""
     bundle_dir = Path(opts.bundle) if opts.bundle else (BUNDLE if opts.device == "cuda" else None)
@@ -627,7 +617,7 @@ def execute_chapters(source: Path, only: list[str]) -> int:
         breaks = [
             f"cell {i}: {p}"
             for i, c in enumerate(cells)
-            for p in conftest.output_problems(conftest._text(c.outputs))
+            for p in conftest.output_problems(conftest.output_text(c.outputs))
         ]
         stderr = sum(any(o.get("name") == "stderr" for o in c.outputs) for c in cells)
         done[name] = {

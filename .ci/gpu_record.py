@@ -27,7 +27,6 @@ import argparse
 import functools
 import json
 import math
-import re
 import sys
 import time
 import traceback
@@ -38,6 +37,9 @@ import torch
 import brrrlib as bl
 from brrrlib import workloads
 from brrrlib.widgets import _experiments
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu  # noqa: E402  (.ci/gpu.py: how a recording names its device)
 
 REPEAT_ELEMENTS = 2**27
 MATMUL_SIZES = tuple(2**k for k in range(5, 15))
@@ -112,7 +114,7 @@ def main() -> int:
     end = time.monotonic() + opts.budget_s
     dev = bl.machine.physical(bl.device())
     name = bl.machine.device_name(dev)
-    short = (re.findall(r"[A-Z]+\d+\w*", name) or [dev.type])[0].lower()
+    short = gpu._slug(gpu._short_name(name, dev.type))  # as unpack names the recording
     failed = []
 
     def attempt(what: str, fn) -> None:
