@@ -80,6 +80,9 @@ WANTED = (
     "psutil>=5.9",
     "setuptools>=77",  # the course's build backend, for its editable install
 )
+#: What the bundle leaves out on purpose (the chapters run headless, through nbclient):
+#: ``brrr doctor``'s FAIL for it alone does not fail the doctor step.
+NOT_BUNDLED = ("jupyterlab",)
 #: The wheels may together take this much: the working tree travels in 64 MiB, project
 #: (about 5 MiB) included.
 BUNDLE_LIMIT_BYTES = 48 * 2**20
@@ -313,7 +316,7 @@ class Run:
     def doctor(self, limit_s: float) -> dict:
         args = ["--quick"] if self.quick else []
         status, _ = self.sh("doctor", [sys.executable, "-m", "brrrlib", "doctor", *args], limit_s)
-        return {"status": _status(status), "detail": f"exit {status}"}
+        return doctor_verdict(status, (self.logs / "doctor.log").read_text(errors="replace"))
 
     def gpu_tests(self, limit_s: float) -> dict:
         return self._pytest("gpu-tests", ["-m", "gpu", "tests"], limit_s)
@@ -505,6 +508,22 @@ def run(opts: argparse.Namespace) -> int:
     return 0 if all(s["status"] in ("ok", "skipped") for s in r.results.values()) else 1
 
 
+def doctor_verdict(status: int, log: str) -> dict:
+    """``brrr doctor``'s exit and FAIL lines -> the step's result.
+
+    A FAIL for a package the bundle leaves out on purpose (``NOT_BUNDLED``) alone does not
+    fail the step; any other FAIL does, and the summary names it.
+    """
+    fails = [ln.split("FAIL", 1)[1].strip() for ln in log.splitlines() if " FAIL " in ln]
+    expected = tuple(f"{n} is not installed" for n in NOT_BUNDLED)
+    if status != 0 and fails and all(f.startswith(expected) for f in fails):
+        return {"status": "ok", "detail": f"exit {status}: only {'; '.join(fails)} (not bundled)"}
+    return {
+        "status": _status(status),
+        "detail": f"exit {status}" + "".join(f"; {f}" for f in fails[:3]),
+    }
+
+
 # --------------------------------------------------------------------------- summary
 
 
@@ -515,7 +534,8 @@ def render_summary(s: dict) -> str:
         f"brrr on {e.get('device', '?')}: torch {e.get('torch')}, CUDA {e.get('cuda')}, "
         f"driver {e.get('driver', '-')}, Python {e.get('python')}, {e.get('cpu_cores')} CPU "
         f"cores; commit {e.get('commit')}{' (+ changes)' if e.get('dirty') else ''}, "
-        f"{e.get('date')}; {s.get('seconds', 0):.0f} s in all",
+        f"{e.get('date')}; {s.get('seconds', 0):.0f} s in all"
+        + (f" ({s['runs']} runs)" if s.get("runs", 1) > 1 else ""),
         "",
         f"{'step':<12}{'status':<9}{'time':>7}  detail",
     ]
@@ -543,7 +563,7 @@ def _ceiling_lines(rows) -> list[str]:
     """Each ceiling beside its same-run reference and the sheet's peak; above the peak: flagged."""
     if not rows:
         return []
-    head = f"{'ceiling':>12}{'same-run ref':>14}{'ref/ceil':>9}{'sheet peak':>12}{'of peak':>9}"
+    head = f"{'ceiling':>12}{'same-run ref':>14}{'ref/ceil':>9}{'sheet peak':>13}{'of peak':>9}"
     out = ["", head + "  what (benchmarks/ceilings.py)"]
     for r in rows:
         peak = r.get("peak")
@@ -551,7 +571,7 @@ def _ceiling_lines(rows) -> list[str]:
         flag = "ABOVE THE PEAK: " if share and share > 1.0 else ""
         out.append(
             f"{_si(r['ceiling'], r['unit']):>12}{_si(r['reference'], r['unit']):>14}"
-            f"{r['reference'] / r['ceiling']:>9.2f}{_si(peak, r['unit']) if peak else '-':>12}"
+            f"{r['reference'] / r['ceiling']:>9.2f}{_si(peak, r['unit']) if peak else '-':>13}"
             f"{f'{share:.0%}' if share else '-':>9}  {flag}{r['what']}"
         )
     return out
@@ -562,12 +582,17 @@ def _decode_lines(d) -> list[str]:
         return []
     out = ["", "decode, batch 1 (bandwidth achieved = bytes read per step / time; gpt-fast ~70%)"]
     for r in d.get("decode", []):
-        sheet = f", {r['share_of_sheet']:.0%} of the sheet" if r.get("share_of_sheet") else ""
+        sheet = f", {_pct(r['share_of_sheet'])} of the sheet" if r.get("share_of_sheet") else ""
         out.append(
             f"  {r['label']:<28}{r['tokens_per_s']:>10,.0f} tokens/s {r['bytes_per_s'] / 1e9:>8.1f}"
-            f" GB/s = {r['share_of_copy']:.0%} of the copy ceiling{sheet}"
+            f" GB/s = {_pct(r['share_of_copy'])} of the copy ceiling{sheet}"
         )
     return out
+
+
+def _pct(share: float) -> str:
+    """0.28 -> "28%"; a share that rounds to nothing -> "<1%", not "0%"."""
+    return f"{share:.0%}" if share >= 0.005 else "<1%"
 
 
 def _si(value, unit: str) -> str:
@@ -634,12 +659,67 @@ def execute_chapters(source: Path, only: list[str]) -> int:
 # --------------------------------------------------------------------------- unpack
 
 
-def unpack(src: Path, recordings: Path = RECORDINGS) -> Path:
-    """What a run sent back -> ``recordings/<gpu>-<date>/``; retire the older one's notebooks."""
+def unpack(srcs: list[Path] | Path, recordings: Path = RECORDINGS) -> Path:
+    """What runs sent back -> ``recordings/<gpu>-<date>/``; retire the older one's notebooks.
+
+    Several runs of one commit on one GPU (a budget that ends before the last step, then a
+    second call for the steps left) become one recording: a later run's step replaces an
+    earlier one's where it ran (not skipped), and the files of both are kept.
+    """
+    srcs = [Path(srcs)] if isinstance(srcs, (str, Path)) else [Path(s) for s in srcs]
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(Path(src) / "recording.tar.gz") as tar:
-            tar.extractall(tmp, filter="data")
-        return _unpack_into(Path(tmp), recordings)
+        merged = Path(tmp) / "merged"
+        for i, src in enumerate(srcs):
+            one = Path(tmp) / str(i)
+            with tarfile.open(src / "recording.tar.gz") as tar:
+                tar.extractall(one, filter="data")
+            _merge_run(one, merged)
+        summary = json.loads((merged / "summary.json").read_text())
+        log = merged / "logs" / "doctor.log"
+        doctor = summary["steps"].get("doctor")
+        if (
+            doctor and doctor["status"] != "skipped" and log.is_file()
+        ):  # today's rule, not the run's
+            exit_status = int(re.search(r"exit (\d+)", doctor.get("detail", "exit 1")).group(1))
+            doctor.update(doctor_verdict(exit_status, log.read_text(errors="replace")))
+            (merged / "summary.json").write_text(json.dumps(summary, indent=1))
+        return _unpack_into(merged, recordings)
+
+
+def _merge_run(one: Path, merged: Path) -> None:
+    """Lay one run's files over the runs before it (same GPU, commit and date, or refuse)."""
+    new = json.loads((one / "summary.json").read_text())
+    if not merged.exists():
+        shutil.copytree(one, merged)
+        (merged / "summary.json").write_text(json.dumps({**new, "runs": 1}, indent=1))
+        return
+    old = json.loads((merged / "summary.json").read_text())
+    for key in ("device", "commit", "date"):
+        if old["environment"].get(key) != new["environment"].get(key):
+            raise SystemExit(
+                f"unpack: the runs differ in {key} ({old['environment'].get(key)} vs "
+                f"{new['environment'].get(key)}); unpack each on its own"
+            )
+    chapters = {}
+    for run in (merged, one):
+        ran = run / "chapters.json"
+        chapters.update(json.loads(ran.read_text()) if ran.is_file() else {})
+    ran_steps = {k: v for k, v in new["steps"].items() if v["status"] != "skipped"}
+    for f in one.rglob("*"):
+        if f.is_file() and f.name not in ("summary.json", "summary.txt", "chapters.json"):
+            target = merged / f.relative_to(one)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, target)
+    (merged / "chapters.json").write_text(json.dumps(chapters, indent=1) + "\n")
+    old["steps"] = {**old["steps"], **ran_steps}
+    if "chapters" in ran_steps:
+        old["steps"]["chapters"]["chapters"] = chapters
+    for key in ("ceilings", "decode"):
+        if "benchmarks" in ran_steps and new.get(key):
+            old[key] = new[key]
+    old["seconds"] = old.get("seconds", 0) + new.get("seconds", 0)
+    old["runs"] = old.get("runs", 1) + 1
+    (merged / "summary.json").write_text(json.dumps(old, indent=1))
 
 
 def _unpack_into(tmp: Path, recordings: Path) -> Path:
@@ -761,8 +841,9 @@ def _readme(label: dict, summary: dict, dest: Path) -> str:
         f"# Recorded on an {label['device_short']}, {label['date']}\n\n"
         f"What the course measured on an **{label['device']}** (driver {label['driver']}, "
         f"CUDA {label['cuda']}, torch {label['torch']}, Python {label['python']}, "
-        f"{label['cpu_cores']} CPU cores) at commit `{label['commit']}`, in one pass of "
-        '`python .ci/gpu.py run` (CONTRIBUTING.md, "Re-record the GPU runs"). Shipped so '
+        f"{label['cpu_cores']} CPU cores) at commit `{label['commit']}`, in "
+        f"{_passes(summary.get('runs', 1))} of `python .ci/gpu.py run` (CONTRIBUTING.md, "
+        '"Re-record the GPU runs"). Shipped so '
         "that a learner without a GPU can see what a GPU does, clearly labelled as recorded. "
         "Nothing was edited except machine-specific paths.\n\n"
         "- `notebooks/`: the chapters as they ran (see its README).\n"
@@ -771,6 +852,14 @@ def _readme(label: dict, summary: dict, dest: Path) -> str:
         "files; the sweep is `figures.recorded_sweeps`' format.\n\n"
         "## The run's summary\n\n```text\n" + render_summary(summary) + "```\n"
     )
+
+
+def _passes(n: int) -> str:
+    """1 -> "one pass", 2 -> "two passes (a later pass's steps replace an earlier's)"."""
+    if n == 1:
+        return "one pass"
+    words = {2: "two", 3: "three", 4: "four"}
+    return f"{words.get(n, n)} passes (a later pass's steps replace an earlier's)"
 
 
 # --------------------------------------------------------------------------- command line
@@ -795,7 +884,7 @@ def main(argv: list[str] | None = None) -> int:
         "--bundle", help="the bundle folder (default: .gpu-bundle on CUDA; none on a CPU)"
     )
     u = sub.add_parser("unpack", help="here: OUT -> brrrlib/recordings/<gpu>-<date>/")
-    u.add_argument("src", help="the folder the run's files came back to")
+    u.add_argument("src", nargs="+", help="the folder(s) the run's files came back to, in order")
     x = sub.add_parser("_execute")  # the chapters step's own process
     x.add_argument("source")
     x.add_argument("only", nargs="*")
@@ -805,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.command == "run":
         return run(opts)
     if opts.command == "unpack":
-        print(f"wrote {unpack(Path(opts.src)).relative_to(ROOT)}")
+        print(f"wrote {unpack([Path(x) for x in opts.src]).relative_to(ROOT)}")
         return 0
     return execute_chapters(Path(opts.source), opts.only)
 

@@ -173,3 +173,82 @@ def test_the_summary_names_the_tests_that_failed(tmp_path):
     step = {"status": "failed", "seconds": 1, "failed_tests": failed}
     text = gpu.render_summary({"environment": {}, "steps": {"tests": step}})
     assert "FAILED tests.test_a::t1" in text and "t2" not in text
+
+
+def _packed_run(tmp_path: Path, name: str, commit: str, steps: dict, files: dict) -> Path:
+    """A run's OUT folder: ``recording.tar.gz`` holding a summary and ``files``."""
+    work = tmp_path / f"{name}-work"
+    environment = {
+        "device": "NVIDIA H100 80GB HBM3",
+        "date": "2026-02-02",
+        "commit": commit,
+        "torch": "2.11.0+cu130",
+        "cuda": "13.0",
+        "driver": "580",
+        "python": "3.12.3",
+        "cpu_cores": 16,
+        "kind": "cuda",
+    }
+    summary = {"environment": environment, "steps": steps, "seconds": 100.0}
+    for rel, text in {**files, "summary.json": json.dumps(summary)}.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    out = tmp_path / name
+    out.mkdir()
+    with tarfile.open(out / "recording.tar.gz", "w:gz") as tar:
+        for f in work.rglob("*"):
+            tar.add(f, arcname=str(f.relative_to(work)), recursive=False)
+    return out
+
+
+def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
+    ok, skipped = {"status": "ok", "seconds": 1}, {"status": "skipped", "seconds": 0}
+    chapter = {"00_the_factory": {"seconds": 1, "errors": [], "rule_breaks": []}}
+    doctor_log = "  ok    torch\n  FAIL  jupyterlab is not installed\n"
+    first = _packed_run(
+        tmp_path,
+        "first",
+        "abc1234",
+        {
+            "doctor": {"status": "failed", "seconds": 1, "detail": "exit 1"},
+            "chapters": {**ok, "chapters": chapter},
+            "record": {**skipped, "detail": "no time left"},
+        },
+        {
+            "chapters.json": json.dumps(chapter),
+            "chapters/00_the_factory.ipynb": '{"cells": []}',
+            "logs/doctor.log": doctor_log,
+        },
+    )
+    second = _packed_run(
+        tmp_path,
+        "second",
+        "abc1234",
+        {"chapters": skipped, "record": {**ok, "detail": "1 files"}},
+        {"recorded/traces/short.json": "[]"},
+    )
+    dest = gpu.unpack([first, second], tmp_path / "recordings")
+    assert (dest / "notebooks" / "00_the_factory.ipynb").is_file()  # from the first run
+    assert (dest / "traces" / "short.json").is_file()  # from the second
+    readme = (dest / "README.md").read_text()
+    assert "two passes" in readme and "(2 runs)" in readme
+    steps = {ln.split()[0]: ln.split()[1] for ln in readme.splitlines() if ln.endswith(" files")}
+    assert steps == {"record": "ok"}  # the second run's record replaced the first's skip
+    assert "chapters    ok" in readme  # the second run's skipped chapters did not replace it
+    assert "doctor      ok" in readme  # only the unbundled lab failed: not a failure
+    other = _packed_run(tmp_path, "other", "def5678", {"record": ok}, {})
+    with pytest.raises(SystemExit, match="commit"):
+        gpu.unpack([first, other], tmp_path / "recordings")
+
+
+@pytest.mark.parametrize(
+    "status, log, verdict",
+    [
+        (1, "  FAIL  jupyterlab is not installed\n", "ok"),
+        (1, "  FAIL  jupyterlab is not installed\n  FAIL  torch cannot see the GPU\n", "failed"),
+        (1, "Traceback (most recent call last):\n", "failed"),
+        (0, "  ok    torch\n", "ok"),
+    ],
+)
+def test_the_doctor_step_fails_on_any_fail_but_the_unbundled_lab(status, log, verdict):
+    assert gpu.doctor_verdict(status, log)["status"] == verdict
