@@ -9,6 +9,7 @@ overhead. This library measures which, on the machine in front of you::
     bl.measure_ceilings()            # this machine's matmul FLOP/s, bandwidth, op overhead
     bl.benchmark(torch.mm, a, b)     # honest timing: warm-up, sync, repeats, spread
     bl.compare(slow, fast)           # how much faster, from alternating rounds, with an interval
+    bl.share_of(fn, x, work=..., pattern="read")  # a share of a same-run kernel of its pattern
     bl.count(torch.mm, a, b)         # FLOPs and bytes moved, per op
     bl.profile(fn, x).plot()         # where the time goes: host lane over device lane
     bl.diagnose(fn, x)               # the regime, its evidence and the remedy
@@ -19,6 +20,8 @@ them in this order to see how each number is measured:
 =================  ===========================================================
 ``timing``         honest timing (``benchmark``), and how much longer B takes than A,
                    in alternating rounds with an interval (``compare``)
+``references``     shares against a same-run reference kernel of the workload's
+                   access pattern (read, copy, update, matmul), in alternating rounds
 ``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
@@ -89,6 +92,7 @@ _MODULES = (
     "figures",
     "hardware",
     "machine",
+    "references",
     "roofline",
     "sweeps",
     "timing",
@@ -109,6 +113,7 @@ _NAMES = {
     "DeviceSpec": "hardware",
     "spec": "hardware",
     "device": "machine",
+    "share_of": "references",
     "sync": "machine",
     "Diagnosis": "diagnosis",
     "diagnose": "diagnosis",

@@ -1,0 +1,167 @@
+"""Shares against a same-run reference: a workload beside a kernel of its own access pattern.
+
+"The add moved 29 GB/s = 40% of the bandwidth ceiling" mixes two moments and two
+patterns: the ceiling was measured minutes ago, on another kernel, perhaps while the
+machine was busier or quieter. STREAM and likwid-bench avoid both by naming the kernel
+(load, copy, update) and timing it in the same run. :func:`share_of` does the same for one
+workload: it builds a reference kernel of the workload's pattern that does the same amount
+of work, and times the two in alternating rounds (:func:`brrrlib.compare`), so the share
+comes with an interval and both sides met the same machine.
+
+The patterns and what their reference moves (``work`` is counted the same way):
+
+* ``"read"``: ``x.sum()`` over ``work`` bytes: every byte read once, nothing written
+  (decode's weights, a reduction).
+* ``"copy"``: ``out.copy_(x)``: ``work`` bytes in all, half read and half written to a
+  separate output (``a + b`` into a new tensor, relu with ``out=``). A CPU that allocates
+  a cache line before writing it also reads ``out`` (write-allocate): the reference pays
+  that too, so the share compares like with like.
+* ``"update"``: ``x.mul_(1.0)`` in place: each byte read and written back (``add_``).
+* ``"matmul"``: ``torch.mm`` of two square ``n`` x ``n`` matrices in the workload's dtype;
+  ``work`` is the workload's FLOPs, the reference's ``2 n**3``.
+
+A share above 100% against a same-run reference is a measured finding, not a broken
+ceiling: the workload's kernel did the pattern faster than torch's own kernel for it (a
+cache held the data, or a better kernel ran). :attr:`Share.above` says whether the
+interval is wholly above 1.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from brrrlib import _checks, _fmt, machine
+from brrrlib.timing import Comparison, compare
+
+__all__ = ["PATTERNS", "Share", "share_of"]
+
+#: Each pattern's reference kernel, as printed.
+PATTERNS = {
+    "read": "x.sum()",
+    "copy": "out.copy_(x)",
+    "update": "x.mul_(1.0), in place",
+    "matmul": "torch.mm",
+}
+
+
+@dataclass(frozen=True)
+class Share:
+    """A workload's rate as a share of a same-run reference kernel of its pattern.
+
+    ``rate`` and ``reference_rate`` are work per second (bytes or FLOPs, ``unit``);
+    ``share`` is their ratio and ``low``/``high`` its 95% interval, from the
+    alternating rounds of ``comparison`` (A: the reference, B: the workload).
+    """
+
+    label: str
+    pattern: str
+    reference: str
+    unit: str
+    work: float
+    reference_work: float
+    comparison: Comparison
+
+    @property
+    def rate(self) -> float:
+        """The workload's work per second (its median time)."""
+        return self.work / self.comparison.b.median_s
+
+    @property
+    def reference_rate(self) -> float:
+        """The reference's work per second (its median time, same rounds)."""
+        return self.reference_work / self.comparison.a.median_s
+
+    @property
+    def share(self) -> float:
+        """Work per second of the workload over the reference's: the median of the rounds."""
+        return self.work / self.reference_work / self.comparison.ratio
+
+    @property
+    def low(self) -> float:
+        """The lower end of the share's 95% interval."""
+        return self.work / self.reference_work / self.comparison.high
+
+    @property
+    def high(self) -> float:
+        """The upper end of the share's 95% interval."""
+        return self.work / self.reference_work / self.comparison.low
+
+    @property
+    def above(self) -> bool:
+        """True when the whole interval lies above 1: faster than the reference, measured."""
+        return self.low > 1
+
+    def __str__(self) -> str:
+        within = f"95% interval {self.low:.0%}-{self.high:.0%}"
+        text = (
+            f"{self.label}: {_fmt.si(self.rate, self.unit)} = {self.share:.0%} of a same-run "
+            f"{self.reference} ({_fmt.si(self.reference_rate, self.unit)}; {within})"
+        )
+        if self.above:
+            text += ": faster than the reference kernel for this pattern, measured"
+        return text
+
+    __repr__ = __str__
+
+
+def share_of(
+    fn: Callable[..., Any],
+    *args: Any,
+    work: float,
+    pattern: str,
+    n: int | None = None,
+    dtype: torch.dtype | None = None,
+    label: str | None = None,
+    budget_s: float = 1.0,
+) -> Share:
+    """Time ``fn(*args)`` against a reference of ``pattern`` doing ``work``, in alternating rounds.
+
+    ``work`` is what one call of ``fn`` does: bytes moved for ``"read"``, ``"copy"`` and
+    ``"update"`` (count them as the reference does: a copy of ``n`` fp32 elements moves
+    ``8 n``), FLOPs for ``"matmul"``, whose reference is an ``n`` x ``n`` ``torch.mm``
+    (``n`` required). The device and dtype are the first tensor argument's (``dtype=``
+    sets the matmul's). ``bl.references.share_of(torch.add, a, b, out=c, ...)`` is not
+    supported: bind keywords with ``functools.partial``. Too big for memory beside the
+    workload? Pass a smaller ``work`` of the same pattern and compare rates by hand.
+    """
+    _checks.function("fn", fn)
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERNS)}")
+    work = _checks.number("work", work, positive=True)
+    # the device and dtype: the first tensor among the arguments, a partial's or a method's
+    candidates = [*args, *getattr(fn, "args", ()), getattr(fn, "__self__", None)]
+    first = next((a for a in candidates if isinstance(a, torch.Tensor)), None)
+    dev = first.device if first is not None else machine.device()
+    dtype = dtype or (first.dtype if first is not None else None)
+    ref, ref_work = _reference(pattern, work, n, dtype, dev)
+    job = compare(ref, functools.partial(fn, *args), budget_s=budget_s, device=dev)
+    unit = "FLOP/s" if pattern == "matmul" else "B/s"
+    what = f"{PATTERNS[pattern]} at n = {n}" if pattern == "matmul" else PATTERNS[pattern]
+    name = label or getattr(fn, "__name__", "workload")
+    return Share(name, pattern, what, unit, work, ref_work, job)
+
+
+def _reference(
+    pattern: str, work: float, n: int | None, dtype: torch.dtype | None, dev: torch.device
+) -> tuple[Callable[[], Any], float]:
+    """The reference call and the work one call of it does."""
+    if pattern == "matmul":
+        if n is None:
+            raise ValueError("pattern='matmul' needs n=: the reference multiplies n x n matrices")
+        n = _checks.positive_int("n", n)
+        dt = dtype if dtype is not None and dtype.is_floating_point else torch.float32
+        a, b = (torch.randn(n, n, device=dev, dtype=dt) for _ in range(2))
+        return functools.partial(torch.mm, a, b), 2.0 * n**3
+    per_element = 4 if pattern == "read" else 8  # fp32 bytes read, or read and written
+    elements = max(int(work) // per_element, 1)
+    x = torch.ones(elements, device=dev)
+    if pattern == "read":
+        return x.sum, 4.0 * elements
+    if pattern == "copy":
+        return functools.partial(torch.empty_like(x).copy_, x), 8.0 * elements
+    return functools.partial(x.mul_, 1.0), 8.0 * elements
