@@ -20,6 +20,20 @@ gpu = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu)
 
 
+#: Where a made-up H100 run says it ran.
+H100_RUN = {
+    "device": "NVIDIA H100 80GB HBM3",
+    "date": "2026-02-02",
+    "commit": "abc1234",
+    "torch": "2.11.0+cu130",
+    "cuda": "13.0",
+    "driver": "580",
+    "python": "3.12.3",
+    "cpu_cores": 16,
+    "kind": "cuda",
+}
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory, measured_ceilings):
     """``gpu.py run --device cpu --quick``: the GPU tests, one notebook, the small record."""
@@ -78,17 +92,7 @@ def test_unpack_retires_the_older_recording_of_the_same_gpu_only(tmp_path):
     (work / "chapters").mkdir(parents=True)
     (work / "chapters" / "00_the_factory.ipynb").write_text('{"cells": []}')
     summary = {
-        "environment": {
-            "device": "NVIDIA H100 80GB HBM3",
-            "date": "2026-02-02",
-            "commit": "abc1234",
-            "torch": "2.11.0+cu130",
-            "cuda": "13.0",
-            "driver": "580",
-            "python": "3.12.3",
-            "cpu_cores": 16,
-            "kind": "cuda",
-        },
+        "environment": H100_RUN,
         "steps": {
             "chapters": {
                 "status": "failed",
@@ -178,17 +182,7 @@ def test_the_summary_names_the_tests_that_failed(tmp_path):
 def _packed_run(tmp_path: Path, name: str, commit: str, steps: dict, files: dict) -> Path:
     """A run's OUT folder: ``recording.tar.gz`` holding a summary and ``files``."""
     work = tmp_path / f"{name}-work"
-    environment = {
-        "device": "NVIDIA H100 80GB HBM3",
-        "date": "2026-02-02",
-        "commit": commit,
-        "torch": "2.11.0+cu130",
-        "cuda": "13.0",
-        "driver": "580",
-        "python": "3.12.3",
-        "cpu_cores": 16,
-        "kind": "cuda",
-    }
+    environment = {**H100_RUN, "commit": commit}
     summary = {"environment": environment, "steps": steps, "seconds": 100.0}
     for rel, text in {**files, "summary.json": json.dumps(summary)}.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
