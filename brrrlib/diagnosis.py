@@ -13,8 +13,9 @@ that returns evidence as data; words are written only at the end:
     other FLOPs over the vector ceiling; memory = bytes over the bandwidth;
     overhead = ops that do work x the cheapest op's cost. A floor over the
     measured time is the share of the time that regime explains. A floor is
-    a lower bound, so a share above 100% means the model is wrong (the
-    bytes came from cache, say), and the text says so.
+    a lower bound, so a share above 100% means one of its inputs was wrong, and
+    :func:`above_floors` measures which (the bytes came from cache, the cached
+    ceiling was stale, the ops were cheaper than the overhead ceiling's).
 (b) :func:`batch_evidence`, **batch scaling**. Double the leading dimension of
     every tensor argument and time both with ``bl.compare`` (alternating
     rounds, an interval). Compute or memory work follows its FLOPs or bytes;
@@ -50,7 +51,15 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["Diagnosis", "Floors", "diagnose", "floors"]
+__all__ = [
+    "AboveFloor",
+    "Diagnosis",
+    "Floors",
+    "above_floors",
+    "diagnose",
+    "floors",
+    "matmul_now",
+]
 
 
 REGIMES = ("compute", "memory", "overhead")
@@ -150,6 +159,87 @@ def floors(counts: Any, ceilings: Any) -> Floors:
         notes=tuple(notes),
         special_s=special_s,
     )
+
+
+@dataclass(frozen=True)
+class AboveFloor:
+    """A floor above the measured time, and which of its inputs was wrong.
+
+    A floor is a lower bound, so a call faster than one has shown that the floor's
+    model does not hold for it. ``mechanism`` names which part, measured:
+
+    * ``"cache"`` (memory): the call moves no more bytes than the last-level cache
+      holds, so repeated calls read them from that cache, faster than DRAM;
+      ``evidence_ratio`` is the cache's size over those bytes.
+    * ``"stale ceiling"`` (compute, where fp32 matmuls set the floor): a same-run
+      ``torch.mm`` at the ceiling's size beats the cached matmul ceiling;
+      ``evidence_ratio`` is how much (``bl.measure_ceilings(refresh=True)``).
+    * ``"cheaper ops"`` (overhead): the call's ops cost less each than the op the
+      overhead ceiling times (an in-place ``add_``); ``evidence_ratio`` is that ceiling
+      over the measured time per op.
+    * ``"unexplained"``: none of those held; the numbers are still there to read.
+    """
+
+    regime: str
+    share: float
+    mechanism: str
+    evidence_ratio: float | None = None
+
+    def __str__(self) -> str:
+        by = f" (x{self.evidence_ratio:.2f})" if self.evidence_ratio else ""
+        return f"{self.regime} floor {self.share:.0%} of the time: {self.mechanism}{by}"
+
+
+def above_floors(
+    counts: Any, seconds: float, ceilings: Any, *, probe: bool = True
+) -> tuple[AboveFloor, ...]:
+    """Each floor of ``counts`` above ``seconds``, with the mechanism that explains it.
+
+    ``probe=False`` skips the same-run ``torch.mm`` (then a compute floor above the time
+    is "unexplained"). See :class:`AboveFloor` for the mechanisms and their evidence.
+    """
+    from brrrlib import machine  # torch only when a floor is above the time
+
+    fl = floors(counts, ceilings)
+    found = []
+    for regime, share in fl.shares(seconds).items():
+        if share <= 1.0:
+            continue
+        mechanism, ratio = "unexplained", None
+        if regime == "memory":
+            dev = machine.resolve(getattr(ceilings, "device", None))
+            llc = machine.last_level_cache_bytes(dev)
+            if counts.bytes_moved <= llc:
+                mechanism, ratio = "cache", llc / counts.bytes_moved
+        elif regime == "compute" and probe and _largest(fl.compute_by_precision_s) == "fp32":
+            now = matmul_now(ceilings)
+            if now > ceilings.matmul_flops_per_s:
+                mechanism, ratio = "stale ceiling", now / ceilings.matmul_flops_per_s
+        elif regime == "overhead":
+            ops = max(getattr(counts, "work_ops", counts.ops), 1)
+            mechanism, ratio = "cheaper ops", ceilings.op_overhead_s / (seconds / ops)
+        found.append(AboveFloor(regime, share, mechanism, ratio))
+    return tuple(found)
+
+
+def _largest(parts: Mapping[str, float]) -> str | None:
+    return max(parts, key=parts.get) if parts else None
+
+
+def matmul_now(ceilings: Any) -> float:
+    """FLOP/s of an fp32 ``torch.mm`` at the ceiling's size, now (a short benchmark).
+
+    The probe of a cached ceiling: above ``ceilings.matmul_flops_per_s``, the cache was
+    measured at a slower moment than this one.
+    """
+    import torch
+
+    from brrrlib.timing import benchmark
+
+    n = int(getattr(ceilings, "matmul_size", 0) or 1024)
+    dev = torch.device(getattr(ceilings, "device", "cpu"))
+    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    return 2 * n**3 / benchmark(torch.mm, a, b, budget_s=0.3).median_s
 
 
 # ----------------------------------------------------------------------- (b) batch
@@ -365,7 +455,8 @@ class Diagnosis:
     the time its floor explains. The raw measurements stay: ``timing``,
     ``counts``, ``ceilings``, ``trace``, ``batch_comparison`` (its ``b``
     the doubled batch's timing) and ``batch_counts`` (None when skipped:
-    ``notes`` says why).
+    ``notes`` says why). ``above`` holds each floor above the measured time with the
+    mechanism that explains it (:func:`above_floors`).
     ``str(d)`` and the notebook view write it out in words.
     """
 
@@ -385,6 +476,7 @@ class Diagnosis:
     batch_counts: Any = None
     notes: tuple[str, ...] = ()
     label: str | None = None
+    above: tuple[AboveFloor, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -520,7 +612,10 @@ def diagnose(
             fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label, **kwargs
         )
     say("weighing the evidence")
-    return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label)
+    d = _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label)
+    if any(a.regime == "compute" for a in d.above):  # measure the probe the pure part skipped
+        d = dataclasses.replace(d, above=above_floors(counts, main.median_s, ceilings))
+    return d
 
 
 def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
@@ -629,6 +724,7 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
         batch_counts=batch_counts,
         notes=tuple(notes) + fl.notes + tuple(getattr(counts, "notes", ())),
         label=label,
+        above=above_floors(counts, main.median_s, ceilings, probe=False),
     )
 
 
@@ -928,11 +1024,7 @@ def _lead_words(d: Any) -> str:
             f"waiting for the host (ops x op overhead alone explain {own:.0%})"
         )
     text = f"{d.regime} explains {share:.0%} of the measured time, {_margin_words(v)}"
-    if share > 1.05:  # a floor above the time: a ceiling read low, or a model that overcounts
-        text += (
-            f" (over 100%: the {d.regime} floor does not bind; this machine's ceiling was not "
-            "the true peak when it was measured, or the count overestimates the work)"
-        )
+    text += "".join(f" ({a})" for a in d.above if a.regime == d.regime)
     return text
 
 
@@ -1041,15 +1133,8 @@ def _overhead_row(d: Any) -> tuple[str, str, str]:
     )
 
 
-def _over_100(share: float, regime: str) -> str:
-    if share <= 1.05:
-        return "."
-    if regime == "memory":
-        return (
-            " (over 100%: more bytes than DRAM could move in the time, so they came from cache; "
-            "this floor does not bind)."
-        )
-    return f" (over 100%: the {regime} model overestimates here; this floor does not bind)."
+def _over_100(d: Any, regime: str) -> str:
+    return "".join(f" ({a})" for a in d.above if a.regime == regime) + "."
 
 
 def _busy_row(d: Any) -> tuple[str, str, str, str]:
@@ -1117,7 +1202,7 @@ def rows(d: Any) -> list[tuple[str, str, str, str]]:
     for regime, row in zip(REGIMES, (_compute_row, _memory_row, _overhead_row), strict=True):
         probe, measured, text = row(d)
         says = regime if d.shares[regime] >= max(d.shares.values()) else "-"
-        out.append((probe, measured, says, text + _over_100(d.shares[regime], regime)))
+        out.append((probe, measured, says, text + _over_100(d, regime)))
     if d.busy is not None:
         out.append(_busy_row(d))
     if d.batch is not None:

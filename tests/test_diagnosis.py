@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import _fakes
 import pytest
@@ -684,3 +685,62 @@ def test_noisy_ceilings_are_said_in_a_note():
     (note,) = _ceilings_notes(noisy)
     assert "matmul" in note and "40%" in note and "refresh=True" in note
     assert _weigh(c, _timing(0.02), noisy).regime == "compute"
+
+
+# ------------------------------------------------------------- a floor above the time
+
+
+class _FakeCounts:
+    """Counts with only what the floors read: FLOPs (fp32 matmul), bytes and ops."""
+
+    def __init__(self, flops=0, bytes_moved=0, ops=1):
+        self.flops, self.bytes_moved, self.ops, self.work_ops = flops, bytes_moved, ops, ops
+
+    def flops_by_precision(self, category=None):
+        return {"fp32": self.flops} if self.flops else {}
+
+
+def _slow_ceilings(**overrides):
+    """A CPU whose cached ceilings are far below anything it really does."""
+    values = dict(
+        device="cpu",
+        matmul_flops_per_s=1e3,
+        matmul_flops_per_s_by_dtype={"fp32": 1e3},
+        vector_flops_per_s=1e3,
+        mem_bandwidth_bytes_per_s=1e3,
+        op_overhead_s=1e-12,
+        special_per_s={},
+        vector_method="compiled",
+        matmul_size=64,
+    )
+    return SimpleNamespace(**{**values, **overrides})
+
+
+def test_a_memory_floor_above_the_time_is_the_cache_only_when_the_bytes_fit():
+    llc = bl.machine.last_level_cache_bytes(torch.device("cpu"))
+    fits = bl.diagnosis.above_floors(_FakeCounts(bytes_moved=llc // 2), 1e-3, _slow_ceilings())
+    assert [(a.regime, a.mechanism) for a in fits] == [("memory", "cache")]
+    assert fits[0].evidence_ratio == pytest.approx(2.0)
+    big = bl.diagnosis.above_floors(_FakeCounts(bytes_moved=4 * llc), 1e-3, _slow_ceilings())
+    assert [(a.regime, a.mechanism) for a in big] == [("memory", "unexplained")]
+
+
+def test_a_compute_floor_above_the_time_probes_the_cached_ceiling():
+    counts, c = _FakeCounts(flops=10**6), _slow_ceilings()
+    (probed,) = bl.diagnosis.above_floors(counts, 1e-3, c)
+    assert probed.mechanism == "stale ceiling" and probed.evidence_ratio > 1
+    (skipped,) = bl.diagnosis.above_floors(counts, 1e-3, c, probe=False)
+    assert skipped.mechanism == "unexplained"
+    # a ceiling no torch.mm reaches: the probe does not call it stale
+    fast = _slow_ceilings(matmul_flops_per_s=1e18, matmul_flops_per_s_by_dtype={"fp32": 1e18})
+    assert bl.diagnosis.above_floors(_FakeCounts(flops=10**6), 1e-15, fast)[0].mechanism == (
+        "unexplained"
+    )
+
+
+def test_an_overhead_floor_above_the_time_means_cheaper_ops_by_how_much():
+    c = _slow_ceilings(op_overhead_s=1.0)
+    (above,) = bl.diagnosis.above_floors(_FakeCounts(ops=10), 2.0, c)
+    assert above.regime == "overhead" and above.mechanism == "cheaper ops"
+    assert above.share == pytest.approx(5.0) and above.evidence_ratio == pytest.approx(5.0)
+    assert bl.diagnosis.above_floors(_FakeCounts(ops=1), 2.0, c) == ()
