@@ -12,6 +12,8 @@ machine; ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 for a laptop's AVX2 ke
 * bandwidth: the best of a 4x larger ``copy_`` (CUDA: 1 GiB), a same-size ``copy_``
   and numpy's ``copyto`` on a CPU; and a copy into a *fresh* tensor (page faults on a
   CPU: why the ceiling preallocates).
+* each access pattern (read, copy, update: ``Ceilings.bandwidth_for``): its roof against
+  a same-run pass of that pattern on as many bytes.
 * overhead: the ceiling is a floor, so the same ``a.add_(b)`` measured again, and every
   other tiny-op form, must cost at least as much: ``a + b``, ``torch.add(a, b, out=c)``.
 
@@ -20,7 +22,8 @@ and above 1 that it is low; for the overhead floor every ratio should be >= ~1. 
 of the spec table each ceiling is also set beside the sheet's peak, what the chip's parts
 allow (SMs x lanes x clock; the vector peak counts one multiply per lane per cycle, half
 the sheet's fp32 figure, which counts a fused multiply-add as two): a ceiling above it is
-a measurement bug. Run: ``python benchmarks/ceilings.py [--refresh] [--json PATH]``
+a measurement bug. On a CPU the peak is its parts' (``bl.parts``) at the reported clock: a
+virtual machine reports its nominal clock, so a few percent above it is turbo. Run: ``python benchmarks/ceilings.py [--refresh] [--json PATH]``
 (about 30-60 s on 2 CPU cores, ~20 s on a GPU); ``--json`` writes the rows as data.
 """
 
@@ -32,7 +35,7 @@ import statistics
 import torch
 
 import brrrlib as bl
-from brrrlib import _fmt, ceilings, hardware
+from brrrlib import _fmt, ceilings, hardware, parts
 
 #: The rows as data, for ``--json``: what, reference, ceiling, unit, the sheet's peak.
 ROWS: list[dict] = []
@@ -59,7 +62,11 @@ def row(what, reference, ceiling, fmt, unit="", peak=None):
 
 
 def sheet_peaks(c, dev) -> dict:
-    """The spec sheet's peaks for this GPU, by ceiling (empty for a CPU or a GPU not in the table)."""
+    """The peaks the chip's parts allow, by ceiling: a GPU's spec sheet, a CPU's
+    cores x FMA units x lanes x 2 x its reported clock (``bl.parts``; turbo can beat it)."""
+    cpu = parts.cpu_parts(c.num_threads) if dev.type == "cpu" else None
+    if cpu is not None and cpu.peak_flops_per_s:
+        return {"matmul fp32": cpu.peak_flops_per_s, "vector": cpu.peak_flops_per_s / 2}
     spec = hardware.spec_for_device_name(c.device_name) if dev.type == "cuda" else None
     if spec is None:
         return {}
@@ -157,7 +164,7 @@ def bandwidth(c, dev, time_it, peaks):
         if rate > best:
             best, what = rate, "np.copyto"
     peak = peaks.get("bandwidth")
-    row(f"best same-run copy ({what})", best, c.mem_bandwidth_bytes_per_s, fmt, "B/s", peak)
+    row(f"best same-run copy ({what})", best, c.bandwidth_for("copy"), fmt, "B/s", peak)
     phases = c.bandwidth_rounds_bytes_per_s
     if phases:
         print(f"    the ceiling's rounds: {', '.join(fmt(v) for v in phases)}")
@@ -168,6 +175,15 @@ def bandwidth(c, dev, time_it, peaks):
         fmt,
         "B/s",
     )
+    # each access pattern's roof against a same-run pass of that pattern, as many bytes
+    out = torch.zeros_like(small)
+    for pattern, what, fn, moved in (
+        ("read", "x.sum()", small.sum, c.copy_bytes),
+        ("copy", "out.copy_(x)", functools.partial(out.copy_, small), 2 * c.copy_bytes),
+        ("update", "x.mul_(1.0)", functools.partial(small.mul_, 1.0), 2 * c.copy_bytes),
+    ):
+        rate = moved / time_it(fn)
+        row(f"{pattern} roof: same-run {what}", rate, c.bandwidth_for(pattern), fmt, "B/s")
 
 
 def overhead(c, dev):

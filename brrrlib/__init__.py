@@ -26,6 +26,8 @@ them in this order to see how each number is measured:
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
 ``machine``        this machine: which device, the one ``sync``, caches, memory, CPU flags
+``parts``          the peak from physics: cores x FMA units x lanes x 2 x clock, and
+                   the clock a measured rate implies
 ``hardware``       the spec-sheet table, each number with its source (``spec``)
 ``trace``          profiles: host and device lanes, busy time, gaps (``profile``)
 ``diagnosis``      the decision procedure (``diagnose``)
@@ -92,6 +94,7 @@ _MODULES = (
     "figures",
     "hardware",
     "machine",
+    "parts",
     "references",
     "roofline",
     "sweeps",

@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _files, _fmt, hardware, machine, timing
+from brrrlib import _files, _fmt, hardware, machine, parts, timing
 
 __all__ = ["Ceilings", "measure_ceilings"]
 
@@ -91,7 +91,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 9
+_METHOD_VERSION = 10
 
 
 #: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
@@ -127,7 +127,9 @@ class Ceilings:
       large pass over memory that exists, the fastest of three forms in the
       fastest of its rounds (``bandwidth_rounds_bytes_per_s`` keeps the
       rounds: phases show there; ``bandwidth_by_form_bytes_per_s`` each
-      form's best: a copy into a separate output pays write-allocate).
+      form's best: a copy into a separate output pays write-allocate, and a
+      read-only ``sum`` moves half the bytes). ``bandwidth_for(pattern)`` reads
+      the roof of one access pattern: ``"read"``, ``"copy"``, ``"update"``.
     * ``op_overhead_s``: one tiny op in its cheapest form (in place on one
       element: no allocation), end to end: Python, the dispatcher and (on a
       GPU) the kernel launch; the fastest of its rounds, so a floor.
@@ -211,6 +213,21 @@ class Ceilings:
                 f"{', '.join(self.matmul_flops_per_s_by_dtype)}"
             )
         return self.matmul_flops_per_s_by_dtype[key]
+
+    def bandwidth_for(self, pattern: str) -> float:
+        """Bytes per second of one access pattern's fastest round (STREAM's kernels, named).
+
+        ``"read"``: ``x.sum()``, every byte read once; ``"copy"``: into a separate
+        output (a CPU that allocates each written line first reads it, so fewer counted
+        bytes per second); ``"update"``: in place. Each counts the bytes as
+        ``bl.share_of`` does. ``mem_bandwidth_bytes_per_s`` is the fastest writing form;
+        a floor uses it, a share uses the pattern's own roof.
+        """
+        if pattern not in PATTERN_FORMS:
+            raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
+        forms = self.bandwidth_by_form_bytes_per_s
+        rates = [forms[f] for f in PATTERN_FORMS[pattern] if f in forms]
+        return max(rates) if rates else self.mem_bandwidth_bytes_per_s
 
     def ridge_point_flops_per_byte(self, precision: str = "fp32") -> float:
         """FLOPs per byte a matmul of ``precision`` needs before memory stops setting the pace."""
@@ -396,10 +413,11 @@ class Ceilings:
 
     def _copy_note(self) -> str:
         """How far a copy into a separate tensor falls below the fastest form (write-allocate)."""
-        copy = self.bandwidth_by_form_bytes_per_s.get("copy_")
+        forms = {f: r for f, r in self.bandwidth_by_form_bytes_per_s.items() if f in _WRITE_FORMS}
+        copy = forms.get("copy_")
         if not copy or copy >= 0.9 * self.mem_bandwidth_bytes_per_s:
             return ""
-        best = max(self.bandwidth_by_form_bytes_per_s, key=self.bandwidth_by_form_bytes_per_s.get)
+        best = max(forms, key=forms.get)
         return (
             f"  ({best}; a copy into another tensor {_fmt.si(copy, 'B/s')}: "
             "its writes first read each line they overwrite)"
@@ -527,6 +545,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         found["fp32"] = max(found["fp32"], again, key=lambda r: r.value)
     matmul = {key: r.value for key, r in found.items()}
     say(f"vector fp32: {_fmt.si(vector.value, 'FLOP/s')} ({vector.extra['method']})")
+    _check_physics(dev, matmul["fp32"], vector.value)
     phases.round()
     special, special_spread, special_method = _special(dev)
     say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
@@ -570,6 +589,20 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     for note in ceilings.noise_notes():
         say.say(f"note: {note} (measure_ceilings(refresh=True) measures again)")
     return ceilings
+
+
+def _check_physics(dev: torch.device, matmul_fp32: float, vector: float) -> None:
+    """Refuse an fp32 rate that no clock could give on this CPU's parts (a timing bug)."""
+    found = parts.cpu_parts(torch.get_num_threads()) if dev.type == "cpu" else None
+    for name, rate, per_lane in (("matmul fp32", matmul_fp32, 2), ("vector fp32", vector, 1)):
+        clock = found.implied_clock_hz(rate, per_lane) if found else 0.0
+        if clock > parts.MAX_CLOCK_HZ:
+            raise RuntimeError(
+                f"measure_ceilings: {name} measured {_fmt.si(rate, 'FLOP/s')}, which needs "
+                f"{clock / 1e9:.1f} GHz on this CPU's parts ({found}); no core runs that fast, "
+                "so the timing was wrong and nothing was cached. Measure again with "
+                "bl.measure_ceilings(refresh=True); if it repeats, report it with brrr doctor's output."
+            )
 
 
 def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:
@@ -884,12 +917,23 @@ def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:
 # ------------------------------------------------------------------ bandwidth and overhead
 
 
+#: The passes each round of :class:`_Phases` times that write (8 bytes per fp32 element).
+_WRITE_FORMS = ("copy_", "add_ (in place)", "add(out=)")
+#: Each access pattern and the forms that measure it (``Ceilings.bandwidth_for``).
+PATTERN_FORMS = {
+    "read": ("sum (read)",),
+    "copy": ("copy_", "add(out=)"),
+    "update": ("add_ (in place)",),
+}
+
+
 class _Phases:
     """Bandwidth and overhead rounds, taken between the other ceilings (see the module doc).
 
     Each :meth:`round` times three forms of a large pass over existing memory
     (``copy_``, in-place ``add_``, ``add(out=)``: 8 bytes per fp32 element each)
-    and keeps the fastest, then one tiny op. Writing a *separate* output first
+    and keeps the fastest, a read-only ``sum`` (4 bytes per element) for the read
+    pattern, then one tiny op. Writing a *separate* output first
     reads each line it overwrites (write-allocate), so on a CPU the in-place
     form often wins; ``by_form`` keeps each form's best. A round in which the
     hypervisor stole more than 5% of the CPUs' time is dropped (if others remain).
@@ -914,6 +958,7 @@ class _Phases:
             "copy_": functools.partial(dst.copy_, src),
             "add_ (in place)": functools.partial(src.add_, zero),
             "add(out=)": functools.partial(torch.add, src, zero, out=dst),
+            "sum (read)": src.sum,
         }
         a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
         self.tiny = functools.partial(a.add_, b)
@@ -932,10 +977,11 @@ class _Phases:
         budget = 0.06 if self.dev.type == "cpu" else 0.03
         before = _steal_ticks()
         rates = {}
-        for form, f in self.forms.items():
-            rates[form] = 2 * self.nbytes / _quick_s(f, self.dev, budget)
+        for form, f in self.forms.items():  # a read moves nbytes, the others read and write
+            moved = (2 if form in _WRITE_FORMS else 1) * self.nbytes
+            rates[form] = moved / _quick_s(f, self.dev, budget)
         steal = _steal_share(before, _steal_ticks())
-        self.bandwidth_s.append((max(rates.values()), steal))
+        self.bandwidth_s.append((max(rates[f] for f in _WRITE_FORMS), steal))
         if steal <= STEAL_LIMIT or not self.by_form:
             for form, rate in rates.items():
                 self.by_form[form] = max(self.by_form.get(form, 0.0), rate)

@@ -395,3 +395,16 @@ def test_the_parallel_op_probe_times_both_and_puts_the_threads_back():
     times = ceilings._parallel_op(torch.device("cpu"))
     assert times["parallel_op_s"] > 0 and times["parallel_op_one_thread_s"] > 0
     assert torch.get_num_threads() == threads
+
+
+def test_each_access_pattern_reads_its_own_roof():
+    forms = {"copy_": 18e9, "add(out=)": 19e9, "add_ (in place)": 30e9, "sum (read)": 14e9}
+    c = fake_ceilings(mem_bandwidth_bytes_per_s=30e9, bandwidth_by_form_bytes_per_s=forms)
+    assert c.bandwidth_for("read") == 14e9
+    assert c.bandwidth_for("copy") == 19e9  # the faster of the two separate-output forms
+    assert c.bandwidth_for("update") == 30e9
+    older = fake_ceilings(mem_bandwidth_bytes_per_s=30e9)  # measured before the read form
+    assert older.bandwidth_for("read") == 30e9
+    with pytest.raises(ValueError, match="pattern"):
+        c.bandwidth_for("triad")
+

@@ -304,13 +304,35 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     for name, here, there, unit in rows:
         here_s, ratio = (_fmt.si(here, unit), _fmt.si(there / here, "x")) if here else ("-", "")
         print(f"{'':<8}{name:<18}{here_s:>16}{_fmt.si(there, unit):>22}{ratio:>11}", file=r.out)
+    for pattern in ("read", "copy", "update"):  # the bandwidth roof of each access pattern
+        print(
+            f"{'':<8}{pattern + ' roof':<18}{_fmt.si(c.bandwidth_for(pattern), 'B/s'):>16}",
+            file=r.out,
+        )
     print(f"{'':<8}{'op overhead':<18}{_fmt.seconds(c.op_overhead_s):>16}", file=r.out)
     r.line("", f"{c.device_name}, measured {c.measured_at} (cached; --refresh measures again)")
     r.line("", f"spec source: {s.source}")
+    _check_parts(r, c)
     if c.noisy:
         r.line("WARN", "; ".join(c.noise_notes()), "close other programs; brrr doctor --refresh")
     else:
         r.line("ok", "measurements were steady (the last rounds of each agreed within 10%)")
+
+
+def _check_parts(r: _Report, c) -> None:
+    """The CPU ceilings beside the peak from the chip's parts, as the clock each implies."""
+    from brrrlib.parts import cpu_parts
+
+    parts = cpu_parts(c.num_threads) if c.device == "cpu" else None
+    if parts is None:
+        return
+    r.line("", f"the parts: {parts}")
+    for name, rate, per_lane in (
+        ("matmul fp32", c.matmul_flops_per_s, 2),
+        ("vector fp32", c.vector_flops_per_s, 1),
+    ):
+        clock = parts.implied_clock_hz(rate, per_lane)
+        r.line("", f"{name} {_fmt.si(rate, 'FLOP/s')} needs {clock / 1e9:.2f} GHz on those parts")
 
 
 def _notebook_imports(nb: dict) -> set[str]:

@@ -1,0 +1,100 @@
+"""The peak from physics: what a CPU's parts allow, set beside what was measured.
+
+A measured ceiling says what the fastest kernel found did; nothing in it tells a fast
+machine from a timing bug. The chip's parts do. Each core issues at most ``fma_units``
+fused multiply-adds per cycle, each on ``lanes`` fp32 numbers at once, and an FMA is two
+FLOPs, so::
+
+    peak FLOP/s = cores x fma_units x lanes x 2 x clock
+
+On a 2-core AVX-512 VM: 2 x 2 x 16 x 2 = 128 FLOPs per cycle, 333 GFLOP/s at 2.6 GHz. The
+unknown is the clock: a virtual machine reports its nominal clock and its cores run faster
+(turbo). So read it backwards: :meth:`CpuParts.implied_clock_hz` is the clock a measured
+rate needs with every FMA unit busy every cycle. A few percent above the reported clock is
+turbo; above :data:`MAX_CLOCK_HZ`, no core shipped runs that fast, so the measurement is
+wrong, and :func:`brrrlib.measure_ceilings` refuses it.
+
+``fma_units`` is the most any core of the family has (2 for x86, 4 NEON pipes on Arm), so
+the peak is an upper bound: a core with one FMA port (some Xeon Silver) reaches half. The
+lanes are the widest the CPU lists (``avx512f``: 16, ``avx2``/``avx``: 8, SSE or NEON: 4),
+whatever torch was told to use (``ATEN_CPU_CAPABILITY`` can only lower the rate). Matrix
+engines (AMX, SME) are not FMA lanes: the fp32 peak here is for the vector units; bf16 on
+AMX can run far above it. A GPU's parts are its spec sheet (``bl.spec``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from brrrlib import machine
+
+__all__ = ["MAX_CLOCK_HZ", "CpuParts", "cpu_parts"]
+
+#: No x86 or Arm core has shipped running faster than this (6.2 GHz at the most, 2024).
+MAX_CLOCK_HZ = 6.5e9
+
+
+@dataclass(frozen=True)
+class CpuParts:
+    """What a CPU's fp32 peak is made of: cores x FMA units x lanes x 2 FLOPs x clock.
+
+    ``clock_hz`` is what the system reports (the most it allows where Linux says,
+    else the nominal clock a VM shows; None where unknown); ``isa`` names the
+    instructions that set ``lanes``.
+    """
+
+    cores: int
+    fma_units: int
+    lanes: int
+    isa: str
+    clock_hz: float | None
+
+    @property
+    def flops_per_cycle(self) -> int:
+        """fp32 FLOPs per cycle with every FMA unit busy: cores x units x lanes x 2."""
+        return self.cores * self.fma_units * self.lanes * 2
+
+    @property
+    def peak_flops_per_s(self) -> float | None:
+        """The fp32 peak at the reported clock (None where the clock is unknown)."""
+        return self.flops_per_cycle * self.clock_hz if self.clock_hz else None
+
+    def implied_clock_hz(self, flops_per_s: float, flops_per_lane: int = 2) -> float:
+        """The clock ``flops_per_s`` needs with every unit busy every cycle.
+
+        ``flops_per_lane`` is 2 for an FMA (a matmul) and 1 for a plain multiply
+        (the vector ceiling's chains).
+        """
+        return flops_per_s / (self.cores * self.fma_units * self.lanes * flops_per_lane)
+
+    def __str__(self) -> str:
+        clock = f" x {self.clock_hz / 1e9:.2f} GHz" if self.clock_hz else ""
+        peak = f" = {self.peak_flops_per_s / 1e9:,.0f} GFLOP/s" if self.clock_hz else ""
+        return (
+            f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes} fp32 lanes "
+            f"({self.isa}) x 2 FLOPs{clock}{peak}"
+        )
+
+
+def cpu_parts(threads: int | None = None) -> CpuParts | None:
+    """This CPU's parts, for ``threads`` cores (default: torch's thread count).
+
+    None where the lanes are unknown (an unlisted ISA, SVE of unstated width, or no
+    /proc/cpuinfo: macOS, Windows).
+    """
+    flags = machine.cpu_flags()
+    if "avx512f" in flags:
+        lanes, isa, units = 16, "AVX-512", 2
+    elif flags & {"avx2", "avx"}:
+        lanes, isa, units = 8, "AVX2" if "avx2" in flags else "AVX", 2
+    elif "asimd" in flags and "sve" not in flags:
+        lanes, isa, units = 4, "NEON", 4
+    elif "sse2" in flags:
+        lanes, isa, units = 4, "SSE2", 2
+    else:
+        return None
+    cores = min(threads or torch.get_num_threads(), os.cpu_count() or 1)
+    return CpuParts(cores, units, lanes, isa, machine.cpu_clock_hz())
