@@ -543,9 +543,8 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         again = _matmul(dev, "fp32")
         say.say(f"matmul fp32 read below the vector rate; again: {_fmt.si(again.value, 'FLOP/s')}")
         found["fp32"] = max(found["fp32"], again, key=lambda r: r.value)
-    matmul = {key: r.value for key, r in found.items()}
+    matmul = _check_physics(dev, {key: r.value for key, r in found.items()}, vector.value)
     say(f"vector fp32: {_fmt.si(vector.value, 'FLOP/s')} ({vector.extra['method']})")
-    _check_physics(dev, matmul["fp32"], vector.value)
     phases.round()
     special, special_spread, special_method = _special(dev)
     say("special functions: " + ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in special.items()))
@@ -591,18 +590,20 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     return ceilings
 
 
-def _check_physics(dev: torch.device, matmul_fp32: float, vector: float) -> None:
-    """Refuse an fp32 rate that no clock could give on this CPU's parts (a timing bug)."""
+def _check_physics(dev: torch.device, matmul: dict[str, float], vector: float) -> dict[str, float]:
+    """``matmul`` back, unless an fp32 rate needs a clock no core has (a timing bug): refused."""
     found = parts.cpu_parts(torch.get_num_threads()) if dev.type == "cpu" else None
-    for name, rate, per_lane in (("matmul fp32", matmul_fp32, 2), ("vector fp32", vector, 1)):
+    for name, rate, per_lane in (("matmul fp32", matmul["fp32"], 2), ("vector fp32", vector, 1)):
         clock = found.implied_clock_hz(rate, per_lane) if found else 0.0
         if clock > parts.MAX_CLOCK_HZ:
             raise RuntimeError(
                 f"measure_ceilings: {name} measured {_fmt.si(rate, 'FLOP/s')}, which needs "
                 f"{clock / 1e9:.1f} GHz on this CPU's parts ({found}); no core runs that fast, "
                 "so the timing was wrong and nothing was cached. Measure again with "
-                "bl.measure_ceilings(refresh=True); if it repeats, report it with brrr doctor's output."
+                "bl.measure_ceilings(refresh=True); if it repeats, report it with brrr doctor's "
+                "output."
             )
+    return matmul
 
 
 def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:

@@ -52,7 +52,6 @@ from typing import Any
 from brrrlib import _fmt
 
 __all__ = [
-    "AboveFloor",
     "Diagnosis",
     "Floors",
     "above_floors",

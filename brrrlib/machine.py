@@ -26,13 +26,7 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "cpu_clock_hz",
-    "device",
-    "device_name",
-    "last_level_cache_bytes",
-    "sync",
-]
+__all__ = ["device", "device_name", "last_level_cache_bytes", "sync"]
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -221,20 +215,6 @@ def cpu_flags() -> frozenset[str]:
     ``ATEN_CPU_CAPABILITY`` can lower it). Measuring is what decides.
     """
     return frozenset((_cpuinfo("flags", "Features") or "").split())
-
-
-def cpu_clock_hz() -> float | None:
-    """The CPU's clock: the most Linux allows it (cpufreq), else what /proc/cpuinfo reports
-    (a VM's nominal clock; its cores may run faster); None where neither says."""
-    top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    try:
-        return float(top.read_text()) * 1e3  # kHz
-    except (OSError, ValueError):
-        pass
-    try:
-        return float(_cpuinfo("cpu MHz") or "") * 1e6
-    except ValueError:
-        return None
 
 
 def last_level_cache_bytes(dev: torch.device | None = None) -> int:

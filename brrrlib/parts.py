@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from brrrlib import machine
 
-__all__ = ["MAX_CLOCK_HZ", "CpuParts", "cpu_parts"]
+__all__ = ["CpuParts", "cpu_parts"]
 
 #: No x86 or Arm core has shipped running faster than this (6.2 GHz at the most, 2024).
 MAX_CLOCK_HZ = 6.5e9
@@ -97,4 +98,18 @@ def cpu_parts(threads: int | None = None) -> CpuParts | None:
     else:
         return None
     cores = min(threads or torch.get_num_threads(), os.cpu_count() or 1)
-    return CpuParts(cores, units, lanes, isa, machine.cpu_clock_hz())
+    return CpuParts(cores, units, lanes, isa, _clock_hz())
+
+
+def _clock_hz() -> float | None:
+    """The CPU's clock: the most Linux allows it (cpufreq), else what /proc/cpuinfo reports
+    (a VM's nominal clock; its cores may run faster); None where neither says."""
+    top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    try:
+        return float(top.read_text()) * 1e3  # kHz
+    except (OSError, ValueError):
+        pass
+    try:
+        return float(machine._cpuinfo("cpu MHz") or "") * 1e6
+    except ValueError:
+        return None

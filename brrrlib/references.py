@@ -38,7 +38,7 @@ import torch
 from brrrlib import _checks, _fmt, machine
 from brrrlib.timing import Comparison, compare
 
-__all__ = ["PATTERNS", "Share", "share_of"]
+__all__ = ["Share", "share_of"]
 
 #: Each pattern's reference kernel, as printed.
 PATTERNS = {

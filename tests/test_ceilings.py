@@ -407,4 +407,3 @@ def test_each_access_pattern_reads_its_own_roof():
     assert older.bandwidth_for("read") == 30e9
     with pytest.raises(ValueError, match="pattern"):
         c.bandwidth_for("triad")
-

@@ -42,8 +42,8 @@ def test_a_rate_no_clock_could_give_is_refused_and_a_possible_one_kept(monkeypat
     small = parts.CpuParts(cores=1, fma_units=2, lanes=8, isa="AVX2", clock_hz=3e9)
     monkeypatch.setattr(parts, "cpu_parts", lambda threads=None: small)
     cpu = torch.device("cpu")
-    ceilings._check_physics(cpu, matmul_fp32=80e9, vector=20e9)  # 2.5 GHz each: possible
+    assert ceilings._check_physics(cpu, {"fp32": 80e9}, 20e9) == {"fp32": 80e9}  # 2.5 GHz
     with pytest.raises(RuntimeError, match="GHz"):
-        ceilings._check_physics(cpu, matmul_fp32=1e12, vector=20e9)  # 31 GHz
+        ceilings._check_physics(cpu, {"fp32": 1e12}, 20e9)  # 31 GHz
     with pytest.raises(RuntimeError, match="vector"):
-        ceilings._check_physics(cpu, matmul_fp32=80e9, vector=200e9)  # 12.5 GHz
+        ceilings._check_physics(cpu, {"fp32": 80e9}, 200e9)  # 12.5 GHz
