@@ -217,14 +217,15 @@ class DecodeExplorer(_Explorer):
                 "of the roof."
             )
         why = (
-            "the bandwidth was measured with a copy, which also writes; a decode step only reads"
+            "the floor's bandwidth is a pass that writes; a decode step only reads, and its "
+            "roof is c.bandwidth_for('read')"
             if bound == "memory"
-            else "the matmul ceiling was measured low: bl.measure_ceilings(refresh=True) measures "
-            "it again"
+            else "unexplained: bl.diagnosis.matmul_now(c) times the ceiling's matmul now, and "
+            "above the cached value says the cache is stale"
         )
         return (
-            f"Measured below the floor ({floor_s / seconds:.2f}x faster than the model allows): "
-            f"a ceiling of chapter 00 is not this machine's top speed for this step ({why})."
+            f"Measured below the floor ({floor_s / seconds:.2f}x faster than the model allows), "
+            f"so one of the floor's inputs does not hold for this step: {why}."
         )
 
     # -- picture --------------------------------------------------------------------
