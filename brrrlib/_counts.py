@@ -18,6 +18,9 @@ from brrrlib._aten_ops import CATEGORIES
 
 __all__ = ["CategoryTimes", "Counts", "OpCount"]
 
+#: A run that writes at most this share of the bytes it moves is judged as a read.
+READ_ONLY_SHARE = 0.05
+
 
 @dataclass(frozen=True)
 class OpCount:
@@ -31,7 +34,8 @@ class OpCount:
     precisions has a row for each. A row made by hand is fp32 unless it says
     otherwise: torch's default dtype. ``special`` is how many of its FLOPs
     were special-function evaluations (``exp``, ``erf``, ...) and
-    ``special_function`` which one.
+    ``special_function`` which one. ``written_bytes`` is the part of
+    ``bytes_moved`` the op wrote (``None`` on a row made by hand without it).
     """
 
     op: str
@@ -42,6 +46,7 @@ class OpCount:
     precision: str = "fp32"
     special: int = 0
     special_function: str = ""
+    written_bytes: int | None = None
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -110,6 +115,27 @@ class Counts:
     def bytes_moved(self) -> int:
         """Total bytes read plus written, op by op (unfused eager cost)."""
         return sum(r.bytes_moved for r in self.rows)
+
+    @property
+    def written_bytes(self) -> int | None:
+        """The part of ``bytes_moved`` that was written (``None`` if a row does not say)."""
+        if any(r.written_bytes is None for r in self.rows):
+            return None
+        return sum(r.written_bytes for r in self.rows)
+
+    @property
+    def pattern(self) -> str:
+        """The access pattern whose roof bounds this run (``Ceilings.bandwidth_for``).
+
+        ``"read"`` when at most 5% of the bytes are written (a matrix-vector product
+        reads its weights once: decode); ``"write"`` otherwise, the fastest writing
+        form, so that the memory floor stays a lower bound for any mix of copies and
+        in-place updates.
+        """
+        written = self.written_bytes
+        if written is None or written > READ_ONLY_SHARE * self.bytes_moved:
+            return "write"
+        return "read"
 
     @property
     def intensity_flops_per_byte(self) -> float:

@@ -91,7 +91,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 10
+_METHOD_VERSION = 11
 
 
 #: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
@@ -217,11 +217,11 @@ class Ceilings:
     def bandwidth_for(self, pattern: str) -> float:
         """Bytes per second of one access pattern's fastest round (STREAM's kernels, named).
 
-        ``"read"``: ``x.sum()``, every byte read once; ``"copy"``: into a separate
-        output (a CPU that allocates each written line first reads it, so fewer counted
-        bytes per second); ``"update"``: in place. Each counts the bytes as
-        ``bl.share_of`` does. ``mem_bandwidth_bytes_per_s`` is the fastest writing form;
-        a floor uses it, a share uses the pattern's own roof.
+        ``"read"``: ``x.sum()`` or a dot product, every byte read once; ``"copy"``: into a
+        separate output (a CPU that allocates each written line first reads it, so fewer
+        counted bytes per second); ``"update"``: in place; ``"write"``: the fastest of the
+        writing forms (``mem_bandwidth_bytes_per_s``). Each counts the bytes as
+        ``bl.share_of`` does. A floor uses the pattern ``bl.count`` saw (``Counts.pattern``).
         """
         if pattern not in PATTERN_FORMS:
             raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
@@ -922,9 +922,10 @@ def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:
 _WRITE_FORMS = ("copy_", "add_ (in place)", "add(out=)")
 #: Each access pattern and the forms that measure it (``Ceilings.bandwidth_for``).
 PATTERN_FORMS = {
-    "read": ("sum (read)",),
+    "read": ("sum (read)", "dot (read)"),
     "copy": ("copy_", "add(out=)"),
     "update": ("add_ (in place)",),
+    "write": _WRITE_FORMS,
 }
 
 
@@ -933,8 +934,8 @@ class _Phases:
 
     Each :meth:`round` times three forms of a large pass over existing memory
     (``copy_``, in-place ``add_``, ``add(out=)``: 8 bytes per fp32 element each)
-    and keeps the fastest, a read-only ``sum`` (4 bytes per element) for the read
-    pattern, then one tiny op. Writing a *separate* output first
+    and keeps the fastest, two read-only passes (``sum`` and a ``dot`` of the two
+    halves: 4 bytes per element) for the read pattern, then one tiny op. Writing a *separate* output first
     reads each line it overwrites (write-allocate), so on a CPU the in-place
     form often wins; ``by_form`` keeps each form's best. A round in which the
     hypervisor stole more than 5% of the CPUs' time is dropped (if others remain).
@@ -960,6 +961,9 @@ class _Phases:
             "add_ (in place)": functools.partial(src.add_, zero),
             "add(out=)": functools.partial(torch.add, src, zero, out=dst),
             "sum (read)": src.sum,
+            # the two halves' dot product: every byte read once, through the BLAS kernels a
+            # matrix-vector product uses (faster than sum's reduction on some CPUs)
+            "dot (read)": functools.partial(torch.dot, *src.chunk(2)),
         }
         a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
         self.tiny = functools.partial(a.add_, b)

@@ -80,6 +80,7 @@ class Cost:
     precision: str
     special: int = 0
     special_function: str = ""
+    written_bytes: int = 0
 
 
 def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> Cost:
@@ -100,7 +101,9 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
     precision = _precision(base, category, args, out) if flops else ""
     function = _aten_ops.special_function(base, kwargs)
     special = _special_count(base, args, out, written) if function else 0
-    return Cost(category, flops, read_bytes + written_bytes, precision, special, function)
+    return Cost(
+        category, flops, read_bytes + written_bytes, precision, special, function, written_bytes
+    )
 
 
 def _special_count(base: str, args, out, written) -> int:
@@ -196,7 +199,7 @@ class _CountingMode(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        # (op, category, precision, special function) -> [calls, flops, bytes, special]
+        # (op, category, precision, special function) -> [calls, flops, bytes, special, written]
         self.rows: dict[tuple[str, str, str, str], list[int]] = {}
         self.uncounted: dict[str, list] = {}  # op -> [calls, first error]
         self.on_meta = False
@@ -220,11 +223,12 @@ class _CountingMode(TorchDispatchMode):
             self.uncounted.setdefault(name, [0, error])[0] += 1
             return out
         key = (name, cost.category, cost.precision, cost.special_function)
-        row = self.rows.setdefault(key, [0, 0, 0, 0])
+        row = self.rows.setdefault(key, [0, 0, 0, 0, 0])
         row[0] += 1
         row[1] += cost.flops
         row[2] += cost.bytes_moved
         row[3] += cost.special
+        row[4] += cost.written_bytes
         self.on_meta = self.on_meta or any(t.device.type == "meta" for t in _tensors(out))
         return out
 
@@ -259,15 +263,15 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     # then on; "force_eager" runs it eagerly for this one call and leaves its cache alone.
     with torch.compiler.set_stance("force_eager"), mode:
         result = fn(*args, **kwargs)
-    did_work = any(flops or nbytes for _, flops, nbytes, _ in mode.rows.values())
+    did_work = any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values())
     if not did_work and (inspect.isgenerator(result) or inspect.iscoroutine(result)):
         result.close()
         raise TypeError(_NOTHING_RAN.format(name=_name(fn)))
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
         (
-            OpCount(op, category, c, f, b, precision, sp, fn)
-            for (op, category, precision, fn), (c, f, b, sp) in mode.rows.items()
+            OpCount(op, category, c, f, b, precision, sp, fn, written_bytes=w)
+            for (op, category, precision, fn), (c, f, b, sp, w) in mode.rows.items()
         ),
         key=lambda r: (order[r.category], -r.flops, -r.bytes_moved, r.op, r.precision),
     )

@@ -152,12 +152,19 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     work_ops = getattr(counts, "work_ops", counts.ops)
     return Floors(
         compute_s=sum(split.values()) + sum(special_s.values()),
-        memory_s=counts.bytes_moved / ceilings.mem_bandwidth_bytes_per_s,
+        memory_s=counts.bytes_moved / _bandwidth(ceilings, getattr(counts, "pattern", "write")),
         overhead_s=work_ops * ceilings.op_overhead_s,
         compute_by_precision_s=split,
         notes=tuple(notes),
         special_s=special_s,
     )
+
+
+def _bandwidth(ceilings: Any, pattern: str) -> float:
+    """The roof of ``pattern`` ("read" or "write", ``Counts.pattern``): measured ceilings know
+    each pattern's; a spec sheet or a pair of numbers has one bandwidth for all."""
+    by_pattern = getattr(ceilings, "bandwidth_for", None)
+    return by_pattern(pattern) if by_pattern else ceilings.mem_bandwidth_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -1112,11 +1119,12 @@ def _compute_row(d: Any) -> tuple[str, str, str]:
 
 def _memory_row(d: Any) -> tuple[str, str, str]:
     share, c = d.shares["memory"], d.ceilings
+    pattern = getattr(d.counts, "pattern", "write")
     return (
         "roofline: memory",
-        f"{_fmt.si(d.achieved_bytes_per_s, 'B/s')} = {share:.0%} of bandwidth",
+        f"{_fmt.si(d.achieved_bytes_per_s, 'B/s')} = {share:.0%} of the {pattern} roof",
         f"{_fmt.si(d.counts.bytes_moved, 'B')} moved need >= {_fmt.seconds(d.floors.memory_s)} at "
-        f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}",
+        f"{_fmt.si(_bandwidth(c, pattern), 'B/s')}",
     )
 
 

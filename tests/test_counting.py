@@ -117,6 +117,20 @@ def test_in_place_reads_and_writes_self_a_fill_only_writes():
     assert count(lambda: torch.empty(n)).bytes_moved == 0  # allocation touches nothing
 
 
+def test_the_written_bytes_and_the_pattern_a_floor_uses():
+    n = 4096
+    x, y, w = torch.randn(n), torch.randn(n), torch.randn(64, n)
+    assert count(lambda: x.add_(y)).written_bytes == 4 * n
+    assert count(lambda: x.fill_(1.0)).written_bytes == 4 * n
+    assert count(lambda: torch.add(x, y)).pattern == "write"  # a third of its bytes written
+    gemv = count(torch.mv, w, x)  # decode's shape: the weights read once, 64 outputs written
+    assert gemv.written_bytes == 4 * 64
+    assert gemv.pattern == "read"
+    assert count(x.sum).pattern == "read"
+    by_hand = Counts(rows=(OpCount("aten::mv", "matmul", 1, 10, 1000),))
+    assert by_hand.written_bytes is None and by_hand.pattern == "write"  # unknown: the floor
+
+
 def test_a_broadcast_input_counts_each_distinct_element_once():
     rows, cols = 64, 128
     x = torch.randn(rows, cols)

@@ -716,6 +716,17 @@ def _slow_ceilings(**overrides):
     return SimpleNamespace(**{**values, **overrides})
 
 
+def test_a_read_only_call_is_floored_by_the_read_roof_a_writing_one_by_the_fastest_write():
+    c = dataclasses.replace(
+        CEIL, bandwidth_by_form_bytes_per_s={"sum (read)": 5e9, "dot (read)": 8e9, "copy_": 10e9}
+    )
+    w, x = torch.randn(256, 256), torch.randn(256)
+    gemv = bl.count(torch.mv, w, x)
+    assert bl.diagnosis.floors(gemv, c).memory_s == pytest.approx(gemv.bytes_moved / 8e9)
+    add = bl.count(torch.add, x, x)
+    assert bl.diagnosis.floors(add, c).memory_s == pytest.approx(add.bytes_moved / 10e9)
+
+
 def test_a_memory_floor_above_the_time_is_the_cache_only_when_the_bytes_fit():
     llc = bl.machine.last_level_cache_bytes(torch.device("cpu"))
     fits = bl.diagnosis.above_floors(_FakeCounts(bytes_moved=llc // 2), 1e-3, _slow_ceilings())
