@@ -71,7 +71,7 @@ MIN_CPU_SHARE = 0.8
 #: Below this share, too few undisturbed samples exist to drop the rest: the ceilings are noisy.
 NOISY_CPU_SHARE = 0.5
 #: A parallel op this many times slower on all threads than on one (and 1 ms or more) stalls.
-STALL_RATIO = 4.0
+STALL_RATIO = machine.STALL_RATIO
 #: A round in which the hypervisor took more than this share of the CPUs' time is dropped.
 STEAL_LIMIT = 0.05
 #: A precision whose matmul peak is below this fraction of fp32's has no fast path here.
@@ -508,6 +508,8 @@ def measure_ceilings(
     """
     dev = machine.physical(machine.resolve(device))
     machine.check_available(dev, "device")
+    if dev.type == "cpu":  # before the cache, which is keyed by the thread count
+        machine.settle_threads()
     name = machine.device_name(dev)
     path = _cache_path(dev, name)
     found = None if refresh else (_MEMO.get(path) or _load(path))

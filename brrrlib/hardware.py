@@ -27,7 +27,6 @@ from brrrlib import _fmt
 __all__ = [
     "DeviceSpec",
     "LinkSpec",
-    "SpecTable",
     "host_link",
     "link",
     "links",

@@ -21,12 +21,22 @@ import difflib
 import os
 import platform
 import re
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["device", "device_name", "last_level_cache_bytes", "sync"]
+from brrrlib import _fmt
+
+__all__ = ["device", "device_name", "last_level_cache_bytes", "settle_threads", "sync"]
+
+#: A parallel op this many times slower on all threads than on one (and 1 ms or more) stalls.
+STALL_RATIO = 4.0
+#: What :func:`settle_threads` said in this process ("" if nothing changed): it runs once.
+_SETTLED: list[str] = []
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -274,3 +284,54 @@ def release_cached_memory(dev: torch.device | None = None) -> None:
         torch.cuda.empty_cache()
     if (dev is None or dev.type == "mps") and torch.backends.mps.is_available():
         torch.mps.empty_cache()
+
+
+def settle_threads() -> str:
+    """Run on as many threads as do not stall, once per process; the sentence it printed, or "".
+
+    When another program holds a core, every op split over all threads waits at its
+    barrier for that core: an in-place add on 2 MiB took 8 ms on two threads and 40 µs on
+    one (a 2-core VM), and a chapter's batch doubling read 1,257x. Timed in alternating
+    rounds (the median of five each), fewer threads are tried until one count does not
+    stall (:data:`STALL_RATIO`; ``brrr doctor`` and every chapter's
+    ``bl.measure_ceilings()`` call it), and torch keeps that count for the rest of the process.
+    """
+    if _SETTLED:
+        return _SETTLED[0]
+    _SETTLED.append("")
+    threads = torch.get_num_threads()
+    if threads < 2:
+        return ""
+    x, zero = torch.ones(2**19), torch.zeros(1)
+    times: dict[int, list[float]] = {}
+
+    def time_on(k: int) -> None:
+        torch.set_num_threads(k)
+        x.add_(zero)
+        start = time.perf_counter()
+        x.add_(zero)
+        times.setdefault(k, []).append(time.perf_counter() - start)
+
+    for _ in range(5):
+        time_on(threads)
+        time_on(1)
+    one = statistics.median(times[1])
+    keep = next((k for k in range(threads, 1, -1) if _stalls_not(k, times, one, time_on)), 1)
+    torch.set_num_threads(keep)
+    if keep == threads:
+        return ""
+    _SETTLED[0] = (
+        f"another program holds a core: an op split over {threads} threads waited for it "
+        f"({_fmt.seconds(statistics.median(times[threads]))} for an in-place add on 2 MiB, "
+        f"{_fmt.seconds(one)} on one thread), so this process runs on {keep} "
+        f"thread{'s' if keep > 1 else ''} from here (torch.set_num_threads({threads}) to go back)"
+    )
+    print(_SETTLED[0])
+    return _SETTLED[0]
+
+
+def _stalls_not(k: int, times: dict, one_s: float, time_on: Callable[[int], None]) -> bool:
+    """True when ``k`` threads' median (five rounds) is below the stall line."""
+    while len(times.get(k, [])) < 5:
+        time_on(k)
+    return statistics.median(times[k]) < max(1e-3, STALL_RATIO * one_s)

@@ -35,7 +35,6 @@ from brrrlib.hardware import dtype_key
 
 __all__ = [
     "RooflinePoint",
-    "arithmetic_intensity",
     "attainable_flops_per_s",
     "lower_bound_s",
     "plot",

@@ -39,7 +39,6 @@ from torch import nn
 from brrrlib import _checks
 
 __all__ = [
-    "H100_RECORDED_S",
     "attention",
     "attention_by_hand",
     "backward_step",

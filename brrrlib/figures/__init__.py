@@ -27,7 +27,6 @@ from brrrlib.figures._remedies import block_steps, remedy_bars
 from brrrlib.figures._timelines import _new_axes, flops_per_python_add, timelines
 
 __all__ = [
-    "RECORDED_REPEAT_ELEMENTS",
     "RecordedSweeps",
     "block_steps",
     "decision_flow",
