@@ -513,6 +513,8 @@ def measure_ceilings(
     name = machine.device_name(dev)
     path = _cache_path(dev, name)
     found = None if refresh else (_MEMO.get(path) or _load(path))
+    if found is not None and path not in _MEMO and _beaten(found, dev):
+        found = None  # measured at a slower moment than this one: not this machine's ceiling
     if found is not None and (not found.noisy or path in _MEMO or found.attempts >= 2):
         _MEMO[path] = found
         return found
@@ -1017,6 +1019,29 @@ class _Phases:
         kept = self._kept(values)
         best = pick(kept)
         return _Rounds(best, (max(kept) - min(kept)) / best, len(kept), {"rounds": tuple(kept)})
+
+
+def _beaten(found: Ceilings, dev: torch.device) -> bool:
+    """True (and said) when a same-run fp32 ``torch.mm`` at the cached ceiling's size beats
+    it by more than its spread: the cache was measured at a busier moment than this one.
+
+    A probe of about 0.1 s, once per process per cache file; a cache that records no size
+    has nothing to probe at. Bandwidth is not probed: a pass over its 1 GiB costs more.
+    """
+    n = found.matmul_size
+    if not n or found.device != dev.type:
+        return False
+    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    now = 2 * n**3 / _quick_s(functools.partial(torch.mm, a, b), dev, 0.1)
+    margin = 1 + max(found.spread.get("matmul", 0.0), SPREAD_LIMIT)
+    if now <= margin * found.matmul_flops_per_s:
+        return False
+    print(
+        f"a same-run fp32 torch.mm at n = {n} read {_fmt.si(now, 'FLOP/s')}, above the cached "
+        f"ceiling's {_fmt.si(found.matmul_flops_per_s, 'FLOP/s')} by more than its spread "
+        f"({margin - 1:.0%}): the cache was measured at a busier moment; measuring again"
+    )
+    return True
 
 
 def _parallel_op(dev: torch.device) -> dict[str, float]:

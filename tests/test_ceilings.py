@@ -200,6 +200,20 @@ def test_a_noisy_cached_result_is_measured_again_once_and_the_quieter_kept(
     assert bl.measure_ceilings(progress=False) == second and len(fake_measure) == 2
 
 
+@pytest.mark.parametrize(("cached_flops_per_s", "measured_again"), [(1e3, True), (1e18, False)])
+def test_a_cached_matmul_ceiling_a_same_run_probe_beats_is_measured_again(
+    fake_measure, monkeypatch, cached_flops_per_s, measured_again
+):
+    cached = fake_ceilings(matmul_flops_per_s=cached_flops_per_s, matmul_size=64)
+    monkeypatch.setattr(
+        ceilings, "_measure", lambda dev, name, progress: (fake_measure.append(1), cached)[1]
+    )
+    bl.measure_ceilings(progress=False)
+    monkeypatch.setattr(ceilings, "_MEMO", {})  # the next process reads the file and probes it
+    bl.measure_ceilings(progress=False)
+    assert len(fake_measure) == 1 + measured_again
+
+
 def test_an_unwritable_cache_keeps_the_measurement_and_warns_once(
     fake_measure, tmp_path, monkeypatch
 ):
