@@ -31,7 +31,14 @@ import torch
 
 from brrrlib import _fmt
 
-__all__ = ["device", "device_name", "last_level_cache_bytes", "settle_threads", "sync"]
+__all__ = [
+    "caches",
+    "device",
+    "device_name",
+    "last_level_cache_bytes",
+    "settle_threads",
+    "sync",
+]
 
 #: A parallel op this many times slower on all threads than on one (and 1 ms or more) stalls.
 STALL_RATIO = 4.0
@@ -227,19 +234,46 @@ def cpu_flags() -> frozenset[str]:
     return frozenset((_cpuinfo("flags", "Features") or "").split())
 
 
+def caches(dev: torch.device | None = None) -> tuple[tuple[str, int, int], ...]:
+    """The data caches in front of memory, nearest first: ``(name, bytes, cpus sharing it)``.
+
+    A CPU's from Linux's sysfs (``("L1", 49152, 1)``, ..., ``("L3", ..., 2)``); a GPU's L2
+    (shared by every SM, counted as 1). Empty where the system does not say.
+    """
+    if dev is not None and dev.type == "cuda":
+        return (("L2", int(torch.cuda.get_device_properties(dev).L2_cache_size), 1),)
+    found = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            kind, level = (index / "type").read_text().strip(), (index / "level").read_text()
+            size, shared = (index / "size").read_text().strip(), (index / "shared_cpu_list")
+            cpus = shared.read_text().strip()
+        except OSError:
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if kind == "Instruction" or not m:
+            continue
+        nbytes = int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+        found.append((f"L{int(level)}", nbytes, _count_cpus(cpus)))
+    return tuple(sorted(found, key=lambda c: c[1]))
+
+
+def _count_cpus(cpu_list: str) -> int:
+    """How many CPUs a sysfs list such as ``0-1,4`` names."""
+    total = 0
+    for part in filter(None, cpu_list.split(",")):
+        first, _, last = part.partition("-")
+        total += int(last or first) - int(first) + 1
+    return max(total, 1)
+
+
 def last_level_cache_bytes(dev: torch.device | None = None) -> int:
     """Size of the largest cache in front of memory: L2 on a GPU, the largest CPU cache else.
 
-    Linux reads sysfs; elsewhere, or if unknown, 32 MiB (a large desktop L3).
+    From :func:`caches`; where the system does not say, 32 MiB (a large desktop L3).
     """
-    if dev is not None and dev.type == "cuda":
-        return int(torch.cuda.get_device_properties(dev).L2_cache_size)
-    sizes = []
-    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        m = re.fullmatch(r"(\d+)([KMG]?)", f.read_text().strip())
-        if m:
-            sizes.append(int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)])
-    return max(sizes) if sizes else 32 * 2**20
+    found = caches(dev)
+    return found[-1][1] if found else 32 * 2**20
 
 
 def available_memory_bytes(dev: torch.device) -> int:

@@ -1,0 +1,249 @@
+"""Bandwidth by cache level: a working-set sweep from the first cache to memory (chapter 02).
+
+"Movement is hierarchical" (the essay): a working set that fits in a cache streams
+faster than one that must come from memory, so one number for "the bandwidth" is the
+roof of one level only. :func:`measure_levels` measures one roof per level the way
+likwid-bench's load and copy kernels and the Empirical Roofline Toolkit's working-set
+sweep do:
+
+1. The caches come from the system (:func:`brrrlib.machine.caches`). A cache private to
+   a core holds one thread's share of the work, so with ``t`` threads its capacity is
+   ``t`` times its size; a cache the threads share holds one copy.
+2. Working sets double from ``16 KiB`` (a GPU: ``256 KiB``) to four times the
+   last-level cache, no more than an eighth of the free memory.
+3. At each size, each pattern's kernel (``"read"``: the faster of ``x.sum()`` and a dot
+   of ``x``'s halves; ``"copy"``: ``out.copy_(x)``, the two buffers together the working
+   set) runs back to back on the same buffers, so from the second call on they come from
+   the smallest cache that holds them. A sample is enough calls to last about a
+   millisecond (on CUDA captured in one CUDA graph: no launch gaps between them); the
+   rate is the median sample's (:func:`brrrlib.benchmark`). A CPU first drops a thread
+   another program stalls (:func:`brrrlib.machine.settle_threads`).
+4. A level's roof is its fastest point. A call that costs less than
+   :data:`OVERHEAD_CALLS` tiny ops (timed the same way) is overhead-bound: it says what
+   one op costs (chapter 03), not what the cache does; a level with only such points
+   has no roof here.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+
+from brrrlib import _fmt, machine, timing
+
+__all__ = ["Levels", "measure_levels"]
+
+#: A call cheaper than this many tiny ops measures the op's cost, not the cache's bandwidth.
+OVERHEAD_CALLS = 10
+#: The level a working set lives in past every cache.
+MEMORY = "memory"
+#: A working set read this many times faster than the largest one still lives in a cache.
+EDGE_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class Levels:
+    """One device's bandwidth by working-set size and pattern, and a roof per cache level.
+
+    ``caches`` holds ``(name, capacity_bytes)`` nearest first, capacities for ``threads``
+    threads; ``points`` holds ``(pattern, working_set_bytes, bytes_per_s, seconds_per_call)``;
+    ``op_overhead_s`` is one tiny op in the same run (what marks a point overhead-bound).
+    The caches are as the system reports them; :attr:`held` is what the sweep found them
+    holding (a virtual machine may report the host's whole L3, shared by its tenants).
+    """
+
+    device: str
+    device_name: str
+    threads: int
+    caches: tuple[tuple[str, int], ...]
+    points: tuple[tuple[str, int, float, float], ...]
+    op_overhead_s: float
+
+    @property
+    def held(self) -> tuple[tuple[str, int], ...]:
+        """The caches, the last one's capacity as the sweep found it where that is smaller.
+
+        That capacity is the largest working set past the level before it that still reads
+        :data:`EDGE_RATIO` times faster than the fastest one past the reported size (those
+        come from memory). Without a point past the reported size, the caches as reported.
+        """
+        caches = self.caches
+        reads = sorted((size, rate) for p, size, rate, _ in self.points if p == "read")
+        beyond = [rate for size, rate in reads if caches and size > caches[-1][1]]
+        if not beyond:
+            return caches
+        before = caches[-2][1] if len(caches) > 1 else 0
+        fast = [size for size, rate in reads if size > before and rate >= EDGE_RATIO * max(beyond)]
+        edge = max(fast, default=before)
+        if edge >= caches[-1][1] or edge <= before:
+            return caches
+        return (*caches[:-1], (caches[-1][0], edge))
+
+    def level_of(self, working_set_bytes: float) -> str:
+        """The nearest level whose capacity (:attr:`held`) holds ``working_set_bytes``
+        (``"memory"`` past all)."""
+        for name, capacity in self.held:
+            if working_set_bytes <= capacity:
+                return name
+        return MEMORY
+
+    def overhead_bound(self, seconds_per_call: float) -> bool:
+        """True when a call costs less than :data:`OVERHEAD_CALLS` tiny ops."""
+        return seconds_per_call < OVERHEAD_CALLS * self.op_overhead_s
+
+    def roof(self, level: str, pattern: str = "read") -> float | None:
+        """Bytes per second of ``level``'s fastest point (``None``: none measured, or all
+        overhead-bound)."""
+        rates = [
+            rate
+            for p, size, rate, call_s in self.points
+            if p == pattern and self.level_of(size) == level and not self.overhead_bound(call_s)
+        ]
+        return max(rates) if rates else None
+
+    def roofs(self, pattern: str = "read") -> dict[str, float | None]:
+        """``{level: roof}`` for every level, nearest first, memory last."""
+        return {name: self.roof(name, pattern) for name in [*dict(self.caches), MEMORY]}
+
+    def rows(self) -> list[list[str]]:
+        """The table: level, capacity, each pattern's roof."""
+        patterns = sorted({p for p, *_ in self.points}, key=["read", "copy"].index)
+        capacity = {**dict(self.held), MEMORY: None}
+        return [
+            [
+                name,
+                _fmt.binary_bytes(capacity[name]) if capacity[name] else "beyond",
+                *(_rate(self.roof(name, p)) for p in patterns),
+            ]
+            for name in capacity
+        ]
+
+    def _header(self) -> list[str]:
+        return ["level", f"holds ({self.threads} threads)", "read roof", "copy roof"]
+
+    def _note(self) -> str:
+        changed = [
+            (n, b) for (n, b), held in zip(self.caches, self.held, strict=True) if held[1] != b
+        ]
+        said = "".join(f"; {n}: {_fmt.binary_bytes(b)} reported" for n, b in changed)
+        return f"one tiny op {_fmt.seconds(self.op_overhead_s)}{said}"
+
+    def __repr__(self) -> str:
+        title = f"Levels of {self.device_name} ({self.device}): {self._note()}"
+        return title + "\n" + _fmt.text_table(self._header(), self.rows(), align="lrrr")
+
+    def _repr_html_(self) -> str:
+        table = _fmt.html_table(self._header(), self.rows(), align="lrrr")
+        return f"{table}<p>{self._note()}</p>"
+
+    def plot(self, ax=None, peak_flops_per_s: float | None = None):
+        """Bandwidth against working set, a line per pattern, each cache's capacity marked.
+
+        With ``peak_flops_per_s``, a second panel draws the cache-aware roofline: one
+        diagonal per level (its read roof x intensity) under the compute peak.
+        """
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            panels = 2 if peak_flops_per_s else 1
+            _, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
+            ax, roof_ax = axes[0][0], axes[0][-1] if peak_flops_per_s else None
+        else:
+            roof_ax = None
+        for pattern, style in (("read", "o-"), ("copy", "s--")):
+            pts = [(s, r, c) for p, s, r, c in self.points if p == pattern]
+            if pts:
+                ax.plot([s for s, *_ in pts], [r / 1e9 for _, r, _ in pts], style, label=pattern)
+                bound = [(s, r) for s, r, c in pts if self.overhead_bound(c)]
+                if bound:
+                    ax.plot([s for s, _ in bound], [r / 1e9 for _, r in bound], "x", color="grey")
+        for name, capacity in self.caches:
+            ax.axvline(capacity, color="grey", lw=0.8, ls=":")
+            ax.annotate(name, (capacity, 1), xycoords=("data", "axes fraction"),
+                        xytext=(-3, -12), textcoords="offset points", ha="right", fontsize=8)  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel="bandwidth (GB/s)")
+        ax.set_title(f"bandwidth by working set, {self.device_name}", fontsize=10)
+        ax.legend(title="x: overhead-bound" if any(
+            self.overhead_bound(c) for *_, c in self.points) else None, fontsize=8)  # fmt: skip
+        if roof_ax is not None:
+            _roofline(roof_ax, self, peak_flops_per_s)
+            ax.figure.tight_layout()
+        return ax
+
+
+def _roofline(ax, levels: Levels, peak_flops_per_s: float) -> None:
+    """One diagonal per measured level under the compute peak (FLOP/s against FLOP/byte)."""
+    intensity = [2.0**k for k in range(-5, 9)]
+    for level, roof in levels.roofs("read").items():
+        if roof:
+            ax.plot(intensity, [min(peak_flops_per_s, roof * i) / 1e9 for i in intensity],
+                    label=f"{level}: {roof / 1e9:.0f} GB/s")  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="attainable (GFLOP/s)")  # fmt: skip
+    ax.set_title("cache-aware roofline (read roofs)", fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def _rate(value: float | None) -> str:
+    return _fmt.si(value, "B/s") if value else "overhead-bound"
+
+
+def measure_levels(device: str | torch.device | None = None, *, budget_s: float = 0.03) -> Levels:
+    """Sweep working sets from the first cache past the last, read and copy (module doc).
+
+    About 2-4 s on a 2-core CPU. ``budget_s`` is each point's timing budget.
+    """
+    dev = machine.physical(machine.resolve(device))
+    machine.check_available(dev, "device")
+    if dev.type == "cpu":
+        machine.settle_threads()  # a stalled thread would time the wait, not the cache
+    threads = torch.get_num_threads() if dev.type == "cpu" else 1
+    caches = tuple(
+        (name, size * max(1, threads // shared) if dev.type == "cpu" else size)
+        for name, size, shared in machine.caches(dev)
+    )
+    largest = caches[-1][1] if caches else machine.last_level_cache_bytes(dev)
+    room = machine.available_memory_bytes(dev) // 8
+    top = 2 ** int(math.log2(max(min(4 * largest, room), 2**20)))
+    first = 16 * 2**10 if dev.type == "cpu" else 256 * 2**10
+    points = []
+    size = first
+    while size <= top:
+        points += _point(dev, size, budget_s)
+        size *= 2
+    a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
+    tiny = _seconds(dev, functools.partial(a.add_, b), budget_s)  # timed as the points are
+    return Levels(dev.type, machine.device_name(dev), threads, caches, tuple(points), tiny)
+
+
+def _point(dev: torch.device, size: int, budget_s: float) -> list[tuple[str, int, float, float]]:
+    """Both patterns at one working set: (pattern, bytes, bytes per second, seconds per call)."""
+    x = torch.ones(size // 4, device=dev)
+    half = torch.ones(size // 8, device=dev)
+    out = torch.empty_like(half)
+    read_s = min(
+        _seconds(dev, f, budget_s) for f in (x.sum, functools.partial(torch.dot, *x.chunk(2)))
+    )
+    copy_s = _seconds(dev, functools.partial(out.copy_, half), budget_s)
+    return [("read", size, size / read_s, read_s), ("copy", size, size / copy_s, copy_s)]
+
+
+def _seconds(dev: torch.device, kernel, budget_s: float) -> float:
+    """Seconds per call, from samples of enough back-to-back calls to last ~1 ms (on CUDA
+    captured in one graph, so that the kernels run back to back without launch gaps)."""
+    kernel()  # the buffers now sit in the nearest cache that holds them
+    once = timing.benchmark(kernel, budget_s=1e-6, warmup_s=0.0, device=dev, min_samples=1)
+    calls = max(1, min(1000, int(1e-3 / max(once.median_s, 1e-9))))
+
+    def batch() -> None:
+        for _ in range(calls):
+            kernel()
+
+    graph = dev.type == "cuda"
+    t = timing.benchmark(
+        batch, budget_s=budget_s, warmup_s=0.0, device=dev, min_samples=3, cuda_graph=graph
+    )
+    return t.median_s / calls
