@@ -1,4 +1,4 @@
-"""Numbers for people: the one unit picker, small statistics, tables, progress lines.
+"""Numbers for people: the one unit picker, small statistics, tables, progress.
 
 Every module prints through here, so the same value reads the same everywhere
 (``si(0.00099999, "s")`` is "1 ms" in a Timing, a trace and a diagnosis alike).
@@ -264,91 +264,45 @@ def median_interval(xs: Sequence[float], confidence: float = 0.95) -> tuple[floa
 
 
 class Progress:
-    """The progress of a measurement in steps: a bar in a notebook, numbered lines in a terminal.
+    """The steps of a measurement: a ``tqdm.auto`` bar and one line per step.
 
     ``say = Progress(enabled, total, prefix)``, then ``say("what this step did")``
     once per step and ``say.say("...")`` for a line without a step number (a
-    heading, a warning). In a terminal (``brrr doctor``, a script) each is one
-    line on stderr with the seconds elapsed. In a Jupyter kernel, where stderr
-    is painted pink like an error, the same steps move an ipywidgets progress
-    bar instead; when the last step is done the bar gives way to those lines as
-    plain output, which a saved notebook and the course site keep. Without
-    ipywidgets, or outside a kernel, the lines go to stderr.
+    heading, a note). The bar is a widget in a notebook and a line on stderr in
+    a terminal (none where stderr is a log, not a terminal) and goes when the
+    last step is done; the lines stay, above it: on stdout in a notebook, which
+    paints stderr pink like an error, on stderr in a terminal. ``enabled=False``
+    says nothing.
     """
 
     def __init__(self, enabled: bool, total: int, prefix: str = "brrr") -> None:
         self.enabled, self.total, self.prefix = enabled, total, prefix
         self.step, self.t0 = 0, time.perf_counter()
-        self._bar = _NotebookBar.open(total, prefix) if enabled and _in_kernel() else None
+        self._bar, self._file = None, sys.stderr
+        if enabled:
+            from tqdm.auto import tqdm  # a widget inside a Jupyter kernel, else text
+
+            # disable=None: no bar where stderr is not a terminal (tqdm's own test)
+            self._bar = tqdm(
+                total=total, desc=prefix, unit="step", leave=False, disable=None, file=sys.stderr
+            )
+            notebook = sys.modules.get("tqdm.notebook")
+            if notebook is not None and isinstance(self._bar, notebook.tqdm_notebook):
+                self._file = sys.stdout
 
     def __call__(self, message: str) -> None:
         self.step += 1
-        if self.enabled:
+        if self._bar is not None:
             elapsed = time.perf_counter() - self.t0
-            self._show(f"{self.prefix} [{self.step}/{self.total}] {elapsed:5.1f}s  {message}", True)
+            self._bar.write(
+                f"{self.prefix} [{self.step}/{self.total}] {elapsed:5.1f}s  {message}",
+                file=self._file,
+            )
+            self._bar.update(1)
+            if self.step >= self.total:
+                self._bar.close()
 
     def say(self, message: str) -> None:
-        """A line without a step number (a heading or a warning)."""
-        if self.enabled:
-            self._show(f"{self.prefix}: {message}", False)
-
-    def _show(self, line: str, is_step: bool) -> None:
-        if self._bar is None:
-            print(line, file=sys.stderr, flush=True)
-        else:
-            self._bar.show(line, self.step if is_step else None)
-
-
-def _in_kernel() -> bool:
-    """True inside a running Jupyter kernel (JupyterLab, Colab, nbclient), not a terminal IPython.
-
-    Only looks at an IPython already imported: a script never pays for importing it.
-    """
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return getattr(shell, "kernel", None) is not None
-
-
-class _NotebookBar:
-    """An ipywidgets bar under the cell; at the last step, replaced by the lines as plain text."""
-
-    def __init__(self, total: int, prefix: str, widgets, display) -> None:
-        self.total, self.lines, self.notes, self.done = max(total, 1), [], [], False
-        self.heading = widgets.HTML()
-        self.bar = widgets.IntProgress(
-            value=0,
-            min=0,
-            max=self.total,
-            description=prefix,
-            style={"description_width": "initial"},
-            layout={"width": "28em"},
-        )
-        self.status = widgets.HTML(value=f"0/{self.total}")
-        self.box = widgets.VBox([self.heading, widgets.HBox([self.bar, self.status])])
-        self.handle = display(self.box, display_id=True)
-
-    @classmethod
-    def open(cls, total: int, prefix: str) -> _NotebookBar | None:
-        """A bar shown under the running cell; None where ipywidgets cannot draw one."""
-        try:
-            import ipywidgets
-            from IPython.display import display
-        except ImportError:
-            return None
-        return cls(total, prefix, ipywidgets, display)
-
-    def show(self, line: str, step: int | None) -> None:
-        """Add ``line``: a step moves the bar to ``step``; a line without one (None) goes above."""
-        self.lines.append(line)
-        if self.done:  # a line after the last step (a warning): added to the plain text
-            self.handle.update({"text/plain": "\n".join(self.lines)}, raw=True)
-        elif step is None:
-            self.notes.append(f"<div>{html.escape(line)}</div>")
-            self.heading.value = "".join(self.notes)
-        else:
-            self.bar.value = min(step, self.total)
-            self.status.value = f"<code>{html.escape(line)}</code>"
-            if step >= self.total:  # done: the lines stay as plain output, the widget goes
-                self.done = True
-                self.handle.update({"text/plain": "\n".join(self.lines)}, raw=True)
-                self.box.close()
+        """A line without a step number (a heading or a note)."""
+        if self._bar is not None:
+            self._bar.write(f"{self.prefix}: {message}", file=self._file)

@@ -1,15 +1,13 @@
-"""Progress of a measurement: lines on stderr in a terminal, a bar (then plain text) in a notebook.
+"""Progress of a measurement through tqdm: one line per step, a bar in a notebook.
 
-JupyterLab paints stderr pink, like an error, so in a kernel the steps move an
-ipywidgets bar and, once the last step is done, the bar gives way to the same
-lines as a plain ``text/plain`` output. One test runs a real kernel and reads
-its messages; the others fake the shell.
+In a terminal or a log each step is one line on stderr. JupyterLab paints
+stderr pink, like an error, so in a kernel the lines go to stdout and the bar
+is a widget. One test runs a real kernel and reads its messages.
 """
 
 from __future__ import annotations
 
 import re
-import types
 
 import pytest
 
@@ -38,7 +36,7 @@ def test_outside_a_kernel_each_step_is_one_line_on_stderr(capsys):
     _steps(_fmt.Progress(True, total=2, prefix="t"))
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert out == "" and len(lines) == 4
+    assert out == "" and len(lines) == 4  # stderr is no terminal here: lines, no bar
     before, first, second, after = SAID
     assert lines[0] == f"t: {before}" and lines[3] == f"t: {after}"  # said, not counted
     assert _step(lines[1]) == (1, 2) and lines[1].endswith(first)
@@ -50,70 +48,16 @@ def test_disabled_progress_is_silent(capsys):
     assert capsys.readouterr() == ("", "")
 
 
-class _Handle:
-    def __init__(self, shown: list) -> None:
-        self.shown = shown
-
-    def update(self, obj, raw=False):
-        assert raw
-        self.shown.append(obj)
-
-
-@pytest.fixture
-def fake_kernel(monkeypatch):
-    """A shell with a kernel, and IPython's display recorded: what was shown, in order."""
-    import IPython.display
-    import ipywidgets  # noqa: F401  (imported before the shell is faked)
-
-    shown: list = []
-
-    def display(obj, display_id=False):
-        assert display_id is True
-        shown.append(obj)
-        return _Handle(shown)
-
-    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace(kernel=object()))
-    monkeypatch.setattr(IPython.display, "display", display)
-    return shown
-
-
-def test_in_a_kernel_a_bar_moves_then_gives_way_to_plain_lines(fake_kernel, capsys):
-    progress = _fmt.Progress(True, total=2, prefix="t")
-    box = fake_kernel[0]
-    bar = box.children[1].children[0]
-    assert type(bar).__name__ == "IntProgress" and (bar.value, bar.max) == (0, 2)
-    before, first, second, after = SAID
-    progress.say(before)
-    progress(first)
-    assert bar.value == 1 and before in box.children[0].value
-    assert len(fake_kernel) == 1  # still the bar
-    progress(second)
-    progress.say(after)
-    assert capsys.readouterr() == ("", "")  # nothing pink
-    final = fake_kernel[-1]["text/plain"].splitlines()
-    assert final[0] == f"t: {before}" and final[2].endswith(second)
-    assert final[-1] == f"t: {after}"
-    assert box.comm is None  # the widget was closed
-
-
-def test_a_terminal_ipython_is_not_a_kernel(monkeypatch, capsys):
-    import IPython
-
-    # a TerminalInteractiveShell has no kernel
-    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace())
-    _fmt.Progress(True, total=1)("done")
-    assert "[1/1]" in capsys.readouterr().err
-
-
-def test_a_real_kernel_shows_no_stderr_and_keeps_the_lines():
+def test_a_real_kernel_shows_a_bar_and_the_lines_and_no_stderr():
     jupyter_client = pytest.importorskip("jupyter_client")
     km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
     try:
         msgs = []
         code = (
+            "import warnings; warnings.simplefilter('always')\n"  # any library warning shows
             "from brrrlib import _fmt\n"
             "p = _fmt.Progress(True, total=2, prefix='t')\n"
-            "p('first'); p('second')"
+            "p('first'); p('second'); p.say('after')"
         )
         reply = kc.execute_interactive(code, timeout=120, output_hook=msgs.append)
         assert reply["content"]["status"] == "ok"
@@ -121,8 +65,9 @@ def test_a_real_kernel_shows_no_stderr_and_keeps_the_lines():
         kc.stop_channels()
         km.shutdown_kernel(now=True)
     kinds = [(m["msg_type"], m["content"].get("name")) for m in msgs]
-    assert ("stream", "stderr") not in kinds
+    assert ("stream", "stderr") not in kinds  # nothing pink, no warning
     shown = [m for m in msgs if m["msg_type"] == "display_data"]
     assert "application/vnd.jupyter.widget-view+json" in shown[0]["content"]["data"]
-    final = [m for m in msgs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
-    assert list(final) == ["text/plain"] and final["text/plain"].splitlines()[1].endswith("second")
+    stdout = [m["content"]["text"] for m in msgs if m["msg_type"] == "stream"]  # none is stderr
+    out = "".join(stdout).splitlines()
+    assert _step(out[0]) == (1, 2) and out[1].endswith("second") and out[2] == "t: after"

@@ -15,13 +15,14 @@ the engine you will use on a cluster:
     distributed.bandwidth_ladder(ceilings)        # this machine's rungs, measured
 
 **Local processes.** :func:`all_reduce_sweep` and :func:`data_parallel_steps`
-start ``world_size`` Python processes on this machine (the ``gloo`` backend
-on CPUs; ``nccl`` when CUDA has a GPU per process), wait for them within
-``timeout_s`` and stop them on every way out: a result, an error, Ctrl-C, the
-end of Python (``atexit``); each process also ends itself if this one
-disappears. A taken ``port``, a process that dies mid-collective, a timeout
-and messages too large for memory each raise an error that says what to do
-(:class:`DistributedError` and its kinds, or ``ValueError``).
+start ``world_size`` Python processes on this machine through torchrun's own
+launcher (``elastic_launch``; the ``gloo`` backend on CPUs, ``nccl`` when CUDA
+has a GPU per process), wait for them within ``timeout_s`` and stop them on
+every way out: a result, an error, Ctrl-C; each process also ends itself at
+the deadline or if this one disappears. A taken ``port``, a process that dies
+mid-collective, a timeout and messages too large for memory each raise an
+error that says what to do (:class:`DistributedError` and its kinds, or
+``ValueError``).
 
 **On a cluster, with torchrun.** The same measurements run as a module
 under ``torchrun``, which starts the processes itself; rank 0 prints the

@@ -1,4 +1,4 @@
-"""What each process of a collective benchmark runs, under the library's launcher or torchrun.
+"""What each process of a collective benchmark runs, under torch's elastic launcher or torchrun.
 
 Every process (a *rank*) runs the same code, and they meet in collectives: an
 all-reduce returns on a rank only once every rank has contributed. So every
@@ -8,8 +8,9 @@ an all-reduce of the estimates (``MAX``), never decided by one rank alone.
 
 The process group is set up from environment variables, the ``env://``
 convention that ``torchrun`` uses: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR``, ``MASTER_PORT``. :mod:`brrrlib.distributed._launch` sets the same ones
-for local processes, so one code path serves a laptop and a cluster.
+``MASTER_ADDR``, ``MASTER_PORT``. :mod:`brrrlib.distributed._launch` starts local processes
+through torchrun's own launcher, which sets the same ones, so one code path serves a laptop
+and a cluster.
 
 Two jobs (:func:`run_job`): an **all-reduce sweep** over message sizes and
 **data-parallel steps** of a small model (compute alone, gradients
@@ -43,7 +44,6 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_PARENT_GONE",
     "EXIT_PEER_LOST",
-    "EXIT_PORT_IN_USE",
     "MODES",
     "main",
     "mlp",
@@ -52,7 +52,6 @@ __all__ = [
 
 # Exit codes the launcher reads (0 is success).
 EXIT_ERROR = 1
-EXIT_PORT_IN_USE = 3
 EXIT_PARENT_GONE = 4
 EXIT_DEADLINE = 5
 EXIT_PEER_LOST = 6
@@ -63,8 +62,6 @@ _MIN_BLOCK_S = {"all_reduce": 2e-3, "data_parallel": 5e-3}
 _MAX_CALLS_PER_BLOCK = 2000
 #: How often the watchdog looks at the parent and the deadline.
 _WATCH_EVERY_S = 0.2
-#: Words in an error that mean the port was taken (Linux, macOS and torch's own text).
-_PORT_TAKEN = ("address already in use", "eaddrinuse", "errno 98", "errno 48")
 #: Words in an error that mean another rank went away in the middle of a collective.
 _PEER_LOST = (
     "connection closed",
@@ -82,24 +79,25 @@ _PEER_LOST = (
 def main(argv: list[str] | None = None) -> int:
     """Run one rank of the job in ``JOB.json`` (the launcher starts one process a rank).
 
-    Rank 0 writes the result as JSON to the job's ``out`` path (written
-    whole, then renamed, so the launcher never reads half a file).
+    The rank says what it is doing in ``rank<RANK>.status`` beside the job, and
+    rank 0 writes the result there as ``result.json`` (written whole, then
+    renamed, so the launcher never reads half a file).
     """
+    global _STATUS_PATH
     args = sys.argv[1:] if argv is None else argv
-    job = json.loads(Path(args[0]).read_text())
-    _start_watchdog(os.environ.get("BRRR_PARENT_PID"), float(job["deadline_unix"]))
+    job_path = Path(args[0])
+    job = json.loads(job_path.read_text())
+    _STATUS_PATH = job_path.with_name(f"rank{os.environ.get('RANK', '0')}.status")
+    _start_watchdog(job["parent_pid"], float(job["deadline_unix"]))
     try:
         result = run_job(job)
-    except _PortTaken as err:
-        print(f"brrr worker: {err}", file=sys.stderr)
-        return EXIT_PORT_IN_USE
     except Exception as err:  # noqa: BLE001 -- the launcher reads the code and this text
         text = f"{type(err).__name__}: {err}"
         print(f"brrr worker rank {os.environ.get('RANK')}: {text}", file=sys.stderr)
         lost = any(words in text.lower() for words in _PEER_LOST)
         return EXIT_PEER_LOST if lost else EXIT_ERROR
     if result is not None:
-        out = Path(job["out"])
+        out = job_path.with_name("result.json")
         tmp = out.with_suffix(".partial")
         tmp.write_text(json.dumps(result))
         tmp.replace(out)
@@ -137,7 +135,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _join(job: dict[str, Any], dist: Any, torch: Any) -> Any:
-    """2. The process group, from the environment; a taken port becomes :class:`_PortTaken`."""
+    """2. The process group, from the environment (the launcher's store at MASTER_PORT)."""
     backend = job["backend"]
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = torch.device("cpu")
@@ -147,20 +145,10 @@ def _join(job: dict[str, Any], dist: Any, torch: Any) -> Any:
         torch.cuda.set_device(dev)
         kwargs["device_id"] = dev
     _status("initialising the process group")
-    try:
-        dist.init_process_group(
-            backend, timeout=datetime.timedelta(seconds=float(job["group_timeout_s"])), **kwargs
-        )
-    except Exception as err:
-        if any(words in str(err).lower() for words in _PORT_TAKEN):
-            port = os.environ.get("MASTER_PORT")
-            raise _PortTaken(f"port {port} is already in use: {err}") from err
-        raise
+    dist.init_process_group(
+        backend, timeout=datetime.timedelta(seconds=float(job["group_timeout_s"])), **kwargs
+    )
     return dev
-
-
-class _PortTaken(RuntimeError):
-    pass
 
 
 def _facts(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
@@ -369,18 +357,22 @@ def _buckets(model: Any) -> int:
 # ------------------------------------------------------------------ staying bounded
 
 
+#: Where :func:`main` says what this rank is doing (None under torchrun: nobody reads it).
+_STATUS_PATH: Path | None = None
+
+
 def _status(text: str) -> None:
     """What this rank is doing, for the launcher's message if something goes wrong."""
-    path = os.environ.get("BRRR_STATUS_FILE")
-    if path:
+    if _STATUS_PATH is not None:
         with contextlib.suppress(OSError):
-            Path(path).write_text(text)
+            _STATUS_PATH.write_text(text)
 
 
-def _start_watchdog(parent_pid: str | None, deadline_unix: float) -> None:
+def _start_watchdog(parent_pid: int | None, deadline_unix: float) -> None:
     """End this process when its parent is gone or its deadline has passed.
 
-    A daemon thread looks every 0.2 s. ``os._exit`` ends the process even
+    A daemon thread looks at once (a process that started late ends before
+    it begins) and then every 0.2 s. ``os._exit`` ends the process even
     while the main thread is blocked inside a collective, which a Python
     exception could not interrupt.
     """
@@ -388,11 +380,11 @@ def _start_watchdog(parent_pid: str | None, deadline_unix: float) -> None:
 
     def watch() -> None:
         while True:
-            time.sleep(_WATCH_EVERY_S)
             if parent is not None and os.getppid() != parent:
                 os._exit(EXIT_PARENT_GONE)
             if time.time() > deadline_unix:
                 print("brrr worker: deadline passed, exiting", file=sys.stderr, flush=True)
                 os._exit(EXIT_DEADLINE)
+            time.sleep(_WATCH_EVERY_S)
 
     threading.Thread(target=watch, name="brrr-watchdog", daemon=True).start()
