@@ -278,17 +278,27 @@ class Progress:
     def __init__(self, enabled: bool, total: int, prefix: str = "brrr") -> None:
         self.enabled, self.total, self.prefix = enabled, total, prefix
         self.step, self.t0 = 0, time.perf_counter()
-        self._bar, self._file = None, sys.stderr
+        self._bar, self._file, self._shown = None, sys.stderr, None
         if enabled:
             from tqdm.auto import tqdm  # a widget inside a Jupyter kernel, else text
 
-            # disable=None: no bar where stderr is not a terminal (tqdm's own test)
-            self._bar = tqdm(
-                total=total, desc=prefix, unit="step", leave=False, disable=None, file=sys.stderr
-            )
             notebook = sys.modules.get("tqdm.notebook")
-            if notebook is not None and isinstance(self._bar, notebook.tqdm_notebook):
-                self._file = sys.stdout
+            if notebook is not None and issubclass(tqdm, notebook.tqdm_notebook):
+                from IPython.display import display
+
+                # shown under an id, so that closing it also empties the saved output (an
+                # executed notebook, the site's pages, would keep a bar stuck at 0% else)
+                self._bar = tqdm(total=total, desc=prefix, unit="step", leave=False, display=False)
+                self._shown, self._file = display(self._bar.container, display_id=True), sys.stdout
+            else:  # disable=None: no bar where stderr is not a terminal (tqdm's own test)
+                self._bar = tqdm(
+                    total=total,
+                    desc=prefix,
+                    unit="step",
+                    leave=False,
+                    disable=None,
+                    file=sys.stderr,
+                )
 
     def __call__(self, message: str) -> None:
         self.step += 1
@@ -301,6 +311,10 @@ class Progress:
             self._bar.update(1)
             if self.step >= self.total:
                 self._bar.close()
+                if self._shown is not None:
+                    from IPython.display import Pretty
+
+                    self._shown.update(Pretty(""))
 
     def say(self, message: str) -> None:
         """A line without a step number (a heading or a note)."""

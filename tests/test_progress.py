@@ -68,6 +68,10 @@ def test_a_real_kernel_shows_a_bar_and_the_lines_and_no_stderr():
     assert ("stream", "stderr") not in kinds  # nothing pink, no warning
     shown = [m for m in msgs if m["msg_type"] == "display_data"]
     assert "application/vnd.jupyter.widget-view+json" in shown[0]["content"]["data"]
+    # once done, the bar's output is emptied: a saved notebook keeps no bar stuck at 0%
+    bar_id = shown[0]["content"]["transient"]["display_id"]
+    (update,) = [m["content"] for m in msgs if m["msg_type"] == "update_display_data"]
+    assert update["transient"]["display_id"] == bar_id and update["data"]["text/plain"] == ""
     stdout = [m["content"]["text"] for m in msgs if m["msg_type"] == "stream"]  # none is stderr
     out = "".join(stdout).splitlines()
     assert _step(out[0]) == (1, 2) and out[1].endswith("second") and out[2] == "t: after"
