@@ -50,7 +50,7 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -308,13 +308,17 @@ class Ceilings:
         one = self.parallel_op_one_thread_s
         return one > 0 and self.parallel_op_s >= max(1e-3, STALL_RATIO * one)
 
-    def noise_notes(self) -> tuple[str, ...]:
+    def noise_notes(self, uses: Iterable[str] | None = None) -> tuple[str, ...]:
         """One sentence per number to distrust, saying by how much.
 
+        ``uses`` keeps only the ceilings a workload is judged against (keys of
+        ``spread``: ``"matmul"`` for fp32, ``"matmul_bf16"``, ``"vector"``, ``"special"``,
+        ``"memory"``); notes on the whole machine (a stall, a starved process) always stay.
         The op overhead is a floor (the fastest of its rounds), so its rounds
         disagreeing says the machine was busy at times, not that the floor is
         wrong: that is a note in the repr, not noise.
         """
+        wanted = set(self.spread) if uses is None else set(uses)
         notes = []
         if self.device == "cpu" and self.cpu_share < NOISY_CPU_SHARE:
             notes.append(
@@ -336,21 +340,22 @@ class Ceilings:
             "special": "special-function rates",
         }
         for key, value in self.spread.items():
-            if key in ("memory", "overhead"):
+            if key in ("memory", "overhead") or key not in wanted:
                 continue
             if value > SPREAD_LIMIT:
                 what = names.get(key, key.replace("matmul_", "") + " matmul FLOP/s")
                 notes.append(
                     f"the {what} varied {value:.0%} between rounds: trust it to ±{value:.0%}"
                 )
-        if self.device == "cpu" and self.matmul_flops_per_s < self.vector_flops_per_s:
+        fp32 = {"matmul", "vector"} & wanted
+        if fp32 and self.device == "cpu" and self.matmul_flops_per_s < self.vector_flops_per_s:
             notes.append(
                 f"the fp32 matmul ceiling ({_fmt.si(self.matmul_flops_per_s, 'FLOP/s')}) is below "
                 f"the vector rate ({_fmt.si(self.vector_flops_per_s, 'FLOP/s')}), where a matmul "
                 "(two FLOPs per multiply-add) runs faster: it was measured in a busy moment, and "
                 "the ridge points and compute floors made from it read too low"
             )
-        if self.bandwidth_phases:
+        if self.bandwidth_phases and "memory" in wanted:
             hi = self.mem_bandwidth_bytes_per_s
             lo = min(self.bandwidth_rounds_bytes_per_s, default=hi * (1 - self.spread["memory"]))
             notes.append(

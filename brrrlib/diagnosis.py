@@ -601,7 +601,7 @@ def diagnose(
     # a slow call's timing is the first side of its batch probe's rounds
     main = None if plan.slow and batch_probe else timed()
     ceilings = _ceilings_for(str(machine.of(args, kwargs)), ceilings, say, progress)
-    notes += _ceilings_notes(ceilings)
+    notes += _ceilings_notes(ceilings, counts)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
@@ -778,8 +778,18 @@ def _check_one_device(fn, args, kwargs) -> None:
         )
 
 
-def _ceilings_notes(ceilings: Any) -> list[str]:
-    noise = tuple(getattr(ceilings, "noise_notes", lambda: ())())
+def _ceilings_notes(ceilings: Any, counts: Any) -> list[str]:
+    """The ceilings' noise, only for the ceilings this workload's floors use."""
+    uses = {"memory", "overhead"}
+    uses |= {
+        "matmul" if p == "fp32" else f"matmul_{p}" for p in counts.flops_by_precision("matmul")
+    }
+    if counts.flops > sum(counts.flops_by_precision("matmul").values()):
+        uses.add("vector")
+    if counts.special_by_function():
+        uses.add("special")
+    notes = getattr(ceilings, "noise_notes", None)
+    noise = tuple(notes(uses)) if notes else ()
     if not noise:
         return []
     return [

@@ -421,3 +421,10 @@ def test_each_access_pattern_reads_its_own_roof():
     assert older.bandwidth_for("read") == 30e9
     with pytest.raises(ValueError, match="pattern"):
         c.bandwidth_for("triad")
+
+
+def test_a_ceiling_s_noise_is_noted_only_for_work_that_uses_it():
+    c = fake_ceilings(spread={"matmul_fp16": 0.18, "matmul": 0.01, "vector": 0.02})
+    assert len(c.noise_notes()) == 1  # the fp16 matmul's rounds disagreed
+    assert c.noise_notes(uses={"matmul", "vector", "memory", "overhead"}) == ()
+    assert len(c.noise_notes(uses={"matmul_fp16"})) == 1
