@@ -34,7 +34,8 @@ _SHARE = re.compile(
 #: cheaper than the overhead ceiling's, a same-run reference that this kernel beat, or
 #: that it is unexplained. "The ceiling was not the peak" explains nothing and fails.
 _EXPLAINED = re.compile(
-    r"\bcache\b|stale ceiling|cheaper ops|same-run|unexplained|this kernel beat it", re.I
+    r"\bcache\b|\bL[123]\b|stale ceiling|cheaper ops|same-run|unexplained|this kernel beat it",
+    re.I,
 )
 _CANT_TELL = re.compile(r"can't tell: [^\n]*?interval x(?P<lo>[\d.,]+)-x(?P<hi>[\d.,]+)")
 

@@ -174,9 +174,10 @@ class AboveFloor:
     A floor is a lower bound, so a call faster than one has shown that the floor's
     model does not hold for it. ``mechanism`` names which part, measured:
 
-    * ``"cache"`` (memory): the call moves no more bytes than the last-level cache
-      holds, so repeated calls read them from that cache, faster than DRAM;
-      ``evidence_ratio`` is the cache's size over those bytes.
+    * ``"cache"`` (memory): the call moves no more bytes than a cache holds, so
+      repeated calls read them from it, faster than DRAM; ``level`` names the nearest
+      cache that holds them (``bl.machine.caches``, a core's own cache times the
+      threads) and ``evidence_ratio`` is its size over those bytes.
     * ``"stale ceiling"`` (compute, where fp32 matmuls set the floor): a same-run
       ``torch.mm`` at the ceiling's size beats the cached matmul ceiling;
       ``evidence_ratio`` is how much (``bl.measure_ceilings(refresh=True)``).
@@ -190,10 +191,12 @@ class AboveFloor:
     share: float
     mechanism: str
     evidence_ratio: float | None = None
+    level: str = ""
 
     def __str__(self) -> str:
         by = f" (x{self.evidence_ratio:.2f})" if self.evidence_ratio else ""
-        return f"{self.regime} floor {self.share:.0%} of the time: {self.mechanism}{by}"
+        level = f" ({self.level})" if self.level else ""
+        return f"{self.regime} floor {self.share:.0%} of the time: {self.mechanism}{level}{by}"
 
 
 def above_floors(
@@ -211,12 +214,14 @@ def above_floors(
     for regime, share in fl.shares(seconds).items():
         if share <= 1.0:
             continue
-        mechanism, ratio = "unexplained", None
+        mechanism, ratio, level = "unexplained", None, ""
         if regime == "memory":
             dev = machine.resolve(getattr(ceilings, "device", None))
-            llc = machine.last_level_cache_bytes(dev)
-            if counts.bytes_moved <= llc:
-                mechanism, ratio = "cache", llc / counts.bytes_moved
+            sizes = machine.caches(dev) or (("last-level", machine.last_level_cache_bytes(dev)),)
+            held = [(n, b) for n, b in sizes if counts.bytes_moved <= b]
+            if held:
+                (level, size), mechanism = held[0], "cache"
+                ratio = size / counts.bytes_moved
         elif regime == "compute" and probe and _largest(fl.compute_by_precision_s) == "fp32":
             now = matmul_now(ceilings)
             if now > ceilings.matmul_flops_per_s:
@@ -224,7 +229,7 @@ def above_floors(
         elif regime == "overhead":
             ops = max(getattr(counts, "work_ops", counts.ops), 1)
             mechanism, ratio = "cheaper ops", ceilings.op_overhead_s / (seconds / ops)
-        found.append(AboveFloor(regime, share, mechanism, ratio))
+        found.append(AboveFloor(regime, share, mechanism, ratio, level))
     return tuple(found)
 
 

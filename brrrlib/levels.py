@@ -201,10 +201,7 @@ def measure_levels(device: str | torch.device | None = None, *, budget_s: float 
     if dev.type == "cpu":
         machine.settle_threads()  # a stalled thread would time the wait, not the cache
     threads = torch.get_num_threads() if dev.type == "cpu" else 1
-    caches = tuple(
-        (name, size * max(1, threads // shared) if dev.type == "cpu" else size)
-        for name, size, shared in machine.caches(dev)
-    )
+    caches = machine.caches(dev)
     largest = caches[-1][1] if caches else machine.last_level_cache_bytes(dev)
     room = machine.available_memory_bytes(dev) // 8
     top = 2 ** int(math.log2(max(min(4 * largest, room), 2**20)))

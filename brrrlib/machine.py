@@ -234,14 +234,16 @@ def cpu_flags() -> frozenset[str]:
     return frozenset((_cpuinfo("flags", "Features") or "").split())
 
 
-def caches(dev: torch.device | None = None) -> tuple[tuple[str, int, int], ...]:
-    """The data caches in front of memory, nearest first: ``(name, bytes, cpus sharing it)``.
+def caches(dev: torch.device | None = None) -> tuple[tuple[str, int], ...]:
+    """The data caches in front of memory, nearest first: ``(name, bytes this process holds)``.
 
-    A CPU's from Linux's sysfs (``("L1", 49152, 1)``, ..., ``("L3", ..., 2)``); a GPU's L2
-    (shared by every SM, counted as 1). Empty where the system does not say.
+    A CPU's from Linux's sysfs. A cache private to a core holds one thread's share of
+    the work, so with ``t`` torch threads it counts ``t`` times (a 48 KiB L1 on two
+    threads: 96 KiB); one the threads share counts once. A GPU's L2 as the driver says.
+    Empty where the system does not say.
     """
     if dev is not None and dev.type == "cuda":
-        return (("L2", int(torch.cuda.get_device_properties(dev).L2_cache_size), 1),)
+        return (("L2", int(torch.cuda.get_device_properties(dev).L2_cache_size)),)
     found = []
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
@@ -254,7 +256,8 @@ def caches(dev: torch.device | None = None) -> tuple[tuple[str, int, int], ...]:
         if kind == "Instruction" or not m:
             continue
         nbytes = int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
-        found.append((f"L{int(level)}", nbytes, _count_cpus(cpus)))
+        copies = max(1, torch.get_num_threads() // _count_cpus(cpus))
+        found.append((f"L{int(level)}", nbytes * copies))
     return tuple(sorted(found, key=lambda c: c[1]))
 
 

@@ -734,6 +734,11 @@ def test_a_memory_floor_above_the_time_is_the_cache_only_when_the_bytes_fit():
     assert fits[0].evidence_ratio == pytest.approx(2.0)
     big = bl.diagnosis.above_floors(_FakeCounts(bytes_moved=4 * llc), 1e-3, _slow_ceilings())
     assert [(a.regime, a.mechanism) for a in big] == [("memory", "unexplained")]
+    # the level named is the nearest cache that holds the bytes
+    caches = bl.machine.caches(torch.device("cpu")) or (("last-level", llc),)
+    name, nearest = caches[0]
+    (small,) = bl.diagnosis.above_floors(_FakeCounts(bytes_moved=nearest), 1e-3, _slow_ceilings())
+    assert (small.mechanism, small.level, small.evidence_ratio) == ("cache", name, 1.0)
 
 
 def test_a_compute_floor_above_the_time_probes_the_cached_ceiling():
