@@ -146,6 +146,7 @@ class Levels:
         diagonal per level (its read roof x intensity) under the compute peak.
         """
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
 
         if ax is None:
             panels = 2 if peak_flops_per_s else 1
@@ -154,20 +155,27 @@ class Levels:
         else:
             roof_ax = None
         for pattern, style in (("read", "o-"), ("copy", "s--")):
-            pts = [(s, r, c) for p, s, r, c in self.points if p == pattern]
-            if pts:
-                ax.plot([s for s, *_ in pts], [r / 1e9 for _, r, _ in pts], style, label=pattern)
-                bound = [(s, r) for s, r, c in pts if self.overhead_bound(c)]
-                if bound:
-                    ax.plot([s for s, _ in bound], [r / 1e9 for _, r in bound], "x", color="grey")
-        for name, capacity in self.caches:
+            pts = [(s, r) for p, s, r, _ in self.points if p == pattern]
+            ax.plot([s for s, _ in pts], [r / 1e9 for _, r in pts], style, label=pattern)
+        bound = [size for _, size, _, call_s in self.points if self.overhead_bound(call_s)]
+        if bound:  # the sizes where a call costs less than ten tiny ops
+            ax.axvspan(min(bound) / 1.2, max(bound) * 1.2, color="grey", alpha=0.15,
+                       label="overhead-bound")  # fmt: skip
+        reported = dict(self.caches)
+        for name, capacity in self.held:
             ax.axvline(capacity, color="grey", lw=0.8, ls=":")
             ax.annotate(name, (capacity, 1), xycoords=("data", "axes fraction"),
                         xytext=(-3, -12), textcoords="offset points", ha="right", fontsize=8)  # fmt: skip
+            if reported[name] != capacity:  # what the system reports, beside what held
+                ax.axvline(reported[name], color="grey", lw=0.8, ls="--")
+                ax.annotate(f"{name} reported", (reported[name], 1), xycoords=("data", "axes fraction"),
+                            xytext=(-3, -24), textcoords="offset points", ha="right", fontsize=8)  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel="bandwidth (GB/s)")
+        plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
         ax.set_title(f"bandwidth by working set, {self.device_name}", fontsize=10)
-        ax.legend(title="x: overhead-bound" if any(
-            self.overhead_bound(c) for *_, c in self.points) else None, fontsize=8)  # fmt: skip
+        ax.legend(fontsize=8)
         if roof_ax is not None:
             _roofline(roof_ax, self, peak_flops_per_s)
             ax.figure.tight_layout()
