@@ -344,9 +344,12 @@ class Ceilings:
                 continue
             if value > SPREAD_LIMIT:
                 what = names.get(key, key.replace("matmul_", "") + " matmul FLOP/s")
-                notes.append(
-                    f"the {what} varied {value:.0%} between rounds: trust it to ±{value:.0%}"
+                trust = (
+                    f"trust it to ±{value:.0%}"
+                    if value < 0.5
+                    else "too noisy to trust; bl.measure_ceilings(refresh=True) when it is quiet"
                 )
+                notes.append(f"the {what} varied {value:.0%} between rounds: {trust}")
         fp32 = {"matmul", "vector"} & wanted
         if fp32 and self.device == "cpu" and self.matmul_flops_per_s < self.vector_flops_per_s:
             notes.append(
