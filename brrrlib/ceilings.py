@@ -405,31 +405,14 @@ class Ceilings:
                     ", ".join(f"{k} {_fmt.si(v, '/s')}" for k, v in self.special_per_s.items()),
                 )
             )
+        forms = self.bandwidth_by_form_bytes_per_s
+        patterns = [p for p in ("read", "copy", "update") if set(PATTERN_FORMS[p]) & set(forms)]
         rows += [
-            (
-                "memory bandwidth",
-                _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s") + self._copy_note(),
-            ),
-            ("op overhead", _fmt.seconds(self.op_overhead_s)),
-        ]
-        rows += [
-            (f"ridge point ({k})", f"{self.ridge_point_flops_per_byte(k):.3g} FLOP/byte")
-            for k in self.matmul_flops_per_s_by_dtype
-            if self.fast_path(k)
-        ]
-        return rows
-
-    def _copy_note(self) -> str:
-        """How far a copy into a separate tensor falls below the fastest form (write-allocate)."""
-        forms = {f: r for f, r in self.bandwidth_by_form_bytes_per_s.items() if f in _WRITE_FORMS}
-        copy = forms.get("copy_")
-        if not copy or copy >= 0.9 * self.mem_bandwidth_bytes_per_s:
-            return ""
-        best = max(forms, key=forms.get)
-        return (
-            f"  ({best}; a copy into another tensor {_fmt.si(copy, 'B/s')}: "
-            "its writes first read each line they overwrite)"
-        )
+            (f"memory: {p} ({_PATTERN_WORDS[p]})", _fmt.si(self.bandwidth_for(p), "B/s"))
+            for p in patterns
+        ] or [("memory bandwidth", _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s"))]
+        rows.append(("op overhead", _fmt.seconds(self.op_overhead_s)))
+        return rows  # ridge points: the chapters work them out from these numbers
 
     def _title(self) -> str:
         threads = f", {self.num_threads} threads" if self.device == "cpu" else ""
@@ -938,6 +921,14 @@ PATTERN_FORMS = {
     "copy": ("copy_", "add(out=)"),
     "update": ("add_ (in place)",),
     "write": _WRITE_FORMS,
+}
+
+
+#: How each pattern reads in the repr.
+_PATTERN_WORDS = {
+    "read": "x.sum(), a dot",
+    "copy": "into another tensor",
+    "update": "in place",
 }
 
 
