@@ -297,25 +297,15 @@ class SpecTable:
 
     Made by :func:`spec_table`; renders as a plain-text or HTML table. Peaks
     are dense (no sparsity); "-" marks a precision the hardware has no fast
-    path for. Two ridge points per row: fp32 (the CUDA cores, what plain
-    fp32 code gets) and the best tensor-core precision (what bf16/fp16 code
-    gets): the FLOPs per byte a matmul needs before memory stops setting its
-    pace. The measured row (from :func:`brrrlib.measure_ceilings`) fills in
-    every precision measured here and its ridge points the same way.
+    path for. The measured row (from :func:`brrrlib.measure_ceilings`) fills
+    in every precision measured here. Ridge points are left to the reader
+    (chapter 00 works them out from these columns).
     """
 
     rows: tuple[DeviceSpec, ...]
     measured: Any = None  # a Ceilings, or None
 
-    _HEADER = ("device", *_DTYPE_KEYS, "bandwidth", "memory", "ridge fp32", "ridge best")
-
-    @staticmethod
-    def _ridges(peaks: Mapping[str, float], bandwidth: float) -> tuple[str, str]:
-        best_key = max(peaks, key=lambda k: peaks[k])
-        return (
-            f"{peaks['fp32'] / bandwidth:.3g} FLOP/B",
-            f"{peaks[best_key] / bandwidth:.3g} FLOP/B ({best_key})",
-        )
+    _HEADER = ("device", *_DTYPE_KEYS, "bandwidth", "memory")
 
     def _cells(self) -> list[tuple[str, ...]]:
         def tflops(peaks: Mapping[str, float], key: str) -> str:
@@ -335,7 +325,6 @@ class SpecTable:
                 *(tflops(peaks, k) for k in _DTYPE_KEYS),
                 _fmt.si(bw, "B/s"),
                 f"{mem / 2**30:.0f} GiB" if mem else "",
-                *self._ridges(peaks, bw),
             )
             for name, peaks, bw, mem in rows
         ]
