@@ -7,6 +7,7 @@ overhead. This library measures which, on the machine in front of you::
 
     bl.device()                      # cuda, then mps, then cpu (BRRR_DEVICE overrides)
     bl.measure_ceilings()            # this machine's matmul FLOP/s, bandwidth, op overhead
+    bl.measure_levels()              # bandwidth by cache level, L1 to memory
     bl.benchmark(torch.mm, a, b)     # honest timing: warm-up, sync, repeats, spread
     bl.compare(slow, fast)           # how much faster, from alternating rounds, with an interval
     bl.share_of(fn, x, work=..., pattern="read")  # a share of a same-run kernel of its pattern
@@ -25,6 +26,8 @@ them in this order to see how each number is measured:
 ``counting``       FLOPs and bytes per aten op (``count``); op tables in ``_aten_ops``
 ``roofline``       the arithmetic of the roofline model, and its plot
 ``ceilings``       this machine's ceilings, measured (``measure_ceilings``)
+``levels``         bandwidth by cache level: a working-set sweep, a roof per level
+                   (``measure_levels``)
 ``machine``        this machine: which device, the one ``sync``, caches, memory, CPU flags
 ``parts``          the peak from physics: cores x FMA units x lanes x 2 x clock, and
                    the clock a measured rate implies
