@@ -159,17 +159,32 @@ class Levels:
             ax.plot([s for s, _ in pts], [r / 1e9 for _, r in pts], style, label=pattern)
         bound = [size for _, size, _, call_s in self.points if self.overhead_bound(call_s)]
         if bound:  # the sizes where a call costs less than ten tiny ops
-            ax.axvspan(min(bound) / 1.2, max(bound) * 1.2, color="grey", alpha=0.15,
-                       label="overhead-bound")  # fmt: skip
+            ax.axvspan(
+                min(bound) / 1.2, max(bound) * 1.2, color="grey", alpha=0.15, label="overhead-bound"
+            )
         reported = dict(self.caches)
         for name, capacity in self.held:
             ax.axvline(capacity, color="grey", lw=0.8, ls=":")
-            ax.annotate(name, (capacity, 1), xycoords=("data", "axes fraction"),
-                        xytext=(-3, -12), textcoords="offset points", ha="right", fontsize=8)  # fmt: skip
+            ax.annotate(
+                name,
+                (capacity, 1),
+                xycoords=("data", "axes fraction"),
+                xytext=(-3, -12),
+                textcoords="offset points",
+                ha="right",
+                fontsize=8,
+            )
             if reported[name] != capacity:  # what the system reports, beside what held
                 ax.axvline(reported[name], color="grey", lw=0.8, ls="--")
-                ax.annotate(f"{name} reported", (reported[name], 1), xycoords=("data", "axes fraction"),
-                            xytext=(-3, -24), textcoords="offset points", ha="right", fontsize=8)  # fmt: skip
+                ax.annotate(
+                    f"{name} reported",
+                    (reported[name], 1),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(-3, -24),
+                    textcoords="offset points",
+                    ha="right",
+                    fontsize=8,
+                )
         ax.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel="bandwidth (GB/s)")
         plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
         ax.yaxis.set_major_formatter(plain)
@@ -187,10 +202,17 @@ def _roofline(ax, levels: Levels, peak_flops_per_s: float) -> None:
     intensity = [2.0**k for k in range(-5, 9)]
     for level, roof in levels.roofs("read").items():
         if roof:
-            ax.plot(intensity, [min(peak_flops_per_s, roof * i) / 1e9 for i in intensity],
-                    label=f"{level}: {roof / 1e9:.0f} GB/s")  # fmt: skip
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
-           ylabel="attainable (GFLOP/s)")  # fmt: skip
+            ax.plot(
+                intensity,
+                [min(peak_flops_per_s, roof * i) / 1e9 for i in intensity],
+                label=f"{level}: {roof / 1e9:.0f} GB/s",
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="arithmetic intensity (FLOP/byte)",
+        ylabel="attainable (GFLOP/s)",
+    )
     ax.set_title("cache-aware roofline (read roofs)", fontsize=10)
     ax.legend(fontsize=8)
 
