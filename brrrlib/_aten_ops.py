@@ -1,19 +1,7 @@
-"""What brrrlib knows about individual aten ops: their category, FLOP formula and touched bytes.
+"""The op-by-op facts counting and tracing look up: each aten op's category and FLOP formula.
 
-The counting core (:mod:`brrrlib.counting`) applies one rule to every op; this
-module holds the op-by-op facts that rule looks up, and :mod:`brrrlib.trace`
-uses the same categories for the rows of a profile:
-
-* :data:`CATEGORIES` and :func:`categorize`: the five op families of the essay's
-  BERT table (chapter 01), for an ``OpOverload`` or any spelling of its name
-  (``"aten::mm"`` as the profiler prints it, too).
-* :data:`FLOPS_PER_ELEMENT`: the per-element convention for everything that is
-  not a matmul, and :func:`matmul_flops` for everything that is: torch's
-  registered formulas (:mod:`torch.utils.flop_counter`), plus formulas for the
-  fused ops it misses (attention kernels with grouped-query heads, the
-  transformer fast path, fused RNN layers) and for sparse operands.
-* op-name tables: views, allocations, fills, metadata (bytes of ops that
-  touch only part of a tensor are :mod:`brrrlib._touched`).
+Matmul formulas are torch's (:mod:`torch.utils.flop_counter`) plus ours for the fused
+ops and sparse operands it misses; everything else follows :data:`FLOPS_PER_ELEMENT`.
 """
 
 from __future__ import annotations
@@ -48,11 +36,8 @@ CATEGORIES: tuple[str, ...] = ("matmul", "normalization", "pointwise", "reductio
 """The op categories, in the order tables list them."""
 
 FLOPS_PER_ELEMENT: Mapping[str, float] = {
-    # One FLOP per output element for an elementwise op, whatever it computes:
-    # relu, add, cos and gelu all count 1. (torch's FlopCounterMode counts them
-    # as 0.) A gelu really costs tens of instructions per element, but it is so
-    # memory-bound that the instruction count does not change its runtime;
-    # what changes is the bytes, which we count exactly.
+    # One FLOP per output element, whatever it computes (torch's FlopCounterMode counts 0):
+    # a gelu is so memory-bound that its bytes, counted exactly, set its time.
     "pointwise": 1,
     # One FLOP per *input* element: a sum of N numbers is N - 1 additions.
     "reduction": 1,
@@ -68,9 +53,7 @@ FLOPS_PER_ELEMENT: Mapping[str, float] = {
     # Data movement (views, copies, indexing) does no arithmetic.
     "other": 0,
 }
-"""FLOPs charged per element to ops that are not matmuls: the one place the
-counting convention is written down. Matmuls use exact formulas instead
-(``2*M*K*N`` for an ``(M,K) @ (K,N)``: one multiply and one add per term)."""
+"""FLOPs per element of ops that are not matmuls (matmuls: ``2*M*K*N``, exact)."""
 
 #: The softmax kernels (one ``exp`` per input element).
 SOFTMAX = frozenset({"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"})
@@ -106,11 +89,7 @@ SPECIAL: Mapping[str, str] = {
     **dict.fromkeys(("sin", "sin_", "cos", "cos_", "tan", "tan_"), "cos"),
     **dict.fromkeys(("log", "log_", "log2", "log2_", "log10", "log10_", "log1p", "log1p_"), "log"),
 }
-"""Ops that evaluate a special function once per element, and which one (a rate
-``bl.measure_ceilings`` measures: ``exp``, ``tanh``, ``erf``, ``cos`` for the
-trigonometric family, ``log``). One such evaluation costs tens of instructions
-on a CPU, which a FLOP count of 1 hides; the diagnosis judges them against
-their own measured rate. A gelu with ``approximate="tanh"`` is a tanh."""
+"""Ops that evaluate a special function once per element, and which one (a measured rate)."""
 #: Fused attention kernels: one exp per score (queries x keys per head) inside the kernel.
 FUSED_ATTENTION = frozenset(
     {
@@ -326,13 +305,7 @@ def _op_name(op: Any) -> str:
 
 
 def _tags_of(op: Any) -> frozenset:
-    """The aten tags that describe ``op`` (used for ``pointwise`` and ``reduction``).
-
-    An ``OpOverload`` describes itself; a name with an overload
-    (``"aten.max.other"``) names it. A bare name (``"aten::max"``, as the
-    profiler prints it) is ambiguous (``max.other`` is elementwise, ``max.dim``
-    reduces): it gets the tag most of its tensor overloads carry.
-    """
+    """The aten tags of ``op``; a bare name (``"aten::max"``) gets its overloads' majority tag."""
     if isinstance(op, torch._ops.OpOverload):
         return frozenset(op.tags)
     namespace, _, base = _op_name(op).partition("::")
@@ -362,25 +335,13 @@ def _takes_tensor_first(overload: torch._ops.OpOverload) -> bool:
 
 
 def categorize(op: Any) -> str:
-    """The category of an aten op: one of :data:`CATEGORIES`.
-
-    Accepts an ``OpOverload`` (``torch.ops.aten.mm.default``), a packet, or a
-    name as the dispatcher (``"aten::mm"``), the profiler (``"aten::mm"``) or
-    ``FlopCounterMode`` (``"aten.mm"``) spell it. Names that are not aten ops
-    (``"autograd::engine::..."`` profiler events) are ``"other"``.
-
-    The rule, first match wins: a matmul FLOP formula exists, or the op wraps
-    one (``linear``, ``matmul``, ``conv2d``: the profiler shows their own small
-    self time) -> ``matmul``; softmax or a layer/batch/group/RMS norm (or its
-    backward, or its wrapper) -> ``normalization``; a copy -> ``other``; aten's
-    ``pointwise`` tag or a ``_foreach_``/``_fused_`` optimizer op -> ``pointwise``;
-    aten's ``reduction`` tag or a scan -> ``reduction``; everything else -> ``other``.
-    """
+    """One of :data:`CATEGORIES` for an ``OpOverload``, a packet, or a name (``"aten::mm"``)."""
     return _categorize(_op_name(op), _tags_of(op))
 
 
 @lru_cache(maxsize=4096)
 def _categorize(name: str, tags: frozenset) -> str:
+    # first match wins; a wrapper (linear, conv2d) goes with the work it wraps
     base = name.split("::", 1)[1]
     if name in _matmul_formulas() or (name.startswith("aten::") and base in _MATMUL_WRAPPERS):
         return "matmul"
@@ -423,16 +384,10 @@ def _dims(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
 def attention_flops(
     q, k, v, *, layout: str = "BHSD", backward: bool = False, cum_q=None, cum_k=None
 ) -> int:
-    """QK^T and PV of scaled-dot-product attention, for any number of key/value heads.
+    """QK^T and PV FLOPs of attention, per query head even when heads share keys (GQA).
 
-    Each of the ``Hq`` query heads does ``2*Sq*Sk*D`` FLOPs for ``QK^T`` and
-    ``2*Sq*Sk*Dv`` for ``P @ V``, whether it has a key/value head of its own or
-    shares one (grouped-query attention, as in Llama 2/3 and Mistral): the
-    shared head is read once but multiplied ``Hq/Hkv`` times. The backward
-    recomputes ``QK^T`` and does four more matmuls (``dP``, ``dV``, ``dQ``,
-    ``dK``): ``2*Sq*Sk*(3*D + 2*Dv)`` per query head. Variable-length batches
-    (``cum_q``/``cum_k`` offsets) add up their sequences. A causal mask is not
-    taken into account, as in torch's own counter.
+    Forward ``2*Sq*Sk*(D + Dv)``, backward ``2*Sq*Sk*(3*D + 2*Dv)`` per query head; a
+    causal mask is not taken into account, as in torch's own counter.
     """
     if cum_q is not None:  # packed (total tokens, heads, dim) with sequence offsets
         heads, d, dv = q.shape[-2], q.shape[-1], v.shape[-1]
@@ -475,12 +430,7 @@ def _sequence_lengths(t: torch.Tensor) -> list[int]:
 
 
 def _attention_block_flops(lengths_q, lengths_k, embed_dim: int) -> int:
-    """Q/K/V and output projections plus QK^T and PV, summed over sequences.
-
-    Per sequence with ``lq`` queries and ``lk`` keys (all heads together span
-    ``embed_dim``): projections ``2*E*E*(lq + 2*lk)`` (Q, K, V) ``+ 2*lq*E*E``
-    (out), attention ``2*lq*lk*E`` (QK^T) ``+ 2*lq*lk*E`` (PV).
-    """
+    """Q/K/V and output projections plus QK^T and PV, summed over sequences."""
     e = embed_dim
     return sum(
         2 * e * e * (lq + 2 * lk) + 2 * lq * e * e + 4 * lq * lk * e
@@ -494,11 +444,7 @@ def _native_mha_flops(query, key, value, embed_dim, num_head, *args, **kwargs) -
 
 
 def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
-    """``_transformer_encoder_layer_fwd``: nn.TransformerEncoderLayer's inference fast path.
-
-    The attention block (see :func:`_attention_block_flops`) plus the feed-forward
-    network, two matmuls ``2*L*E*F`` each with ``F = ffn_weight_1.shape[0]``.
-    """
+    """nn.TransformerEncoderLayer's fast path: the attention block plus two FFN matmuls."""
     ffn_weight_1 = args[11] if len(args) > 11 else kwargs["ffn_weight_1"]
     ffn_dim, e = int(ffn_weight_1.shape[0]), int(embed_dim)
     lengths = _sequence_lengths(src)
@@ -540,12 +486,7 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> int:
 
 
 def _sparse_mm(a: torch.Tensor, b: torch.Tensor) -> int:
-    """A sparse operand costs one multiply-add per stored value and dense column (or row).
-
-    ``S @ D``: each stored ``s_ik`` scales row ``k`` of ``D`` (N columns),
-    ``2*nnz*N``; ``D @ S``: ``2*nnz*M``. Sparse @ sparse: ``2*nnz(A)*nnz(B)/K``,
-    the expected number of products when the values are spread evenly.
-    """
+    """One multiply-add per stored value and dense column (or row); sparse @ sparse, on average."""
     a_sparse, b_sparse = a.layout != torch.strided, b.layout != torch.strided
     if a_sparse and b_sparse:
         return 2 * _touched.nnz(a) * _touched.nnz(b) // max(a.shape[-1], 1)

@@ -1,11 +1,4 @@
-"""What ``bl.count`` returns: :class:`Counts`, one :class:`OpCount` row per aten op, and its table.
-
-The counting itself is in :mod:`brrrlib.counting`; these are its results,
-importable from there (``brrrlib.counting.Counts``). A ``Counts`` keeps the
-raw rows; totals, the split by category and by precision, and the essay's
-BERT table (FLOPs and bytes per category, plus % of runtime once
-:func:`brrrlib.trace.breakdown` attaches :class:`CategoryTimes`) are derived.
-"""
+"""What ``bl.count`` returns: :class:`Counts`, one :class:`OpCount` row per aten op, and its table."""
 
 from __future__ import annotations
 
@@ -24,29 +17,17 @@ READ_ONLY_SHARE = 0.05
 
 @dataclass(frozen=True)
 class OpCount:
-    """One aten op's totals over a counted run.
+    """One aten op's totals over a counted run, one row per precision its FLOPs ran in."""
 
-    ``op`` is the dispatcher name (``"aten::mm"``), ``category`` one of
-    :data:`CATEGORIES`, ``calls`` how many times it ran, ``flops`` and
-    ``bytes_moved`` summed over those calls, ``precision`` what its FLOPs ran
-    in (``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp64"``, ``"fp8"``,
-    ``"int"``; ``""`` for an op without FLOPs). An op that ran in two
-    precisions has a row for each. A row made by hand is fp32 unless it says
-    otherwise: torch's default dtype. ``special`` is how many of its FLOPs
-    were special-function evaluations (``exp``, ``erf``, ...) and
-    ``special_function`` which one. ``written_bytes`` is the part of
-    ``bytes_moved`` the op wrote (``None`` on a row made by hand without it).
-    """
-
-    op: str
+    op: str  # "aten::mm"
     category: str
     calls: int
     flops: int
     bytes_moved: int
-    precision: str = "fp32"
-    special: int = 0
-    special_function: str = ""
-    written_bytes: int | None = None
+    precision: str = "fp32"  # "" for an op without FLOPs
+    special: int = 0  # FLOPs that were special-function evaluations
+    special_function: str = ""  # which one: "exp", "erf", ...
+    written_bytes: int | None = None  # the written part of bytes_moved
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -56,15 +37,10 @@ class OpCount:
 
 @dataclass(frozen=True)
 class CategoryTimes:
-    """Seconds per call of a function, split by op category (see :func:`brrrlib.trace.time_by_category`).
+    """Seconds per call of a function by op category (:func:`brrrlib.trace.time_by_category`)."""
 
-    ``times_s`` pairs each category with the median, over ``runs`` profiled
-    calls, of the summed *self* time of its ops; ``source`` says which clock
-    (``"cpu self time"`` or ``"device self time"``) and ``device`` where it ran.
-    """
-
-    times_s: tuple[tuple[str, float], ...]
-    source: str
+    times_s: tuple[tuple[str, float], ...]  # (category, median self seconds over runs)
+    source: str  # "cpu self time" or "device self time"
     device: str
     runs: int
 
@@ -92,19 +68,11 @@ class CategoryTimes:
 
 @dataclass(frozen=True)
 class Counts:
-    """FLOPs and bytes of one run of a function, per aten op (see :func:`brrrlib.counting.count`).
-
-    ``rows`` holds one :class:`OpCount` per (op, category, precision);
-    ``times`` is optional per-category timing attached by
-    :func:`brrrlib.trace.breakdown`; ``notes`` says what the count could not
-    see (ops it could not price, a compiled function counted as its eager
-    graph). Totals are properties; :meth:`by_category` and the repr group the
-    rows like the essay's BERT table (with times: each category's % of runtime).
-    """
+    """FLOPs and bytes of one run of a function, per aten op (see :func:`brrrlib.counting.count`)."""
 
     rows: tuple[OpCount, ...]
-    times: CategoryTimes | None = None
-    notes: tuple[str, ...] = ()
+    times: CategoryTimes | None = None  # attached by bl.trace.breakdown
+    notes: tuple[str, ...] = ()  # what the count could not see
 
     @property
     def flops(self) -> int:
@@ -125,13 +93,7 @@ class Counts:
 
     @property
     def pattern(self) -> str:
-        """The access pattern whose roof bounds this run (``Ceilings.bandwidth_for``).
-
-        ``"read"`` when at most 5% of the bytes are written (a matrix-vector product
-        reads its weights once: decode); ``"write"`` otherwise, the fastest writing
-        form, so that the memory floor stays a lower bound for any mix of copies and
-        in-place updates.
-        """
+        """The roof's pattern: ``"read"`` if at most 5% of the bytes are written, else ``"write"``."""
         written = self.written_bytes
         if written is None or written > READ_ONLY_SHARE * self.bytes_moved:
             return "write"
@@ -149,23 +111,11 @@ class Counts:
 
     @property
     def work_ops(self) -> int:
-        """Op calls that do work on data: every op but views, metadata and bare allocations.
-
-        Each of these pays at least what the tiniest op costs (dispatch, and a
-        kernel launch on a GPU), so ``work_ops * op_overhead_s`` is a lower
-        bound on the host time of one call. Views and ``empty`` are cheaper
-        than a tiny op and are left out; the counter charges them nothing.
-        """
+        """Op calls that do work on data: every op but views, metadata and bare allocations."""
         return sum(r.calls for r in self.rows if r.flops or r.bytes_moved)
 
     def flops_by_precision(self, category: str | None = None) -> dict[str, int]:
-        """``{precision: FLOPs}``, e.g. ``counts.flops_by_precision("matmul")`` -> ``{"bf16": ...}``.
-
-        Each precision has its own roof (an H100 does 52 TFLOP/s of fp32
-        matmul, ~400 in TF32, ~740 in bf16), so the compute floor is the sum
-        of each precision's FLOPs over its own ceiling. ``category`` keeps one
-        of :data:`CATEGORIES`; ops without FLOPs are left out.
-        """
+        """``{precision: FLOPs}``, of one category if given: ``{"bf16": ...}``."""
         if category is not None and category not in CATEGORIES:
             raise ValueError(
                 f"category must be one of {list(CATEGORIES)} or None, got {category!r}"
@@ -177,12 +127,7 @@ class Counts:
         return out
 
     def special_by_function(self) -> dict[str, int]:
-        """``{function: evaluations}``: the special functions among the FLOPs (``{"exp": ...}``).
-
-        A softmax evaluates one ``exp`` per element, a gelu one ``erf``: each
-        counts as one FLOP, yet costs tens of instructions on a CPU. The
-        diagnosis judges them against their own measured rate.
-        """
+        """``{function: evaluations}``: the special functions among the FLOPs (``{"exp": ...}``)."""
         out: dict[str, int] = {}
         for r in self.rows:
             if r.special:
@@ -191,20 +136,12 @@ class Counts:
 
     @property
     def precision(self) -> str:
-        """The precision of most of the matmul FLOPs ("fp32" when there are none).
-
-        That is the roof the workload is judged against: a bf16 model's
-        matmuls run on tensor cores, far above the fp32 roof.
-        """
+        """The precision of most of the matmul FLOPs ("fp32" when there are none): its roof."""
         split = self.flops_by_precision("matmul")
         return max(split, key=split.get) if split else "fp32"
 
     def by_category(self) -> dict[str, dict[str, float]]:
-        """``{category: {"calls", "flops", "bytes_moved", "flops_fraction", "bytes_fraction"}}``.
-
-        Every category in :data:`CATEGORIES` is present. With times attached,
-        each entry also has ``"time_s"`` and ``"time_fraction"``.
-        """
+        """``{category: {"calls", "flops", "bytes_moved", ...}}`` for every category."""
         total_flops, total_bytes = self.flops, self.bytes_moved
         times = self.times.as_dict() if self.times is not None else None
         total_time = self.times.total_s if self.times is not None else 0.0

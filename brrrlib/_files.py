@@ -1,13 +1,4 @@
-"""Files: where the cache lives, writing without half-written files, where the course is.
-
-``cache_dir()`` is ``$BRRR_CACHE_DIR`` if set, else the platform's cache folder
-for brrr as platformdirs names it: ``~/.cache/brrr`` on Linux,
-``~/Library/Caches/brrr`` on macOS, ``%LOCALAPPDATA%\\brrr\\Cache`` on Windows.
-``write_atomic`` writes through a unique temporary file in the same folder,
-then renames it: a reader never sees half a file, and two kernels writing at
-once never mix their bytes. ``course_folder()`` finds the chapters, installed
-or in a clone.
-"""
+"""Files: where the cache lives, writing without half-written files, where the course is."""
 
 from __future__ import annotations
 
@@ -31,7 +22,7 @@ def cache_dir() -> Path:
 
 
 def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:
-    """Write ``text`` to ``target`` through a unique temporary file; OSError if it cannot."""
+    """Write ``text`` to ``target`` via a renamed temporary file (never half a file); OSError."""
     tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -48,15 +39,7 @@ def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:
 
 
 def course_folder() -> Path | None:
-    """Where the course notebooks are: the package data ``brrrlib.course``, else the clone's.
-
-    A wheel ships ``course/`` as ``brrrlib/course``, and
-    :mod:`importlib.resources` finds it wherever pip put it (a venv, a
-    ``--user`` install). A clone (``pip install -e .``, or run from its root)
-    has ``course/`` beside the ``brrrlib`` folder: an editable install does not
-    map a folder without ``__init__.py`` as a subpackage. None if no such
-    folder holds a notebook.
-    """
+    """Where the course notebooks are (package data ``brrrlib.course``, else the clone's), or None."""
     return _installed_course() or _clone_course()
 
 
@@ -74,5 +57,6 @@ def _installed_course() -> Path | None:
 
 
 def _clone_course() -> Path | None:
+    # an editable install does not map course/ (no __init__.py) as a subpackage
     folder = Path(__file__).resolve().parents[1] / "course"
     return folder if folder.is_dir() and any(folder.glob("*.ipynb")) else None

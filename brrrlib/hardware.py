@@ -1,13 +1,4 @@
-"""The spec-sheet table: what each device can do on paper, with where the numbers come from.
-
-The ONE table of spec-sheet numbers in the project (peak FLOP/s per
-precision, memory bandwidth and size, each row with its source). Notebooks
-ask ``bl.spec("A100")`` instead of typing 312e12; ``spec_table()`` sets the
-rows side by side, with this machine's measured row beside them when given
-its ``Ceilings``. Links and cluster nodes have small tables (chapter 05): ``link("NDR")``,
-``host_link("T4")``, ``node("DGX H100")``. What the machine in front of you *does* is
-measured by :mod:`brrrlib.ceilings`; choosing and syncing a device is :mod:`brrrlib.machine`.
-"""
+"""The one spec-sheet table: devices, links and nodes on paper, each row with its source."""
 
 from __future__ import annotations
 
@@ -68,25 +59,11 @@ def dtype_key(dtype: str | torch.dtype) -> str:
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """One device's spec-sheet numbers, with where they come from.
-
-    ``peak_flops_per_s`` maps a dtype key to the vendor's peak:
-
-    * ``"fp32"``: plain fp32 on the vector units (CUDA cores), no tensor
-      cores. This is what elementwise ops and normalisations can use.
-    * ``"tf32"``, ``"bf16"``, ``"fp16"``: *dense* matrix multiply on tensor
-      cores (matrix cores on AMD). Vendor sheets often print numbers "with
-      sparsity", twice the dense figure; the table halves those (comments in
-      the rows say where). A key is absent where the hardware has no such
-      path (V100 and T4 have no tf32 or bf16 tensor cores); asking for it
-      raises a ``KeyError`` that says so, rather than inventing a number.
-
-    ``mem_bandwidth_bytes_per_s`` is the DRAM/HBM bandwidth on the sheet (a
-    copy kernel reaches ~80-90% of it). The ratio of the two is the ridge
-    point: :meth:`ridge_point_flops_per_byte`.
-    """
+    """One device's spec-sheet numbers, with where they come from."""
 
     name: str
+    # "fp32" on the vector units; "tf32", "bf16", "fp16" dense on tensor cores (sparse halved);
+    # absent where the hardware has no such path
     peak_flops_per_s: Mapping[str, float]
     mem_bandwidth_bytes_per_s: float
     mem_bytes: int
@@ -122,11 +99,7 @@ class DeviceSpec:
 
     @property
     def fast_precision(self) -> str:
-        """The 16-bit precision its matmul units run fastest: "fp16" on a T4 or V100 (no bf16
-        tensor cores), "bf16" from the A100 on (fp16 as fast); "fp32" on a device with neither.
-
-        What a chapter runs its "use the faster units" cells in on this device.
-        """
+        """The 16-bit precision its matmul units run fastest ("fp32" on a device with neither)."""
         halves = {k: v for k, v in self.peak_flops_per_s.items() if k in ("bf16", "fp16")}
         if not halves:
             return "fp32"
@@ -134,11 +107,7 @@ class DeviceSpec:
         return "bf16" if halves.get("bf16", 0.0) >= best else "fp16"
 
     def ridge_point_flops_per_byte(self, dtype: str | torch.dtype = "fp32") -> float:
-        """FLOPs per byte at which compute and bandwidth take equal time.
-
-        An op doing fewer FLOPs per byte moved than this is memory-bound on
-        this device; more, compute-bound. A100 fp32: 19.5e12 / 1.555e12 = 12.5.
-        """
+        """FLOPs per byte at which compute and bandwidth take equal time."""
         return self.peak(dtype) / self.mem_bandwidth_bytes_per_s
 
     def _repr_html_(self) -> str:
@@ -293,14 +262,7 @@ def all_specs() -> tuple[DeviceSpec, ...]:
 
 @dataclass(frozen=True)
 class SpecTable:
-    """Spec-sheet rows side by side, optionally with this machine's measured row.
-
-    Made by :func:`spec_table`; renders as a plain-text or HTML table. Peaks
-    are dense (no sparsity); "-" marks a precision the hardware has no fast
-    path for. The measured row (from :func:`brrrlib.measure_ceilings`) fills
-    in every precision measured here. Ridge points are left to the reader
-    (chapter 00 works them out from these columns).
-    """
+    """Spec-sheet rows side by side, optionally with this machine's measured row ("-": no path)."""
 
     rows: tuple[DeviceSpec, ...]
     measured: Any = None  # a Ceilings, or None
@@ -343,14 +305,7 @@ class SpecTable:
 
 
 def spec_table(ceilings: Any = None, names: Any = None) -> SpecTable:
-    """The spec-sheet table to read at a glance, with this machine beside it.
-
-    ``ceilings`` (from :func:`brrrlib.measure_ceilings`) adds a measured row;
-    ``names`` picks rows by :func:`spec` name: one name or a list of them
-    (default: every row). Chapter 00 uses it to set a laptop's measured
-    numbers beside datacenter GPUs: notice how much faster the FLOP/s
-    columns grew than the bandwidth column.
-    """
+    """The table of ``names`` (default: every row), with a measured row when given ``ceilings``."""
     if isinstance(names, str):
         names = [names]
     if names is not None and not all(isinstance(n, str) for n in names):
@@ -384,13 +339,7 @@ def _lookup(rows: tuple[Any, ...], name: str, what: str, example: str) -> Any:
 
 
 def spec(name: str) -> DeviceSpec:
-    """Look up a spec-sheet device by name or alias, case-insensitively.
-
-    ``spec("A100")`` is the A100 40GB SXM of the essay (312 TFLOP/s bf16,
-    19.5 TFLOP/s fp32, 1.555 TB/s); ``spec("h100")`` is the SXM part;
-    ``spec("4090")`` the RTX 4090. An unknown name raises ``ValueError``
-    listing the closest names in the table.
-    """
+    """A spec-sheet device by name or alias (``spec("A100")``); ValueError names the closest."""
     return _lookup(_SPECS, name, "device", "A100")
 
 
@@ -402,12 +351,9 @@ def spec_for_device_name(device_name: str) -> DeviceSpec | None:
     return None
 
 
-#: How many additions a plain Python loop does per second, as the essay quotes it
-#: (Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022,
-#: https://horace.io/brrr_intro.html, section "Overhead"). Set it beside
-#: ``bl.spec("A100").peak_flops_per_s["bf16"]``: 312e12 / 32e6 = 9.75 million
-#: FLOPs in the time Python does one addition. Chapter 03 measures this
-#: machine's own figure with ``bl.workloads.python_adds``.
+#: Additions per second of a plain Python loop, as the essay quotes it (Horace He, "Making
+#: Deep Learning Go Brrrr From First Principles", 2022, https://horace.io/brrr_intro.html,
+#: section "Overhead").
 ESSAY_PYTHON_ADDS_PER_S: float = 32e6
 
 
@@ -419,21 +365,11 @@ LINK_KINDS = ("host-device", "device-device", "node-node", "storage")
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """One link's spec-sheet bandwidth, with where it comes from (chapter 05).
-
-    ``bandwidth_bytes_per_s`` is for **one direction**: what one GPU can send
-    while it also receives as much. Vendors often print both directions
-    added (NVIDIA's "NVLink: 900 GB/s" for an H100 is 450 GB/s each way);
-    ``sheet_bytes_per_s`` is the number as printed, ``both_directions_on_sheet``
-    says which it is. Network links are sold in bits per second (NDR
-    InfiniBand: 400 Gb/s): divided by 8 here. This one-direction figure is the
-    one to set beside the *bus bandwidth* of an all-reduce (nccl-tests,
-    ``doc/PERFORMANCE.md``). ``kind`` is one of :data:`LINK_KINDS`.
-    """
+    """One link's spec-sheet bandwidth, with where it comes from (chapter 05)."""
 
     name: str
-    kind: str
-    bandwidth_bytes_per_s: float
+    kind: str  # one of LINK_KINDS
+    bandwidth_bytes_per_s: float  # one direction, in bytes (as an all-reduce's bus bandwidth)
     source: str
     aliases: tuple[str, ...] = ()
     both_directions_on_sheet: bool = False
@@ -554,10 +490,7 @@ def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
 
 
 def link(name: str) -> LinkSpec:
-    """Look up a link by name or alias, case-insensitively: ``link("NDR")``, ``link("pcie5")``.
-
-    An unknown name raises ``ValueError`` listing the closest names in the table.
-    """
+    """A link by name or alias (``link("NDR")``); ValueError names the closest."""
     return _lookup(_LINKS, name, "link", "NVLink 4")
 
 

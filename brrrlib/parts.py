@@ -40,18 +40,13 @@ MAX_CLOCK_HZ = 6.5e9
 
 @dataclass(frozen=True)
 class CpuParts:
-    """What a CPU's fp32 peak is made of: cores x FMA units x lanes x 2 FLOPs x clock.
-
-    ``clock_hz`` is what the system reports (the most it allows where Linux says,
-    else the nominal clock a VM shows; None where unknown); ``isa`` names the
-    instructions that set ``lanes``.
-    """
+    """What a CPU's fp32 peak is made of: cores x FMA units x lanes x 2 FLOPs x clock."""
 
     cores: int
     fma_units: int
     lanes: int
-    isa: str
-    clock_hz: float | None
+    isa: str  # the instructions that set lanes
+    clock_hz: float | None  # as the system reports it; None where unknown
 
     @property
     def flops_per_cycle(self) -> int:
@@ -64,11 +59,7 @@ class CpuParts:
         return self.flops_per_cycle * self.clock_hz if self.clock_hz else None
 
     def implied_clock_hz(self, flops_per_s: float, flops_per_lane: int = 2) -> float:
-        """The clock ``flops_per_s`` needs with every unit busy every cycle.
-
-        ``flops_per_lane`` is 2 for an FMA (a matmul) and 1 for a plain multiply
-        (the vector ceiling's chains).
-        """
+        """The clock ``flops_per_s`` needs, every unit busy (``flops_per_lane``: 2 FMA, 1 mul)."""
         return flops_per_s / (self.cores * self.fma_units * self.lanes * flops_per_lane)
 
     def __str__(self) -> str:
@@ -81,11 +72,7 @@ class CpuParts:
 
 
 def cpu_parts(threads: int | None = None) -> CpuParts | None:
-    """This CPU's parts, for ``threads`` cores (default: torch's thread count).
-
-    None where the lanes are unknown (an unlisted ISA, SVE of unstated width, or no
-    /proc/cpuinfo: macOS, Windows).
-    """
+    """This CPU's parts for ``threads`` cores (default: torch's threads); None if lanes unknown."""
     flags = machine.cpu_flags()
     if "avx512f" in flags:
         lanes, isa, units = 16, "AVX-512", 2

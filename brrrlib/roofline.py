@@ -11,15 +11,7 @@ Divide through by the bytes and you get the roofline: at arithmetic intensity
 ``I = flops / bytes_moved`` (FLOPs per byte) the best achievable rate is
 ``min(peak, I * bandwidth)``. The two lines meet at the **ridge point**
 ``peak / bandwidth``: below it a workload is memory-bound (feeding the factory
-is the bottleneck), above it compute-bound. On an A100, 19.5 TFLOP/s of fp32
-over 1.555 TB/s puts the ridge at 12.5 FLOP/byte: a unary fp32 op (read 4 B,
-write 4 B) needs about 100 operations per element before the arithmetic,
-not the memory, sets its speed (chapter 02).
-
-Everything here is plain arithmetic on numbers you pass in, except
-:func:`plot`, which reads them off a :class:`~brrrlib.hardware.DeviceSpec`
-(spec sheet) or :class:`~brrrlib.ceilings.Ceilings` (measured here) and draws
-them (chapter 00, 02).
+is the bottleneck), above it compute-bound (chapters 00 and 02).
 """
 
 from __future__ import annotations
@@ -43,12 +35,7 @@ __all__ = [
 ]
 
 ABOVE_ROOF_TOLERANCE = 0.10
-"""How far (as a fraction) a measured point may sit above the roof before we flag it.
-
-Nothing runs faster than the roof, so a point above it means the FLOPs or
-bytes were over-counted or the time under-measured (no sync, a cached
-result). Measured ceilings are themselves medians of a benchmark, so a
-point may beat them by a few percent honestly; 10% leaves room for that."""
+"""How far above the roof a point may sit before it is flagged: measured roofs are medians."""
 
 
 def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float, float]:
@@ -60,24 +47,14 @@ def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float,
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
-    """FLOPs per byte moved: ``flops / bytes_moved``.
-
-    The one number that places a workload on the roofline. An fp32
-    elementwise op reading and writing one element (8 bytes) for one FLOP has
-    intensity 1/8; an ``n x n`` fp32 matmul does ``2 n^3`` FLOPs on
-    ``3 * 4 n^2`` bytes, intensity ``n / 6``, which grows with ``n``.
-    """
+    """FLOPs per byte moved: ``flops / bytes_moved``."""
     flops = _checks.number("flops", flops, positive=False)
     bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=True)
     return flops / bytes_moved
 
 
 def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> float:
-    """The intensity (FLOP/byte) where the memory slope meets the compute roof.
-
-    ``peak_flops_per_s / mem_bandwidth_bytes_per_s``. A workload needs at
-    least this many FLOPs per byte to be able to keep the compute units busy.
-    """
+    """The intensity (FLOP/byte) where the memory slope meets the compute roof."""
     peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return peak / bandwidth
 
@@ -85,11 +62,7 @@ def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> fl
 def attainable_flops_per_s(
     intensity_flops_per_byte: float, peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float
 ) -> float:
-    """The roof at this intensity: ``min(peak_flops_per_s, intensity * bandwidth)``.
-
-    Below the ridge point, bandwidth caps the rate (each byte brings
-    ``intensity`` FLOPs of work); above it, the arithmetic peak does.
-    """
+    """The roof at this intensity: ``min(peak_flops_per_s, intensity * bandwidth)``."""
     intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
     peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return min(peak, intensity * bandwidth)
@@ -98,13 +71,7 @@ def attainable_flops_per_s(
 def lower_bound_s(
     flops: float, bytes_moved: float, peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float
 ) -> float:
-    """The fastest this work can run: ``max(flops / peak, bytes_moved / bandwidth)``.
-
-    Compute and memory transfers overlap at best, so the slower of the two
-    sets the floor. Overhead (Python, dispatch, kernel launches) comes on top
-    and is not in this bound: a measured time far above it is a hint that
-    overhead, not the device, is what you are paying for (chapter 03).
-    """
+    """Seconds at the least: ``max(flops / peak, bytes_moved / bandwidth)``, overhead not in it."""
     flops = _checks.number("flops", flops, positive=False)
     bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=False)
     peak, bandwidth = _roof(peak_flops_per_s, mem_bandwidth_bytes_per_s)
@@ -114,12 +81,7 @@ def lower_bound_s(
 def regime(
     intensity_flops_per_byte: float, peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float
 ) -> str:
-    """``"memory"`` below the ridge point, ``"compute"`` at or above it.
-
-    This is what the roofline predicts from the counts alone; whether a real
-    run reaches either roof, or is stuck on overhead, only a measurement says
-    (``bl.diagnose``).
-    """
+    """``"memory"`` below the ridge point, ``"compute"`` at or above it (counts alone)."""
     intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
     ridge = ridge_point(peak_flops_per_s, mem_bandwidth_bytes_per_s)
     return "compute" if intensity >= ridge else "memory"
@@ -164,11 +126,7 @@ def _peak(device: Any, dtype: str) -> float:
 
 
 def _ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
-    """A device's ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` for ``dtype``.
-
-    A spec sheet, measured Ceilings or a pair, recognised by field names;
-    ``dtype`` may be a torch dtype.
-    """
+    """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a spec, Ceilings or pair."""
     dtype = dtype_key(dtype)
     if _is_pair(device_or_spec):
         peak, bandwidth = device_or_spec
@@ -209,21 +167,13 @@ def _device_label(device: Any) -> str:
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    """A measured workload to place on the roofline.
-
-    ``flops`` and ``bytes_moved`` come from counting (``bl.count``),
-    ``seconds`` from timing (``bl.benchmark(...).median_s``). The point sits
-    at x = intensity (FLOP/byte), y = achieved FLOP/s; its distance below the
-    roof is how much speed is left on the table. ``precision`` ("fp32",
-    "tf32", "bf16", "fp16") says which roof it is judged against: bf16
-    matmuls run on tensor cores, far above the fp32 roof.
-    """
+    """A measured workload to place on the roofline: counted work, timed seconds."""
 
     label: str
     flops: float
     bytes_moved: float
     seconds: float
-    precision: str = "fp32"
+    precision: str = "fp32"  # the roof it is judged against
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str):
@@ -249,12 +199,7 @@ class RooflinePoint:
 
     @classmethod
     def from_counts(cls, counts: Any, timing: Any, label: str | None = None) -> RooflinePoint:
-        """Build a point from ``bl.count(...)`` and ``bl.benchmark(...)`` of the same work.
-
-        ``timing`` is a :class:`~brrrlib.timing.Timing` (its median is used) or
-        seconds as a number. ``label`` defaults to the timing's label; the
-        precision is that of most of the counted matmul FLOPs.
-        """
+        """A point from ``bl.count(...)`` and a ``Timing`` (its median) or seconds of that work."""
         if not (hasattr(counts, "flops") and hasattr(counts, "bytes_moved")):
             raise TypeError(
                 f"counts: expected the result of bl.count(...), got {type(counts).__name__}"
@@ -302,14 +247,7 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
 
 
 def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
-    """True when ``point`` claims more FLOP/s than the roof allows (:data:`ABOVE_ROOF_TOLERANCE`).
-
-    That is impossible, so it signals an error: FLOPs or bytes counted wrong,
-    a time measured without a sync, or the wrong roof (bf16 work judged
-    against the fp32 roof). ``point`` is a :class:`RooflinePoint` or
-    ``(label, intensity, flops_per_s)``; the roof is the highest one of
-    ``ceilings`` for ``dtype`` (default: the point's own precision).
-    """
+    """True when ``point`` claims more FLOP/s than ``ceilings``' roof allows: an error somewhere."""
     dtype = getattr(point, "precision", "fp32") if dtype is None else dtype
     _, intensity, rate = _as_xy(point)
     top = max(r for _, r in _roofs(ceilings, dtype))
@@ -354,24 +292,10 @@ def plot(
     extra: Sequence[Any] = (),
     title: str | None = None,
 ) -> Any:
-    """Draw the roofline of one or more devices, with measured points; returns the Axes.
+    """Draw the roofline of one or more devices with measured points; returns the Axes.
 
-    ``ceilings`` is a device (``bl.spec("A100")``, ``bl.measure_ceilings()``,
-    or a ``(peak_flops_per_s, bandwidth)`` pair) or a list of them to overlay
-    (chapter 00 sets this machine beside spec-sheet GPUs); ``extra`` adds more
-    devices after them. For measured ``Ceilings`` two roofs are drawn, the
-    matmul roof and the (lower, dashed) vector roof; for a spec sheet, the
-    ``dtype`` roof and, for a tensor-core dtype, the fp32 roof below it. Each
-    device's ridge point is marked. ``dtype`` defaults to the precision of
-    the points (a :class:`RooflinePoint`'s ``precision``; the fastest roof
-    among them when they differ), else fp32; the title says which.
-
-    ``points`` are :class:`RooflinePoint` or ``(label, intensity_flops_per_byte,
-    flops_per_s)`` tuples, labelled on the plot and checked against the first
-    device: one above its roof (:func:`above_roof`) is drawn as a red cross
-    and annotated, because it cannot be right. Log-log axes: intensity in
-    FLOP/byte, performance in FLOP/s. matplotlib is imported here, not at
-    ``import brrrlib``; any backend works (tests use Agg).
+    ``ceilings`` is a spec, measured ``Ceilings`` or ``(peak, bandwidth)`` pair, or a list;
+    ``dtype`` defaults to the points' precision. A point above the roof is a red cross.
     """
     import matplotlib.pyplot as plt
     import numpy as np

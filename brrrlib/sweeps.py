@@ -1,36 +1,12 @@
-"""Declarative sweeps: one parameter swept, a few lines compared, every point measured alike.
-
-A sweep is data, as in triton's ``testing.Benchmark`` / ``perf_report``: the name
-and values of the swept parameter ``x`` (a repeat count, a batch size), the
-``lines`` to draw (``"eager"`` and ``"fused"``), and ``setup(x, line)``, which
-builds what one point runs: a :class:`Case`, a zero-argument call with its
-FLOPs and bytes (from :func:`brrrlib.count` or a formula). :func:`sweep` times
-every point through :func:`brrrlib.benchmark` or :func:`brrrlib.compare` and
-returns a frozen :class:`Sweep`: the points with their raw timings, the paired
-comparisons, the model's prediction, a table and ``plot(ax)``.
+"""Declarative sweeps, as triton's ``perf_report``: one parameter swept, a few lines compared.
 
 Four rules keep what a reader sees honest on a busy laptop:
 
-1. **A ratio someone will read is measured in alternating rounds.** ``pairs``
-   names such points (eager against fused at one repeat; batch b/2 against b):
-   both are timed together by :func:`brrrlib.compare`, so their ratio comes
-   with an interval, and both points keep the paired timings.
-2. **More work never takes less time.** A point more than 10% faster than the
-   point before it on its line, beyond both spreads, is measured again, paired
-   with that neighbour, before anyone sees it. If the alternating rounds agree
-   it stays, with a note that says so.
-3. **A point that was not measured says why, in words** (``Point.reason``): it
-   would take too long, or it would not fit in memory, or it ran out of
-   memory. Never a NaN. Such a point is tried again by the next sweep that
-   reuses this one (``into=``): memory may have been freed, a limit raised.
-4. **A measurement that waited for cores says so** (``Point.waited``): on a
-   CPU shared with another program, a multi-threaded op can wait a whole
-   scheduler slice per call; that time is the busy machine's, not the work's.
-
-The explorers of :mod:`brrrlib.widgets` keep one :class:`Sweep` each and pass
-it back as ``into=`` on every slider move: nothing is measured twice. The
-point types come first in this module: :class:`Case` (what one point runs),
-:class:`Point` (what came of it) and :class:`Pair` (two points timed together).
+1. A ratio someone will read is measured in alternating rounds (``pairs``).
+2. More work never takes less time: a point clearly faster than the one before it on its
+   line is measured again, paired with it, before anyone sees it.
+3. A point that was not measured says why, in words (``Point.reason``), never a NaN.
+4. A measurement that waited for cores says so (``Point.waited``).
 """
 
 from __future__ import annotations
@@ -66,51 +42,34 @@ _STATUSES = (MEASURED, TOO_SLOW, NO_MEMORY)
 
 @dataclass(frozen=True)
 class Case:
-    """What one point runs: a zero-argument call and the work one call does.
-
-    ``fn()`` is timed; ``flops`` and ``bytes_moved`` are per call (from
-    :func:`brrrlib.count`, or a formula for what a fused kernel must move).
-    ``warmup_s``: warm-up before timing (more for a fresh compile);
-    ``no_grad``: autograd off around the whole measurement, not in every call.
-    Copied to the :class:`Point`: ``size`` (elements per input),
-    ``weight_bytes`` (read every call, whatever ``x``), ``ops`` (op calls per
-    call), ``compile_s`` (the first, untimed call of a compiled function).
-    """
+    """What one point runs: a zero-argument call and the work one call does."""
 
     fn: Callable[[], Any]
-    flops: int
-    bytes_moved: int
+    flops: int  # per call
+    bytes_moved: int  # per call
     device: torch.device
     label: str = ""
     warmup_s: float = POINT_WARMUP_S
-    no_grad: bool = False
-    size: int = 0
-    weight_bytes: int = 0
-    ops: int = 0
-    compile_s: float | None = None
+    no_grad: bool = False  # autograd off around the whole measurement
+    size: int = 0  # elements per input
+    weight_bytes: int = 0  # read every call, whatever x
+    ops: int = 0  # op calls per call
+    compile_s: float | None = None  # the first, untimed call of a compiled function
 
 
 @dataclass(frozen=True, repr=False)
 class Point:
-    """One point of a sweep: measured, or not measured and why.
-
-    ``timing`` is the :class:`brrrlib.Timing` behind the point (raw samples;
-    from :func:`brrrlib.compare` when it was paired), ``None`` when ``status``
-    is ``"too slow"`` or ``"no memory"``; ``reason`` then says why in words (on
-    a measured point: empty, or a note). ``predicted_s`` is the model's time.
-    The achieved rates divide the work by the median time; a point that was
-    not measured raises an error with its reason instead.
-    """
+    """One point of a sweep: measured, or not measured and why (its rates then raise)."""
 
     x: int
     line: str
     device: str
-    timing: Timing | None = None
+    timing: Timing | None = None  # None unless status is "measured"
     flops: int = 0
     bytes_moved: int = 0
     predicted_s: float | None = None
     status: str = MEASURED
-    reason: str = ""
+    reason: str = ""  # why not measured, in words; on a measured point "" or a note
     size: int = 0
     weight_bytes: int = 0
     ops: int = 0
@@ -132,14 +91,7 @@ class Point:
 
     @property
     def waited(self) -> bool:
-        """True when a CPU measurement waited for cores (``cpu_share`` below ``BUSY_CPU_SHARE``).
-
-        While it computes, the calling thread runs all the time (worker
-        threads spin at barriers), so its CPU seconds over wall seconds is
-        near 1. Far below, it waited for a core another program held: a
-        multi-threaded op on a busy 2-core laptop can lose a whole scheduler
-        slice (tens of ms) per call, a fact about the machine, not the work.
-        """
+        """True when a CPU measurement waited for cores (``cpu_share`` below ``BUSY_CPU_SHARE``)."""
         return self.cpu_share is not None and self.cpu_share < BUSY_CPU_SHARE
 
     @property
@@ -322,13 +274,7 @@ class Sweep:
     def plot(
         self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True
     ) -> Any:
-        """Draw each line against ``x``: measured dots joined, the model dashed; returns the Axes.
-
-        ``y`` is ``"time"`` (seconds per call), ``"per_x"`` (seconds per unit
-        of x), ``"flops"`` (achieved FLOP/s) or ``"bytes"`` (achieved B/s).
-        Log axes, labelled with their units. Points that were not measured are
-        left out (the table says why).
-        """
+        """Each line against ``x``, model dashed; ``y``: "time", "per_x", "flops" or "bytes"."""
         if y not in _Y:
             raise ValueError(f"y must be one of {', '.join(_Y)}, got {y!r}")
         attr, label, unit, per = _Y[y]
@@ -405,27 +351,10 @@ def sweep(
     title: str = "",
     progress: bool = False,
 ) -> Sweep:
-    """Measure every ``line`` at every ``x`` in ``x_values``; returns a :class:`Sweep`.
+    """Measure every ``line`` at every ``x`` through ``setup(x, line) -> Case``; returns a Sweep.
 
-    The method, one step per comment in the body:
-
-    1. **The model** ``predict(x, line)`` at every point, if given (arithmetic only).
-    2. **Pairs** (``((x_a, line_a), (x_b, line_b))``): both points timed together
-       by :func:`brrrlib.compare` in alternating rounds; ``Sweep.comparison(a, b)``
-       holds the ratio with its interval.
-    3. **Every other point** alone: ``setup(x, line)`` builds its :class:`Case`
-       and :func:`brrrlib.benchmark` times it (``budget_s``).
-    4. **Implausible neighbours**: a point more than 10% faster than the one
-       before it on its line, beyond both spreads (or, for a pair, with the
-       whole interval below 0.9), is measured again paired with it.
-
-    Before anything is built, ``skip(x, line)`` may return a reason not to
-    measure (too slow), and ``memory(x, line)`` the bytes a point needs: more
-    than ``MEMORY_HEADROOM`` of :func:`brrrlib.machine.available_memory_bytes`
-    is refused. Running out of memory anyway is caught: cached device blocks
-    are released and the point says so. Points already measured in ``into``
-    are kept, never measured again; its points that were not measured are
-    tried again. ``progress`` prints one line per measured point.
+    ``skip`` and ``memory`` may refuse a point before it is built; points measured in
+    ``into`` are kept, never measured again.
     """
     if not x_values or not lines:
         raise ValueError("x_values and lines must each hold at least one value")
@@ -470,18 +399,7 @@ def workload_sweep(
     pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
     x_label: str = "",
 ) -> Sweep:
-    """A :func:`sweep` whose lines are workload factories: ``lines[name](x) -> (fn, args)``.
-
-    The convention of :mod:`brrrlib.workloads`: each factory builds its
-    tensors for ``x`` and returns ``(fn, args)``. Every point's FLOPs and bytes
-    come from :func:`brrrlib.count` of ``fn(*args)`` (so the table's achieved
-    rates are the counted work over the measured time), then ``fn(*args)`` is
-    timed as in :func:`sweep`. Chapter 02 declares its attention sweep this way::
-
-        bl.sweeps.workload_sweep("N", [256, 512], {
-            "by hand": lambda n: bl.workloads.attention(n),
-            "fused": lambda n: bl.workloads.attention(n, fused=True)})
-    """
+    """A :func:`sweep` of workload factories ``lines[name](x) -> (fn, args)``, each counted."""
     if not lines:
         raise ValueError("lines must map at least one name to a workload factory x -> (fn, args)")
 

@@ -65,14 +65,9 @@ _ESTIMATE_S = 1e-3
 _SLOW_ESTIMATE_S = 0.1
 
 # A sample is disturbed when the OS took the CPU away from it. Two signs:
-# 1. its CPU share (this thread's CPU seconds / wall seconds) fell below
-#    this fraction of the typical sample's: the thread sat descheduled for a
-#    while (only checked when the workload keeps the thread busy: a sample
-#    that mostly waits, on a sleep or a GPU, has a low share by nature). The
-#    calling thread takes part in every parallel op, so its share drops when
-#    the OS takes its core; a *worker* thread's lost time shows instead as a
-#    longer sample, caught by sign 2 when large. (This thread's own clock is
-#    exact; the whole process's is updated in scheduler ticks of ~4 ms.)
+# 1. this thread's CPU seconds over wall seconds fell below this fraction of the typical
+#    sample's (checked only for workloads that keep the thread busy, share above the second
+#    constant: one waiting on a sleep or a GPU has a low share by nature);
 _DISTURBED_CPU_SHARE = 0.85
 _BUSY_WORKLOAD_SHARE = 0.5
 # 2. it lasted more than this many times the median sample (a whole time
@@ -89,33 +84,15 @@ _CLOCKS: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, t
 
 @dataclass(frozen=True, repr=False)
 class Timing:
-    """The result of :func:`benchmark`: every sample, plus robust summaries.
+    """The result of :func:`benchmark`: every per-call sample in seconds, and robust summaries."""
 
-    ``samples_s`` holds *per-call* seconds. When calls were timed in blocks
-    (``calls_per_sample > 1``, the usual case for operations under ~1 ms on
-    the CPU) each sample is one block's time divided by its number of calls,
-    so its spread is the spread of block means, smaller than the spread of
-    single calls; this is what ``torch.utils.benchmark`` reports too.
-
-    Read ``median_s`` first: the median ignores the occasional run that the
-    operating system interrupted, where the mean does not. ``iqr_s`` (the
-    75th minus the 25th percentile) measures the spread, and ``noisy`` says
-    whether that spread is more than ``NOISY_IQR_RATIO`` (10%) of the median,
-    in which case close the other programs and measure again before drawing
-    conclusions from a small difference. ``min_s`` is the best the machine
-    did; it is a good estimate of the cost when nothing interferes, but a
-    poor one of what a user sees. ``dropped_s`` holds the samples that were
-    measured while another program had the CPU (see :func:`benchmark`, step
-    5): they were replaced and are not in ``samples_s``.
-    """
-
-    samples_s: tuple[float, ...]
+    samples_s: tuple[float, ...]  # per call: a block's time over its calls_per_sample
     device: str
     label: str | None = None
     calls_per_sample: int = 1
     flush_cache: bool = False
     cuda_graph: bool = False
-    dropped_s: tuple[float, ...] = ()
+    dropped_s: tuple[float, ...] = ()  # disturbed samples (step 5), replaced: not in samples_s
 
     def __post_init__(self) -> None:
         samples = tuple(float(s) for s in self.samples_s)
@@ -130,12 +107,7 @@ class Timing:
 
     # -- summaries ---------------------------------------------------------
     def quantile(self, q: float) -> float:
-        """The ``q``-quantile of the samples (0 <= q <= 1), linearly interpolated.
-
-        Same convention as ``numpy.quantile``'s default and ``torch.quantile``:
-        ``quantile(0.5)`` is the median, ``quantile(0.2)`` and
-        ``quantile(0.8)`` are the band triton's ``do_bench`` reports.
-        """
+        """The ``q``-quantile of the samples (0 <= q <= 1), interpolated as ``numpy.quantile``."""
         return _fmt.quantile(self.samples_s, q)
 
     @property
@@ -357,14 +329,9 @@ def _measure_until_undisturbed(
 
 
 def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
-    """Which samples the OS disturbed (see the constants at the top of this module).
-
-    Disturbance only ever lowers a sample's CPU share and raises its time, so
-    the reference for an undisturbed share is a high one (the 90th
-    percentile: right even when most samples were disturbed), and for the
-    time the median.
-    """
+    """Which samples the OS disturbed (see the constants at the top of this module)."""
     shares = [share for _s, share in samples if share is not None]
+    # disturbance only lowers a share: the undisturbed reference is a high one
     quiet_share = _fmt.quantile(shares, 0.9) if shares else 0.0
     check_share = quiet_share > _BUSY_WORKLOAD_SHARE
     typical_s = _fmt.median([s for s, _share in samples])
@@ -419,8 +386,7 @@ def _estimate(
 ) -> tuple[float, float]:
     """Per-call seconds (flush included) from doubling blocks of calls, and the time spent.
 
-    Twice, keeping the smaller: one slow call (lazy initialisation, a lost
-    time slice) must not make a 1 µs op look like a 1 ms one.
+    Twice, keeping the smaller: one slow call must not make a 1 µs op look like a 1 ms one.
     """
     clock = _CLOCKS[0]
     best, spent = math.inf, 0.0
@@ -464,11 +430,7 @@ def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable
 
 
 def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") -> None:
-    """The first, untimed call; a lost CUDA context is said in words, not as a raw error.
-
-    After a device-side assert (an index out of range inside a kernel, say)
-    every later CUDA call fails too: the only way on is a fresh process.
-    """
+    """The first, untimed call; a lost CUDA context (a device-side assert) is said in words."""
     try:
         result = call()
         machine.sync(dev)
@@ -535,34 +497,15 @@ _MIN_ROUNDS = 10
 
 @dataclass(frozen=True, repr=False)
 class Comparison:
-    """How much longer B takes than A, from rounds measured alternately.
+    """How much longer B takes than A, from rounds measured alternately (made by :func:`compare`).
 
-    Made by :func:`compare`. ``ratios`` holds one ``B time / A time`` per
-    round; ``ratio`` is their median and ``low``/``high`` the distribution-free
-    confidence interval of that median (:func:`brrrlib._fmt.median_interval`,
-    95% by default). ``a`` and ``b`` are each side's :class:`Timing` (one
-    sample per kept round), for plotting them as points.
-
-    What it lets you conclude is a property of the interval, not of the point
-    estimate, and the comparison says it itself (:meth:`says`, its repr):
-
-    * ``decided``: the interval lies entirely on one side of x1, so the
-      direction is known: B is slower, or B is faster. A wide interval far
-      from 1 (x48-x101) still decides the direction; it is only the size
-      that is uncertain, and the words say "wide".
-    * ``narrow``: the interval lies within ``tolerance`` (10%) of the ratio
-      on both sides, so the size is known too. Questions about the size
-      ("does doubling the batch double the time?") need a narrow interval
-      or one that excludes the value asked about: :meth:`versus`.
-    * otherwise (the interval contains x1): "can't tell": no conclusion.
-
-    Ask questions with the interval: ``above(1.7)`` is true only when the
-    whole interval is above 1.7.
+    Conclusions come from the interval, never the point estimate: ``decided`` (the
+    direction), ``narrow`` (the size), ``above``/``below``/``versus`` (a value asked about).
     """
 
-    a: Timing
+    a: Timing  # one sample per kept round
     b: Timing
-    ratios: tuple[float, ...]
+    ratios: tuple[float, ...]  # B time / A time, one per round
     confidence: float = 0.95
     tolerance: float = COMPARE_TOLERANCE
     rounds_dropped: int = 0
@@ -571,15 +514,7 @@ class Comparison:
 
     @property
     def waited(self) -> bool:
-        """True when the calls spent part of their time waiting for cores another program held.
-
-        On a CPU, ``cpu_share`` is the share of the wall time the calling thread
-        ran (median over the rounds): a parallel op whose other thread was
-        descheduled waits at a barrier for whole scheduler slices, so its time
-        says little about the op. Also true when every round was disturbed.
-        The direction of a comparison that waited can still be clear; its
-        size is less sure, and :meth:`says` adds so.
-        """
+        """True when the calls waited for cores another program held, or no round was quiet."""
         return self.all_disturbed or (self.cpu_share is not None and self.cpu_share < WAITED_SHARE)
 
     @property
@@ -614,8 +549,7 @@ class Comparison:
 
     @property
     def narrow(self) -> bool:
-        """True when the interval lies within ``tolerance`` of the ratio on both sides
-        (and enough rounds back it): the size of the effect is known."""
+        """True when the interval lies within ``tolerance`` of the ratio: the size is known."""
         return self.enough_rounds and _narrow(self.ratios, self.tolerance, self.confidence)
 
     def excludes(self, x: float) -> bool:
@@ -635,10 +569,7 @@ class Comparison:
         return "slower" if self.low > 1 else "faster"
 
     def versus(self, x: float) -> str:
-        """Where the ratio lies against ``x``: ``"above"``, ``"below"``, or ``"can't tell"``.
-
-        For questions about the size: ``versus(2.0)`` asks "did the time double?"
-        """
+        """``"above"``, ``"below"`` or ``"can't tell"``: ``versus(2.0)`` asks "did it double?"."""
         if not self.excludes(x):
             return "can't tell"
         return "above" if self.low > x else "below"
@@ -652,13 +583,7 @@ class Comparison:
         return self.high < x
 
     def says(self, what: str = "time") -> str:
-        """The result in words, as far as the interval allows.
-
-        ``"x16.2 time (95% interval x14.8-x17.8): B is 16.2x slower"``; with
-        ``"wide"`` when the interval is not narrow, a note when the calls
-        waited for cores, and ``"can't tell"`` only when the interval
-        contains x1.
-        """
+        """The result in words, as far as the interval allows: ``"x16.2 time (...): B is ..."``."""
         lo, hi = self.interval
         span = f"{self.confidence:.0%} interval {_x(lo)}-{_x(hi)}"
         lb = self.b.label or "B"

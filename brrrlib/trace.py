@@ -1,45 +1,13 @@
-"""Where the time goes: a profiler trace cut into a host lane and a device lane.
+"""Where the time goes: a profiler trace cut into a host lane and a device lane (chapter 03).
 
-``bl.profile(fn, *args)`` runs ``fn`` under ``torch.profiler`` and keeps two
-lanes of intervals (chapter 03, "Python vs the device"; chapter 04 uses it
-through ``bl.diagnose``):
+* the **host lane**: one interval per top-level ``aten::`` op on the calling thread (plus
+  CUDA runtime calls outside any op); host time on no interval is Python between ops.
+* the **device lane**: on a GPU, the kernels, memcpys and memsets. On a CPU, the
+  outermost ``aten::`` op that does each piece of work (not its wrappers, views or
+  allocations), so dispatch cannot be told from math there. On MPS both lanes are the CPU's.
 
-* the **host lane**: what the calling thread did, one interval per top-level
-  ``aten::`` op (plus CUDA runtime calls made outside any op, such as
-  ``cudaDeviceSynchronize``). Time on no host interval is Python between ops.
-* the **device lane**: the work the device did. On a GPU, the kernels,
-  memcpys and memsets the profiler saw. On a CPU the same core dispatches and
-  computes; there the device lane holds the outermost ``aten::`` op that does
-  each piece of work (``aten::matmul`` only wraps ``aten::mm``; views and
-  ``empty`` move no data and are left out), so an op's dispatch cost cannot be
-  separated from its math and tiny ops look busier than they are. (On Apple's
-  MPS the profiler records no GPU work: the lanes are the CPU's.)
-
-From the lanes it derives what a learner asks first:
-
-* ``wall_s``: wall time of each recorded run (each ends with a device sync);
-* ``busy_fraction``: the union of device intervals over the run spans, as
-  HolisticTraceAnalysis computes idle time (span minus union). A device busy
-  30% of the time is waiting on the host: overhead;
-* ``gaps``: the idle stretches of the device, each with a cause told from the
-  host lane (inside an op dispatching, or in Python between ops);
-* ``outside_ops_s``: host time per run outside any op (Python, module calls,
-  hooks), which no per-op model counts;
-* ``launch_delays_s`` (CUDA): how long each kernel waited between its launch
-  call and its start, split into ``queued_s`` (the GPU was busy with earlier
-  work: the host ran ahead) and the rest (the GPU sat idle until
-  the launch arrived: it waited on the host);
-* ``steady_runs``: the runs to read. The first recorded run can carry the
-  profiler's own set-up; ``bl.profile`` pays that before run 0, but traces
-  recorded elsewhere may not have.
-
-The module reads top to bottom as the method runs: the capture (the one way
-brrrlib runs ``torch.profiler``), parsing its chrome-trace JSON (so
-``Trace.from_chrome_trace`` also reads traces recorded elsewhere), the timeline
-drawing and summary, then :class:`Trace` itself. :func:`recorded` opens the
-traces shipped with brrrlib (an H100, 2026-11-22).
-:func:`time_by_category` and :func:`breakdown` time a function per op category
-from the same profiler capture (chapter 01's BERT table).
+Device idle time is the run span minus the union of device intervals, as
+HolisticTraceAnalysis computes it; each gap's cause is read off the host lane.
 """
 
 from __future__ import annotations
@@ -99,26 +67,12 @@ _PROFILER_WARNINGS = (
 
 
 def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) -> Any:
-    """Run ``fn(*args, **kwargs)`` under ``torch.profiler``; return the stopped profiler.
-
-    The method, step by step:
-
-    1. Call ``fn`` ``warmup`` times unrecorded (first calls pay one-off costs:
-       allocator growth, lazy init, autotuning, compilation), then sync.
-    2. Start the profiler and put work through it before any run: a device
-       kernel (CUPTI sets itself up on the first one it sees, 1-40 ms on an
-       H100) and, when ``warmup`` > 0, one more call of ``fn`` (first launches of
-       each kernel and of a CUDA graph are slower under the profiler), all
-       inside a ``brrr_profiler_warmup`` marker that is not a run.
-    3. Record ``runs`` calls, each inside a ``record_function("brrr_run_<i>")``
-       marker that ends with a device sync, so a run's span holds its work.
-    4. Stop the profiler, even if ``fn`` raised (its error surfaces as it is).
-    """
+    """Run ``fn(*args, **kwargs)`` under ``torch.profiler``; return the stopped profiler."""
     import torch
     from torch.profiler import ProfilerActivity, record_function
 
     cuda = torch.cuda.is_available()
-    for _ in range(warmup):  # 1.
+    for _ in range(warmup):  # 1. first calls pay allocation, lazy init, compilation
         fn(*args, **kwargs)
     _sync(cuda)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
@@ -127,17 +81,19 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
     with quiet_profiler():
         prof.start()
     try:
-        with record_function(WARMUP_MARKER):  # 2.
+        # 2. CUPTI sets itself up on the first kernel it sees (1-40 ms on an H100), and first
+        # launches are slower under the profiler: both paid here, outside every run
+        with record_function(WARMUP_MARKER):
             torch.ones(1, device="cuda").add_(1) if cuda else torch.empty(0)
             if warmup:
                 fn(*args, **kwargs)
             _sync(cuda)
-        for r in range(runs):  # 3.
+        for r in range(runs):  # 3. each run's marker ends with a sync: its span holds its work
             with record_function(f"{RUN_MARKER}{r}"):
                 fn(*args, **kwargs)
                 _sync(cuda)
     finally:
-        with quiet_profiler():  # 4.
+        with quiet_profiler():  # 4. stopped even if fn raised
             prof.stop()
     return prof
 
@@ -162,19 +118,8 @@ def _accepts(option: str) -> bool:
 
 @contextlib.contextmanager
 def quiet_profiler():
-    """Keep kineto's log lines (``STAGE:...``, ``USDT:...``) and profiler warnings out of sight.
-
-    Kineto, the C++ profiler under ``torch.profiler``, writes straight to file
-    descriptor 2, below Python, so ``contextlib.redirect_stderr`` cannot catch
-    it. Two layers: ``KINETO_LOG_LEVEL=6`` silences it if set before the
-    profiler first starts (kineto reads it once), and, for the case where it
-    already started, fd 2 is pointed at a temporary file while the profiler
-    starts/stops; afterwards every captured line that is *not* a kineto log
-    line is written back to stderr, so nothing else is swallowed. The
-    profiler's Python warnings about itself ("Profiler clears events at the
-    end of each cycle") are filtered for the same span.
-    """
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    """Keep kineto's log lines and the profiler's warnings about itself out of sight."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read once, when the profiler first starts
     with warnings.catch_warnings():
         for message in _PROFILER_WARNINGS:
             warnings.filterwarnings("ignore", message=message)
@@ -184,6 +129,8 @@ def quiet_profiler():
 
 @contextlib.contextmanager
 def _kineto_lines_dropped():
+    # kineto writes to fd 2 below Python (redirect_stderr cannot catch it): capture the fd,
+    # then write back every line that is not kineto's
     try:
         fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
     except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
@@ -372,12 +319,9 @@ def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[Interval]:
 def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
     """For each event: (top level on its thread, does the work), by time containment.
 
-    An op that calls an op of a compute family (matmul, pointwise, reduction,
-    normalization) only wraps it: ``aten::matmul`` -> ``aten::mm``. The op that
-    does the work is the outermost op that is neither a wrapper nor a
-    metadata op; ops nested inside it (``aten::add(x, 1)`` wrapping its scalar
-    with ``aten::to``, allocating its output) are part of it. A compiled
-    graph's call is one unit of work, whatever it calls inside.
+    The work is the outermost op that is neither a wrapper of a compute-family op
+    (``aten::matmul`` -> ``aten::mm``) nor a view, allocation or metadata read; a compiled
+    graph's call is one unit of work.
     """
     out: dict[int, tuple[bool, bool]] = {}
     by_thread: dict[tuple, list[Mapping]] = {}
@@ -662,25 +606,15 @@ _RECORDED = Path(__file__).parent / "recordings" / "h100-2026-11-22"
 
 @dataclass(frozen=True)
 class Interval:
-    """One op on one lane: ``name`` ran from ``start_s`` to ``end_s``.
-
-    Times are seconds from the start of the first recorded run. ``lane`` is
-    ``"host"``, ``"device"``, or ``"launch"`` (a CUDA runtime call that carries
-    a correlation id: kept to measure launch-to-kernel delays, not drawn);
-    ``category`` is the op family (``"matmul"``, ``"normalization"``,
-    ``"pointwise"``, ``"reduction"``, ``"other"`` as in ``bl.count``, plus
-    ``"memcpy"`` for GPU copies, ``"fused"`` for a torch.compile'd graph and
-    ``"runtime"`` for CUDA runtime calls); ``run`` is the index of the recorded
-    run it belongs to; ``correlation`` links a CUDA launch to its kernel.
-    """
+    """One op on one lane, in seconds from the start of the first recorded run."""
 
     name: str
     start_s: float
     end_s: float
-    lane: str
-    category: str = "other"
+    lane: str  # "host", "device", or "launch" (a CUDA call kept to match kernels, not drawn)
+    category: str = "other"  # bl.count's categories, or "memcpy", "fused", "runtime"
     run: int = 0
-    correlation: int | None = None
+    correlation: int | None = None  # links a CUDA launch to its kernel
 
     @property
     def duration_s(self) -> float:
@@ -690,20 +624,12 @@ class Interval:
 
 @dataclass(frozen=True)
 class Gap:
-    """A stretch where the device lane was idle inside a run.
-
-    ``cause`` is told from the host lane during the gap: ``"dispatch"`` when the
-    host was inside an op (the dispatcher, argument checks, allocation, the
-    kernel launch) for most of it, ``"python"`` when the host lane was empty too,
-    i.e. the interpreter was running your code between ops. ``host_busy_fraction``
-    is the part of the gap covered by host-lane ops. Either way the device had
-    nothing queued: it waited for the host.
-    """
+    """A stretch where the device lane was idle inside a run: it waited for the host."""
 
     start_s: float
     end_s: float
     run: int
-    cause: str
+    cause: str  # "dispatch" (host inside an op for most of it) or "python" (between ops)
     host_busy_fraction: float
 
     @property
@@ -725,15 +651,7 @@ class OpTime:
 
 @dataclass(frozen=True)
 class Trace:
-    """A profiled function: host and device intervals over ``len(runs)`` recorded runs.
-
-    Build one with ``bl.profile(fn, *args)``, ``Trace.from_chrome_trace(path)``
-    or :func:`recorded`. Fields keep the raw intervals; everything else is
-    derived. ``device_name`` is the GPU's name when the trace file carries it;
-    ``recorded_on`` says where and when a shipped recording was made
-    ("NVIDIA H100 80GB HBM3, 2026-11-22, torch 2.11.0+cu130"), empty for a
-    trace profiled here.
-    """
+    """A profiled function: host and device intervals over ``len(runs)`` recorded runs."""
 
     intervals: tuple[Interval, ...]
     runs: tuple[tuple[float, float], ...]  # (start_s, end_s) of each recorded run
@@ -741,7 +659,7 @@ class Trace:
     label: str | None = None
     chrome_trace: str = field(default="", repr=False, compare=False)
     device_name: str = ""
-    recorded_on: str = ""
+    recorded_on: str = ""  # where and when a shipped recording was made; "" when profiled here
 
     # -- lanes
     @property
@@ -767,12 +685,7 @@ class Trace:
 
     @property
     def first_run_inflation(self) -> float:
-        """Run 0's wall time over the median of the later runs (NaN with one run).
-
-        Well above 1 means run 0 paid set-up, not the workload: the first
-        CUDA kernel under the profiler sets up CUPTI (1-40 ms on an H100). The
-        traces shipped in ``brrrlib/recordings`` show 2-40x.
-        """
+        """Run 0's wall time over the median of the later runs (NaN with one run)."""
         later = self.wall_s[1:]
         return self.wall_s[0] / _fmt.median(later) if later and _fmt.median(later) > 0 else math.nan
 
@@ -802,13 +715,7 @@ class Trace:
 
     @property
     def outside_ops_s(self) -> tuple[float, ...]:
-        """Per run, host time outside any op: wall time minus the union of the host lane.
-
-        That is Python between ops and module machinery (``nn.Module.__call__``,
-        hooks, argument handling), the overhead a per-op model misses. The
-        profiler's own bookkeeping between ops lands here too, so it is an
-        upper bound for tiny ops.
-        """
+        """Per run, host seconds outside any op (Python between ops; profiler bookkeeping too)."""
         return tuple(
             (end - start) - _union_length(_clip(self._lane_in("host", r), start, end))
             for r, (start, end) in enumerate(self.runs)
@@ -869,22 +776,12 @@ class Trace:
 
     @property
     def launch_delays_s(self) -> tuple[float, ...]:
-        """CUDA only: per kernel, its start on the GPU minus the start of its launch call.
-
-        Matched through correlation ids (a CUDA graph's kernels all share their
-        ``cudaGraphLaunch``). Each delay is ``queued_s`` plus the time the GPU sat idle waiting for the launch.
-        Empty on a CPU.
-        """
+        """Per kernel, its start minus its launch call's start in seconds (CUDA; empty on a CPU)."""
         return tuple(k.start_s - launch for launch, k in self._launched())
 
     @property
     def queued_s(self) -> tuple[float, ...]:
-        """Per kernel (as ``launch_delays_s``): the part of its delay the GPU spent on earlier work.
-
-        A kernel queued behind others because the host launched it early: the
-        host ran ahead and the GPU had work waiting. Milliseconds of it mean
-        a device-bound run; zeros mean every kernel met an idle GPU.
-        """
+        """Per kernel, the seconds of its launch delay the GPU spent on earlier work."""
         busy = _merge((i.start_s, i.end_s) for i in self.device_intervals)
         return tuple(_overlap(busy, launch, k.start_s) for launch, k in self._launched())
 
@@ -908,12 +805,7 @@ class Trace:
     def from_chrome_trace(
         cls, source: str | os.PathLike | Mapping | Sequence, *, label: str | None = None
     ) -> Trace:
-        """Parse a ``torch.profiler`` chrome trace (a path, a JSON dict, or an event list).
-
-        Runs are the ``record_function`` markers named ``brrr_run_<i>`` that
-        ``bl.profile`` writes; a trace without them is one run spanning all its
-        events. Timestamps (``ts``, ``dur``) are microseconds in the file.
-        """
+        """Parse a chrome trace (a path, a JSON dict, or an event list); no run markers: one run."""
         events, raw_text, meta = _load_chrome(source)
         rows, runs, device = _parse_chrome(events)
         return cls(tuple(rows), tuple(runs), device, label, raw_text, _chrome_device_name(meta))
@@ -939,11 +831,7 @@ class Trace:
 
     # -- reading (drawn and worded by brrrlib._timeline)
     def plot(self, ax=None, *, run: int | None = None):
-        """Draw the timeline: host lane over device lane, idle gaps shaded, ops labelled.
-
-        ``run`` picks one recorded run (default: all of them, separated by dashed
-        lines). Returns the matplotlib ``Axes``.
-        """
+        """Draw host lane over device lane for ``run`` (default: all runs); returns the Axes."""
         return _timeline_plot(self, ax, runs=list(self._run_ids(run)))
 
     def summary(self) -> str:
@@ -965,17 +853,8 @@ def profile(
 ) -> Trace:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``.
 
-    Method (:func:`brrrlib._record`): call ``fn`` ``warmup`` times
-    unrecorded; start the profiler and put a device kernel and one more call
-    of ``fn`` through it, so the profiler's own set-up (CUPTI's, on a GPU) is
-    paid before run 0 and outside every run; then record ``runs`` calls, each
-    inside a ``record_function("brrr_run_<i>")`` marker that ends with a
-    device sync so the run's wall time includes the device's work. The
-    profiler's chrome trace is parsed into lanes (see the module docstring).
-    The profiler adds a few microseconds per op, so traces of tiny ops look
-    slower than ``bl.benchmark`` says; use traces for *where* time goes and
-    ``bl.benchmark`` for *how much*. Kineto's log lines and the profiler's
-    warnings are kept out of your notebook (see ``quiet_profiler``).
+    The profiler adds microseconds per op: read a trace for *where* time goes,
+    ``bl.benchmark`` for *how much*.
     """
     _check(fn, runs, warmup)
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
@@ -1004,19 +883,9 @@ def _check(fn: Any, runs: Any, warmup: Any) -> None:
 def time_by_category(
     fn: Callable[..., Any], *args: Any, runs: int = 5, warmup: int = 1, **kwargs: Any
 ) -> CategoryTimes:
-    """Time ``fn(*args, **kwargs)`` with the profiler, split by op category (chapter 01).
+    """Median self time per op category over ``runs`` profiled calls (chapter 01).
 
-    The method: the same capture as :func:`profile` (warm-up, the profiler's
-    own set-up before run 0, ``runs`` marked runs). Within each run every op's
-    *self* time (its time minus the ops it called, so nothing is counted
-    twice) is added to :func:`~brrrlib.counting.categorize` of its name; each
-    category reports the median over runs (robust to a busy machine). With
-    CUDA present and kernels recorded, the clock is the kernels' device time,
-    charged to the aten op that launched them; otherwise the CPU self time,
-    which includes each op's dispatch overhead and the profiler's own small
-    cost per op, so tiny ops look a little slower than they are. Profiler
-    events that are not aten ops (autograd engine bookkeeping, the final
-    device sync) land in ``"other"``.
+    Device time of the kernels where CUDA recorded them, else CPU self time.
     """
     import torch
 
@@ -1035,13 +904,7 @@ def time_by_category(
 
 
 def _runs_of(events: Iterable[Any], runs: int) -> list[list[Any]]:
-    """Profiler events (``prof.events()``) grouped by the run marker whose span holds their start.
-
-    A marker's span is its host-side row. With CUDA the profiler also lists
-    each marker on the device (a ``gpu_user_annotation``, from the run's first
-    kernel to its last): a span that late would hold none of the ops that
-    launched them.
-    """
+    """Profiler events grouped by the run marker whose host-side span holds their start."""
     import torch
 
     events = list(events)
@@ -1064,20 +927,13 @@ def _runs_of(events: Iterable[Any], runs: int) -> list[list[Any]]:
 def _category_seconds(
     events: Iterable[Any], use_device: bool
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Sum profiler rows by category: ({category: CPU self s}, {category: device self s}).
-
-    Kernels appear as their own rows (device type CUDA) *and* inside the aten
-    op that launched them (the profiler links them by correlation id, and an
-    op's ``self_device_time_total`` is its kernels minus its child ops'
-    kernels); reading only the CPU rows counts each kernel once, under the op
-    that launched it.
-    """
+    """Sum profiler rows by category: ({category: CPU self s}, {category: device self s})."""
     import torch
 
     cpu = dict.fromkeys(CATEGORIES, 0.0)
     device = dict.fromkeys(CATEGORIES, 0.0)
     for event in events:
-        if event.device_type != torch.autograd.DeviceType.CPU:
+        if event.device_type != torch.autograd.DeviceType.CPU:  # kernels count under their op
             continue
         category = categorize(event.key)
         cpu[category] += event.self_cpu_time_total * 1e-6
@@ -1087,19 +943,9 @@ def _category_seconds(
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
-    """Count ``fn`` and time it by category: the essay's BERT table in one call (chapter 01).
-
-    ``bl.trace.breakdown(lambda: layer(x).sum().backward())`` returns a
-    :class:`~brrrlib.counting.Counts` whose table shows, per category, the
-    share of FLOPs next to the share of runtime (:func:`time_by_category`).
-    Matmuls do nearly all the FLOPs; the other categories take a share of the
-    time out of proportion to their FLOPs because they are bound by memory
-    bandwidth or overhead.
-
-    Note: ``nn.TransformerEncoderLayer`` in ``eval()`` under ``no_grad`` with
-    ``batch_first=True`` runs one fused op; its count is one matmul row, while
-    the profiler still splits its time over the ops it calls inside.
-    """
+    """``bl.count`` with :func:`time_by_category` attached: the essay's BERT table (chapter 01)."""
+    # a fused op (nn.TransformerEncoderLayer in eval under no_grad) counts as one matmul row,
+    # while the profiler still splits its time over the ops it calls
     counts = count(fn, *args, **kwargs)
     return dataclasses.replace(counts, times=time_by_category(fn, *args, runs=runs, **kwargs))
 
@@ -1113,15 +959,7 @@ def recorded_names() -> tuple[str, ...]:
 
 
 def recorded(name: str) -> Trace:
-    """A trace recorded on a GPU and shipped with brrrlib: what a learner without one can open.
-
-    ``bl.trace.recorded("short_chain_1k")`` is 32 tiny ops on an H100
-    (:func:`recorded_names` lists the rest; the folder's README says what each
-    workload is). The trace's ``recorded_on`` says where and when
-    ("NVIDIA H100 80GB HBM3, 2026-11-22, torch 2.11.0+cu130"). These
-    recordings predate the profiler warm-up of :func:`profile`: their run 0
-    is inflated, so read ``trace.steady_runs``.
-    """
+    """A trace recorded on an H100 and shipped with brrrlib; read its ``steady_runs``."""
     stem = str(name).removesuffix(".json")
     if stem not in recorded_names():
         known = ", ".join(recorded_names())

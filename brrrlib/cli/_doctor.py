@@ -1,14 +1,7 @@
 """``brrr doctor``: can this machine run the course, and if not, what to do.
 
-The checks run in the order a learner can act on them: the packages (torch
-first: without it nothing else can be checked, and the message names the
-build to install for this machine, CPU, CUDA or Apple), the device,
-``torch.compile``, this machine's ceilings beside the nearest spec-sheet
-device, and each course notebook's imports. Every FAIL line comes with what
-to do, and makes the exit status 1.
-
-Torch is imported inside the checks that need it, as everywhere in
-:mod:`brrrlib.cli`, which holds the command line itself.
+The checks run in the order a learner can act on them, torch first; every FAIL line
+says what to do and makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -196,19 +189,12 @@ def _check_device(r: _Report):
 
 
 def compiler_problem() -> tuple[str, str] | None:
-    """(what is missing, how to install it) when torch.compile's C++ compiler is not found.
-
-    A lookup, not a compile (``brrr doctor --quick`` runs it): the compiler
-    Inductor would call for CPU kernels, ``$CXX`` or its default (``g++``;
-    ``clang++`` on macOS, where the Command Line Tools must be installed, not
-    only the ``/usr/bin`` stub that asks for them; ``cl`` on Windows). A fresh
-    WSL or container without gcc hears it here, before chapter 02 fails.
-    """
+    """(what is missing, how to install it) when torch.compile's C++ compiler is not found."""
     system = platform.system()
     default = {"Darwin": "clang++", "Windows": "cl"}.get(system, "g++")
     compiler = os.environ.get("CXX") or default
     found = shutil.which(compiler)
-    if found and system == "Darwin" and not os.environ.get("CXX"):
+    if found and system == "Darwin" and not os.environ.get("CXX"):  # not the /usr/bin stub
         tools = subprocess.run(["xcode-select", "-p"], capture_output=True, text=True)
         found = found if tools.returncode == 0 else None
     if found:
@@ -336,12 +322,7 @@ def _check_parts(r: _Report, c) -> None:
 
 
 def _notebook_imports(nb: dict) -> set[str]:
-    """Modules a notebook's code cells import at their top level.
-
-    An import under an ``if`` (the Colab set-up cell's ``google.colab``) runs
-    only where it can, so only top-level imports count. Line magics and shell
-    lines become ``pass``, keeping the cell's indentation valid.
-    """
+    """Modules a notebook's code cells import at their top level (not under an ``if``)."""
     names = set()
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
@@ -392,12 +373,7 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
 
 
 def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
-    """Check that the course can run here, saying what to fix; 0 if it can, 1 if not.
-
-    ``brrr doctor`` from the shell: ``refresh`` measures the ceilings again
-    instead of reading the cache, ``quick`` skips the ``torch.compile`` check.
-    Without torch it stops after the packages, naming the build to install.
-    """
+    """Check that the course can run here, saying what to fix; 0 if it can, 1 if not."""
     out = out or sys.stdout
     r = _Report(out)
     print("brrr doctor: can this machine run the course?", file=out)

@@ -1,13 +1,6 @@
-"""Figures for the course chapters: the factory, rooflines, sweeps, generations, recordings.
+"""Figures for the course chapters: drawing only, from numbers measured or looked up elsewhere.
 
-Drawing only: every function takes numbers that were measured or looked up
-elsewhere (``bl.measure_ceilings``, ``bl.benchmark``, ``bl.spec``) and returns
-the matplotlib ``Axes`` so a notebook can add to it. The one exception is
-:func:`recorded_sweeps`, which reads the matmul and repeat sweeps recorded on
-an H100 and shipped with brrrlib, so that a learner without a GPU sees what
-one does (chapters 01 and 02), always labelled with the device, the date and
-the torch version. ``matplotlib.pyplot`` is imported inside each function, so
-importing brrrlib never touches matplotlib's global state.
+Each returns its matplotlib ``Axes``; pyplot is imported inside each function.
 """
 
 from __future__ import annotations
@@ -71,20 +64,7 @@ def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
 
 
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
-    """Draw the essay's metaphor as boxes and arrows, labelled with a machine's numbers.
-
-    The *warehouse* (DRAM, HBM on a datacenter GPU) holds the tensors;
-    *trucks* (memory bandwidth, bytes/s) carry them to the *factory* and the
-    results back. The factory has a small *store* of its own (registers and
-    caches, on-chip SRAM): data already there needs no truck, which is what
-    fusion exploits. Its *compute units* do the arithmetic (FLOP/s); the
-    *manager* (Python and the framework, a fixed cost per op) sends one
-    instruction, a kernel, per operation. ``ceilings`` is a ``bl.Ceilings``
-    (measured) or anything with ``matmul_flops_per_s``,
-    ``mem_bandwidth_bytes_per_s`` and optionally ``op_overhead_s`` and
-    ``matmul_flops_per_s_by_dtype``; without it the boxes carry words only.
-    Chapter 00.
-    """
+    """The essay's factory as boxes and arrows, labelled with ``ceilings``' numbers (chapter 00)."""
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     ax = _new_axes(ax, (9.5, 3.8))
@@ -142,15 +122,7 @@ _MARKERS = ("o", "s", "^", "D", "v", "P")
 def regimes_roofline(
     ceilings: Any, points: Sequence[Any], *, beside: Sequence[Any] = (), ax: Any = None
 ) -> Any:
-    """Chapter 00's roofline: this machine's roofs, devices ``beside`` it, points keyed in a legend.
-
-    Draws :func:`brrrlib.roofline.plot` for ``ceilings`` (and ``beside``, e.g.
-    ``[bl.spec("A100")]``) in the precision of the points, then each
-    :class:`brrrlib.roofline.RooflinePoint` with its own marker. The points'
-    names, achieved FLOP/s and intensity go into a legend beside the axes
-    rather than onto the plot, so no label covers another or a roof. A point
-    above its roof keeps roofline's red warning.
-    """
+    """Chapter 00's roofline: this machine's roofs, devices ``beside`` it, points keyed in a legend."""
     from brrrlib import roofline
 
     if not points:
@@ -183,15 +155,7 @@ def regimes_roofline(
 
 
 def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = None) -> Any:
-    """Bars: how peak FLOP/s and memory bandwidth grew across GPU generations.
-
-    ``specs`` are ``bl.DeviceSpec`` rows in time order (e.g.
-    ``[bl.spec(n) for n in ("V100", "A100", "H100")]``). Both quantities are
-    shown relative to the first device, on one axis, with the ridge point
-    (FLOP per byte) written above each pair: when FLOP/s grows faster than
-    bandwidth, the ridge point climbs and more kernels become memory-bound.
-    Chapter 00.
-    """
+    """Bars: peak FLOP/s and bandwidth of ``specs``, relative to the first (chapter 00)."""
     if len(specs) < 2:
         raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
     ax = _new_axes(ax, (7, 4))
@@ -232,16 +196,7 @@ def sweep_plot(
     title: str | None = None,
     ax: Any = None,
 ) -> Any:
-    """Plot one or more measured series against a swept parameter.
-
-    ``ys`` maps a legend label to a measured series (same length as ``x``;
-    ``nan`` leaves a point out), drawn with markers; ``models`` maps a label
-    to a predicted series, drawn dashed in the colour of the measured series
-    at the same position, so measurement and prediction pair up; ``hlines``
-    maps a label to a horizontal reference (a ceiling, a spec-sheet peak),
-    drawn dotted. Label axes with their units, e.g.
-    ``xlabel="matrix size n"``, ``ylabel="achieved TFLOP/s"``.
-    """
+    """Measured ``ys`` against ``x``; ``models`` dashed in their colours, ``hlines`` dotted."""
     if not ys:
         raise ValueError("ys must hold at least one series, e.g. {'eager': times_s}")
     models = models or {}
@@ -270,20 +225,13 @@ def sweep_plot(
 
 @dataclass(frozen=True)
 class RecordedSweeps:
-    """The sweeps recorded on a GPU and shipped with brrrlib (``recordings/*/sweeps``).
-
-    ``matmul`` holds ``(precision, n, seconds)`` for square ``torch.mm`` of
-    size n (TF32 by ``allow_tf32``); ``repeat`` holds ``(precision, repeat,
-    mode, seconds)`` for ``x = x * 2`` repeated on :data:`RECORDED_REPEAT_ELEMENTS`
-    elements, ``mode`` "eager" or "fused" (eager was not recorded past 64).
-    Made by :func:`recorded_sweeps`.
-    """
+    """The sweeps recorded on a GPU and shipped with brrrlib (``recordings/*/sweeps``)."""
 
     device_name: str
     torch_version: str
     date: str
-    matmul: tuple[tuple[str, int, float], ...]
-    repeat: tuple[tuple[str, int, str, float], ...]
+    matmul: tuple[tuple[str, int, float], ...]  # (precision, n, seconds) of an n x n torch.mm
+    repeat: tuple[tuple[str, int, str, float], ...]  # (precision, repeat, mode, seconds)
 
     @property
     def label(self) -> str:
@@ -345,12 +293,7 @@ def _recorded_axes(ax: Any, rec: RecordedSweeps, xlabel: str, ylabel: str, more:
 
 
 def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
-    """Recorded square-matmul TFLOP/s against size, one line per precision (chapter 01).
-
-    Tensor cores at work: TF32, bf16 and fp16 climb far above fp32 once the
-    matmul is big enough to fill the GPU. The legend gives each precision's
-    best rate; the title says where and when it was recorded.
-    """
+    """Recorded square-matmul TFLOP/s against size, one line per precision (chapter 01)."""
     rec = recording if recording is not None else recorded_sweeps()
     ax = _new_axes(ax, (7.5, 4.2))
     for i, p in enumerate(rec.precisions):
@@ -366,13 +309,7 @@ def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any =
 
 
 def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
-    """Recorded time per call against the repeat count: eager and fused, fp32 and bf16 (chapter 02).
-
-    Eager (one kernel per multiply) grows with the repeat count from the
-    start; fused stays flat, one pass over memory, until the multiplies
-    catch up. bf16 moves half the bytes, so its flat part is half as high
-    and its knee comes at half the repeat count.
-    """
+    """Recorded time per call against the repeat count: eager and fused, fp32 and bf16 (chapter 02)."""
     rec = recording if recording is not None else recorded_sweeps()
     ax = _new_axes(ax, (7.5, 4.2))
     for colour, mode in (("C0", "eager"), ("C1", "fused")):
@@ -478,12 +415,7 @@ def _flow_loop_back(ax: Any) -> None:
 
 
 def decision_flow(*, ax: Any = None) -> Any:
-    """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes.
-
-    Measure -> count -> compare with the ceilings (three floors) -> the suspect
-    regime -> scale the batch / look at the trace -> act, and back to measure.
-    Drawing only: no numbers, no measurement.
-    """
+    """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes."""
     from matplotlib.patches import FancyBboxPatch
 
     ax = _new_axes(ax, (11, 6.2))

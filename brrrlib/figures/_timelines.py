@@ -1,10 +1,4 @@
-"""The host against the device: Python's pace beside device FLOP/s, and profiler timelines.
-
-Re-exported by :mod:`brrrlib.figures`. Drawing only: each function takes what a
-cell measured (a Python speed, ceilings, traces) and returns the matplotlib
-``Figure`` or ``Axes``. Traces recorded on a GPU (``bl.trace.recorded``) are
-drawn beside live ones and say so in their title (chapter 03).
-"""
+"""The host against the device: Python's pace beside device FLOP/s, and profiler timelines."""
 
 from __future__ import annotations
 
@@ -27,12 +21,7 @@ def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
 
 
 def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = None) -> Any:
-    """Bars: FLOPs each device can do while Python does one addition (chapter 03).
-
-    Spec-sheet devices at their bf16 peak (``bl.hardware.all_specs()``, blue) and this
-    machine at its fastest *measured* matmul precision (orange), all divided by
-    the Python speed measured here. Log axis; returns the Axes.
-    """
+    """Bars: FLOPs each device (bf16 spec peaks, this machine measured) does per Python add."""
     from brrrlib.hardware import all_specs
 
     rows = [(s.name, s.peak("bf16")) for s in all_specs() if "bf16" in s.peak_flops_per_s]
@@ -57,12 +46,7 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
 
 
 def timelines(traces: Sequence[Any]) -> Any:
-    """One timeline per trace, stacked: host lane over device lane, each its first steady run.
-
-    Each title names the trace, where it ran ("live, cpu" or "recorded on an
-    H100 ...") and how busy the device was in the run drawn. Each row has its
-    own time axis. Returns the Figure.
-    """
+    """One timeline per trace, stacked, each its first steady run; returns the Figure."""
     import matplotlib.pyplot as plt
 
     if not traces:
