@@ -215,14 +215,8 @@ class Ceilings:
         return self.matmul_flops_per_s_by_dtype[key]
 
     def bandwidth_for(self, pattern: str) -> float:
-        """Bytes per second of one access pattern's fastest round (STREAM's kernels, named).
-
-        ``"read"``: ``x.sum()`` or a dot product, every byte read once; ``"copy"``: into a
-        separate output (a CPU that allocates each written line first reads it, so fewer
-        counted bytes per second); ``"update"``: in place; ``"write"``: the fastest of the
-        writing forms (``mem_bandwidth_bytes_per_s``). Each counts the bytes as
-        ``bl.share_of`` does. A floor uses the pattern ``bl.count`` saw (``Counts.pattern``).
-        """
+        """Bytes per second of a pattern's fastest round: ``"read"``, ``"copy"`` (into another
+        tensor), ``"update"`` (in place) or ``"write"`` (the fastest writing form)."""
         if pattern not in PATTERN_FORMS:
             raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
         forms = self.bandwidth_by_form_bytes_per_s
@@ -234,23 +228,14 @@ class Ceilings:
         return self.matmul_peak(precision) / self.mem_bandwidth_bytes_per_s
 
     def fast_path(self, precision: str) -> bool:
-        """True when ``precision``'s matmuls run at least as fast as fp32's here.
-
-        Read from the measurement: a CPU without bf16 matrix instructions
-        runs bf16 matmuls through a slow path (converting to fp32 and back),
-        below fp32's speed; :meth:`precision_note` says why.
-        """
+        """True when ``precision``'s measured matmuls run at least 0.8x as fast as fp32's."""
         key = hardware.dtype_key(precision)
         peak = self.matmul_flops_per_s_by_dtype.get(key)
         return peak is not None and peak >= SLOW_PATH_RATIO * self.matmul_flops_per_s
 
     @property
     def fast_precision(self) -> str:
-        """The precision whose matmuls run fastest here, if clearly faster than fp32, else "fp32".
-
-        A T4 or V100: fp16; an A100, H100 or a CPU with AMX or AVX-512 BF16:
-        bf16; a CPU without them: fp32.
-        """
+        """The precision whose matmuls run fastest here, if clearly faster than fp32, else "fp32"."""
         fp32 = self.matmul_flops_per_s
         best = max(self.matmul_flops_per_s_by_dtype.items(), key=lambda kv: kv[1])
         return best[0] if best[1] > FAST_PATH_RATIO * fp32 else "fp32"
@@ -286,25 +271,12 @@ class Ceilings:
 
     @property
     def shared_cpu(self) -> bool:
-        """True when another program used the cores during the matmul (``cpu_share`` < 80%).
-
-        Not noisy by itself down to 50%: samples it disturbed were dropped and
-        replaced (:func:`brrrlib.benchmark`, step 5), and the rounds still had
-        to agree. Below 50% too few undisturbed samples remain: noisy.
-        """
+        """True when another program used the cores during the matmul (50% <= ``cpu_share`` < 80%)."""
         return self.device == "cpu" and NOISY_CPU_SHARE <= self.cpu_share < MIN_CPU_SHARE
 
     @property
     def stalls(self) -> bool:
-        """True when an op split over this process's threads took 4x (and 1 ms) longer than
-        on one thread: each parallel op waited for a core another program holds.
-
-        Seen in a Jupyter kernel on a 2-core VM with one other busy process: an
-        in-place add on 2 MiB took 8 ms on two threads and 23 µs on one, and so did
-        every other parallel op, whatever its size. Every number measured then reads
-        slow by up to that much, and comparisons between a parallel op and a serial
-        one (a big op against a loop of small ones) say the opposite of the lesson.
-        """
+        """True when a split op waited for a core another program holds (``settle_threads``)."""
         one = self.parallel_op_one_thread_s
         return one > 0 and self.parallel_op_s >= max(1e-3, STALL_RATIO * one)
 
@@ -734,13 +706,8 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
 
 
 def _settled(rounds_rate: float, screen_rate: float, spread: float, rounds: int, extra) -> _Rounds:
-    """A ceiling from its rounds and its screen: the faster of the two (a ceiling is the best
-    the machine did), and rounds that settled well below the screen count as spread.
-
-    On a busy machine every call of a parallel kernel can wait a scheduler slice for a
-    descheduled thread, so all the rounds agree on a rate far below what the screen saw
-    moments before: agreeing rounds are not a steady machine.
-    """
+    """The faster of rounds and screen; rounds far below the screen count as spread (a busy
+    machine's rounds can agree on a stalled rate)."""
     best = max(rounds_rate, screen_rate)
     return _Rounds(best, max(spread, 1 - rounds_rate / best), rounds, extra)
 

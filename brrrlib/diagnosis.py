@@ -169,29 +169,14 @@ def _bandwidth(ceilings: Any, pattern: str) -> float:
 
 @dataclass(frozen=True)
 class AboveFloor:
-    """A floor above the measured time, and which of its inputs was wrong.
-
-    A floor is a lower bound, so a call faster than one has shown that the floor's
-    model does not hold for it. ``mechanism`` names which part, measured:
-
-    * ``"cache"`` (memory): the call moves no more bytes than a cache holds, so
-      repeated calls read them from it, faster than DRAM; ``level`` names the nearest
-      cache that holds them (``bl.machine.caches``, a core's own cache times the
-      threads) and ``evidence_ratio`` is its size over those bytes.
-    * ``"stale ceiling"`` (compute, where fp32 matmuls set the floor): a same-run
-      ``torch.mm`` at the ceiling's size beats the cached matmul ceiling;
-      ``evidence_ratio`` is how much (``bl.measure_ceilings(refresh=True)``).
-    * ``"cheaper ops"`` (overhead): the call's ops cost less each than the op the
-      overhead ceiling times (an in-place ``add_``); ``evidence_ratio`` is that ceiling
-      over the measured time per op.
-    * ``"unexplained"``: none of those held; the numbers are still there to read.
-    """
+    """A floor above the measured time and the measured mechanism: ``"cache"`` (``level``
+    holds the bytes), ``"stale ceiling"``, ``"cheaper ops"`` or ``"unexplained"``."""
 
     regime: str
-    share: float
+    share: float  # the floor over the measured time
     mechanism: str
-    evidence_ratio: float | None = None
-    level: str = ""
+    evidence_ratio: float | None = None  # cache / bytes, mm now / ceiling, ceiling / op time
+    level: str = ""  # the nearest cache that holds the bytes (bl.machine.caches)
 
     def __str__(self) -> str:
         by = f" (x{self.evidence_ratio:.2f})" if self.evidence_ratio else ""

@@ -224,13 +224,7 @@ def _cpu_name() -> str:
 
 
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux lists them (``avx2``, ``avx512_bf16``, ``amx_bf16``,
-    on ARM ``bf16``, ``fphp``); empty where /proc/cpuinfo is absent (macOS, Windows).
-
-    They say which instructions the hardware has, not which ones torch uses:
-    ``torch.backends.cpu.get_cpu_capability()`` tells that (and
-    ``ATEN_CPU_CAPABILITY`` can lower it). Measuring is what decides.
-    """
+    """The CPU's feature flags as Linux lists them (``avx512_bf16``, ``amx_bf16``; empty off Linux)."""
     return frozenset((_cpuinfo("flags", "Features") or "").split())
 
 
@@ -271,10 +265,7 @@ def _count_cpus(cpu_list: str) -> int:
 
 
 def last_level_cache_bytes(dev: torch.device | None = None) -> int:
-    """Size of the largest cache in front of memory: L2 on a GPU, the largest CPU cache else.
-
-    From :func:`caches`; where the system does not say, 32 MiB (a large desktop L3).
-    """
+    """Bytes of the largest cache in front of memory (:func:`caches`; 32 MiB where unknown)."""
     found = caches(dev)
     return found[-1][1] if found else 32 * 2**20
 
