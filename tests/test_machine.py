@@ -207,12 +207,11 @@ def test_spec_table_lists_every_row_and_the_measured_one():
     for s in bl.hardware.all_specs():
         assert s.name in text
     measured = text.splitlines()[-1]
-    assert "cpu" in measured and "measured" in measured and _ridges(measured)[0] == ("5", "")
-    # the A100's ridge points: fp32 19.5e12 / 1.555e12 = 12.5, bf16 312e12 / 1.555e12 = 201
-    assert _ridges(text.splitlines()[2]) == [("12.5", ""), ("201", "bf16")]
+    assert "cpu" in measured and "measured" in measured and "40 GB/s" in measured
+    assert not _ridges(text)  # ridge points are the reader's arithmetic (chapter 00)
     with_bf16 = fake_ceilings(matmul_flops_per_s_by_dtype={"bf16": 8e11})
     here = repr(bl.hardware.spec_table(with_bf16, names="T4")).splitlines()[-1]
-    assert _ridges(here)[-1] == ("40", "bf16")  # 8e11 / 2e10
+    assert "0.8 TFLOP/s" in here  # the measured bf16 column
     html = bl.hardware.spec_table(names=["T4"])._repr_html_()
     assert "T4" in html and "A100" not in html and "<table>" in html
     assert bl.hardware.spec_table(names="A100").rows == (bl.spec("A100"),)  # one name, not letters
