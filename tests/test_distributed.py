@@ -296,6 +296,11 @@ def test_a_ladder_holds_one_machine_widest_first():
     widths = [r.bandwidth_bytes_per_s for r in here.rungs]
     assert widths == sorted(widths, reverse=True) and {r.level for r in here.rungs} <= set(LEVELS)
     assert here.get("DRAM").bandwidth_bytes_per_s == 20e9
+    # measured forms: the DRAM rung is the copy into another tensor, the cache rung's pattern
+    forms = {"copy_": 12e9, "add_ (in place)": 20e9}
+    copies = fake_ceilings(bandwidth_by_form_bytes_per_s=forms)
+    dram = distributed.bandwidth_ladder(copies, measure_cache=False).get("DRAM")
+    assert dram.bandwidth_bytes_per_s == 12e9
     busbw = here.get("all-reduce busbw")
     assert busbw.bandwidth_bytes_per_s == _sweep().peak_busbw_bytes_per_s
     node = distributed.node_ladder("DGX H100")
