@@ -114,7 +114,14 @@ def python_adds(n: int = 200_000):
     return _count_up, (_checks.positive_int("n", n),)
 
 
-def pointwise_chain(numel: int | None = None, n_ops: int = 16, device=None, *, large: bool = False):
+def pointwise_chain(
+    numel: int | None = None,
+    n_ops: int = 16,
+    device=None,
+    *,
+    large: bool = False,
+    sync: bool = False,
+):
     """A chain of ``n_ops`` multiply-adds on a small tensor (chapter 03).
 
     Returns ``(fn, (x,))`` with ``x`` of ``numel`` fp32 elements (default
@@ -123,7 +130,9 @@ def pointwise_chain(numel: int | None = None, n_ops: int = 16, device=None, *, l
     kernels, each reading and writing the whole tensor; when ``x`` is small
     every one of them costs about the same fixed overhead whatever its size.
     ``torch.compile(fn)`` fuses the chain into one kernel: the case where
-    compiling removes overhead as well as memory traffic.
+    compiling removes overhead as well as memory traffic. ``sync=True`` reads one
+    number back with ``.item()`` after every multiply-add: a sync point, where the
+    host waits for the device to finish everything queued.
     """
     dev = _device(device)
     default = (2**26 if _big(dev) else 2**22) if large else 1024
@@ -134,6 +143,8 @@ def pointwise_chain(numel: int | None = None, n_ops: int = 16, device=None, *, l
     def chain(x: torch.Tensor) -> torch.Tensor:
         for _ in range(n_ops):
             x = x * 1.01 + 0.01
+            if sync:
+                x[0].item()  # the host waits here for the device
         return x
 
     return chain, (x,)

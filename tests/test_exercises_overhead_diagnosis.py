@@ -18,6 +18,7 @@ from brrrlib.exercises._bank import Context
 CH03 = (
     "03.python_vs_h100",
     "03.break_even_numel",
+    "03.sync_per_op_us",
     "03.overhead_fraction",
     "03.weight_read_us",
 )

@@ -46,6 +46,14 @@ def test_pointwise_chain_is_two_ops_per_step():
     torch.testing.assert_close(fn(*args), workloads.pointwise_chain(10, 5, "cpu")[0](args[0]))
 
 
+def test_pointwise_chain_with_sync_reads_one_number_back_per_step():
+    fn, args = workloads.pointwise_chain(numel=10, n_ops=5, device="cpu")
+    synced, _ = workloads.pointwise_chain(numel=10, n_ops=5, device="cpu", sync=True)
+    torch.testing.assert_close(synced(*args), fn(*args))  # the same result
+    # each step adds a select (x[0]) and the .item() that copies it to the host
+    assert _ops(synced, args) == 10 + 5 * 2
+
+
 def test_mysteries_run_and_have_their_shapes():
     fn, args = workloads.mystery_a(device="cpu")
     y = fn(*args)

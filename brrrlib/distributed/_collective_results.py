@@ -141,7 +141,7 @@ class CollectiveSweep(GroupRun):
 
     @property
     def fit(self) -> AlphaBeta:
-        """The alpha-beta model fitted to the medians (relative errors, see ``fit_alpha_beta``)."""
+        """The alpha-beta model fitted to the medians (alpha: the small-message plateau's median)."""
         return fit_alpha_beta(self.sizes_bytes, self.median_s, self.world_size)
 
     def time_ratio(self, size_a: int, size_b: int) -> str:

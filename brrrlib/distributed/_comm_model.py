@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,7 @@ class AlphaBeta:
     world_size: int
     sizes_bytes: tuple[float, ...] = ()
     times_s: tuple[float, ...] = ()
+    plateau_sizes: int = 0  # how many of the smallest sizes gave alpha (their median)
 
     def time_s(self, nbytes: float) -> float:
         """The model's time for one all-reduce of ``nbytes``."""
@@ -89,12 +91,22 @@ class AlphaBeta:
         ]
         return max(errors, default=math.nan)
 
+    @property
+    def misfits(self) -> tuple[tuple[float, float], ...]:
+        """``(size, model / measured)`` of every fitted size the model misses by over MISFIT."""
+        return tuple(
+            (n, self.time_s(n) / t)
+            for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
+            if abs(self.time_s(n) - t) > MISFIT * t
+        )
+
     def _text(self) -> str:
         return (
             f"alpha {_fmt.seconds(self.alpha_s)}, beta {_fmt.seconds(self.beta_s_per_byte * 1e6)} "
             f"per MB ({_fmt.si(self.algorithm_bytes_per_s, 'B/s')} algorithm, "
             f"{_fmt.si(self.bus_bytes_per_s, 'B/s')} bus bandwidth, n={self.world_size}); "
             f"half bandwidth at {_fmt.binary_bytes(self.half_bandwidth_bytes)}; "
+            f"alpha = median of the {self.plateau_sizes} smallest sizes; "
             f"worst misfit {self.max_relative_error:.0%} over {len(self.times_s)} sizes"
         )
 
@@ -105,28 +117,30 @@ class AlphaBeta:
         return f"<div><b>t(S) = &alpha; + &beta;S</b>: {html.escape(self._text())}</div>"
 
 
+#: A size is on the small-message plateau while its bandwidth term is under this share of its
+#: time; alpha is the median of the plateau's times.
+_PLATEAU_SHARE = 0.1
+#: A measured size the model misses by more than this share of its time is a misfit.
+MISFIT = 0.5
+
+
 def fit_alpha_beta(
     sizes_bytes: Sequence[float], times_s: Sequence[float], world_size: int = 2
 ) -> AlphaBeta:
-    """Fit ``t = alpha + beta S`` to measured times, each point weighted by its own size.
+    """Fit ``t = alpha + beta S``: alpha from the small-message plateau, beta from large messages.
 
-    Times of a sweep span four orders of magnitude. An ordinary least-squares
-    fit minimises *absolute* errors, so the largest messages would decide
-    everything and alpha would come out as noise (even negative). This fit
-    minimises *relative* errors instead, ``sum((alpha + beta S_i) / t_i - 1)^2``,
-    a quadratic in alpha and beta, under three constraints that the model
-    itself sets:
+    A sweep's small messages scatter on a busy machine (a process waits for a
+    core), and one fast or slow point must not set the fixed cost. So:
 
-    * ``alpha >= 0`` and ``beta >= 0``: neither a fixed cost nor a cost per
-      byte can be negative;
-    * ``alpha <= min(t_i)``: alpha is the time of a message that carries
-      nothing, so no all-reduce that was measured can have taken less. On a
-      busy machine the small messages' medians scatter (a process waits for a
-      core), and an unconstrained fit can put alpha above the fastest of them.
+    1. ``beta``, first guess: the slope between the two largest messages;
+    2. the **plateau**: the sizes whose bandwidth term ``beta S`` is under
+       ``_PLATEAU_SHARE`` of their time; ``alpha`` = the median of their
+       ``t - beta S`` (a median: one odd point moves it little);
+    3. ``beta`` again, with alpha fixed, by least *relative* errors over the
+       sizes that took over twice alpha (where the bytes dominate).
 
-    The minimum lies inside those bounds or on one of their edges: the fit
-    solves the two normal equations, then each edge with one term fixed, and
-    keeps the feasible candidate with the smallest error.
+    :attr:`AlphaBeta.misfits` names the sizes the model then misses by more than
+    :data:`MISFIT`: the chapter says where the line does not describe the machine.
     """
     sizes = [float(s) for s in sizes_bytes]
     times = [float(t) for t in times_s]
@@ -136,25 +150,18 @@ def fit_alpha_beta(
         )
     if not all(t > 0 and math.isfinite(t) for t in times) or not all(s >= 0 for s in sizes):
         raise ValueError("times_s must be positive and finite, sizes_bytes >= 0")
-    a = [1 / t for t in times]  # d(relative error)/d(alpha)
-    b = [s / t for s, t in zip(sizes, times, strict=True)]  # d(relative error)/d(beta)
-    saa = sum(x * x for x in a)
-    sab = sum(x * y for x, y in zip(a, b, strict=True))
-    sbb = sum(y * y for y in b)
-    sa, sb, top = sum(a), sum(b), min(times)
+    points = sorted(zip(sizes, times, strict=True))
+    (s0, t0), (s1, t1) = points[-2], points[-1]
+    beta = (t1 - t0) / (s1 - s0) if s1 > s0 and t1 > t0 else (t1 / s1 if s1 > 0 else 0.0)  # 1.
+    plateau = [(s, t) for s, t in points if beta * s < _PLATEAU_SHARE * t] or points[:1]
+    alpha = max(0.0, statistics.median(t - beta * s for s, t in plateau))  # 2.
+    large = [(s, t) for s, t in points if t > 2 * alpha and s > 0] or points[-1:]
+    beta = _beta_given(alpha, *zip(*large, strict=True))  # 3.
+    return AlphaBeta(alpha, beta, world_size, tuple(sizes), tuple(times), len(plateau))
 
-    def error(alpha: float, beta: float) -> float:
-        return sum((alpha * x + beta * y - 1) ** 2 for x, y in zip(a, b, strict=True))
 
-    def beta_given(alpha: float) -> float:  # the best beta >= 0 with alpha fixed
-        return max(0.0, (sb - alpha * sab) / sbb) if sbb > 0 else 0.0
-
-    candidates = [(0.0, beta_given(0.0)), (top, beta_given(top))]  # the edges alpha = 0, = min
-    candidates.append((min(top, max(0.0, sa / saa)), 0.0))  # the edge beta = 0
-    det = saa * sbb - sab * sab
-    if det > 0:  # the normal equations, kept when inside the bounds
-        alpha, beta = (sa * sbb - sb * sab) / det, (saa * sb - sab * sa) / det
-        if 0 <= alpha <= top and beta >= 0:
-            candidates.append((alpha, beta))
-    alpha, beta = min(candidates, key=lambda ab: error(*ab))
-    return AlphaBeta(alpha, beta, world_size, tuple(sizes), tuple(times))
+def _beta_given(alpha: float, sizes: Sequence[float], times: Sequence[float]) -> float:
+    """The beta >= 0 minimising ``sum(((alpha + beta S) / t - 1)^2)`` with alpha fixed."""
+    sbb = sum((s / t) ** 2 for s, t in zip(sizes, times, strict=True))
+    sb = sum((1 - alpha / t) * s / t for s, t in zip(sizes, times, strict=True))
+    return max(0.0, sb / sbb) if sbb > 0 else 0.0

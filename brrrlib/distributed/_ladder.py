@@ -224,8 +224,8 @@ def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[R
     rungs = []
     if ceilings is not None:
         name = f"DRAM, this machine ({ceilings.device_name})"
-        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
-        rungs.append((name, "memory", ceilings.mem_bandwidth_bytes_per_s, how))
+        how = "bl.measure_ceilings(): a large copy into another tensor, bytes read + written / time"
+        rungs.append((name, "memory", ceilings.bandwidth_for("copy"), how))
     if copies is not None:
         name, how = f"host to {copies.device_name}, pinned", "bl.benchmark of a copy"
         rungs.append((name, "host-device", copies.pinned_bytes_per_s, how))
@@ -241,10 +241,9 @@ def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[R
 def _cache_rung() -> Rung:
     """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time).
 
-    On a GPU: a quarter of its L2. On a CPU: 128 KiB copied by one thread,
-    which fits in one core's L2 on any current CPU (a bigger copy would be
-    split across threads, and on a busy machine a thread waiting for its
-    partner at the end of the copy measures the scheduler, not the cache).
+    On a GPU: a quarter of its L2. On a CPU: 128 KiB per thread, with all of this
+    process's threads, as the DRAM rung's copy runs: each thread's share fits in
+    its core's L2 on any current CPU.
     """
     import torch
 
@@ -252,16 +251,13 @@ def _cache_rung() -> Rung:
 
     dev = machine.device()
     on_gpu = dev.type == "cuda"
-    nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4) if on_gpu else 128 * 2**10
+    threads = torch.get_num_threads()
+    per_cpu = 128 * 2**10 * threads
+    nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4) if on_gpu else per_cpu
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(threads if on_gpu else 1)  # one thread: see above
-    try:
-        t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
-    finally:
-        torch.set_num_threads(threads)
-    where = "the GPU's L2" if on_gpu else "one core's L2, one thread"
+    t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
+    where = "the GPU's L2" if on_gpu else f"L2, 128 KiB per thread, {threads} thread(s)"
     return Rung(
         f"cache, this machine ({dev.type})",
         "cache",

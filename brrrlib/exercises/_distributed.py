@@ -64,6 +64,24 @@ def _nvlink_allreduce_ms(ctx: Context) -> Worked:
     )
 
 
+@solves("05.fsdp_step_ms")
+def _fsdp_step_ms(ctx: Context) -> Worked:
+    wire = _link("NVLink 4")
+    nbytes = _NVLINK_PARAMS * _BF16_BYTES
+    half = (_NVLINK_RANKS - 1) / _NVLINK_RANKS * nbytes / wire.bandwidth_bytes_per_s
+    return Worked(
+        3 * half * 1e3,
+        (
+            f"weights and gradients: {_fmt.si(_NVLINK_PARAMS)} parameters x 2 bytes (bf16) = "
+            f"{_fmt.si(nbytes, 'B')}",
+            f"one all-gather or reduce-scatter over {_NVLINK_RANKS} GPUs sends (n-1)/n of it "
+            f"per GPU at {_fmt.si(wire.bandwidth_bytes_per_s, 'B/s')}: {half * 1e3:.1f} ms",
+            "FSDP per step: all-gather (forward), all-gather (backward), reduce-scatter: 3 of them",
+        ),
+        {"ddp": 2 / 3, "one_collective": 1 / 3},
+    )
+
+
 @solves("05.crossover_tokens")
 def _crossover_tokens(ctx: Context) -> Worked:
     """Across DGX H100 nodes the all-reduce's bus bandwidth is the narrower of the node's NICs

@@ -13,6 +13,8 @@ _ADD_BYTES_PER_ELEMENT = 3 * FP32_BYTES
 # 03.overhead_fraction: doubling the batch makes the step this much longer.
 _DOUBLED_BATCH_TIME = 1.1
 _LINEAR = 4096  # Linear(_LINEAR, _LINEAR) for 03.weight_read_us
+# 03.sync_per_op_us: the host's time to launch one op, and one kernel's time on the GPU.
+_SYNC_HOST_US, _SYNC_KERNEL_US = 15.0, 15.0
 
 
 @solves("03.python_vs_h100")
@@ -49,6 +51,21 @@ def _break_even_numel(ctx: Context) -> Worked:
             "n x 12 / bandwidth = overhead, so n = overhead x bandwidth / 12",
         ),
         {"bytes": _ADD_BYTES_PER_ELEMENT},
+    )
+
+
+@solves("03.sync_per_op_us")
+def _sync_per_op_us(ctx: Context) -> Worked:
+    ahead = max(_SYNC_HOST_US, _SYNC_KERNEL_US)
+    synced = _SYNC_HOST_US + _SYNC_KERNEL_US
+    return Worked(
+        synced,
+        (
+            f"running ahead: per op, the slower of host and kernel = {ahead:g} µs",
+            "a sync empties the queue: the host launches the next op only after the kernel ends",
+            f"per op: host + kernel = {_SYNC_HOST_US:g} + {_SYNC_KERNEL_US:g} µs",
+        ),
+        {"no_sync": ahead / synced},
     )
 
 
