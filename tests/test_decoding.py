@@ -373,6 +373,7 @@ RIGHT = {
         7e9 * 2 / 8 / _spec("H100").mem_bandwidth_bytes_per_s
         + 2 * 32 * (10e-6 + 2 * 7 / 8 * 4096 * 2 / bl.hardware.link("NVLink 4").bandwidth_bytes_per_s)
     ),
+    "06.spec_tokens_per_check": lambda: (1 - 0.7**6) / (1 - 0.7),  # 5 drafted, each kept at 0.7
 }  # fmt: skip
 
 
