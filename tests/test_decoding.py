@@ -56,6 +56,15 @@ def test_weight_bytes_per_precision():
         decoding.weight_bytes(SHAPE, "int4")
 
 
+def test_the_recorded_h100_model_is_the_one_the_recording_counted():
+    # chapter 06's recorded H100 run printed 1279.9 M parameters and 5,203.5 MB read per step
+    rec = decoding.H100_RECORDED
+    assert round(decoding.parameters(rec["shape"]) / 1e5) == 12799
+    step_bytes = decoding.weight_bytes(rec["shape"]) + decoding.kv_cache_bytes(rec["shape"], 1, 256)
+    assert round(step_bytes / 1e5) == 52035
+    assert rec["decode, compiled"] < rec["decode, eager"]
+
+
 def test_int8_weight_bytes_are_what_the_quantized_model_holds():
     q = decoding.quantize_int8(decoding.build(SHAPE, dtype=torch.bfloat16))
     tables = {"wte.weight", "wpe.weight", "slots"}  # looked up one row per token, or positions
@@ -364,6 +373,7 @@ RIGHT = {
         7e9 * 2 / 8 / _spec("H100").mem_bandwidth_bytes_per_s
         + 2 * 32 * (10e-6 + 2 * 7 / 8 * 4096 * 2 / bl.hardware.link("NVLink 4").bandwidth_bytes_per_s)
     ),
+    "06.spec_tokens_per_check": lambda: (1 - 0.7**6) / (1 - 0.7),  # 5 drafted, each kept at 0.7
 }  # fmt: skip
 
 

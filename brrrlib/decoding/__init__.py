@@ -20,6 +20,8 @@ chapter 06 is :func:`brrrlib.widgets.decode_explorer`.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from brrrlib.decoding._counts import (
     decode_flops,
     kv_cache_bytes,
@@ -40,6 +42,22 @@ from brrrlib.decoding._steps import (  # noqa: F401
     decode_step,
     measure_step,
     precision_of,
+)
+
+#: What chapter 06 measured on the NVIDIA H100 80GB HBM3 of ``brrrlib/recordings/h100-2026-11-26``
+#: (torch 2.11.0+cu130), its large model in fp32, batch 1, a 256-token prompt or 256 cached
+#: positions: ``bl.benchmark`` medians in seconds. The compiled step is ``torch.compile(mode=
+#: "reduce-overhead")``'s, from its bandwidth achieved (5,203.5 MB read at 1,288 GB/s). A chapter
+#: prints them beside this machine's numbers, labelled as recorded.
+H100_RECORDED = MappingProxyType(
+    {
+        "shape": DecoderShape(
+            "large", layers=24, d_model=2048, heads=32, vocab=32768, max_context=2048
+        ),
+        "prefill, 256 tokens": 18.7e-3,
+        "decode, eager": 11.5e-3,
+        "decode, compiled": 5203.5e6 / 1288e9,
+    }
 )
 
 __all__ = [

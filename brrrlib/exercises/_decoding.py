@@ -67,6 +67,29 @@ def _kv_context(ctx: Context) -> Worked:
     )
 
 
+# 06.spec_tokens_per_check: tokens a draft proposes per check, the chance each is accepted.
+_DRAFTED, _ACCEPT = 5, 0.7
+
+
+@solves("06.spec_tokens_per_check")
+def _spec_tokens_per_check(ctx: Context) -> Worked:
+    kept = [_ACCEPT**i for i in range(_DRAFTED + 1)]  # its own token, then drafted token i
+    tokens = sum(kept)
+    return Worked(
+        tokens,
+        (
+            "one token of the large model's own, always",
+            f"drafted token i is kept if it and all before it are accepted: {_ACCEPT}^i",
+            f"1 + {' + '.join(f'{k:.3g}' for k in kept[1:])} = {tokens:.2f} tokens per check",
+        ),
+        {
+            "all_accepted": (_DRAFTED + 1) / tokens,
+            "independent": (1 + _DRAFTED * _ACCEPT) / tokens,
+            "drafts_only": (tokens - 1) / tokens,
+        },
+    )
+
+
 def _tp_step_s(ctx: Context, n: int, *, allreduces: int = 2, shard: int = 0) -> float:
     """A token's time over ``n`` GPUs: each reads its 1 / ``shard`` of the weights (``shard``
     defaults to ``n``), then ``allreduces`` all-reduces a layer of one token's activations."""
