@@ -30,7 +30,7 @@ class DecodeExplorer(_Explorer):
     sequence, plus attention. So its time is at least the larger of two floors
     (the roofline of chapter 00, with the counts of :mod:`brrrlib.decoding`)::
 
-        memory floor  = (weight bytes + KV-cache bytes) / mem_bandwidth_bytes_per_s
+        memory floor  = (weight bytes + KV-cache bytes) / the read roof (c.bandwidth_for("read"))
         compute floor = FLOPs / matmul peak of the model's precision
 
     At batch 1 the weights set the pace; the batch where the compute floor
@@ -165,7 +165,13 @@ class DecodeExplorer(_Explorer):
             + decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
         )
         flops = decoding.decode_flops(shape, 1, context) * batch
-        return nbytes / self.ceilings.mem_bandwidth_bytes_per_s, flops / self._peak
+        return nbytes / self._read_roof, flops / self._peak
+
+    @property
+    def _read_roof(self) -> float:
+        """A step reads its weights and cache and writes little: the read roof where measured."""
+        by_pattern = getattr(self.ceilings, "bandwidth_for", None)
+        return by_pattern("read") if by_pattern else self.ceilings.mem_bandwidth_bytes_per_s
 
     def knee(self, context: int) -> float:
         """The batch where the compute floor meets the memory floor (``inf``: never)."""
@@ -185,7 +191,7 @@ class DecodeExplorer(_Explorer):
         )
         lines = [
             f"Floors: memory {_fmt.seconds(memory_s)} (weights {_fmt.si(p.weight_bytes, 'B')} + KV "
-            f"cache {_fmt.si(p.kv_bytes, 'B')} at {_fmt.si(self.ceilings.mem_bandwidth_bytes_per_s, 'B/s')}), "
+            f"cache {_fmt.si(p.kv_bytes, 'B')} at {_fmt.si(self._read_roof, 'B/s')}, the read roof), "
             f"compute {_fmt.seconds(compute_s)} ({_fmt.si(p.flops, 'FLOP')} at "
             f"{_fmt.si(self._peak, 'FLOP/s')}, {self._precision}): {bound}-bound on paper.",
             self._share(p.seconds, floor_s, bound),
@@ -217,8 +223,8 @@ class DecodeExplorer(_Explorer):
                 "of the roof."
             )
         why = (
-            "the floor's bandwidth is a pass that writes; a decode step only reads, and its "
-            "roof is c.bandwidth_for('read')"
+            "faster than the cached read roof: a cache held part of the bytes, or the roof was "
+            "measured at a slower moment (bl.references.share_of(..., pattern='read') times one now)"
             if bound == "memory"
             else "unexplained: bl.diagnosis.matmul_now(c) times the ceiling's matmul now, and "
             "above the cached value says the cache is stale"
