@@ -91,7 +91,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Bandwidth and overhead rounds at least (more when the measurement is long).
 _MIN_PHASE_ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 11
+_METHOD_VERSION = 12
 
 
 #: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
@@ -648,8 +648,8 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
 
     1. **Screen** the kernels a model runs (``torch.mm``, ``F.linear`` and, on a CPU, oneDNN's
        linear) on square operands, n doubling from 256 (CPU) or 2048 (GPU) until every call
-       lasts 1 ms (CPU) or 2 ms and doubling n no longer raises the rate by a quarter (or the
-       screen's time is spent); a kernel 4x slower than the fastest leaves the screen. On a
+       lasts 1 ms (CPU) or 2 ms and two doublings in a row raised the rate by under a quarter
+       (or the screen's time is spent); a kernel 4x slower than the fastest leaves the screen. On a
        CPU the libraries can differ 2x: without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x
        slower than a bf16 ``F.linear``. On a busy CPU a small call lasts long by waiting,
        not working (each parallel region waits a scheduler slice for a descheduled thread:
@@ -670,7 +670,7 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
     screened: dict[tuple[str, int], tuple[Callable[[], Any], float]] = {}
     with _matmul_precision("high" if precision == "tf32" else "highest"):
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        alive, rate_before = None, 0.0
+        alive, rates = None, [0.0, 0.0]  # the rates of the last two sizes
         while True:  # 1. screen
             kernels = _matmul_kernels(n, dtype, dev)
             alive = set(kernels) if alive is None else alive
@@ -680,12 +680,15 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
             fastest = min(times.values(), default=math.inf)
             alive = {name for name, t in times.items() if t < 4 * fastest}
             rate = 2 * n**3 / fastest
-            settled = all(t >= target_s for t in times.values()) and rate < 1.25 * rate_before
+            # settled: two doublings in a row gained under a quarter (a CPU's bf16 matmul read
+            # 1.1 TFLOP/s at n = 512 and 1024, then 2.5 at 2048)
+            flat = rate < 1.25 * rates[-1] and rates[-1] < 1.25 * rates[-2]
+            settled = all(t >= target_s for t in times.values()) and flat
             next_s = 3 * 8 * sum(times[name] for name in alive)  # 3 samples each at 2n
             left_s = budget_s - (time.perf_counter() - wall0)
             if not alive or settled or n >= n_max or next_s > left_s:
                 break
-            n, rate_before = 2 * n, rate
+            n, rates = 2 * n, [rates[-1], rate]
         (kernel, size), (call, screen_s) = min(
             screened.items(), key=lambda kv: kv[1][1] / kv[0][1] ** 3
         )

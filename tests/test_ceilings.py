@@ -355,7 +355,22 @@ def test_a_busy_cpus_long_small_calls_do_not_end_the_matmul_screen(monkeypatch):
 def test_a_quiet_screen_stops_once_calls_are_long_and_the_rate_is_flat(monkeypatch):
     sizes = _stalled_matmuls(monkeypatch, stall_s=0.0)
     r = ceilings._matmul(torch.device("cpu"), "fp32")
-    assert sizes == [256, 512] and r.value == pytest.approx(150e9)  # 256 is under 1 ms
+    # 256 is under 1 ms; the rate is flat from 256 on: two flat doublings end it at 1024
+    assert sizes == [256, 512, 1024] and r.value == pytest.approx(150e9)
+
+
+def test_a_rate_that_jumps_after_a_flat_doubling_is_followed(monkeypatch):
+    sizes = _stalled_matmuls(monkeypatch, stall_s=0.0)
+    jump = {256: 0.5, 512: 1.0, 1024: 1.0, 2048: 2.2, 4096: 2.2}  # bf16 on AMX, seen on a VM
+
+    def seconds(call):
+        n = abs(call())
+        return 2 * n**3 / (150e9 * jump[n] * (1 if call() > 0 else 0.5))
+
+    monkeypatch.setattr(ceilings, "_quick_s", lambda call, dev, budget_s=0.03: seconds(call))
+    monkeypatch.setattr(ceilings, "_in_rounds", lambda call, dev, cap: (seconds(call), 0.02, 3))
+    r = ceilings._matmul(torch.device("cpu"), "bf16")
+    assert r.extra["n"] >= 2048 and r.value == pytest.approx(2.2 * 150e9)
 
 
 def test_a_matmul_ceiling_below_the_vector_rate_is_measured_again_and_else_noisy(monkeypatch):
