@@ -348,7 +348,7 @@ def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
     h100, h200 = recorded_reports()
     assert "H100" in h100.device_name and "H200" in h200.device_name
     for rep in (h100, h200):
-        assert rep.recorded and not rep.is_prediction and rep.schema_version == 1
+        assert rep.recorded and not rep.is_prediction and rep.schema_version == 2
         assert "2026-11-22" in rep.label and "2.11.0+cu130" in rep.label  # when, with which torch
         assert rep.machine.vector_method == _report_file.V1_VECTOR_METHOD and rep.notes
         assert any("noisy" in n for n in rep.notes)
@@ -356,9 +356,11 @@ def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
     # Their numbers are kept as recorded (the README's table).
     assert h100.matmul_peak("fp32") == pytest.approx(51.7e12, rel=0.01)
     assert h100.matmul_peak("bf16") == pytest.approx(740e12, rel=0.01)
-    # one FLOP per operation: the recorded FMA-counted vector ceiling (56.2 TFLOP/s) halved,
-    # below the sheet's fp32 peak halved (67 TFLOP/s counts an FMA as two)
+    # one FLOP per operation, stored so: the recorded FMA-counted vector ceiling (56.2
+    # TFLOP/s) halved, below the sheet's fp32 peak halved (67 TFLOP/s counts an FMA as two)
     assert h100.vector_flops_per_s == pytest.approx(56.19e12 / 2, rel=0.01)
+    stored = json.loads((bl.classroom.RECORDINGS / "reports" / "measured-h100-cuda.json").read_text())
+    assert stored["ceilings"]["vector_flops_per_s"] == pytest.approx(56.19e12 / 2, rel=0.01)
     assert h100.vector_flops_per_s < bl.spec("H100").peak("fp32") / 2
     assert h100.mem_bandwidth_bytes_per_s == pytest.approx(2.99e12, rel=0.01)
     assert h200.mem_bandwidth_bytes_per_s == pytest.approx(4.22e12, rel=0.01)
@@ -446,7 +448,8 @@ def test_chapters_table_lists_measurements_or_says_there_are_none(tmp_path):
 
 
 def test_report_file_reads_schema_1_measurements_and_notes_what_differed(tmp_path):
-    data = json.loads((bl.classroom.RECORDINGS / "reports" / "measured-h200-cuda.json").read_text())
+    # the H200's file as it was recorded (schema 1), before the recordings were stored in 2
+    data = json.loads((Path(__file__).parent / "data" / "report-schema1-h200.json").read_text())
     rep = Report.from_dict(data, where="h200")
     assert rep.machine.vector_method == _report_file.V1_VECTOR_METHOD
     assert rep.op_overhead_s == pytest.approx(6.37e-6, rel=0.01)

@@ -507,9 +507,9 @@ def recorded_reports() -> list[Report]:
     Measured by ``bl.report()`` on 2026-11-22 with torch 2.11.0+cu130 (see
     ``RECORDINGS/README.md``); each name carries the device, the date and the
     torch version, and ``recorded`` is True, so a class view keeps them apart
-    from its own machines and from spec-sheet predictions. They are schema 1
-    files: their vector ceiling counts a fused multiply-add as two FLOPs
-    (:attr:`Report.notes` says so).
+    from its own machines and from spec-sheet predictions. Recorded in schema 1 (a vector
+    ceiling counting a fused multiply-add as two FLOPs), they are stored in schema 2, at one
+    FLOP per operation like every other ceiling (:attr:`Report.notes` says so).
     """
     out = []
     for rep in load_reports(RECORDINGS / "reports"):
