@@ -41,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -72,9 +73,9 @@ CLASS_VIEW = "brrr-course/instructor/class_results.ipynb"
 
 # Time limits (seconds), generous for a busy 2-core machine: a server starts in a few
 # seconds; chapter 00 measures this machine's ceilings (~50 s on one thread, cold).
-HUB_START_S = 60
+HUB_START_S = 120
 SIGN_IN_S = 180
-RUN_ALL_S = 480
+RUN_ALL_S = 600
 CELL_S = 120
 STOP_S = 60
 
@@ -170,9 +171,12 @@ def _runs_as_nobody(python: str) -> bool:
 def _python_every_account_runs(root: Path) -> tuple[str, float]:
     """A Python with the course that every account can run, and the seconds it took to get.
 
-    This environment's, if other accounts can run it; else a venv from the system's
-    Python, with this torch and the course (not editable) installed, as
-    course/INSTRUCTORS.md tells an instructor whose Python lies in a private home.
+    This environment's, if other accounts can run it. Else (a pyenv Python in /root)
+    a venv from the system's Python of the same version, holding this environment's
+    packages, data and config as hard links and a copy of the course's source: the
+    same files a kernel here imports, under folders every account can enter. On
+    another file system than this environment it installs them instead, as
+    course/INSTRUCTORS.md tells an instructor to (minutes on a busy machine).
     """
     started = time.monotonic()
     if _runs_as_nobody(sys.executable):
@@ -182,28 +186,44 @@ def _python_every_account_runs(root: Path) -> tuple[str, float]:
     base = next((b for b in bases if b and _is_world_runnable(b)), None)
     if base is None:
         pytest.fail(
-            f"no {minor} outside a private folder to build the learners' environment from "
+            f"no {minor} outside a private folder to make the learners' environment from "
             f"({sys.executable} lies behind one): install {minor} from the system's packages",
             pytrace=False,
         )
     env, source = root / "env", root / "source"
-    # pip builds a folder in place (build/): build a copy, and the clone stays as it was.
     not_source = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
-    shutil.copytree(
-        REPO, source, ignore=shutil.ignore_patterns(*not_source, "_build", "test-artifacts")
-    )
-    torch = importlib.metadata.version("torch").split("+")[0]
-    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
-    for cmd in (
-        [base, "-m", "venv", str(env)],
-        [*pip, f"torch=={torch}"],
-        [*pip, f"{source}[workshop]"],
-    ):
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}"
+    ignore = shutil.ignore_patterns(*not_source, "_build", "test-artifacts")
+    shutil.copytree(REPO, source, ignore=ignore)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True)
+    try:
+        _link_environment(env, source)
+    except OSError:  # another file system: no hard links across it
+        shutil.rmtree(env)
+        torch = importlib.metadata.version("torch").split("+")[0]
+        pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
+        for cmd in (
+            [base, "-m", "venv", str(env)],
+            [*pip, f"torch=={torch}"],
+            [*pip, f"{source}[workshop]"],  # pip builds in place: a copy, not the clone
+        ):
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}"
     python = str(env / "bin" / "python")
-    assert _runs_as_nobody(python), f"{python} was built, yet other accounts cannot run it"
+    assert _runs_as_nobody(python), f"{python} was made, yet other accounts cannot run it"
     return python, time.monotonic() - started
+
+
+def _link_environment(env: Path, source: Path) -> None:
+    """This environment's packages, data and config hard-linked into ``env``; the course
+    from ``source`` (a plain folder on the path, as in a clone)."""
+    here, site = Path(sys.prefix), Path(sysconfig.get_path("purelib"))
+    editable = shutil.ignore_patterns("__editable__*", "brrrlib-*.dist-info")
+    for part in (site.relative_to(here), Path("share"), Path("etc")):
+        if (here / part).is_dir():
+            shutil.copytree(
+                here / part, env / part, copy_function=os.link, ignore=editable, dirs_exist_ok=True
+            )
+    (env / site.relative_to(here) / "brrr-course-source.pth").write_text(f"{source}\n")
 
 
 def _is_world_runnable(path: str) -> bool:
@@ -229,6 +249,7 @@ class Hub:
     passwords: dict[str, str]
     learners: tuple[str, str, str]
     instructor: str
+    python: str  # the Python brrr workshop runs with
     seen: dict[int, float] = field(default_factory=dict)  # pid -> create time
     times: dict[str, float] = field(default_factory=dict)
     pages: dict[str, object] = field(default_factory=dict)  # each account's browser page
@@ -245,6 +266,11 @@ class Hub:
         import pwd
 
         return pwd.getpwnam(name).pw_uid
+
+    def has_account(self, name: str) -> bool:
+        import pwd
+
+        return name in {entry.pw_name for entry in pwd.getpwall()}
 
     def log_tail(self, n: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-n:]
@@ -267,7 +293,8 @@ class Hub:
         ]
 
 
-def _start(tmp: Path, python: str) -> Hub:
+def _launch(tmp: Path, python: str) -> Hub:
+    """Start ``brrr workshop`` for fresh accounts on a fresh port (not yet waited for)."""
     tag = secrets.token_hex(2)  # fresh account names: never an account that exists
     learners = (f"ada{tag}", f"bob{tag}", f"cy{tag}")
     instructor = f"teach{tag}"
@@ -279,29 +306,30 @@ def _start(tmp: Path, python: str) -> Hub:
     }
     cmd = [python, "-m", "brrrlib", "workshop", "--dir", str(tmp / "workshop")]
     cmd += ["--learners", ",".join(learners), "--instructor", instructor, "--port", str(port)]
-    started = time.monotonic()
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True
         )
     url = f"http://127.0.0.1:{port}"
+    return Hub(url, tmp / "workshop", proc, log, {}, learners, instructor, python)
+
+
+def _wait_until_up(hub: Hub) -> None:
+    """Wait until the hub answers through its proxy; read the cards it wrote."""
+    started = time.monotonic()
     while True:
         try:
-            with urllib.request.urlopen(f"{url}/hub/api/", timeout=5) as resp:
-                json.loads(resp.read())  # {"version": ...}: the hub answers through its proxy
+            with urllib.request.urlopen(f"{hub.url}/hub/api/", timeout=5) as resp:
+                json.loads(resp.read())  # {"version": ...}
             break
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            text = log.read_text(errors="replace")
-            assert proc.poll() is None, f"brrr workshop exited ({proc.returncode}):\n{text}"
-            assert time.monotonic() - started < HUB_START_S, (
-                f"no hub after {HUB_START_S} s:\n{text}"
-            )
+            assert hub.proc.poll() is None, f"brrr workshop exited:\n{hub.log_tail()}"
+            assert time.monotonic() - started < HUB_START_S, f"no hub:\n{hub.log_tail()}"
             time.sleep(0.3)
-    cards = (tmp / "workshop" / "hub" / "cards.txt").read_text().splitlines()
-    passwords = dict(line.split("\t")[:2] for line in cards)
-    hub = Hub(url, tmp / "workshop", proc, log, passwords, learners, instructor)
     hub.times["hub start"] = time.monotonic() - started
-    return hub
+    for line in (hub.root / "hub" / "cards.txt").read_text().splitlines():
+        name, password = line.split("\t")[:2]
+        hub.passwords[name] = password
 
 
 def _stop(hub: Hub) -> None:
@@ -324,18 +352,31 @@ def hub():
     running = None
     try:
         python, built_s = _python_every_account_runs(tmp)
-        running = _start(tmp, python)
+        running = _launch(tmp, python)
+        _wait_until_up(running)
         running.times["learners' environment built"] = built_s
         yield running
     finally:
         if running is not None:
-            _stop(running)
-            for pid, created in running.seen.items():  # the stop test failed: end them here
-                if psutil.pid_exists(pid) and psutil.Process(pid).create_time() == created:
-                    psutil.Process(pid).kill()
-            end = [python, "-m", "brrrlib", "workshop", "--dir", str(running.root), "--end"]
-            subprocess.run(end, capture_output=True, check=False)
+            _clean_up(running)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _clean_up(hub: Hub) -> None:
+    """Stop the hub; end what it left (only when a test failed); remove its accounts."""
+    _stop(hub)
+    accounts = [n for n in (*hub.learners, hub.instructor) if hub.has_account(n)]
+    left = [p for n in accounts for p in hub.processes_of(n)]
+    left += [
+        psutil.Process(pid)
+        for pid, created in hub.seen.items()
+        if psutil.pid_exists(pid) and psutil.Process(pid).create_time() == created
+    ]
+    for process in left:
+        process.kill()
+    psutil.wait_procs(left, timeout=10)
+    end = [hub.python, "-m", "brrrlib", "workshop", "--dir", str(hub.root), "--end"]
+    subprocess.run(end, capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -437,7 +478,7 @@ def _login_error(page) -> str:
 def _server_pid(hub: Hub, name: str) -> int | None:
     """The pid of ``name``'s single-user server, if one runs."""
     for p in hub.processes_of(name):
-        if any("jupyterhub-singleuser" in part for part in p.info["cmdline"] or ()):
+        if "jupyterhub.singleuser" in (p.info["cmdline"] or ()):
             return p.pid
     return None
 

@@ -9,7 +9,7 @@ calls :func:`configure`; JupyterHub imports this module, so it needs JupyterHub 
   time until that window signs out (File > Log Out stops the server) or the instructor
   stops the server on the admin page.
 * **What runs.** JupyterHub's ``LocalProcessSpawner``: each server runs as its own
-  system account, with this environment's ``jupyterhub-singleuser`` and Python (so the
+  system account, with this environment's Python and ``jupyterhub.singleuser`` (so the
   course's packages in every kernel), in a home no other learner can open. Before each
   start :func:`copy_the_course` copies the chapters the learner lacks into
   ``~/brrr-course``, as that learner. Each kernel's thread count is its share of the
@@ -136,7 +136,7 @@ def configure(c, config_file: str) -> None:
 
     # What runs: each learner's own account, this environment, the course in their home.
     c.JupyterHub.spawner_class = LocalProcessSpawner
-    c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
+    c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
     c.Spawner.default_url = f"/lab/tree/{COURSE_DIR}"
     c.Spawner.pre_spawn_hook = copy_the_course
     c.Spawner.environment = {
