@@ -283,6 +283,20 @@ class Hub:
         except psutil.NoSuchProcess:
             pass
 
+    def still_running(self, accounts) -> list[psutil.Process]:
+        """What the hub started, or runs as ``accounts``, and has not ended (a zombie has:
+        it only waits for its parent to read its exit status)."""
+        found = {p.pid: p for name in accounts for p in self.processes_of(name)}
+        for pid, created in self.seen.items():
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() == created:
+                    process.info = {"cmdline": process.cmdline()}
+                    found[pid] = process
+            except psutil.Error:  # gone, or a zombie whose command line is gone with it
+                continue
+        return [p for p in found.values() if _running(p)]
+
     def processes_of(self, name: str) -> list[psutil.Process]:
         """The processes running as ``name``'s account, each with its command line."""
         uid = self.uid(name)
@@ -291,6 +305,13 @@ class Hub:
             for p in psutil.process_iter(["uids", "cmdline"])
             if p.info["uids"] and p.info["uids"].real == uid
         ]
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _launch(tmp: Path, python: str) -> Hub:
@@ -366,12 +387,7 @@ def _clean_up(hub: Hub) -> None:
     """Stop the hub; end what it left (only when a test failed); remove its accounts."""
     _stop(hub)
     accounts = [n for n in (*hub.learners, hub.instructor) if hub.has_account(n)]
-    left = [p for n in accounts for p in hub.processes_of(n)]
-    left += [
-        psutil.Process(pid)
-        for pid, created in hub.seen.items()
-        if psutil.pid_exists(pid) and psutil.Process(pid).create_time() == created
-    ]
+    left = hub.still_running(accounts)
     for process in left:
         process.kill()
     psutil.wait_procs(left, timeout=10)
@@ -663,13 +679,8 @@ def test_stopping_the_hub_stops_every_process_it_started(hub, capsys):
     _stop(hub)
     hub.times["stop"] = time.monotonic() - started
     assert hub.proc.returncode == 0, hub.log_tail()
-    left = [
-        pid
-        for pid, created in hub.seen.items()
-        if psutil.pid_exists(pid) and psutil.Process(pid).create_time() == created
-    ]
-    left += [p.pid for name in (*hub.learners, hub.instructor) for p in hub.processes_of(name)]
-    assert not left, [psutil.Process(p).cmdline() for p in left if psutil.pid_exists(p)]
+    left = hub.still_running((*hub.learners, hub.instructor))
+    assert not left, [(p.pid, p.info) for p in left]
     assert len(hub.seen) >= 8  # the proxy, four servers and their kernels were all seen
     with capsys.disabled():
         print("\n[workshop] times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in hub.times.items()))
