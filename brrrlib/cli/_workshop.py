@@ -307,9 +307,7 @@ def _names(text: str | None) -> list[str]:
 
 
 def _plan(workshop: Workshop, opts) -> tuple[dict[str, dict], list[str]]:
-    """The accounts after this start, and the names among them that need a system account."""
-    import pwd
-
+    """The workshop's accounts so far, and the names that need a system account made."""
     accounts = workshop.accounts()
     if not accounts:
         if not opts.learners:
@@ -322,19 +320,13 @@ def _plan(workshop: Workshop, opts) -> tuple[dict[str, dict], list[str]]:
     wanted = ([] if accounts else [opts.instructor]) + _names(opts.learners)
     if not accounts and opts.instructor in wanted[1:]:
         raise WorkshopError(f"--instructor {opts.instructor} is also among --learners")
-    missing = []
-    for name in wanted:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            missing.append(name)
-            continue
-        if name not in accounts:
-            raise WorkshopError(
-                f"{name} is already an account on this machine: pick another name (the "
-                "workshop makes accounts of its own, and never lends out an existing one)"
-            )
-    missing += [n for n in accounts if n not in missing and not _exists(n)]
+    taken = [n for n in wanted if n not in accounts and _exists(n)]
+    if taken:
+        raise WorkshopError(
+            f"{taken[0]} is already an account on this machine: pick another name (the "
+            "workshop makes accounts of its own, and never lends out an existing one)"
+        )
+    missing = [n for n in dict.fromkeys([*accounts, *wanted]) if not _exists(n)]
     return accounts, missing
 
 
@@ -356,6 +348,12 @@ def _add_account(workshop: Workshop, name: str) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise WorkshopError(f"useradd {name} failed: {done.stderr.strip()}")
+    import pwd
+
+    account = pwd.getpwnam(name)  # a home kept from before --end becomes the new account's
+    for folder, _dirs, files in os.walk(home):
+        for path in (folder, *(os.path.join(folder, f) for f in files)):
+            os.lchown(path, account.pw_uid, account.pw_gid)
     home.chmod(0o700)
 
 
@@ -372,10 +370,10 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(mode)
     passwords = {}
-    for name in [n for n in _names(opts.learners) if n not in accounts] + (
-        [] if accounts else [opts.instructor]
-    ):
-        accounts[name], passwords[name] = _new_entry(admin=name == opts.instructor)
+    if not accounts:  # the first start: the instructor's account, the only admin
+        accounts[opts.instructor], passwords[opts.instructor] = _new_entry(admin=True)
+    for name in [n for n in _names(opts.learners) if n not in accounts]:
+        accounts[name], passwords[name] = _new_entry(admin=False)
     for name in missing:
         _add_account(workshop, name)
     instructor = next(n for n, e in accounts.items() if e["admin"])
