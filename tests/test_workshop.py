@@ -9,7 +9,8 @@ blocked) as two learners, a third learner and the instructor:
 1. no one gets in without a password, a wrong password is refused, the hub and its
    proxy listen on loopback only;
 2. each learner follows chapter 00's link, signs in, lands in their own copy of the
-   chapter (in a home only they can open) and runs all of it;
+   chapter (in a home only they can open) and runs all of it, while the instructor
+   measures this machine in the class view's kernel;
 3. a second sign-in of a learner whose server runs is refused, and the first goes on;
 4. a third learner cannot read the others' homes, list the reports or open their
    servers, nor the admin page;
@@ -22,9 +23,9 @@ blocked) as two learners, a third learner and the instructor:
 
 Without root, Linux, JupyterHub, its proxy, Chromium or Playwright the hub tests skip
 locally and fail in CI (``CI=true``). Where this environment's Python lies behind a
-folder other accounts cannot enter (a pyenv Python in /root), the tests first build the
-environment course/INSTRUCTORS.md tells an instructor to build: a venv from the
-system's Python with torch and the course installed into it.
+folder other accounts cannot enter (a pyenv Python in /root), the accounts get the
+system's Python of the same version with this environment's files hard-linked into a
+temporary venv (:func:`_python_every_account_runs`).
 
 Run it alone with ``pytest tests/test_workshop.py``; its times are printed at the end.
 """
