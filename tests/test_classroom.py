@@ -50,6 +50,13 @@ def _ceilings(**overrides) -> Ceilings:
     return fake_ceilings(**{**values, **overrides})
 
 
+@pytest.fixture(autouse=True)
+def _outside_a_hub(monkeypatch):
+    """The tests run as on a laptop, even from a terminal on a workshop hub."""
+    monkeypatch.delenv("BRRR_RESULTS_DIR", raising=False)
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+
+
 def _file(stem: str, device: str = "cpu") -> re.Pattern:
     """A report file name: the safe name, the device, an 8-hex-digit fingerprint."""
     return re.compile(rf"{re.escape(stem)}-{device}-[0-9a-f]{{8}}\.json")
@@ -82,6 +89,70 @@ def test_default_path_is_brrr_results_in_the_working_directory(tmp_path, monkeyp
     path = bl.report(ceilings=_ceilings())  # name defaults to the host recorded in the ceilings
     assert path.parent == Path("brrr-results") and _file("test-host").fullmatch(path.name)
     assert (tmp_path / path).is_file()
+
+
+def test_on_a_hub_the_report_goes_to_the_class_folder_under_the_hub_user(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BRRR_RESULTS_DIR", str(tmp_path / "class"))
+    monkeypatch.setenv("JUPYTERHUB_USER", "ada")
+    path = bl.report(ceilings=_ceilings())  # every learner on the hub shares its host name
+    assert path.parent == tmp_path / "class" and _file("ada").fullmatch(path.name)
+    monkeypatch.setenv("JUPYTERHUB_USER", "bob")
+    other = bl.report(ceilings=_ceilings())
+    assert other != path and _file("bob").fullmatch(other.name)
+    assert sorted(r.name for r in load_reports(tmp_path / "class")) == ["ada", "bob"]
+    assert bl.report(name="Ada L.", ceilings=_ceilings()).parent == tmp_path / "class"
+    assert not (tmp_path / "brrr-results").exists()
+
+
+def test_a_file_another_account_owns_names_the_clash_and_the_fix(tmp_path, monkeypatch):
+    """On a hub, a second learner reporting under the first one's name gets told so."""
+    path = bl.report(tmp_path, name="ada", ceilings=_ceilings())
+    before = path.read_bytes()
+
+    def refused(*_args, **_kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(bl.classroom._files, "write_atomic", refused)
+    monkeypatch.setattr(os, "getuid", lambda: path.stat().st_uid + 1)
+    with pytest.raises(OSError, match="another name="):
+        bl.report(tmp_path, name="ada", ceilings=_ceilings())
+    assert path.read_bytes() == before
+
+
+_REPORT_FOREVER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from _fakes import fake_ceilings
+import brrrlib as bl
+print("writing", flush=True)
+i = 0
+while True:
+    bl.report(sys.argv[1], name="ada", chapter=0, extra={"i": i}, ceilings=fake_ceilings())
+    i += 1
+"""
+
+
+def test_a_kernel_killed_while_reporting_leaves_a_whole_report(tmp_path):
+    """SIGKILL at any moment of a write: the file is the last whole report, never a part."""
+    import signal
+    import subprocess
+    import time
+
+    target = tmp_path / "ada.json"
+    code, tests = _REPORT_FOREVER, str(Path(__file__).parent)
+    for _ in range(3):  # three kills, at three moments of the loop
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(target), tests], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout.readline().strip() == "writing"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        (rep,) = load_reports(tmp_path)  # one whole report; a .tmp left behind is not read
+        assert rep.name == "ada" and rep.chapters["00"]["i"] >= 0
+        assert [p.name for p in tmp_path.glob("*.json")] == ["ada.json"]
 
 
 def test_reporting_chapters_again_merges_and_keeps_earlier_chapters(tmp_path):

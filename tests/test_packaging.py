@@ -94,6 +94,12 @@ def test_test_extra_has_the_tools_the_test_command_uses():
     assert {"pytest", "nbval", "ruff"} <= test_extra
 
 
+def test_workshop_extra_is_the_hub_and_the_dev_extra_takes_it():
+    extras = _pyproject()["project"]["optional-dependencies"]
+    assert {_name(r) for r in extras["workshop"]} == {"jupyterhub"}
+    assert any("workshop" in r for r in extras["dev"])
+
+
 def test_docs_extra_builds_the_site_with_pure_python_tools():
     docs = {_name(r) for r in _pyproject()["project"]["optional-dependencies"]["docs"]}
     site = {"sphinx", "myst-nb", "nbclient", "sphinx-book-theme", "sphinx-copybutton"}
@@ -131,7 +137,8 @@ def test_readme_commands_are_what_ci_runs():
     lab = subprocess.run([*read, "lab"], capture_output=True, text=True, check=True).stdout
     test = subprocess.run([*read, "test"], capture_output=True, text=True, check=True).stdout
     assert "pip install -e ." in lab and "brrr lab" in lab
-    assert 'pip install -e ".[test]"' in test and "ruff check" in test and "pytest" in test
+    assert 'pip install -e ".[test,workshop]"' in test and "ruff check" in test and "pytest" in test
+    assert "npm install -g --prefix .venv configurable-http-proxy" in test  # the hub's proxy
     ci = (ROOT / ".ci" / "run").read_text()
     assert "readme_command.py" in ci and "torch==2.13.0" in ci  # each name of the loop below
     # the site is built (notebooks executed, links checked) before the tests that open it

@@ -59,8 +59,8 @@ __all__ = [
     "write_predictions",
 ]
 
-_DEFAULT_FOLDER = Path("brrr-results")
-"""Where :func:`report` writes when no path is given (relative to the working directory)."""
+RESULTS_ENV = "BRRR_RESULTS_DIR"
+"""The variable that names the class's shared folder (``brrr workshop``'s hub sets it)."""
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
 """The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22."""
@@ -309,12 +309,13 @@ def report(
 
     Measures nothing new by default: :func:`brrrlib.measure_ceilings` reads its
     cache (chapter 00 filled it). ``path`` is a ``.json`` file or a folder;
-    a folder, or None for ``./brrr-results/``, gets a file named after
+    a folder, or None for ``./brrr-results/`` (``$BRRR_RESULTS_DIR`` if set: on a
+    ``brrr workshop`` hub, the class's shared folder), gets a file named after
     ``name``, the device and a fingerprint, safe for any name and distinct
-    per learner (:func:`_file_name`). ``name`` is what the
-    class sees (default: the host name; pick a nickname if the host name says
-    more than you want). Without ``path`` and ``name``, an earlier report of
-    this machine in ``./brrr-results/`` is continued.
+    per learner (:func:`_file_name`). ``name`` is what the class sees (default:
+    the JupyterHub user name on a hub, else the host name; pick a nickname if
+    the host name says more than you want). Without ``path`` and ``name``, an
+    earlier report of this machine in that folder is continued.
 
     ``chapter`` with ``extra`` records a chapter's own numbers, e.g.
     ``bl.report(chapter=2, extra={"knee_repeat": 16})``. Reporting again to
@@ -330,8 +331,10 @@ def report(
         from brrrlib.ceilings import measure_ceilings
 
         ceilings = measure_ceilings()
-    rep = from_ceilings(ceilings, name=name)
-    target = _target(path, rep, continue_earlier=name is None)
+    # On a JupyterHub every learner shares one host name; the hub's user name tells them apart.
+    hub_user = os.environ.get("JUPYTERHUB_USER") or None
+    rep = from_ceilings(ceilings, name=name if name is not None else hub_user)
+    target = _target(path, rep, continue_earlier=name is None and hub_user is None)
     previous = _previous(target, rep)
     chapters = {k: dict(v) for k, v in previous.chapters.items()} if previous else {}
     if chapter_key is not None:
@@ -367,14 +370,21 @@ def write_predictions(
     return written
 
 
+def _default_folder() -> Path:
+    """Where :func:`report` writes without ``path``: ``$BRRR_RESULTS_DIR``, else ``./brrr-results``."""
+    return Path(os.environ.get(RESULTS_ENV) or "brrr-results")
+
+
 def _write(target: Path, rep: Report) -> None:
     """Write ``rep``'s file so that the instructor can read it, or say where to write instead."""
     try:
         _files.write_atomic(target, rep.to_json(), mode=0o644)
     except OSError as exc:
+        fix = "pass path= a folder you can write to"
+        if hasattr(os, "getuid") and target.exists() and target.stat().st_uid != os.getuid():
+            fix = "another account wrote that file under the same name: pass another name="
         raise OSError(
-            f"could not write the report to {target} ({exc.strerror or exc}); pass path= a "
-            "folder you can write to"
+            f"could not write the report to {target} ({exc.strerror or exc}); {fix}"
         ) from None
 
 
@@ -384,10 +394,10 @@ def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
         if continue_earlier:
             # Without a name, continue this machine's earlier report (say, one made
             # with name="ada" in chapter 00) rather than start a second file.
-            earlier = _reports_of_this_machine(_DEFAULT_FOLDER, rep)
+            earlier = _reports_of_this_machine(_default_folder(), rep)
             if len(earlier) == 1 and earlier[0].path is not None:
                 return earlier[0].path  # report() keeps its name
-        return _DEFAULT_FOLDER / _file_name(rep)
+        return _default_folder() / _file_name(rep)
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
     target = Path(path)

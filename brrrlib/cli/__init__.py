@@ -1,10 +1,11 @@
-"""The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab.
+"""The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab, workshop.
 
 ``brrr doctor`` (run first, :mod:`brrrlib.cli._doctor`) says whether this
 machine can run the course and what to fix; ``brrr diagnose MODULE:NAME``
 runs :func:`brrrlib.diagnose` on your code; ``brrr lab`` copies the course
 notebooks (the package data ``brrrlib/course``) into a workspace and starts
-JupyterLab there. Each command's help (``brrr lab --help``), written once in
+JupyterLab there; ``brrr workshop`` starts a JupyterHub for a class
+(:mod:`brrrlib.cli._workshop`). Each command's help (``brrr lab --help``), written once in
 :func:`_parser`, says the rest: arguments, exit status, the remote case.
 
 Torch is imported only inside the commands that need it, so ``brrr --help``
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from brrrlib.cli import _workshop
 from brrrlib.cli._doctor import REINSTALL, course_source, doctor, package_version, torch_problem
 
 __all__ = ["doctor", "main"]
@@ -486,6 +488,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_port,
         help="JupyterLab's port on 127.0.0.1 (default: 8888, or a free one if 8888 is taken)",
     )
+    _workshop.add_parser(sub, _port)
     return p
 
 
@@ -500,6 +503,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _diagnose(opts.target, sys.stdout)
         if opts.command == "lab":
             return _lab(opts, sys.stdout)
+        if opts.command == "workshop":
+            return _workshop.run(opts, sys.stdout)
     except KeyboardInterrupt:
         print("\nbrrr: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,148 @@
+"""The workshop hub's side: who gets in, what each server runs, where the reports go.
+
+``brrr workshop`` (:mod:`brrrlib.cli._workshop`) writes a ``jupyterhub_config.py`` that
+calls :func:`configure`; JupyterHub imports this module, so it needs JupyterHub itself.
+
+* **Who gets in.** :class:`RosterAuthenticator`: the names in ``accounts.json``, each
+  with its own password (an scrypt hash); the instructor is the only admin, so the only
+  one who sees the admin page. A learner whose server is running cannot sign in a second
+  time until that window signs out (File > Log Out stops the server) or the instructor
+  stops the server on the admin page.
+* **What runs.** JupyterHub's ``LocalProcessSpawner``: each server runs as its own
+  system account, with this environment's Python and ``jupyterhub.singleuser`` (so the
+  course's packages in every kernel), in a home no other learner can open. Before each
+  start :func:`copy_the_course` copies the chapters the learner lacks into
+  ``~/brrr-course``, as that learner. Each kernel's thread count is its share of the
+  cores (:class:`~brrrlib.cli._workshop.Share`); ``cpu_limit`` carries the same share,
+  which ``LocalProcessSpawner`` passes on as ``CPU_LIMIT`` but does not enforce.
+* **Where reports go.** ``BRRR_RESULTS_DIR`` in every server names the workshop's
+  ``results/`` folder, where ``bl.report()`` writes and the instructor's class view reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from jupyterhub.auth import Authenticator
+from jupyterhub.spawner import LocalProcessSpawner
+from tornado import web
+from traitlets import Unicode
+
+from brrrlib.cli._workshop import COURSE_DIR, Share, Workshop, check_password
+
+__all__ = ["RosterAuthenticator", "configure", "copy_the_course"]
+
+#: Seconds a server may take to start on a busy machine before the hub gives up on it.
+START_TIMEOUT_S = 180
+
+
+class RosterAuthenticator(Authenticator):
+    """Each account's own password, from ``accounts.json``; one window per learner."""
+
+    accounts_file = Unicode(config=True, help="The accounts.json that brrr workshop writes.")
+
+    async def authenticate(self, handler, data):
+        name = self.normalize_username(data.get("username", ""))
+        entry = json.loads(Path(self.accounts_file).read_text())["accounts"].get(name)
+        password = data.get("password", "")
+        if entry is None or not await asyncio.to_thread(check_password, entry, password):
+            return None  # the login page says "Invalid username or password"
+        user = handler.find_user(name)
+        if not entry["admin"] and user is not None and user.spawner.active:
+            raise web.HTTPError(
+                409,
+                f"{name} is already signed in elsewhere and that server is running. Sign out "
+                f"there (File > Log Out) and sign in here again, or ask the instructor to stop "
+                f"{name}'s server on the admin page.",
+            )
+        return name
+
+
+async def copy_the_course(spawner) -> None:
+    """Before each start: copy the chapters the learner lacks into ``~/brrr-course``, as them.
+
+    ``brrr lab --copy-only`` never overwrites a file the learner has, so a restart keeps
+    every edit. Run as the learner (their uid, their groups), so the files are theirs.
+    """
+    import pwd
+
+    account = pwd.getpwnam(spawner.user.name)
+    target = Path(account.pw_dir) / COURSE_DIR
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "brrrlib",
+        "lab",
+        "--copy-only",
+        str(target),
+        user=account.pw_uid,
+        group=account.pw_gid,
+        extra_groups=os.getgrouplist(account.pw_name, account.pw_gid),
+        cwd=account.pw_dir,
+        env={"HOME": account.pw_dir, "PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    said, _ = await proc.communicate()
+    text = said.decode(errors="replace").strip()
+    if proc.returncode != 0:
+        raise RuntimeError(f"copying the course for {account.pw_name} failed: {text[-800:]}")
+    spawner.log.info("%s: %s", account.pw_name, text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def configure(c, config_file: str) -> None:
+    """Fill JupyterHub's config ``c`` from the workshop whose ``hub/`` holds ``config_file``."""
+    workshop = Workshop(Path(config_file).resolve().parents[1])
+    settings = json.loads(workshop.settings_file.read_text())
+    accounts = workshop.accounts()
+    share = Share(settings["cores"], settings["learners"])
+    hub = workshop.hub
+
+    # Who gets in: the accounts, each with its password; the instructor alone is admin.
+    c.JupyterHub.authenticator_class = RosterAuthenticator
+    c.RosterAuthenticator.accounts_file = str(workshop.accounts_file)
+    c.Authenticator.allowed_users = set(accounts)
+    c.Authenticator.admin_users = {n for n, e in accounts.items() if e["admin"]}
+    c.JupyterHub.shutdown_on_logout = True  # signing out frees the seat for another window
+
+    # Where: the public address (loopback unless brrr workshop was told otherwise); the
+    # hub's and the proxy's own ports on loopback, fresh at every start.
+    host = f"[{settings['ip']}]" if ":" in settings["ip"] else settings["ip"]
+    scheme = "https" if settings["tls_cert"] else "http"
+    c.JupyterHub.bind_url = f"{scheme}://{host}:{settings['port']}"
+    if settings["tls_cert"]:
+        c.JupyterHub.ssl_cert = settings["tls_cert"]
+        c.JupyterHub.ssl_key = settings["tls_key"]
+    c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{_free_port()}"
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{_free_port()}"
+    c.ConfigurableHTTPProxy.command = [settings["proxy"]]
+    c.ConfigurableHTTPProxy.pid_file = str(hub / "proxy.pid")
+    c.JupyterHub.db_url = f"sqlite:///{hub / 'jupyterhub.sqlite'}"
+    c.JupyterHub.cookie_secret_file = str(hub / "jupyterhub_cookie_secret")
+    c.JupyterHub.pid_file = str(hub / "jupyterhub.pid")
+    c.JupyterHub.cleanup_servers = True  # the hub's exit stops every server and the proxy
+    c.JupyterHub.cleanup_proxy = True
+
+    # What runs: each learner's own account, this environment, the course in their home.
+    c.JupyterHub.spawner_class = LocalProcessSpawner
+    c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+    c.Spawner.default_url = f"/lab/tree/{COURSE_DIR}"
+    c.Spawner.pre_spawn_hook = copy_the_course
+    c.Spawner.environment = {
+        **share.environment(),
+        "BRRR_RESULTS_DIR": str(workshop.results),
+    }
+    c.Spawner.cpu_limit = share.cores_each
+    c.Spawner.start_timeout = START_TIMEOUT_S
+    c.Spawner.http_timeout = START_TIMEOUT_S
