@@ -360,7 +360,7 @@ def test_a_quiet_screen_stops_once_calls_are_long_and_the_rate_is_flat(monkeypat
 
 
 def test_a_rate_that_jumps_after_a_flat_doubling_is_followed(monkeypatch):
-    sizes = _stalled_matmuls(monkeypatch, stall_s=0.0)
+    _stalled_matmuls(monkeypatch, stall_s=0.0)
     jump = {256: 0.5, 512: 1.0, 1024: 1.0, 2048: 2.2, 4096: 2.2}  # bf16 on AMX, seen on a VM
 
     def seconds(call):

@@ -430,7 +430,9 @@ def test_recorded_reports_are_the_h100_and_h200_marked_as_recorded():
     # one FLOP per operation, stored so: the recorded FMA-counted vector ceiling (56.2
     # TFLOP/s) halved, below the sheet's fp32 peak halved (67 TFLOP/s counts an FMA as two)
     assert h100.vector_flops_per_s == pytest.approx(56.19e12 / 2, rel=0.01)
-    stored = json.loads((bl.classroom.RECORDINGS / "reports" / "measured-h100-cuda.json").read_text())
+    stored = json.loads(
+        (bl.classroom.RECORDINGS / "reports" / "measured-h100-cuda.json").read_text()
+    )
     assert stored["ceilings"]["vector_flops_per_s"] == pytest.approx(56.19e12 / 2, rel=0.01)
     assert h100.vector_flops_per_s < bl.spec("H100").peak("fp32") / 2
     assert h100.mem_bandwidth_bytes_per_s == pytest.approx(2.99e12, rel=0.01)
