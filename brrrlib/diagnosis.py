@@ -152,12 +152,25 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     work_ops = getattr(counts, "work_ops", counts.ops)
     return Floors(
         compute_s=sum(split.values()) + sum(special_s.values()),
-        memory_s=counts.bytes_moved / _bandwidth(ceilings, getattr(counts, "pattern", "write")),
+        memory_s=counts.bytes_moved / _bandwidth(ceilings, _pattern(counts, ceilings)),
         overhead_s=work_ops * ceilings.op_overhead_s,
         compute_by_precision_s=split,
         notes=tuple(notes),
         special_s=special_s,
     )
+
+
+def _pattern(counts: Any, ceilings: Any) -> str:
+    """The roof a memory floor uses: the read roof for a read-only run whose bytes outgrow the
+    last-level cache (decode's weights), else the fastest writing form (a run the cache holds
+    streams faster than either, so the faster roof keeps the floor a lower bound)."""
+    pattern = getattr(counts, "pattern", "write")
+    if pattern != "read":
+        return pattern
+    from brrrlib import machine
+
+    dev = machine.resolve(getattr(ceilings, "device", None))
+    return "read" if counts.bytes_moved > machine.last_level_cache_bytes(dev) else "write"
 
 
 def _bandwidth(ceilings: Any, pattern: str) -> float:
@@ -1119,7 +1132,7 @@ def _compute_row(d: Any) -> tuple[str, str, str]:
 
 def _memory_row(d: Any) -> tuple[str, str, str]:
     share, c = d.shares["memory"], d.ceilings
-    pattern = getattr(d.counts, "pattern", "write")
+    pattern = _pattern(d.counts, c)
     return (
         "roofline: memory",
         f"{_fmt.si(d.achieved_bytes_per_s, 'B/s')} = {share:.0%} of the {pattern} roof",

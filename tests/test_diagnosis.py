@@ -681,8 +681,8 @@ def test_noisy_ceilings_are_said_in_a_note():
     noisy = dataclasses.replace(CEIL, spread={"matmul": 0.4})
     from brrrlib.diagnosis import _ceilings_notes
 
-    assert _ceilings_notes(CEIL) == []
-    (note,) = _ceilings_notes(noisy)
+    assert _ceilings_notes(CEIL, c) == []
+    (note,) = _ceilings_notes(noisy, c)
     assert "matmul" in note and "40%" in note and "refresh=True" in note
     assert _weigh(c, _timing(0.02), noisy).regime == "compute"
 
@@ -720,9 +720,13 @@ def test_a_read_only_call_is_floored_by_the_read_roof_a_writing_one_by_the_faste
     c = dataclasses.replace(
         CEIL, bandwidth_by_form_bytes_per_s={"sum (read)": 5e9, "dot (read)": 8e9, "copy_": 10e9}
     )
-    w, x = torch.randn(256, 256), torch.randn(256)
+    llc = bl.machine.last_level_cache_bytes(torch.device("cpu"))
+    rows = 2 * llc // (4 * 256)  # weights twice the last-level cache, on the meta device
+    w, x = torch.empty(rows, 256, device="meta"), torch.empty(256, device="meta")
     gemv = bl.count(torch.mv, w, x)
     assert bl.diagnosis.floors(gemv, c).memory_s == pytest.approx(gemv.bytes_moved / 8e9)
+    small = bl.count(torch.mv, w[:256], x)  # a cache holds it: the faster roof, still a floor
+    assert bl.diagnosis.floors(small, c).memory_s == pytest.approx(small.bytes_moved / 10e9)
     add = bl.count(torch.add, x, x)
     assert bl.diagnosis.floors(add, c).memory_s == pytest.approx(add.bytes_moved / 10e9)
 
