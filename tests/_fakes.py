@@ -59,3 +59,17 @@ def measured_for_verdicts() -> Ceilings:
         return first
     second = bl.measure_ceilings("cpu", refresh=True, progress=False)
     return min((first, second), key=lambda c: (bool(disturbed(c)), -c.cpu_share))
+
+
+def require(reason: str | None, what: str) -> None:
+    """A live test's prerequisite: nothing if ``reason`` is None; else fail in CI (it must run
+    there) and skip elsewhere, saying why."""
+    import os
+
+    import pytest
+
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{what} cannot run in CI: {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import _fakes
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -177,12 +178,7 @@ def _missing_prerequisite() -> str | None:
 
 
 def _require_prerequisites() -> None:
-    reason = _missing_prerequisite()
-    if reason is None:
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"browser test cannot run in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+    _fakes.require(_missing_prerequisite(), "browser test")
 
 
 # --------------------------------------------------------------------------- JupyterLab

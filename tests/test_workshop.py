@@ -51,6 +51,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _fakes
 import psutil
 import pytest
 from test_browser import (
@@ -140,12 +141,7 @@ def _proxy_path() -> str | None:
 
 
 def _require_prerequisites() -> None:
-    reason = _missing_prerequisite()
-    if reason is None:
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"the workshop test cannot run in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+    _fakes.require(_missing_prerequisite(), "the workshop test")
 
 
 def _runs_as_nobody(python: str) -> bool:
