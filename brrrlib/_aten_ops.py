@@ -1,8 +1,4 @@
-"""The op-by-op facts counting and tracing look up: each aten op's category and FLOP formula.
-
-Matmul formulas are torch's (:mod:`torch.utils.flop_counter`) plus ours for the fused
-ops and sparse operands it misses; everything else follows :data:`FLOPS_PER_ELEMENT`.
-"""
+"""The op-by-op facts counting and tracing look up: each aten op's category and FLOP formula."""
 
 from __future__ import annotations
 
@@ -384,11 +380,7 @@ def _dims(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
 def attention_flops(
     q, k, v, *, layout: str = "BHSD", backward: bool = False, cum_q=None, cum_k=None
 ) -> int:
-    """QK^T and PV FLOPs of attention, per query head even when heads share keys (GQA).
-
-    Forward ``2*Sq*Sk*(D + Dv)``, backward ``2*Sq*Sk*(3*D + 2*Dv)`` per query head; a
-    causal mask is not taken into account, as in torch's own counter.
-    """
+    """QK^T and PV FLOPs of attention, per query head even when heads share keys (GQA)."""
     if cum_q is not None:  # packed (total tokens, heads, dim) with sequence offsets
         heads, d, dv = q.shape[-2], q.shape[-1], v.shape[-1]
         lq = _lengths(cum_q, q.shape[-3])

@@ -1,9 +1,4 @@
-"""Checking a learner's arguments: a clear error that names the argument and says what to do.
-
-Every public function checks what it is given before it measures anything, so
-a typo is one readable sentence, never a traceback from deep inside torch.
-These are the checks the modules share.
-"""
+"""Checking a learner's arguments: a clear error that names the argument and says what to do."""
 
 from __future__ import annotations
 

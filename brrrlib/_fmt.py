@@ -1,20 +1,4 @@
-"""Numbers for people: the one unit picker, small statistics, tables, progress.
-
-Every module prints through here, so the same value reads the same everywhere
-(``si(0.00099999, "s")`` is "1 ms" in a Timing, a trace and a diagnosis alike).
-The unit picker follows ``torch.utils.benchmark``'s ``select_unit``: round to
-three significant digits *first*, then pick the prefix that leaves 1-999 in
-front of it, so 999.99 µs prints as "1 ms", never "1e+03 µs".
-
-The statistics are the few a timing needs, written out so a learner can read
-them: the median (robust to the run the OS interrupted), linear-interpolated
-quantiles (numpy's default), the interquartile range, and the distribution-free
-confidence interval of a median from order statistics, which
-:func:`brrrlib.timing.compare` reports for every ratio.
-
-The notebook pieces are here once too: the HTML table every ``_repr_html_``
-draws, a figure as an inline PNG, plain log2 x ticks, an error's first line.
-"""
+"""Numbers for people: the one unit picker, small statistics, tables, progress."""
 
 from __future__ import annotations
 
@@ -52,8 +36,9 @@ _SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """``value`` with an SI prefix and three significant digits: ``si(2.5e12, "FLOP/s")``
-    is "2.5 TFLOP/s", ``si(8.1e-6, "s")`` is "8.1 µs". Not finite: "n/a"."""
+    """``value`` with an SI prefix and three significant digits: ``si(2.5e12, "FLOP/s")`` is "2.5
+    TFLOP/s", ``si(8.1e-6, "s")`` is "8.1 µs".
+    """
     if not math.isfinite(value):
         return f"n/a {unit}".rstrip()
     if value == 0:
@@ -133,13 +118,7 @@ def html_table(
     muted: Sequence[bool] = (),
     hover: Sequence[str] = (),
 ) -> str:
-    """A notebook table of strings, every one escaped here; no header row when ``header`` is empty.
-
-    ``caption`` goes under the table, small. ``align`` has a letter per column,
-    "l" or "r" (any other, or a column past its end, keeps the notebook's own).
-    ``tags`` wraps a column's cells in a tag (``{0: "code"}``). A true entry of
-    ``muted`` draws that row italic and dim; ``hover`` is each row's first cell's tooltip.
-    """
+    """A notebook table of strings, every one escaped here; no header row when ``header`` is empty."""
     e, tags = html.escape, tags or {}
 
     def cell(tag: str, i: int, text: str, tip: str = "") -> str:
@@ -169,10 +148,7 @@ def html_table(
 def text_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "", rule: bool = False
 ) -> str:
-    """The same table as text: columns padded to their widest cell, "r" in ``align`` right-aligns one.
-
-    ``rule`` draws dashes under the header. No line ends in spaces.
-    """
+    """The same table as text: columns padded to their widest cell, "r" in ``align`` right-aligns one."""
     table = [header, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
 
@@ -236,15 +212,7 @@ def iqr(xs: Sequence[float]) -> float:
 
 
 def median_interval(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """A distribution-free confidence interval for the median of ``xs``.
-
-    The sorted samples' ``k``-th smallest and ``k``-th largest bracket the
-    true median with probability ``1 - 2 P(Binomial(n, 1/2) < k)``, whatever
-    the distribution (no normality assumed): pick the largest ``k`` that keeps
-    that at least ``confidence``. With 10 samples that is the 2nd smallest and
-    2nd largest (97.9%); with 20, the 6th (95.9%). Fewer than 6 samples cannot
-    reach 95%: the interval is then (min, max), which covers less.
-    """
+    """A distribution-free confidence interval for the median of ``xs``."""
     s = sorted(xs)
     n = len(s)
     if n == 0:
@@ -264,16 +232,7 @@ def median_interval(xs: Sequence[float], confidence: float = 0.95) -> tuple[floa
 
 
 class Progress:
-    """The steps of a measurement: a ``tqdm.auto`` bar and one line per step.
-
-    ``say = Progress(enabled, total, prefix)``, then ``say("what this step did")``
-    once per step and ``say.say("...")`` for a line without a step number (a
-    heading, a note). The bar is a widget in a notebook and a line on stderr in
-    a terminal (none where stderr is a log, not a terminal) and goes when the
-    last step is done; the lines stay, above it: on stdout in a notebook, which
-    paints stderr pink like an error, on stderr in a terminal. ``enabled=False``
-    says nothing.
-    """
+    """The steps of a measurement: a ``tqdm.auto`` bar and one line per step."""
 
     def __init__(self, enabled: bool, total: int, prefix: str = "brrr") -> None:
         self.enabled, self.total, self.prefix = enabled, total, prefix

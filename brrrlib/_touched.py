@@ -1,14 +1,4 @@
-"""Bytes touched, not bytes owned: what an op that reads part of a tensor really moves.
-
-:mod:`brrrlib.counting` charges an op every tensor it reads plus every tensor it
-writes. Most ops read all of their inputs, but some touch only a part: an
-embedding reads the rows it looks up, not its whole table (8 tokens of a 30k-word
-vocabulary read 8 rows); ``index_select``, ``gather`` and advanced indexing read
-what they select; ``index_add_`` and ``scatter_`` read and write only the rows
-they update. :data:`TOUCHED_BYTES` maps each such op to the bytes it reads and
-writes; :func:`tensor_bytes` counts a tensor's own storage (a sparse tensor's
-values and indices, not its dense size).
-"""
+"""Bytes touched, not bytes owned: what an op that reads part of a tensor really moves."""
 
 from __future__ import annotations
 
@@ -22,12 +12,7 @@ __all__ = ["TOUCHED_BYTES", "nnz", "tensor_bytes"]
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes of the distinct elements of ``t``.
-
-    A stride-0 (broadcast) dimension counts once: an expanded bias is one row
-    in memory. A sparse tensor counts its stored values and indices, not its
-    dense size.
-    """
+    """Bytes of the distinct elements of ``t``."""
     if t.layout != torch.strided and not t.is_nested:
         return sum(tensor_bytes(part) for part in _sparse_parts(t))
     if t.is_nested or t.numel() == 0:
@@ -50,11 +35,7 @@ def nnz(t: torch.Tensor) -> int:
 
 
 def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
-    """An op that reads one element of ``args[source]`` per output element (a gather).
-
-    Reads: the index tensors in full, plus the looked-up elements (``rows`` overrides
-    their count). Writes: its outputs.
-    """
+    """An op that reads one element of ``args[source]`` per output element (a gather)."""
 
     def rule(args, out) -> tuple[int, int]:
         src = args[source]
@@ -67,12 +48,7 @@ def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None)
 
 
 def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Callable) -> Callable:
-    """An in-place op that writes ``positions(args)`` elements of ``self`` (``args[0]``).
-
-    Reads: the index tensor(s), the part of ``args[source]`` it writes (its storage if
-    smaller: a broadcast value), and with ``rmw`` (accumulate, add) the positions it
-    updates. Writes: those positions.
-    """
+    """An in-place op that writes ``positions(args)`` elements of ``self`` (``args[0]``)."""
 
     def rule(args, out) -> tuple[int, int]:
         self_, k = args[0], positions(args)

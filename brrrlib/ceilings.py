@@ -1,42 +1,4 @@
-"""This machine's ceilings, measured: the factory, the trucks and the paperwork.
-
-:func:`measure_ceilings` measures what the machine in front of you can do, one
-short function per ceiling (chapter 00 introduces them):
-
-* **matmul** FLOP/s per precision (:func:`_matmul`): fp32 on every device;
-  bf16 and fp16 where the device has them (a CPU too); TF32 on CUDA. Each is
-  the best of the kernels a model runs (``torch.mm``, ``F.linear`` and, on a
-  CPU, oneDNN's linear) at two sizes, so no matmul the course runs can beat
-  it. Each FLOP a workload does is judged against the roof of its own
-  precision; a precision much slower than fp32 here has *no fast path*, and
-  :meth:`Ceilings.precision_note` says why.
-* **vector** FLOP/s (:func:`_vector`): chains of multiplies on data in cache,
-  one FLOP each, as :func:`brrrlib.count` counts them; the best of chain
-  lengths 16, 32 and 64.
-* **special functions** per second (:func:`_special`): ``exp``, ``tanh``,
-  ``erf``, ``cos``, ``log`` on data in cache. One of them costs tens of
-  instructions, so an op made of them (a softmax, a gelu) can be limited by
-  them rather than by memory.
-* **memory bandwidth** (:func:`_bandwidth_round`): large copies into memory
-  that already exists, in three forms (``copy_``, ``add_``, ``add(out=)``).
-* **op overhead** (:func:`_overhead_round`): one tiny op in its cheapest
-  form. A floor: the fastest of its rounds.
-
-Bandwidth and overhead are measured in rounds spread over the whole
-measurement (one after each other ceiling), because on a shared machine they
-move in *phases* of seconds: a virtual machine's memory can run 2.5x faster
-now than in five seconds. The bandwidth ceiling is the fastest phase seen (a
-ceiling is what the machine can do), and :attr:`Ceilings.noisy` flags a
-measurement whose phases disagree. On Linux every round also reads the time
-the hypervisor *stole* (``/proc/stat``): a round that lost its CPU is dropped.
-
-The other ceilings are measured in rounds until the last three agree within
-10%, or their time budget runs out (:func:`_in_rounds`). The whole
-measurement takes about 15-25 s on a 2-core laptop. A result that never
-settled is kept, flagged noisy, and measured again the next time a new
-Python process asks. Results are cached as JSON, one file per machine,
-device, thread count, torch version and kernel set (``ATEN_CPU_CAPABILITY``).
-"""
+"""This machine's ceilings, measured: the factory, the trucks and the paperwork."""
 
 from __future__ import annotations
 
@@ -108,45 +70,7 @@ _TUPLE_FIELDS = ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s")
 
 @dataclass(frozen=True)
 class Ceilings:
-    """This machine's ceilings, measured (see :func:`measure_ceilings`).
-
-    * ``matmul_flops_per_s``: a large fp32 matmul, no TF32, through the
-      fastest kernel PyTorch has here (``matmul_method`` lists what won):
-      the factory's top speed in fp32. ``matmul_flops_per_s_by_dtype`` adds
-      the other precisions measured here; :meth:`matmul_peak` picks one, and
-      :attr:`fast_precision` names the fastest.
-    * ``vector_flops_per_s``: fp32 multiplies on data already in cache, one
-      FLOP each: the rate of non-matmul arithmetic. (Spec sheets count a
-      fused multiply-add as two FLOPs, so their fp32 peak is about twice a
-      chain of plain multiplies; this library counts one FLOP per multiply
-      everywhere.)
-    * ``special_per_s``: evaluations per second of each special function
-      (``"exp"``, ``"tanh"``, ``"erf"``, ``"cos"``, ``"log"``) on data in
-      cache; what an op like softmax or gelu is judged against.
-    * ``mem_bandwidth_bytes_per_s``: bytes read + written per second by a
-      large pass over memory that exists, the fastest of three forms in the
-      fastest of its rounds (``bandwidth_rounds_bytes_per_s`` keeps the
-      rounds: phases show there; ``bandwidth_by_form_bytes_per_s`` each
-      form's best: a copy into a separate output pays write-allocate, and a
-      read-only ``sum`` moves half the bytes). ``bandwidth_for(pattern)`` reads
-      the roof of one access pattern: ``"read"``, ``"copy"``, ``"update"``.
-    * ``op_overhead_s``: one tiny op in its cheapest form (in place on one
-      element: no allocation), end to end: Python, the dispatcher and (on a
-      GPU) the kernel launch; the fastest of its rounds, so a floor.
-
-    ``spread`` maps each ceiling to how much its rounds differed (a fraction
-    of the value), ``rounds`` to how many rounds it took. ``cpu_share`` is the
-    CPU time this process got during the fp32 matmul over wall time x
-    threads: below 80%, another program shared the cores. ``steal_share`` is
-    the largest share of the CPUs' time the hypervisor took in a round (Linux
-    only). ``parallel_op_s`` and ``parallel_op_one_thread_s`` time one in-place
-    add on 2 MiB, an op torch splits over its threads, on all of them and on one
-    (0 on a GPU or with one thread): all threads far slower than one means each
-    parallel op waits for a core another program holds (:attr:`stalls`).
-    ``precision_notes`` explains each precision with no fast path here.
-    ``attempts`` counts the measurements behind a noisy result (at most two are
-    made without ``refresh=True``).
-    """
+    """This machine's ceilings, measured (see :func:`measure_ceilings`)."""
 
     device: str
     device_name: str
@@ -201,11 +125,7 @@ class Ceilings:
 
     # -- reading them ----------------------------------------------------------------
     def matmul_peak(self, precision: str = "fp32") -> float:
-        """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16").
-
-        A precision not measured here raises ``KeyError`` naming those that
-        were: judging bf16 work against the fp32 roof would be a wrong model.
-        """
+        """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16")."""
         key = hardware.dtype_key(precision)
         if key not in self.matmul_flops_per_s_by_dtype:
             raise KeyError(
@@ -215,8 +135,9 @@ class Ceilings:
         return self.matmul_flops_per_s_by_dtype[key]
 
     def bandwidth_for(self, pattern: str) -> float:
-        """Bytes per second of a pattern's fastest round: ``"read"``, ``"copy"`` (into another
-        tensor), ``"update"`` (in place) or ``"write"`` (the fastest writing form)."""
+        """Bytes per second of a pattern's fastest round: ``"read"``, ``"copy"`` (into another tensor),
+        ``"update"`` (in place) or ``"write"`` (the fastest writing form).
+        """
         if pattern not in PATTERN_FORMS:
             raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
         forms = self.bandwidth_by_form_bytes_per_s
@@ -252,9 +173,10 @@ class Ceilings:
         )
 
     def special_rate(self, function: str) -> float:
-        """Evaluations per second of ``function`` ("exp", ...); for one not measured, the
-        fastest measured (so a floor made from it stays a lower bound); the vector
-        rate when none was measured."""
+        """Evaluations per second of ``function`` ("exp", ...); for one not measured, the fastest
+        measured (so a floor made from it stays a lower bound); the vector rate when none was
+        measured.
+        """
         if function in self.special_per_s:
             return self.special_per_s[function]
         return max(self.special_per_s.values(), default=self.vector_flops_per_s)
@@ -281,15 +203,7 @@ class Ceilings:
         return one > 0 and self.parallel_op_s >= max(1e-3, STALL_RATIO * one)
 
     def noise_notes(self, uses: Iterable[str] | None = None) -> tuple[str, ...]:
-        """One sentence per number to distrust, saying by how much.
-
-        ``uses`` keeps only the ceilings a workload is judged against (keys of
-        ``spread``: ``"matmul"`` for fp32, ``"matmul_bf16"``, ``"vector"``, ``"special"``,
-        ``"memory"``); notes on the whole machine (a stall, a starved process) always stay.
-        The op overhead is a floor (the fastest of its rounds), so its rounds
-        disagreeing says the machine was busy at times, not that the floor is
-        wrong: that is a note in the repr, not noise.
-        """
+        """One sentence per number to distrust, saying by how much."""
         wanted = set(self.spread) if uses is None else set(uses)
         notes = []
         if self.device == "cpu" and self.cpu_share < NOISY_CPU_SHARE:
@@ -341,12 +255,7 @@ class Ceilings:
         return tuple(notes)
 
     def nearest_spec(self) -> hardware.DeviceSpec:
-        """The spec-sheet row to set beside these measurements.
-
-        On a GPU, the row whose name matches ``device_name``. Otherwise (a
-        CPU, an unlisted GPU) the row closest in log fp32 FLOP/s and log
-        bandwidth, which for a laptop CPU is usually the T4: the gap is the lesson.
-        """
+        """The spec-sheet row to set beside these measurements."""
         by_name = hardware.spec_for_device_name(self.device_name) if self.device == "cuda" else None
         if by_name is not None:
             return by_name
@@ -457,18 +366,7 @@ class Ceilings:
 def measure_ceilings(
     device: str | torch.device | None = None, *, refresh: bool = False, progress: bool = True
 ) -> Ceilings:
-    """Measure this machine's ceilings, or return them from the cache.
-
-    The first call measures (~15-25 s on a 2-core laptop, a few seconds on a
-    GPU; its progress is shown unless ``progress=False``) and caches the
-    result as JSON in ``$BRRR_CACHE_DIR`` (default: the platform's cache
-    folder, ``~/.cache/brrr`` on Linux). Later calls, in this process or
-    another, read the cache. A cached result that was noisy is measured again
-    once, by the next process that reads it, and the quieter of the two is
-    kept from then on (a busy laptop should not pay 20 s in every notebook).
-    ``refresh=True`` always measures. ``device`` defaults to
-    :func:`brrrlib.device`; ``"cuda"`` and ``"cuda:0"`` share one entry.
-    """
+    """Measure this machine's ceilings, or return them from the cache."""
     dev = machine.physical(machine.resolve(device))
     machine.check_available(dev, "device")
     if dev.type == "cpu":  # before the cache, which is keyed by the thread count
@@ -574,8 +472,9 @@ def _check_physics(dev: torch.device, matmul: dict[str, float], vector: float) -
 
 
 def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:
-    """Why each precision well below fp32's matmul rate is slow here, from what the CPU and
-    torch report (:func:`precision_reason`)."""
+    """Why each precision well below fp32's matmul rate is slow here, from what the CPU and torch
+    report (:func:`precision_reason`).
+    """
     slow = [k for k in matmul if k != "fp32" and matmul[k] < SLOW_PATH_RATIO * matmul["fp32"]]
     flags = machine.cpu_flags() if dev.type == "cpu" else frozenset()
     told = {
@@ -608,8 +507,9 @@ class _Rounds:
 def _in_rounds(
     call: Callable[[], Any], dev: torch.device, cap_s: float
 ) -> tuple[float, float, int]:
-    """Seconds per ``call()``: short benchmarks' medians until the last three agree within 10%
-    or ``cap_s`` is spent. Returns (their median, their (max - min) / median, the rounds)."""
+    """Seconds per ``call()``: short benchmarks' medians until the last three agree within 10% or
+    ``cap_s`` is spent.
+    """
     round_s = 0.25 if dev.type == "cpu" else 0.1
     values: list[float] = []
     deadline = time.perf_counter() + cap_s
@@ -645,23 +545,6 @@ def _spread_key(precision: str) -> str:
 def _matmul(dev: torch.device, precision: str) -> _Rounds:
     """The fastest matmul PyTorch runs here in ``precision`` (FLOPs = 2 n^3; TF32 is fp32 with
     ``torch.set_float32_matmul_precision("high")``).
-
-    1. **Screen** the kernels a model runs (``torch.mm``, ``F.linear`` and, on a CPU, oneDNN's
-       linear) on square operands, n doubling from 256 (CPU) or 2048 (GPU) until every call
-       lasts 1 ms (CPU) or 2 ms and two doublings in a row raised the rate by under a quarter
-       (or the screen's time is spent); a kernel 4x slower than the fastest leaves the screen. On a
-       CPU the libraries can differ 2x: without AVX-512 BF16, a bf16 ``torch.mm`` ran 18x
-       slower than a bf16 ``F.linear``. On a busy CPU a small call lasts long by waiting,
-       not working (each parallel region waits a scheduler slice for a descheduled thread:
-       4.2 GFLOP/s at n=256 where n=512 did 220-260 a moment later), so a call's length
-       alone does not end the screen; the rate has to stop growing.
-    2. **Rounds** on the fastest kernel and size (:func:`_in_rounds`), so no matmul a model
-       runs here beats the ceiling.
-
-    On a CPU a matmul does two FLOPs per multiply-add on the same vector units as the
-    vector ceiling's chain of multiplies, so an fp32 matmul ceiling below the vector rate
-    was disturbed: :func:`_measure` measures it again. (Not on a GPU, where the recorded
-    H100's fp32 matmul, 51.7 TFLOP/s without tensor cores, is below its vector rate.)
     """
     on_cpu = dev.type == "cpu"
     target_s, n, n_max = (0.001, 256, 4096) if on_cpu else (0.002, 2048, 8192)
@@ -709,8 +592,9 @@ def _matmul(dev: torch.device, precision: str) -> _Rounds:
 
 
 def _settled(rounds_rate: float, screen_rate: float, spread: float, rounds: int, extra) -> _Rounds:
-    """The faster of rounds and screen; rounds far below the screen count as spread (a busy
-    machine's rounds can agree on a stalled rate)."""
+    """The faster of rounds and screen; rounds far below the screen count as spread (a busy machine's
+    rounds can agree on a stalled rate).
+    """
     best = max(rounds_rate, screen_rate)
     return _Rounds(best, max(spread, 1 - rounds_rate / best), rounds, extra)
 
@@ -767,12 +651,7 @@ def precision_reason(
     kernels: str,
     overrides: Mapping[str, str],
 ) -> str:
-    """Why a precision measured slower than fp32 (pure: the inputs are what the machine says).
-
-    The measurement decides *that* it is slow; this says *why*, in the order
-    that matters: torch told to use narrower kernels, the CPU lacking the
-    instructions, or the instructions present but unused by this build.
-    """
+    """Why a precision measured slower than fp32 (pure: the inputs are what the machine says)."""
     if device_type != "cpu":
         return f"this device has no {precision} units faster than its fp32 ones"
     if overrides:
@@ -793,14 +672,7 @@ def precision_reason(
 
 
 def _vector(dev: torch.device) -> _Rounds:
-    """``torch.compile``'d chains of ``x = x * 0.999`` on in-cache data: multiplies per second.
-
-    Fused, each element stays in a register for the whole chain (an eager
-    ``mul_`` waits on memory even in cache). Chains of 16, 32 and 64 are
-    screened and the fastest measured in rounds: how many chains a CPU
-    overlaps depends on the code generated (on a 2-core AVX2 VM 32 beat 64 by
-    2x). Without ``torch.compile``, an eager ``torch.mul`` stands in, well below.
-    """
+    """``torch.compile``'d chains of ``x = x * 0.999`` on in-cache data: multiplies per second."""
     on_cpu = dev.type == "cpu"
     numel = 2**17 * max(1, torch.get_num_threads()) if on_cpu else 2**24
     x = torch.rand(numel, device=dev) + 1.0
@@ -850,14 +722,7 @@ _SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
 
 
 def _special(dev: torch.device) -> tuple[dict[str, float], float, str]:
-    """Evaluations per second of each special function, eager, on data in cache.
-
-    Every op of :data:`_SPECIAL_OPS` is timed three times (``out=`` an existing
-    tensor); the fastest op's best time is the rate. The tensor fits the cache
-    (CPU: 1 MiB per thread; GPU: a quarter of L2), so what is left is the
-    function's own instructions (on a GPU, L2's pace). Returns (the rates, the
-    largest spread of a function's three times, which op won).
-    """
+    """Evaluations per second of each special function, eager, on data in cache."""
     numel = (
         2**18 * max(1, torch.get_num_threads())
         if dev.type == "cpu"
@@ -903,16 +768,7 @@ _PATTERN_WORDS = {
 
 
 class _Phases:
-    """Bandwidth and overhead rounds, taken between the other ceilings (see the module doc).
-
-    Each :meth:`round` times three forms of a large pass over existing memory
-    (``copy_``, in-place ``add_``, ``add(out=)``: 8 bytes per fp32 element each)
-    and keeps the fastest, two read-only passes (``sum`` and a ``dot`` of the two
-    halves: 4 bytes per element) for the read pattern, then one tiny op. Writing a *separate* output first
-    reads each line it overwrites (write-allocate), so on a CPU the in-place
-    form often wins; ``by_form`` keeps each form's best. A round in which the
-    hypervisor stole more than 5% of the CPUs' time is dropped (if others remain).
-    """
+    """Bandwidth and overhead rounds, taken between the other ceilings (see the module doc)."""
 
     def __init__(self, dev: torch.device) -> None:
         # The in-place form touches one buffer, not two: at twice the cache it still ran
@@ -991,11 +847,8 @@ class _Phases:
 
 
 def _beaten(found: Ceilings, dev: torch.device) -> bool:
-    """True (and said) when a same-run fp32 ``torch.mm`` at the cached ceiling's size beats
-    it by more than its spread: the cache was measured at a busier moment than this one.
-
-    A probe of about 0.1 s, once per process per cache file; a cache that records no size
-    has nothing to probe at. Bandwidth is not probed: a pass over its 1 GiB costs more.
+    """True (and said) when a same-run fp32 ``torch.mm`` at the cached ceiling's size beats it by more
+    than its spread: the cache was measured at a busier moment than this one.
     """
     n = found.matmul_size
     if not n or found.device != dev.type:
@@ -1014,8 +867,9 @@ def _beaten(found: Ceilings, dev: torch.device) -> bool:
 
 
 def _parallel_op(dev: torch.device) -> dict[str, float]:
-    """Seconds of an in-place add on 2 MiB (16 of torch's 32,768-element grains, so split over
-    the threads) on all threads, then on one, as Ceilings fields (none on a GPU or one thread)."""
+    """Seconds of an in-place add on 2 MiB (16 of torch's 32,768-element grains, so split over the
+    threads) on all threads, then on one, as Ceilings fields (none on a GPU or one thread).
+    """
     threads = torch.get_num_threads()
     if dev.type != "cpu" or threads < 2:
         return {}

@@ -1,49 +1,4 @@
-"""Count the FLOPs and the bytes a function moves, one aten op at a time.
-
-``bl.count(fn, *args)`` runs ``fn(*args)`` once under a
-:class:`~torch.utils._python_dispatch.TorchDispatchMode`: PyTorch hands every
-aten op it executes (forward *and* backward, views included) to the mode
-before running it, so the mode sees each op's real inputs and outputs and
-charges it by one rule (:func:`op_cost`):
-
-* **FLOPs.** A matmul-like op (``mm``, convolutions, attention, the fused
-  transformer and RNN layers) by its exact formula (:mod:`brrrlib._aten_ops`:
-  torch's :mod:`torch.utils.flop_counter` formulas plus the fused ops it
-  misses); a complex matmul 4x that, since a complex multiply-add is 8 real
-  FLOPs. Every other op by :data:`FLOPS_PER_ELEMENT`: one per output element
-  of an elementwise op (``FlopCounterMode`` says 0), one per input element of
-  a reduction. Each op's FLOPs carry the **precision** they run at (``"fp32"``,
-  ``"tf32"``, ``"bf16"``, ...), because each precision has its own roof.
-* **Bytes touched.** What the op reads plus what it writes, as if each op ran
-  on its own and went to memory and back: the *unfused eager* cost. Views
-  (``view``, ``t``, ``expand``, ...) and allocations (``empty``) move nothing;
-  an in-place op reads and writes its tensor once; a broadcast input counts
-  its storage, not its expanded size; an op that touches part of a tensor
-  (an embedding lookup, ``index_add_``) counts only that part.
-
-An op the rule cannot price becomes a note on the result, never an abort. The
-result, :class:`Counts`, keeps one :class:`OpCount` row per aten op and
-groups them into the categories of the essay's BERT table (chapter 01)::
-
-    counts = bl.count(layer, x)
-    counts.flops, counts.bytes_moved, counts.intensity_flops_per_byte
-    counts.by_category()              # {"matmul": {"flops": ..., ...}, ...}
-    counts.flops_by_precision("matmul")   # {"bf16": ...}
-    bl.trace.breakdown(layer, x)      # the same, plus % of runtime per category
-
-The categories (:func:`categorize`): ``matmul`` (tensor contractions,
-attention, fused transformer layers), ``normalization`` (layer/batch/group/RMS
-norm *and softmax*, as the essay's table files them), ``pointwise``
-(elementwise ops, dropout, optimizer ``_foreach_*`` ops), ``reduction`` (sum,
-mean, amax, cumsum, ...) and ``other`` (views, copies, indexing, allocation,
-random fills: data movement, 0 FLOPs).
-
-What the counter cannot see: work inside a fused op is charged to that op as
-one row (its FLOPs are its matmuls; its bytes what crosses its boundary). A
-``torch.compile``'d function is counted as its *eager* graph (the compiled
-kernels are not aten ops), and the result says so in a note: for
-``x.cos().cos()`` eager moves 16 bytes per fp32 element, the fused kernel 8.
-"""
+"""Count the FLOPs and the bytes a function moves, one aten op at a time."""
 
 from __future__ import annotations
 
@@ -67,12 +22,7 @@ __all__ = ["CategoryTimes", "Counts", "OpCount", "count", "saved_bytes"]
 
 @dataclass(frozen=True)
 class Cost:
-    """What one op call costs: its category, FLOPs (at ``precision``) and bytes touched.
-
-    ``special`` counts the special-function evaluations among its FLOPs (an
-    ``exp`` per element of a softmax, an ``erf`` per element of a gelu) and
-    ``special_function`` names the function (:data:`brrrlib._aten_ops.SPECIAL`).
-    """
+    """What one op call costs: its category, FLOPs (at ``precision``) and bytes touched."""
 
     category: str
     flops: int
@@ -107,8 +57,9 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
 
 
 def _special_count(base: str, args, out, written) -> int:
-    """Special-function evaluations: one per element computed (per input element for softmax;
-    one per score, queries x keys per head, for a fused attention)."""
+    """Special-function evaluations: one per element computed (per input element for softmax; one per
+    score, queries x keys per head, for a fused attention).
+    """
     if base in _aten_ops.FUSED_ATTENTION:
         q, k = _tensors(args)[:2]
         return q.numel() // q.shape[-1] * k.shape[-2]  # batch x heads x L x S scores
@@ -167,14 +118,7 @@ _PRECISIONS = {
 
 
 def _precision(base: str, category: str, args, out) -> str:
-    """The precision an op computes in, from its first floating-point input.
-
-    ``"tf32"``: an fp32 matmul on CUDA where TF32 is allowed
-    (``torch.backends.cuda.matmul.allow_tf32``, or
-    ``torch.set_float32_matmul_precision("high")``; for convolutions
-    ``torch.backends.cudnn.allow_tf32``). ``"fp8"`` for the float8 dtypes,
-    ``"int"`` for integer math.
-    """
+    """The precision an op computes in, from its first floating-point input."""
     tensors = _tensors(args) or _tensors(out)
     t = next((x for x in tensors if x.is_floating_point() or x.is_complex()), tensors[0])
     dtype = t.dtype.to_real() if t.is_complex() else t.dtype
@@ -234,29 +178,7 @@ class _CountingMode(TorchDispatchMode):
 
 
 def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
-    """Run ``fn(*args, **kwargs)`` once and count every aten op it executes.
-
-    Returns a :class:`Counts` with one row per aten op: calls, FLOPs and bytes
-    moved (read + written, each op on its own: the unfused eager cost).
-    Whatever ``fn`` does is counted, so ``lambda: model(x).sum().backward()``
-    counts forward and backward. The counter runs the real ops (it does not
-    estimate), so ``fn`` costs what it always costs plus a few microseconds per
-    op. Tensors on the ``meta`` device work too: shapes without data, so you
-    can count a model too large to run here.
-
-    Example (chapter 02)::
-
-        >>> x = torch.randn(1_000_000)
-        >>> c = bl.count(lambda: x.cos().cos())
-        >>> c.ops, c.flops, c.bytes_moved      # 2 ops, 2N FLOPs, 16N bytes in fp32
-        (2, 2000000, 16000000)
-
-    A ``torch.compile``'d function runs eagerly while it is counted (its
-    compiled code is left as it was) and ``notes`` says so. Matmul FLOPs match
-    :class:`torch.utils.flop_counter.FlopCounterMode`; unlike it, ``count``
-    also sees the fused attention and transformer ops PyTorch uses on CPU and
-    in inference (see the module docstring).
-    """
+    """Run ``fn(*args, **kwargs)`` once and count every aten op it executes."""
     _check_countable(fn)
     mode = _CountingMode()
     # Under a dispatch mode dynamo gives up on a compiled frame and runs it eagerly from
@@ -370,15 +292,7 @@ def _name(fn: Any) -> str:
 
 
 def saved_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """Bytes of the tensors autograd keeps from ``fn``'s forward pass for its backward.
-
-    Training holds these in memory from the forward until the backward uses
-    them: they, not the FLOPs, decide how large a batch fits. Each tensor is
-    counted once, however many ops save it. Run through
-    ``torch.autograd.graph.saved_tensors_hooks``, the hook autograd calls on
-    every tensor it saves (activation checkpointing, chapter 02, trades these
-    bytes for recomputed FLOPs).
-    """
+    """Bytes of the tensors autograd keeps from ``fn``'s forward pass for its backward."""
     kept: dict[int, torch.Tensor] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:

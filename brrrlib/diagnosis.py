@@ -1,43 +1,4 @@
-"""Which regime is *my* code in, and what do I do about it? (chapter 04)
-
-``bl.diagnose(fn, *args)`` measures ``fn(*args)`` on this machine and names its
-regime, compute, memory bandwidth or overhead, with the evidence and the
-remedies the essay gives for it. Three probes, each a small pure function
-that returns evidence as data; words are written only at the end:
-
-(a) :func:`floors`, **the roofline**. ``bl.count`` gives the FLOPs (per
-    precision), bytes and ops of one call; ``bl.measure_ceilings`` this
-    machine's ceilings. Each regime gets a *floor*, the least time it could
-    take: compute = matmul FLOPs over the matmul ceiling *of their own
-    precision* (bf16 work against the bf16 roof, TF32 against TF32) plus
-    other FLOPs over the vector ceiling; memory = bytes over the bandwidth;
-    overhead = ops that do work x the cheapest op's cost. A floor over the
-    measured time is the share of the time that regime explains. A floor is
-    a lower bound, so a share above 100% means one of its inputs was wrong, and
-    :func:`above_floors` measures which (the bytes came from cache, the cached
-    ceiling was stale, the ops were cheaper than the overhead ceiling's).
-(b) :func:`batch_evidence`, **batch scaling**. Double the leading dimension of
-    every tensor argument and time both with ``bl.compare`` (alternating
-    rounds, an interval). Compute or memory work follows its FLOPs or bytes;
-    overhead stays flat. Flat time alone misleads (the essay's caveat: a
-    batch-1 ``x @ W`` reads W whatever the batch), so the time's growth is
-    set beside the counted growth of FLOPs, bytes and ops.
-(c) :func:`busy_evidence`, **the device's busy time** from ``bl.profile``. On
-    a GPU an idle device waits for the host: a floor on overhead's share. On
-    a CPU the op bodies run on the same core, so "idle" is host time outside
-    any op (Python between ops, module machinery) plus any moment the OS
-    gave the core away: evidence, weighed with (b).
-
-:func:`verdict` ranks the regimes by (a), lifts overhead by (c) on a GPU,
-settles a close call with (b), and sets the confidence by how the probes agree.
-When the device idles most of the time and doubling the batch leaves the time
-flat, the verdict is overhead whatever the byte count.
-
-The module reads in that order: the three probes, the verdict, the result,
-:func:`diagnose` itself; then how it runs them safely (argument checks, the
-doubled batch and its failures) and, last, the words: every sentence a learner
-reads is written there from the numbers above, once.
-"""
+"""Which regime is *my* code in, and what do I do about it? (chapter 04)"""
 
 from __future__ import annotations
 
@@ -84,14 +45,7 @@ TIME_LIMIT_S = 45.0
 
 @dataclass(frozen=True)
 class Floors:
-    """The least time each regime's model allows for one call (probe a).
-
-    ``compute_by_precision_s`` splits the compute floor: one entry per matmul
-    precision ("fp32", "bf16", ...) and "vector" for the other FLOPs;
-    ``special_s`` the special-function evaluations among those (``{"exp":
-    s}``), each at its own measured rate. ``notes`` say where a roof was
-    missing and what stood in for it.
-    """
+    """The least time each regime's model allows for one call (probe a)."""
 
     compute_s: float
     memory_s: float
@@ -110,12 +64,7 @@ class Floors:
 
 
 def floors(counts: Any, ceilings: Any) -> Floors:
-    """The three floors of one call, from its counts and this machine's ceilings (pure).
-
-    Matmul FLOPs are judged against the matmul ceiling of their own precision.
-    A precision with no measured ceiling (fp8, say) is judged against the
-    fastest one measured, which keeps the floor a lower bound, with a note.
-    """
+    """The three floors of one call, from its counts and this machine's ceilings (pure)."""
     by_precision = {k: v for k, v in counts.flops_by_precision("matmul").items() if v}
     measured = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     measured.setdefault("fp32", ceilings.matmul_flops_per_s)
@@ -161,9 +110,10 @@ def floors(counts: Any, ceilings: Any) -> Floors:
 
 
 def _pattern(counts: Any, ceilings: Any) -> str:
-    """The roof a memory floor uses: the read roof for a read-only run whose bytes outgrow the
-    last-level cache (decode's weights), else the fastest writing form (a run the cache holds
-    streams faster than either, so the faster roof keeps the floor a lower bound)."""
+    """The roof a memory floor uses: the read roof for a read-only run whose bytes outgrow the last-
+    level cache (decode's weights), else the fastest writing form (a run the cache holds streams
+    faster than either, so the faster roof keeps the floor a lower bound).
+    """
     pattern = getattr(counts, "pattern", "write")
     if pattern != "read":
         return pattern
@@ -174,16 +124,18 @@ def _pattern(counts: Any, ceilings: Any) -> str:
 
 
 def _bandwidth(ceilings: Any, pattern: str) -> float:
-    """The roof of ``pattern`` ("read" or "write", ``Counts.pattern``): measured ceilings know
-    each pattern's; a spec sheet or a pair of numbers has one bandwidth for all."""
+    """The roof of ``pattern`` ("read" or "write", ``Counts.pattern``): measured ceilings know each
+    pattern's; a spec sheet or a pair of numbers has one bandwidth for all.
+    """
     by_pattern = getattr(ceilings, "bandwidth_for", None)
     return by_pattern(pattern) if by_pattern else ceilings.mem_bandwidth_bytes_per_s
 
 
 @dataclass(frozen=True)
 class AboveFloor:
-    """A floor above the measured time and the measured mechanism: ``"cache"`` (``level``
-    holds the bytes), ``"stale ceiling"``, ``"cheaper ops"`` or ``"unexplained"``."""
+    """A floor above the measured time and the measured mechanism: ``"cache"`` (``level`` holds the
+    bytes), ``"stale ceiling"``, ``"cheaper ops"`` or ``"unexplained"``.
+    """
 
     regime: str
     share: float  # the floor over the measured time
@@ -200,11 +152,7 @@ class AboveFloor:
 def above_floors(
     counts: Any, seconds: float, ceilings: Any, *, probe: bool = True
 ) -> tuple[AboveFloor, ...]:
-    """Each floor of ``counts`` above ``seconds``, with the mechanism that explains it.
-
-    ``probe=False`` skips the same-run ``torch.mm`` (then a compute floor above the time
-    is "unexplained"). See :class:`AboveFloor` for the mechanisms and their evidence.
-    """
+    """Each floor of ``counts`` above ``seconds``, with the mechanism that explains it."""
     from brrrlib import machine  # torch only when a floor is above the time
 
     fl = floors(counts, ceilings)
@@ -236,11 +184,7 @@ def _largest(parts: Mapping[str, float]) -> str | None:
 
 
 def matmul_now(ceilings: Any) -> float:
-    """FLOP/s of an fp32 ``torch.mm`` at the ceiling's size, now (a short benchmark).
-
-    The probe of a cached ceiling: above ``ceilings.matmul_flops_per_s``, the cache was
-    measured at a slower moment than this one.
-    """
+    """FLOP/s of an fp32 ``torch.mm`` at the ceiling's size, now (a short benchmark)."""
     import torch
 
     from brrrlib.timing import benchmark
@@ -256,18 +200,7 @@ def matmul_now(ceilings: Any) -> float:
 
 @dataclass(frozen=True)
 class BatchEvidence:
-    """What doubling the batch did (probe b), as numbers.
-
-    ``time_ratio`` and its interval ``(low, high)`` come from ``bl.compare``;
-    ``growth`` is how much each count grew (FLOPs for compute, bytes for
-    memory, ops for overhead); ``follows`` the regimes whose growth lies
-    inside the interval (widened by ``FOLLOW_TOLERANCE``), read only from a
-    ``narrow`` interval; ``flat`` means the whole interval is below
-    ``FLAT``, however wide: twice the work, and at most 1.3x the time. The two
-    sides were timed in alternating rounds, so a decided ratio is this
-    machine's, not noise: when it grew far more than any count, the doubled
-    data left the cache, page-faulted, or got a slower kernel.
-    """
+    """What doubling the batch did (probe b), as numbers."""
 
     time_ratio: float
     low: float
@@ -316,16 +249,7 @@ def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
 
 @dataclass(frozen=True)
 class BusyEvidence:
-    """How busy the device was while ``fn`` ran (probe c), from ``bl.profile``.
-
-    ``busy`` is the median over the steady runs (``Trace.steady_runs``: run 0
-    is left out when the profiler's own set-up inflated it); ``idle = 1 -
-    busy``; ``outside_ops`` the share of wall time the host spent outside any
-    op (Python between ops, module machinery: overhead no per-op model sees);
-    ``queued_s`` the longest a kernel waited behind earlier work (the host ran
-    ahead: only a GPU, only when the device was busy); ``device`` "cuda",
-    "cpu" or "mps".
-    """
+    """How busy the device was while ``fn`` ran (probe c), from ``bl.profile``."""
 
     device: str
     busy: float
@@ -362,13 +286,7 @@ def busy_evidence(trace: Any) -> BusyEvidence | None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The regime, how sure, and why (as data: rendered to words by the Diagnosis).
-
-    ``scores`` are the shares of (a), with overhead lifted to the idle
-    fraction on a GPU; ``against`` lists the probes that disagree, e.g.
-    ``("batch", "overhead")`` or ``("idle", 0.7)``; ``settled_by`` names
-    what decided a close call ("batch" or "idle and flat batch"), if anything.
-    """
+    """The regime, how sure, and why (as data: rendered to words by the Diagnosis)."""
 
     regime: str
     confidence: str
@@ -456,18 +374,7 @@ def _confidence(regime, runner_up, scores, against, settled_by) -> str:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The regime of a workload, with its evidence, confidence and remedies.
-
-    ``regime`` is "compute", "memory" or "overhead"; ``confidence`` "high",
-    "medium" or "low". The evidence is data: ``floors`` (a), ``batch`` (b),
-    ``busy`` (c), ``verdict``; ``shares`` maps each regime to the fraction of
-    the time its floor explains. The raw measurements stay: ``timing``,
-    ``counts``, ``ceilings``, ``trace``, ``batch_comparison`` (its ``b``
-    the doubled batch's timing) and ``batch_counts`` (None when skipped:
-    ``notes`` says why). ``above`` holds each floor above the measured time with the
-    mechanism that explains it (:func:`above_floors`).
-    ``str(d)`` and the notebook view write it out in words.
-    """
+    """The regime of a workload, with its evidence, confidence and remedies."""
 
     regime: str
     confidence: str
@@ -548,38 +455,7 @@ def diagnose(
     time_limit_s: float = TIME_LIMIT_S,
     **kwargs,
 ) -> Diagnosis:
-    """Measure ``fn(*args, **kwargs)`` and name its regime, with evidence and remedies.
-
-    The method is in the module docstring. Cost: one ``bl.count``, one
-    ``bl.benchmark`` of ``budget_s`` seconds, a ``bl.compare`` of the call
-    and its doubled batch, and a ``bl.profile``: a few seconds, plus
-    ~15-25 s the first time this machine's ceilings are measured (cached on
-    disk afterwards). A call slower than 0.5 s is measured with as many
-    calls as fit ``time_limit_s`` (45 s; at least 3 paired rounds and 2
-    profiled runs), and the first progress line says how many and how long.
-
-    Args:
-        fn: the workload, a function or an ``nn.Module``. Pass the input as an
-            argument (weights inside ``fn`` or the module) so the batch probe
-            can double it. The keywords below are taken by ``diagnose``
-            itself; to pass one of them to ``fn``, use ``functools.partial``.
-        batch_probe: double the leading dimension of every tensor argument
-            and compare. Skipped, with a note, when no argument has a
-            dimension, or when anything fails on the doubled input (a weight
-            passed as an argument, an assert on the batch size, out of memory).
-        trace: profile ``fn`` for the device-busy probe.
-        ceilings: the :class:`~brrrlib.ceilings.Ceilings` to judge against
-            (default: ``bl.measure_ceilings()`` of the device ``fn`` ran on);
-            they must be of that device.
-        budget_s: seconds of timed runs for the benchmark (the comparison gets 4x).
-        progress: show one line per step.
-        label: a name for the report (default: ``fn.__name__``).
-        time_limit_s: how long a slow call's diagnosis may take; raise it for
-            more rounds (a call of 2 s: 3 paired rounds fit 45 s).
-
-    Errors ``fn`` raises on its own input are not caught: they surface as
-    they are. A function that runs no torch operator raises ``ValueError``.
-    """
+    """Measure ``fn(*args, **kwargs)`` and name its regime, with evidence and remedies."""
     from brrrlib import machine, timing
     from brrrlib import trace as trace_mod
 
@@ -628,11 +504,7 @@ def diagnose(
 
 
 def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
-    """``bl.count`` of one call (its errors surface here), and one call's seconds.
-
-    A first call slower than ``SLOW_CALL_S`` may have compiled or allocated:
-    a plain call is timed too, and its seconds plan the rest.
-    """
+    """``bl.count`` of one call (its errors surface here), and one call's seconds."""
     from brrrlib import counting
 
     t0 = time.perf_counter()
@@ -682,14 +554,7 @@ class _Plan:
 
 
 def _plan(call_s: float, batch_probe: bool, trace: bool, limit_s: float) -> _Plan:
-    """The calls a slow call can afford within ``limit_s``, counted in units of one call.
-
-    Counting ran it once, and one plain call confirmed it slow. A batch probe
-    counts the doubled call (2 units),
-    estimates each side once (1 + 2), then each paired round costs 3; its
-    first side is the main timing. Without one, the benchmark's first call
-    and estimate (2) and its samples (1 each). Profiling: one per run.
-    """
+    """The calls a slow call can afford within ``limit_s``, counted in units of one call."""
     if call_s <= SLOW_CALL_S:
         return _Plan(slow=False)
     fixed, per = (2 + 5, 3) if batch_probe else (2 + 2, 1)
@@ -837,13 +702,7 @@ def _ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
 
 
 def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
-    """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run.
-
-    ``rounds`` is the least number of paired rounds. A ``slow`` call gets just
-    those (:func:`brrrlib.diagnosis.diagnose` plans how many fit its time
-    limit), with no extra first call or warm-up: counting already ran both
-    sides.
-    """
+    """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
     from brrrlib import counting
     from brrrlib.timing import compare
 
@@ -909,10 +768,7 @@ def _tensor_bytes(tree: Any) -> int:
 
 
 def double_batch(args: tuple, kwargs: dict):
-    """Every tensor argument with a dimension, repeated along dim 0; None if there is none.
-
-    Tensors inside lists, tuples and dicts are doubled too (``fn(params, grads)``).
-    """
+    """Every tensor argument with a dimension, repeated along dim 0; None if there is none."""
     import torch
 
     found = False
@@ -978,15 +834,8 @@ _WHERE = {"cuda": "the GPU", "mps": "the GPU", "cpu": "the CPU (inside ops)"}
 
 
 def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]:
-    """The essay's precision remedies, as far as they hold here: never the precision the
-    workload already uses, never one this device runs no faster (read from its ceilings).
-
-    Compute-bound: faster units, if this device has a precision clearly faster
-    than ``used`` (tensor cores, AMX), or back to fp32 when ``used`` has no
-    fast path here. Memory-bound: fewer bytes per number, if not already 16-bit
-    and this device runs a 16-bit precision fast (on a CPU without it, a bf16
-    model converts at every op and can run slower: measure it, as chapter 06
-    does for weights alone).
+    """The essay's precision remedies, as far as they hold here: never the precision the workload
+    already uses, never one this device runs no faster (read from its ceilings).
     """
     from brrrlib.ceilings import _DTYPES
 

@@ -1,28 +1,4 @@
-"""Bandwidth by cache level: a working-set sweep from the first cache to memory (chapter 02).
-
-"Movement is hierarchical" (the essay): a working set that fits in a cache streams
-faster than one that must come from memory, so one number for "the bandwidth" is the
-roof of one level only. :func:`measure_levels` measures one roof per level the way
-likwid-bench's load and copy kernels and the Empirical Roofline Toolkit's working-set
-sweep do:
-
-1. The caches come from the system (:func:`brrrlib.machine.caches`). A cache private to
-   a core holds one thread's share of the work, so with ``t`` threads its capacity is
-   ``t`` times its size; a cache the threads share holds one copy.
-2. Working sets double from ``16 KiB`` (a GPU: ``256 KiB``) to four times the
-   last-level cache, no more than an eighth of the free memory.
-3. At each size, each pattern's kernel (``"read"``: the faster of ``x.sum()`` and a dot
-   of ``x``'s halves; ``"copy"``: ``out.copy_(x)``, the two buffers together the working
-   set) runs back to back on the same buffers, so from the second call on they come from
-   the smallest cache that holds them. A sample is enough calls to last about a
-   millisecond (on CUDA captured in one CUDA graph: no launch gaps between them); the
-   rate is the median sample's (:func:`brrrlib.benchmark`). A CPU first drops a thread
-   another program stalls (:func:`brrrlib.machine.settle_threads`).
-4. A level's roof is its fastest point. A call that costs less than
-   :data:`OVERHEAD_CALLS` tiny ops (timed the same way) is overhead-bound: it says what
-   one op costs (chapter 03), not what the cache does; a level with only such points
-   has no roof here.
-"""
+"""Bandwidth by cache level: a working-set sweep from the first cache to memory (chapter 02)."""
 
 from __future__ import annotations
 
@@ -46,14 +22,7 @@ EDGE_RATIO = 1.5
 
 @dataclass(frozen=True)
 class Levels:
-    """One device's bandwidth by working-set size and pattern, and a roof per cache level.
-
-    ``caches`` holds ``(name, capacity_bytes)`` nearest first, capacities for ``threads``
-    threads; ``points`` holds ``(pattern, working_set_bytes, bytes_per_s, seconds_per_call)``;
-    ``op_overhead_s`` is one tiny op in the same run (what marks a point overhead-bound).
-    The caches are as the system reports them; :attr:`held` is what the sweep found them
-    holding (a virtual machine may report the host's whole L3, shared by its tenants).
-    """
+    """One device's bandwidth by working-set size and pattern, and a roof per cache level."""
 
     device: str
     device_name: str
@@ -64,12 +33,7 @@ class Levels:
 
     @property
     def held(self) -> tuple[tuple[str, int], ...]:
-        """The caches, the last one's capacity as the sweep found it where that is smaller.
-
-        That capacity is the largest working set past the level before it that still reads
-        :data:`EDGE_RATIO` times faster than the fastest one past the reported size (those
-        come from memory). Without a point past the reported size, the caches as reported.
-        """
+        """The caches, the last one's capacity as the sweep found it where that is smaller."""
         caches = self.caches
         reads = sorted((size, rate) for p, size, rate, _ in self.points if p == "read")
         beyond = [rate for size, rate in reads if caches and size > caches[-1][1]]
@@ -83,8 +47,9 @@ class Levels:
         return (*caches[:-1], (caches[-1][0], edge))
 
     def level_of(self, working_set_bytes: float) -> str:
-        """The nearest level whose capacity (:attr:`held`) holds ``working_set_bytes``
-        (``"memory"`` past all)."""
+        """The nearest level whose capacity (:attr:`held`) holds ``working_set_bytes`` (``"memory"``
+        past all).
+        """
         for name, capacity in self.held:
             if working_set_bytes <= capacity:
                 return name
@@ -95,8 +60,9 @@ class Levels:
         return seconds_per_call < OVERHEAD_CALLS * self.op_overhead_s
 
     def roof(self, level: str, pattern: str = "read") -> float | None:
-        """Bytes per second of ``level``'s fastest point (``None``: none measured, or all
-        overhead-bound)."""
+        """Bytes per second of ``level``'s fastest point (``None``: none measured, or all overhead-
+        bound).
+        """
         rates = [
             rate
             for p, size, rate, call_s in self.points
@@ -140,11 +106,7 @@ class Levels:
         return f"{table}<p>{self._note()}</p>"
 
     def plot(self, ax=None, peak_flops_per_s: float | None = None):
-        """Bandwidth against working set, a line per pattern, each cache's capacity marked.
-
-        With ``peak_flops_per_s``, a second panel draws the cache-aware roofline: one
-        diagonal per level (its read roof x intensity) under the compute peak.
-        """
+        """Bandwidth against working set, a line per pattern, each cache's capacity marked."""
         import matplotlib.pyplot as plt
         import matplotlib.ticker
 
@@ -222,10 +184,7 @@ def _rate(value: float | None) -> str:
 
 
 def measure_levels(device: str | torch.device | None = None, *, budget_s: float = 0.03) -> Levels:
-    """Sweep working sets from the first cache past the last, read and copy (module doc).
-
-    About 2-4 s on a 2-core CPU. ``budget_s`` is each point's timing budget.
-    """
+    """Sweep working sets from the first cache past the last, read and copy (module doc)."""
     dev = machine.physical(machine.resolve(device))
     machine.check_available(dev, "device")
     if dev.type == "cpu":
@@ -259,8 +218,9 @@ def _point(dev: torch.device, size: int, budget_s: float) -> list[tuple[str, int
 
 
 def _seconds(dev: torch.device, kernel, budget_s: float) -> float:
-    """Seconds per call, from samples of enough back-to-back calls to last ~1 ms (on CUDA
-    captured in one graph, so that the kernels run back to back without launch gaps)."""
+    """Seconds per call, from samples of enough back-to-back calls to last ~1 ms (on CUDA captured in
+    one graph, so that the kernels run back to back without launch gaps).
+    """
     kernel()  # the buffers now sit in the nearest cache that holds them
     once = timing.benchmark(kernel, budget_s=1e-6, warmup_s=0.0, device=dev, min_samples=1)
     calls = max(1, min(1000, int(1e-3 / max(once.median_s, 1e-9))))

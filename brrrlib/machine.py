@@ -1,19 +1,4 @@
-"""This machine: which device, how to wait for it, and what it holds.
-
-Two things live here, in the order a course needs them:
-
-* :func:`device` and :func:`sync`: pick cuda, then mps, then cpu (the
-  ``BRRR_DEVICE`` environment variable overrides), and wait for queued work.
-  GPUs run asynchronously: a kernel launch returns before the kernel ends, so
-  every timing boundary needs a sync (gpt-fast's ``device_sync`` idea). This
-  is the one ``sync`` in the library.
-* Facts about the machine in front of you that measuring needs: the device's
-  name, its last-level cache, its free memory, its CPU flags, and a way to
-  give memory back after an out-of-memory error.
-
-What the machine can do on paper is :mod:`brrrlib.hardware` (the spec-sheet
-table); what it *does*, measured, is :mod:`brrrlib.ceilings`.
-"""
+"""This machine: which device, how to wait for it, and what it holds."""
 
 from __future__ import annotations
 
@@ -62,13 +47,7 @@ def _available_device_types() -> list[str]:
 
 
 def device() -> torch.device:
-    """The device the course runs on: cuda if present, else mps, else cpu.
-
-    Set the environment variable ``BRRR_DEVICE`` (``cpu``, ``cuda``,
-    ``cuda:1``, ``mps``; any case) to override, e.g. to run the CPU version
-    of a chapter on a GPU machine. An unknown or unavailable value raises a
-    ``ValueError`` that lists what this machine has.
-    """
+    """The device the course runs on: cuda if present, else mps, else cpu."""
     wanted = os.environ.get("BRRR_DEVICE", "").strip()
     if not wanted:
         return torch.device(_available_device_types()[0])
@@ -76,12 +55,7 @@ def device() -> torch.device:
 
 
 def resolve(device: Any = None, *, argument: str = "device") -> torch.device:
-    """Turn a ``device=`` argument into an available ``torch.device``; None means :func:`device`.
-
-    Accepts a ``torch.device`` or a string such as ``"cpu"``, ``"CUDA"`` or
-    ``"cuda:0"``. Anything else, or a device this machine does not have,
-    raises an error that names ``argument`` and says what to pass.
-    """
+    """Turn a ``device=`` argument into an available ``torch.device``; None means :func:`device`."""
     if device is None:
         return globals()["device"]()
     if isinstance(device, torch.device):
@@ -134,8 +108,9 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
 
 
 def of(args: Any = (), kwargs: Any = None) -> torch.device:
-    """The device of the first tensor (or module's parameter) among ``args`` and ``kwargs``,
-    looking one level into lists and tuples; :func:`device` when there is none."""
+    """The device of the first tensor (or module's parameter) among ``args`` and ``kwargs``, looking
+    one level into lists and tuples; :func:`device` when there is none.
+    """
     for value in (*args, *(kwargs or {}).values()):
         for v in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(v, torch.Tensor):
@@ -147,25 +122,14 @@ def of(args: Any = (), kwargs: Any = None) -> torch.device:
 
 
 def physical(dev: torch.device) -> torch.device:
-    """``cuda`` as the ``cuda:N`` it means right now; other devices unchanged.
-
-    "cuda" and "cuda:0" are one GPU: measuring or caching them twice would
-    give one GPU two sets of numbers.
-    """
+    """``cuda`` as the ``cuda:N`` it means right now; other devices unchanged."""
     if dev.type == "cuda" and dev.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     return dev
 
 
 def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
-    """Wait until all work queued on ``device`` has finished.
-
-    CUDA and MPS run asynchronously: ``y = x @ x`` returns as soon as the
-    kernel is *queued*. Reading a clock before ``sync()`` measures the launch,
-    not the work. On the CPU work is synchronous and this is a no-op.
-    ``device`` may be a device, its name, a tensor (its device is used), or
-    None for :func:`device`.
-    """
+    """Wait until all work queued on ``device`` has finished."""
     if isinstance(device, torch.Tensor):
         dev = device.device
     elif device is None or isinstance(device, (str, torch.device)):
@@ -229,13 +193,7 @@ def cpu_flags() -> frozenset[str]:
 
 
 def caches(dev: torch.device | None = None) -> tuple[tuple[str, int], ...]:
-    """The data caches in front of memory, nearest first: ``(name, bytes this process holds)``.
-
-    A CPU's from Linux's sysfs. A cache private to a core holds one thread's share of
-    the work, so with ``t`` torch threads it counts ``t`` times (a 48 KiB L1 on two
-    threads: 96 KiB); one the threads share counts once. A GPU's L2 as the driver says.
-    Empty where the system does not say.
-    """
+    """The data caches in front of memory, nearest first: ``(name, bytes this process holds)``."""
     if dev is not None and dev.type == "cuda":
         return (("L2", int(torch.cuda.get_device_properties(dev).L2_cache_size)),)
     found = []
@@ -271,12 +229,7 @@ def last_level_cache_bytes(dev: torch.device | None = None) -> int:
 
 
 def available_memory_bytes(dev: torch.device) -> int:
-    """Bytes that can be allocated on ``dev`` right now (an estimate).
-
-    CUDA: ``torch.cuda.mem_get_info`` (free bytes as the driver sees them).
-    MPS: the recommended working set minus what the driver holds. CPU:
-    psutil's ``available`` (free plus reclaimable page cache).
-    """
+    """Bytes that can be allocated on ``dev`` right now (an estimate)."""
     if dev.type == "cuda":
         free_bytes, _total = torch.cuda.mem_get_info(dev)
         return int(free_bytes)
@@ -298,12 +251,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def release_cached_memory(dev: torch.device | None = None) -> None:
-    """Give memory held by dead tensors back: after an out-of-memory error, say.
-
-    Collects Python garbage, then returns the blocks PyTorch's caching
-    allocator keeps for reuse (CUDA, MPS) to the driver, so the memory shows
-    as free again and the kernel stays usable. ``dev`` None: every device.
-    """
+    """Give memory held by dead tensors back: after an out-of-memory error, say."""
     import gc
 
     gc.collect()
@@ -315,15 +263,7 @@ def release_cached_memory(dev: torch.device | None = None) -> None:
 
 
 def settle_threads() -> str:
-    """Run on as many threads as do not stall, once per process; the sentence it printed, or "".
-
-    When another program holds a core, every op split over all threads waits at its
-    barrier for that core: an in-place add on 2 MiB took 8 ms on two threads and 40 µs on
-    one (a 2-core VM), and a chapter's batch doubling read 1,257x. Timed in alternating
-    rounds (the median of five each), fewer threads are tried until one count does not
-    stall (:data:`STALL_RATIO`; ``brrr doctor`` and every chapter's
-    ``bl.measure_ceilings()`` call it), and torch keeps that count for the rest of the process.
-    """
+    """Run on as many threads as do not stall, once per process; the sentence it printed, or ""."""
     if _SETTLED:
         return _SETTLED[0]
     _SETTLED.append("")

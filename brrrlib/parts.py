@@ -1,26 +1,4 @@
-"""The peak from physics: what a CPU's parts allow, set beside what was measured.
-
-A measured ceiling says what the fastest kernel found did; nothing in it tells a fast
-machine from a timing bug. The chip's parts do. Each core issues at most ``fma_units``
-fused multiply-adds per cycle, each on ``lanes`` fp32 numbers at once, and an FMA is two
-FLOPs, so::
-
-    peak FLOP/s = cores x fma_units x lanes x 2 x clock
-
-On a 2-core AVX-512 VM: 2 x 2 x 16 x 2 = 128 FLOPs per cycle, 333 GFLOP/s at 2.6 GHz. The
-unknown is the clock: a virtual machine reports its nominal clock and its cores run faster
-(turbo). So read it backwards: :meth:`CpuParts.implied_clock_hz` is the clock a measured
-rate needs with every FMA unit busy every cycle. A few percent above the reported clock is
-turbo; above :data:`MAX_CLOCK_HZ`, no core shipped runs that fast, so the measurement is
-wrong, and :func:`brrrlib.measure_ceilings` refuses it.
-
-``fma_units`` is the most any core of the family has (2 for x86, 4 NEON pipes on Arm), so
-the peak is an upper bound: a core with one FMA port (some Xeon Silver) reaches half. The
-lanes are the widest the CPU lists (``avx512f``: 16, ``avx2``/``avx``: 8, SSE or NEON: 4),
-whatever torch was told to use (``ATEN_CPU_CAPABILITY`` can only lower the rate). Matrix
-engines (AMX, SME) are not FMA lanes: the fp32 peak here is for the vector units; bf16 on
-AMX can run far above it. A GPU's parts are its spec sheet (``bl.spec``).
-"""
+"""The peak from physics: what a CPU's parts allow, set beside what was measured."""
 
 from __future__ import annotations
 
@@ -89,8 +67,9 @@ def cpu_parts(threads: int | None = None) -> CpuParts | None:
 
 
 def _clock_hz() -> float | None:
-    """The CPU's clock: the most Linux allows it (cpufreq), else what /proc/cpuinfo reports
-    (a VM's nominal clock; its cores may run faster); None where neither says."""
+    """The CPU's clock: the most Linux allows it (cpufreq), else what /proc/cpuinfo reports (a VM's
+    nominal clock; its cores may run faster); None where neither says.
+    """
     top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     try:
         return float(top.read_text()) * 1e3  # kHz

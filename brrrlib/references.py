@@ -1,31 +1,4 @@
-"""Shares against a same-run reference: a workload beside a kernel of its own access pattern.
-
-"The add moved 29 GB/s = 40% of the bandwidth ceiling" mixes two moments and two
-patterns: the ceiling was measured minutes ago, on another kernel, perhaps while the
-machine was busier or quieter. STREAM and likwid-bench avoid both by naming the kernel
-(load, copy, update) and timing it in the same run. :func:`share_of` does the same for one
-workload: it builds a reference kernel of the workload's pattern that does the same amount
-of work, and times the two in alternating rounds (:func:`brrrlib.compare`), so the share
-comes with an interval and both sides met the same machine.
-
-The patterns and what their reference moves (``work`` is counted the same way):
-
-* ``"read"``: ``x.sum()`` or ``torch.dot`` of ``x``'s two halves over ``work`` bytes,
-  whichever a quick screen finds faster here (BLAS's dot streams faster than the
-  reduction on some CPUs): every byte read once, nothing written (decode's weights).
-* ``"copy"``: ``out.copy_(x)``: ``work`` bytes in all, half read and half written to a
-  separate output (``a + b`` into a new tensor, relu with ``out=``). A CPU that allocates
-  a cache line before writing it also reads ``out`` (write-allocate): the reference pays
-  that too, so the share compares like with like.
-* ``"update"``: ``x.mul_(1.0)`` in place: each byte read and written back (``add_``).
-* ``"matmul"``: ``torch.mm`` of two square ``n`` x ``n`` matrices in the workload's dtype;
-  ``work`` is the workload's FLOPs, the reference's ``2 n**3``.
-
-A share above 100% against a same-run reference is a measured finding, not a broken
-ceiling: the workload's kernel did the pattern faster than torch's own kernel for it (a
-cache held the data, or a better kernel ran). :attr:`Share.above` says whether the
-interval is wholly above 1.
-"""
+"""Shares against a same-run reference: a workload beside a kernel of its own access pattern."""
 
 from __future__ import annotations
 
@@ -52,12 +25,7 @@ PATTERNS = {
 
 @dataclass(frozen=True)
 class Share:
-    """A workload's rate as a share of a same-run reference kernel of its pattern.
-
-    ``rate`` and ``reference_rate`` are work per second (bytes or FLOPs, ``unit``);
-    ``share`` is their ratio and ``low``/``high`` its 95% interval, from the
-    alternating rounds of ``comparison`` (A: the reference, B: the workload).
-    """
+    """A workload's rate as a share of a same-run reference kernel of its pattern."""
 
     label: str
     pattern: str
@@ -120,16 +88,7 @@ def share_of(
     label: str | None = None,
     budget_s: float = 1.0,
 ) -> Share:
-    """Time ``fn(*args)`` against a reference of ``pattern`` doing ``work``, in alternating rounds.
-
-    ``work`` is what one call of ``fn`` does: bytes moved for ``"read"``, ``"copy"`` and
-    ``"update"`` (count them as the reference does: a copy of ``n`` fp32 elements moves
-    ``8 n``), FLOPs for ``"matmul"``, whose reference is an ``n`` x ``n`` ``torch.mm``
-    (``n`` required). The device and dtype are the first tensor argument's (``dtype=``
-    sets the matmul's). ``bl.references.share_of(torch.add, a, b, out=c, ...)`` is not
-    supported: bind keywords with ``functools.partial``. Too big for memory beside the
-    workload? Pass a smaller ``work`` of the same pattern and compare rates by hand.
-    """
+    """Time ``fn(*args)`` against a reference of ``pattern`` doing ``work``, in alternating rounds."""
     _checks.function("fn", fn)
     if pattern not in PATTERNS:
         raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERNS)}")

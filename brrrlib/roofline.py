@@ -1,18 +1,4 @@
-"""The roofline model: how fast can a workload go, given its FLOPs and bytes?
-
-A device does at most ``peak_flops_per_s`` of arithmetic and moves at most
-``mem_bandwidth_bytes_per_s`` between memory and its compute units. A
-workload doing ``flops`` operations on ``bytes_moved`` bytes therefore needs
-at least::
-
-    lower_bound_s = max(flops / peak_flops_per_s, bytes_moved / mem_bandwidth_bytes_per_s)
-
-Divide through by the bytes and you get the roofline: at arithmetic intensity
-``I = flops / bytes_moved`` (FLOPs per byte) the best achievable rate is
-``min(peak, I * bandwidth)``. The two lines meet at the **ridge point**
-``peak / bandwidth``: below it a workload is memory-bound (feeding the factory
-is the bottleneck), above it compute-bound (chapters 00 and 02).
-"""
+"""The roofline model: how fast can a workload go, given its FLOPs and bytes?"""
 
 from __future__ import annotations
 
@@ -292,11 +278,7 @@ def plot(
     extra: Sequence[Any] = (),
     title: str | None = None,
 ) -> Any:
-    """Draw the roofline of one or more devices with measured points; returns the Axes.
-
-    ``ceilings`` is a spec, measured ``Ceilings`` or ``(peak, bandwidth)`` pair, or a list;
-    ``dtype`` defaults to the points' precision. A point above the roof is a red cross.
-    """
+    """Draw the roofline of one or more devices with measured points; returns the Axes."""
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -1,13 +1,4 @@
-"""Declarative sweeps, as triton's ``perf_report``: one parameter swept, a few lines compared.
-
-Four rules keep what a reader sees honest on a busy laptop:
-
-1. A ratio someone will read is measured in alternating rounds (``pairs``).
-2. More work never takes less time: a point clearly faster than the one before it on its
-   line is measured again, paired with it, before anyone sees it.
-3. A point that was not measured says why, in words (``Point.reason``), never a NaN.
-4. A measurement that waited for cores says so (``Point.waited``).
-"""
+"""Declarative sweeps, as triton's ``perf_report``: one parameter swept, a few lines compared."""
 
 from __future__ import annotations
 
@@ -351,11 +342,7 @@ def sweep(
     title: str = "",
     progress: bool = False,
 ) -> Sweep:
-    """Measure every ``line`` at every ``x`` through ``setup(x, line) -> Case``; returns a Sweep.
-
-    ``skip`` and ``memory`` may refuse a point before it is built; points measured in
-    ``into`` are kept, never measured again.
-    """
+    """Measure every ``line`` at every ``x`` through ``setup(x, line) -> Case``; returns a Sweep."""
     if not x_values or not lines:
         raise ValueError("x_values and lines must each hold at least one value")
     if into is not None and into.x_name != x_name:

@@ -1,28 +1,4 @@
-"""Honest timing: warm-up, sync, repeats by time budget, disturbed samples dropped.
-
-Timing code on an accelerator goes wrong in a few classic ways: the clock is
-read before the device has finished (CUDA is asynchronous, so ``time.time()``
-around a kernel launch measures the launch), the first call pays for
-compilation or memory allocation, a single run is at the mercy of the
-operating system, and a 1 µs operation is as long as the timer call itself.
-:func:`benchmark` deals with each of them and returns a :class:`Timing` that
-keeps every sample, so the spread is reported along with the median.
-
-The algorithm is triton's ``do_bench`` (``python/triton/testing.py``): run
-once, estimate the cost, derive the number of warm-up runs and timed runs from
-time budgets rather than fixed counts, time with device events on CUDA, and
-report quantiles. On the CPU it adds what ``torch.utils.benchmark.Timer``
-does for tiny operations: time *blocks* of calls, so the timer's own cost is
-amortised. And it drops samples the operating system disturbed (another
-program took the core) and measures replacements, so a busy laptop gives the
-number a quiet one would.
-
-A number on its own answers "how long?"; most lessons ask "how much longer?".
-:func:`compare` answers that with the same pieces: two workloads timed in
-alternating rounds, the ratio per round, and the median ratio with a
-distribution-free interval. Chapter 00 introduces both; every later chapter
-measures through them.
-"""
+"""Honest timing: warm-up, sync, repeats by time budget, disturbed samples dropped."""
 
 from __future__ import annotations
 
@@ -312,7 +288,8 @@ def _measure_until_undisturbed(
     deadline: float,
 ) -> tuple[list[float], list[float]]:
     """Measure ``n_samples`` (seconds, cpu share) pairs, then replace disturbed ones until the
-    deadline; a replacement is judged against all samples so far, so it can be dropped too."""
+    deadline; a replacement is judged against all samples so far, so it can be dropped too.
+    """
     samples = measure(n_samples)
     while True:
         flags = _disturbed(samples)
@@ -350,8 +327,9 @@ def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, f
 
 
 def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, float]]:
-    """Blocks timed with the wall clock, each with this thread's CPU seconds over wall seconds
-    (~1 while it computes, lower when the OS gave its core to another program)."""
+    """Blocks timed with the wall clock, each with this thread's CPU seconds over wall seconds (~1
+    while it computes, lower when the OS gave its core to another program).
+    """
     wall, cpu = _CLOCKS
     samples = []
     for _ in range(n_samples):
@@ -384,10 +362,7 @@ def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
 def _estimate(
     call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
 ) -> tuple[float, float]:
-    """Per-call seconds (flush included) from doubling blocks of calls, and the time spent.
-
-    Twice, keeping the smaller: one slow call must not make a 1 µs op look like a 1 ms one.
-    """
+    """Per-call seconds (flush included) from doubling blocks of calls, and the time spent."""
     clock = _CLOCKS[0]
     best, spent = math.inf, 0.0
     for attempt in range(2):
@@ -411,8 +386,9 @@ def _estimate(
 
 
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
-    """``call`` captured in a CUDA graph, warmed up on a side stream first (the torch docs,
-    "Whole-network capture"); returns the graph's replay."""
+    """``call`` captured in a CUDA graph, warmed up on a side stream first (the torch docs, "Whole-
+    network capture"); returns the graph's replay.
+    """
     stream = torch.cuda.Stream(device=dev)
     stream.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(stream):
@@ -497,11 +473,7 @@ _MIN_ROUNDS = 10
 
 @dataclass(frozen=True, repr=False)
 class Comparison:
-    """How much longer B takes than A, from rounds measured alternately (made by :func:`compare`).
-
-    Conclusions come from the interval, never the point estimate: ``decided`` (the
-    direction), ``narrow`` (the size), ``above``/``below``/``versus`` (a value asked about).
-    """
+    """How much longer B takes than A, from rounds measured alternately (made by :func:`compare`)."""
 
     a: Timing  # one sample per kept round
     b: Timing

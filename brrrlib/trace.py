@@ -1,14 +1,4 @@
-"""Where the time goes: a profiler trace cut into a host lane and a device lane (chapter 03).
-
-* the **host lane**: one interval per top-level ``aten::`` op on the calling thread (plus
-  CUDA runtime calls outside any op); host time on no interval is Python between ops.
-* the **device lane**: on a GPU, the kernels, memcpys and memsets. On a CPU, the
-  outermost ``aten::`` op that does each piece of work (not its wrappers, views or
-  allocations), so dispatch cannot be told from math there. On MPS both lanes are the CPU's.
-
-Device idle time is the run span minus the union of device intervals, as
-HolisticTraceAnalysis computes it; each gap's cause is read off the host lane.
-"""
+"""Where the time goes: a profiler trace cut into a host lane and a device lane (chapter 03)."""
 
 from __future__ import annotations
 
@@ -317,12 +307,7 @@ def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[Interval]:
 
 
 def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
-    """For each event: (top level on its thread, does the work), by time containment.
-
-    The work is the outermost op that is neither a wrapper of a compute-family op
-    (``aten::matmul`` -> ``aten::mm``) nor a view, allocation or metadata read; a compiled
-    graph's call is one unit of work.
-    """
+    """For each event: (top level on its thread, does the work), by time containment."""
     out: dict[int, tuple[bool, bool]] = {}
     by_thread: dict[tuple, list[Mapping]] = {}
     for e in events:
@@ -851,11 +836,7 @@ class Trace:
 def profile(
     fn: Callable, *args, runs: int = 3, warmup: int = 1, label: str | None = None, **kwargs
 ) -> Trace:
-    """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``.
-
-    The profiler adds microseconds per op: read a trace for *where* time goes,
-    ``bl.benchmark`` for *how much*.
-    """
+    """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``."""
     _check(fn, runs, warmup)
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
     with tempfile.TemporaryDirectory() as tmp:
@@ -883,10 +864,7 @@ def _check(fn: Any, runs: Any, warmup: Any) -> None:
 def time_by_category(
     fn: Callable[..., Any], *args: Any, runs: int = 5, warmup: int = 1, **kwargs: Any
 ) -> CategoryTimes:
-    """Median self time per op category over ``runs`` profiled calls (chapter 01).
-
-    Device time of the kernels where CUDA recorded them, else CPU self time.
-    """
+    """Median self time per op category over ``runs`` profiled calls (chapter 01)."""
     import torch
 
     _check(fn, runs, warmup)

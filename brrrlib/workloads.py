@@ -1,29 +1,4 @@
-"""Workloads for chapters 03 (overhead) and 04 (diagnose your own code).
-
-Every public function here is a *workload factory*: a callable whose
-arguments all have defaults, which builds its tensors on the course device and
-returns ``(fn, args)``. Running the workload is always ``fn(*args)``, so one
-factory serves the timer, the profiler and the diagnosis alike::
-
-    from brrrlib import workloads
-
-    fn, args = workloads.mystery_a()
-    bl.diagnose(fn, *args)
-
-and from a shell, with no notebook at all::
-
-    brrr diagnose brrrlib.workloads:mystery_a
-
-Use the same convention for your own project: write a zero-argument function
-that returns ``(fn, args)`` (or ``(fn, args, kwargs)``) and point
-``brrr diagnose`` at it (chapter 04).
-
-Sizes adapt to the device. A GPU does in a microsecond what a laptop core does
-in a millisecond, so each factory picks a CPU size that runs in milliseconds
-and a GPU size large enough to sit well above its launch overhead; pass the
-size keywords to override. Only ``mystery_*`` keep their regime a secret:
-their docstrings describe the code, not the verdict.
-"""
+"""Workloads for chapters 03 (overhead) and 04 (diagnose your own code)."""
 
 from __future__ import annotations
 
@@ -103,14 +78,7 @@ def _count_up(n: int) -> int:
 
 
 def python_adds(n: int = 200_000):
-    """A pure-Python loop doing ``n`` integer additions (chapter 03).
-
-    Returns ``(fn, (n,))``. Time it with ``bl.benchmark(fn, *args)`` and divide:
-    ``n / timing.median_s`` is how many additions per second the interpreter
-    manages on this machine, the number the essay sets beside a GPU's FLOP/s
-    (it quotes about 32 million per second). No tensors, no device: this is
-    the speed of the manager who writes the factory's instructions.
-    """
+    """A pure-Python loop doing ``n`` integer additions (chapter 03)."""
     return _count_up, (_checks.positive_int("n", n),)
 
 
@@ -122,18 +90,7 @@ def pointwise_chain(
     large: bool = False,
     sync: bool = False,
 ):
-    """A chain of ``n_ops`` multiply-adds on a small tensor (chapter 03).
-
-    Returns ``(fn, (x,))`` with ``x`` of ``numel`` fp32 elements (default
-    1,024; ``large=True``: 4 Mi on a CPU, 64 Mi on a GPU, where each op's own
-    work dwarfs its overhead). Eager PyTorch launches ``2 * n_ops`` separate
-    kernels, each reading and writing the whole tensor; when ``x`` is small
-    every one of them costs about the same fixed overhead whatever its size.
-    ``torch.compile(fn)`` fuses the chain into one kernel: the case where
-    compiling removes overhead as well as memory traffic. ``sync=True`` reads one
-    number back with ``.item()`` after every multiply-add: a sync point, where the
-    host waits for the device to finish everything queued.
-    """
+    """A chain of ``n_ops`` multiply-adds on a small tensor (chapter 03)."""
     dev = _device(device)
     default = (2**26 if _big(dev) else 2**22) if large else 1024
     numel = _checks.positive_int("numel", numel if numel is not None else default)
@@ -151,15 +108,7 @@ def pointwise_chain(
 
 
 def small_matmuls(n: int = 64, size: int | None = None, *, batched: bool = False, device=None):
-    """``n`` independent ``size x size`` matmuls, in a loop or as one ``bmm`` (chapter 03).
-
-    Returns ``(fn, (a, b))`` with ``a`` and ``b`` of shape ``(n, size, size)``.
-    With ``batched=False`` ``fn`` loops in Python, one ``a[i] @ b[i]`` per
-    iteration (``n`` launches, ``n`` times the overhead, plus the indexing);
-    with ``batched=True`` it makes a single ``torch.bmm(a, b)`` call. Both
-    return the same ``(n, size, size)`` result: the same FLOPs, the same
-    bytes, only the number of instructions differs.
-    """
+    """``n`` independent ``size x size`` matmuls, in a loop or as one ``bmm`` (chapter 03)."""
     n = _checks.positive_int("n", n)
     dev = _device(device)
     size = _checks.positive_int("size", size if size is not None else (64 if _big(dev) else 16))
@@ -173,15 +122,7 @@ def _matmul_loop(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def square_matmul(n: int | None = None, device=None):
-    """One ``n x n`` fp32 matmul, ``torch.mm(a, b)``: a compute-bound call (chapter 03).
-
-    Returns ``(torch.mm, (a, b))``: ``2 n^3`` FLOPs for ``12 n^2`` bytes, an
-    intensity of ``n / 6`` FLOP/byte, far above any ridge point at the default
-    ``n`` (1024 on a CPU, 4096 on a GPU). Chapter 03 compiles it beside an
-    overhead-bound and a memory-bound workload: ``torch.compile`` hands a
-    lone matmul to the same BLAS library eager PyTorch calls, so there is
-    nothing for it to fuse or save.
-    """
+    """One ``n x n`` fp32 matmul, ``torch.mm(a, b)``: a compute-bound call (chapter 03)."""
     dev = _device(device)
     n = _checks.positive_int("n", n if n is not None else (4096 if _big(dev) else 1024))
     return torch.mm, (torch.randn(n, n, device=dev), torch.randn(n, n, device=dev))
@@ -190,14 +131,7 @@ def square_matmul(n: int | None = None, device=None):
 def doubled_batch(
     model: nn.Module, batch: int = 1
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """``model`` on ``batch`` samples and on ``2 * batch``: two calls for ``bl.compare`` (chapter 03).
-
-    The inputs are random, shaped for the model's first ``nn.Linear``, on its
-    device and in its dtype; both calls run without autograd. Use them as
-    ``bl.compare(*workloads.doubled_batch(model))``: the time ratio of the
-    doubled batch over the batch, measured in alternating rounds, is the
-    essay's batch-size test.
-    """
+    """``model`` on ``batch`` samples and on ``2 * batch``: two calls for ``bl.compare`` (chapter 03)."""
     batch = _checks.positive_int("batch", batch)
     make = _linear_input(
         model, "time bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
@@ -210,10 +144,7 @@ def doubled_batch(
 
 
 def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Tensor]:
-    """``make(batch)``: random inputs for ``model``'s first nn.Linear (its width, device, dtype).
-
-    Without an nn.Linear: a ValueError that ends with ``otherwise``, what to do instead.
-    """
+    """``make(batch)``: random inputs for ``model``'s first nn.Linear (its width, device, dtype)."""
     first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
     if first is None:
         raise ValueError(f"model has no nn.Linear, so the input width is unknown; {otherwise}")
@@ -227,15 +158,7 @@ def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:
 
 
 def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
-    """``fn(*args)`` captured in a CUDA graph: a zero-argument call that replays it (chapter 03).
-
-    The capture follows the torch docs (warm-up on a side stream, then
-    ``torch.cuda.graph``), as ``bl.benchmark(..., cuda_graph=True)`` does. One
-    replay launches every captured kernel with one call: no Python, no
-    dispatcher, one launch. The inputs must stay where they are (same tensors,
-    same shapes). ``bl.compare(lambda: fn(*args), workloads.cuda_graph(fn, *args))``
-    measures what that saves. CUDA only.
-    """
+    """``fn(*args)`` captured in a CUDA graph: a zero-argument call that replays it (chapter 03)."""
     from brrrlib.timing import _capture_cuda_graph
 
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -249,14 +172,7 @@ def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
 
 
 def mystery_a(device=None):
-    """Mystery A: normalise a batch of images, then clip and rescale (chapter 04).
-
-    ``(x - mean) / std`` per channel, clamped to ``[-3, 3]`` and mapped to
-    ``[0, 1]``, for a batch of 3-channel images (16 images of 512 x 512 on a
-    CPU, 64 of 1024 x 1024 on a GPU). Returns ``(fn, (x,))``; the channel
-    statistics live inside ``fn``. Which regime is it in? Predict before you
-    run ``bl.diagnose``.
-    """
+    """Mystery A: normalise a batch of images, then clip and rescale (chapter 04)."""
     dev = _device(device)
     n, side = (64, 1024) if _big(dev) else (16, 512)
     x = torch.rand(n, 3, side, side, device=dev)
@@ -271,13 +187,7 @@ def mystery_a(device=None):
 
 
 def mystery_b(device=None):
-    """Mystery B: an optimizer step written by hand, one parameter at a time (chapter 04).
-
-    Weight decay then a gradient step, ``p.mul_(1 - wd).add_(g, alpha=-lr)``,
-    for each of 120 parameter tensors of a small model (biases and small
-    weights, 64 to 1024 numbers each). Returns ``(fn, (params, grads))``.
-    Which regime is it in? Predict before you run ``bl.diagnose``.
-    """
+    """Mystery B: an optimizer step written by hand, one parameter at a time (chapter 04)."""
     dev = _device(device)
     shapes = [(64,), (32, 32), (16, 16), (128,), (8, 64)] * 24
     params = [torch.randn(s, device=dev) for s in shapes]
@@ -292,16 +202,7 @@ def mystery_b(device=None):
 
 
 def mystery_b_foreach(device=None):
-    """Mystery B's optimizer step with ``torch._foreach_*``: every parameter in two calls (chapter 04).
-
-    The same 120 parameters and the same update as :func:`mystery_b`, but
-    ``torch._foreach_mul_(params, 1 - wd)`` then ``torch._foreach_add_(params,
-    grads, alpha=-lr)``: two calls that each update the whole list (on a GPU,
-    a few multi-tensor kernels), where ``mystery_b`` makes two per parameter.
-    This is what ``torch.optim`` optimizers do with ``foreach=True``;
-    ``fused=True`` (Adam, AdamW, SGD, ...) goes further and does the whole
-    update in one kernel per group of tensors. Returns ``(fn, (params, grads))``.
-    """
+    """Mystery B's optimizer step with ``torch._foreach_*``: every parameter in two calls (chapter 04)."""
     _, (params, grads) = mystery_b(device)
 
     def sgd_step_foreach(params: list[torch.Tensor], grads: list[torch.Tensor], lr=1e-3, wd=1e-4):
@@ -313,13 +214,7 @@ def mystery_b_foreach(device=None):
 
 
 def mystery_c(device=None):
-    """Mystery C: project a batch of token embeddings through a square weight (chapter 04).
-
-    ``x @ w + b`` with ``x`` of shape ``(tokens, d)`` and ``w`` of ``(d, d)``:
-    2048 tokens and ``d = 1024`` on a CPU, 16384 tokens and ``d = 4096`` on a
-    GPU. Returns ``(fn, (x,))``; the weight and bias live inside ``fn``.
-    Which regime is it in? Predict before you run ``bl.diagnose``.
-    """
+    """Mystery C: project a batch of token embeddings through a square weight (chapter 04)."""
     dev = _device(device)
     tokens, d = (16384, 4096) if _big(dev) else (2048, 1024)
     x = torch.randn(tokens, d, device=dev)
@@ -333,15 +228,7 @@ def mystery_c(device=None):
 
 
 class TinyBlock(nn.Module):
-    """A small pre-norm transformer block, written out op by op (chapter 04).
-
-    ``x + attention(layer_norm(x))`` then ``h + mlp(layer_norm(h))``, the
-    GPT-2 layout as in nanoGPT's ``Block``. Attention is causal and spelled
-    out (``q @ k^T``, mask, softmax, ``@ v``) and the GELU is the tanh
-    formula built from eight pointwise ops, so an eager run shows every
-    memory-bound op that a compiler can fuse. Shapes in the comments:
-    B batch, T sequence, C = ``d_model``, nh heads, hs = C // nh.
-    """
+    """A small pre-norm transformer block, written out op by op (chapter 04)."""
 
     def __init__(self, d_model: int, n_heads: int) -> None:
         super().__init__()
@@ -388,15 +275,7 @@ def transformer_block(
     dtype: torch.dtype = torch.float32,
     device=None,
 ):
-    """A :class:`TinyBlock` and an input batch, ready to run (chapter 04).
-
-    Returns ``(block, (x,))`` with ``x`` of shape ``(batch, seq, d_model)``.
-    Defaults: ``seq=16, d_model=64`` on a CPU, ``seq=256, d_model=1024`` on
-    a GPU. The weights are seeded (the same block every call), in ``dtype``,
-    and have ``requires_grad`` off: this is inference, no autograd
-    bookkeeping in the timings. Chapter 04 diagnoses it at ``batch=1`` and
-    then improves it step by step (batching, ``torch.compile``, precision).
-    """
+    """A :class:`TinyBlock` and an input batch, ready to run (chapter 04)."""
     batch = _checks.positive_int("batch", batch)
     n_heads = _checks.positive_int("n_heads", n_heads)
     dev = _device(device)
@@ -436,32 +315,7 @@ def training_step(
     precision: str = "fp32",
     device=None,
 ):
-    """One training step of a :class:`TinyBlock`: forward, loss, backward, AdamW (chapter 04).
-
-    Returns ``(step, (x,))`` with ``x`` of shape ``(batch, seq, d_model)``;
-    ``step(x)`` clears the gradients, runs the block, takes a stand-in loss
-    (the mean square of the output: what matters here is that a backward
-    runs), back-propagates and updates every weight with
-    ``torch.optim.AdamW``. ``step.model`` and ``step.optimizer`` are the two
-    objects; every call updates the weights, as training does.
-
-    ``optimizer`` picks AdamW's implementation (:data:`OPTIMIZERS`):
-    ``"for-loop"`` (``foreach=False``: each line of the update is one op per
-    weight tensor), ``"foreach"`` (one ``torch._foreach_*`` op per line over
-    the whole list) or ``"fused"`` (one kernel for the whole update). Same
-    arithmetic, ever fewer ops.
-
-    ``precision`` ``"bf16"`` or ``"fp16"`` runs the forward and the loss under
-    ``torch.autocast`` in that dtype (mixed precision: the matmuls in 16 bits,
-    the weights, gradients and AdamW's state kept in fp32); ``"fp32"`` runs
-    everything in fp32. Sizes default as :func:`transformer_block`'s. The
-    weights are seeded (the same block every call).
-
-    The FLOPs: the matmuls of the forward, twice them backward (the gradient
-    of each input and of each weight), so ``3 x (24 N C^2 + 4 B T^2 C)`` for
-    ``N = B T`` tokens of width ``C``; about ``6 x parameters x tokens`` for
-    the weights, the usual rule for a training step.
-    """
+    """One training step of a :class:`TinyBlock`: forward, loss, backward, AdamW (chapter 04)."""
     batch = _checks.positive_int("batch", batch)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer={optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
@@ -490,26 +344,14 @@ def training_step(
 
 
 def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``x.cos().cos()``: the essay's example of two ops fusion turns into one pass (chapter 02).
-
-    Eager, it reads ``x``, writes a temporary, reads it back and writes the
-    result: 16 bytes per fp32 element where one fused kernel moves 8. With
-    ``out`` (a tensor shaped like ``x``), both results go into ``out``, the
-    second in place: the same 16 bytes, and no fresh memory to fault in on a
-    CPU; ``torch.compile`` of that form writes its one pass straight into ``out``.
-    """
+    """``x.cos().cos()``: the essay's example of two ops fusion turns into one pass (chapter 02)."""
     if out is None:
         return x.cos().cos()
     return torch.cos(torch.cos(x, out=out), out=out)
 
 
 def checkpointed(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """``fn`` under activation checkpointing: its forward saves only its inputs for backward.
-
-    ``torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)``: the
-    intermediate results are recomputed during the backward pass instead of
-    kept, less memory held for more FLOPs (chapter 02).
-    """
+    """``fn`` under activation checkpointing: its forward saves only its inputs for backward."""
     from torch.utils.checkpoint import checkpoint
 
     def run(*args: Any) -> torch.Tensor:
@@ -530,16 +372,7 @@ def backward_step(fn: Callable[..., torch.Tensor]) -> Callable[..., None]:
 
 
 def softmax_by_hand(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Softmax over the last dimension, written op by op as a model might (chapter 02).
-
-    Eager, five kernels each make a pass over memory (a row maximum, a
-    subtraction, ``exp``, a row sum, a division): 32 bytes per fp32 element.
-    ``torch.compile`` fuses them into one kernel that reads each row once,
-    keeps it in cache while it reduces, and writes it once (8 bytes per
-    element); ``torch.softmax`` is such a kernel, written fused by hand. With
-    ``out``, the full-size results go into ``out`` (the same bytes, no fresh
-    memory), as :func:`cos_cos` does.
-    """
+    """Softmax over the last dimension, written op by op as a model might (chapter 02)."""
     peak = x.amax(dim=-1, keepdim=True)  # subtracting the row maximum keeps exp finite
     if out is None:
         e = (x - peak).exp()
@@ -554,18 +387,7 @@ def attention_by_hand(
     v: torch.Tensor,
     scratch: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """``softmax(q @ kᵀ / √d) @ v`` as four eager ops (chapter 02).
-
-    ``q``, ``k``, ``v`` are ``(batch, heads, N, d)``. The scores are
-    ``(batch, heads, N, N)``: written to memory by the first matmul, read and
-    written by the scaling and by the softmax, read by the second matmul: six
-    passes over ``4·N²`` bytes per head. A fused kernel
-    (``F.scaled_dot_product_attention``; FlashAttention on a GPU) keeps each
-    block of scores on the chip and never writes them. ``scratch``: two
-    existing ``(batch, heads, N, N)`` tensors for the scores and the
-    probabilities, so that a call moves the same bytes without allocating
-    N × N memory (which a CPU faults in page by page on every call).
-    """
+    """``softmax(q @ kᵀ / √d) @ v`` as four eager ops (chapter 02)."""
     scale = math.sqrt(q.shape[-1])
     if scratch is None:
         scores = q @ k.transpose(-2, -1) / scale  # (B, H, N, N)
@@ -579,17 +401,7 @@ def attention_by_hand(
 def attention(
     seq_len: int = 1024, heads: int = 8, head_dim: int = 64, *, fused: bool = False, device=None
 ):
-    """Self-attention over ``seq_len`` tokens, by hand or fused (chapter 02).
-
-    Returns ``(fn, (q, k, v))`` with fp32 ``q``, ``k``, ``v`` of shape
-    ``(1, heads, seq_len, head_dim)``. ``fn`` is :func:`attention_by_hand`
-    writing its scores into two scratch tensors made here (no N × N memory
-    allocated per call), or, when ``fused``,
-    ``torch.nn.functional.scaled_dot_product_attention`` (one kernel on a CPU
-    and on a GPU). Both compute the same result to rounding and the same
-    matmul FLOPs, ``4 x heads x seq_len² x head_dim``; the hand-written form
-    moves ``24 x heads x seq_len²`` bytes more (its scores).
-    """
+    """Self-attention over ``seq_len`` tokens, by hand or fused (chapter 02)."""
     dev = _device(device)
     n = _checks.positive_int("seq_len", seq_len)
     shape = (1, _checks.positive_int("heads", heads), n, _checks.positive_int("head_dim", head_dim))

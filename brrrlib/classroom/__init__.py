@@ -1,24 +1,4 @@
-"""Workshop results: save this machine's numbers to a small file, gather a class's files.
-
-In a workshop every learner measures a different machine: a laptop CPU, a
-Colab T4, a lab workstation. The lesson lands when the whole room sees its
-machines on one roofline: the same code, ridge points far apart.
-
-* The learner runs ``bl.report(name="ada")`` (the last cell of chapter 00 or
-  any later chapter); it writes ``brrr-results/ada-cpu-<fingerprint>.json``
-  with this machine's :class:`~brrrlib.ceilings.Ceilings` (cached, so free
-  after chapter 00) and hands the file in (upload, shared folder, chat).
-* The instructor puts the files in one folder and opens
-  ``course/instructor/class_results.ipynb``: :func:`load_reports` reads and
-  validates them, :func:`recorded_reports` adds the H100 and H200 measured for
-  the course, :func:`reports_table` lists every machine and
-  :func:`plot_reports` draws them all on one roofline.
-
-A :class:`Report` is a name plus the numbers: measured ``Ceilings``, or for a
-*prediction* the spec-sheet :class:`~brrrlib.hardware.DeviceSpec` (nothing
-measured). The file, its JSON layout and how a class's files are read as
-untrusted data are :mod:`brrrlib.classroom._report_file`'s.
-"""
+"""Workshop results: save this machine's numbers to a small file, gather a class's files."""
 
 from __future__ import annotations
 
@@ -71,12 +51,7 @@ RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-
 
 @dataclass(frozen=True)
 class ClassTable:
-    """A table about the class's machines: text in a terminal, HTML in a notebook.
-
-    ``reports`` are the machines it was made from (the raw data); ``columns``
-    and ``rows`` its cells as text; ``muted`` marks the rows of spec-sheet
-    predictions, drawn in italics; ``caption`` says what the numbers mean.
-    """
+    """A table about the class's machines: text in a terminal, HTML in a notebook."""
 
     reports: tuple[Any, ...]
     columns: tuple[str, ...]
@@ -104,20 +79,7 @@ class ClassTable:
 
 @dataclass(frozen=True)
 class Report:
-    """One machine's results for the class: a name and its roofs, measured or predicted.
-
-    ``machine`` holds the numbers: :class:`~brrrlib.ceilings.Ceilings` for a
-    measurement, or a spec-sheet :class:`~brrrlib.hardware.DeviceSpec` for a
-    *prediction* (nothing measured: ``kind`` says so and every rendering
-    labels it). ``chapters`` maps a chapter to its own measurements
-    (``{"02": {"knee_repeat": 16}}``). ``recorded`` marks the measurements
-    shipped with brrrlib (:func:`recorded_reports`), ``notes`` what to know
-    about how an older file measured. ``path`` is the file it was read from.
-
-    Both kinds answer the same questions, so a class list mixes them:
-    :meth:`matmul_peak`, :attr:`mem_bandwidth_bytes_per_s`,
-    :meth:`ridge_point_flops_per_byte`, each per precision.
-    """
+    """One machine's results for the class: a name and its roofs, measured or predicted."""
 
     name: str
     machine: Ceilings | DeviceSpec
@@ -196,8 +158,9 @@ class Report:
 
     @property
     def vector_flops_per_s(self) -> float:
-        """The non-matmul roof, one FLOP per operation: measured, or half the sheet's fp32 peak
-        (a sheet counts a fused multiply-add as two FLOPs; a plain operation is one)."""
+        """The non-matmul roof, one FLOP per operation: measured, or half the sheet's fp32 peak (a
+        sheet counts a fused multiply-add as two FLOPs; a plain operation is one).
+        """
         m = self.machine
         return m.vector_flops_per_s if isinstance(m, Ceilings) else m.peak("fp32") / 2
 
@@ -213,7 +176,8 @@ class Report:
     # -- the file ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The JSON layout of :mod:`~brrrlib.classroom._report_file` (schema 2; ``path`` and
-        ``recorded`` are not stored)."""
+        ``recorded`` are not stored).
+        """
         numbers = (
             {"spec": _report_file.spec_to_dict(self.machine)}
             if isinstance(self.machine, DeviceSpec)
@@ -281,12 +245,7 @@ def _cells(r: Report) -> dict[str, str]:
 
 
 def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
-    """A measurement :class:`Report` of ``ceilings`` (pure: writes nothing).
-
-    ``name`` defaults to the host name recorded in the ceilings. The class
-    results notebook puts the instructor's own machine beside the class with
-    ``from_ceilings(bl.measure_ceilings(), name="instructor")``.
-    """
+    """A measurement :class:`Report` of ``ceilings`` (pure: writes nothing)."""
     if not isinstance(ceilings, Ceilings):
         raise TypeError(
             f"ceilings must be what bl.measure_ceilings() returns, got {type(ceilings).__name__}"
@@ -305,24 +264,7 @@ def report(
     extra: Mapping[str, Any] | None = None,
     ceilings: Ceilings | None = None,
 ) -> Path:
-    """Save this machine's ceilings (and a chapter's measurements) for the class; returns the path.
-
-    Measures nothing new by default: :func:`brrrlib.measure_ceilings` reads its
-    cache (chapter 00 filled it). ``path`` is a ``.json`` file or a folder;
-    a folder, or None for ``./brrr-results/`` (``$BRRR_RESULTS_DIR`` if set: on a
-    ``brrr workshop`` hub, the class's shared folder), gets a file named after
-    ``name``, the device and a fingerprint, safe for any name and distinct
-    per learner (:func:`_file_name`). ``name`` is what the class sees (default:
-    the JupyterHub user name on a hub, else the host name; pick a nickname if
-    the host name says more than you want). Without ``path`` and ``name``, an
-    earlier report of this machine in that folder is continued.
-
-    ``chapter`` with ``extra`` records a chapter's own numbers, e.g.
-    ``bl.report(chapter=2, extra={"knee_repeat": 16})``. Reporting again to
-    the same file updates the ceilings and *keeps* the other chapters'
-    numbers, so one file per machine collects the whole course. Hand the file
-    to the instructor (see course/INSTRUCTORS.md).
-    """
+    """Save this machine's ceilings (and a chapter's measurements) for the class; returns the path."""
     chapter_key = _report_file.chapter_key(chapter)
     extras = _report_file.extras(extra)
     if extras and chapter_key is None:
@@ -348,16 +290,7 @@ def report(
 def write_predictions(
     folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
 ) -> list[Path]:
-    """Write spec-sheet *prediction* files (nothing measured) for spec-table devices to ``folder``.
-
-    Each holds a sheet's peaks, one per precision, and its bandwidth; no
-    per-op overhead (no sheet lists one) and no date, so the same row always
-    gives the same file. Real hardware reaches perhaps 60-90% of these
-    numbers: a prediction shows the *shape* (where the ridge is), and its
-    name says it is one. ``course/instructor/example_results/`` holds three::
-
-        python -c "from brrrlib.classroom import write_predictions as w; w('course/instructor/example_results')"
-    """
+    """Write spec-sheet *prediction* files (nothing measured) for spec-table devices to ``folder``."""
     from brrrlib.hardware import spec
 
     written = []
@@ -415,13 +348,7 @@ def _machine_of(rep: Report) -> tuple[str, str, str, str]:
 
 
 def _file_name(rep: Report) -> str:
-    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner.
-
-    The name keeps only ASCII letters, digits, ``_`` and ``-`` (so "名前",
-    "李" and ".." can neither leave the folder nor collapse into one name);
-    the fingerprint, a hash of the exact name, host and device, keeps two
-    learners apart even with the same nickname, and one learner on one file.
-    """
+    """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner."""
     key = "\0".join((rep.name, *_machine_of(rep)[1:])).encode()
     fingerprint = hashlib.sha256(key).hexdigest()[:8]
     return f"{_slug(rep.name) or 'learner'}-{rep.device}-{fingerprint}.json"
@@ -467,17 +394,7 @@ def _read(path: Path, root: Path) -> Report:
 
 
 def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
-    """Read every ``*.json`` report in ``folder`` (and its subfolders), validated.
-
-    Returns :class:`Report` objects: the class's measurements first, then
-    recorded ones, then predictions, each by name. A bad file is one that is
-    not JSON, not UTF-8, over :data:`MAX_REPORT_BYTES`, nested beyond reason,
-    a link out of ``folder``, or with a field of the wrong type or an
-    impossible number. With ``strict=True`` (default) the first bad file
-    raises a ``ValueError`` naming the file and the field; ``strict=False``
-    skips bad files with one warning that names each, so one broken upload
-    does not stop a class.
-    """
+    """Read every ``*.json`` report in ``folder`` (and its subfolders), validated."""
     if not isinstance(folder, (str, Path)):
         raise TypeError(f"folder must be a str or Path, got {type(folder).__name__}")
     root = Path(folder)
@@ -512,15 +429,7 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
 
 
 def recorded_reports() -> list[Report]:
-    """The measured H100 and H200 shipped with brrrlib, marked as recorded.
-
-    Measured by ``bl.report()`` on 2026-11-22 with torch 2.11.0+cu130 (see
-    ``RECORDINGS/README.md``); each name carries the device, the date and the
-    torch version, and ``recorded`` is True, so a class view keeps them apart
-    from its own machines and from spec-sheet predictions. Recorded in schema 1 (a vector
-    ceiling counting a fused multiply-add as two FLOPs), they are stored in schema 2, at one
-    FLOP per operation like every other ceiling (:attr:`Report.notes` says so).
-    """
+    """The measured H100 and H200 shipped with brrrlib, marked as recorded."""
     out = []
     for rep in load_reports(RECORDINGS / "reports"):
         c = rep.machine
@@ -549,13 +458,7 @@ def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
 
 
 def reports_table(reports: Sequence[Report]) -> ClassTable:
-    """One row per machine: its roofs, ridge points and which chapters it reported.
-
-    "fastest matmul" is the precision with the highest roof (tensor cores on a
-    GPU), and its ridge point sits beside the fp32 one: the faster the math,
-    the more FLOPs per byte a kernel needs before compute is the limit.
-    Predictions are in italics; every vector roof counts one FLOP per operation.
-    """
+    """One row per machine: its roofs, ridge points and which chapters it reported."""
     chosen = _check_reports(reports)
     notes = ["italic rows are spec-sheet predictions, not measurements"] * any(
         r.is_prediction for r in chosen
@@ -569,11 +472,7 @@ def reports_table(reports: Sequence[Report]) -> ClassTable:
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
-    """One row per chapter measurement a learner reported (machine, chapter, name, value).
-
-    Machines that reported no chapter numbers have no rows; when none did,
-    the table is one sentence saying how learners add them.
-    """
+    """One row per chapter measurement a learner reported (machine, chapter, name, value)."""
     chosen = _check_reports(reports)
     rows = tuple(
         (r.label, chapter, key, str(value))
@@ -590,14 +489,7 @@ def chapters_table(reports: Sequence[Report]) -> ClassTable:
 def attainable_table(
     reports: Sequence[Report], intensity_flops_per_byte: float, *, precision: str = "fp32"
 ) -> ClassTable:
-    """What a kernel of ``intensity_flops_per_byte`` can reach on each machine, and why.
-
-    Attainable FLOP/s is ``min(peak, intensity x bandwidth)`` (the roofline,
-    :func:`brrrlib.roofline.attainable_flops_per_s`); the table gives it as a
-    share of each machine's matmul peak in ``precision``. The caption computes
-    how far apart the peaks are, so a class sees that a low-intensity op
-    reaches a small share of *every* machine, whatever its peak.
-    """
+    """What a kernel of ``intensity_flops_per_byte`` can reach on each machine, and why."""
     chosen = _check_reports(reports, precision)
     x = intensity_flops_per_byte
     if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
@@ -631,16 +523,7 @@ def attainable_table(
 def plot_reports(
     reports: Sequence[Report], *, ax: Any = None, dtype: str = "fp32", title: str | None = None
 ) -> Any:
-    """Every report's roofs on one roofline (:func:`brrrlib.roofline.plot`); returns the Axes.
-
-    Each measured machine gets its matmul roof (solid), its vector roof
-    (dashed) and its ridge point; recorded ones say "recorded" with their
-    date and torch version. Spec-sheet predictions are drawn *dotted* and say
-    "prediction": nothing was measured. The title counts each kind. The
-    ridge points are the lesson: the same workload is memory-bound on one
-    machine and compute-bound on another. ``dtype`` other than ``"fp32"``
-    draws the machines that have a roof in that precision.
-    """
+    """Every report's roofs on one roofline (:func:`brrrlib.roofline.plot`); returns the Axes."""
     chosen = _check_reports(reports, dtype)
     if title is None:
         recorded = sum(r.recorded for r in chosen)

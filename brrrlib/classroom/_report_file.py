@@ -1,33 +1,4 @@
-"""The class report file: read it safely, check every field, know both schema versions.
-
-Written by :func:`~brrrlib.classroom.report` under a file name that is safe on
-any file system and distinct per learner.
-
-A report file comes from a learner's machine, so it is read as data that
-could be anything (:func:`read_json`: what it refuses is listed in
-:func:`~brrrlib.classroom.load_reports`). Then :func:`parse` checks each field
-against the type its dataclass declares (``Ceilings``, ``DeviceSpec``): a
-string where a number belongs names the file and the field, never a crash
-later in a plot.
-
-Two layouts exist. Schema version 2 is written now::
-
-    {
-      "schema": "brrr-report", "schema_version": 2,
-      "kind": "measurement",                 # or "prediction" (with "spec" instead)
-      "name": "ada",                         # what the class sees; defaults to the host name
-      "created_at": "2026-01-31T10:15:00+00:00",
-      "ceilings": {...},                     # Ceilings.to_dict(): every field, units in names
-      "ridge_point_flops_per_byte": 14.0,    # fp32 matmul / bandwidth, for readers without brrrlib
-      "notes": [],
-      "chapters": {"02": {"knee_repeat": 16}}   # a chapter's own numbers (numbers, text)
-    }
-
-Schema version 1 (the first workshops, the recorded H100 and
-H200 reports) stored a flat copy of a few fields; :func:`parse` maps it onto
-the same types and keeps its numbers, with notes on what version 1 measured
-differently (see ``brrrlib/recordings/*/README.md``).
-"""
+"""The class report file: read it safely, check every field, know both schema versions."""
 
 from __future__ import annotations
 
@@ -93,11 +64,7 @@ _V1_NOTES = {
 
 
 def read_json(path: Path, root: Path) -> Any:
-    """The decoded JSON of ``path``, a file found under the class folder ``root``.
-
-    Every refusal is a ``ValueError`` that starts with the file's path, so
-    :func:`brrrlib.classroom.load_reports` can name the file it skips.
-    """
+    """The decoded JSON of ``path``, a file found under the class folder ``root``."""
     real, home = path.resolve(), root.resolve()
     if path.is_symlink() and not real.is_relative_to(home):
         raise ValueError(
@@ -152,7 +119,8 @@ def _refuse_constant(name: str) -> Any:
 
 def _check(value: Any, hint: Any, where: str) -> Any:
     """``value`` if it has the declared type ``hint`` (str, int, float, bool, a chapter value,
-    Mapping[str, T] as a JSON object, tuple[T, ...] as a JSON list)."""
+    Mapping[str, T] as a JSON object, tuple[T, ...] as a JSON list).
+    """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
@@ -222,11 +190,7 @@ def check_chapters(chapters: Any, where: str) -> dict[str, dict[str, Any]]:
 
 
 def parse(data: Any, where: str) -> dict[str, Any]:
-    """Check a decoded report file; returns the :class:`~brrrlib.classroom.Report` fields.
-
-    Keys: ``name``, ``machine`` (``Ceilings`` or, for a prediction, ``DeviceSpec``),
-    ``chapters``, ``created_at``, ``notes``, ``schema_version``.
-    """
+    """Check a decoded report file; returns the :class:`~brrrlib.classroom.Report` fields."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
     if data.get("schema") != SCHEMA:

@@ -1,16 +1,4 @@
-"""The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab, workshop.
-
-``brrr doctor`` (run first, :mod:`brrrlib.cli._doctor`) says whether this
-machine can run the course and what to fix; ``brrr diagnose MODULE:NAME``
-runs :func:`brrrlib.diagnose` on your code; ``brrr lab`` copies the course
-notebooks (the package data ``brrrlib/course``) into a workspace and starts
-JupyterLab there; ``brrr workshop`` starts a JupyterHub for a class
-(:mod:`brrrlib.cli._workshop`). Each command's help (``brrr lab --help``), written once in
-:func:`_parser`, says the rest: arguments, exit status, the remote case.
-
-Torch is imported only inside the commands that need it, so ``brrr --help``
-and ``brrr doctor`` work on a machine without it.
-"""
+"""The ``brrr`` command line (also ``python -m brrrlib``): doctor, diagnose, lab, workshop."""
 
 from __future__ import annotations
 
@@ -47,12 +35,7 @@ class TargetError(Exception):
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
-    """Resolve ``MODULE:NAME`` (``brrr diagnose --help``) to ``(fn, args, kwargs)``.
-
-    The current folder goes on ``sys.path`` first, as with ``python -m``.
-    Raises :class:`TargetError` saying what to do, also when the module or
-    NAME calls ``sys.exit`` or is interrupted.
-    """
+    """Resolve ``MODULE:NAME`` (``brrr diagnose --help``) to ``(fn, args, kwargs)``."""
     module_part, _, name = target.rpartition(":") if isinstance(target, str) else ("", "", "")
     if not module_part or not name:
         raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
@@ -206,14 +189,7 @@ class CopyReport:
 
 
 def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
-    """Copy the course (notebooks, ``instructor/``, assets) from ``source`` into ``dest``.
-
-    Only files missing in ``dest`` are copied: a learner's edited notebook is
-    never overwritten. With ``reset=True`` every course file is copied fresh,
-    and any existing one that differs is first moved to
-    ``dest/.brrr-backup-<timestamp>/`` so no work is lost. Hidden files and
-    notebook checkpoints are not part of the course.
-    """
+    """Copy the course (notebooks, ``instructor/``, assets) from ``source`` into ``dest``."""
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
         raise ValueError(f"source={str(source)!r} is not a folder of course notebooks")
@@ -345,14 +321,7 @@ def _exit_on_signal(signum, _frame):
 
 
 def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
-    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, :func:`_stop` it.
-
-    On Linux and macOS the server runs in a session of its own (stdin closed),
-    so Ctrl-C in the terminal reaches ``brrr`` alone, and ``brrr`` decides how
-    the server stops; a SIGTERM (a process manager) or SIGHUP (the terminal
-    closed) does the same, so the server never outlives ``brrr`` holding its
-    port. On Windows the console's Ctrl-C reaches both.
-    """
+    """Run the server ``cmd`` until it exits; when ``brrr`` is stopped, :func:`_stop` it."""
     posix = os.name == "posix"
     stdin = subprocess.DEVNULL if posix else None
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=stdin, start_new_session=posix)
@@ -369,13 +338,7 @@ def _serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
 
 
 def _stop(proc: subprocess.Popen, ask: bool) -> int:
-    """Ask the server to stop (SIGTERM), wait up to :data:`STOP_GRACE_S`; then kill it.
-
-    Jupyter answers SIGTERM as it answers a confirmed Ctrl-C: it shuts its
-    kernels down, removes its runtime files and exits. ``ask=False`` (Windows,
-    where the console's Ctrl-C already reached it) only waits. Another Ctrl-C
-    while waiting kills it at once. Returns the server's exit status.
-    """
+    """Ask the server to stop (SIGTERM), wait up to :data:`STOP_GRACE_S`; then kill it."""
     print(
         "brrr lab: stopping JupyterLab: its kernels are shut down first "
         f"(up to {STOP_GRACE_S:.0f} s; Ctrl-C again to stop it at once)",

@@ -1,8 +1,4 @@
-"""``brrr doctor``: can this machine run the course, and if not, what to do.
-
-The checks run in the order a learner can act on them, torch first; every FAIL line
-says what to do and makes the exit status 1.
-"""
+"""``brrr doctor``: can this machine run the course, and if not, what to do."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""The workshop hub's side: who gets in, what each server runs, where the reports go.
-
-``brrr workshop`` (:mod:`brrrlib.cli._workshop`) writes a ``jupyterhub_config.py`` that
-calls :func:`configure`; JupyterHub imports this module, so it needs JupyterHub itself.
-
-* **Who gets in.** :class:`RosterAuthenticator`: the names in ``accounts.json``, each
-  with its own password (an scrypt hash); the instructor is the only admin, so the only
-  one who sees the admin page. A learner whose server is running cannot sign in a second
-  time until that window signs out (File > Log Out stops the server) or the instructor
-  stops the server on the admin page.
-* **What runs.** JupyterHub's ``LocalProcessSpawner``: each server runs as its own
-  system account, with this environment's Python and ``jupyterhub.singleuser`` (so the
-  course's packages in every kernel), in a home no other learner can open. Before each
-  start :func:`copy_the_course` copies the chapters the learner lacks into
-  ``~/brrr-course``, as that learner. Each kernel's thread count is its share of the
-  cores (:class:`~brrrlib.cli._workshop.Share`); ``cpu_limit`` carries the same share,
-  which ``LocalProcessSpawner`` passes on as ``CPU_LIMIT`` but does not enforce.
-* **Where reports go.** ``BRRR_RESULTS_DIR`` in every server names the workshop's
-  ``results/`` folder, where ``bl.report()`` writes and the instructor's class view reads.
-"""
+"""The workshop hub's side: who gets in, what each server runs, where the reports go."""
 
 from __future__ import annotations
 
@@ -64,11 +45,7 @@ class RosterAuthenticator(Authenticator):
 
 
 async def copy_the_course(spawner) -> None:
-    """Before each start: copy the chapters the learner lacks into ``~/brrr-course``, as them.
-
-    ``brrr lab --copy-only`` never overwrites a file the learner has, so a restart keeps
-    every edit. Run as the learner (their uid, their groups), so the files are theirs.
-    """
+    """Before each start: copy the chapters the learner lacks into ``~/brrr-course``, as them."""
     import pwd
 
     account = pwd.getpwnam(spawner.user.name)

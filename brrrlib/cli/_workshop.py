@@ -1,20 +1,4 @@
-"""``brrr workshop``: a JupyterHub on this machine for a class, one account per learner.
-
-One folder (``--dir``, default ``/srv/brrr-workshop``) holds the whole workshop::
-
-    hub/          root's alone (0700): JupyterHub's database and cookie secret, its
-                  config, accounts.json (scrypt hashes of the passwords) and cards.txt
-                  (each name with its password, to print and hand out)
-    home/NAME/    each account's home, its own alone (0700): the copy of the chapters
-                  (``brrr lab --copy-only ~/brrr-course`` before every start) and caches
-    results/      the class's reports (1733, the instructor's): every learner can add a
-                  file, only its writer can replace it, only the instructor can list them
-
-Each learner and the instructor get a system account (``useradd``: no password of its
-own, so no ssh login) and a hub password; JupyterHub's ``LocalProcessSpawner`` starts
-each one's server as that account. :mod:`brrrlib.cli._hub` is the hub's side: who gets
-in, what each server runs, where reports go. course/INSTRUCTORS.md walks through a class.
-"""
+"""``brrr workshop``: a JupyterHub on this machine for a class, one account per learner."""
 
 from __future__ import annotations
 
@@ -57,12 +41,7 @@ class WorkshopError(Exception):
 
 @dataclass(frozen=True)
 class Share:
-    """Each kernel's share of this machine: ``cores // learners`` threads, at least one.
-
-    Two threads on one core that another learner holds wait for each other at every
-    parallel op (chapter 03's stall: a doubling read x1,257), so each kernel gets the
-    threads its share of the cores allows, through OpenMP's and MKL's variables.
-    """
+    """Each kernel's share of this machine: ``cores // learners`` threads, at least one."""
 
     cores: int
     learners: int

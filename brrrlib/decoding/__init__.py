@@ -1,22 +1,4 @@
-"""One language model through every regime: a decoder, counted, decoded and measured (chapter 06).
-
-A GPT-2-style decoder in plain PyTorch with a static KV cache, the counts
-that set its floors, and the measurements chapter 06 sets beside them::
-
-    from brrrlib import decoding
-
-    small, large = decoding.shapes(bl.measure_ceilings())   # two sizes for this device
-    model = decoding.build(large, device=bl.device())       # random weights (speed ignores values)
-    decoding.parameters(large), decoding.weight_bytes(large, "bf16")
-    step = decoding.decode_step(model, batch=1, context=256)
-    bl.benchmark(step)                                      # one token per sequence per step
-    decoding.batch_sweep(model, [1, 2, 4, 8, 16])           # tokens/s against the batch
-
-The decoder and its cache live in ``_model``, the hand counts in ``_counts``,
-weight-only int8 in ``_int8``, timed steps and the memory check in ``_steps``,
-the chapter's sizes and 16-bit precision in ``_sizes``. The slider of
-chapter 06 is :func:`brrrlib.widgets.decode_explorer`.
-"""
+"""One language model through every regime: a decoder, counted, decoded and measured (chapter 06)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Weight-only int8: one byte per weight, for a decode step that reads every weight (chapter 06).
-
-Decode at batch 1 reads each weight once per token and does 2 FLOPs with it:
-its time is the weight bytes over the memory bandwidth. Storing each weight in
-one byte instead of two (bf16) or four (fp32) halves or quarters those bytes.
-*Weight-only* means the activations stay in 16-bit floating point: a kernel
-reads the int8 weights and converts them on the way into the multiply, so no
-full-size copy of the weights is ever written.
-
-The recipe is gpt-fast's ``WeightOnlyInt8QuantHandler`` (``quantize.py``):
-symmetric, one scale per output row, ``w ~ scale * q`` with ``q`` in
-[-127, 127] and ``scale = max|w_row| / 127``; the product runs in
-``torch._weight_int8pack_mm(x, q, scales)``. That op exists for some devices
-and not others, and where it exists it may or may not be fast:
-:func:`int8_kernel` asks the device, and chapter 06 measures the rest.
-"""
+"""Weight-only int8: one byte per weight, for a decode step that reads every weight (chapter 06)."""
 
 from __future__ import annotations
 
@@ -28,10 +13,7 @@ __all__ = ["Int8Linear", "int8_kernel", "quantize_int8"]
 
 
 class Int8Linear(nn.Module):
-    """``y = (x @ q.T) * scales + bias`` with int8 weights ``q`` ``(N, K)`` and one scale per row.
-
-    ``x`` is 16-bit (bf16 or fp16, the scales' dtype); made by :meth:`from_weight`.
-    """
+    """``y = (x @ q.T) * scales + bias`` with int8 weights ``q`` ``(N, K)`` and one scale per row."""
 
     def __init__(self, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -56,12 +38,7 @@ class Int8Linear(nn.Module):
 
 
 def quantize_int8(model: Decoder) -> Decoder:
-    """A copy of ``model`` (bf16 or fp16) whose matmuls read int8 weights.
-
-    Every ``nn.Linear`` of the blocks becomes an :class:`Int8Linear`, and the
-    output head gets an int8 copy of the token table (the lookup still reads
-    the 16-bit table, one row per token). The original model is untouched.
-    """
+    """A copy of ``model`` (bf16 or fp16) whose matmuls read int8 weights."""
     dtype = model.wte.weight.dtype
     if dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(
@@ -78,13 +55,7 @@ def quantize_int8(model: Decoder) -> Decoder:
 
 
 def int8_kernel(device: str | torch.device = "cpu", dtype: torch.dtype = torch.bfloat16) -> bool:
-    """True when ``torch._weight_int8pack_mm`` runs here with ``dtype`` activations.
-
-    A probe on a 4 x 32 product, checked against the plain product: some
-    builds have no kernel for a device (it raises ``NotImplementedError`` or a
-    ``RuntimeError`` naming the missing backend). Whether the kernel is *fast*
-    is a measurement, not a probe.
-    """
+    """True when ``torch._weight_int8pack_mm`` runs here with ``dtype`` activations."""
     dev = torch.device(device)
     x = torch.ones(4, 32, dtype=dtype, device=dev)
     q = torch.ones(8, 32, dtype=torch.int8, device=dev)

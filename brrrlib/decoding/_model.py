@@ -1,26 +1,4 @@
-"""A GPT-2-style decoder with a static KV cache, in plain PyTorch (chapter 06).
-
-Shapes in the comments: B batch, T new tokens, S the cache's length (the
-context), C = ``d_model``, nh heads, hs = C // nh head size, V vocabulary.
-
-A language model writes text one token at a time. **Prefill** runs the whole
-prompt through the model at once (T tokens) and fills the **KV cache**: each
-layer's keys and values for every position so far. **Decode** then runs one new
-token per sequence (T = 1): it attends over the cache instead of recomputing
-the past, and writes its own key and value into the next slot.
-
-The cache is *static*, as in gpt-fast (``model.py``, ``KVCache``): allocated
-once for ``length`` positions and written in place with ``index_copy_`` at the
-positions given as a tensor. Every decode step then has the same shapes and
-the same memory addresses whatever the position, so ``torch.compile`` builds
-one graph for all of them and a CUDA graph can replay it. The price: a decode
-step attends over the whole cache, masking the slots not yet written, so it
-reads all ``length`` slots. The measurements in chapter 06 decode at the last
-position, where every slot is in use and nothing is read in vain.
-
-The weights are random (:func:`build`): the time of a step depends on the
-weights' shapes and dtypes, never on their values.
-"""
+"""A GPT-2-style decoder with a static KV cache, in plain PyTorch (chapter 06)."""
 
 from __future__ import annotations
 
@@ -37,11 +15,7 @@ __all__ = ["Decoder", "DecoderShape", "KVCache", "build", "generate", "new_cache
 
 @dataclass(frozen=True)
 class DecoderShape:
-    """A GPT-2-style decoder's shape: ``layers`` blocks of width ``d_model``.
-
-    ``max_context`` is the longest sequence it can hold (its table of learned
-    positions); ``heads`` must divide ``d_model``.
-    """
+    """A GPT-2-style decoder's shape: ``layers`` blocks of width ``d_model``."""
 
     name: str
     layers: int
@@ -76,14 +50,7 @@ class KVCache:
 
 
 def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
-    """A zeroed KV cache for ``batch`` sequences of up to ``length`` positions.
-
-    Two tensors per layer of ``(batch, heads, length, head_size)`` in the
-    model's dtype, on its device. On CUDA each is marked as a static address
-    (as Hugging Face's ``StaticCache`` does), so a CUDA graph captured by
-    ``torch.compile(mode="reduce-overhead")`` writes into it in place instead
-    of copying it in before every replay.
-    """
+    """A zeroed KV cache for ``batch`` sequences of up to ``length`` positions."""
     shape = model.shape
     if not 1 <= length <= shape.max_context:
         raise ValueError(f"length={length} must be between 1 and max_context={shape.max_context}")
@@ -99,12 +66,7 @@ def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
 
 
 class _Block(nn.Module):
-    """Pre-norm block, as nanoGPT's ``Block``: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``.
-
-    The parameter names are those of the zoo's GPT (the repository's
-    benchmarks/zoo_more), so its weights load there too (the tests use it as
-    a second implementation).
-    """
+    """Pre-norm block, as nanoGPT's ``Block``: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
     def __init__(self, shape: DecoderShape) -> None:
         super().__init__()
@@ -129,16 +91,7 @@ class _Block(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A GPT-2-style decoder (learned positions, LayerNorm, GELU MLP, tied output head).
-
-    ``prefill(idx, cache)`` runs a prompt ``(B, T)`` from position 0 and
-    fills the cache's first T slots; ``decode(idx, pos, cache)`` runs one token
-    per sequence ``(B, 1)`` at position ``pos``, a one-element long tensor (so
-    one compiled step serves every position). Both return the last position's
-    logits ``(B, V)``. The output head reuses the token embedding (GPT-2's
-    tied weights) unless ``head`` is set: weight-only int8 gives it its own
-    quantized copy (:func:`brrrlib.decoding.quantize_int8`).
-    """
+    """A GPT-2-style decoder (learned positions, LayerNorm, GELU MLP, tied output head)."""
 
     def __init__(self, shape: DecoderShape) -> None:
         super().__init__()
@@ -179,16 +132,7 @@ def build(
     dtype: torch.dtype = torch.float32,
     seed: int = 0,
 ) -> Decoder:
-    """A :class:`Decoder` of ``shape`` with random weights, in eval mode, without gradients.
-
-    The weights are drawn as GPT-2 draws them (normal with std 0.02;
-    LayerNorm weights 1, biases 0) from a generator of their own, so the same
-    seed gives the same model and the learner's random state is untouched.
-    The model is made on the ``meta`` device first (no memory, no work) and
-    its storage allocated once on ``device``: ``nn.Linear``'s own
-    initialisation would take seconds for a large model. Speed does not
-    depend on the values, only on the shapes and the dtype.
-    """
+    """A :class:`Decoder` of ``shape`` with random weights, in eval mode, without gradients."""
     with torch.device("meta"):
         model = Decoder(shape)
     model = model.to_empty(device=device)
@@ -207,11 +151,7 @@ def build(
 
 @torch.no_grad()
 def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
-    """Greedy generation, as gpt-fast's ``generate`` without sampling: ``(B, T + new_tokens)``.
-
-    One prefill of the prompt ``(B, T)``, then ``new_tokens - 1`` decode
-    steps, each feeding back the most likely token.
-    """
+    """Greedy generation, as gpt-fast's ``generate`` without sampling: ``(B, T + new_tokens)``."""
     _checks.positive_int("new_tokens", new_tokens)
     B, T = prompt.shape
     if T + new_tokens > model.shape.max_context:

@@ -1,19 +1,4 @@
-"""The chapter's two model sizes for this device, and its 16-bit precision (chapter 06).
-
-A decoder's decode step reads every weight once per token, so its time is at
-least ``weight bytes / bandwidth``, and it pays its ops' overhead on top. The
-chapter wants one model on each side of that line:
-
-* :data:`SMALL`, 4 layers of width 64 (about 0.3 M parameters, about a
-  megabyte): reading its weights takes microseconds, less than the paperwork
-  of its hundred-odd ops. Overhead-bound on every device.
-* a large one from :data:`LADDER`, GPT-2-like shapes (heads of 64), chosen so
-  that reading its fp32 weights takes about :data:`TARGET_STEP_S` at the
-  measured bandwidth, within an eighth of the free memory: tens of millions of
-  parameters on a laptop CPU (at most the 63 M rung there, to keep the
-  chapter quick), up to 1.3 billion on a large GPU. Memory-bound where its
-  weight reading outlasts its ops' overhead, which the chapter measures.
-"""
+"""The chapter's two model sizes for this device, and its 16-bit precision (chapter 06)."""
 
 from __future__ import annotations
 
@@ -60,14 +45,7 @@ def shapes(
 
 
 def half_precision(ceilings: Any) -> str:
-    """The 16-bit precision this device multiplies fastest, as measured: ``"bf16"`` or ``"fp16"``.
-
-    A CPU with bf16 instructions, an A100 or an H100: bf16; a T4 or a V100
-    (fp16 tensor cores, no bf16 ones): fp16. Measured, not assumed: the
-    ceilings' matmul FLOP/s per precision decide; fp16 only where it is clearly
-    faster (a CPU without 16-bit instructions is equally slow at both, within
-    its noise), bf16 otherwise and where neither was measured.
-    """
+    """The 16-bit precision this device multiplies fastest, as measured: ``"bf16"`` or ``"fp16"``."""
     measured = ceilings.matmul_flops_per_s_by_dtype
     bf16, fp16 = measured.get("bf16", 0.0), measured.get("fp16", 0.0)
     return "fp16" if fp16 > _CLEARLY_FASTER * bf16 else "bf16"

@@ -1,21 +1,4 @@
-"""Decode steps measured: one step at a batch and a context, and a sweep over the batch.
-
-A decode step is the unit a language model's speed is quoted in: each step
-writes one token per sequence, so ``tokens/s = batch / seconds per step``.
-:func:`decode_step` prepares one (the model, a KV cache of the context's
-length, a token per sequence, the position of the cache's last slot) as a
-zero-argument call for :func:`brrrlib.benchmark` or :func:`brrrlib.compare`;
-:func:`measure_step` times it and keeps what it reads and computes, counted by
-hand (:mod:`~brrrlib.decoding._counts`); :func:`batch_sweep` does that for a
-list of batch sizes. The explorer of chapter 06
-(:func:`brrrlib.widgets.decode_explorer`) draws these measurements.
-
-Memory is checked before anything is allocated: a step whose KV cache and
-activations would take more than half the memory free right now is refused
-with :class:`DoesNotFit`, saying how much it needs and what is free, and an
-allocation that fails anyway is reported the same way once the memory it held
-is given back. The kernel stays alive.
-"""
+"""Decode steps measured: one step at a batch and a context, and a sweep over the batch."""
 
 from __future__ import annotations
 
@@ -78,12 +61,7 @@ def precision_of(model: Decoder) -> str:
 
 
 def step_memory_bytes(shape: DecoderShape, batch: int, context: int, bytes_per_number: int) -> int:
-    """What a step allocates besides the weights: its KV cache and its largest activations.
-
-    The cache (``2*L*B*S*C`` numbers) and, per sequence, the MLP's ``4*C``
-    hidden numbers, the logits' ``V`` and the attention scores' ``S`` per head,
-    each counted twice (an op's input and output live at once).
-    """
+    """What a step allocates besides the weights: its KV cache and its largest activations."""
     activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
     kv = _counts.kv_cache_bytes(shape, batch, context, bytes_per_number)
     return kv + activations * bytes_per_number
@@ -91,13 +69,7 @@ def step_memory_bytes(shape: DecoderShape, batch: int, context: int, bytes_per_n
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """One decode step, ready to time: ``step()`` runs ``fn(ids, pos, cache)``.
-
-    ``ids`` holds one token per sequence ``(B, 1)``; ``pos`` the cache's last
-    slot, so every slot is attended to (a static cache reads all of them
-    anyway). The same step can be called again and again: it rewrites the same
-    slot. ``fn`` is ``model.decode`` or a compiled version of it.
-    """
+    """One decode step, ready to time: ``step()`` runs ``fn(ids, pos, cache)``."""
 
     model: Decoder
     cache: KVCache
@@ -112,12 +84,7 @@ class DecodeStep:
 def decode_step(
     model: Decoder, batch: int = 1, context: int = 256, *, fn: Callable[..., Any] | None = None
 ) -> DecodeStep:
-    """A decode step of ``model`` for ``batch`` sequences with ``context`` cached positions.
-
-    Checks the memory first (:class:`DoesNotFit` if the cache and activations
-    would take more than half of what is free) and reports a failed allocation
-    the same way. ``fn``: a compiled ``model.decode`` to call instead.
-    """
+    """A decode step of ``model`` for ``batch`` sequences with ``context`` cached positions."""
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a brrrlib.decoding.Decoder, got {type(model).__name__}")
     batch, context = _checks.positive_int("batch", batch), _checks.positive_int("context", context)
@@ -146,11 +113,7 @@ def decode_step(
 
 @dataclass(frozen=True)
 class StepTiming:
-    """A decode step measured: the :class:`~brrrlib.Timing` and what one step moves and computes.
-
-    ``weight_bytes``, ``kv_bytes`` and ``flops`` are the hand counts of
-    :mod:`brrrlib.decoding` for this shape, precision, batch and context.
-    """
+    """A decode step measured: the :class:`~brrrlib.Timing` and what one step moves and computes."""
 
     shape: DecoderShape
     precision: str
@@ -185,10 +148,7 @@ def measure_step(
     fn: Callable[..., Any] | None = None,
     budget_s: float = 0.2,
 ) -> StepTiming:
-    """Time one decode step (:func:`brrrlib.benchmark`) and count what it reads and computes.
-
-    Raises :class:`DoesNotFit` for a step that would not fit in memory.
-    """
+    """Time one decode step (:func:`brrrlib.benchmark`) and count what it reads and computes."""
     dev = model.wte.weight.device
     with _out_of_memory(dev, f"batch {batch} at context {context}", "running"), torch.no_grad():
         step = decode_step(model, batch, context, fn=fn)  # DoesNotFit passes through
@@ -241,12 +201,7 @@ class BatchSweep:
 def batch_sweep(
     model: Decoder, batches: Sequence[int], context: int = 32, *, budget_s: float = 0.15
 ) -> BatchSweep:
-    """:func:`measure_step` at each batch size, smallest first.
-
-    A batch that does not fit in memory is skipped with the reason; so are the
-    batches after a step that took more than :data:`MAX_STEP_S` seconds (the next
-    would take about twice as long).
-    """
+    """:func:`measure_step` at each batch size, smallest first."""
     points: list[StepTiming] = []
     skipped: list[tuple[int, str]] = []
     for b in sorted(batches):

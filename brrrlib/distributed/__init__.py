@@ -1,56 +1,4 @@
-"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism.
-
-Chapter 05 of the course. Past one chip, data moves over links: PCIe to the
-host, NVLink between GPUs, InfiniBand or Ethernet between machines, and from
-disk. Each is a rung of a bandwidth ladder (:func:`bandwidth_ladder`), and
-the one that training meets on every step is the **all-reduce** that sums
-gradients across devices. This module measures it with ``torch.distributed``,
-the engine you will use on a cluster:
-
-    from brrrlib import distributed
-    sweep = distributed.all_reduce_sweep()        # 2 local processes, 4 B to 32 MiB
-    sweep                                         # nccl-tests' table: time, algbw, busbw
-    sweep.fit                                     # t = alpha + beta x size
-    run = distributed.data_parallel_steps()       # DDP: compute, + all-reduce, overlapped
-    distributed.bandwidth_ladder(ceilings)        # this machine's rungs, measured
-
-**Local processes.** :func:`all_reduce_sweep` and :func:`data_parallel_steps`
-start ``world_size`` Python processes on this machine through torchrun's own
-launcher (``elastic_launch``; the ``gloo`` backend on CPUs, ``nccl`` when CUDA
-has a GPU per process), wait for them within ``timeout_s`` and stop them on
-every way out: a result, an error, Ctrl-C; each process also ends itself at
-the deadline or if this one disappears. A taken ``port``, a process that dies
-mid-collective, a timeout and messages too large for memory each raise an
-error that says what to do (:class:`DistributedError` and its kinds, or
-``ValueError``).
-
-**On a cluster, with torchrun.** The same measurements run as a module
-under ``torchrun``, which starts the processes itself; rank 0 prints the
-table and ``--out`` saves it for :func:`load`::
-
-    # one machine, one process per GPU (or 2 CPU processes):
-    torchrun --standalone --nproc-per-node=8 -m brrrlib.distributed all-reduce --out ar.json
-    # two machines, 8 GPUs each: run on both, HOST being the first machine's address
-    torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \\
-        --rdzv-id=brrr -m brrrlib.distributed all-reduce --out ar.json
-    # the same, with a fixed rank per machine instead of a rendezvous:
-    torchrun --nnodes=2 --node-rank=0 --master-addr=HOST --master-port=29500 \\
-        --nproc-per-node=8 -m brrrlib.distributed all-reduce     # --node-rank=1 on the other
-    torchrun --standalone --nproc-per-node=8 -m brrrlib.distributed data-parallel --out dp.json
-
-``--sizes 4,64K,16M`` (bytes; K, M, G are powers of 1024), ``--batches
-8,32,128``, ``--budget-s``, ``--timeout-s`` and ``--backend`` are the
-functions' arguments. Across machines, NCCL runs one ring per NIC and keeps
-the other hops on NVLink, so the bus bandwidth of large messages approaches
-the node's NICs together: ``bl.hardware.node("DGX H100")`` has 8 of
-``bl.hardware.link("NDR")``.
-
-The alpha-beta fit is in :mod:`brrrlib.distributed._comm_model` (the chapter
-works the rest of the arithmetic in its cells), the processes in
-:mod:`brrrlib.distributed._launch` and
-:mod:`brrrlib.distributed._collectives_worker`, the results in
-:mod:`brrrlib.distributed._collective_results`, the ladder in :mod:`brrrlib.distributed._ladder`.
-"""
+"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism."""
 
 from __future__ import annotations
 
@@ -122,23 +70,14 @@ _ROUNDS = {"all_reduce": (5, 50), "data_parallel": (6, 20)}
 
 
 def _cores() -> int:
-    """The cores this process may run on (a container's CPU set, where the OS says), at least 1.
-
-    One place, so tests can pretend another machine.
-    """
+    """The cores this process may run on (a container's CPU set, where the OS says), at least 1."""
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
 
 
 def local_world_sizes() -> tuple[int, ...]:
-    """The process counts worth measuring here: 2, and 4 when there are 4 cores or more.
-
-    Every process of a CPU collective keeps a core busy (copying, adding,
-    polling its sockets). With more processes than cores, the operating
-    system takes turns, and the time of a collective includes waiting for a
-    turn (milliseconds) rather than the link: :func:`cores_note` says so.
-    """
+    """The process counts worth measuring here: 2, and 4 when there are 4 cores or more."""
     return tuple(n for n in (2, 4) if n == 2 or n <= _cores())
 
 
@@ -167,25 +106,7 @@ def all_reduce_sweep(
     timeout_s: float = 120.0,
     port: int | None = None,
 ) -> CollectiveSweep:
-    """All-reduce time against message size, over ``world_size`` processes on this machine.
-
-    The method (nccl-tests' ``all_reduce_perf``, with the course's timing rules):
-
-    1. **Start** ``world_size`` processes (:mod:`brrrlib.distributed._launch`), each with
-       ``cores / world_size`` threads; they join one process group.
-    2. **Warm up** each size (connections and buffers are set up on first use).
-    3. **Time blocks** of back-to-back all-reduces, each block at least 2 ms
-       (small messages take tens of µs), between barriers.
-    4. **Rounds**: each round visits every size, up and down in turn, until
-       ``budget_s`` is spent (5 to 50 rounds); every sample is the slowest
-       rank's, and the spread across rounds is reported.
-    5. **Check** the sums against a known answer, and fit ``t = alpha + beta S``.
-
-    ``sizes_bytes`` default: 4 B to 32 MiB (:data:`DEFAULT_SIZES_BYTES`); each
-    is rounded up to whole fp32 numbers. ``backend``: ``"gloo"`` (CPU) or
-    ``"nccl"`` (one GPU per process); default nccl when CUDA has a GPU per
-    process. ``port``: the rendezvous port (default: a free one).
-    """
+    """All-reduce time against message size, over ``world_size`` processes on this machine."""
     world_size = _check_world_size(world_size)
     sizes = _check_sizes(sizes_bytes)
     backend = _backend(backend, world_size)
@@ -203,18 +124,7 @@ def data_parallel_steps(
     timeout_s: float = 180.0,
     port: int | None = None,
 ) -> DataParallelRun:
-    """Data-parallel training steps of a small MLP at each batch size, three ways.
-
-    Every process holds the same model (:data:`DEFAULT_MODEL`, 788k
-    parameters) and its own batch; DDP (``DistributedDataParallel``) sums the
-    gradients with all-reduce. Each batch size is timed as *compute only*
-    (``no_sync()``), *all-reduce after backward* (one bucket: nothing
-    overlaps) and *overlapped buckets* (buckets of an eighth of the gradients
-    or one layer, DDP never splits a tensor, each all-reduced while the
-    backward pass goes on), plus the gradient all-reduce alone, in
-    alternating rounds (:mod:`brrrlib.distributed._collectives_worker`). Arguments as in
-    :func:`all_reduce_sweep`; ``batches`` are samples per process.
-    """
+    """Data-parallel training steps of a small MLP at each batch size, three ways."""
     world_size = _check_world_size(world_size)
     backend = _backend(backend, world_size)
     batches, model = _check_batches(batches), dict(DEFAULT_MODEL)
@@ -239,10 +149,7 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
 def _job(
     kind: str, world_size: int, backend: str, budget_s: float, timeout_s: float, **what: Any
 ) -> dict[str, Any]:
-    """What every rank runs: ``kind`` over ``what`` (its sizes, or its batches and model).
-
-    Each process gets this machine's cores shared out (at least one thread).
-    """
+    """What every rank runs: ``kind`` over ``what`` (its sizes, or its batches and model)."""
     for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e5:
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")

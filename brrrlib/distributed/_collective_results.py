@@ -1,12 +1,4 @@
-"""The results of chapter 05's measurements: an all-reduce sweep and data-parallel steps.
-
-Frozen dataclasses that keep every raw sample (one per round, the slowest
-rank's) and derive the rest: medians and spread, nccl-tests' algorithm and
-bus bandwidth, the alpha-beta fit, step times per mode and the crossover
-batch. They render as text, as HTML in a notebook, and as plots with labelled
-axes; :meth:`CollectiveSweep.to_dict` and ``from_dict`` make them JSON (what
-``python -m brrrlib.distributed ... --out FILE`` writes under torchrun).
-"""
+"""The results of chapter 05's measurements: an all-reduce sweep and data-parallel steps."""
 
 from __future__ import annotations
 
@@ -24,14 +16,7 @@ __all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun", "paired"]
 
 
 def paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] = ("B", "A")) -> Any:
-    """``a_s`` over ``b_s``, round by round, as a :class:`brrrlib.Comparison` (``.says()``).
-
-    Samples taken in the same round met the same machine, so their ratio
-    cancels what the round shared (as :func:`brrrlib.compare` does); the
-    comparison puts it as it puts any ratio: the direction whenever the
-    interval excludes x1, "can't tell" only when x1 is inside it. ``labels``
-    names the two sides (``a_s``'s first).
-    """
+    """``a_s`` over ``b_s``, round by round, as a :class:`brrrlib.Comparison` (``.says()``)."""
     from brrrlib.timing import Comparison, Timing
 
     pairs = [(a, b) for a, b in zip(a_s, b_s, strict=True) if b > 0]
@@ -44,13 +29,7 @@ def paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str] =
 
 @dataclass(frozen=True, kw_only=True)
 class GroupRun:
-    """Where a collective measurement ran: what both result types record beside their samples.
-
-    ``world_size`` processes of ``backend`` on ``device`` (``device_name``),
-    started by ``launcher`` on ``hosts`` (one entry a rank), each with
-    ``threads_per_process`` threads; ``verified`` says the group's sums were
-    checked against a known answer. Keyword-only, after each result's own fields.
-    """
+    """Where a collective measurement ran: what both result types record beside their samples."""
 
     world_size: int
     backend: str
@@ -89,17 +68,7 @@ class GroupRun:
 
 @dataclass(frozen=True, repr=False)
 class CollectiveSweep(GroupRun):
-    """All-reduce time against message size, measured over ``world_size`` processes.
-
-    ``samples_s[i]`` holds the per-call seconds of size ``sizes_bytes[i]``,
-    one sample per round: each is a block of ``calls_per_sample[i]`` calls
-    timed on every rank, the slowest rank's time kept (a collective is done
-    when its last rank is). Read it as nccl-tests prints it
-    (``doc/PERFORMANCE.md``): ``algbw`` = size / time, ``busbw`` = algbw x
-    2(n-1)/n, comparable with a link's spec bandwidth whatever n is.
-    :attr:`fit` is the latency-bandwidth model through the medians.
-    ``verified`` says the group's sums were checked against a known answer.
-    """
+    """All-reduce time against message size, measured over ``world_size`` processes."""
 
     sizes_bytes: tuple[int, ...]
     samples_s: tuple[tuple[float, ...], ...]
@@ -251,22 +220,7 @@ class CollectiveSweep(GroupRun):
 
 @dataclass(frozen=True, repr=False)
 class DataParallelRun(GroupRun):
-    """Data-parallel training steps of a small model, per batch size and mode.
-
-    ``samples_s[mode][i]`` holds seconds per step at ``batches[i]`` samples
-    per process, one per round (slowest rank). The modes: ``"compute only"``
-    (DDP's ``no_sync()``: forward, backward, optimizer, no communication),
-    ``"all-reduce after backward"`` (one gradient bucket: communication
-    starts when the backward pass ends) and ``"overlapped buckets"`` (small
-    buckets, each all-reduced while the backward pass goes on).
-    ``allreduce_samples_s`` times the gradient all-reduce alone.
-
-    The step model: ``step = compute + communication``, overlapped or not.
-    :attr:`measured_crossover_batch` is where the measured compute time
-    equals the communication it waits for (chapter 05 predicts it from a
-    sweep's fit and the measured matmul FLOP/s);
-    :meth:`ratio_says` compares two modes round by round, with an interval.
-    """
+    """Data-parallel training steps of a small model, per batch size and mode."""
 
     batches: tuple[int, ...]
     samples_s: Mapping[str, tuple[tuple[float, ...], ...]]
@@ -331,11 +285,7 @@ class DataParallelRun(GroupRun):
 
     @property
     def measured_crossover_batch(self) -> float | None:
-        """The batch at which compute equals the exposed all-reduce time (no overlap).
-
-        Interpolated between the two measured batches around it, on log
-        scales; ``None`` when it lies outside the batches measured.
-        """
+        """The batch at which compute equals the exposed all-reduce time (no overlap)."""
         comm = self.exposed_comm_s(MODES[1])
         ratio = [c / max(x, 1e-12) for c, x in zip(self.compute_s, comm, strict=True)]
         for i in range(1, len(ratio)):

@@ -1,28 +1,4 @@
-"""What each process of a collective benchmark runs, under torch's elastic launcher or torchrun.
-
-Every process (a *rank*) runs the same code, and they meet in collectives: an
-all-reduce returns on a rank only once every rank has contributed. So every
-rank must make the same calls in the same order, and anything that decides a
-count (how many calls per timed block, how many rounds) is agreed first with
-an all-reduce of the estimates (``MAX``), never decided by one rank alone.
-
-The process group is set up from environment variables, the ``env://``
-convention that ``torchrun`` uses: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR``, ``MASTER_PORT``. :mod:`brrrlib.distributed._launch` starts local processes
-through torchrun's own launcher, which sets the same ones, so one code path serves a laptop
-and a cluster.
-
-Two jobs (:func:`run_job`): an **all-reduce sweep** over message sizes and
-**data-parallel steps** of a small model (compute alone, gradients
-all-reduced after the backward pass, and all-reduced in buckets during it).
-Rank 0 returns the raw samples as a dict; :mod:`brrrlib.distributed` turns
-it into a result.
-
-A process never outlives its purpose: a watchdog thread ends it when its
-deadline passes or when the process that started it is gone (exit codes
-below), and a collective whose peer died raises instead of waiting forever
-(gloo sees the closed connection; the group's timeout bounds the rest).
-"""
+"""What each process of a collective benchmark runs, under torch's elastic launcher or torchrun."""
 
 from __future__ import annotations
 
@@ -77,12 +53,7 @@ _PEER_LOST = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one rank of the job in ``JOB.json`` (the launcher starts one process a rank).
-
-    The rank says what it is doing in ``rank<RANK>.status`` beside the job, and
-    rank 0 writes the result there as ``result.json`` (written whole, then
-    renamed, so the launcher never reads half a file).
-    """
+    """Run one rank of the job in ``JOB.json`` (the launcher starts one process a rank)."""
     global _STATUS_PATH
     args = sys.argv[1:] if argv is None else argv
     job_path = Path(args[0])
@@ -105,18 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
-    """Join the process group, run ``job["kind"]``, leave the group; rank 0 returns the result.
-
-    1. **Threads**: ``job["threads"]`` per process, so that n processes on a
-       machine do not ask for n times its cores.
-    2. **Group**: ``init_process_group`` from the environment (``env://``),
-       gloo on CPUs, NCCL on GPUs (one GPU per rank, ``LOCAL_RANK``), with a
-       timeout so that no collective waits forever.
-    3. **Job**: the all-reduce sweep or the data-parallel steps.
-    4. **Check**: one all-reduce whose answer is known (the sum of the ranks
-       plus one), so a result is never reported from a group that computes
-       wrong sums.
-    """
+    """Join the process group, run ``job["kind"]``, leave the group; rank 0 returns the result."""
     import torch
     import torch.distributed as dist
 
@@ -214,18 +174,7 @@ def _plan(job: dict[str, Any], per_call_s: list[float]) -> tuple[list[int], int]
 def _rounds(
     job: dict[str, Any], dist: Any, torch: Any, dev: Any, cases: list[tuple[str, Any]]
 ) -> tuple[list[list[float]], list[int]]:
-    """Time every ``(name, call)`` of ``cases`` in rounds: per case its samples, and calls per block.
-
-    1. **Warm-up and estimate**: 3 calls of each case (the first ones set up
-       connections and buffers; DDP rebuilds its buckets after its first
-       step), then 3 timed calls; the estimates are agreed across ranks, and
-       so are the calls per block and the rounds (:func:`_plan`).
-    2. **Rounds**: every round times one block of each case, in order in even
-       rounds and reversed in odd ones, so a slow spell of the machine lands
-       on all cases alike rather than on the ones measured last.
-    3. **The slowest rank counts**: a collective is done when the last rank
-       has its result, so each sample is the maximum over ranks.
-    """
+    """Time every ``(name, call)`` of ``cases`` in rounds: per case its samples, and calls per block."""
     estimates = []
     for name, call in cases:  # 1.
         _status(f"warming up: {name}")
@@ -246,11 +195,7 @@ def _rounds(
 
 
 def _all_reduce_sweep(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
-    """Time all-reduce over each message size, in rounds that visit every size (:func:`_rounds`).
-
-    The buffers: one fp32 tensor per size, zeros (sums of zeros stay zero: no
-    overflow however many times it is reduced).
-    """
+    """Time all-reduce over each message size, in rounds that visit every size (:func:`_rounds`)."""
     sizes = [int(n) for n in job["sizes_bytes"]]
     bufs = [torch.zeros(max(1, n // 4), dtype=torch.float32, device=dev) for n in sizes]
     cases = [
@@ -286,20 +231,7 @@ def mlp(d_in: int, hidden: int, depth: int, d_out: int) -> Any:
 
 
 def _data_parallel(job: dict[str, Any], dist: Any, torch: Any, dev: Any) -> dict[str, Any]:
-    """Time training steps of one small model at several batch sizes per process.
-
-    1. **Models**: the same initial weights on every rank (seeded), twice:
-       one wrapped in DDP with a single bucket as large as the model (its
-       all-reduce can only start after the whole backward pass), one with
-       small buckets (each is all-reduced as soon as its gradients are
-       ready, while the backward pass goes on).
-    2. **Modes** per step: *compute only* (the single-bucket model under
-       ``no_sync()``: no communication at all), *all-reduce after backward*
-       and *overlapped buckets*. Plus the gradient all-reduce on its own.
-    3. **Rounds** (:func:`_rounds`): each round times one block of every
-       (batch, mode) and of the all-reduce alone, in alternating order, so
-       the modes are compared under the same load.
-    """
+    """Time training steps of one small model at several batch sizes per process."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     shape = job["model"]
@@ -369,13 +301,7 @@ def _status(text: str) -> None:
 
 
 def _start_watchdog(parent_pid: int | None, deadline_unix: float) -> None:
-    """End this process when its parent is gone or its deadline has passed.
-
-    A daemon thread looks at once (a process that started late ends before
-    it begins) and then every 0.2 s. ``os._exit`` ends the process even
-    while the main thread is blocked inside a collective, which a Python
-    exception could not interrupt.
-    """
+    """End this process when its parent is gone or its deadline has passed."""
     parent = int(parent_pid) if parent_pid else None
 
     def watch() -> None:

@@ -1,17 +1,4 @@
-"""The latency-bandwidth model of a collective, and nccl-tests' ring factor (chapter 05).
-
-* :class:`AlphaBeta` and :func:`fit_alpha_beta`: the model
-  ``t(S) = alpha + beta S`` fitted to a measured sweep. ``alpha`` is the fixed
-  cost of one collective (software, synchronisation, the link's latency): the
-  overhead regime of chapter 03 on a wire. ``1 / beta`` is the bandwidth a
-  large message gets.
-* :func:`ring_factor`: ``2(n-1)/n``, how nccl-tests turns the algorithm
-  bandwidth of an all-reduce into the bus bandwidth (``doc/PERFORMANCE.md``);
-  the sweep's table and plot use it.
-
-What the chapter teaches with them (bus bandwidth, the data-parallel
-crossover, the all-reduce across nodes) is worked in the chapter's cells.
-"""
+"""The latency-bandwidth model of a collective, and nccl-tests' ring factor (chapter 05)."""
 
 from __future__ import annotations
 
@@ -33,13 +20,7 @@ FLOPS_PER_PARAM_PER_SAMPLE = 6
 
 
 def ring_factor(world_size: int) -> float:
-    """``2 (n - 1) / n``: how many times each byte of an all-reduce crosses a link.
-
-    A ring all-reduce is a reduce-scatter (n - 1 steps, each moving 1/n of
-    the data) then an all-gather (n - 1 more). nccl-tests multiplies the
-    algorithm bandwidth by this factor to get the bus bandwidth. 1 for two
-    ranks, 1.75 for eight, approaching 2 for many.
-    """
+    """``2 (n - 1) / n``: how many times each byte of an all-reduce crosses a link."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
     return 2 * (world_size - 1) / world_size
@@ -47,15 +28,7 @@ def ring_factor(world_size: int) -> float:
 
 @dataclass(frozen=True, repr=False)
 class AlphaBeta:
-    """The latency-bandwidth model of a collective: ``t(S) = alpha_s + beta_s_per_byte x S``.
-
-    Made by :func:`fit_alpha_beta` from measured (size, time) points, which it
-    keeps. ``half_bandwidth_bytes`` (``alpha / beta``) is the message size at
-    which the fixed cost and the bandwidth term are equal: a message that
-    size gets half of ``algorithm_bytes_per_s``; much smaller ones are
-    latency-bound (time barely depends on size, like an overhead-bound op),
-    much larger ones bandwidth-bound.
-    """
+    """The latency-bandwidth model of a collective: ``t(S) = alpha_s + beta_s_per_byte x S``."""
 
     alpha_s: float
     beta_s_per_byte: float
@@ -127,21 +100,7 @@ MISFIT = 0.5
 def fit_alpha_beta(
     sizes_bytes: Sequence[float], times_s: Sequence[float], world_size: int = 2
 ) -> AlphaBeta:
-    """Fit ``t = alpha + beta S``: alpha from the small-message plateau, beta from large messages.
-
-    A sweep's small messages scatter on a busy machine (a process waits for a
-    core), and one fast or slow point must not set the fixed cost. So:
-
-    1. ``beta``, first guess: the slope between the two largest messages;
-    2. the **plateau**: the sizes whose bandwidth term ``beta S`` is under
-       ``_PLATEAU_SHARE`` of their time; ``alpha`` = the median of their
-       ``t - beta S`` (a median: one odd point moves it little);
-    3. ``beta`` again, with alpha fixed, by least *relative* errors over the
-       sizes that took over twice alpha (where the bytes dominate).
-
-    :attr:`AlphaBeta.misfits` names the sizes the model then misses by more than
-    :data:`MISFIT`: the chapter says where the line does not describe the machine.
-    """
+    """Fit ``t = alpha + beta S``: alpha from the small-message plateau, beta from large messages."""
     sizes = [float(s) for s in sizes_bytes]
     times = [float(t) for t in times_s]
     if len(sizes) != len(times) or len(sizes) < 2:

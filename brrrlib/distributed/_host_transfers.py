@@ -1,19 +1,4 @@
-"""The host rung: copies from host memory to a GPU, pageable, pinned and overlapped (chapter 05).
-
-:func:`host_device_copies` times, on a GPU, a copy from *pageable* host
-memory (an ordinary tensor) against one from *pinned* (page-locked) memory,
-and a ``non_blocking`` copy on a side stream overlapped with compute; all
-timed with :func:`brrrlib.benchmark` and compared with :func:`brrrlib.compare`.
-It needs CUDA: without a GPU there is no copy to time, and chapter 05
-predicts it from the device's host link instead (``bl.hardware.link``).
-
-Why pinned memory matters (NVIDIA, "How to Optimize Data Transfers in CUDA
-C/C++", developer.nvidia.com/blog/how-optimize-data-transfers-cuda-cc/): the
-GPU's copy engine can only read page-locked memory, so a copy from pageable
-memory first copies the data into a pinned staging buffer on the host, then
-sends it. Pinned memory skips the staging copy and lets the copy run
-asynchronously (``non_blocking=True``), beside kernels on another stream.
-"""
+"""The host rung: copies from host memory to a GPU, pageable, pinned and overlapped (chapter 05)."""
 
 from __future__ import annotations
 
@@ -27,13 +12,7 @@ __all__ = ["HostDeviceCopies", "host_device_copies"]
 
 @dataclass(frozen=True, repr=False)
 class HostDeviceCopies:
-    """Host-to-device copies of ``nbytes`` on the GPU ``device_name``, measured.
-
-    ``pageable`` and ``pinned`` are :class:`~brrrlib.timing.Timing` of one
-    copy each; ``pinned_vs_pageable`` compares them in paired rounds
-    (:func:`brrrlib.compare`); ``overlap`` compares a copy followed by a
-    matmul on one stream with the same copy on a side stream beside the matmul.
-    """
+    """Host-to-device copies of ``nbytes`` on the GPU ``device_name``, measured."""
 
     nbytes: int
     device_name: str
@@ -62,21 +41,7 @@ class HostDeviceCopies:
 
 
 def host_device_copies(nbytes: int = 64 * 2**20, *, budget_s: float = 0.5) -> HostDeviceCopies:
-    """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU.
-
-    The method:
-
-    1. **Buffers**: ``nbytes`` of pageable host memory, as much pinned
-       (``pin_memory=True``), and a destination on the GPU.
-    2. **Each copy alone** with :func:`brrrlib.benchmark` (events on the GPU).
-    3. **Pinned against pageable** with :func:`brrrlib.compare`: the ratio
-       with an interval.
-    4. **Overlap**: a matmul sized to take about as long as the copy; then
-       copy-then-matmul on one stream against the copy on a side stream
-       (``non_blocking=True``) beside the matmul, compared the same way.
-
-    Without CUDA it raises ``RuntimeError``: there is no copy to time.
-    """
+    """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
     import torch
 
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 2**10 <= nbytes <= 2**32:

@@ -1,23 +1,4 @@
-"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets.
-
-"Movement is hierarchical": from cache to DRAM or HBM, from the host to the
-device, between devices, between machines, from disk. Each rung is a
-bandwidth, and the roads that leave the chip are narrower than the one to
-its own memory, often by ten times or more. A ladder holds ONE machine's
-rungs, widest first, so that each rung down is a narrower road of the same
-machine (chapter 05):
-
-* :func:`bandwidth_ladder`: this machine, **measured**: a copy that stays in
-  its cache (timed with :func:`brrrlib.benchmark`), its DRAM bandwidth
-  (``bl.measure_ceilings()``), a file read from its disk with the page cache
-  dropped (:func:`measure_disk_read`), and, when given, host-to-device copies
-  on a GPU and the bus bandwidth of an all-reduce between local processes;
-* :func:`node_ladder`: one GPU of a cluster node (``bl.hardware.node``), from
-  the **spec sheets**: its HBM, NVLink, PCIe to the host, its NIC, an NVMe drive.
-
-:func:`plot_ladders` draws ladders one above the other on one axis: measured
-rungs solid, spec-sheet rungs hatched.
-"""
+"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets."""
 
 from __future__ import annotations
 
@@ -52,12 +33,7 @@ _READ_CHUNK_BYTES = 8 * 2**20
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung of the ladder: a bandwidth, where it sits, and how it is known.
-
-    ``how`` is ``"measured"`` (on this machine, ``detail`` says how) or
-    ``"spec"`` (a spec sheet: ``source`` names it). ``level`` is one of
-    :data:`LEVELS`.
-    """
+    """One rung of the ladder: a bandwidth, where it sits, and how it is known."""
 
     name: str
     level: str
@@ -84,11 +60,7 @@ _COLOURS = dict(
 
 @dataclass(frozen=True, repr=False)
 class BandwidthLadder:
-    """The rungs of one ``machine``, widest first; a table and a picture.
-
-    Made by :func:`bandwidth_ladder` (this machine, measured) or
-    :func:`node_ladder` (a GPU of a cluster node, spec sheets).
-    """
+    """The rungs of one ``machine``, widest first; a table and a picture."""
 
     machine: str
     rungs: tuple[Rung, ...]
@@ -184,15 +156,7 @@ def bandwidth_ladder(
     copies: Any = None,
     measure_cache: bool = True,
 ) -> BandwidthLadder:
-    """This machine's ladder, every rung measured here.
-
-    ``ceilings`` (``bl.measure_ceilings()``) gives the DRAM rung; ``disk``
-    (:func:`measure_disk_read`), ``sweep`` (an all-reduce sweep: its peak
-    bus bandwidth between local processes) and ``copies``
-    (``host_device_copies()`` on a GPU) add their rungs when given;
-    ``measure_cache`` times a copy that fits in this machine's cache (a
-    fraction of a second).
-    """
+    """This machine's ladder, every rung measured here."""
     rungs = [_cache_rung()] if measure_cache else []
     rungs += _measured_rungs(ceilings, disk, sweep, copies)
     if not rungs:
@@ -202,12 +166,7 @@ def bandwidth_ladder(
 
 
 def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
-    """One GPU of the node ``name`` (``bl.hardware.node``), every rung from a spec sheet.
-
-    Its memory (``bl.spec(node.gpu)``), its NVLink to the node's other GPUs,
-    its PCIe link to the host, its share of the node's NICs (one NIC per GPU
-    on a DGX), and an NVMe drive.
-    """
+    """One GPU of the node ``name`` (``bl.hardware.node``), every rung from a spec sheet."""
     box = hardware.node(name)
     gpu = hardware.spec(box.gpu)
     rungs = [Rung(f"HBM, {gpu.name}", "memory", gpu.mem_bandwidth_bytes_per_s, "spec", gpu.source)]
@@ -239,12 +198,7 @@ def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[R
 
 
 def _cache_rung() -> Rung:
-    """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time).
-
-    On a GPU: a quarter of its L2. On a CPU: 128 KiB per thread, with all of this
-    process's threads, as the DRAM rung's copy runs: each thread's share fits in
-    its core's L2 on any current CPU.
-    """
+    """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time)."""
     import torch
 
     from brrrlib import machine, timing
@@ -272,15 +226,7 @@ def _cache_rung() -> Rung:
 
 @dataclass(frozen=True, repr=False)
 class DiskRead:
-    """Reads of one file from disk: every sample, and how the page cache was kept out.
-
-    ``samples_s`` are seconds per whole read of ``nbytes``. ``method`` says
-    how each read was made to come from the disk rather than from memory:
-    the operating system keeps recently used file pages in RAM (the *page
-    cache*), and a second read of a file usually never touches the disk.
-    ``evicted`` is False where no way to drop them exists: then the number
-    is a memory copy, and :meth:`__repr__` says so.
-    """
+    """Reads of one file from disk: every sample, and how the page cache was kept out."""
 
     nbytes: int
     samples_s: tuple[float, ...]
@@ -316,19 +262,7 @@ class DiskRead:
 def measure_disk_read(
     nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
 ) -> DiskRead:
-    """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times.
-
-    1. **Write** random bytes (nothing to compress) and ``fsync``: the file is on disk.
-    2. **Drop its pages from the page cache** before each read:
-       ``posix_fadvise(DONTNEED)`` on Linux (clean pages of a file you own
-       can be dropped without privileges), ``F_NOCACHE`` on macOS.
-    3. **Read** it in 8 MiB chunks into one buffer; time the whole read.
-    4. **Delete** the file, whatever happens.
-
-    On a virtual machine the host may cache the disk image itself, so the
-    number can still be higher than the drive's. ``directory`` defaults to
-    the system's temporary folder.
-    """
+    """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times."""
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 2**20 <= nbytes <= 2**32:
         raise ValueError(f"nbytes must be a whole number from 1 MiB to 4 GiB, got {nbytes!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:

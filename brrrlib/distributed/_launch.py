@@ -1,25 +1,4 @@
-"""Local processes for a collective benchmark, started by torch's elastic launcher.
-
-:func:`run` is ``torchrun --standalone --nproc-per-node=N`` called from Python
-(``torch.distributed.launcher.api.elastic_launch``): its c10d rendezvous hosts
-the store on a free port (or the ``port`` named), starts ``world_size``
-processes that each run :mod:`brrrlib.distributed._collectives_worker` as one
-rank with ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set,
-and stops them all (SIGTERM, then SIGKILL after 2 s) as soon as one fails, on
-Ctrl-C and on a stop signal. A worker is started as a command, as torchrun
-starts a script, in its own session, so a Ctrl-C meant for the notebook
-reaches only the notebook. Around the launcher, what a notebook needs:
-
-* **The result**: rank 0 writes it beside the job; :func:`run` returns it.
-* **Errors in words**: which rank failed, how it ended, what it was doing and
-  its last lines (:class:`WorkerDied`); a taken port (:class:`PortInUse`); the
-  deadline (:class:`GroupTimeout`).
-* **No orphans**: besides the launcher's own stopping, each worker ends itself
-  at the deadline ``timeout_s`` or when this process is gone (a killed kernel).
-* **Quiet**: the launcher's log lines and warnings never reach the caller's
-  stderr (a notebook paints it pink), and the signal handlers it installs are
-  put back afterwards.
-"""
+"""Local processes for a collective benchmark, started by torch's elastic launcher."""
 
 from __future__ import annotations
 
@@ -80,11 +59,7 @@ class GroupTimeout(DistributedError, TimeoutError):
 def run(
     job: dict[str, Any], world_size: int, *, timeout_s: float, port: int | None, what: str
 ) -> dict[str, Any]:
-    """Run ``job`` on ``world_size`` local processes; rank 0's result, or a clear error.
-
-    ``what`` names the job in messages ("the all-reduce sweep"); ``port=None``
-    lets the rendezvous pick a free port.
-    """
+    """Run ``job`` on ``world_size`` local processes; rank 0's result, or a clear error."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous import RendezvousConnectionError
@@ -135,13 +110,7 @@ def run(
 
 @contextlib.contextmanager
 def _contained() -> Iterator[None]:
-    """The launcher's marks on this process undone: log lines, warnings, signal handlers.
-
-    Its loggers (WARNING and up go to stderr) end at a NullHandler; its warnings
-    are ignored; the handlers it installs on SIGTERM, SIGINT, SIGHUP and SIGQUIT
-    (they raise ``SignalException``) and the environment variable naming them are
-    put back as they were.
-    """
+    """The launcher's marks on this process undone: log lines, warnings, signal handlers."""
     loggers = [logging.getLogger(name) for name in _LOGGERS]
     saved_loggers = [(lg, lg.propagate, lg.handlers[:]) for lg in loggers]
     main = threading.current_thread() is threading.main_thread()

@@ -1,14 +1,4 @@
-"""A slider over message sizes, drawn against a measured sweep's alpha-beta model (chapter 05).
-
-The explorer measures nothing: it reads a :class:`~brrrlib.distributed.CollectiveSweep`
-already measured by :func:`brrrlib.distributed.all_reduce_sweep` and, for the
-size under the slider, draws the model ``t = alpha + beta S`` with the
-measured points and says in words which term dominates: latency (a fixed cost,
-like a tiny op's overhead) or bandwidth (time grows with the bytes). Between
-measured sizes it interpolates with the model; beyond them it says it is
-extrapolating. The controls, readout and picture are the course's other
-explorers' (:mod:`brrrlib.widgets`), without a re-measure button.
-"""
+"""A slider over message sizes, drawn against a measured sweep's alpha-beta model (chapter 05)."""
 
 from __future__ import annotations
 
@@ -27,11 +17,7 @@ _MIN_LOG2, _MAX_LOG2 = 2, 30
 
 
 class MessageSizeExplorer(_Explorer):
-    """The slider, a readout in words and the plot; ``set(nbytes)`` does what the slider does.
-
-    ``nbytes`` is the size shown; ``readout`` the words under the slider
-    (plain text, for tests and for reading in code).
-    """
+    """The slider, a readout in words and the plot; ``set(nbytes)`` does what the slider does."""
 
     _css_class = "brrr-message-explorer"
     _name = "message size"
@@ -118,9 +104,5 @@ def _log2(nbytes: float) -> int:
 
 
 def message_size_explorer(sweep: Any, nbytes: int | None = None) -> MessageSizeExplorer:
-    """A message-size slider over ``sweep``'s alpha-beta model: where does latency stop mattering?
-
-    ``sweep`` comes from :func:`brrrlib.distributed.all_reduce_sweep`;
-    ``nbytes`` is where the slider starts (default: the middle size measured).
-    """
+    """A message-size slider over ``sweep``'s alpha-beta model: where does latency stop mattering?"""
     return MessageSizeExplorer(sweep, nbytes)

@@ -1,35 +1,4 @@
-"""Exercises: ``bl.check`` an answer, ``bl.hint`` when stuck, ``bl.solution`` after the last hint.
-
-Every chapter asks a few questions. You write your answer into a variable and
-ask the checker::
-
-    answer = 12.5                        # your number, in the unit the prompt names
-    bl.check("00.ridge_a100", answer)    # prints feedback, returns True/False
-    bl.hint("00.ridge_a100")             # a first hint; level=2 gives a stronger one
-    bl.solution("00.ridge_a100")         # the worked answer, step by step
-
-How the checker works (so you can trust it):
-
-* The expected answer is **computed when you ask**, never stored: from the
-  spec-sheet table (``bl.spec``) or from this machine's measured ceilings
-  (``bl.measure_ceilings``), by the question's solver in the question bank
-  (:mod:`brrrlib.exercises._bank`: the text is plain data, the solvers one
-  module per topic). Change the table or the machine and the answer follows;
-  :func:`solution` shows the same computation, step by step.
-* A numeric answer is right when it is within the question's relative
-  tolerance (10 % unless the prompt says otherwise): performance numbers are
-  estimates, not digits to copy. Answers are compared as logarithms, so any
-  number, however large or small, gets a reply, never an exception.
-* A wrong answer gets a nudge that diagnoses the usual slips: a units prefix
-  (off by 1e3, 1e6, 1e9, 1e12), a ratio turned upside down, the question's own
-  common mistakes (forgetting that an op also *writes* its output, counting a
-  multiply-add as one FLOP, bytes vs elements), or else how far off you are,
-  as a band ("between 1.5x and 3x too high"). The expected value itself is
-  never printed before you get it right (or ask for the solution).
-
-For instructors, ``bl.questions()`` lists every question and
-``bl.solution(id)`` works each one on the machine it runs on.
-"""
+"""Exercises: ``bl.check`` an answer, ``bl.hint`` when stuck, ``bl.solution`` after the last hint."""
 
 from __future__ import annotations
 
@@ -114,15 +83,7 @@ class QuestionList:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The checker's decision on one answer: right or not, the slip it diagnosed, its reply.
-
-    ``slip`` is ``""`` for a right answer. For a wrong one it is a key of the
-    question's ``nudges`` in the bank (a ratio such as ``"0.5"``, a named slip
-    such as ``"bf16_peak"``, or the wrong option chosen) or one of the
-    checker's own: ``"units"`` (off by a power of 1000), ``"upside_down"``,
-    ``"sign"``, ``"zero"``, ``"too_high"``, ``"too_low"``, ``"not_an_option"``,
-    ``"not_a_number"``, ``"no_value"``, ``"out_of_range"``, ``"unanswered"``.
-    """
+    """The checker's decision on one answer: right or not, the slip it diagnosed, its reply."""
 
     right: bool
     slip: str
@@ -154,11 +115,7 @@ def _context(ceilings: Any) -> Context:
 
 
 def questions(chapter: str | int | None = None) -> QuestionList:
-    """List the exercises, for one chapter (``"02"`` or ``2``) or for all.
-
-    Each entry shows the id to pass to :func:`check`, the prompt and the unit
-    (or the options) the answer is expected in.
-    """
+    """List the exercises, for one chapter (``"02"`` or ``2``) or for all."""
     if chapter is None:
         return QuestionList(tuple(_BANK.values()))
     if isinstance(chapter, bool) or not isinstance(chapter, (str, int)):
@@ -174,11 +131,7 @@ def questions(chapter: str | int | None = None) -> QuestionList:
 
 
 def hint(question_id: str, level: int = 1) -> None:
-    """Print a hint for a question; ``level=2`` (and up) gives a stronger one.
-
-    Hints point at the method (which spec row, which formula), never at the
-    number itself. After the last one, :func:`solution` shows the working.
-    """
+    """Print a hint for a question; ``level=2`` (and up) gives a stronger one."""
     q = _get(question_id)
     if isinstance(level, bool) or not isinstance(level, int) or level < 1:
         raise ValueError(f"level must be a positive integer (1 = gentlest), got {level!r}")
@@ -193,16 +146,7 @@ def hint(question_id: str, level: int = 1) -> None:
 
 
 def check(question_id: str, answer: Any, *, ceilings: Any = None) -> bool:
-    """Check an answer, print feedback, and return ``True`` when it is right.
-
-    ``answer`` is a number in the unit the prompt names (plain Python number,
-    NumPy scalar or 0-d tensor) or, for a multiple-choice question, one of its
-    options as a string. ``None`` means "not answered yet" and only prints a
-    reminder. Whatever the answer (text for a number, 1e-324, 10**400, nan,
-    a megabyte of text), the checker replies in words and never raises.
-    ``ceilings`` replaces this machine's measured ceilings (tests use it; by
-    default they come from ``bl.measure_ceilings()``, cached on disk).
-    """
+    """Check an answer, print feedback, and return ``True`` when it is right."""
     verdict = _judge(question_id, answer, ceilings)
     print(verdict.reply)
     return verdict.right
@@ -240,8 +184,9 @@ def _expects(q: Question) -> str:
 
 
 def _read_number(q: Question, answer: Any) -> tuple[float, str, str]:
-    """The answer as a float, and ``("", "")`` or the slip and a sentence saying why it cannot
-    be checked as one."""
+    """The answer as a float, and ``("", "")`` or the slip and a sentence saying why it cannot be
+    checked as one.
+    """
     if hasattr(answer, "item") and callable(answer.item) and getattr(answer, "ndim", None) == 0:
         try:
             answer = answer.item()  # NumPy scalar or 0-d tensor
@@ -275,8 +220,9 @@ def _close(log_ratio: float, target: float, rel_tol: float) -> bool:
 
 
 def _slip_ratios(q: Question, worked: Worked) -> dict[str, float]:
-    """Each numeric nudge's ratio to the right answer: the key itself, or the solver's for a
-    named slip (one the solver does not report here, such as floors that are alike, is left out)."""
+    """Each numeric nudge's ratio to the right answer: the key itself, or the solver's for a named slip
+    (one the solver does not report here, such as floors that are alike, is left out).
+    """
     ratios = {}
     for key in q.nudges:
         if key in worked.slips:
@@ -356,14 +302,7 @@ def _answer_text(q: Question, value: Any) -> str:
 
 
 def solution(question_id: str, *, ceilings: Any = None) -> None:
-    """Print the worked answer to a question: each step with its numbers, then the answer.
-
-    For when the last hint was not enough. The steps are the solver's own
-    computation (the same one :func:`check` compares against), from
-    ``bl.spec`` and this machine's ceilings; a machine-dependent answer is
-    this machine's. Try the question first: the working teaches more after
-    an attempt.
-    """
+    """Print the worked answer to a question: each step with its numbers, then the answer."""
     q, ctx = _get(question_id), _context(ceilings)
     worked = q.solve(ctx)
     lines = [f"Worked answer to {q.id}: {q.prompt}"]

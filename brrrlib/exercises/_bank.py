@@ -1,31 +1,4 @@
-"""The question bank: each exercise's text as plain data, its answer as a solver.
-
-A question is worded once, in the chapter that asks it (a markdown cell
-starting **Exercise `id`.**, just above its ``bl.check`` cell);
-:func:`chapter_prompts` quotes it from there. What the chapter does not show is
-text, kept as plain data in ``questions.json`` beside this module (read by
-:func:`parse_questions`), one entry per question in course order:
-
-* ``unit`` of a number, or the ``choices`` of a multiple-choice question, and
-  ``rel_tol`` where it is not :data:`DEFAULT_REL_TOL`;
-* ``hints``, gentlest first: the method (which spec row, which formula), never
-  the number;
-* ``explain``, shown once the answer is right;
-* ``nudges``, a typical slip and what to say to it. For a choice the key is a
-  wrong option; for a number it is the ratio *learner's answer / right answer*
-  the slip produces, written as a number (``"0.5"``: the write forgotten) or,
-  when the solver computes it from the tables, as a name (``"bf16_peak"``);
-* ``like``, another question whose entries this one shares (the mysteries).
-
-The answer is never stored. A *solver*, a function of a :class:`Context`
-registered with :func:`solves` in the module of its topic (``_roofline``,
-``_compute``, ``_memory``, ``_overhead``, ``_diagnosis``, ``_distributed``,
-``_decoding``), returns a :class:`Worked` answer: the expected value, the steps
-that give it, and the ratios of its named slips. It computes from
-``ctx.spec(name)`` (the spec-sheet table) and ``ctx.ceilings`` (this machine's
-measured ceilings), so the checker and the worked solution follow the table
-and the machine. The checking lives in :mod:`brrrlib.exercises`.
-"""
+"""The question bank: each exercise's text as plain data, its answer as a solver."""
 
 from __future__ import annotations
 
@@ -60,11 +33,7 @@ FP32_BYTES = 4
 
 @dataclass(frozen=True)
 class Worked:
-    """An expected answer with its working: the steps, in words and numbers, that give it.
-
-    ``slips`` holds the ratio *slipped answer / right answer* of each named
-    slip (a key of the question's ``nudges``) that the solver computes.
-    """
+    """An expected answer with its working: the steps, in words and numbers, that give it."""
 
     value: Any
     steps: tuple[str, ...] = ()
@@ -89,12 +58,7 @@ def solves(question_id: str) -> Callable:
 
 @dataclass(frozen=True)
 class Question:
-    """One exercise: its id, the unit or options of its answer, hints and nudges.
-
-    ``kind`` is ``"number"`` (compared within ``rel_tol``) or ``"choice"``
-    (one of ``choices``). ``explain`` is shown once the answer is right. The
-    record holds no answer: :meth:`solve` computes it when asked.
-    """
+    """One exercise: its id, the unit or options of its answer, hints and nudges."""
 
     id: str
     unit: str = ""
@@ -141,11 +105,7 @@ def _refuse_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_questions(text: str) -> dict[str, Question]:
-    """The questions of a bank in ``questions.json``'s form, by id, in its order.
-
-    An id (or a key within an entry) given twice is refused; an entry with
-    ``like`` takes the named entry's fields, then its own.
-    """
+    """The questions of a bank in ``questions.json``'s form, by id, in its order."""
     rows = json.loads(text, object_pairs_hook=_refuse_repeats)
     out = {}
     for qid, row in rows.items():
@@ -167,12 +127,7 @@ _ASKED = re.compile(
 
 @functools.cache
 def chapter_prompts() -> dict[str, str]:
-    """Each exercise's question, read from the chapter that asks it (id -> plain text).
-
-    The chapters (shipped in the package as ``brrrlib.course``) are the one
-    place a question is worded; :func:`brrrlib.questions` and the worked
-    solutions quote them from there.
-    """
+    """Each exercise's question, read from the chapter that asks it (id -> plain text)."""
     from brrrlib._files import course_folder
 
     prompts: dict[str, str] = {}
@@ -191,13 +146,7 @@ _CEILING_UNITS = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "
 
 
 class Context:
-    """What a solver may look at: the spec table and this machine's ceilings.
-
-    ``ceilings`` is measured (or read from the on-disk cache) only when a
-    question needs it, so spec-sheet questions never start a measurement;
-    ``used_ceilings`` records whether one did (a worked solution then says the
-    answer is this machine's). Tests pass hand-made ceilings.
-    """
+    """What a solver may look at: the spec table and this machine's ceilings."""
 
     def __init__(self, ceilings: Any = None) -> None:
         self._ceilings = ceilings

@@ -1,10 +1,5 @@
 """Solvers of the questions on language-model inference: decode's floor, prefill, the KV cache,
 tensor parallelism (chapter 06).
-
-They compute from the spec tables: devices (``bl.spec``) and links
-(``bl.hardware.link``). Typed-in numbers are the ones a prompt states: the
-model's size and shape (a Llama-2-7B-like model), a prompt's length, and the
-latency assumed for one all-reduce.
 """
 
 from __future__ import annotations
@@ -91,8 +86,9 @@ def _spec_tokens_per_check(ctx: Context) -> Worked:
 
 
 def _tp_step_s(ctx: Context, n: int, *, allreduces: int = 2, shard: int = 0) -> float:
-    """A token's time over ``n`` GPUs: each reads its 1 / ``shard`` of the weights (``shard``
-    defaults to ``n``), then ``allreduces`` all-reduces a layer of one token's activations."""
+    """A token's time over ``n`` GPUs: each reads its 1 / ``shard`` of the weights (``shard`` defaults
+    to ``n``), then ``allreduces`` all-reduces a layer of one token's activations.
+    """
     from brrrlib.hardware import link
 
     weights_s = _WEIGHT_BYTES / (shard or n) / ctx.bandwidth("H100")

@@ -62,9 +62,10 @@ def _block_counts(batch: int):
 
 @solves("04.block_lower_bound_us")
 def _block_lower_bound_us(ctx: Context) -> Worked:
-    """The block's floors as ``bl.diagnosis.floors`` sets them: matmul FLOPs at the matmul roof
-    of their precision, the rest at the vector (and special-function) rates; bytes at the
-    bandwidth; ops that do work at the cheapest op's cost. The lower bound is the largest."""
+    """The block's floors as ``bl.diagnosis.floors`` sets them: matmul FLOPs at the matmul roof of
+    their precision, the rest at the vector (and special-function) rates; bytes at the bandwidth;
+    ops that do work at the cheapest op's cost.
+    """
     from brrrlib.diagnosis import floors
 
     counts = _block_counts(16)

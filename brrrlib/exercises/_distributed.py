@@ -1,9 +1,5 @@
 """Solvers of the questions beyond one device: bus bandwidth, all-reduce time, the data-parallel
 crossover (chapter 05).
-
-They compute from the spec tables: devices (``bl.spec``), links
-(``bl.hardware.link``) and nodes (``bl.hardware.node``). Typed-in numbers are
-the ones a prompt states (a message size, a measured time).
 """
 
 from __future__ import annotations
@@ -84,8 +80,9 @@ def _fsdp_step_ms(ctx: Context) -> Worked:
 
 @solves("05.crossover_tokens")
 def _crossover_tokens(ctx: Context) -> Worked:
-    """Across DGX H100 nodes the all-reduce's bus bandwidth is the narrower of the node's NICs
-    together and NVLink."""
+    """Across DGX H100 nodes the all-reduce's bus bandwidth is the narrower of the node's NICs together
+    and NVLink.
+    """
     from brrrlib.hardware import node
 
     box = node("DGX H100")

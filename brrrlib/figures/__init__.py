@@ -1,7 +1,4 @@
-"""Figures for the course chapters: drawing only, from numbers measured or looked up elsewhere.
-
-Each returns its matplotlib ``Axes``; pyplot is imported inside each function.
-"""
+"""Figures for the course chapters: drawing only, from numbers measured or looked up elsewhere."""
 
 from __future__ import annotations
 

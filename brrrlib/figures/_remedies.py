@@ -1,9 +1,4 @@
-"""Remedies measured: speed-ups with their intervals, and a workload's steps on its roofs.
-
-Re-exported by :mod:`brrrlib.figures`. Drawing only: every function takes what
-a cell measured (comparisons, counts and times, ceilings) and returns the
-matplotlib ``Figure`` or ``Axes`` (chapters 03 and 04).
-"""
+"""Remedies measured: speed-ups with their intervals, and a workload's steps on its roofs."""
 
 from __future__ import annotations
 
@@ -25,13 +20,7 @@ _PRECISION_COLOURS = {
 
 
 def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = None) -> Any:
-    """Speed-up bars with their 95% intervals, one per remedy (chapter 03).
-
-    ``comparisons`` maps a remedy's name to ``bl.compare(before, after)``; a
-    ``None`` value (a remedy that needs CUDA on a CPU) is left out and named
-    under the axis. Green when the whole interval is a speed-up, red when a
-    slow-down, grey when it cannot tell. Log axis; 1 = no change.
-    """
+    """Speed-up bars with their 95% intervals, one per remedy (chapter 03)."""
     rows = {k: c for k, c in comparisons.items() if c is not None}
     if not rows:
         raise ValueError("comparisons holds no measurement: pass {name: bl.compare(before, after)}")
@@ -67,14 +56,7 @@ def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = No
 
 
 def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> Any:
-    """Chapter 04's closing figure: each step on the roof of its own precision, and its time.
-
-    ``steps`` maps a step's label to ``(counts, seconds_per_call, batch)``.
-    Left: one roofline per matmul precision among the steps (a bf16 step under
-    the bf16 roof, an fp32 one under the fp32 roof, both measured here), each
-    point numbered by its step and coloured by its precision, checked against
-    its own roof only. Right: time per sequence. Returns the Figure.
-    """
+    """Chapter 04's closing figure: each step on the roof of its own precision, and its time."""
     import matplotlib.pyplot as plt
 
     from brrrlib import roofline

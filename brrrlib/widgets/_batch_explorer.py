@@ -1,10 +1,4 @@
-"""The batch-size explorer of chapter 03: does doubling the batch double the time?
-
-:func:`batch_explorer` and its :class:`BatchExplorer`. Every point comes from
-:func:`brrrlib.sweeps.sweep` over :func:`~brrrlib.widgets._experiments.batch_case`, each
-batch measured together with half of it; this module reads each pair
-(:class:`Doubling`), draws and words. Re-exported by :mod:`brrrlib.widgets`.
-"""
+"""The batch-size explorer of chapter 03: does doubling the batch double the time?"""
 
 from __future__ import annotations
 
@@ -36,28 +30,7 @@ FIXED_DOMINATES = 0.5
 
 @dataclass(frozen=True)
 class Doubling:
-    """What doubling the batch ``batch // 2 -> batch`` did, read from its paired comparison.
-
-    The model: one call costs a fixed ``F`` plus work ``W`` per sample, so
-    ``T(2b) / T(b) = (F + 2Wb) / (F + Wb)`` and the fixed cost's share of the
-    smaller call is ``F / T(b) = 2 - ratio`` (:attr:`fixed_share`, with its
-    interval from the comparison's). ``versus_double`` is the comparison's
-    own ``versus(2.0)``: did the time grow less than the work ("below"), more
-    ("above"), or can the interval not tell? ``reading`` is what the numbers
-    allow, and nothing more:
-
-    * ``"overhead"`` / ``"weights"``: a fixed cost is most of the call (the
-      whole fixed-share interval above 50%), and it is the ops' overhead,
-      or reading the weights when that takes at least half the call;
-    * ``"knee"``: a narrow interval whose fixed share straddles 50%: fixed
-      cost and work about equal, measured;
-    * ``"work"``: the work is most of the call (the whole fixed-share interval below 50%, or
-      the time doubled within a narrow interval);
-    * ``"other code"``: less time for twice the work, or more than twice the
-      time: the library ran different code at the two sizes (or the data left a
-      cache), which says nothing about the regime;
-    * ``"can't tell"``: the interval is too wide (or the calls waited for cores).
-    """
+    """What doubling the batch ``batch // 2 -> batch`` did, read from its paired comparison."""
 
     batch: int
     ratio: float
@@ -74,11 +47,7 @@ class Doubling:
 
 
 def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
-    """Read one doubling (pure): ``cmp`` is batch ``batch`` against ``batch // 2``.
-
-    ``weights_share`` is the share of the smaller call that reading the
-    weights takes (weight bytes over bandwidth, over its measured time).
-    """
+    """Read one doubling (pure): ``cmp`` is batch ``batch`` against ``batch // 2``."""
     versus = cmp.versus(2.0)
     lo, hi = 2 - cmp.high, 2 - cmp.low  # the fixed cost's share of the smaller call
     if not cmp.decided or cmp.waited:
@@ -99,15 +68,7 @@ def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
 
 
 def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
-    """A 4-layer MLP (Linear, ReLU, ...) whose predicted knee falls near batch 32.
-
-    One call costs about ``8 ops x op_overhead_s`` fixed plus ``2 x 4 x w**2``
-    FLOPs per sample at the matmul peak; they are equal at batch
-    ``op_overhead_s x matmul_flops_per_s / w**2``, so ``w`` is the power of two
-    nearest ``sqrt(op_overhead_s x matmul_flops_per_s / 32)``, clamped to
-    128..4096. Built under a forked RNG with seed 0: the same every time, and
-    the learner's random state is untouched.
-    """
+    """A 4-layer MLP (Linear, ReLU, ...) whose predicted knee falls near batch 32."""
     w = math.sqrt(ceilings.op_overhead_s * ceilings.matmul_flops_per_s / 32)
     w = min(4096, max(128, 2 ** round(math.log2(max(w, 1)))))
     with torch.random.fork_rng(devices=[]):
@@ -119,11 +80,7 @@ def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
 
 
 def _precision(dtype: torch.dtype, device: torch.device) -> str:
-    """The matmul precision a model of ``dtype`` runs in; fp32 is TF32 where CUDA is allowed it.
-
-    ``torch.backends.cuda.matmul.allow_tf32 = True`` and
-    ``torch.set_float32_matmul_precision("high")`` are the same switch.
-    """
+    """The matmul precision a model of ``dtype`` runs in; fp32 is TF32 where CUDA is allowed it."""
     key = hardware.dtype_key(dtype)
     if (
         key == "fp32"
@@ -135,35 +92,7 @@ def _precision(dtype: torch.dtype, device: torch.device) -> str:
 
 
 class BatchExplorer(_Explorer):
-    """The batch-size experiment of chapter 03, as a slider and a live plot.
-
-    Time one forward pass of a small model as the batch doubles. While a call
-    is dominated by a fixed cost, doubling the batch adds little time and the
-    time per sample halves: more samples per call are nearly free. Once the
-    work per sample dominates, the time doubles with the batch: the knee. The
-    fixed cost is *overhead* (Python, dispatch, launches: ``ops x
-    op_overhead_s``) or, for large weights, *bandwidth on the weights* (every
-    call reads them all: ``weight_bytes / mem_bandwidth_bytes_per_s``). Both
-    look flat; the readout tells them apart with :func:`brrrlib.count`'s bytes.
-
-    Each batch is measured together with half of it, in alternating rounds
-    (:func:`brrrlib.compare`): the readout's doubling ratio has a 95% interval,
-    and names a regime only when the whole interval supports it (flat below
-    ×1.3, linear above ×1.7, the knee in between); otherwise it says it is too
-    noisy to tell. The dashed lines are the model: the overhead floor, the
-    weight-reading time, compute (FLOPs over the matmul peak of the model's own
-    precision) and memory (bytes over bandwidth). The predicted knee is where
-    the per-sample work overtakes the larger fixed cost::
-
-        batch* = max(ops x op_overhead_s, weight_bytes / B)
-                 / max(flops_per_sample / F_matmul, activation_bytes_per_sample / B)
-
-    Attributes: ``widget`` (VBox, CSS class ``brrr-batch-explorer``), ``points``
-    (:class:`brrrlib.sweeps.Point`, by batch), ``current``, ``sweep``, ``error``,
-    ``exception``, ``model``, ``ceilings``, ``precision``. ``setup`` replaces
-    :func:`~brrrlib.widgets._experiments.batch_case` (called as ``setup(batch=, device=)``,
-    returning a :class:`brrrlib.sweeps.Case`), for tests.
-    """
+    """The batch-size experiment of chapter 03, as a slider and a live plot."""
 
     _css_class = "brrr-batch-explorer"
     _name = "batch explorer"
@@ -317,13 +246,7 @@ class BatchExplorer(_Explorer):
 
     @property
     def measured_knee(self) -> tuple[int, int] | None:
-        """``(low, high)``: two neighbouring doublings put the knee between these batches.
-
-        ``b/2 -> b`` cost less than x1.5 (the fixed cost outweighs the work at
-        ``b/2``) and ``b -> 2b`` more (the work outweighs it at ``b``), both
-        decided by their intervals: the knee lies between ``b/2`` and ``b``.
-        None when no measured pair of doublings shows it.
-        """
+        """``(low, high)``: two neighbouring doublings put the knee between these batches."""
         for p in self.points:
             first, second = self._doubled(p.x), self._doubled(2 * p.x)
             if first is None or second is None or first.waited or second.waited:
@@ -477,18 +400,7 @@ def batch_explorer(
     batch: int = 1,
     make_input: Callable[[int], torch.Tensor] | None = None,
 ) -> BatchExplorer:
-    """The batch-size slider of chapter 03: does doubling the batch double the time?
-
-    ``model`` defaults to a 4-layer MLP sized so its knee falls near batch 32
-    on this device; pass your own ``nn.Module`` (and ``make_input=lambda
-    batch: ...`` if its first layer is not an ``nn.Linear``; it is checked on
-    the spot). The slider doubles the batch from 1 to ``max_batch`` (default
-    4096 on a CPU, 65536 on a GPU, less if memory is short). Each batch is
-    measured together with half of it (:func:`brrrlib.compare`, no grad) and
-    counted (:func:`brrrlib.count`); the readout states the doubling ratio with
-    its interval and what it means. Returns a :class:`BatchExplorer`; as the
-    last expression of a cell it shows itself.
-    """
+    """The batch-size slider of chapter 03: does doubling the batch double the time?"""
     return BatchExplorer(
         model=model, max_batch=max_batch, device=device, batch=batch, make_input=make_input
     )

@@ -1,9 +1,4 @@
-"""The decode explorer of chapter 06: tokens/s against the batch, at a context you choose.
-
-:func:`decode_explorer` and its :class:`DecodeExplorer`. Every point is one
-decode step timed by :func:`brrrlib.decoding.measure_step`; this module only
-draws and words. Re-exported by :mod:`brrrlib.widgets`.
-"""
+"""The decode explorer of chapter 06: tokens/s against the batch, at a context you choose."""
 
 from __future__ import annotations
 
@@ -22,30 +17,7 @@ _LINES = {"memory": "tab:blue", "compute": "tab:orange", "prediction": "tab:purp
 
 
 class DecodeExplorer(_Explorer):
-    """A decoder's decode step at the batch and context under the sliders, against its floors.
-
-    One step writes a token for each of ``batch`` sequences, each attending to
-    ``context`` cached positions. It reads every weight once, whatever the
-    batch, and each sequence's KV cache; it does 2 FLOPs per weight per
-    sequence, plus attention. So its time is at least the larger of two floors
-    (the roofline of chapter 00, with the counts of :mod:`brrrlib.decoding`)::
-
-        memory floor  = (weight bytes + KV-cache bytes) / the read roof (c.bandwidth_for("read"))
-        compute floor = FLOPs / matmul peak of the model's precision
-
-    At batch 1 the weights set the pace; the batch where the compute floor
-    catches up is the **knee**: ``(weight bytes / bandwidth) / (FLOPs per
-    sequence / peak - KV bytes per sequence / bandwidth)``. A long context can
-    remove it altogether: attention reads each cached number for about one
-    FLOP, so its bytes grow with the batch as fast as its work.
-
-    Attributes: ``widget`` (VBox, CSS class ``brrr-decode-explorer``),
-    ``points`` (``{(batch, context): StepTiming}``), ``refused`` (``{(batch,
-    context): why}``), ``current``, ``error``, ``exception``, ``model``,
-    ``ceilings``, ``prediction``. ``measure`` replaces
-    :func:`brrrlib.decoding.measure_step` (called as ``measure(model, batch,
-    context)``), for tests.
-    """
+    """A decoder's decode step at the batch and context under the sliders, against its floors."""
 
     _css_class = "brrr-decode-explorer"
     _name = "decode explorer"
@@ -288,16 +260,7 @@ def decode_explorer(
     max_batch: int | None = None,
     prediction: float | None = None,
 ) -> DecodeExplorer:
-    """The decode slider of chapter 06: tokens/s and time per step against batch and context.
-
-    ``model`` is a :class:`brrrlib.decoding.Decoder`. The sliders choose the
-    batch (powers of two up to ``max_batch``: 256 on a CPU, 1024 on a GPU)
-    and the context (powers of two from 16 to the model's ``max_context``).
-    Each step is measured once (:func:`brrrlib.decoding.measure_step`) and
-    drawn against its memory and compute floors; ``prediction``, your
-    predicted knee batch, is drawn beside the model's. A step that would not
-    fit in memory is refused with a message; the kernel stays alive.
-    """
+    """The decode slider of chapter 06: tokens/s and time per step against batch and context."""
     return DecodeExplorer(
         model, batch=batch, context=context, max_batch=max_batch, prediction=prediction
     )

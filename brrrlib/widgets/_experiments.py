@@ -1,21 +1,4 @@
-"""The two experiments behind the explorers: repeat count (chapter 02) and batch size (chapter 03).
-
-Each experiment is a ``setup`` for :func:`brrrlib.sweeps.sweep` (what one
-point runs, as a :class:`~brrrlib.sweeps.Case`: :func:`repeat_case`,
-:func:`batch_case`) and a roofline model of its time; chapter 02 also calls
-:func:`repeat_sweep`. ``repeat_case`` and ``repeat_sweep`` are re-exported by
-:mod:`brrrlib.widgets`.
-
-**Repeat.** ``x = x * 2``, ``repeat`` times, on ``size`` float32 elements.
-*Eager* runs one kernel per multiply, each a full pass over memory, writing
-into outputs that already exist (two buffers used in turn, ``torch.mul(x, 2,
-out=buf)``). *Fused* is one ``torch.compile``'d kernel writing into an
-existing ``out``. Both then follow the model: 8 bytes per element per pass
-(4 read, 4 written) at the bandwidth ceiling, plus one op's overhead per
-kernel. ``fresh_output=True`` measures eager the other way, a new output
-tensor per multiply (``y = y * 2``), whose first touch of fresh memory costs
-page faults on a CPU: chapter 02 shows that cost in a cell of its own.
-"""
+"""The two experiments behind the explorers: repeat count (chapter 02) and batch size (chapter 03)."""
 
 from __future__ import annotations
 
@@ -103,14 +86,7 @@ def _chain(repeat: int) -> Callable[..., Any]:
 
 @functools.cache
 def _fused(repeat: int) -> Callable[..., Any]:
-    """``torch.compile`` of :func:`_chain`: one kernel doing ``repeat`` multiplies per element.
-
-    torch.compile caches graphs per *code object* and, past a limit (8),
-    falls back to eager. Each repeat count is another graph, so each gets its
-    own copy of the code object (``code.replace()``) and its own cache.
-    (The compiler does not fold the multiplies into one: the time grows with
-    repeat past the knee.)
-    """
+    """``torch.compile`` of :func:`_chain`: one kernel doing ``repeat`` multiplies per element."""
     base = _chain(repeat)
     fn = types.FunctionType(
         base.__code__.replace(), base.__globals__, f"chain_{repeat}", None, base.__closure__
@@ -120,11 +96,7 @@ def _fused(repeat: int) -> Callable[..., Any]:
 
 @functools.cache
 def _counted_per_element(repeat: int) -> tuple[float, float]:
-    """FLOPs and bytes per element of one eager call, counted by bl.count on 1024 elements.
-
-    Every op is pointwise, so the cost is proportional to the elements:
-    counting a small tensor and scaling is exact.
-    """
+    """FLOPs and bytes per element of one eager call, counted by bl.count on 1024 elements."""
     n = 1024
     counts = counting.count(_eager_into(torch.ones(n), repeat))
     return counts.flops / n, counts.bytes_moved / n
@@ -166,16 +138,7 @@ def repeat_case(
 
 
 def repeat_model_s(ceilings: Any, size: int, repeat: int, mode: str) -> float:
-    """The roofline model's seconds for one call, from this machine's ceilings.
-
-    One pass moves 8 bytes per element (4 read, 4 written) and does one FLOP
-    per element per multiply; each kernel also pays ``op_overhead_s``::
-
-        eager = repeat x (max(N / F, 8 N / B) + overhead)    # repeat kernels
-        fused = max(repeat x N / F, 8 N / B) + overhead        # one kernel
-
-    with F the vector ceiling (multiplies per second) and B the bandwidth.
-    """
+    """The roofline model's seconds for one call, from this machine's ceilings."""
     f, b = ceilings.vector_flops_per_s, ceilings.mem_bandwidth_bytes_per_s
     if mode == "eager":
         return repeat * (max(size / f, 8 * size / b) + ceilings.op_overhead_s)
@@ -183,31 +146,12 @@ def repeat_model_s(ceilings: Any, size: int, repeat: int, mode: str) -> float:
 
 
 def predicted_knee_repeat(ceilings: Any, element_size: int = 4) -> float:
-    """Repeat count where the fused chain turns from memory- to compute-bound.
-
-    Its time is ``max(repeat x N / F, 2 x element_size x N / B)`` (see
-    :func:`repeat_model_s`); the two are equal at::
-
-        repeat* = F x (2 x element_size) / B
-
-    Below repeat* the extra multiplies are free (the kernel waits on memory);
-    above it each one costs time. F is the vector ceiling, measured on chained
-    *multiplies*, the operation this chain runs: one FLOP per element per
-    instruction. A spec sheet's fp32 peak counts a fused multiply-add as two
-    FLOPs; with it the knee would land about twice too far right. Eager never
-    gets there: each multiply is its own pass, 1/8 FLOP/byte at any repeat.
-    """
+    """Repeat count where the fused chain turns from memory- to compute-bound."""
     return ceilings.vector_flops_per_s * 2 * element_size / ceilings.mem_bandwidth_bytes_per_s
 
 
 def repeat_size(device: torch.device, ceilings: Any) -> int:
-    """The default tensor size (elements) of the repeat experiment on ``device``.
-
-    The smallest power of two whose float32 tensor is at least twice the
-    last-level cache (every pass goes to memory, not to cache) and whose pass
-    lasts at least 20 times an op's overhead (so the overhead does not hide
-    the memory time).
-    """
+    """The default tensor size (elements) of the repeat experiment on ``device``."""
     cache = machine.last_level_cache_bytes(device)
     n = 2**16
     while (
@@ -246,18 +190,7 @@ def repeat_sweep(
     max_point_s: float = MAX_POINT_S,
     progress: bool = True,
 ) -> Sweep:
-    """Chapter 02's repeat experiment as a fixed sweep: every mode at every repeat, with the model.
-
-    ``size`` defaults to :func:`repeat_size` (the explorer's default);
-    ``ceilings`` to :func:`brrrlib.measure_ceilings` (cached). A point whose
-    measurement would take over ``max_point_s`` is skipped and says so;
-    ``pairs`` (e.g. ``[((1, "eager"), (16, "eager"))]``) are timed together in
-    alternating rounds, for a ratio with an interval:
-    ``result.says((1, "eager"), (16, "eager"))`` ("x15.9 time (95% interval
-    ...)", or "can't tell ..." when x1 is inside the interval). Returns a
-    :class:`brrrlib.sweeps.Sweep` (``.table()``, ``.plot(ax)``; as the last
-    expression of a cell it shows its table).
-    """
+    """Chapter 02's repeat experiment as a fixed sweep: every mode at every repeat, with the model."""
     dev = machine.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
@@ -283,13 +216,7 @@ def repeat_sweep(
 def checked_input_maker(
     model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
 ) -> tuple[Callable[[int], torch.Tensor], int]:
-    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample.
-
-    Runs the model once on ``make_input(2)``, so a wrong input type or width
-    is reported here, naming ``make_input``, not as torch's error from inside
-    a slider. The bytes per sample are every leaf module's output (an upper
-    bound on the activations a call keeps).
-    """
+    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample."""
     make = make_input
     if make is None:
         hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"

@@ -1,18 +1,4 @@
-"""What both explorers of :mod:`brrrlib.widgets` share: the controls, the readout, the picture.
-
-:class:`_Explorer` holds the ``ipywidgets.VBox`` (controls, a re-measure
-button, a one-line HTML readout, the plot image) and the readout's states:
-``brrr-busy`` while a measurement runs, ``brrr-error`` while it shows an error.
-A measurement that raises is reported there and the kernel stays alive.
-
-The picture is drawn in two layers, so that going back to a measured point
-costs a few milliseconds instead of a full redraw. The *base* (curves, axes,
-labels) is drawn by matplotlib's Agg renderer only when the data changed, and
-its pixels are kept; the *marks* (the rings around the current point) are
-drawn over a copy of those pixels (matplotlib's "blitting") and encoded as PNG
-bytes for an ``ipywidgets.Image``. Measured on a busy 2-core CPU: a base
-redraw takes 0.2-0.5 s, a move back to a measured point 10-30 ms.
-"""
+"""What both explorers of :mod:`brrrlib.widgets` share: the controls, the readout, the picture."""
 
 from __future__ import annotations
 
@@ -97,13 +83,7 @@ def _png(canvas) -> bytes:
 
 
 class _Explorer:
-    """The VBox, the readout and the two-layer picture; subclasses add controls and words.
-
-    A subclass implements ``_draw(fig)`` (the base: called when
-    ``_data_version()`` changes), ``_rings(point)`` (where the current point
-    sits on each panel: its rings are drawn over the base on every redraw),
-    ``_update()`` and ``remeasure()``.
-    """
+    """The VBox, the readout and the two-layer picture; subclasses add controls and words."""
 
     _css_class = ""
     _name = ""
@@ -226,12 +206,7 @@ class _Explorer:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        """The live widget, with the current plot as a PNG and the readout as text beside it.
-
-        JupyterLab shows the widget; a viewer without widgets (an exported page,
-        the course's static site, a notebook opened as a file) shows the picture
-        and the words of the last measurement instead.
-        """
+        """The live widget, with the current plot as a PNG and the readout as text beside it."""
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         if self._plot.value:
             bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()

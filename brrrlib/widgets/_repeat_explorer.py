@@ -1,9 +1,4 @@
-"""The repeat-count explorer of chapter 02: eager against fused, against the roofline.
-
-:func:`repeat_explorer` and its :class:`RepeatExplorer`. Every point comes from
-:func:`brrrlib.sweeps.sweep` over :func:`brrrlib.widgets.repeat_case`; this
-module only draws and words. Re-exported by :mod:`brrrlib.widgets`.
-"""
+"""The repeat-count explorer of chapter 02: eager against fused, against the roofline."""
 
 from __future__ import annotations
 
@@ -30,38 +25,7 @@ _REPEATS = tuple(sorted({m * 2**k for k in range(11) for m in (2, 3)} | {1}))
 
 
 class RepeatExplorer(_Explorer):
-    """The repeat-count experiment of chapter 02, as a slider and a live plot.
-
-    Apply ``x = x * 2`` ``repeat`` times to ``size`` float32 elements. Eager
-    runs one kernel per multiply: ``repeat`` passes over memory, so its time
-    grows with ``repeat`` from the start. Fused (``torch.compile`` of the
-    same loop) runs one kernel: one pass, ``repeat`` multiplies per element
-    while it sits in a register. Its time stays flat (memory-bound: the
-    arithmetic is free) until the knee predicted from this machine's ceilings::
-
-        repeat* = vector_flops_per_s x 8 bytes / mem_bandwidth_bytes_per_s
-
-    (8 bytes: one float32 read and one written per element). Both modes write
-    into outputs that already exist, as the model assumes (a fresh output per
-    call costs page faults on a CPU: chapter 02 measures that on its own).
-    The dashed lines are the model: bytes over the bandwidth ceiling plus one
-    op's overhead per kernel. Where the dots leave them, this machine differs
-    from its model: passes that stream slower than the copy ceiling raise the
-    flat part and move the measured knee right; a chain that multiplies slower
-    than the vector ceiling steepens the rise and moves it left.
-
-    Eager and fused at one repeat are measured together, in alternating rounds
-    (:func:`brrrlib.compare`), once both have been asked for: the readout's
-    speed-up has an interval, or says it cannot tell (x1 inside the interval).
-
-    Attributes: ``widget`` (the VBox, CSS class ``brrr-repeat-explorer``),
-    ``points`` (every measured :class:`brrrlib.sweeps.Point`), ``current``,
-    ``error``, ``exception``, ``ceilings``, ``sweeps`` (one
-    :class:`brrrlib.sweeps.Sweep` per size). ``setup`` replaces
-    :func:`brrrlib.widgets.repeat_case` (called as ``setup(size=, repeat=,
-    mode=, device=)``, returning a :class:`brrrlib.sweeps.Case`): for tests,
-    or to explore another workload with the same controls.
-    """
+    """The repeat-count experiment of chapter 02, as a slider and a live plot."""
 
     _css_class = "brrr-repeat-explorer"
     _name = "repeat explorer"
@@ -163,14 +127,7 @@ class RepeatExplorer(_Explorer):
         mode: str | None = None,
         force: bool = False,
     ) -> Point | None:
-        """Move the controls from code (as the learner would) and measure if needed.
-
-        Returns the point now under the controls, or None when it was not
-        measured (``error`` or the readout says why). An eager point that would
-        take more than ``MAX_POINT_S`` to measure is skipped with a note (its
-        time is ``repeat`` x one pass, as the dashed line shows); ``force=True``
-        measures it anyway. Going back to a measured point measures nothing.
-        """
+        """Move the controls from code (as the learner would) and measure if needed."""
         for name, value, options in (
             ("repeat", repeat, self.repeat_options),
             ("size", size, self.size_options),
@@ -430,19 +387,5 @@ def repeat_explorer(
     repeat: int = 1,
     mode: str = "eager",
 ) -> RepeatExplorer:
-    """The repeat-count slider of chapter 02: eager against fused, against the roofline.
-
-    ``x = x * 2`` applied ``repeat`` times to ``size`` float32 elements
-    (default: a power of two at least twice the last-level cache, so every
-    pass goes to memory). Eager: ``repeat`` kernels, ``repeat`` passes over
-    memory. Fused (``torch.compile``): one kernel, one pass, free arithmetic
-    until ``repeat* = vector_flops_per_s x 8 bytes / mem_bandwidth_bytes_per_s``
-    from this machine's :func:`brrrlib.measure_ceilings`. The slider goes to
-    ``max_repeat`` (default: the power of two at least 6 x repeat*). It starts
-    eager, because the first ``torch.compile`` of a session takes ~20 s on a
-    CPU; flip to fused to compile (the readout says "compiling…"). Each point
-    is measured once and kept: going back to it redraws in milliseconds.
-    Returns a :class:`RepeatExplorer`; as the last expression of a cell it
-    shows itself.
-    """
+    """The repeat-count slider of chapter 02: eager against fused, against the roofline."""
     return RepeatExplorer(size=size, max_repeat=max_repeat, device=device, repeat=repeat, mode=mode)

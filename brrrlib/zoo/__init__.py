@@ -1,48 +1,4 @@
-"""A model zoo: real architectures in plain PyTorch, each at two sizes, counted by hand.
-
-``bl.count`` and ``bl.diagnose`` are meant for the models you train, not only
-for the course's own workloads. The zoo is the proof: three architectures
-people run (a ResNet-50, a ViT-Ti/16 and a Llama-style decoder, in prefill
-and in decode), each with its FLOPs written out by hand and the regime it
-should be in::
-
-    from brrrlib import zoo
-
-    e = zoo.entry("llama_decode", "big")
-    fn, args = e.factory()            # the model in eval mode, called under torch.no_grad
-    bl.count(fn, *args).flops         # == e.hand_flops
-    bl.diagnose(fn, *args)            # expected on a laptop CPU: e.expected_cpu
-    e.prediction("H100")              # what the roofline predicts there, and why
-
-**Your own model** joins the same way: a :class:`Row` says how to build it,
-how to count it by hand (a :class:`Tally`, op by op) and what regime to
-expect; ``ZooEntry.from_row(row)`` makes it an entry. So the repository's
-``benchmarks/zoo_more`` adds ten workloads from nine more architectures (a
-GPT-2-style decoder in prefill and in decode; a BERT-style encoder, an
-MLP-Mixer, a U-Net, an LSTM, a DLRM-style recommender, a graph network, a
-mixture of experts, an MLP), and the tests hold all fourteen to ``bl.count``.
-
-**Two sizes.** ``"tiny"``: a few kilobytes of work per op, so each op's fixed
-cost (Python, module calls, dispatch) is the time: overhead-bound on any
-machine. ``"big"``: sized so one call takes 5-200 ms on a 2-core laptop CPU,
-where the work itself sets the pace.
-
-**Hand counts** (:mod:`brrrlib.zoo._tally`) walk each model's ``forward`` with
-the counter's conventions: ``2*M*K*N`` per matmul, one FLOP per element of an
-elementwise op, 7 per element of a layer or batch norm, 5 of a softmax, none
-for indexing or copies; bytes as the unfused eager run moves them. Each
-workload's formula is the first line of its count's docstring (``formula``).
-
-**Expected regimes.** On a CPU: tiny ones overhead; big ones by the roofline
-with a wide margin (the ResNet, the ViT and prefill sit at 19-27 FLOP/byte,
-far above a CPU's ridge of a few FLOP/byte; decode at 0.5, far below it). On
-an A100 and an H100 the roofline (``bl.spec``) predicts from the hand counts
-alone, at the model's own precision: intensity against the ridge point. LLM
-decode is the classic memory-bound case (every weight read for 2 FLOPs per
-token), prefill the compute-bound one. A roofline knows nothing of launches:
-where its floor is below a microsecond per op, the reason says that overhead,
-not the roofline, will set the time.
-"""
+"""A model zoo: real architectures in plain PyTorch, each at two sizes, counted by hand."""
 
 from __future__ import annotations
 
@@ -71,14 +27,7 @@ _LAUNCH_BOUND_S_PER_OP = 1e-6
 
 @dataclass(frozen=True)
 class Prediction:
-    """What the roofline predicts for a workload on a spec-sheet device, from hand counts alone.
-
-    ``regime`` is ``"compute"`` when the intensity reaches the ridge point of
-    the precision (``peak / bandwidth``), else ``"memory"``; ``floor_s`` is the
-    roofline's least time, ``max(FLOPs / peak, bytes / bandwidth)``;
-    ``launch_bound`` that this floor is under a microsecond per op, less than
-    one kernel launch costs: on the real device overhead will set the time.
-    """
+    """What the roofline predicts for a workload on a spec-sheet device, from hand counts alone."""
 
     device: str
     precision: str
@@ -92,18 +41,7 @@ class Prediction:
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """One workload of the zoo at one size: how to build it, its hand count, its regimes.
-
-    ``factory()`` returns ``(fn, args)``: ``fn(*args)`` runs the model
-    (seeded weights, eval mode, ``torch.no_grad``) on CPU tensors whose first
-    dimension is the batch, so ``bl.diagnose``'s batch probe can double it;
-    ``factory(device="cuda")`` builds the same on another device (the model
-    and every tensor of ``args``, nested ones such as a KV cache included).
-    ``hand`` is the hand count (FLOPs, bytes by kind, ops that do work),
-    ``formula`` its FLOP formula; ``expected_cpu`` the regime on a laptop CPU
-    and ``cpu_reason`` why; ``predictions`` the roofline's regime on each of
-    :data:`GPUS` at ``precision``. :meth:`from_row` makes one from a :class:`Row`.
-    """
+    """One workload of the zoo at one size: how to build it, its hand count, its regimes."""
 
     name: str
     size: str
@@ -133,8 +71,9 @@ class ZooEntry:
 
     @classmethod
     def from_row(cls, row: Row) -> ZooEntry:
-        """The entry of ``row``: its hand count taken, the CPU reason filled in, the
-        roofline's predictions made (nothing is built until ``factory()``)."""
+        """The entry of ``row``: its hand count taken, the CPU reason filled in, the roofline's
+        predictions made (nothing is built until ``factory()``).
+        """
         hand = row.count()
         return cls(
             name=row.name,
@@ -142,7 +81,7 @@ class ZooEntry:
             summary=row.summary,
             factory=functools.partial(_build, row.build, f"{row.name}_{row.size}"),
             hand=hand,
-            formula=inspect.getdoc(row.formula_of).splitlines()[0],
+            formula=" ".join(inspect.getdoc(row.formula_of).split()),
             expected_cpu=row.expected_cpu,
             cpu_reason=row.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
             or _tiny_reason(hand),
@@ -165,12 +104,7 @@ class ZooEntry:
 
 
 def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
-    """The roofline's regime for a hand count on spec-sheet device ``gpu`` (``bl.spec(gpu)``).
-
-    Pure arithmetic: the FLOPs over the bytes the count moves at
-    ``precision`` (bf16 halves every floating-point byte), against the
-    device's ridge point for that precision.
-    """
+    """The roofline's regime for a hand count on spec-sheet device ``gpu`` (``bl.spec(gpu)``)."""
     import brrrlib
     from brrrlib import roofline
 
@@ -231,8 +165,9 @@ def _tiny_reason(hand: HandCount) -> str:
 def _build(
     build: Callable[[], tuple], name: str, device: str | torch.device | None = None
 ) -> tuple[Callable[..., Any], tuple]:
-    """The model and its inputs, seeded, on ``device`` (default CPU); the model in eval mode
-    and called under no_grad."""
+    """The model and its inputs, seeded, on ``device`` (default CPU); the model in eval mode and called
+    under no_grad.
+    """
     with torch.random.fork_rng(devices=[]):  # the same weights every time; global RNG untouched
         torch.manual_seed(0)
         model, args = build()

@@ -1,10 +1,4 @@
-"""The zoo's convolutional net: a ResNet with bottleneck blocks.
-
-Shapes in the comments: B batch, C channels, H x W pixels. Convolutions
-without bias are followed by a batch norm, as in the paper; in eval mode the
-norm uses its running statistics (7 FLOPs per element by the counting
-convention).
-"""
+"""The zoo's convolutional net: a ResNet with bottleneck blocks."""
 
 from __future__ import annotations
 
@@ -82,14 +76,7 @@ def _count_conv_bn(tally: Tally, b, cin, h, w, cout, k, stride=1) -> tuple[int, 
 
 
 def resnet_count(cfg: ResNetConfig, b: int) -> HandCount:
-    """ResNet FLOPs: every convolution ``2*B*Cout*Ho*Wo*Cin*k^2``, then the rest per element.
-
-    Besides the convolutions and the classifier (``2*B*C*classes``, which
-    together are torchvision's published MACs x 2), each batch norm costs 7
-    per element of its output, each ReLU and each residual add 1, and the
-    global average pool 1 per element of its input. For ResNet-50 at 224 x 224
-    those extras are ~1% of the total.
-    """
+    """ResNet FLOPs: every convolution ``2*B*Cout*Ho*Wo*Cin*k^2``, then the rest per element."""
     tally, w0 = Tally(), cfg.width
     h, w = _count_conv_bn(tally, b, 3, cfg.image, cfg.image, w0, 7, stride=2)
     tally.inplace(b * w0 * h * w)  # relu

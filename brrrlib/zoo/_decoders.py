@@ -1,14 +1,4 @@
-"""The zoo's decoder: a Llama-style model, for prefill and decode.
-
-Shapes in the comments: B batch, T new tokens, S tokens in the KV cache
-(past + new), C = ``d`` model width, nh query heads, nkv key/value heads,
-hs = C // nh head size, V vocabulary.
-
-**Prefill** runs the whole prompt at once (T tokens); **decode** runs one new
-token against a KV cache of S tokens, the step a chatbot repeats for every
-token it writes. Both return the logits of the last position only, as
-nanoGPT's ``generate`` does.
-"""
+"""The zoo's decoder: a Llama-style model, for prefill and decode."""
 
 from __future__ import annotations
 
@@ -72,11 +62,7 @@ class _LlamaBlock(nn.Module):
 
 
 def _attend(q, k, v, cache, gqa: bool = False) -> torch.Tensor:
-    """Causal attention over the prompt, or one query over the KV cache.
-
-    The cache is preallocated, as in gpt-fast: ``(B, nkv, S, hs)`` holding
-    S - 1 past tokens and a slot, the last, that this step writes in place.
-    """
+    """Causal attention over the prompt, or one query over the KV cache."""
     if cache is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     k_cache, v_cache = cache
@@ -93,11 +79,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class Llama(nn.Module):
-    """A Llama-style decoder (Touvron et al. 2023): RMSNorm, rotary positions, untied head.
-
-    ``forward(idx)`` prefills; ``forward(idx, caches)`` decodes with one
-    ``(k, v)`` pair per layer. Returns the last position's logits, ``(B, 1, V)``.
-    """
+    """A Llama-style decoder (Touvron et al. 2023): RMSNorm, rotary positions, untied head."""
 
     def __init__(self, cfg: DecoderConfig) -> None:
         super().__init__()
@@ -123,17 +105,8 @@ class Llama(nn.Module):
 
 
 def llama_count(cfg: DecoderConfig, b: int, t: int, cached: int = 0) -> HandCount:
-    """Llama FLOPs: ``L*(2BTC(2C+2Ckv+3F) + 4BTSC + 10BTC + 4BT + 3.5BT(C+Ckv) + 2BTF) + 4BC + 2B + 2BCV``.
-
-    T new tokens attend to S = ``cached`` + T. Matmuls: Q and output
-    projections ``2*B*T*C*C`` each, K and V ``2*B*T*C*Ckv`` each with ``Ckv =
-    nkv * hs`` (grouped-query attention shrinks them; not the attention,
-    ``4*B*T*S*C``: every query head still meets S keys), the SwiGLU MLP
-    ``3 * 2*B*T*C*F``. Elementwise per layer: two RMSNorms ``2*(4*B*T*C +
-    2*B*T)``, rotary embedding on q and k (negate half, two multiplies, an
-    add: 3.5 per element), SiLU and the gate multiply (``2*B*T*F``), two
-    residual adds. Then the final RMSNorm and the head on the last position:
-    ``4*B*C + 2*B + 2*B*C*V``.
+    """Llama FLOPs: ``L*(2BTC(2C+2Ckv+3F) + 4BTSC + 10BTC + 4BT + 3.5BT(C+Ckv) + 2BTF) + 4BC + 2B +
+    2BCV``.
     """
     n, c, hs, f, s = b * t, cfg.d, cfg.head_size, cfg.ffn or 4 * cfg.d, cached + t
     ckv = (cfg.kv_heads or cfg.heads) * hs

@@ -1,8 +1,4 @@
-"""The zoo's encoder: a Vision Transformer.
-
-Shapes in the comments: B batch, T image patches, C = ``d`` model width, nh
-heads, hs = C // nh, F the MLP's hidden width.
-"""
+"""The zoo's encoder: a Vision Transformer."""
 
 from __future__ import annotations
 
@@ -75,12 +71,7 @@ class ViT(nn.Module):
 
 
 def vit_count(cfg: VisionConfig, b: int) -> HandCount:
-    """ViT FLOPs: patches ``2*B*T*C*3*p^2``, ``T + 1`` tokens through the layers, then the head.
-
-    Per layer (T' = T + 1 tokens): ``24*B*T'*C^2 + 4*B*T'^2*C + 20*B*T'*C``
-    (with ``F = 4C``); then the class token and position adds (``B*T'*C``),
-    a final LayerNorm (``7*B*T'*C``) and the classifier ``2*B*C*classes``.
-    """
+    """ViT FLOPs: patches ``2*B*T*C*3*p^2``, ``T + 1`` tokens through the layers, then the head."""
     c, t, f = cfg.d, cfg.tokens + 1, cfg.ffn or 4 * cfg.d
     n = b * t
     tally = Tally()

@@ -1,11 +1,4 @@
-"""The zoo's rows: each workload's two sizes, as data (see :mod:`brrrlib.zoo`).
-
-A row names a workload and a size, says how to build the model and its
-inputs, how to count it by hand, and what regime to expect on a laptop CPU.
-"tiny" rows move a few kilobytes per op; "big" rows take 5-200 ms per call on
-a quiet 2-core CPU (timed on a 2-core AMD EPYC VM). A workload outside the
-package joins the zoo as a :class:`Row` of its own (``ZooEntry.from_row``).
-"""
+"""The zoo's rows: each workload's two sizes, as data (see :mod:`brrrlib.zoo`)."""
 
 from __future__ import annotations
 
@@ -28,16 +21,7 @@ _DECODE_REASON = "reads every weight and the KV cache for 2 FLOPs per weight: ~{
 
 @dataclass(frozen=True)
 class Row:
-    """One workload at one size.
-
-    ``build()`` returns ``(model, args)``, the model an ``nn.Module``;
-    ``count()`` the hand count (a :class:`~brrrlib.zoo.HandCount`, made with
-    a :class:`~brrrlib.zoo.Tally`); ``formula_of`` is the function whose
-    docstring's first line is the FLOP formula. ``expected_cpu`` is
-    ``"compute"``, ``"memory"`` or ``"overhead"``; ``cpu_reason`` may say
-    ``{intensity}``, filled in from the hand count; left empty, a tiny
-    workload gets the generic reason.
-    """
+    """One workload at one size."""
 
     name: str
     size: str
@@ -59,10 +43,10 @@ class Row:
         phase: str,
         size: str,
     ) -> Row:
-        """A decoder's row: ``configs`` holds its ``"tiny"``, ``"prefill"`` and ``"decode"``
-        configs; ``workload(cfg, batch, tokens, cached)`` builds it, ``count`` (the same
-        arguments) counts it. Prefill reads 8 tokens (tiny) or 256 (big); decode reads one
-        token after 7 (tiny) or ``cfg.ctx - 1`` cached ones."""
+        """A decoder's row: ``configs`` holds its ``"tiny"``, ``"prefill"`` and ``"decode"`` configs;
+        ``workload(cfg, batch, tokens, cached)`` builds it, ``count`` (the same arguments) counts
+        it.
+        """
         cfg = configs["tiny" if size == "tiny" else phase]
         tokens, cached = (8, 0) if phase == "prefill" else (1, 7 if size == "tiny" else cfg.ctx - 1)
         if phase == "prefill" and size == "big":

@@ -1,29 +1,4 @@
-"""Counting a model by hand, op by op, with the conventions of :mod:`brrrlib.counting`.
-
-The model zoo (:mod:`brrrlib.zoo`) writes each architecture's FLOPs and bytes
-out as a formula. The formulas are sums over layers, so each architecture's
-hand count walks its own ``forward`` with a :class:`Tally`, one call per aten
-op that does work, and the zoo's tests set the total beside ``bl.count``:
-
-* a matmul or convolution costs ``2*M*K*N`` FLOPs (one multiply and one add
-  per term; a convolution is a matmul of ``Cout`` filters against ``Cin/groups
-  * kh * kw`` inputs at every output pixel); its bias add is part of the op
-  and is not counted again;
-* attention (``F.scaled_dot_product_attention``) costs ``2*Sq*Sk*D`` for
-  ``QK^T`` and again for ``P @ V``, per query head, causal mask or not (torch's
-  own counter does the same);
-* everything else by :data:`brrrlib.counting.FLOPS_PER_ELEMENT`: 1 per output
-  element of an elementwise op, 1 per input element of a reduction, 7 per
-  element of a layer or batch norm, 5 per element of a softmax; indexing,
-  copies, pooling by max and concatenation do no arithmetic (0).
-
-Bytes follow the counter's *unfused eager* rule: each op reads its inputs and
-writes its outputs once, as if it went to memory and back; a broadcast input
-counts its storage; an in-place op reads and writes its tensor once; a lookup
-reads the rows it looks up, not its table. Each byte is filed by what it is
-(``weights``, ``activations``, ``kv_cache``, ``lookups``, ``indices``,
-``masks``), so a roofline prediction can say what dominates.
-"""
+"""Counting a model by hand, op by op, with the conventions of :mod:`brrrlib.counting`."""
 
 from __future__ import annotations
 
@@ -52,10 +27,7 @@ class HandCount:
         return sum(self.bytes_by_kind.values())
 
     def bytes_at(self, itemsize: int) -> int:
-        """The bytes moved if every floating-point tensor had ``itemsize`` bytes (2 for bf16).
-
-        Integer ids and positions keep their 8 bytes, boolean masks their 1.
-        """
+        """The bytes moved if every floating-point tensor had ``itemsize`` bytes (2 for bf16)."""
         fixed = sum(self.bytes_by_kind.get(kind, 0) for kind in _FIXED_BYTES)
         return (self.bytes_moved - fixed) * itemsize // self.itemsize + fixed
 
@@ -72,11 +44,7 @@ class HandCount:
 
 @dataclass
 class Tally:
-    """A running hand count (a builder; :meth:`done` returns the frozen :class:`HandCount`).
-
-    Sizes are element counts; ``itemsize`` is the bytes per element of the
-    model's floating-point tensors (4 for fp32, 2 for bf16).
-    """
+    """A running hand count (a builder; :meth:`done` returns the frozen :class:`HandCount`)."""
 
     itemsize: int = 4
     flops: int = 0
@@ -100,11 +68,7 @@ class Tally:
         self._op(2 * batch * m * k * n, activations=batch * (m * k + k * n + m * n))
 
     def conv2d(self, b, cin, h, w, cout, k, *, stride=1, pad=None, groups=1, bias=False):
-        """A 2-D convolution; returns the output's ``(height, width)``.
-
-        ``2 * B*Cout*Ho*Wo * (Cin/groups)*k*k`` FLOPs: every output pixel of
-        every filter is a dot product of ``Cin/groups * k * k`` terms.
-        """
+        """A 2-D convolution; returns the output's ``(height, width)``."""
         pad = k // 2 if pad is None else pad
         ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
         out = b * cout * ho * wo
@@ -117,10 +81,7 @@ class Tally:
         return ho, wo
 
     def conv_transpose2d(self, b, cin, h, w, cout, k, *, stride, bias=True):
-        """A transposed convolution (``kernel == stride``, no overlap); returns ``(Ho, Wo)``.
-
-        Every input pixel scatters ``Cout * k * k`` products: ``2 * B*Cin*H*W * Cout*k*k``.
-        """
+        """A transposed convolution (``kernel == stride``, no overlap); returns ``(Ho, Wo)``."""
         ho, wo = h * stride, w * stride
         self._op(
             2 * b * cin * h * w * cout * k * k,
@@ -140,12 +101,7 @@ class Tally:
         kv_heads=None,
         cached: bool = False,
     ) -> None:
-        """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp.
-
-        ``cached``: a decode step over a preallocated KV cache (as in gpt-fast): the
-        ``Sq`` new keys and values are first copied into its last slots, and k and v
-        are read as ``kv_cache`` bytes.
-        """
+        """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp."""
         kv_kind = "kv_cache" if cached else "activations"
         if cached:
             new = b * (kv_heads or heads) * sq * d
@@ -190,11 +146,7 @@ class Tally:
         self._op(7 * n, activations=2 * n, weights=4 * channels)
 
     def rms_norm(self, n: int, rows: int, d: int) -> None:
-        """``nn.RMSNorm`` as six aten ops: ``x**2``, mean, ``+ eps``, rsqrt, ``x * r``, ``* w``.
-
-        Per element: square 1, mean 1, two multiplies: 4 (the convention's
-        ``rms_norm``); per row: ``+ eps`` and ``rsqrt``, 2 more.
-        """
+        """``nn.RMSNorm`` as six aten ops: ``x**2``, mean, ``+ eps``, rsqrt, ``x * r``, ``* w``."""
         self.pointwise(n)  # x ** 2
         self.reduce(n, rows)  # mean over the last dim
         self.inplace(rows)  # + eps (in place)
@@ -212,11 +164,7 @@ class Tally:
 
     # -- data movement (0 FLOPs) ---------------------------------------------------
     def move(self, read: int, written: int, *, kind: str = "activations", indices: int = 0) -> None:
-        """A copy, concatenation or max-pool: reads and writes, no arithmetic.
-
-        ``indices`` counts int64 elements read or written besides (a max-pool's
-        argmax positions, a gather's index tensor).
-        """
+        """A copy, concatenation or max-pool: reads and writes, no arithmetic."""
         elements = {"indices": indices}
         elements[kind] = elements.get(kind, 0) + read + written
         self._op(0, **elements)
@@ -224,12 +172,7 @@ class Tally:
     def lookup(
         self, n_indices: int, d: int, *, written: int | None = None, other_indices: int = 0
     ) -> None:
-        """An embedding lookup: reads the ids and the ``n_indices`` rows it looks up.
-
-        ``written`` defaults to one row per id (``nn.Embedding``); a bag
-        writes one sum per bag. ``other_indices``: int64 elements besides the
-        ids (a bag's offsets, sizes and positions).
-        """
+        """An embedding lookup: reads the ids and the ``n_indices`` rows it looks up."""
         self._op(
             0,
             indices=n_indices + other_indices,
