@@ -577,7 +577,6 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
     if comparison is not None and batch_counts is not None:
         batch = batch_evidence(counts, batch_counts, comparison)
     v = verdict(shares, busy, batch)
-
     remedies = precision_remedies(v.regime, counts.precision, ceilings) + REMEDIES[v.regime]
     if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
         remedies = (REUSE_REMEDY, *remedies)

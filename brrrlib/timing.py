@@ -256,7 +256,6 @@ def benchmark(
     # functools.partial calls fn from C: no extra Python frame per call, so a
     # 1 µs op costs what it costs in the learner's own loop.
     call = functools.partial(fn, *args, **kwargs)
-
     # 1. first call (compilation, allocation) and 2. the estimate.
     _first_call(call, dev)
     if cuda_graph:
@@ -661,7 +660,6 @@ def compare(
     la, lb = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
         raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
-
     sides = []
     for name, call in (("a", a), ("b", b)):  # 1. first call and estimate
         if not warm:

@@ -85,14 +85,12 @@ def configure(c, config_file: str) -> None:
     accounts = workshop.accounts()
     share = Share(settings["cores"], settings["learners"])
     hub = workshop.hub
-
     # Who gets in: the accounts, each with its password; the instructor alone is admin.
     c.JupyterHub.authenticator_class = RosterAuthenticator
     c.RosterAuthenticator.accounts_file = str(workshop.accounts_file)
     c.Authenticator.allowed_users = set(accounts)
     c.Authenticator.admin_users = {n for n, e in accounts.items() if e["admin"]}
     c.JupyterHub.shutdown_on_logout = True  # signing out frees the seat for another window
-
     # Where: the public address (loopback unless brrr workshop was told otherwise); the
     # hub's and the proxy's own ports on loopback, fresh at every start.
     host = f"[{settings['ip']}]" if ":" in settings["ip"] else settings["ip"]
@@ -110,7 +108,6 @@ def configure(c, config_file: str) -> None:
     c.JupyterHub.pid_file = str(hub / "jupyterhub.pid")
     c.JupyterHub.cleanup_servers = True  # the hub's exit stops every server and the proxy
     c.JupyterHub.cleanup_proxy = True
-
     # What runs: each learner's own account, this environment, the course in their home.
     c.JupyterHub.spawner_class = LocalProcessSpawner
     c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
