@@ -3,38 +3,30 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
 import math
 import numbers
 import reprlib
-from dataclasses import dataclass
-from pathlib import Path
+from collections import namedtuple
 from typing import Any
 
 from brrrlib import _fmt
-from brrrlib.exercises import (  # noqa: F401  (each registers its solvers with the bank)
-    _compute,
-    _decoding,
-    _diagnosis,
-    _distributed,
-    _memory,
-    _overhead,
-    _roofline,
-)
-from brrrlib.exercises._bank import Question, Worked, parse_questions
+from brrrlib._checks import positive_int
+from brrrlib.exercises import _decoding, _diagnosis, _distributed, _one_device  # noqa: F401
+from brrrlib.exercises._bank import Question, Worked, load
 
 __all__ = ["check", "hint", "questions", "solution"]
 
 #: The questions, in course order; their text is plain data, in questions.json beside this file.
-_BANK = parse_questions((Path(__file__).parent / "questions.json").read_text(encoding="utf-8"))
+_BANK = load()
 #: A number this close (as a ratio) to a power of 1000 times the right one is a units slip.
 _UNIT_SLIP_REL_TOL = 0.25
 #: Answers beyond these magnitudes are out of range for every question in the bank.
 _LARGEST, _SMALLEST = 1e300, 1e-300
 #: The prefix of a units slip, by the power of ten the answer is off: 1e3 too large is milli.
 _PREFIXES = {-15: "peta", -12: "tera", -9: "giga", -6: "mega", -3: "kilo", 3: "milli", 6: "micro"}
-#: The edges of the "how far off" nudge, as ratios.
-_BANDS = (1.5, 3.0, 10.0, 100.0)
+#: How far off a wrong answer is, as a ratio: under 1.5x, 1.5x to 3x, ...
+_BANDS = (1.5, 3, 10, 100)
+_BAND_WORDS = ("under 1.5x", "1.5x to 3x", "3x to 10x", "10x to 100x", "over 100x")
 #: Other names of an option: "memory-bound", "Memory bound" and "MEMORY_BOUND" are "memory".
 _SYNONYMS = {"bandwidth": "memory", "memory bandwidth": "memory"}
 _short = reprlib.Repr()
@@ -58,13 +50,8 @@ class QuestionList(tuple):
         return _fmt.html_table(header, rows, align=" l", tags={0: "code"})
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The checker's decision on one answer: right or not, the slip it diagnosed, its reply."""
-
-    right: bool
-    slip: str
-    reply: str
+#: The checker's decision on one answer: right or not, the slip it diagnosed, its reply.
+Verdict = namedtuple("Verdict", "right slip reply")
 
 
 def _get(question_id: Any) -> Question:
@@ -72,18 +59,15 @@ def _get(question_id: Any) -> Question:
         kind = type(question_id).__name__
         raise TypeError(f"question_id must be a string such as '02.ridge', got {kind}")
     if question_id not in _BANK:
-        raise ValueError(
-            f"unknown question_id {_short.repr(question_id)}; valid ids are: {', '.join(_BANK)} "
-            "(bl.questions() lists them with their prompts)"
-        )
+        valid = ", ".join(_BANK)
+        raise ValueError(f"unknown question_id {_short.repr(question_id)}; valid ids: {valid}")
     return _BANK[question_id]
 
 
 def questions(chapter: str | int | None = None) -> QuestionList:
     """List the exercises, for one chapter (``"02"`` or ``2``) or for all."""
-    found = QuestionList(
-        q for q in _BANK.values() if chapter is None or q.chapter == str(chapter).zfill(2)
-    )
+    key = str(chapter).zfill(2)
+    found = QuestionList(q for q in _BANK.values() if chapter is None or q.chapter == key)
     if not found:
         chapters = sorted({q.chapter for q in _BANK.values()})
         raise ValueError(f"chapter {chapter!r} has no questions; chapters with some: {chapters}")
@@ -93,14 +77,10 @@ def questions(chapter: str | int | None = None) -> QuestionList:
 def hint(question_id: str, level: int = 1) -> None:
     """Print a hint for a question; ``level=2`` (and up) gives a stronger one."""
     q = _get(question_id)
-    if isinstance(level, bool) or not isinstance(level, int) or level < 1:
-        raise ValueError(f"level must be a positive integer (1 = gentlest), got {level!r}")
-    n, last = min(level, len(q.hints)), len(q.hints)
-    more = (
-        f"bl.hint({q.id!r}, level={n + 1}) gives a stronger hint"
-        if n < last
-        else f"that is the last hint; bl.solution({q.id!r}) shows the worked answer"
-    )
+    n, last = min(positive_int("level", level), len(q.hints)), len(q.hints)
+    more = f"bl.hint({q.id!r}, level={n + 1}) gives a stronger hint"
+    if n == last:
+        more = f"that is the last hint; bl.solution({q.id!r}) shows the worked answer"
     print(f"Hint {n}/{last} for {q.id}: {q.hints[n - 1]}\n  ({more})")
 
 
@@ -121,8 +101,7 @@ def _judge(question_id: str, answer: Any, ceilings: Any = None) -> Verdict:
     if not slip:
         worked = q.solve(ceilings)
         if q.kind == "choice":
-            right = value == worked.value
-            slip, message = ("", q.explain) if right else (value, q.nudges[value])
+            slip, message = ("", q.explain) if value == worked.value else (value, q.nudges[value])
         else:
             slip, message = _judge_number(q, value, worked)
     if not slip:
@@ -173,15 +152,6 @@ def _close(log_ratio: float, ratio: float, rel_tol: float) -> bool:
     return ratio > 0 and abs(log_ratio - math.log(ratio)) <= math.log1p(rel_tol)
 
 
-def _slip_ratios(q: Question, worked: Worked) -> dict[str, float]:
-    """Each nudge's ratio to the right answer: the solver's for a named slip, else the key's."""
-    ratios = {}
-    for key in q.nudges:  # a named slip the solver does not report (floors alike) is left out
-        with contextlib.suppress(ValueError):
-            ratios[key] = float(worked.slips.get(key, key))
-    return ratios
-
-
 def _judge_number(q: Question, value: float, worked: Worked) -> tuple[str, str]:
     """The slip (``""`` when right) and what to say about it."""
     if value <= 0:  # every quantity in the bank is positive
@@ -191,9 +161,9 @@ def _judge_number(q: Question, value: float, worked: Worked) -> tuple[str, str]:
     lr = math.log(value) - math.log(expected)
     if _close(lr, 1.0, q.rel_tol):  # right: the computed value shows how close the rounding was
         return "", f"(computed: {_answer_text(q, expected)}) {q.explain}"
-    for key, ratio in _slip_ratios(q, worked).items():
-        if _close(lr, ratio, q.rel_tol):
-            return key, q.nudges[key]
+    for key, nudge in q.nudges.items():  # the solver's ratio for a named slip, else the key's
+        if _close(lr, worked.slips.get(key, float(key) if key[0].isdigit() else 0), q.rel_tol):
+            return key, nudge
     power = 3 * round(lr / math.log(1000))
     if power and abs(lr - power * math.log(10)) <= math.log1p(_UNIT_SLIP_REL_TOL):
         prefix = _PREFIXES.get(power, f"1e{-power}")
@@ -203,16 +173,9 @@ def _judge_number(q: Question, value: float, worked: Worked) -> tuple[str, str]:
         )
     if _close(-math.log(value), expected, q.rel_tol) and abs(lr) > math.log(10):
         return "upside_down", "Your ratio looks upside down: divide the other way round."
-    i = bisect.bisect_right(_BANDS, math.exp(min(abs(lr), 700)))  # the band the ratio falls in
-    band = (
-        f"by {_BANDS[i - 1]:g}x to {_BANDS[i]:g}x"
-        if 0 < i < len(_BANDS)
-        else f"by less than {_BANDS[0]:g}x"
-        if i == 0
-        else f"by more than {_BANDS[-1]:g}x"
-    )
+    band = _BAND_WORDS[bisect.bisect_right(_BANDS, math.exp(min(abs(lr), 700)))]
     direction = "too_high" if lr > 0 else "too_low"
-    return direction, f"Your answer is {direction.replace('_', ' ')} {band}."
+    return direction, f"Your answer is {direction.replace('_', ' ')}, by {band}."
 
 
 def _answer_text(q: Question, value: Any) -> str:
@@ -227,14 +190,7 @@ def solution(question_id: str, *, ceilings: Any = None) -> None:
     q = _get(question_id)
     worked = q.solve(ceilings)
     here = "" if worked.machine is None else f" (on this machine, {worked.machine})"
-    print(
-        "\n".join(
-            [
-                f"Worked answer to {q.id}: {q.prompt}",
-                f"  method: {q.hints[-1]}",
-                *(f"  {i}. {step}" for i, step in enumerate(worked.steps, 1)),
-                f"  answer: {_answer_text(q, worked.value)}{here}",
-                f"  {q.explain}",
-            ]
-        )
-    )
+    print(f"Worked answer to {q.id}: {q.prompt}\n  method: {q.hints[-1]}")
+    for i, step in enumerate(worked.steps, 1):
+        print(f"  {i}. {step}")
+    print(f"  answer: {_answer_text(q, worked.value)}{here}\n  {q.explain}")

@@ -9,24 +9,21 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import brrrlib.ceilings
 from brrrlib import _fmt
 from brrrlib._files import course_folder
 from brrrlib.hardware import spec
 
-__all__ = ["FP32_BYTES", "SOLVERS", "Context", "Question", "Worked", "chapter_prompts", "solves"]
+__all__ = ["Context", "Question", "Worked", "chapter_prompts", "load", "solves"]
 
-FP32_BYTES = 4
 #: Each question's solver, by question id (filled by :func:`solves`).
 SOLVERS: dict[str, Callable[[Context], Worked]] = {}
 #: How a chapter asks an exercise: a markdown paragraph that starts **Exercise `id`.**
 #: (or **Exercises `a`, `b`.** for questions asked together).
-_ASKED = re.compile(
-    r"\*\*Exercises? (?P<ids>`\d\d\.\w+`(?:,? (?:and )?`\d\d\.\w+`)*)\.\*\*\s*"
-    r"(?P<text>.*?)(?:\n\s*\n|\Z)",
-    re.S,
-)
+_ASKED = re.compile(r"\*\*Exercises? (?P<ids>[\w.`, ]+)\.\*\*\s*(?P<text>.*?)(?:\n\s*\n|\Z)", re.S)
 
 
 @dataclass(frozen=True)
@@ -41,12 +38,7 @@ class Worked:
 
 def solves(question_id: str) -> Callable:
     """Register the decorated function as the solver of ``question_id``."""
-
-    def register(solver: Callable[[Context], Worked]) -> Callable[[Context], Worked]:
-        SOLVERS[question_id] = solver
-        return solver
-
-    return register
+    return lambda solver: SOLVERS.setdefault(question_id, solver)
 
 
 class Context:
@@ -57,10 +49,8 @@ class Context:
     def __init__(self, ceilings: Any = None) -> None:
         needed = ("matmul_flops_per_s", "mem_bandwidth_bytes_per_s", "op_overhead_s")
         if ceilings is not None and not all(hasattr(ceilings, a) for a in needed):
-            raise TypeError(
-                "ceilings must be what bl.measure_ceilings() returns (or None for this machine's), "
-                f"got {type(ceilings).__name__}"
-            )
+            kind = type(ceilings).__name__
+            raise TypeError(f"ceilings must be what bl.measure_ceilings() returns, got {kind}")
         self._ceilings, self.used_ceilings, self.steps = ceilings, False, []
 
     @property
@@ -68,9 +58,7 @@ class Context:
         """This machine's ceilings (``bl.measure_ceilings()``, cached on disk)."""
         self.used_ceilings = True
         if self._ceilings is None:
-            from brrrlib.ceilings import measure_ceilings
-
-            self._ceilings = measure_ceilings()  # shows progress if it has to measure
+            self._ceilings = brrrlib.ceilings.measure_ceilings()  # shows progress if it measures
         return self._ceilings
 
     def note(self, label: str, value: Any, unit: str = "") -> Any:
@@ -81,9 +69,8 @@ class Context:
 
     def peak(self, device: str, dtype: str) -> float:
         """The spec sheet's peak FLOP/s of ``device`` in ``dtype`` (a step)."""
-        return self.note(
-            f"{device} {dtype} peak, bl.spec('{device}')", spec(device).peak(dtype), "FLOP/s"
-        )
+        label = f"{device} {dtype} peak, bl.spec('{device}')"
+        return self.note(label, spec(device).peak(dtype), "FLOP/s")
 
     def bandwidth(self, device: str) -> float:
         """The spec sheet's memory bandwidth of ``device``, bytes/s (a step)."""
@@ -98,10 +85,10 @@ class Context:
     def measured(self, what: str) -> tuple[float, str]:
         """A field of ``bl.measure_ceilings()`` on this machine, and its step."""
         unit = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}.get(what, "s")
-        value = self.note(
-            f"bl.measure_ceilings().{what} on this machine", getattr(self.ceilings, what), unit
-        )
-        return value, self.steps[-1]
+        value = getattr(self.ceilings, what)
+        return self.note(f"bl.measure_ceilings().{what} on this machine", value, unit), self.steps[
+            -1
+        ]
 
 
 @dataclass(frozen=True)
@@ -145,15 +132,14 @@ class Question:
         return f"{self.id}: {self.prompt}{unit}{options}"
 
 
-def parse_questions(text: str) -> dict[str, Question]:
-    """The questions of a bank in ``questions.json``'s form, by id; ``"like"`` copies another's."""
-    rows = json.loads(text)
+def load() -> dict[str, Question]:
+    """The questions of questions.json, by id, in its order (``"like"`` copies another's fields)."""
+    rows = json.loads((Path(__file__).parent / "questions.json").read_text(encoding="utf-8"))
     out = {}
     for qid, row in rows.items():
         row = {**rows.get(row.pop("like", None), {}), **row}
-        out[qid] = Question(
-            qid, **{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
-        )
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+        out[qid] = Question(qid, **fields)
     return out
 
 
@@ -164,8 +150,6 @@ def chapter_prompts() -> dict[str, str]:
     folder = course_folder()
     for path in sorted(folder.glob("*.ipynb")) if folder else ():
         for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
-            if cell.get("cell_type") != "markdown":
-                continue
             for m in _ASKED.finditer("".join(cell.get("source", ()))):
                 for qid in re.findall(r"`([^`]+)`", m["ids"]):
                     prompts[qid] = " ".join(m["text"].replace("`", "").split())

@@ -25,37 +25,27 @@ def _decode_floor_tokens(ctx: Context) -> Worked:
 
 @solves("06.prefill_over_decode")
 def _prefill_over_decode(ctx: Context) -> Worked:
-    prefill = ctx.note(
-        "prefill tokens/s: peak / 2 FLOPs a parameter", ctx.peak("H100", "bf16") / (2 * _PARAMS)
-    )
-    decode = ctx.note(
-        "decode tokens/s: bandwidth / weight bytes", ctx.bandwidth("H100") / _weight_bytes(ctx)
-    )
+    prefill = ctx.peak("H100", "bf16") / (2 * _PARAMS)  # 2 FLOPs a parameter a token
+    ctx.note("prefill tokens/s: peak / 2 FLOPs a parameter", prefill)
+    decode = ctx.note("decode tokens/s", ctx.bandwidth("H100") / _weight_bytes(ctx))
     return Worked(prefill / decode)
 
 
 @solves("06.kv_context")
 def _kv_context(ctx: Context) -> Worked:
-    per_token = ctx.note(
-        "KV bytes per token: 2 x 32 layers x 4,096 x 2", 2 * _LAYERS * _WIDTH * _BF16, "B"
-    )
+    label = "KV bytes per token: 2 x 32 layers x 4,096 x 2"
+    per_token = ctx.note(label, 2 * _LAYERS * _WIDTH * _BF16, "B")
     return Worked(_weight_bytes(ctx) / per_token, slips={"one_layer": _LAYERS})
 
 
 @solves("06.spec_tokens_per_check")
 def _spec_tokens_per_check(ctx: Context) -> Worked:
-    drafted, accept = 5, 0.7
-    kept = [accept**i for i in range(drafted + 1)]  # the check's own token, then drafted token i
+    n, p = 5, 0.7  # drafted tokens, and the chance each is accepted
+    kept = [p**i for i in range(n + 1)]  # the check's own token, then drafted token i
     tokens = sum(kept)
-    steps = (
-        f"token i is kept if it and all before it are: 1 + {' + '.join(f'{k:.3g}' for k in kept[1:])}",
-    )
-    slips = {
-        "all_accepted": (drafted + 1) / tokens,
-        "independent": (1 + drafted * accept) / tokens,
-        "drafts_only": (tokens - 1) / tokens,
-    }
-    return Worked(tokens, steps, slips)
+    steps = ("token i is kept if all up to it are: " + " + ".join(f"{k:.3g}" for k in kept),)
+    slips = {"all_accepted": n + 1, "independent": 1 + n * p, "drafts_only": tokens - 1}
+    return Worked(tokens, steps, {k: v / tokens for k, v in slips.items()})
 
 
 def _tp_token_s(bandwidth: float, allreduces: int = 2, shard: int = _GPUS) -> float:
@@ -67,11 +57,8 @@ def _tp_token_s(bandwidth: float, allreduces: int = 2, shard: int = _GPUS) -> fl
 @solves("06.tp8_tokens_per_s")
 def _tp8_tokens_per_s(ctx: Context) -> Worked:
     bw = ctx.bandwidth("H100")
-    label = "a token: 1/8 of the weights + 2 x 32 all-reduces of 8 KB (10 µs + 2(n-1)/n x bytes / NVLink 4)"
+    label = "a token: 1/8 of the weights + 2 x 32 all-reduces of 8 KB (alpha 10 µs + bytes / link)"
     token_s = ctx.note(label, _tp_token_s(bw), "s")
-    slips = {
-        "weights_alone": token_s / _tp_token_s(bw, allreduces=0),
-        "one_allreduce": token_s / _tp_token_s(bw, allreduces=1),
-        "all_weights": token_s / _tp_token_s(bw, shard=1),
-    }
-    return Worked(1 / token_s, slips=slips)
+    wrong = {"weights_alone": _tp_token_s(bw, 0), "one_allreduce": _tp_token_s(bw, 1)}
+    wrong["all_weights"] = _tp_token_s(bw, shard=1)
+    return Worked(1 / token_s, slips={k: token_s / v for k, v in wrong.items()})

@@ -12,10 +12,8 @@ def _gradient_bytes(ctx: Context) -> float:
 
 
 def _nvlink(ctx: Context) -> float:
-    bandwidth = link("NVLink 4").bandwidth_bytes_per_s
-    return ctx.note(
-        "bl.hardware.link('NVLink 4'), each way (the sheet adds both)", bandwidth, "B/s"
-    )
+    label = "bl.hardware.link('NVLink 4'), each way (the sheet adds both)"
+    return ctx.note(label, link("NVLink 4").bandwidth_bytes_per_s, "B/s")
 
 
 @solves("05.bus_bandwidth")
@@ -44,30 +42,20 @@ def _fsdp_step_ms(ctx: Context) -> Worked:
 @solves("05.crossover_tokens")
 def _crossover_tokens(ctx: Context) -> Worked:
     box = node("DGX H100")
-    nic, nvlink = link(box.nic_link), link(box.gpu_link)
-    nics = box.nics_per_node * nic.bandwidth_bytes_per_s
-    ctx.note(f"{box.nics_per_node} x {nic.name} leave the node at once (a ring each)", nics, "B/s")
-    busbw = ctx.note(
-        f"busbw: the narrower of them and {nvlink.name}",
-        min(nics, nvlink.bandwidth_bytes_per_s),
-        "B/s",
-    )
+    nic, nvlink = link(box.nic_link).bandwidth_bytes_per_s, link(box.gpu_link).bandwidth_bytes_per_s
+    n = box.nics_per_node
+    nics = ctx.note(f"{n} NICs leave the node at once (a ring each)", n * nic, "B/s")
+    busbw = ctx.note(f"busbw: the narrower of them and {box.gpu_link}", min(nics, nvlink), "B/s")
     # per parameter per step: 6 x tokens FLOPs at the peak against 2 (ring) x 2 bytes at busbw
     tokens = 2 * 2 * ctx.peak("H100", "bf16") / (FLOPS_PER_PARAM_PER_SAMPLE * busbw)
-    slips = {
-        "one_nic": busbw / nic.bandwidth_bytes_per_s,
-        "nvlink": busbw / nvlink.bandwidth_bytes_per_s,
-    }
-    return Worked(tokens, ("6 x tokens / peak = 2 x 2 bytes / busbw",), slips)
+    steps = ("6 x tokens / peak = 2 x 2 bytes / busbw",)
+    return Worked(tokens, steps, {"one_nic": busbw / nic, "nvlink": busbw / nvlink})
 
 
 @solves("05.overlap_step_ms")
 def _overlap_step_ms(ctx: Context) -> Worked:
-    forward, backward, allreduce = 10.0, 20.0, 25.0  # ms
-    step = forward + max(backward, allreduce)
-    steps = (f"without overlap: {forward:g} + {backward:g} + {allreduce:g} ms",)
-    slips = {
-        "no_overlap": (forward + backward + allreduce) / step,
-        "backward_alone": (forward + backward) / step,
-    }
+    fwd, bwd, allreduce = 10.0, 20.0, 25.0  # ms
+    step = fwd + max(bwd, allreduce)
+    steps = (f"without overlap: {fwd:g} + {bwd:g} + {allreduce:g} ms",)
+    slips = {"no_overlap": (fwd + bwd + allreduce) / step, "backward_alone": (fwd + bwd) / step}
     return Worked(step, steps, slips)
