@@ -43,11 +43,13 @@ def _check(qid, answer, capsys, **kw):
     return ok, capsys.readouterr().out
 
 
+# The checker's decision: check() prints the reply, and the slip it names only in words.
+_verdict = exercises._judge
+
+
 def _slip(qid, answer, ceilings=None):
     """The slip the checker diagnoses in ``answer`` ("" when it is right)."""
-    return exercises._judge(
-        qid, answer, ceilings
-    ).slip  # check() prints the slip's nudge, not its name
+    return _verdict(qid, answer, ceilings).slip
 
 
 def test_overhead_and_diagnosis_register_their_questions():
@@ -91,7 +93,7 @@ def test_weight_read_us(capsys):
     assert 10 < right < 100  # tens of microseconds on any A100 variant
     assert _check("03.weight_read_us", right, capsys)[0]
     assert _slip("03.weight_read_us", right / 4) == "0.25"  # elements, not bytes
-    verdict = exercises._judge("03.weight_read_us", right / 1e6)  # answered in seconds
+    verdict = _verdict("03.weight_read_us", right / 1e6)  # answered in seconds
     assert verdict.slip == "units" and "1e6" in verdict.reply
 
 
