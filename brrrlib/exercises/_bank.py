@@ -85,10 +85,8 @@ class Context:
     def measured(self, what: str) -> tuple[float, str]:
         """A field of ``bl.measure_ceilings()`` on this machine, and its step."""
         unit = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}.get(what, "s")
-        value = getattr(self.ceilings, what)
-        return self.note(f"bl.measure_ceilings().{what} on this machine", value, unit), self.steps[
-            -1
-        ]
+        label = f"bl.measure_ceilings().{what} on this machine"
+        return self.note(label, getattr(self.ceilings, what), unit), self.steps[-1]
 
 
 @dataclass(frozen=True)
