@@ -17,71 +17,43 @@ warnings.filterwarnings(
     category=UserWarning,
 )
 
-_MODULES = (
-    "ceilings",
-    "classroom",
-    "counting",
-    "decoding",
-    "diagnosis",
-    "distributed",
-    "exercises",
-    "figures",
-    "hardware",
-    "levels",
-    "machine",
-    "parts",
-    "references",
-    "roofline",
-    "sweeps",
-    "timing",
-    "trace",
-    "widgets",
-    "workloads",
-    "zoo",
-)
-
-# Public names at the top level and the module each comes from.
-_NAMES = {
-    "Ceilings": "ceilings",
-    "measure_ceilings": "ceilings",
-    "Report": "classroom",
-    "report": "classroom",
-    "Counts": "counting",
-    "count": "counting",
-    "DeviceSpec": "hardware",
-    "spec": "hardware",
-    "device": "machine",
-    "measure_levels": "levels",
-    "share_of": "references",
-    "sync": "machine",
-    "Diagnosis": "diagnosis",
-    "diagnose": "diagnosis",
-    "check": "exercises",
-    "hint": "exercises",
-    "questions": "exercises",
-    "solution": "exercises",
-    "Timing": "timing",
-    "benchmark": "timing",
-    "Comparison": "timing",
-    "compare": "timing",
-    "Trace": "trace",
-    "profile": "trace",
+# The modules, each loaded on first use (``bl.timing``), and the names each lends the top level.
+_EXPORTS = {
+    "ceilings": ("Ceilings", "measure_ceilings"),
+    "classroom": ("Report", "report"),
+    "counting": ("Counts", "count"),
+    "decoding": (),
+    "diagnosis": ("Diagnosis", "diagnose"),
+    "distributed": (),
+    "exercises": ("check", "hint", "questions", "solution"),
+    "figures": (),
+    "hardware": ("DeviceSpec", "spec"),
+    "levels": ("measure_levels",),
+    "machine": ("device", "sync"),
+    "parts": (),
+    "references": ("share_of",),
+    "roofline": (),
+    "sweeps": (),
+    "timing": ("Timing", "benchmark", "Comparison", "compare"),
+    "trace": ("Trace", "profile"),
+    "widgets": (),
+    "workloads": (),
+    "zoo": (),
 }
-
-__all__ = sorted([*_MODULES, *_NAMES, "__version__"])
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted([*_EXPORTS, *_HOME, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
     """Load a module (``bl.timing``) or a public name (``bl.benchmark``) on first use."""
-    if name in _MODULES:
-        module = _import(name)
-        globals()[name] = module
-        return module
-    if name in _NAMES:
-        value = getattr(_import(_NAMES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'brrrlib' has no attribute {name!r}")
+    if name in _EXPORTS:
+        value = _import(name)
+    elif name in _HOME:
+        value = getattr(_import(_HOME[name]), name)
+    else:
+        raise AttributeError(f"module 'brrrlib' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

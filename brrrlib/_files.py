@@ -40,23 +40,13 @@ def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:
 
 def course_folder() -> Path | None:
     """Where the course notebooks are (package data ``brrrlib.course``, else the clone's), or None."""
-    return _installed_course() or _clone_course()
-
-
-def _installed_course() -> Path | None:
-    try:
-        root = resources.files("brrrlib.course")
+    try:  # data without __init__.py is a namespace package, its entries are plain paths
+        installed = [
+            p.parent
+            for p in resources.files("brrrlib.course").iterdir()
+            if isinstance(p, Path) and p.suffix == ".ipynb"
+        ]
     except ModuleNotFoundError:
-        return None
-    # A folder of data without __init__.py is a namespace package, whose files() is a
-    # MultiplexedPath; its entries are plain paths, and a notebook's parent is the folder.
-    for entry in root.iterdir():
-        if isinstance(entry, Path) and entry.suffix == ".ipynb":
-            return entry.parent
-    return None
-
-
-def _clone_course() -> Path | None:
-    # an editable install does not map course/ (no __init__.py) as a subpackage
-    folder = Path(__file__).resolve().parents[1] / "course"
-    return folder if folder.is_dir() and any(folder.glob("*.ipynb")) else None
+        installed = []
+    clone = Path(__file__).resolve().parents[1] / "course"  # an editable install maps no course/
+    return next(iter(installed), None) or (clone if any(clone.glob("*.ipynb")) else None)

@@ -82,19 +82,20 @@ def test_a_bad_input_gets_a_clear_error(name):
     assert words in str(caught.value), f"{name}: {caught.value}"
 
 
-# Inputs that look odd but are fine: they must work, not raise.
+# Inputs that look odd but are fine: (probe, what its result must be), never an error.
 GOOD_ODD_INPUTS = {
-    "a numpy float32 budget": lambda: bl.benchmark(torch.neg, _X, budget_s=np.float32(0.02)),
-    "a numpy float64 budget": lambda: bl.benchmark(torch.neg, _X, budget_s=np.float64(0.02)),
-    "a device in capitals": lambda: bl.benchmark(torch.neg, _X, device="CPU", budget_s=0.02),
-    "one spec name, not a list": lambda: bl.hardware.spec_table(names="A100"),
-    "a partial to compare": lambda: bl.compare(functools.partial(torch.neg, _X), functools.partial(torch.abs, _X), budget_s=0.05),
+    "a numpy float32 budget": (lambda: bl.benchmark(torch.neg, _X, budget_s=np.float32(0.02)), lambda t: isinstance(t, bl.Timing)),
+    "a numpy float64 budget": (lambda: bl.benchmark(torch.neg, _X, budget_s=np.float64(0.02)), lambda t: isinstance(t, bl.Timing)),
+    "a device in capitals": (lambda: bl.benchmark(torch.neg, _X, device="CPU", budget_s=0.02), lambda t: str(t.device) == "cpu"),
+    "one spec name, not a list": (lambda: bl.hardware.spec_table(names="A100"), lambda table: len(table.rows) == 1),
+    "a partial to compare": (lambda: bl.compare(functools.partial(torch.neg, _X), functools.partial(torch.abs, _X), budget_s=0.05), lambda c: isinstance(c, bl.Comparison)),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(GOOD_ODD_INPUTS))
 def test_an_odd_but_valid_input_works(name):
-    assert GOOD_ODD_INPUTS[name]() is not None
+    probe, expected = GOOD_ODD_INPUTS[name]
+    assert expected(probe())
 
 
 def test_brrr_device_in_capitals_is_understood(monkeypatch):

@@ -7,6 +7,7 @@ Expected values are computed here the same way the course computes them (from
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -69,8 +70,9 @@ def _expected(qid):
     }[qid]()
 
 
+Q = {q.id: q for q in ex.questions()}
 OURS = [q.id for q in ex.questions() if q.chapter in ("00", "01", "02")]
-NUMERIC = [qid for qid in OURS if ex._get(qid).kind == "number"]
+NUMERIC = [qid for qid in OURS if Q[qid].kind == "number"]
 
 
 # Numbers that are part of the checker's own wording, not values: hint counters,
@@ -105,7 +107,7 @@ def test_right_answer_passes(qid, capsys):
 @pytest.mark.parametrize("qid", NUMERIC)
 def test_rounded_answer_passes_and_far_answer_fails(qid):
     want = _expected(qid)
-    tol = ex._get(qid).rel_tol
+    tol = Q[qid].rel_tol
     assert ex.check(qid, want * (1 + tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * (1 - tol / 2), ceilings=FAKE) is True
     assert ex.check(qid, want * 5, ceilings=FAKE) is False
@@ -114,7 +116,7 @@ def test_rounded_answer_passes_and_far_answer_fails(qid):
 @pytest.mark.parametrize("qid", OURS)
 def test_wrong_answers_never_print_the_answer(qid, capsys):
     want = _expected(qid)
-    q = ex._get(qid)
+    q = Q[qid]
     wrongs = (
         [c for c in q.choices if c != want]
         if isinstance(want, str)
@@ -144,20 +146,24 @@ def test_right_answer_shows_the_computed_value(capsys):
 def test_none_prompts_without_raising(capsys):
     assert ex.check("02.ridge", None) is False
     out = capsys.readouterr().out  # a reminder naming what to write, in which unit
-    assert out.startswith("02.ridge") and ex._expects(ex._get("02.ridge")) in out
+    assert out.startswith("02.ridge") and Q["02.ridge"].unit in out
+
+
+# The checker's decision: check() prints the reply, and the slip it names only in words.
+_verdict = ex._judge
 
 
 def _slip(qid, answer, ceilings=None):
     """The slip the checker diagnoses in ``answer`` ("" when it is right)."""
-    return ex._judge(qid, answer, ceilings).slip
+    return _verdict(qid, answer, ceilings).slip
 
 
 def test_units_slip_is_named():
     want = _expected("02.unary_time_here")
-    verdict = ex._judge("02.unary_time_here", want * 1e3, FAKE)  # answered in ms
+    verdict = _verdict("02.unary_time_here", want * 1e3, FAKE)  # answered in ms
     assert verdict.slip == "units" and "1e3" in verdict.reply
-    verdict = ex._judge("00.ridge_here", _expected("00.ridge_here") / 1e12, FAKE)
-    assert verdict.slip == "units" and "1e12" in verdict.reply and "tera" in verdict.reply
+    verdict = _verdict("00.ridge_here", _expected("00.ridge_here") / 1e12, FAKE)
+    assert verdict.slip == "units" and "tera" in verdict.reply  # answered in TFLOP/byte
 
 
 def test_common_mistakes_get_their_own_nudge():
@@ -167,8 +173,8 @@ def test_common_mistakes_get_their_own_nudge():
     assert _slip("02.ridge", _expected("02.ridge") * tensor_core) == "bf16_peak"
     # no bank entry: the checker spots a flip
     assert _slip("00.ridge_here", 1 / _expected("00.ridge_here"), FAKE) == "upside_down"
-    verdict = ex._judge("02.ridge", _expected("02.ridge") / 2)
-    assert ex._get("02.ridge").nudges["0.5"] in verdict.reply  # the bank's nudge is the reply
+    verdict = _verdict("02.ridge", _expected("02.ridge") / 2)
+    assert Q["02.ridge"].nudges["0.5"] in verdict.reply  # the bank's nudge is the reply
 
 
 def test_the_t4_ratio_is_its_fp16_tensor_cores_not_the_essays_a100():
@@ -191,10 +197,9 @@ def test_critical_batch_is_the_bf16_ridge_point():
 
 def test_generic_band_says_direction():
     want = _expected("01.tensor_core_ratio")
-    verdict = ex._judge("01.tensor_core_ratio", want * 2.6)
-    assert verdict.slip == "too_high" and "1.5x" in verdict.reply and "3x" in verdict.reply
-    verdict = ex._judge("01.tensor_core_ratio", want / 20)
-    assert verdict.slip == "too_low" and "10x" in verdict.reply and "100x" in verdict.reply
+    for factor, slip, band in ((2.6, "too_high", ["1.5", "3"]), (1 / 20, "too_low", ["10", "100"])):
+        verdict = _verdict("01.tensor_core_ratio", want * factor)
+        assert verdict.slip == slip and re.findall(r"([\d.]+)x\b", verdict.reply) == band
 
 
 def test_choice_synonyms_and_case():
@@ -229,9 +234,9 @@ def test_bad_input_errors_name_the_argument(capsys):
     # A learner's answer of the wrong type is not an exception: the reply says what to write.
     words = "a hundred"
     assert ex.check("02.ridge", words) is False and _slip("02.ridge", words) == "not_a_number"
-    verdict = ex._judge("00.regime_tiny", 3)
+    verdict = _verdict("00.regime_tiny", 3)
     assert not verdict.right and verdict.slip == "not_an_option"
-    assert all(repr(c) in verdict.reply for c in ex._get("00.regime_tiny").choices)
+    assert all(repr(c) in verdict.reply for c in Q["00.regime_tiny"].choices)
     with pytest.raises(ValueError, match="level"):
         ex.hint("02.ridge", level=0)
     with pytest.raises(ValueError, match="chapter"):
@@ -239,11 +244,11 @@ def test_bad_input_errors_name_the_argument(capsys):
 
 
 def test_choice_outside_options_is_explained():
-    verdict = ex._judge("00.regime_tiny", "latency")
+    verdict = _verdict("00.regime_tiny", "latency")
     assert not verdict.right and verdict.slip == "not_an_option"
     # the answer given, then every option
     assert "latency" in verdict.reply
-    assert all(repr(c) in verdict.reply for c in ex._get("00.regime_tiny").choices)
+    assert all(repr(c) in verdict.reply for c in Q["00.regime_tiny"].choices)
 
 
 def test_question_listing_does_not_carry_answers():
@@ -251,41 +256,39 @@ def test_question_listing_does_not_carry_answers():
         assert not hasattr(q, "answer")
         assert q.hints, q.id
     html = ex.questions("02")._repr_html_()
-    assert "02.ridge" in html and "<table>" in html
+    assert "02.ridge" in html and html.count("<tr") == 1 + len(ex.questions("02"))
 
 
-def test_registering_twice_or_without_hints_is_refused():
-    from brrrlib.exercises._bank import Question, Worked, parse_questions, solves
+def test_the_bank_is_well_formed():
+    """Each id once in questions.json and once among the solvers, each question with hints."""
+    folder = Path(ex.__file__).parent
+    pairs = json.loads((folder / "questions.json").read_text(), object_pairs_hook=lambda p: p)
+    assert len({k for k, _ in pairs}) == len(pairs) == len(Q)
+    solved = re.findall(
+        r'solves\("([\w.]+)"\)', "".join(p.read_text() for p in folder.glob("*.py"))
+    )
+    assert sorted(solved) == sorted(Q)
+    assert all(q.hints and q.explain for q in Q.values())
 
-    with pytest.raises(ValueError, match="twice"):
-        solves("02.ridge")(lambda ctx: Worked(1.0))
-    with pytest.raises(ValueError, match="twice"):
-        parse_questions('{"02.ridge": {"hints": ["h"]}, "02.ridge": {"hints": ["h"]}}')
-    with pytest.raises(ValueError, match="hint"):
-        Question("99.no_hints", "no hints")
 
-
-def test_every_question_has_a_solver_and_each_nudge_a_slip_it_can_meet():
-    from brrrlib.exercises._bank import SOLVERS, Context
-
-    assert set(SOLVERS) == set(ex._BANK)
+def test_every_nudge_is_a_slip_the_checker_diagnoses():
     for q in ex.questions():
-        worked = q.solve(Context(FAKE))
+        worked = q.solve(FAKE)
         if q.kind == "choice":
-            assert worked.value in q.choices and set(q.nudges) <= set(q.choices), q.id
+            assert worked.value in q.choices, q.id
+            assert set(q.choices) >= set(q.nudges) >= set(q.choices) - {worked.value}, q.id
             continue
         assert set(worked.slips) <= set(q.nudges), q.id  # every named slip has its words
-        reachable = set(ex._slip_ratios(q, worked))
-        assert reachable == set(q.nudges), (q.id, set(q.nudges) - reachable)
-        for key, ratio in ex._slip_ratios(q, worked).items():  # and each is diagnosed
+        for key in q.nudges:  # a ratio the solver names, or one the key is
+            ratio = worked.slips[key] if key in worked.slips else float(key)
             assert _slip(q.id, float(worked.value) * ratio, FAKE) == key, (q.id, key)
 
 
 # --------------------------------------------------------------------------- extreme answers
 
 ALL = list(ex.questions().ids)
-ALL_NUMERIC = [qid for qid in ALL if ex._get(qid).kind == "number"]
-CHOICE = [qid for qid in ALL if ex._get(qid).kind == "choice"]
+ALL_NUMERIC = [qid for qid in ALL if Q[qid].kind == "number"]
+CHOICE = [qid for qid in ALL if Q[qid].kind == "choice"]
 HUGE_TEXT = "9" * 1_000_000
 OUT_OF_RANGE = [5e-324, 10**400, -(10**400), float("inf"), float("-inf"), 1e-310]
 
@@ -329,9 +332,9 @@ def test_extreme_choice_answers_get_a_short_reply(qid, capsys):
 
 def test_near_extremes_still_get_the_usual_nudges():
     # a huge but finite answer is "too high", in log space, without overflow
-    verdict = ex._judge("00.ridge_here", 1e299, FAKE)
+    verdict = _verdict("00.ridge_here", 1e299, FAKE)
     assert verdict.slip == "too_high" and "100x" in verdict.reply
-    verdict = ex._judge("01.matmul_time_here", 1e-299, FAKE)
+    verdict = _verdict("01.matmul_time_here", 1e-299, FAKE)
     assert verdict.slip == "too_low" and "100x" in verdict.reply
     assert _slip("00.ridge_here", -_expected("00.ridge_here"), FAKE) == "sign"
 
@@ -346,13 +349,13 @@ MACHINE_DEPENDENT = {
 
 @pytest.mark.parametrize("qid", ALL)
 def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
-    from brrrlib.exercises._bank import Context
-
-    worked = ex._get(qid).solve(Context(FAKE))
-    assert len(worked.steps) >= 2, "a worked answer needs its working"
+    worked = Q[qid].solve(FAKE)
     ex.solution(qid, ceilings=FAKE)
     out = capsys.readouterr().out
     assert qid in out.splitlines()[0] and "answer: " in out
+    # the working: the method (the last hint), then each number it uses
+    assert f"method: {Q[qid].hints[-1]}" in out and worked.steps
+    assert all(f"{i}. {step}" in out for i, step in enumerate(worked.steps, 1))
     answer_line = next(line for line in out.splitlines() if "answer: " in line)
     shown = answer_line.split("answer: ", 1)[1]
     if isinstance(worked.value, str):
@@ -364,21 +367,23 @@ def test_solution_shows_working_and_the_answer_the_checker_accepts(qid, capsys):
 
 
 def test_solution_computes_from_the_spec_table(capsys):
-    from brrrlib import _fmt
-
     ex.solution("00.ridge_a100")
     out = capsys.readouterr().out
-    assert _fmt.si(_peak("A100", "fp32"), "FLOP/s") in out
-    assert _fmt.si(_bw("A100"), "B/s") in out
+    quoted = re.findall(r"bl.spec\('A100'\): ([\d.]+) ([TG])", out)  # the peak, the bandwidth
+    scale = {"T": 1e12, "G": 1e9}
+    assert [float(x) * scale[p] for x, p in quoted] == pytest.approx(
+        [_peak("A100", "fp32"), _bw("A100")], rel=0.01
+    )
     assert f"{_expected('00.ridge_a100'):.4g} FLOP/byte" in out
     ex.solution("00.ridge_here", ceilings=FAKE)
     out = capsys.readouterr().out
-    assert _fmt.si(FAKE.matmul_flops_per_s, "FLOP/s") in out and "fake" in out
+    measured = re.search(r"matmul_flops_per_s on this machine: ([\d.]+) GFLOP/s", out)
+    assert float(measured[1]) * 1e9 == FAKE.matmul_flops_per_s and "fake" in out
 
 
 def test_the_last_hint_points_to_the_solution(capsys):
     for qid in ALL:
-        ex.hint(qid, level=len(ex._get(qid).hints))
+        ex.hint(qid, level=len(Q[qid].hints))
         assert f"bl.solution('{qid}')" in capsys.readouterr().out
 
 
@@ -465,23 +470,17 @@ def test_each_chapter_states_goals_and_reads_back_three_predictions(path):
         assert any(re.search(rf"\b{name}\b", s) for s in later), name
 
 
-def test_every_question_is_worded_once_in_its_own_chapter():
+def test_every_question_is_worded_in_its_chapter():
     """The chapter is the one place a question is worded; the bank quotes it from there."""
-    from brrrlib.exercises._bank import chapter_prompts
-
-    prompts = chapter_prompts()
     for q in ex.questions():
-        assert prompts.get(q.id), f"{q.id} is asked in no chapter (**Exercise `{q.id}`.** ...)"
-        assert q.prompt == prompts[q.id]
+        assert q.prompt, f"{q.id} is asked in no chapter (**Exercise `{q.id}`.** ...)"
+        assert repr(q).startswith(f"{q.id}: {q.prompt}")
 
 
 def test_gelu_vs_relu_answer_follows_the_erf_forms_cost_against_the_a100_budget():
     """The worked answer counts gelu's default (erf) form, the one chapter 02 times."""
-    from brrrlib.exercises import _memory
-    from brrrlib.exercises._bank import Context
-
-    budget = _expected("02.ridge")  # A100 fp32 FLOPs per element (an FMA counts 2)
-    assert 20 <= _memory._GELU_FLOPS_PER_ELEMENT < budget  # an erf: tens of FLOPs, under 100
-    worked = ex._get("02.gelu_vs_relu").solve(Context(FAKE))
+    worked = Q["02.gelu_vs_relu"].solve(FAKE)
     assert worked.value == "same"
-    assert any(str(_memory._GELU_FLOPS_PER_ELEMENT) in step for step in worked.steps)
+    (gelu,) = [step for step in worked.steps if step.startswith("gelu")]
+    flops = float(gelu.rsplit(": ", 1)[1])
+    assert 20 <= flops < _expected("02.ridge")  # an erf: tens of FLOPs, under the A100's budget

@@ -13,7 +13,6 @@ import torch
 
 import brrrlib as bl
 from brrrlib import exercises, workloads
-from brrrlib.exercises._bank import Context
 
 CH03 = (
     "03.python_vs_h100",
@@ -44,9 +43,13 @@ def _check(qid, answer, capsys, **kw):
     return ok, capsys.readouterr().out
 
 
+# The checker's decision: check() prints the reply, and the slip it names only in words.
+_verdict = exercises._judge
+
+
 def _slip(qid, answer, ceilings=None):
     """The slip the checker diagnoses in ``answer`` ("" when it is right)."""
-    return exercises._judge(qid, answer, ceilings).slip
+    return _verdict(qid, answer, ceilings).slip
 
 
 def test_overhead_and_diagnosis_register_their_questions():
@@ -58,7 +61,8 @@ def test_overhead_and_diagnosis_register_their_questions():
 def test_unanswered_prints_a_reminder(qid, capsys):
     ok, out = _check(qid, None, capsys)
     assert not ok and out.startswith(qid)  # a reminder naming what to write
-    assert exercises._expects(exercises._get(qid)) in out
+    (q,) = [q for q in exercises.questions() if q.id == qid]
+    assert (q.unit or repr(q.choices[0])) in out
 
 
 def test_python_vs_h100(capsys):
@@ -89,7 +93,7 @@ def test_weight_read_us(capsys):
     assert 10 < right < 100  # tens of microseconds on any A100 variant
     assert _check("03.weight_read_us", right, capsys)[0]
     assert _slip("03.weight_read_us", right / 4) == "0.25"  # elements, not bytes
-    verdict = exercises._judge("03.weight_read_us", right / 1e6)  # answered in seconds
+    verdict = _verdict("03.weight_read_us", right / 1e6)  # answered in seconds
     assert verdict.slip == "units" and "1e6" in verdict.reply
 
 
@@ -153,7 +157,8 @@ def test_decode_token_is_bandwidth_bound(capsys):
 
 @pytest.mark.parametrize("qid", CH03 + ("04.decode_token_ms",))
 def test_hints_never_give_the_number_away(qid, capsys):
-    expected = float(exercises._BANK[qid].solve(Context(FAKE)).value)
+    (q,) = [q for q in exercises.questions() if q.id == qid]
+    expected = float(q.solve(FAKE).value)
     for level in (1, 2, 3):
         bl.hint(qid, level=level)
     text = capsys.readouterr().out

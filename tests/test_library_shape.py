@@ -61,7 +61,8 @@ def test_public_names_stay_few():
 
 def test_tests_assert_decisions_not_wording():
     # verdict fields and numbers; exact phrases only where the wording is the contract
-    assert len(shape.phrase_asserts()) <= shape.MAX_PHRASE_ASSERTS
+    # (the phrases split into words are counted, and held once they are few)
+    assert len(shape.phrase_asserts(split=False)) <= shape.MAX_PHRASE_ASSERTS
 
 
 def test_the_formatter_sets_the_line_length_once():
@@ -69,9 +70,37 @@ def test_the_formatter_sets_the_line_length_once():
 
 
 def test_the_wording_count_can_fail(tmp_path):
-    # two words in the test count; one word, or a string only in the message, do not
+    # two words in the test count, and so do two one-word strings looked for with `in` (a
+    # phrase split into words); one word, the same word twice, or a message, do not
     (tmp_path / "test_x.py").write_text(
         'def test():\n    assert "too noisy" in s\n    assert "steal" in s\n'
         '    assert x, "a message"\n'
+        '    assert "free" in s and "smaller" in s.error\n'
+        '    assert "free" in s or "free" in t\n'
     )
-    assert shape.phrase_asserts(tmp_path) == [("test_x.py", 2)]
+    assert shape.phrase_asserts(tmp_path) == [("test_x.py", 2), ("test_x.py", 5)]
+    assert shape.phrase_asserts(tmp_path, split=False) == [("test_x.py", 2)]
+
+
+def test_the_private_name_count_can_fail(tmp_path):
+    # each way a test reaches a private brrrlib name is found; public names and private
+    # attributes of objects that are not brrrlib modules are not
+    (tmp_path / "test_x.py").write_text(
+        "import brrrlib as bl\n"
+        "from brrrlib import diagnosis, timing\n"
+        "from brrrlib.diagnosis import _weigh, diagnose\n"
+        "from brrrlib.exercises._bank import Context\n"
+        "def test(monkeypatch, result):\n"
+        "    diagnosis._weigh(1), bl.timing._measure, bl.timing.benchmark, result._x\n"
+        '    monkeypatch.setattr(timing, "_clock", None)\n'
+        '    monkeypatch.setattr("brrrlib.ceilings._probe", None)\n'
+        '    monkeypatch.setattr(result, "_y", None)\n'
+    )
+    assert shape.private_refs(tmp_path) == [
+        ("test_x.py", 3, "_weigh"),
+        ("test_x.py", 4, "_bank"),
+        ("test_x.py", 6, "_measure"),
+        ("test_x.py", 6, "_weigh"),
+        ("test_x.py", 7, "_clock"),
+        ("test_x.py", 8, "brrrlib.ceilings._probe"),
+    ]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10
@@ -162,7 +164,10 @@ def test_console_script_points_at_a_main_function():
     assert module == "brrrlib.cli" and func == "main"
     import brrrlib.cli
 
-    assert callable(getattr(brrrlib.cli, func))
+    assert func in brrrlib.cli.__all__
+    with pytest.raises(SystemExit) as done:  # argparse's --help: the parser is built, then exits
+        getattr(brrrlib.cli, func)(["--help"])
+    assert done.value.code == 0
 
 
 def test_public_names_have_docstrings():

@@ -1,59 +1,92 @@
-"""The question bank: each exercise's text as plain data, its answer as a solver."""
+"""The question bank: each exercise's text is data (questions.json, the chapter's markdown), its
+answer a solver that computes it and records the numbers it used."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import brrrlib.ceilings
 from brrrlib import _fmt
+from brrrlib._files import course_folder
+from brrrlib.hardware import spec
 
-__all__ = [
-    "DEFAULT_REL_TOL",
-    "FP32_BYTES",
-    "SOLVERS",
-    "Context",
-    "Question",
-    "Worked",
-    "chapter_prompts",
-    "parse_questions",
-    "solves",
-]
+__all__ = ["Context", "Question", "Worked", "chapter_prompts", "load", "solves"]
 
-DEFAULT_REL_TOL = 0.1
-"""Relative tolerance for numeric answers unless a question sets its own: the inputs
-are spec-sheet numbers that people round (1.5 vs 1.555 TB/s)."""
-
-FP32_BYTES = 4
-"""Bytes of one fp32 number."""
+#: Each question's solver, by question id (filled by :func:`solves`).
+SOLVERS: dict[str, Callable[[Context], Worked]] = {}
+#: How a chapter asks an exercise: a markdown paragraph that starts **Exercise `id`.**
+#: (or **Exercises `a`, `b`.** for questions asked together).
+_ASKED = re.compile(r"\*\*Exercises? (?P<ids>[\w.`, ]+)\.\*\*\s*(?P<text>.*?)(?:\n\s*\n|\Z)", re.S)
 
 
 @dataclass(frozen=True)
 class Worked:
-    """An expected answer with its working: the steps, in words and numbers, that give it."""
+    """An expected answer with its working; ``machine`` is set when it used measured ceilings."""
 
     value: Any
     steps: tuple[str, ...] = ()
     slips: Mapping[str, float] = field(default_factory=dict, compare=False)
-
-
-#: Each question's solver, by question id (filled by :func:`solves`).
-SOLVERS: dict[str, Callable[[Context], Worked]] = {}
+    machine: str | None = None
 
 
 def solves(question_id: str) -> Callable:
-    """Register the decorated function as the solver of ``question_id`` (once only)."""
+    """Register the decorated function as the solver of ``question_id``."""
+    return lambda solver: SOLVERS.setdefault(question_id, solver)
 
-    def register(solver: Callable[[Context], Worked]) -> Callable[[Context], Worked]:
-        if question_id in SOLVERS:
-            raise ValueError(f"question id {question_id!r} has a solver twice")
-        SOLVERS[question_id] = solver
-        return solver
 
-    return register
+class Context:
+    """What a solver may look at (the spec table, this machine's ceilings); it records the steps."""
+
+    spec = staticmethod(spec)
+
+    def __init__(self, ceilings: Any = None) -> None:
+        needed = ("matmul_flops_per_s", "mem_bandwidth_bytes_per_s", "op_overhead_s")
+        if ceilings is not None and not all(hasattr(ceilings, a) for a in needed):
+            kind = type(ceilings).__name__
+            raise TypeError(f"ceilings must be what bl.measure_ceilings() returns, got {kind}")
+        self._ceilings, self.used_ceilings, self.steps = ceilings, False, []
+
+    @property
+    def ceilings(self) -> Any:
+        """This machine's ceilings (``bl.measure_ceilings()``, cached on disk)."""
+        self.used_ceilings = True
+        if self._ceilings is None:
+            self._ceilings = brrrlib.ceilings.measure_ceilings()  # shows progress if it measures
+        return self._ceilings
+
+    def note(self, label: str, value: Any, unit: str = "") -> Any:
+        """Record the step ``label: value`` (unit ``"s"``: a duration, ``"x"``: a ratio); return value."""
+        shown = {"s": _fmt.seconds, "x": _fmt.times}.get(unit, lambda v: _fmt.si(v, unit))
+        self.steps.append(f"{label}: {value if isinstance(value, str) else shown(value)}")
+        return value
+
+    def peak(self, device: str, dtype: str) -> float:
+        """The spec sheet's peak FLOP/s of ``device`` in ``dtype`` (a step)."""
+        label = f"{device} {dtype} peak, bl.spec('{device}')"
+        return self.note(label, spec(device).peak(dtype), "FLOP/s")
+
+    def bandwidth(self, device: str) -> float:
+        """The spec sheet's memory bandwidth of ``device``, bytes/s (a step)."""
+        bytes_per_s = spec(device).mem_bandwidth_bytes_per_s
+        return self.note(f"{device} memory bandwidth, bl.spec('{device}')", bytes_per_s, "B/s")
+
+    def bandwidth_step(self, device: str) -> str:
+        """The step that quotes ``device``'s bandwidth."""
+        self.bandwidth(device)
+        return self.steps[-1]
+
+    def measured(self, what: str) -> tuple[float, str]:
+        """A field of ``bl.measure_ceilings()`` on this machine, and its step."""
+        unit = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}.get(what, "s")
+        label = f"bl.measure_ceilings().{what} on this machine"
+        return self.note(label, getattr(self.ceilings, what), unit), self.steps[-1]
 
 
 @dataclass(frozen=True)
@@ -64,13 +97,9 @@ class Question:
     unit: str = ""
     choices: tuple[str, ...] = ()
     hints: tuple[str, ...] = ()
-    rel_tol: float = DEFAULT_REL_TOL
+    rel_tol: float = 0.1  # spec-sheet numbers are rounded (1.5 vs 1.555 TB/s)
     explain: str = ""
     nudges: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.hints:
-            raise ValueError(f"question {self.id!r} needs at least one hint")
 
     @property
     def kind(self) -> str:
@@ -80,16 +109,20 @@ class Question:
     @property
     def chapter(self) -> str:
         """The two-digit chapter the question belongs to (``"02"`` for ``"02.ridge"``)."""
-        return self.id.split(".", 1)[0]
+        return self.id[:2]
 
     @property
     def prompt(self) -> str:
         """The question as its chapter words it (see :func:`chapter_prompts`)."""
         return chapter_prompts().get(self.id, "")
 
-    def solve(self, ctx: Context) -> Worked:
-        """The expected answer with its working, computed by the question's solver."""
-        return SOLVERS[self.id](ctx)
+    def solve(self, ceilings: Any = None) -> Worked:
+        """The expected answer with its working, on ``ceilings`` (this machine's when None)."""
+        ctx = Context(ceilings)
+        worked = SOLVERS[self.id](ctx)
+        steps = tuple(dict.fromkeys([*ctx.steps, *worked.steps]))  # each step once, in order
+        name = getattr(ctx._ceilings, "device_name", "") if ctx.used_ceilings else None
+        return dataclasses.replace(worked, steps=steps, machine=name)
 
     def __repr__(self) -> str:
         unit = f" [{self.unit}]" if self.unit else ""
@@ -97,99 +130,25 @@ class Question:
         return f"{self.id}: {self.prompt}{unit}{options}"
 
 
-def _refuse_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if repeated := sorted({k for k in keys if keys.count(k) > 1}):
-        raise ValueError(f"given twice in the question bank: {repeated}")
-    return dict(pairs)
-
-
-def parse_questions(text: str) -> dict[str, Question]:
-    """The questions of a bank in ``questions.json``'s form, by id, in its order."""
-    rows = json.loads(text, object_pairs_hook=_refuse_repeats)
+def load() -> dict[str, Question]:
+    """The questions of questions.json, by id, in its order (``"like"`` copies another's fields)."""
+    rows = json.loads((Path(__file__).parent / "questions.json").read_text(encoding="utf-8"))
     out = {}
     for qid, row in rows.items():
-        if "like" in row:
-            row = {**rows[row["like"]], **{k: v for k, v in row.items() if k != "like"}}
+        row = {**rows.get(row.pop("like", None), {}), **row}
         fields = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
         out[qid] = Question(qid, **fields)
     return out
 
 
-#: How a chapter asks an exercise: a markdown paragraph that starts **Exercise `id`.**
-#: (or **Exercises `a`, `b`.** for questions asked together).
-_ASKED = re.compile(
-    r"\*\*Exercises? (?P<ids>`\d\d\.\w+`(?:,? (?:and )?`\d\d\.\w+`)*)\.\*\*\s*"
-    r"(?P<text>.*?)(?:\n\s*\n|\Z)",
-    re.S,
-)
-
-
 @functools.cache
 def chapter_prompts() -> dict[str, str]:
     """Each exercise's question, read from the chapter that asks it (id -> plain text)."""
-    from brrrlib._files import course_folder
-
     prompts: dict[str, str] = {}
     folder = course_folder()
     for path in sorted(folder.glob("*.ipynb")) if folder else ():
         for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
-            if cell.get("cell_type") != "markdown":
-                continue
             for m in _ASKED.finditer("".join(cell.get("source", ()))):
                 for qid in re.findall(r"`([^`]+)`", m["ids"]):
                     prompts[qid] = " ".join(m["text"].replace("`", "").split())
     return prompts
-
-
-_CEILING_UNITS = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}
-
-
-class Context:
-    """What a solver may look at: the spec table and this machine's ceilings."""
-
-    def __init__(self, ceilings: Any = None) -> None:
-        self._ceilings = ceilings
-        self.used_ceilings = False
-
-    @staticmethod
-    def spec(name: str) -> Any:
-        """The spec-sheet row ``bl.spec(name)``."""
-        from brrrlib.hardware import spec
-
-        return spec(name)
-
-    @property
-    def ceilings(self) -> Any:
-        """This machine's ceilings (``bl.measure_ceilings()``, cached on disk)."""
-        self.used_ceilings = True
-        if self._ceilings is None:
-            from brrrlib.ceilings import measure_ceilings
-
-            self._ceilings = measure_ceilings()  # shows progress if it has to measure
-        return self._ceilings
-
-    def peak(self, device: str, dtype: str) -> float:
-        """The spec sheet's peak FLOP/s of ``device`` in ``dtype``."""
-        return float(self.spec(device).peak_flops_per_s[dtype])
-
-    def bandwidth(self, device: str) -> float:
-        """The spec sheet's memory bandwidth of ``device``, bytes/s."""
-        return float(self.spec(device).mem_bandwidth_bytes_per_s)
-
-    def peak_step(self, device: str, dtype: str) -> str:
-        """The working step that quotes a spec-sheet peak."""
-        flops = _fmt.si(self.peak(device, dtype), "FLOP/s")
-        return f"{device} {dtype} peak, bl.spec('{device}'): {flops}"
-
-    def bandwidth_step(self, device: str) -> str:
-        """The working step that quotes a spec-sheet bandwidth."""
-        bytes_per_s = _fmt.si(self.bandwidth(device), "B/s")
-        return f"{device} memory bandwidth, bl.spec('{device}'): {bytes_per_s}"
-
-    def measured(self, what: str) -> tuple[float, str]:
-        """A measured ceiling (a field of ``bl.measure_ceilings()``) and the step that quotes it."""
-        value = getattr(self.ceilings, what)
-        unit = _CEILING_UNITS.get(what)
-        text = _fmt.seconds(value) if unit is None else _fmt.si(value, unit)
-        return value, f"bl.measure_ceilings().{what} on this machine: {text}"
