@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import re
 import sys
 from pathlib import Path
 
@@ -187,7 +188,7 @@ def _words(node: ast.AST) -> int:
 
 def phrase_asserts(folder: Path = ROOT / "tests", *, split: bool = True) -> list[tuple[str, int]]:
     """``(file, line)`` of each test assert whose test (not its message) holds a string of
-    two or more words or, with ``split``, checks two or more one-word strings with ``in`` (a
+    two or more words or, with ``split``, checks two or more lowercase words with ``in`` (a
     phrase split into words, ``"free" in s and "smaller" in s``): an assert on wording."""
     found = []
     for path in sorted(folder.glob("*.py")):
@@ -201,6 +202,7 @@ def phrase_asserts(folder: Path = ROOT / "tests", *, split: bool = True) -> list
                 if isinstance(c, ast.Compare)
                 and isinstance(c.ops[0], ast.In)
                 and _words(c.left) == 1
+                and re.fullmatch(r"[a-z]{3,}", c.left.value)  # a word, not a name or a flag
             }
             if (split and len(words) >= 2) or any(_words(c) >= 2 for c in parts):
                 found.append((path.name, node.lineno))
