@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brrrlib import _fmt, hardware
+from brrrlib.distributed._comm_model import TableRepr
 
 __all__ = [
     "LEVELS",
@@ -24,42 +25,31 @@ __all__ = [
     "plot_ladders",
 ]
 
-#: The rungs, nearest the compute units first.
+#: The rungs, nearest the compute units first, and each one's colour.
 LEVELS = ("cache", "memory", "host-device", "device-device", "node-node", "storage")
-#: How a rung's number was obtained.
-HOW = ("measured", "spec")
+_COLOURS = dict(zip(LEVELS, ("red", "orange", "olive", "green", "blue", "purple"), strict=True))
 _READ_CHUNK_BYTES = 8 * 2**20
 
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung of the ladder: a bandwidth, where it sits, and how it is known."""
+    """One rung of the ladder: a bandwidth, its level, how it is known (measured or spec) and from what."""
 
     name: str
     level: str
     bandwidth_bytes_per_s: float
     how: str
     source: str = ""
-    detail: str = ""
 
     def __post_init__(self) -> None:
-        if self.level not in LEVELS or self.how not in HOW:
-            raise ValueError(f"{self.name}: level must be in {LEVELS} and how in {HOW}")
+        if self.level not in LEVELS or self.how not in ("measured", "spec"):
+            raise ValueError(f"{self.name}: level must be in {LEVELS}, how measured or spec")
         if not self.bandwidth_bytes_per_s > 0:
             raise ValueError(f"{self.name}: bandwidth_bytes_per_s must be > 0")
 
 
-_COLOURS = dict(
-    zip(
-        LEVELS,
-        ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
-        strict=True,
-    )
-)
-
-
 @dataclass(frozen=True, repr=False)
-class BandwidthLadder:
+class BandwidthLadder(TableRepr):
     """The rungs of one ``machine``, widest first; a table and a picture."""
 
     machine: str
@@ -69,22 +59,17 @@ class BandwidthLadder:
         widest = sorted(self.rungs, key=lambda r: -r.bandwidth_bytes_per_s)
         object.__setattr__(self, "rungs", tuple(widest))
 
+    def _header(self) -> tuple[str, ...]:
+        return ("level", "rung", "bandwidth", "how", "source")
+
     def _rows(self) -> list[tuple[str, ...]]:
         return [
-            (r.level, r.name, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), r.how, r.detail or r.source)
+            (r.level, r.name, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), r.how, r.source)
             for r in self.rungs
         ]
 
-    _HEADER = ("level", "rung", "bandwidth", "how", "how / source")
-
-    def __repr__(self) -> str:
-        rows = [r[:4] for r in self._rows()]  # the sources are long: the HTML table has them
-        table = _fmt.text_table(self._HEADER[:4], rows, "rrrr")
-        return f"BandwidthLadder of {self.machine} (one direction; widest first)\n{table}"
-
-    def _repr_html_(self) -> str:
-        caption = f"{self.machine}, one direction, widest first"
-        return _fmt.html_table(self._HEADER, self._rows(), caption=caption)
+    def _caption(self) -> str:
+        return f"{self.machine}, one direction, widest first"
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""
@@ -97,25 +82,18 @@ class BandwidthLadder:
         """Horizontal bars on a log scale: measured solid, spec sheets hatched, levels coloured."""
         import matplotlib.pyplot as plt
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))
-        ys = list(range(len(self.rungs)))
-        for y, r in zip(ys, self.rungs, strict=True):
+        ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))[1] if ax is None else ax
+        for y, r in enumerate(self.rungs):
             gb_s, spec = r.bandwidth_bytes_per_s / 1e9, r.how == "spec"
             look = {"alpha": 0.45 if spec else 0.9, "hatch": "//" if spec else None, "lw": 0.5}
-            ax.barh(y, gb_s, color=_COLOURS[r.level], edgecolor="black", **look)
-            ax.text(
-                gb_s * 1.08, y, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), va="center", fontsize=8
-            )
-        ax.set_yticks(ys, [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8)
+            ax.barh(y, gb_s, color=f"tab:{_COLOURS[r.level]}", edgecolor="black", **look)
+            ax.text(gb_s * 1.08, y, _fmt.si(gb_s * 1e9, "B/s"), va="center", fontsize=8)
+        ax.set_yticks(
+            range(len(self.rungs)), [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8
+        )
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
-        ax.set_xscale("log")
-        ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
-        hows = {r.how for r in self.rungs}
-        how = "measured (solid), spec sheets (hatched)"
-        if len(hows) == 1:
-            how = "measured here" if hows == {"measured"} else "spec sheets (hatched)"
-        ax.set_title(f"{self.machine}: {how}", fontsize=10)
+        ax.set(xscale="log", xlabel="bandwidth, one direction (GB/s, log scale)")
+        ax.set_title(f"{self.machine}: measured solid, spec sheets hatched", fontsize=10)
         ax.set_xlim(*_span(self.rungs))
         return ax
 
@@ -131,20 +109,20 @@ def plot_ladders(*ladders: BandwidthLadder) -> Any:
     import matplotlib.pyplot as plt
 
     heights = [0.3 * len(x.rungs) + 0.8 for x in ladders]
-    _, axes = plt.subplots(
+    fig, axes = plt.subplots(
         len(ladders),
         1,
         figsize=(9, sum(heights)),
         sharex=True,
-        gridspec_kw={"height_ratios": heights},
+        height_ratios=heights,
         squeeze=False,
     )
     for ax, ladder in zip(axes[:, 0], ladders, strict=True):
         ladder.plot(ax)
-    axes[0, 0].set_xlim(*_span([r for x in ladders for r in x.rungs]))
-    for ax in axes[:-1, 0]:
         ax.set_xlabel("")
-    axes[0, 0].figure.tight_layout()
+    axes[-1, 0].set_xlabel("bandwidth, one direction (GB/s, log scale)")
+    axes[0, 0].set_xlim(*_span([r for x in ladders for r in x.rungs]))
+    fig.tight_layout()
     return axes[:, 0]
 
 
@@ -156,9 +134,25 @@ def bandwidth_ladder(
     copies: Any = None,
     measure_cache: bool = True,
 ) -> BandwidthLadder:
-    """This machine's ladder, every rung measured here."""
+    """This machine's ladder, every rung measured here (from the results given, and a cache copy)."""
     rungs = [_cache_rung()] if measure_cache else []
-    rungs += _measured_rungs(ceilings, disk, sweep, copies)
+    if ceilings is not None:
+        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
+        name = f"DRAM, this machine ({ceilings.device_name})"
+        rungs.append(Rung(name, "memory", ceilings.bandwidth_for("copy"), "measured", how))
+    if copies is not None:
+        name = f"host to {copies.device_name}, pinned"
+        rungs.append(
+            Rung(name, "host-device", copies.pinned_bytes_per_s, "measured", "bl.benchmark")
+        )
+    if sweep is not None:
+        name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
+        bw, how = sweep.peak_busbw_bytes_per_s, "all_reduce_sweep(): the largest busbw"
+        rungs.append(Rung(name, "device-device", bw, "measured", how))
+    if disk is not None:
+        rungs.append(
+            Rung("file read, this machine", "storage", disk.bytes_per_s, "measured", disk.method)
+        )
     if not rungs:
         raise ValueError("nothing to put on the ladder: pass ceilings, disk, sweep or copies")
     where = getattr(ceilings, "device_name", "") or "this machine"
@@ -178,25 +172,6 @@ def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
     return BandwidthLadder(f"one GPU of a {box.name} ({share:g} NIC per GPU)", tuple(rungs))
 
 
-def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[Rung]:
-    """The rungs of the results given (each ``None`` when not measured)."""
-    rungs = []
-    if ceilings is not None:
-        name = f"DRAM, this machine ({ceilings.device_name})"
-        how = "bl.measure_ceilings(): a large copy into another tensor, bytes read + written / time"
-        rungs.append((name, "memory", ceilings.bandwidth_for("copy"), how))
-    if copies is not None:
-        name, how = f"host to {copies.device_name}, pinned", "bl.benchmark of a copy"
-        rungs.append((name, "host-device", copies.pinned_bytes_per_s, how))
-    if sweep is not None:
-        name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
-        how = "all_reduce_sweep(): the largest bus bandwidth measured"
-        rungs.append((name, "device-device", sweep.peak_busbw_bytes_per_s, how))
-    if disk is not None:
-        rungs.append(("file read, this machine", "storage", disk.bytes_per_s, disk.method))
-    return [Rung(name, level, bw, "measured", detail=how) for name, level, bw, how in rungs]
-
-
 def _cache_rung() -> Rung:
     """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time)."""
     import torch
@@ -204,20 +179,17 @@ def _cache_rung() -> Rung:
     from brrrlib import machine, timing
 
     dev = machine.device()
-    on_gpu = dev.type == "cuda"
     threads = torch.get_num_threads()
-    per_cpu = 128 * 2**10 * threads
-    nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4) if on_gpu else per_cpu
+    if dev.type == "cuda":
+        nbytes, where = max(2**20, machine.last_level_cache_bytes(dev) // 4), "the GPU's L2"
+    else:
+        nbytes, where = 128 * 2**10 * threads, f"L2, 128 KiB per thread, {threads} thread(s)"
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
     t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
-    where = "the GPU's L2" if on_gpu else f"L2, 128 KiB per thread, {threads} thread(s)"
+    how = f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}"
     return Rung(
-        f"cache, this machine ({dev.type})",
-        "cache",
-        2 * nbytes / t.median_s,
-        "measured",
-        detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}",
+        f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, "measured", how
     )
 
 
@@ -225,7 +197,7 @@ def _cache_rung() -> Rung:
 
 
 @dataclass(frozen=True, repr=False)
-class DiskRead:
+class DiskRead(TableRepr):
     """Reads of one file from disk: every sample, and how the page cache was kept out."""
 
     nbytes: int
@@ -245,18 +217,17 @@ class DiskRead:
         slow, fast = (_fmt.quantile(self.samples_s, q) for q in (0.75, 0.25))
         return self.nbytes / slow, self.nbytes / fast
 
-    def __repr__(self) -> str:
-        spread = _fmt.iqr(self.samples_s) / _fmt.median(self.samples_s)
-        warn = (
-            ""
-            if self.evicted
-            else "; the page cache could NOT be dropped: this is memory, not disk"
-        )
-        return (
-            f"DiskRead({_fmt.si(self.bytes_per_s, 'B/s')} median reading "
-            f"{_fmt.binary_bytes(self.nbytes)} from {self.directory}, IQR {spread:.0%}, "
-            f"{len(self.samples_s)} reads; {self.method}{warn})"
-        )
+    def _header(self) -> tuple[str, ...]:
+        return ("size", "reads", "median", "slow quartile", "fast quartile", "page cache")
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        slow, fast = (_fmt.si(b, "B/s") for b in self.quartile_bytes_per_s)
+        cache = "dropped" if self.evicted else "KEPT: memory, not disk"
+        size, median = _fmt.binary_bytes(self.nbytes), _fmt.si(self.bytes_per_s, "B/s")
+        return [(size, str(len(self.samples_s)), median, slow, fast, cache)]
+
+    def _caption(self) -> str:
+        return f"{self.directory}; {self.method}"
 
 
 def measure_disk_read(
@@ -270,37 +241,33 @@ def measure_disk_read(
     directory = directory or tempfile.gettempdir()
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise ValueError(f"directory={directory!r} is not a folder this program can write to")
-    free = shutil.disk_usage(directory).free
-    if nbytes > free // 2:
-        raise ValueError(
-            f"nbytes={nbytes} needs {_fmt.binary_bytes(nbytes)} on disk but {directory} has "
-            f"{_fmt.binary_bytes(free)} free: pass a smaller nbytes or another directory"
-        )
+    if nbytes > shutil.disk_usage(directory).free // 2:
+        raise ValueError(f"nbytes={nbytes} is over half the free space in {directory}")
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
-        block = os.urandom(min(nbytes, 2**20))  # 1.
+        block = os.urandom(min(nbytes, 2**20))  # 1. write the file, and flush it to disk
         for offset in range(0, nbytes, len(block)):
             os.write(fd, block[: nbytes - offset])
         os.fsync(fd)
         buf = memoryview(bytearray(_READ_CHUNK_BYTES))
         samples, method, evicted = [], "", False
         for _ in range(repeats):
-            method, evicted = _drop_cached_pages(fd)  # 2.
-            t0 = time.perf_counter()  # 3.
+            method, evicted = _drop_cached_pages(fd)  # 2. out of the page cache
+            t0 = time.perf_counter()  # 3. read it all back
             with open(fd, "rb", buffering=0, closefd=False) as f:
-                f.seek(0)
                 while f.readinto(buf):
                     pass
             samples.append(time.perf_counter() - t0)
     finally:
-        os.close(fd)  # 4.
+        os.close(fd)  # 4. delete it
         with contextlib.suppress(OSError):
             os.unlink(path)
     return DiskRead(nbytes, tuple(samples), method, evicted, directory)
 
 
 def _drop_cached_pages(fd: int) -> tuple[str, bool]:
-    """Ask the OS to forget the file's cached pages; say how, and whether it could."""
+    """Ask the OS to forget the file's cached pages, and rewind; say how, and whether it could."""
+    os.lseek(fd, 0, os.SEEK_SET)
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return "page cache dropped before each read (posix_fadvise DONTNEED)", True
