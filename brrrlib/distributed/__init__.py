@@ -17,14 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _fmt
+import torch
+import torch.distributed as dist
+
+from brrrlib import _fmt, machine
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun
 from brrrlib.distributed._collectives_worker import mlp
-from brrrlib.distributed._host_transfers import host_device_copies
+from brrrlib.distributed._comm_model import need, whole
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
     bandwidth_ladder,
+    host_device_copies,
     measure_disk_read,
     node_ladder,
     plot_ladders,
@@ -105,10 +109,9 @@ def all_reduce_sweep(
     port: int | None = None,
 ) -> CollectiveSweep:
     """All-reduce time against message size, over ``world_size`` processes on this machine."""
-    world_size, sizes = _check_world_size(world_size), _check_sizes(sizes_bytes)
-    job = _job("all_reduce", world_size, backend, budget_s, timeout_s, sizes_bytes=sizes)
-    _check_memory(sizes, world_size, job["backend"])
-    return CollectiveSweep.from_dict(_run_local(job, world_size, timeout_s, port))
+    _check_local(world_size, port)
+    job = _job("all_reduce", sizes_bytes, world_size, backend, budget_s, timeout_s)
+    return CollectiveSweep.from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
 
 def data_parallel_steps(
@@ -121,9 +124,9 @@ def data_parallel_steps(
     port: int | None = None,
 ) -> DataParallelRun:
     """Data-parallel training steps of a small MLP at each batch size, three ways."""
-    world_size, batches = _check_world_size(world_size), _check_batches(batches)
-    job = _job("data_parallel", world_size, backend, budget_s, timeout_s, batches=batches)
-    return DataParallelRun.from_dict(_run_local(job, world_size, timeout_s, port))
+    _check_local(world_size, port)
+    job = _job("data_parallel", batches, world_size, backend, budget_s, timeout_s)
+    return DataParallelRun.from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
@@ -137,27 +140,33 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
     return _KINDS[data["kind"]].from_dict(data)
 
 
-def _run_local(job: dict[str, Any], world_size: int, timeout_s: float, port: Any) -> dict:
-    """Rank 0's result of ``job`` over ``world_size`` local processes."""
-    if port is not None and not _whole(port, 1, 65535):
-        raise ValueError(f"port must be None (a free one) or a number 1024-65535, got {port!r}")
-    return _launch.run(job, world_size, timeout_s=timeout_s, port=port)
+def _check_local(world_size: Any, port: Any) -> None:
+    span = f"a whole number from 2 to {MAX_LOCAL_WORLD_SIZE}"
+    need(whole(world_size, 2, MAX_LOCAL_WORLD_SIZE), "world_size", world_size, span)
+    need(port is None or whole(port, 1, 65535), "port", port, "None (a free one) or 1024-65535")
 
 
 def _job(
-    kind: str, world_size: int, backend: str | None, budget_s: float, timeout_s: float, **what: Any
-) -> dict[str, Any]:
-    """What every rank runs: ``kind`` over ``what`` (its sizes, or its batches)."""
+    kind: str, what: Any, world_size: int, backend: Any, budget_s: Any, timeout_s: Any
+) -> dict:
+    """What every rank runs, each argument checked: ``kind`` over ``what`` (sizes, or batches)."""
     for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e5:
-            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e5
+        need(ok, name, value, "a positive number of seconds")
+    backend = _backend(backend, world_size)
+    if kind == "all_reduce":
+        sizes = _numbers("sizes_bytes", what, DEFAULT_SIZES_BYTES, 2**62, 64)
+        what = {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes})}  # whole fp32s
+        _check_memory(what["sizes_bytes"], world_size, backend)
+    else:
+        batches = _numbers("batches", what, DEFAULT_BATCHES, 65536, 16)
+        what = {"batches": batches, "model": DEFAULT_MODEL}
     return {
         "kind": kind,
         **what,
-        "model": DEFAULT_MODEL,
         "min_rounds": _ROUNDS[kind][0],
         "max_rounds": _ROUNDS[kind][1],
-        "backend": _backend(backend, world_size),
+        "backend": backend,
         "threads": max(1, _cores() // world_size),
         "budget_s": float(budget_s),
         "group_timeout_s": max(10.0, min(60.0, float(timeout_s))),
@@ -165,74 +174,37 @@ def _job(
     }
 
 
-def _whole(value: Any, low: int, high: int) -> bool:
-    """Whether ``value`` is a whole number (``True`` is not one) from ``low`` to ``high``."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def _check_world_size(world_size: Any) -> int:
-    if not _whole(world_size, 2, MAX_LOCAL_WORLD_SIZE):
-        raise ValueError(f"world_size must be a whole number from 2 to 64, got {world_size!r}")
-    return world_size
-
-
-def _check_sizes(sizes_bytes: Sequence[int] | None) -> list[int]:
-    """Whole positive sizes, rounded up to whole fp32 numbers (4 bytes), sorted, no repeats."""
-    if sizes_bytes is None:
-        return list(DEFAULT_SIZES_BYTES)
-    if isinstance(sizes_bytes, (int, str)) or not isinstance(sizes_bytes, Sequence):
-        raise TypeError(f"sizes_bytes must be a list of sizes in bytes, got {sizes_bytes!r}")
-    if not 1 <= len(sizes_bytes) <= 64 or not all(_whole(s, 1, 2**62) for s in sizes_bytes):
-        raise ValueError(f"sizes_bytes must be 1 to 64 whole numbers >= 1, got {sizes_bytes!r}")
-    return sorted({4 * math.ceil(s / 4) for s in sizes_bytes})
-
-
-def _check_batches(batches: Sequence[int] | None) -> list[int]:
-    if batches is None:
-        return list(DEFAULT_BATCHES)
-    ok = isinstance(batches, Sequence) and not isinstance(batches, str) and 1 <= len(batches) <= 16
-    if not ok or not all(_whole(b, 1, 65536) for b in batches):
-        raise ValueError(f"batches must be 1 to 16 whole numbers from 1 to 65536, got {batches!r}")
-    return sorted(set(batches))
+def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int) -> list[int]:
+    """``value`` sorted, without repeats: a list of 1 to ``most`` whole numbers from 1 to ``high``."""
+    if value is None:
+        return list(default)
+    ok = isinstance(value, Sequence) and not isinstance(value, str) and 1 <= len(value) <= most
+    want = f"a list of 1 to {most} whole numbers from 1 to {high}"
+    need(ok and all(whole(v, 1, high) for v in value), name, value, want)
+    return sorted(set(value))
 
 
 def _backend(backend: str | None, world_size: int) -> str:
     """gloo on CPUs; nccl when CUDA has one GPU per process (asked for, or by default)."""
-    import torch
-    import torch.distributed as dist
-
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
-    if backend is None:
-        return "nccl" if nccl_ok else "gloo"
-    if backend not in ("gloo", "nccl"):
-        raise ValueError(f"backend must be 'gloo', 'nccl' or None, got {backend!r}")
+    need(backend in (None, "gloo", "nccl"), "backend", backend, "'gloo', 'nccl' or None")
     if backend == "nccl" and not nccl_ok:
         raise ValueError(
             f"backend='nccl' needs a GPU per process, {world_size}; {gpus} here: use backend='gloo'"
         )
-    return backend
+    return backend or ("nccl" if nccl_ok else "gloo")
 
 
 def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
     """Refuse messages that would not fit: every process holds all buffers plus scratch."""
-    import torch
-
-    from brrrlib import machine
-
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    have = _MEMORY_SHARE * machine.available_memory_bytes(dev)
-
-    def needed(top: int) -> int:  # the sizes up to ``top``, and scratch as large as it
-        return processes * (sum(s for s in sizes if s <= top) + _SCRATCH_COPIES * top)
-
-    if needed(max(sizes)) > have:
-        fits = max((s for s in sizes if needed(s) <= have), default=0)
+    needed = processes * (sum(sizes) + _SCRATCH_COPIES * max(sizes))
+    if needed > _MEMORY_SHARE * machine.available_memory_bytes(dev):
         raise ValueError(
             f"sizes_bytes up to {_fmt.binary_bytes(max(sizes))} need about "
-            f"{_fmt.binary_bytes(needed(max(sizes)))} on {dev.type}, over half of the memory "
-            f"available: keep sizes up to {_fmt.binary_bytes(fits)}, or use fewer processes"
+            f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available"
         )
 
 
@@ -246,42 +218,34 @@ def _size(text: str) -> int:
     return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m brrrlib.distributed", description=__doc__)
-    sub = parser.add_subparsers(dest="job", required=True)
-    for name, budget, what in (("all-reduce", 2.0, "--sizes"), ("data-parallel", 4.0, "--batches")):
-        p = sub.add_parser(name)
-        p.add_argument("--budget-s", type=float, default=budget)
-        p.add_argument("--timeout-s", type=float, default=600.0)
-        p.add_argument("--backend", choices=("gloo", "nccl"), default=None)
-        p.add_argument("--out", help="save the result as JSON (read it with distributed.load)")
-        p.add_argument(
-            what, help="comma-separated: bytes (K, M, G suffixes) or samples per process"
-        )
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m brrrlib.distributed {all-reduce,data-parallel}``, one rank under torchrun."""
-    args = _parser().parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m brrrlib.distributed", description=__doc__)
+    parser.add_argument("job", choices=("all-reduce", "data-parallel"))
+    parser.add_argument("--sizes", help="all-reduce: bytes, comma-separated (K, M, G suffixes)")
+    parser.add_argument("--batches", help="data-parallel: samples per process, comma-separated")
+    parser.add_argument("--budget-s", type=float, help="seconds of rounds (default 2, or 4)")
+    parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
+    parser.add_argument("--out", help="save the result as JSON (read it with distributed.load)")
+    args = parser.parse_args(argv)
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         how = f"torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed {args.job}"
         print(f"run this under torchrun, which starts the processes: {how}", file=sys.stderr)
         return 2
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
-    timing = (local, args.backend, args.budget_s, args.timeout_s)
-    if args.job == "all-reduce":
-        sizes = _check_sizes([_size(x) for x in args.sizes.split(",")] if args.sizes else None)
-        job = _job("all_reduce", *timing, sizes_bytes=sizes)
-        _check_memory(sizes, local, job["backend"])
-    else:
-        batches = [int(b) for b in args.batches.split(",")] if args.batches else None
-        job = _job("data_parallel", *timing, batches=_check_batches(batches))
-    job["launcher"] = "torchrun"
+    kind = args.job.replace("-", "_")
+    listed = args.sizes if kind == "all_reduce" else args.batches
+    what = [_size(x) for x in listed.split(",")] if listed else None
+    budget_s = args.budget_s or (2.0 if kind == "all_reduce" else 4.0)
+    job = {
+        **_job(kind, what, local, args.backend, budget_s, args.timeout_s),
+        "launcher": "torchrun",
+    }
     _collectives_worker.watchdog(None, time.time() + args.timeout_s)
     result = _collectives_worker.run_job(job)
     if result is not None:  # rank 0
-        shown = _KINDS[job["kind"]].from_dict(result)
+        shown = _KINDS[kind].from_dict(result)
         print(shown)
         if args.out:
             Path(args.out).write_text(json.dumps(shown.to_dict()))

@@ -14,20 +14,20 @@ from brrrlib.distributed._comm_model import AlphaBeta, TableRepr, fit_alpha_beta
 __all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun"]
 
 
-def _paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str]) -> Any:
-    """``a_s`` over ``b_s``, round by round, as a :class:`brrrlib.Comparison`."""
+def _paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str]) -> str:
+    """``a_s`` over ``b_s``, round by round, said as a :class:`brrrlib.Comparison` says it."""
     from brrrlib.timing import Comparison, Timing
 
-    pairs = [(a, b) for a, b in zip(a_s, b_s, strict=True) if b > 0]
-    return Comparison(
-        a=Timing([b for _, b in pairs], "", label=labels[1]),
-        b=Timing([a for a, _ in pairs], "", label=labels[0]),
-        ratios=tuple(a / b for a, b in pairs),
-    )
+    ratios = tuple(a / b for a, b in zip(a_s, b_s, strict=True))
+    a, b = Timing(b_s, "", label=labels[1]), Timing(a_s, "", label=labels[0])
+    return Comparison(a=a, b=b, ratios=ratios).says()
 
 
-def _rows_of(samples: Any) -> tuple[tuple[float, ...], ...]:
-    return tuple(tuple(float(x) for x in row) for row in samples)
+def _frozen(value: Any) -> Any:
+    """Lists (as JSON gives them) made tuples, all the way down."""
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    return tuple(map(_frozen, value)) if isinstance(value, (list, tuple)) else value
 
 
 @dataclass(frozen=True, repr=False, kw_only=True)
@@ -45,12 +45,9 @@ class GroupRun(TableRepr):
     verified: bool = False
     torch_version: str = ""
 
-    def _set(self, **values: Any) -> None:
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
     def __post_init__(self) -> None:
-        self._set(hosts=tuple(self.hosts))
+        for f in fields(self):
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
@@ -63,7 +60,7 @@ class GroupRun(TableRepr):
         return {"kind": self.kind, **asdict(self)}
 
     def where(self) -> str:
-        """``2 processes (local processes, 1 node), gloo on cpu, 1 thread(s) each``."""
+        """``2 processes (local processes, 1 node(s)), gloo on cpu, 1 thread(s) each``."""
         return (
             f"{self.world_size} processes ({self.launcher}, {len(set(self.hosts)) or 1} node(s)), "
             f"{self.backend} on {self.device_name}, {self.threads_per_process} thread(s) each"
@@ -76,26 +73,22 @@ class CollectiveSweep(GroupRun):
 
     kind: ClassVar[str] = "all_reduce"
     sizes_bytes: tuple[int, ...]
-    samples_s: tuple[tuple[float, ...], ...]
+    samples_s: tuple[tuple[float, ...], ...]  # per size: seconds per call, one per round
     calls_per_sample: tuple[int, ...] = ()
     dtype: str = "float32"
+    _header = ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
 
     def __post_init__(self) -> None:
-        samples = _rows_of(self.samples_s)
-        if len(samples) != len(self.sizes_bytes) or not all(samples):
-            raise ValueError("samples_s needs one non-empty row per size in sizes_bytes")
-        if not all(math.isfinite(x) and x > 0 for row in samples for x in row):
-            raise ValueError("samples_s must be positive, finite seconds")
-        sizes = tuple(int(s) for s in self.sizes_bytes)
-        self._set(
-            sizes_bytes=sizes, samples_s=samples, calls_per_sample=tuple(self.calls_per_sample)
-        )
         super().__post_init__()
+        if len(self.samples_s) != len(self.sizes_bytes) or not all(self.samples_s):
+            raise ValueError("samples_s needs one non-empty row per size in sizes_bytes")
+        if not all(math.isfinite(x) and x > 0 for row in self.samples_s for x in row):
+            raise ValueError("samples_s must be positive, finite seconds")
 
     @property
     def median_s(self) -> tuple[float, ...]:
         """Median seconds per all-reduce, per size."""
-        return tuple(_fmt.median(row) for row in self.samples_s)
+        return tuple(map(_fmt.median, self.samples_s))
 
     @property
     def relative_iqr(self) -> tuple[float, ...]:
@@ -127,10 +120,7 @@ class CollectiveSweep(GroupRun):
         if size_a not in self.sizes_bytes or size_b not in self.sizes_bytes:
             raise ValueError(f"both sizes must be among those measured: {self.sizes_bytes}")
         a, b = (self.samples_s[self.sizes_bytes.index(n)] for n in (size_a, size_b))
-        return _paired(a, b, (_fmt.binary_bytes(size_a), _fmt.binary_bytes(size_b))).says()
-
-    def _header(self) -> tuple[str, ...]:
-        return ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
+        return _paired(a, b, (_fmt.binary_bytes(size_a), _fmt.binary_bytes(size_b)))
 
     def _rows(self) -> list[tuple[str, ...]]:
         columns = (self.median_s, self.relative_iqr, self.algbw_bytes_per_s, self.busbw_bytes_per_s)
@@ -141,11 +131,11 @@ class CollectiveSweep(GroupRun):
         ]
 
     def _caption(self) -> str:
-        fit = self.fit
+        alpha, bw = self.fit.alpha_s, self.fit.algorithm_bytes_per_s
         return (
-            f"all-reduce, {self.where()}; median of {len(self.samples_s[0])} rounds (slowest "
-            f"rank), spread IQR/median; verified {self.verified}; model alpha "
-            f"{_fmt.seconds(fit.alpha_s)}, 1/beta {_fmt.si(fit.algorithm_bytes_per_s, 'B/s')}"
+            f"all-reduce, {self.where()}; median of {len(self.samples_s[0])} rounds (slowest rank), "
+            f"spread IQR/median; verified {self.verified}; model alpha {_fmt.seconds(alpha)}, "
+            f"1/beta {_fmt.si(bw, 'B/s')}"
         )
 
     def plot(self, axes: Any = None) -> Any:
@@ -184,7 +174,7 @@ class DataParallelRun(GroupRun):
 
     kind: ClassVar[str] = "data_parallel"
     batches: tuple[int, ...]
-    samples_s: dict[str, tuple[tuple[float, ...], ...]]  # per mode: one row per batch
+    samples_s: dict[str, tuple[tuple[float, ...], ...]]  # per mode: per batch, one per round
     allreduce_samples_s: tuple[float, ...]
     params: int
     grad_bytes: int
@@ -192,17 +182,9 @@ class DataParallelRun(GroupRun):
     buckets: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        samples = {m: _rows_of(rows) for m, rows in self.samples_s.items()}
-        if not samples or any(len(rows) != len(self.batches) for rows in samples.values()):
-            raise ValueError("samples_s needs one row per batch for every mode")
-        self._set(
-            batches=tuple(int(b) for b in self.batches),
-            samples_s=samples,
-            allreduce_samples_s=tuple(float(x) for x in self.allreduce_samples_s),
-            model=dict(self.model),
-            buckets=dict(self.buckets),
-        )
         super().__post_init__()
+        if not self.samples_s or any(len(r) != len(self.batches) for r in self.samples_s.values()):
+            raise ValueError("samples_s needs one row per batch for every mode")
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -213,7 +195,7 @@ class DataParallelRun(GroupRun):
         """Median seconds per step in ``mode``, per batch."""
         if mode not in self.samples_s:
             raise ValueError(f"mode must be one of {self.modes}, got {mode!r}")
-        return tuple(_fmt.median(row) for row in self.samples_s[mode])
+        return tuple(map(_fmt.median, self.samples_s[mode]))
 
     @property
     def compute_s(self) -> tuple[float, ...]:
@@ -235,7 +217,7 @@ class DataParallelRun(GroupRun):
     def ratio_says(self, mode: str, base: str = MODES[1]) -> tuple[str, ...]:
         """Per batch: ``mode``'s time over ``base``'s, paired by round, in words with an interval."""
         pairs = zip(self.samples_s[mode], self.samples_s[base], strict=True)
-        return tuple(_paired(row, ref, (mode, base)).says() for row, ref in pairs)
+        return tuple(_paired(row, ref, (mode, base)) for row, ref in pairs)
 
     @property
     def measured_crossover_batch(self) -> float | None:
@@ -250,12 +232,12 @@ class DataParallelRun(GroupRun):
                 return math.exp(x0 - y0 * (x1 - x0) / (y1 - y0))
         return None
 
+    @property
     def _header(self) -> tuple[str, ...]:
         return ("batch", *self.modes, "comm share (no overlap)")
 
     def _rows(self) -> list[tuple[str, ...]]:
-        cols = [self.step_s(m) for m in self.modes]
-        exposed = self.exposed_comm_s(MODES[1])
+        cols, exposed = [self.step_s(m) for m in self.modes], self.exposed_comm_s(MODES[1])
         return [
             (str(b), *(_fmt.seconds(c[i]) for c in cols), _fmt.percent(exposed[i], cols[1][i]))
             for i, b in enumerate(self.batches)
@@ -277,12 +259,12 @@ class DataParallelRun(GroupRun):
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
         ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
-        lines = (
-            (self.measured_crossover_batch, "-", "measured"),
-            (predicted_crossover, "--", "predicted"),
-        )
-        for x, ls, how in lines:
+        for x, how in (
+            (self.measured_crossover_batch, "measured"),
+            (predicted_crossover, "predicted"),
+        ):
             if x:
+                ls = "-" if how == "measured" else "--"
                 ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
         ax.set(xscale="log", yscale="log", xlabel="batch per process (samples)")
         ax.set(ylabel="time per step (ms)", title=f"DDP, {self.world_size} x {self.backend}")

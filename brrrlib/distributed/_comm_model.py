@@ -1,4 +1,5 @@
-"""The latency-bandwidth model of a collective, and nccl-tests' ring factor (chapter 05)."""
+"""The latency-bandwidth model of a collective, nccl-tests' ring factor, and what every result
+of this package shares: one table behind both reprs, and one way to refuse an argument."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from brrrlib import _fmt
 
@@ -15,7 +17,9 @@ __all__ = [
     "AlphaBeta",
     "TableRepr",
     "fit_alpha_beta",
+    "need",
     "ring_factor",
+    "whole",
 ]
 
 #: Training FLOPs per parameter per sample (token): 2 forward (a multiply and an add per
@@ -27,21 +31,32 @@ _PLATEAU_SHARE = 0.1
 MISFIT = 0.5
 
 
+def whole(value: Any, low: float, high: float) -> bool:
+    """Whether ``value`` is a whole number (``True`` is not one) from ``low`` to ``high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def need(ok: bool, name: str, value: Any, want: str) -> None:
+    """Refuse the argument ``name`` unless ``ok``: ``ValueError("name must be want, got value")``."""
+    if not ok:
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+
+
 class TableRepr:
-    """One table behind both reprs: the subclass gives ``_header``, ``_rows`` and ``_caption``."""
+    """One table behind both reprs, from the subclass's ``_header``, ``_rows()`` and ``_caption()``."""
+
+    _header: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        table = _fmt.text_table(self._header(), self._rows(), "l" + "r" * len(self._header()))
+        table = _fmt.text_table(self._header, self._rows(), "l" + "r" * len(self._header))
         return f"{type(self).__name__}: {self._caption()}\n{table}"
 
     def _repr_html_(self) -> str:
-        return _fmt.html_table(self._header(), self._rows(), caption=self._caption())
+        return _fmt.html_table(self._header, self._rows(), caption=self._caption())
 
 
 def ring_factor(world_size: int) -> float:
     """``2 (n - 1) / n``: how many times each byte of an all-reduce crosses a link."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
     return 2 * (world_size - 1) / world_size
 
 
@@ -55,6 +70,7 @@ class AlphaBeta(TableRepr):
     sizes_bytes: tuple[float, ...] = ()
     times_s: tuple[float, ...] = ()
     plateau_sizes: int = 0  # how many of the smallest sizes gave alpha (their median)
+    _header = ("alpha", "1/beta", "busbw", "alpha/beta", "plateau sizes", "worst misfit")
 
     def time_s(self, nbytes: float) -> float:
         """The model's time for one all-reduce of ``nbytes``."""
@@ -79,29 +95,21 @@ class AlphaBeta(TableRepr):
     def max_relative_error(self) -> float:
         """The worst ``|model - measured| / measured`` over the fitted points."""
         pairs = zip(self.sizes_bytes, self.times_s, strict=True)
-        return max((abs(self.time_s(n) - t) / t for n, t in pairs), default=math.nan)
+        return max((abs(self.time_s(n) / t - 1) for n, t in pairs), default=math.nan)
 
     @property
     def misfits(self) -> tuple[tuple[float, float], ...]:
         """``(size, model / measured)`` of every fitted size the model misses by over MISFIT."""
-        pairs = zip(self.sizes_bytes, self.times_s, strict=True)
-        return tuple(
-            (n, self.time_s(n) / t) for n, t in pairs if abs(self.time_s(n) / t - 1) > MISFIT
+        ratios = (
+            (n, self.time_s(n) / t) for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
         )
-
-    def _header(self) -> tuple[str, ...]:
-        return ("alpha", "1/beta", "busbw", "alpha/beta", "plateau sizes", "worst misfit")
+        return tuple((n, r) for n, r in ratios if abs(r - 1) > MISFIT)
 
     def _rows(self) -> list[tuple[str, ...]]:
+        bandwidths = (_fmt.si(b, "B/s") for b in (self.algorithm_bytes_per_s, self.bus_bytes_per_s))
         return [
-            (
-                _fmt.seconds(self.alpha_s),
-                _fmt.si(self.algorithm_bytes_per_s, "B/s"),
-                _fmt.si(self.bus_bytes_per_s, "B/s"),
-                _fmt.binary_bytes(self.half_bandwidth_bytes),
-                str(self.plateau_sizes),
-                f"{self.max_relative_error:.0%}",
-            )
+            (_fmt.seconds(self.alpha_s), *bandwidths, _fmt.binary_bytes(self.half_bandwidth_bytes))
+            + (str(self.plateau_sizes), f"{self.max_relative_error:.0%}")
         ]
 
     def _caption(self) -> str:
@@ -109,15 +117,13 @@ class AlphaBeta(TableRepr):
 
 
 def fit_alpha_beta(
-    sizes_bytes: Sequence[float], times_s: Sequence[float], world_size: int = 2
+    sizes_bytes: Sequence[float], times_s: Sequence[float], world_size: int
 ) -> AlphaBeta:
     """Fit ``t = alpha + beta S``: alpha from the small-message plateau, beta from large messages."""
     sizes, times = tuple(map(float, sizes_bytes)), tuple(map(float, times_s))
     points = sorted(zip(sizes, times, strict=True))
     if len(points) < 2:
-        raise ValueError(f"need at least 2 (size, time) pairs, got {len(points)}")
-    if not all(t > 0 and math.isfinite(t) and s >= 0 for s, t in points):
-        raise ValueError("times_s must be positive and finite, sizes_bytes >= 0")
+        raise ValueError(f"the fit needs at least 2 sizes, got {len(points)}")
     # 1. a first beta from the two largest messages
     (s0, t0), (s1, t1) = points[-2:]
     beta = (t1 - t0) / (s1 - s0) if s1 > s0 and t1 > t0 else (t1 / s1 if s1 > 0 else 0.0)
@@ -126,7 +132,7 @@ def fit_alpha_beta(
     alpha = max(0.0, statistics.median(t - beta * s for s, t in plateau))
     # 3. beta again, alpha fixed: minimise sum(((alpha + beta S) / t - 1)^2) over the large sizes
     large = [(s / t, 1 - alpha / t) for s, t in points if t > 2 * alpha and s > 0]
-    large = large or [(points[-1][0] / points[-1][1], 1 - alpha / points[-1][1])]
+    large = large or [(s1 / t1, 1 - alpha / t1)]
     sxx = sum(x * x for x, _ in large)
     beta = max(0.0, sum(x * y for x, y in large) / sxx) if sxx > 0 else 0.0
     return AlphaBeta(alpha, beta, world_size, sizes, times, len(plateau))

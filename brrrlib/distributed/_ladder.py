@@ -1,4 +1,5 @@
-"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets."""
+"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets;
+its measured rungs (a copy in cache, a file read from disk, pinned and pageable copies to a GPU)."""
 
 from __future__ import annotations
 
@@ -11,41 +12,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brrrlib import _fmt, hardware
-from brrrlib.distributed._comm_model import TableRepr
+import torch
 
-__all__ = [
-    "LEVELS",
-    "BandwidthLadder",
-    "DiskRead",
-    "Rung",
-    "bandwidth_ladder",
-    "measure_disk_read",
-    "node_ladder",
-    "plot_ladders",
-]
+from brrrlib import _fmt, hardware, machine, timing
+from brrrlib.distributed._comm_model import TableRepr, need, whole
 
-#: The rungs, nearest the compute units first, and each one's colour.
+__all__ = ["BandwidthLadder", "DiskRead", "HostDeviceCopies", "Rung", "bandwidth_ladder"]
+__all__ += ["host_device_copies", "measure_disk_read", "node_ladder", "plot_ladders"]
+
+#: The rungs' levels, nearest the compute units first, and each one's colour.
 LEVELS = ("cache", "memory", "host-device", "device-device", "node-node", "storage")
 _COLOURS = dict(zip(LEVELS, ("red", "orange", "olive", "green", "blue", "purple"), strict=True))
 _READ_CHUNK_BYTES = 8 * 2**20
+_XLABEL = "bandwidth, one direction (GB/s, log scale)"
 
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung of the ladder: a bandwidth, its level, how it is known (measured or spec) and from what."""
+    """One rung: a bandwidth, its level (of LEVELS), how it is known (measured or spec), its source."""
 
     name: str
     level: str
     bandwidth_bytes_per_s: float
     how: str
     source: str = ""
-
-    def __post_init__(self) -> None:
-        if self.level not in LEVELS or self.how not in ("measured", "spec"):
-            raise ValueError(f"{self.name}: level must be in {LEVELS}, how measured or spec")
-        if not self.bandwidth_bytes_per_s > 0:
-            raise ValueError(f"{self.name}: bandwidth_bytes_per_s must be > 0")
 
 
 @dataclass(frozen=True, repr=False)
@@ -54,13 +44,11 @@ class BandwidthLadder(TableRepr):
 
     machine: str
     rungs: tuple[Rung, ...]
+    _header = ("level", "rung", "bandwidth", "how", "source")
 
     def __post_init__(self) -> None:
         widest = sorted(self.rungs, key=lambda r: -r.bandwidth_bytes_per_s)
         object.__setattr__(self, "rungs", tuple(widest))
-
-    def _header(self) -> tuple[str, ...]:
-        return ("level", "rung", "bandwidth", "how", "source")
 
     def _rows(self) -> list[tuple[str, ...]]:
         return [
@@ -88,13 +76,11 @@ class BandwidthLadder(TableRepr):
             look = {"alpha": 0.45 if spec else 0.9, "hatch": "//" if spec else None, "lw": 0.5}
             ax.barh(y, gb_s, color=f"tab:{_COLOURS[r.level]}", edgecolor="black", **look)
             ax.text(gb_s * 1.08, y, _fmt.si(gb_s * 1e9, "B/s"), va="center", fontsize=8)
-        ax.set_yticks(
-            range(len(self.rungs)), [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8
-        )
+        labels = [f"{r.name} ({r.how})" for r in self.rungs]
+        ax.set_yticks(range(len(self.rungs)), labels, fontsize=8)
+        ax.set(xscale="log", xlabel=_XLABEL, xlim=_span(self.rungs))
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
-        ax.set(xscale="log", xlabel="bandwidth, one direction (GB/s, log scale)")
         ax.set_title(f"{self.machine}: measured solid, spec sheets hatched", fontsize=10)
-        ax.set_xlim(*_span(self.rungs))
         return ax
 
 
@@ -109,19 +95,11 @@ def plot_ladders(*ladders: BandwidthLadder) -> Any:
     import matplotlib.pyplot as plt
 
     heights = [0.3 * len(x.rungs) + 0.8 for x in ladders]
-    fig, axes = plt.subplots(
-        len(ladders),
-        1,
-        figsize=(9, sum(heights)),
-        sharex=True,
-        height_ratios=heights,
-        squeeze=False,
-    )
+    layout = {"sharex": True, "height_ratios": heights, "squeeze": False}
+    fig, axes = plt.subplots(len(ladders), figsize=(9, sum(heights)), **layout)
     for ax, ladder in zip(axes[:, 0], ladders, strict=True):
-        ladder.plot(ax)
-        ax.set_xlabel("")
-    axes[-1, 0].set_xlabel("bandwidth, one direction (GB/s, log scale)")
-    axes[0, 0].set_xlim(*_span([r for x in ladders for r in x.rungs]))
+        ladder.plot(ax).set_xlabel("")
+    axes[-1, 0].set(xlabel=_XLABEL, xlim=_span([r for x in ladders for r in x.rungs]))
     fig.tight_layout()
     return axes[:, 0]
 
@@ -131,32 +109,29 @@ def bandwidth_ladder(
     *,
     disk: DiskRead | None = None,
     sweep: Any = None,
-    copies: Any = None,
+    copies: HostDeviceCopies | None = None,
     measure_cache: bool = True,
 ) -> BandwidthLadder:
     """This machine's ladder, every rung measured here (from the results given, and a cache copy)."""
-    rungs = [_cache_rung()] if measure_cache else []
+    found = [_cache_rung()] if measure_cache else []
     if ceilings is not None:
-        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
         name = f"DRAM, this machine ({ceilings.device_name})"
-        rungs.append(Rung(name, "memory", ceilings.bandwidth_for("copy"), "measured", how))
+        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
+        found.append((name, "memory", ceilings.bandwidth_for("copy"), how))
     if copies is not None:
         name = f"host to {copies.device_name}, pinned"
-        rungs.append(
-            Rung(name, "host-device", copies.pinned_bytes_per_s, "measured", "bl.benchmark")
-        )
+        found.append((name, "host-device", copies.pinned_bytes_per_s, "bl.benchmark"))
     if sweep is not None:
         name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
-        bw, how = sweep.peak_busbw_bytes_per_s, "all_reduce_sweep(): the largest busbw"
-        rungs.append(Rung(name, "device-device", bw, "measured", how))
+        how = "all_reduce_sweep(): the largest busbw"
+        found.append((name, "device-device", sweep.peak_busbw_bytes_per_s, how))
     if disk is not None:
-        rungs.append(
-            Rung("file read, this machine", "storage", disk.bytes_per_s, "measured", disk.method)
-        )
-    if not rungs:
+        found.append(("file read, this machine", "storage", disk.bytes_per_s, disk.method))
+    if not found:
         raise ValueError("nothing to put on the ladder: pass ceilings, disk, sweep or copies")
     where = getattr(ceilings, "device_name", "") or "this machine"
-    return BandwidthLadder(f"this machine ({where})", tuple(rungs))
+    rungs = tuple(Rung(name, level, bw, "measured", how) for name, level, bw, how in found)
+    return BandwidthLadder(f"this machine ({where})", rungs)
 
 
 def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
@@ -172,14 +147,9 @@ def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
     return BandwidthLadder(f"one GPU of a {box.name} ({share:g} NIC per GPU)", tuple(rungs))
 
 
-def _cache_rung() -> Rung:
+def _cache_rung() -> tuple[str, str, float, str]:
     """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time)."""
-    import torch
-
-    from brrrlib import machine, timing
-
-    dev = machine.device()
-    threads = torch.get_num_threads()
+    dev, threads = machine.device(), torch.get_num_threads()
     if dev.type == "cuda":
         nbytes, where = max(2**20, machine.last_level_cache_bytes(dev) // 4), "the GPU's L2"
     else:
@@ -188,9 +158,7 @@ def _cache_rung() -> Rung:
     dst = torch.empty_like(src)
     t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
     how = f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}"
-    return Rung(
-        f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, "measured", how
-    )
+    return f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, how
 
 
 # ------------------------------------------------------------------ disk
@@ -205,6 +173,7 @@ class DiskRead(TableRepr):
     method: str
     evicted: bool
     directory: str
+    _header = ("size", "reads", "median", "slow quartile", "fast quartile", "page cache")
 
     @property
     def bytes_per_s(self) -> float:
@@ -217,14 +186,11 @@ class DiskRead(TableRepr):
         slow, fast = (_fmt.quantile(self.samples_s, q) for q in (0.75, 0.25))
         return self.nbytes / slow, self.nbytes / fast
 
-    def _header(self) -> tuple[str, ...]:
-        return ("size", "reads", "median", "slow quartile", "fast quartile", "page cache")
-
     def _rows(self) -> list[tuple[str, ...]]:
-        slow, fast = (_fmt.si(b, "B/s") for b in self.quartile_bytes_per_s)
+        bandwidths = (self.bytes_per_s, *self.quartile_bytes_per_s)
         cache = "dropped" if self.evicted else "KEPT: memory, not disk"
-        size, median = _fmt.binary_bytes(self.nbytes), _fmt.si(self.bytes_per_s, "B/s")
-        return [(size, str(len(self.samples_s)), median, slow, fast, cache)]
+        size, reads = _fmt.binary_bytes(self.nbytes), str(len(self.samples_s))
+        return [(size, reads, *(_fmt.si(b, "B/s") for b in bandwidths), cache)]
 
     def _caption(self) -> str:
         return f"{self.directory}; {self.method}"
@@ -234,15 +200,13 @@ def measure_disk_read(
     nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
 ) -> DiskRead:
     """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 2**20 <= nbytes <= 2**32:
-        raise ValueError(f"nbytes must be a whole number from 1 MiB to 4 GiB, got {nbytes!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:
-        raise ValueError(f"repeats must be a whole number from 1 to 100, got {repeats!r}")
+    need(whole(nbytes, 2**20, 2**32), "nbytes", nbytes, "a whole number from 1 MiB to 4 GiB")
+    need(whole(repeats, 1, 100), "repeats", repeats, "a whole number from 1 to 100")
     directory = directory or tempfile.gettempdir()
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise ValueError(f"directory={directory!r} is not a folder this program can write to")
-    if nbytes > shutil.disk_usage(directory).free // 2:
-        raise ValueError(f"nbytes={nbytes} is over half the free space in {directory}")
+    ok = os.path.isdir(directory) and os.access(directory, os.W_OK)
+    need(ok, "directory", directory, "a folder this program can write to")
+    free = shutil.disk_usage(directory).free
+    need(nbytes <= free // 2, "nbytes", nbytes, f"at most half of the free {free} bytes")
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
         block = os.urandom(min(nbytes, 2**20))  # 1. write the file, and flush it to disk
@@ -252,7 +216,7 @@ def measure_disk_read(
         buf = memoryview(bytearray(_READ_CHUNK_BYTES))
         samples, method, evicted = [], "", False
         for _ in range(repeats):
-            method, evicted = _drop_cached_pages(fd)  # 2. out of the page cache
+            method, evicted = _drop_cached_pages(fd)  # 2. out of the page cache, and rewound
             t0 = time.perf_counter()  # 3. read it all back
             with open(fd, "rb", buffering=0, closefd=False) as f:
                 while f.readinto(buf):
@@ -266,7 +230,7 @@ def measure_disk_read(
 
 
 def _drop_cached_pages(fd: int) -> tuple[str, bool]:
-    """Ask the OS to forget the file's cached pages, and rewind; say how, and whether it could."""
+    """Rewind, and ask the OS to forget the file's cached pages; say how, and whether it could."""
     os.lseek(fd, 0, os.SEEK_SET)
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -277,3 +241,85 @@ def _drop_cached_pages(fd: int) -> tuple[str, bool]:
         fcntl.fcntl(fd, getattr(fcntl, "F_NOCACHE", 48), 1)
         return "page cache bypassed (fcntl F_NOCACHE)", True
     return "read through the page cache (no way to drop it here)", False
+
+
+# ------------------------------------------------------------------ host to GPU
+
+
+@dataclass(frozen=True, repr=False)
+class HostDeviceCopies(TableRepr):
+    """Host-to-device copies of ``nbytes`` on the GPU ``device_name``: two timings, two comparisons."""
+
+    nbytes: int
+    device_name: str
+    pageable: timing.Timing
+    pinned: timing.Timing
+    pinned_vs_pageable: timing.Comparison
+    overlap: timing.Comparison  # a copy beside a matmul as long, against one after the other
+    _header = ("copy", "time", "bandwidth", "against", "ratio")
+
+    @property
+    def pinned_bytes_per_s(self) -> float:
+        """Median bandwidth of the pinned copy."""
+        return self.nbytes / self.pinned.median_s
+
+    @property
+    def pageable_bytes_per_s(self) -> float:
+        """Median bandwidth of the pageable copy."""
+        return self.nbytes / self.pageable.median_s
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        pageable, pinned = self.pageable.median_s, self.pinned.median_s
+        return [
+            ("pageable", _fmt.seconds(pageable), _fmt.si(self.pageable_bytes_per_s, "B/s"), "", ""),
+            ("pinned", _fmt.seconds(pinned), _fmt.si(self.pinned_bytes_per_s, "B/s"))
+            + ("pageable", self.pinned_vs_pageable.says()),
+            ("overlapped with a matmul", "", "", "serial", self.overlap.says()),
+        ]
+
+    def _caption(self) -> str:
+        return f"{_fmt.binary_bytes(self.nbytes)} host to {self.device_name}"
+
+
+def host_device_copies(nbytes: int = 64 * 2**20, *, budget_s: float = 0.5) -> HostDeviceCopies:
+    """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
+    need(whole(nbytes, 2**10, 2**32), "nbytes", nbytes, "a whole number from 1 KiB to 4 GiB")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "no CUDA GPU here to copy to: predict the copy from the GPU's host link, "
+            "nbytes / bl.hardware.link(...).bandwidth_bytes_per_s"
+        )
+    dev = torch.device("cuda")
+    pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1. the buffers
+    pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    side = torch.cuda.Stream(dev)
+
+    def copy_pinned() -> None:
+        dst.copy_(pinned, non_blocking=True)
+
+    def copy_pageable() -> None:
+        dst.copy_(pageable)
+
+    def serial() -> None:
+        copy_pinned()
+        a @ a
+
+    def overlapped() -> None:
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            copy_pinned()
+        a @ a
+        torch.cuda.current_stream(dev).wait_stream(side)
+
+    on_gpu = {"budget_s": budget_s, "device": dev}
+    t_pageable = timing.benchmark(copy_pageable, label="pageable", **on_gpu)  # 2. each copy
+    t_pinned = timing.benchmark(copy_pinned, label="pinned", **on_gpu)
+    ratio = timing.compare(copy_pinned, copy_pageable, labels=("pinned", "pageable"), **on_gpu)
+    for n in (512, 1024, 2048, 4096, 8192):  # 3. a matmul at least as long as the copy
+        a = torch.randn(n, n, device=dev)
+        if timing.benchmark(torch.mm, a, a, budget_s=0.05).median_s >= t_pinned.median_s:
+            break
+    overlap = timing.compare(overlapped, serial, labels=("overlapped", "serial"), **on_gpu)  # 4.
+    name = torch.cuda.get_device_name(dev)
+    return HostDeviceCopies(nbytes, name, t_pageable, t_pinned, ratio, overlap)
