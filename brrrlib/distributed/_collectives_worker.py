@@ -109,11 +109,6 @@ def _verify(dev: torch.device) -> bool:
     return bool((x == n * (n + 1) / 2).all())
 
 
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
 def _agree(values: list[float]) -> list[float]:
     """Every rank's values replaced by the largest across ranks: numbers all ranks agree on."""
     t = torch.tensor(values, dtype=torch.float64)
@@ -124,12 +119,13 @@ def _agree(values: list[float]) -> list[float]:
 
 def _time_block(dev: torch.device, call: Any, calls: int) -> float:
     """Seconds per call of one block: barrier, sync, ``calls`` calls, sync."""
+    sync = torch.cuda.synchronize if dev.type == "cuda" else lambda: None
     dist.barrier()
-    _sync(dev)
+    sync()
     t0 = time.perf_counter()
     for _ in range(calls):
         call()
-    _sync(dev)
+    sync()
     return (time.perf_counter() - t0) / calls
 
 

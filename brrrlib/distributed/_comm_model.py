@@ -11,16 +11,8 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = [
-    "FLOPS_PER_PARAM_PER_SAMPLE",
-    "MISFIT",
-    "AlphaBeta",
-    "TableRepr",
-    "fit_alpha_beta",
-    "need",
-    "ring_factor",
-    "whole",
-]
+__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "MISFIT", "AlphaBeta", "TableRepr", "fit_alpha_beta"]
+__all__ += ["need", "ring_factor", "whole"]
 
 #: Training FLOPs per parameter per sample (token): 2 forward (a multiply and an add per
 #: weight), 4 backward (input and weight gradients); Kaplan et al. 2020, section 2.1.

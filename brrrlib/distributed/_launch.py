@@ -110,9 +110,7 @@ def _contained() -> Iterator[None]:
             lg.handlers, lg.propagate = lg_handlers, propagate
 
 
-def _failure(
-    failures: dict[int, Any], folder: Path, world_size: int, timeout_s: float
-) -> Exception:
+def _failure(failures: dict, folder: Path, world_size: int, timeout_s: float) -> Exception:
     """The error of the rank that failed first: killed by a signal not the launcher's, else the lowest."""
     codes = {rank: f.exitcode for rank, f in failures.items()}
     if EXIT_DEADLINE in codes.values():
@@ -123,14 +121,10 @@ def _failure(
     killed = {r for r, c in codes.items() if c < 0 and c != -signal.SIGTERM}  # not by the launcher
     rank = min(codes, key=lambda r: (r not in killed, r))
     f = failures[rank]
-    how = (
-        f"killed by {signal.Signals(-f.exitcode).name}"
-        if f.exitcode < 0
-        else f"exit code {f.exitcode}"
-    )
+    how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exit code {f.exitcode}"
     return WorkerDied(
-        f"rank {rank} (pid {f.pid}) ended early, {how}; the other {world_size - 1} process(es) "
-        f"were stopped{_tail(folder, f.local_rank)}"
+        f"rank {rank} (pid {f.pid}) ended early ({how}); "
+        f"the other {world_size - 1} process(es) were stopped{_tail(folder, f.local_rank)}"
     )
 
 
