@@ -38,9 +38,12 @@ class TableRepr:
     """One table behind both reprs, from the subclass's ``_header``, ``_rows()`` and ``_caption()``."""
 
     _header: tuple[str, ...] = ()
+    _align = ""  # "l" or "r" per column of the text table; numbers (right) after a label by default
 
     def __repr__(self) -> str:
-        table = _fmt.text_table(self._header, self._rows(), "l" + "r" * len(self._header))
+        table = _fmt.text_table(
+            self._header, self._rows(), self._align or "l" + "r" * len(self._header)
+        )
         return f"{type(self).__name__}: {self._caption()}\n{table}"
 
     def _repr_html_(self) -> str:
@@ -63,6 +66,7 @@ class AlphaBeta(TableRepr):
     times_s: tuple[float, ...] = ()
     plateau_sizes: int = 0  # how many of the smallest sizes gave alpha (their median)
     _header = ("alpha", "1/beta", "busbw", "alpha/beta", "plateau sizes", "worst misfit")
+    _align = "rrrrrr"
 
     def time_s(self, nbytes: float) -> float:
         """The model's time for one all-reduce of ``nbytes``."""

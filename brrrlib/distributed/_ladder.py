@@ -45,6 +45,7 @@ class BandwidthLadder(TableRepr):
     machine: str
     rungs: tuple[Rung, ...]
     _header = ("level", "rung", "bandwidth", "how", "source")
+    _align = "llrll"
 
     def __post_init__(self) -> None:
         widest = sorted(self.rungs, key=lambda r: -r.bandwidth_bytes_per_s)
@@ -174,6 +175,7 @@ class DiskRead(TableRepr):
     evicted: bool
     directory: str
     _header = ("size", "reads", "median", "slow quartile", "fast quartile", "page cache")
+    _align = "rrrrrl"
 
     @property
     def bytes_per_s(self) -> float:
@@ -257,6 +259,7 @@ class HostDeviceCopies(TableRepr):
     pinned_vs_pageable: timing.Comparison
     overlap: timing.Comparison  # a copy beside a matmul as long, against one after the other
     _header = ("copy", "time", "bandwidth", "against", "ratio")
+    _align = "lrrll"
 
     @property
     def pinned_bytes_per_s(self) -> float:
