@@ -4,6 +4,7 @@ its measured rungs (a copy in cache, a file read from disk, pinned and pageable 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -296,13 +297,9 @@ def host_device_copies(nbytes: int = 64 * 2**20, *, budget_s: float = 0.5) -> Ho
     pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1. the buffers
     pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    copy_pinned = functools.partial(dst.copy_, pinned, non_blocking=True)
+    copy_pageable = functools.partial(dst.copy_, pageable)
     side = torch.cuda.Stream(dev)
-
-    def copy_pinned() -> None:
-        dst.copy_(pinned, non_blocking=True)
-
-    def copy_pageable() -> None:
-        dst.copy_(pageable)
 
     def serial() -> None:
         copy_pinned()
