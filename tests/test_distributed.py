@@ -571,6 +571,12 @@ def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message(cap
     assert {s: signal.getsignal(s) for s in handlers} == handlers
 
 
+def test_a_worker_that_raises_is_named_with_its_error():
+    with pytest.raises(distributed.WorkerDied, match=r"rank 0 .*exit code 1(.|\n)*KeyError"):
+        _launch.run(_job(kind="all_gather"), 2, timeout_s=120, port=None)  # no such job
+    assert not _children()
+
+
 def test_a_timeout_stops_every_process():
     start = time.monotonic()
     with pytest.raises(distributed.GroupTimeout, match=r"timeout_s=0.5") as err:
