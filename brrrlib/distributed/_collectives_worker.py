@@ -150,9 +150,7 @@ def _rounds(
     for r in range(rounds):  # 3. every case once a round, in alternating order
         for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
             samples[r, i] = _time_block(dev, cases[i][1], calls[i])
-    worst = torch.tensor(
-        _agree(samples.flatten().tolist()), dtype=torch.float64
-    )  # 4. the slowest rank's time
+    worst = torch.tensor(_agree(samples.flatten().tolist()), dtype=torch.float64)  # 4. slowest rank
     return worst.reshape(rounds, len(cases)).T.tolist(), calls
 
 
