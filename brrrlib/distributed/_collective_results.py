@@ -248,7 +248,7 @@ class DataParallelRun(GroupRun):
         return (
             f"{_fmt.si(self.params)} parameters, {_fmt.binary_bytes(self.grad_bytes)} of "
             f"gradients, all-reduce alone {_fmt.seconds(self.comm_s)}; {self.where()}; buckets "
-            f"{self.buckets}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
+            f"{', '.join(f'{m} {n}' for m, n in self.buckets.items())}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
         )
 
     def plot(self, ax: Any = None, *, predicted_crossover: float | None = None) -> Any:

@@ -62,7 +62,8 @@ class MessageSizeExplorer(_Explorer):
         regime = "latency-bound" if share > 0.5 else "bandwidth-bound"
         busbw = _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s")
         self.readout = (
-            f"{_fmt.binary_bytes(n)}: model {_fmt.seconds(t)}, alpha {share:.0%}: {regime}; "
+            f"{_fmt.binary_bytes(n)}: model {_fmt.seconds(t)} = alpha {share:.0%} + bytes "
+            f"{1 - share:.0%}: {regime}; "
             f"busbw {busbw} of {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
         )
         if n in sweep.sizes_bytes:
