@@ -17,6 +17,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -27,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import torch
@@ -34,14 +36,18 @@ from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib import _fmt, distributed, hardware
-from brrrlib.distributed import _launch
-from brrrlib.distributed._collective_results import paired
-from brrrlib.distributed._collectives_worker import MODES, mlp
-from brrrlib.distributed._comm_model import fit_alpha_beta, ring_factor
-from brrrlib.distributed._ladder import LEVELS
+from brrrlib.distributed import (
+    _launch,
+)  # the fault tests' job runs until stopped: no public call does
+from brrrlib.timing import Comparison, Timing
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
+MODES = (
+    "compute only",
+    "all-reduce after backward",
+    "overlapped buckets",
+)  # as chapter 05 names them
 
 
 def _children() -> list[psutil.Process]:
@@ -66,20 +72,48 @@ def _wait_until(condition, timeout_s: float) -> bool:
     return condition()
 
 
+def _sweep(
+    world_size=4,
+    alpha=100e-6,
+    bandwidth=1e9,
+    sizes=None,
+    spread=(0.98, 1.0, 1.03, 1.01, 0.99, 1.02),
+):
+    """A sweep of ``t = alpha + size / bandwidth``, each size's rounds scaled by ``spread``."""
+    sizes = sizes or [4**k for k in range(1, 12)]
+    samples = [[(alpha + s / bandwidth) * f for f in spread] for s in sizes]
+    return distributed.CollectiveSweep(
+        sizes,
+        samples,
+        world_size=world_size,
+        backend="gloo",
+        verified=True,
+        hosts=("a",) * world_size,
+    )
+
+
+def _fit(sizes, times, world_size=2):
+    """The alpha-beta fit of a sweep whose medians are ``times``."""
+    sweep = distributed.CollectiveSweep(
+        sizes, [[t] for t in times], world_size=world_size, backend="gloo"
+    )
+    return sweep.fit
+
+
 # ------------------------------------------------------------------ arithmetic
 
 
-def test_ring_factor_is_two_n_minus_one_over_n():
-    assert [ring_factor(n) for n in (1, 2, 4, 8)] == [0.0, 1.0, 1.5, 1.75]
-    for bad in (0, -2, 2.0, True, "8"):
-        with pytest.raises(ValueError, match="world_size"):
-            ring_factor(bad)
+def test_bus_bandwidth_is_algorithm_bandwidth_times_two_n_minus_one_over_n():
+    for n, factor in ((2, 1.0), (4, 1.5), (8, 1.75)):
+        s = _sweep(world_size=n)
+        assert s.busbw_bytes_per_s[-1] == pytest.approx(factor * s.algbw_bytes_per_s[-1])
+        assert s.fit.bus_bytes_per_s == pytest.approx(factor * s.fit.algorithm_bytes_per_s)
 
 
 def test_alpha_beta_fit_recovers_known_latency_and_bandwidth():
     alpha, beta = 50e-6, 1 / 2e9  # 50 µs and 2 GB/s
     sizes = [4**k for k in range(1, 13)]
-    exact = fit_alpha_beta(sizes, [alpha + beta * s for s in sizes], world_size=4)
+    exact = _fit(sizes, [alpha + beta * s for s in sizes], world_size=4)
     assert exact.alpha_s == pytest.approx(alpha, rel=1e-9)
     assert exact.beta_s_per_byte == pytest.approx(beta, rel=1e-9)
     assert exact.bus_bytes_per_s == pytest.approx(1.5 * 2e9)
@@ -89,11 +123,9 @@ def test_alpha_beta_fit_recovers_known_latency_and_bandwidth():
     # point's 0.95 x alpha, its bound); an absolute least-squares fit (numpy's polyfit)
     # gets alpha wrong by far more (31%).
     noisy = [(alpha + beta * s) * (1.05 if i % 2 else 0.95) for i, s in enumerate(sizes)]
-    fit = fit_alpha_beta(sizes, noisy)
+    fit = _fit(sizes, noisy)
     assert fit.alpha_s == pytest.approx(alpha, rel=0.1)
     assert fit.beta_s_per_byte == pytest.approx(beta, rel=0.1)
-    import numpy as np
-
     _slope, intercept = np.polyfit(sizes, noisy, 1)
     assert abs(intercept - alpha) > 5 * abs(fit.alpha_s - alpha)
 
@@ -106,46 +138,43 @@ _BUSY_S = [455e-6, 1.48e-3, 802e-6, 1.55e-3, 817e-6, 834e-6, 766e-6, 1.07e-3, 1.
 
 
 def test_alpha_is_the_plateaus_median_and_one_odd_point_is_named_a_misfit():
-    fit = fit_alpha_beta(_BUSY_SIZES, _BUSY_S)
+    fit = _fit(_BUSY_SIZES, _BUSY_S)
     plateau = sorted(_BUSY_S[: fit.plateau_sizes])
     assert fit.plateau_sizes >= 5  # the small messages, 4 B up to where the bytes start to count
     assert plateau[0] < fit.alpha_s < plateau[-1]  # neither the fastest nor the slowest point
     # the large messages still decide 1/beta: within 15% of the 32 MiB algorithm bandwidth
     assert 1 / fit.beta_s_per_byte == pytest.approx(2**25 / 40.4e-3, rel=0.15)
     # the 4-byte point, 455 µs against a plateau near 0.8-1 ms, is one the model misses
-    assert 4 in [size for size, _ in fit.misfits]
+    assert [size for size, _ in fit.misfits] == [4]
     # one point made 10x faster moves alpha by little: a median, not the fastest point
-    odd = fit_alpha_beta(_BUSY_SIZES, [_BUSY_S[0] / 10, *_BUSY_S[1:]])
+    odd = _fit(_BUSY_SIZES, [_BUSY_S[0] / 10, *_BUSY_S[1:]])
     assert odd.alpha_s == pytest.approx(fit.alpha_s, rel=0.25)
     # random scatter above a true line: both terms >= 0, alpha inside the scatter
-    import random
-
     rng = random.Random(5)
     for _ in range(50):
-        times = [(2e-4 + s / 1e9) * (1 + 3 * rng.random()) for s in _BUSY_SIZES]
-        f = fit_alpha_beta(_BUSY_SIZES, times)
+        f = _fit(_BUSY_SIZES, [(2e-4 + s / 1e9) * (1 + 3 * rng.random()) for s in _BUSY_SIZES])
         assert 2e-4 <= f.alpha_s <= 8e-4 and f.beta_s_per_byte >= 0
 
 
 def test_alpha_beta_fit_never_returns_a_negative_term():
-    sizes = [1e3, 1e6, 1e9]
-    pure_bandwidth = fit_alpha_beta(sizes, [s * 1e-9 * 0.9 if s < 1e6 else s * 1e-9 for s in sizes])
+    sizes = [1000, 10**6, 10**9]
+    pure_bandwidth = _fit(sizes, [s * 1e-9 * 0.9 if s < 1e6 else s * 1e-9 for s in sizes])
     assert pure_bandwidth.alpha_s >= 0 and pure_bandwidth.beta_s_per_byte > 0
-    flat = fit_alpha_beta(sizes, [1e-3, 0.9e-3, 0.95e-3])
+    flat = _fit(sizes, [1e-3, 0.9e-3, 0.95e-3])
     assert flat.alpha_s > 0 and flat.beta_s_per_byte >= 0
     with pytest.raises(ValueError, match="at least 2"):
-        fit_alpha_beta([1], [1e-3])
+        _fit([4], [1e-3])
     with pytest.raises(ValueError, match="positive"):
-        fit_alpha_beta([1, 2], [1e-3, 0.0])
+        _fit([4, 8], [1e-3, 0.0])
 
 
 def _params(shape=distributed.DEFAULT_MODEL) -> int:
-    return sum(p.numel() for p in mlp(**shape).parameters())
+    return sum(p.numel() for p in distributed.mlp(**shape).parameters())
 
 
 def test_the_chapters_six_flops_per_parameter_hold_for_its_mlp():
     shape = distributed.DEFAULT_MODEL
-    model = mlp(**shape)
+    model = distributed.mlp(**shape)
     x = torch.randn(16, shape["d_in"])
 
     def step(x):
@@ -180,56 +209,50 @@ def test_link_rows_have_sources_and_one_direction_bandwidths():
 # ------------------------------------------------------------------ results, rendered
 
 
-def _sweep(world_size=4, alpha=100e-6, bandwidth=1e9):
-    sizes = [4**k for k in range(1, 12)]
-    samples = [
-        [(alpha + s / bandwidth) * f for f in (0.98, 1.0, 1.03, 1.01, 0.99, 1.02)] for s in sizes
+def _table_cells(result) -> list[str]:
+    """The cells of a result's HTML table, unescaped."""
+    import html
+
+    return [
+        html.unescape(c)
+        for c in re.findall(r"<(?:td|th)(?: [^>]*)?>(.*?)</t[dh]>", result._repr_html_())
     ]
-    return distributed.CollectiveSweep(
-        sizes,
-        samples,
-        world_size=world_size,
-        backend="gloo",
-        verified=True,
-        hosts=("a",) * world_size,
-    )
+
+
+def test_a_results_text_and_html_show_the_same_table():
+    for result in (_sweep(), _sweep().fit, _run(), distributed.node_ladder()):
+        cells = _table_cells(result)
+        assert len(cells) > 5 and all(cell in repr(result) for cell in cells), type(result)
 
 
 def test_collective_sweep_reports_as_nccl_tests_does():
     s = _sweep()
-    assert s.busbw_bytes_per_s[-1] == pytest.approx(1.5 * s.algbw_bytes_per_s[-1])
     assert s.algbw_bytes_per_s[-1] == pytest.approx(s.sizes_bytes[-1] / s.median_s[-1])
     assert s.fit.alpha_s == pytest.approx(100e-6, rel=0.05)
-    text = repr(s)
-    assert "busbw" in text and "algbw" in text and s.verified and "verified" in text
-    assert "<table>" in s._repr_html_()
+    assert s.peak_busbw_bytes_per_s == max(s.busbw_bytes_per_s) == s.busbw_bytes_per_s[-1]
+    assert {"busbw", "algbw", "model"} <= set(_table_cells(s))
     again = distributed.CollectiveSweep.from_dict(json.loads(json.dumps(s.to_dict())))
     assert again == s
     axes = s.plot()
     assert "bytes" in axes[0].get_xlabel() and "µs" in axes[0].get_ylabel()
     assert "GB/s" in axes[1].get_ylabel()
-    with pytest.raises(ValueError, match="one non-empty row"):
+    with pytest.raises(ValueError, match="samples_s"):
         distributed.CollectiveSweep([4, 8], [[1e-3]], world_size=2, backend="gloo")
 
 
 def test_paired_ratios_say_only_what_their_interval_allows():
-    from brrrlib.timing import Comparison, Timing
-
-    def as_comparison(a_s, b_s):  # the same rounds, as bl.compare would hold them
-        return Comparison(a=Timing(b_s, ""), b=Timing(a_s, ""), ratios=tuple(
-            a / b for a, b in zip(a_s, b_s, strict=True)))  # fmt: skip
-
     base = [1.0, 1.1, 0.9, 1.0, 1.2, 0.95, 1.05, 1.0, 1.1, 0.9]
-    twice = paired([2 * x for x in base], base)
-    assert (twice.ratio, twice.low, twice.high) == (2.0, 2.0, 2.0)
     spread = [1.5, 3.0, 2.0, 4.0, 1.2, 2.5, 3.5, 1.8, 2.2, 2.8]
     mixed = [0.5, 1.5, 0.8, 1.3, 0.7, 1.4, 0.9, 1.2, 0.6, 1.1]
     cases = [([2 * x for x in base], base, "slower", True), (spread, [1.0] * 10, "slower", False),
              (mixed, [1.0] * 10, "can't tell", False)]  # fmt: skip
     for a_s, b_s, direction, narrow in cases:
-        c = as_comparison(a_s, b_s)
+        # the same rounds as bl.compare would hold them: 8 B's time over 4 B's, round by round
+        c = Comparison(a=Timing(b_s, ""), b=Timing(a_s, "", label="8 B"), ratios=tuple(
+            a / b for a, b in zip(a_s, b_s, strict=True)))  # fmt: skip
         assert (c.direction, c.narrow) == (direction, narrow)
-        assert paired(a_s, b_s).says() == c.says()  # one way of saying a ratio, everywhere
+        sweep = distributed.CollectiveSweep([4, 8], [b_s, a_s], world_size=2, backend="gloo")
+        assert sweep.time_ratio(8, 4) == c.says()  # one way of saying a ratio, everywhere
     s = _sweep()
     assert s.time_ratio(s.sizes_bytes[-1], 4).startswith("x")  # 6 rounds, 3% spread: decided
     with pytest.raises(ValueError, match="among those measured"):
@@ -252,35 +275,36 @@ def _run(compute_per_sample_s=1e-4, comm_s=4e-3, rounds=8):
 
 def test_data_parallel_run_finds_the_crossover_batch():
     run = _run()  # compute 0.1 ms per sample, all-reduce 4 ms: equal at batch 40
+    assert run.modes == MODES and run.comm_s == 4e-3
     assert run.measured_crossover_batch == pytest.approx(40)
     assert run.exposed_comm_s(MODES[1]) == pytest.approx((4e-3,) * 4)
     assert _run(comm_s=1e-5).measured_crossover_batch is None  # below the batches measured
-    first = paired(run.samples_s[MODES[2]][0], run.samples_s[MODES[1]][0])  # batch 4
-    assert first.ratio == pytest.approx(4e-3 / 4.4e-3) and first.low == first.high == first.ratio
-    assert run.ratio_says(MODES[2])[0].startswith("x0.91")
-    said = re.search(r"communication at batch about (\d+)", repr(run))
-    assert said and int(said[1]) == 40
+    # batch 4, overlapped over after backward: 4 ms / 4.4 ms in every round, an exact x0.91
+    says = run.ratio_says(MODES[2])[0]
+    assert says.startswith("x0.91") and says.count("x0.91") == 3  # the ratio and its interval
+    with pytest.raises(ValueError, match="mode"):
+        run.step_s("pipelined")
     xlabel = run.plot(predicted_crossover=50).get_xlabel()
     assert "batch" in xlabel and "(samples)" in xlabel
     assert distributed.DataParallelRun.from_dict(json.loads(json.dumps(run.to_dict()))) == run
 
 
 def test_message_size_explorer_says_which_term_dominates():
-    ex = distributed.message_size_explorer(_sweep(alpha=100e-6, bandwidth=1e9))
+    sweep = _sweep(alpha=100e-6, bandwidth=1e9)
+    ex = distributed.message_size_explorer(sweep)
     ex.set(16)
     assert "latency-bound" in ex.readout and "EXTRAPOLATED" not in ex.readout
     ex.set(2**30)
     assert "bandwidth-bound" in ex.readout and "EXTRAPOLATED" in ex.readout
-    assert ex._slider.value == 30 and ex._plot.value[:4] == b"\x89PNG"
-    ex._slider.value = 10  # what dragging the slider does
-    sweep = _sweep(alpha=100e-6, bandwidth=1e9)
+    assert ex.nbytes == 2**30
+    ex._slider.value = 10  # what dragging the slider does (the widget's own control)
     measured = sweep.median_s[sweep.sizes_bytes.index(1024)]
     assert ex.nbytes == 1024 and _fmt.seconds(measured) in ex.readout  # the measured time too
     # a viewer without widgets (the static site, an exported page) gets the plot and the words
     bundle = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG"
-    assert "latency-bound" in bundle["text/plain"]
+    assert ex.readout in bundle["text/plain"]
     with pytest.raises(ValueError, match="nbytes"):
         ex.set(-1)
     with pytest.raises(TypeError, match="all_reduce_sweep"):
@@ -294,7 +318,7 @@ def test_a_ladder_holds_one_machine_widest_first():
     here = distributed.bandwidth_ladder(fake_ceilings(), measure_cache=False, sweep=_sweep())
     assert all(r.how == "measured" for r in here.rungs)  # no spec row among this machine's
     widths = [r.bandwidth_bytes_per_s for r in here.rungs]
-    assert widths == sorted(widths, reverse=True) and {r.level for r in here.rungs} <= set(LEVELS)
+    assert widths == sorted(widths, reverse=True)
     assert here.get("DRAM").bandwidth_bytes_per_s == 20e9
     # measured forms: the DRAM rung is the copy into another tensor, the cache rung's pattern
     forms = {"copy_": 12e9, "add_ (in place)": 20e9}
@@ -311,19 +335,21 @@ def test_a_ladder_holds_one_machine_widest_first():
     links = [hardware.link("nvlink4"), hardware.host_link("H100"), hardware.link("ndr")]
     assert [r.name for r in node.rungs[1:4]] == [link.name for link in links]
     assert node.get("NDR").bandwidth_bytes_per_s == 50e9 and "ConnectX-7" in node.get("NDR").source
+    with pytest.raises(KeyError, match="NVLink"):
+        node.get("carrier pigeon")
     top, bottom = distributed.plot_ladders(here, node)
     assert "GB/s" in bottom.get_xlabel() and top.get_xlim() == bottom.get_xlim()
     assert top.get_xlim()[0] < 20 / 2 and top.get_xlim()[1] > 3350  # both ladders fit
     cache = distributed.bandwidth_ladder().get("cache")  # measured: a copy that stays in cache
     assert cache.how == "measured" and cache.level == "cache"
-    assert _fmt.binary_bytes(128 * 2**10) in cache.detail
+    assert _fmt.binary_bytes(128 * 2**10) in cache.source
     with pytest.raises(ValueError, match="nothing to put"):
         distributed.bandwidth_ladder(measure_cache=False)
 
 
 def test_disk_read_drops_the_page_cache_and_deletes_its_file(tmp_path):
     disk = distributed.measure_disk_read(2**21, directory=str(tmp_path), repeats=3)
-    assert len(disk.samples_s) == 3 and disk.bytes_per_s > 0
+    assert len(disk.samples_s) == 3
     assert disk.evicted == hasattr(os, "posix_fadvise")
     assert list(tmp_path.iterdir()) == []
     slow, fast = disk.quartile_bytes_per_s
@@ -342,13 +368,17 @@ def test_host_device_copies_without_a_gpu_say_what_to_do_instead():
         distributed.host_device_copies(10)
 
 
-def test_cores_decide_how_many_processes_are_measured(monkeypatch):
-    monkeypatch.setattr(distributed, "_cores", lambda: 2)
-    assert distributed.local_world_sizes() == (2,)
-    assert re.findall(r"\d+", distributed.cores_note(4))[:2] == ["4", "2"]  # processes, cores
-    assert distributed.cores_note(2) == ""
-    monkeypatch.setattr(distributed, "_cores", lambda: 8)
-    assert distributed.local_world_sizes() == (2, 4)
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux says which cores")
+def test_cores_decide_how_many_processes_are_measured():
+    cores = len(os.sched_getaffinity(0))
+    assert distributed.local_world_sizes() == ((2, 4) if cores >= 4 else (2,))
+    assert distributed.cores_note(cores) == ""
+    note = distributed.cores_note(cores + 2)
+    assert re.findall(r"\d+", note)[:3] == [
+        str(cores + 2),
+        str(cores),
+        "2",
+    ]  # processes, cores, waiting
 
 
 # ------------------------------------------------------------------ exercises
@@ -387,7 +417,7 @@ def test_chapter_05_exercises_check_against_the_tables(capsys):
         ({"world_size": "2"}, "world_size"),
         ({"sizes_bytes": [0, 4]}, "sizes_bytes"),
         ({"sizes_bytes": 1024}, "sizes_bytes must be a list"),
-        ({"sizes_bytes": [2**42]}, "sizes_bytes asks for messages up to 4 TiB"),
+        ({"sizes_bytes": [2**42]}, "sizes_bytes up to 4 TiB"),  # more than any memory
         ({"backend": "mpi"}, "backend must be"),
         ({"port": 70000}, "port"),
         ({"budget_s": -1}, "budget_s"),
@@ -420,6 +450,7 @@ def test_all_reduce_sweep_over_two_local_processes():
     sweep = distributed.all_reduce_sweep([4, 16 * 2**20], budget_s=0.3, timeout_s=120)
     assert sweep.world_size == 2 and sweep.backend == "gloo" and sweep.verified
     assert sweep.launcher == distributed.CollectiveSweep.launcher  # the default: local
+    assert sweep.hosts == (socket.gethostname(),) * 2
     assert sweep.sizes_bytes == (4, 16 * 2**20)
     assert all(len(row) >= 5 for row in sweep.samples_s)
     assert sweep.calls_per_sample[0] >= sweep.calls_per_sample[1]  # small messages: more per block
@@ -490,12 +521,10 @@ def _workers(parent: int | None = None) -> dict[int, psutil.Process]:
 def _running(parent: int | None = None, world_size: int = 2) -> dict[int, psutil.Process]:
     """The workers under ``parent`` once every one says it is timing rounds (90 s at most)."""
 
-    def status(p: psutil.Process) -> str:
-        job = Path(p.cmdline()[-1])  # python -c CODE JOB.json
-        rank = p.environ()["RANK"]
-        with contextlib.suppress(OSError):
-            return job.with_name(f"rank{rank}.status").read_text()
-        return ""
+    def status(p: psutil.Process) -> str:  # what the worker said last, in the launcher's log
+        folder = Path(p.cmdline()[-1]).parent  # python -c CODE FOLDER/job.json
+        logs = folder.glob(f"logs/*/attempt_0/{p.environ()['LOCAL_RANK']}/stderr.log")
+        return "".join(log.read_text() for log in logs)
 
     def ready() -> bool:
         with contextlib.suppress(psutil.Error):
@@ -512,9 +541,7 @@ def test_a_port_in_use_is_refused_before_starting(capfd):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        with pytest.raises(
-            distributed.PortInUse, match=f"port={port} is already in use.*port=None"
-        ):
+        with pytest.raises(distributed.PortInUse, match=f"port={port}"):
             distributed.all_reduce_sweep([4], port=port)
     assert not _children()
     assert not _LAUNCHER_NOISE.search(capfd.readouterr().err)
@@ -532,7 +559,7 @@ def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message(cap
     killer = threading.Thread(target=kill_rank_1, daemon=True)
     killer.start()
     with pytest.raises(distributed.WorkerDied) as err:
-        _launch.run(_job(), 2, timeout_s=120, port=None, what="the test sweep")
+        _launch.run(_job(), 2, timeout_s=120, port=None)
     killer.join()
     text = str(err.value)
     rank = re.search(r"rank (\d+)", text)
@@ -544,9 +571,15 @@ def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message(cap
     assert {s: signal.getsignal(s) for s in handlers} == handlers
 
 
+def test_a_worker_that_raises_is_named_with_its_error():
+    with pytest.raises(distributed.WorkerDied, match=r"rank 0 .*exit code 1(.|\n)*KeyError"):
+        _launch.run(_job(kind="all_gather"), 2, timeout_s=120, port=None)  # no such job
+    assert not _children()
+
+
 def test_a_timeout_stops_every_process():
     start = time.monotonic()
-    with pytest.raises(distributed.GroupTimeout, match=r"timeout_s=0.5 s.*stopped") as err:
+    with pytest.raises(distributed.GroupTimeout, match=r"timeout_s=0.5") as err:
         distributed.all_reduce_sweep([4], timeout_s=0.5)
     assert isinstance(err.value, TimeoutError)
     assert time.monotonic() - start < 15  # the workers' start (importing torch), then the stop
@@ -555,8 +588,8 @@ def test_a_timeout_stops_every_process():
 
 # A caller that starts 2 ranks through the launcher and waits (a notebook's kernel, say).
 _CALLER = f"""
-from brrrlib.distributed import _launch
-_launch.run({_job()!r}, 2, timeout_s=300, port=None, what="the test sweep")
+from brrrlib.distributed import _launch  # the fault tests' job runs until stopped: no public call does
+_launch.run({_job()!r}, 2, timeout_s=300, port=None)
 """
 
 

@@ -1,4 +1,9 @@
-"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism."""
+"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism.
+
+On a cluster, one rank per process under torchrun (rank 0 prints the table; ``load`` reads
+``--out``): ``torchrun --standalone --nproc-per-node=8 -m brrrlib.distributed all-reduce --out
+ar.json``, or ``data-parallel``.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _fmt
+import torch
+import torch.distributed as dist
+
+from brrrlib import _fmt, machine
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun
 from brrrlib.distributed._collectives_worker import mlp
-from brrrlib.distributed._host_transfers import host_device_copies
+from brrrlib.distributed._comm_model import need, whole
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
     bandwidth_ladder,
+    host_device_copies,
     measure_disk_read,
     node_ladder,
     plot_ladders,
@@ -64,9 +73,7 @@ _MEMORY_SHARE = 0.5
 #: The fewest and most rounds of each job (at least 6 data-parallel rounds: then a median's
 #: 95% interval is narrower than the whole range).
 _ROUNDS = {"all_reduce": (5, 50), "data_parallel": (6, 20)}
-
-
-# ------------------------------------------------------------------ how many processes here
+_KINDS = {"all_reduce": CollectiveSweep, "data_parallel": DataParallelRun}
 
 
 def _cores() -> int:
@@ -87,14 +94,9 @@ def cores_note(world_size: int) -> str:
     if world_size <= cores:
         return ""
     return (
-        f"{world_size} processes on {cores} cores: each process of a collective keeps a core "
-        f"busy, so {world_size - cores} of them would always be waiting for the operating system "
-        "to give them a turn (a time slice of milliseconds), and the times would measure the "
-        "scheduler, not the link. Measure with as many processes as cores, or fewer."
+        f"{world_size} processes on {cores} cores: {world_size - cores} would always wait for a "
+        "core, and the times would measure the scheduler, not the link"
     )
-
-
-# ------------------------------------------------------------------ the measurements
 
 
 def all_reduce_sweep(
@@ -107,12 +109,9 @@ def all_reduce_sweep(
     port: int | None = None,
 ) -> CollectiveSweep:
     """All-reduce time against message size, over ``world_size`` processes on this machine."""
-    world_size = _check_world_size(world_size)
-    sizes = _check_sizes(sizes_bytes)
-    backend = _backend(backend, world_size)
-    _check_memory(sizes, world_size, backend)
-    job = _job("all_reduce", world_size, backend, budget_s, timeout_s, sizes_bytes=sizes)
-    return CollectiveSweep.from_dict(_run_local(job, world_size, timeout_s, port))
+    _check_local(world_size, port)
+    job = _job("all_reduce", sizes_bytes, world_size, backend, budget_s, timeout_s)
+    return CollectiveSweep.from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
 
 def data_parallel_steps(
@@ -125,13 +124,9 @@ def data_parallel_steps(
     port: int | None = None,
 ) -> DataParallelRun:
     """Data-parallel training steps of a small MLP at each batch size, three ways."""
-    world_size = _check_world_size(world_size)
-    backend = _backend(backend, world_size)
-    batches, model = _check_batches(batches), dict(DEFAULT_MODEL)
-    job = _job(
-        "data_parallel", world_size, backend, budget_s, timeout_s, batches=batches, model=model
-    )
-    return DataParallelRun.from_dict(_run_local(job, world_size, timeout_s, port))
+    _check_local(world_size, port)
+    job = _job("data_parallel", batches, world_size, backend, budget_s, timeout_s)
+    return DataParallelRun.from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
@@ -140,19 +135,32 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise ValueError(f"path={str(path)!r} is not a saved result ({err})") from None
-    kinds = {"all_reduce": CollectiveSweep, "data_parallel": DataParallelRun}
-    if not isinstance(data, dict) or data.get("kind") not in kinds:
+    if not isinstance(data, dict) or data.get("kind") not in _KINDS:
         raise ValueError(f"path={str(path)!r} holds no all_reduce or data_parallel result")
-    return kinds[data["kind"]].from_dict(data)
+    return _KINDS[data["kind"]].from_dict(data)
+
+
+def _check_local(world_size: Any, port: Any) -> None:
+    span = f"a whole number from 2 to {MAX_LOCAL_WORLD_SIZE}"
+    need(whole(world_size, 2, MAX_LOCAL_WORLD_SIZE), "world_size", world_size, span)
+    need(port is None or whole(port, 1, 65535), "port", port, "None (a free one) or 1024-65535")
 
 
 def _job(
-    kind: str, world_size: int, backend: str, budget_s: float, timeout_s: float, **what: Any
-) -> dict[str, Any]:
-    """What every rank runs: ``kind`` over ``what`` (its sizes, or its batches and model)."""
+    kind: str, what: Any, world_size: int, backend: Any, budget_s: Any, timeout_s: Any
+) -> dict:
+    """What every rank runs, each argument checked: ``kind`` over ``what`` (sizes, or batches)."""
     for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e5:
-            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e5
+        need(ok, name, value, "a positive number of seconds")
+    backend = _backend(backend, world_size)
+    if kind == "all_reduce":
+        sizes = _numbers("sizes_bytes", what, DEFAULT_SIZES_BYTES, 2**62, 64)
+        what = {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes})}  # whole fp32s
+        _check_memory(what["sizes_bytes"], world_size, backend)
+    else:
+        batches = _numbers("batches", what, DEFAULT_BATCHES, 65536, 16)
+        what = {"batches": batches, "model": DEFAULT_MODEL}
     return {
         "kind": kind,
         **what,
@@ -166,106 +174,37 @@ def _job(
     }
 
 
-def _run_local(job: dict[str, Any], world_size: int, timeout_s: float, port: Any) -> dict:
-    """Rank 0's result of ``job`` over ``world_size`` local processes (``_launch.run``)."""
-    what = {"all_reduce": "all-reduce sweep", "data_parallel": "data-parallel steps"}[job["kind"]]
-    what = f"the {what} over {world_size} local processes"
-    return _launch.run(job, world_size, timeout_s=timeout_s, port=_check_port(port), what=what)
-
-
-# ------------------------------------------------------------------ checking arguments
-
-
-def _whole(value: Any, low: int, high: int) -> bool:
-    """Whether ``value`` is a whole number (``True`` is not one) from ``low`` to ``high``."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def _check_world_size(world_size: Any) -> int:
-    if not _whole(world_size, 2, MAX_LOCAL_WORLD_SIZE):
-        raise ValueError(
-            f"world_size must be a whole number from 2 to {MAX_LOCAL_WORLD_SIZE} (a collective "
-            f"needs at least 2 processes), got {world_size!r}; local_world_sizes() suggests some"
-        )
-    return world_size
-
-
-def _check_port(port: Any) -> int | None:
-    if port is not None and not _whole(port, 1, 65535):
-        raise ValueError(
-            f"port must be None (pick a free one) or a number 1024-65535, got {port!r}"
-        )
-    return port
-
-
-def _check_sizes(sizes_bytes: Sequence[int] | None) -> list[int]:
-    """Whole positive sizes, rounded up to whole fp32 numbers (4 bytes), sorted, no repeats."""
-    if sizes_bytes is None:
-        return list(DEFAULT_SIZES_BYTES)
-    if isinstance(sizes_bytes, (int, str)) or not isinstance(sizes_bytes, Sequence):
-        raise TypeError(
-            f"sizes_bytes must be a list of sizes in bytes such as [4, 4096, 2**20], got {sizes_bytes!r}"
-        )
-    bad = [s for s in sizes_bytes if not _whole(s, 1, 2**62)]
-    if bad or not sizes_bytes or len(sizes_bytes) > 64:
-        raise ValueError(
-            f"sizes_bytes must hold 1 to 64 whole numbers of bytes >= 1; these are not: {bad[:3]}"
-        )
-    return sorted({4 * math.ceil(s / 4) for s in sizes_bytes})
-
-
-def _check_batches(batches: Sequence[int] | None) -> list[int]:
-    if batches is None:
-        return list(DEFAULT_BATCHES)
-    ok = isinstance(batches, Sequence) and not isinstance(batches, str) and 1 <= len(batches) <= 16
-    if not ok or not all(_whole(b, 1, 65536) for b in batches):
-        raise ValueError(f"batches must be 1 to 16 whole numbers from 1 to 65536, got {batches!r}")
-    return sorted(set(batches))
+def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int) -> list[int]:
+    """``value`` sorted, without repeats: a list of 1 to ``most`` whole numbers from 1 to ``high``."""
+    if value is None:
+        return list(default)
+    ok = isinstance(value, Sequence) and not isinstance(value, str) and 1 <= len(value) <= most
+    want = f"a list of 1 to {most} whole numbers from 1 to {high}"
+    need(ok and all(whole(v, 1, high) for v in value), name, value, want)
+    return sorted(set(value))
 
 
 def _backend(backend: str | None, world_size: int) -> str:
     """gloo on CPUs; nccl when CUDA has one GPU per process (asked for, or by default)."""
-    import torch
-    import torch.distributed as dist
-
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
-    if backend is None:
-        return "nccl" if nccl_ok else "gloo"
-    if backend not in ("gloo", "nccl"):
-        raise ValueError(f"backend must be 'gloo', 'nccl' or None, got {backend!r}")
+    need(backend in (None, "gloo", "nccl"), "backend", backend, "'gloo', 'nccl' or None")
     if backend == "nccl" and not nccl_ok:
         raise ValueError(
-            f"backend='nccl' needs CUDA with one GPU per process ({world_size}); this machine has "
-            f"{gpus}. Use backend='gloo' (CPU) or fewer processes."
+            f"backend='nccl' needs a GPU per process, {world_size}; {gpus} here: use backend='gloo'"
         )
-    return backend
+    return backend or ("nccl" if nccl_ok else "gloo")
 
 
 def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
     """Refuse messages that would not fit: every process holds all buffers plus scratch."""
-    import torch
-
-    from brrrlib import machine
-
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-
-    def needed(top: int) -> int:  # the sizes up to ``top``, and scratch as large as it
-        return processes * (sum(s for s in sizes if s <= top) + _SCRATCH_COPIES * top)
-
-    need, have = needed(max(sizes)), machine.available_memory_bytes(dev)
-    if need > _MEMORY_SHARE * have:
-        fits = [s for s in sizes if needed(s) <= _MEMORY_SHARE * have]
-        advice = (
-            f"keep sizes up to {_fmt.binary_bytes(max(fits))}" if fits else "use fewer processes"
-        )
+    needed = processes * (sum(sizes) + _SCRATCH_COPIES * max(sizes))
+    if needed > _MEMORY_SHARE * machine.available_memory_bytes(dev):
         raise ValueError(
-            f"sizes_bytes asks for messages up to {_fmt.binary_bytes(max(sizes))}: {processes} "
-            f"process(es) x (all buffers + {_SCRATCH_COPIES} x the largest as scratch) need about "
-            f"{_fmt.binary_bytes(need)}, and this machine has {_fmt.binary_bytes(have)} available "
-            f"on {dev.type} (half of it is the limit). Drop the largest sizes ({advice}) or close "
-            "other programs."
+            f"sizes_bytes up to {_fmt.binary_bytes(max(sizes))} need about "
+            f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available"
         )
 
 
@@ -273,63 +212,40 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
 
 
 def _size(text: str) -> int:
-    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text.strip()[-1:].upper(), 1)
-    number = text.strip()[:-1] if scale > 1 else text.strip()
-    return int(float(number) * scale)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m brrrlib.distributed",
-        description="Collective benchmarks of the brrr course; run under torchrun "
-        "(torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed all-reduce).",
-    )
-    sub = parser.add_subparsers(dest="job", required=True)
-    for name, helptext in (
-        ("all-reduce", "all-reduce time vs message size"),
-        ("data-parallel", "DDP steps: compute, all-reduce, overlap"),
-    ):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("--budget-s", type=float, default=2.0 if name == "all-reduce" else 4.0)
-        p.add_argument("--timeout-s", type=float, default=600.0)
-        p.add_argument("--backend", choices=("gloo", "nccl"), default=None)
-        p.add_argument("--out", help="save the result as JSON (read it with distributed.load)")
-        if name == "all-reduce":
-            p.add_argument("--sizes", help="bytes, comma-separated; K, M, G = 1024, 1024^2, 1024^3")
-        else:
-            p.add_argument("--batches", help="samples per process, comma-separated")
-    return parser
+    """``"4"``, ``"64K"``, ``"1M"``, ``"2G"``: bytes (K, M, G = 1024, 1024^2, 1024^3)."""
+    text = text.strip()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m brrrlib.distributed {all-reduce,data-parallel}``, one rank under torchrun."""
-    args = _parser().parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m brrrlib.distributed", description=__doc__)
+    parser.add_argument("job", choices=("all-reduce", "data-parallel"))
+    parser.add_argument("--sizes", help="all-reduce: bytes, comma-separated (K, M, G suffixes)")
+    parser.add_argument("--batches", help="data-parallel: samples per process, comma-separated")
+    parser.add_argument("--budget-s", type=float, help="seconds of rounds (default 2, or 4)")
+    parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
+    parser.add_argument("--out", help="save the result as JSON (read it with distributed.load)")
+    args = parser.parse_args(argv)
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        print(
-            "run this under torchrun, which starts the processes: torchrun --standalone "
-            f"--nproc-per-node=2 -m brrrlib.distributed {args.job}",
-            file=sys.stderr,
-        )
+        how = f"torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed {args.job}"
+        print(f"run this under torchrun, which starts the processes: {how}", file=sys.stderr)
         return 2
-    world = int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    backend = _backend(args.backend, local)
-    timing = (local, backend, args.budget_s, args.timeout_s)
-    if args.job == "all-reduce":
-        sizes = _check_sizes([_size(x) for x in args.sizes.split(",")] if args.sizes else None)
-        _check_memory(sizes, local, backend)
-        job = _job("all_reduce", *timing, sizes_bytes=sizes)
-    else:
-        batches = _check_batches(
-            [int(b) for b in args.batches.split(",")] if args.batches else None
-        )
-        job = _job("data_parallel", *timing, batches=batches, model=dict(DEFAULT_MODEL))
-    job["launcher"] = "torchrun"
-    job["deadline_unix"] = time.time() + args.timeout_s
-    _collectives_worker._start_watchdog(None, job["deadline_unix"])
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+    kind = args.job.replace("-", "_")
+    listed = args.sizes if kind == "all_reduce" else args.batches
+    what = [_size(x) for x in listed.split(",")] if listed else None
+    budget_s = args.budget_s or (2.0 if kind == "all_reduce" else 4.0)
+    job = {
+        **_job(kind, what, local, args.backend, budget_s, args.timeout_s),
+        "launcher": "torchrun",
+    }
+    _collectives_worker.watchdog(None, time.time() + args.timeout_s)
     result = _collectives_worker.run_job(job)
     if result is not None:  # rank 0
-        shown = (CollectiveSweep if args.job == "all-reduce" else DataParallelRun).from_dict(result)
+        shown = _KINDS[kind].from_dict(result)
         print(shown)
         if args.out:
             Path(args.out).write_text(json.dumps(shown.to_dict()))

@@ -1,33 +1,62 @@
-"""The latency-bandwidth model of a collective, and nccl-tests' ring factor (chapter 05)."""
+"""The latency-bandwidth model of a collective, nccl-tests' ring factor, and what every result
+of this package shares: one table behind both reprs, and one way to refuse an argument."""
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "fit_alpha_beta", "ring_factor"]
+__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "MISFIT", "AlphaBeta", "TableRepr", "fit_alpha_beta"]
+__all__ += ["need", "ring_factor", "whole"]
 
-#: Training FLOPs per parameter per sample (token): 2 in the forward pass (a
-#: multiply and an add per weight), 4 in the backward pass (gradients of the
-#: inputs and of the weights). The usual estimate for dense models (Kaplan et
-#: al. 2020, "Scaling Laws for Neural Language Models", section 2.1).
+#: Training FLOPs per parameter per sample (token): 2 forward (a multiply and an add per
+#: weight), 4 backward (input and weight gradients); Kaplan et al. 2020, section 2.1.
 FLOPS_PER_PARAM_PER_SAMPLE = 6
+#: A size is on the small-message plateau while its bandwidth term is under this share of its time.
+_PLATEAU_SHARE = 0.1
+#: A measured size the model misses by more than this share of its time is a misfit.
+MISFIT = 0.5
+
+
+def whole(value: Any, low: float, high: float) -> bool:
+    """Whether ``value`` is a whole number (``True`` is not one) from ``low`` to ``high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def need(ok: bool, name: str, value: Any, want: str) -> None:
+    """Refuse the argument ``name`` unless ``ok``: ``ValueError("name must be want, got value")``."""
+    if not ok:
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+
+
+class TableRepr:
+    """One table behind both reprs, from the subclass's ``_header``, ``_rows()`` and ``_caption()``."""
+
+    _header: tuple[str, ...] = ()
+    _align = ""  # "l" or "r" per column of the text table; numbers (right) after a label by default
+
+    def __repr__(self) -> str:
+        table = _fmt.text_table(
+            self._header, self._rows(), self._align or "l" + "r" * len(self._header)
+        )
+        return f"{type(self).__name__}: {self._caption()}\n{table}"
+
+    def _repr_html_(self) -> str:
+        return _fmt.html_table(self._header, self._rows(), caption=self._caption())
 
 
 def ring_factor(world_size: int) -> float:
     """``2 (n - 1) / n``: how many times each byte of an all-reduce crosses a link."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
     return 2 * (world_size - 1) / world_size
 
 
 @dataclass(frozen=True, repr=False)
-class AlphaBeta:
+class AlphaBeta(TableRepr):
     """The latency-bandwidth model of a collective: ``t(S) = alpha_s + beta_s_per_byte x S``."""
 
     alpha_s: float
@@ -36,6 +65,8 @@ class AlphaBeta:
     sizes_bytes: tuple[float, ...] = ()
     times_s: tuple[float, ...] = ()
     plateau_sizes: int = 0  # how many of the smallest sizes gave alpha (their median)
+    _header = ("alpha", "1/beta", "busbw", "alpha/beta", "plateau sizes", "worst misfit")
+    _align = "rrrrrr"
 
     def time_s(self, nbytes: float) -> float:
         """The model's time for one all-reduce of ``nbytes``."""
@@ -54,73 +85,50 @@ class AlphaBeta:
     @property
     def half_bandwidth_bytes(self) -> float:
         """``alpha / beta``: where latency and bandwidth cost the same."""
-        return self.alpha_s / self.beta_s_per_byte if self.beta_s_per_byte > 0 else math.inf
+        return self.alpha_s * self.algorithm_bytes_per_s
 
     @property
     def max_relative_error(self) -> float:
         """The worst ``|model - measured| / measured`` over the fitted points."""
-        errors = [
-            abs(self.time_s(n) - t) / t for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
-        ]
-        return max(errors, default=math.nan)
+        pairs = zip(self.sizes_bytes, self.times_s, strict=True)
+        return max((abs(self.time_s(n) / t - 1) for n, t in pairs), default=math.nan)
 
     @property
     def misfits(self) -> tuple[tuple[float, float], ...]:
         """``(size, model / measured)`` of every fitted size the model misses by over MISFIT."""
-        return tuple(
-            (n, self.time_s(n) / t)
-            for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
-            if abs(self.time_s(n) - t) > MISFIT * t
+        ratios = (
+            (n, self.time_s(n) / t) for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
         )
+        return tuple((n, r) for n, r in ratios if abs(r - 1) > MISFIT)
 
-    def _text(self) -> str:
-        return (
-            f"alpha {_fmt.seconds(self.alpha_s)}, beta {_fmt.seconds(self.beta_s_per_byte * 1e6)} "
-            f"per MB ({_fmt.si(self.algorithm_bytes_per_s, 'B/s')} algorithm, "
-            f"{_fmt.si(self.bus_bytes_per_s, 'B/s')} bus bandwidth, n={self.world_size}); "
-            f"half bandwidth at {_fmt.binary_bytes(self.half_bandwidth_bytes)}; "
-            f"alpha = median of the {self.plateau_sizes} smallest sizes; "
-            f"worst misfit {self.max_relative_error:.0%} over {len(self.times_s)} sizes"
-        )
+    def _rows(self) -> list[tuple[str, ...]]:
+        bandwidths = (_fmt.si(b, "B/s") for b in (self.algorithm_bytes_per_s, self.bus_bytes_per_s))
+        return [
+            (_fmt.seconds(self.alpha_s), *bandwidths, _fmt.binary_bytes(self.half_bandwidth_bytes))
+            + (str(self.plateau_sizes), f"{self.max_relative_error:.0%}")
+        ]
 
-    def __repr__(self) -> str:
-        return f"AlphaBeta({self._text()})"
-
-    def _repr_html_(self) -> str:
-        return f"<div><b>t(S) = &alpha; + &beta;S</b>: {html.escape(self._text())}</div>"
-
-
-#: A size is on the small-message plateau while its bandwidth term is under this share of its
-#: time; alpha is the median of the plateau's times.
-_PLATEAU_SHARE = 0.1
-#: A measured size the model misses by more than this share of its time is a misfit.
-MISFIT = 0.5
+    def _caption(self) -> str:
+        return f"t = alpha + beta x size, n = {self.world_size}, {len(self.times_s)} sizes"
 
 
 def fit_alpha_beta(
-    sizes_bytes: Sequence[float], times_s: Sequence[float], world_size: int = 2
+    sizes_bytes: Sequence[float], times_s: Sequence[float], world_size: int
 ) -> AlphaBeta:
     """Fit ``t = alpha + beta S``: alpha from the small-message plateau, beta from large messages."""
-    sizes = [float(s) for s in sizes_bytes]
-    times = [float(t) for t in times_s]
-    if len(sizes) != len(times) or len(sizes) < 2:
-        raise ValueError(
-            f"need at least 2 (size, time) pairs of equal length, got {len(sizes)} and {len(times)}"
-        )
-    if not all(t > 0 and math.isfinite(t) for t in times) or not all(s >= 0 for s in sizes):
-        raise ValueError("times_s must be positive and finite, sizes_bytes >= 0")
+    sizes, times = tuple(map(float, sizes_bytes)), tuple(map(float, times_s))
     points = sorted(zip(sizes, times, strict=True))
-    (s0, t0), (s1, t1) = points[-2], points[-1]
-    beta = (t1 - t0) / (s1 - s0) if s1 > s0 and t1 > t0 else (t1 / s1 if s1 > 0 else 0.0)  # 1.
+    if len(points) < 2:
+        raise ValueError(f"the fit needs at least 2 sizes, got {len(points)}")
+    # 1. a first beta from the two largest messages
+    (s0, t0), (s1, t1) = points[-2:]
+    beta = (t1 - t0) / (s1 - s0) if s1 > s0 and t1 > t0 else (t1 / s1 if s1 > 0 else 0.0)
+    # 2. alpha: the median over the plateau, the sizes whose bytes cost under _PLATEAU_SHARE
     plateau = [(s, t) for s, t in points if beta * s < _PLATEAU_SHARE * t] or points[:1]
-    alpha = max(0.0, statistics.median(t - beta * s for s, t in plateau))  # 2.
-    large = [(s, t) for s, t in points if t > 2 * alpha and s > 0] or points[-1:]
-    beta = _beta_given(alpha, *zip(*large, strict=True))  # 3.
-    return AlphaBeta(alpha, beta, world_size, tuple(sizes), tuple(times), len(plateau))
-
-
-def _beta_given(alpha: float, sizes: Sequence[float], times: Sequence[float]) -> float:
-    """The beta >= 0 minimising ``sum(((alpha + beta S) / t - 1)^2)`` with alpha fixed."""
-    sbb = sum((s / t) ** 2 for s, t in zip(sizes, times, strict=True))
-    sb = sum((1 - alpha / t) * s / t for s, t in zip(sizes, times, strict=True))
-    return max(0.0, sb / sbb) if sbb > 0 else 0.0
+    alpha = max(0.0, statistics.median(t - beta * s for s, t in plateau))
+    # 3. beta again, alpha fixed: minimise sum(((alpha + beta S) / t - 1)^2) over the large sizes
+    large = [(s / t, 1 - alpha / t) for s, t in points if t > 2 * alpha and s > 0]
+    large = large or [(s1 / t1, 1 - alpha / t1)]
+    sxx = sum(x * x for x, _ in large)
+    beta = max(0.0, sum(x * y for x, y in large) / sxx) if sxx > 0 else 0.0
+    return AlphaBeta(alpha, beta, world_size, sizes, times, len(plateau))

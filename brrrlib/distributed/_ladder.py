@@ -1,8 +1,10 @@
-"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets."""
+"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets;
+its measured rungs (a copy in cache, a file read from disk, pinned and pageable copies to a GPU)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -11,59 +13,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brrrlib import _fmt, hardware
+import torch
 
-__all__ = [
-    "LEVELS",
-    "BandwidthLadder",
-    "DiskRead",
-    "Rung",
-    "bandwidth_ladder",
-    "measure_disk_read",
-    "node_ladder",
-    "plot_ladders",
-]
+from brrrlib import _fmt, hardware, machine, timing
+from brrrlib.distributed._comm_model import TableRepr, need, whole
 
-#: The rungs, nearest the compute units first.
+__all__ = ["BandwidthLadder", "DiskRead", "HostDeviceCopies", "Rung", "bandwidth_ladder"]
+__all__ += ["host_device_copies", "measure_disk_read", "node_ladder", "plot_ladders"]
+
+#: The rungs' levels, nearest the compute units first, and each one's colour.
 LEVELS = ("cache", "memory", "host-device", "device-device", "node-node", "storage")
-#: How a rung's number was obtained.
-HOW = ("measured", "spec")
+_COLOURS = dict(zip(LEVELS, ("red", "orange", "olive", "green", "blue", "purple"), strict=True))
 _READ_CHUNK_BYTES = 8 * 2**20
+_XLABEL = "bandwidth, one direction (GB/s, log scale)"
 
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung of the ladder: a bandwidth, where it sits, and how it is known."""
+    """One rung: a bandwidth, its level (of LEVELS), how it is known (measured or spec), its source."""
 
     name: str
     level: str
     bandwidth_bytes_per_s: float
     how: str
     source: str = ""
-    detail: str = ""
-
-    def __post_init__(self) -> None:
-        if self.level not in LEVELS or self.how not in HOW:
-            raise ValueError(f"{self.name}: level must be in {LEVELS} and how in {HOW}")
-        if not self.bandwidth_bytes_per_s > 0:
-            raise ValueError(f"{self.name}: bandwidth_bytes_per_s must be > 0")
-
-
-_COLOURS = dict(
-    zip(
-        LEVELS,
-        ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple"),
-        strict=True,
-    )
-)
 
 
 @dataclass(frozen=True, repr=False)
-class BandwidthLadder:
+class BandwidthLadder(TableRepr):
     """The rungs of one ``machine``, widest first; a table and a picture."""
 
     machine: str
     rungs: tuple[Rung, ...]
+    _header = ("level", "rung", "bandwidth", "how", "source")
+    _align = "llrll"
 
     def __post_init__(self) -> None:
         widest = sorted(self.rungs, key=lambda r: -r.bandwidth_bytes_per_s)
@@ -71,20 +54,12 @@ class BandwidthLadder:
 
     def _rows(self) -> list[tuple[str, ...]]:
         return [
-            (r.level, r.name, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), r.how, r.detail or r.source)
+            (r.level, r.name, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), r.how, r.source)
             for r in self.rungs
         ]
 
-    _HEADER = ("level", "rung", "bandwidth", "how", "how / source")
-
-    def __repr__(self) -> str:
-        rows = [r[:4] for r in self._rows()]  # the sources are long: the HTML table has them
-        table = _fmt.text_table(self._HEADER[:4], rows, "rrrr")
-        return f"BandwidthLadder of {self.machine} (one direction; widest first)\n{table}"
-
-    def _repr_html_(self) -> str:
-        caption = f"{self.machine}, one direction, widest first"
-        return _fmt.html_table(self._HEADER, self._rows(), caption=caption)
+    def _caption(self) -> str:
+        return f"{self.machine}, one direction, widest first"
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""
@@ -97,26 +72,17 @@ class BandwidthLadder:
         """Horizontal bars on a log scale: measured solid, spec sheets hatched, levels coloured."""
         import matplotlib.pyplot as plt
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))
-        ys = list(range(len(self.rungs)))
-        for y, r in zip(ys, self.rungs, strict=True):
+        ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))[1] if ax is None else ax
+        for y, r in enumerate(self.rungs):
             gb_s, spec = r.bandwidth_bytes_per_s / 1e9, r.how == "spec"
             look = {"alpha": 0.45 if spec else 0.9, "hatch": "//" if spec else None, "lw": 0.5}
-            ax.barh(y, gb_s, color=_COLOURS[r.level], edgecolor="black", **look)
-            ax.text(
-                gb_s * 1.08, y, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), va="center", fontsize=8
-            )
-        ax.set_yticks(ys, [f"{r.name} ({r.how})" for r in self.rungs], fontsize=8)
+            ax.barh(y, gb_s, color=f"tab:{_COLOURS[r.level]}", edgecolor="black", **look)
+            ax.text(gb_s * 1.08, y, _fmt.si(gb_s * 1e9, "B/s"), va="center", fontsize=8)
+        labels = [f"{r.name} ({r.how})" for r in self.rungs]
+        ax.set_yticks(range(len(self.rungs)), labels, fontsize=8)
+        ax.set(xscale="log", xlabel=_XLABEL, xlim=_span(self.rungs))
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
-        ax.set_xscale("log")
-        ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
-        hows = {r.how for r in self.rungs}
-        how = "measured (solid), spec sheets (hatched)"
-        if len(hows) == 1:
-            how = "measured here" if hows == {"measured"} else "spec sheets (hatched)"
-        ax.set_title(f"{self.machine}: {how}", fontsize=10)
-        ax.set_xlim(*_span(self.rungs))
+        ax.set_title(f"{self.machine}: measured solid, spec sheets hatched", fontsize=10)
         return ax
 
 
@@ -131,20 +97,12 @@ def plot_ladders(*ladders: BandwidthLadder) -> Any:
     import matplotlib.pyplot as plt
 
     heights = [0.3 * len(x.rungs) + 0.8 for x in ladders]
-    _, axes = plt.subplots(
-        len(ladders),
-        1,
-        figsize=(9, sum(heights)),
-        sharex=True,
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
-    )
+    layout = {"sharex": True, "height_ratios": heights, "squeeze": False}
+    fig, axes = plt.subplots(len(ladders), figsize=(9, sum(heights)), **layout)
     for ax, ladder in zip(axes[:, 0], ladders, strict=True):
-        ladder.plot(ax)
-    axes[0, 0].set_xlim(*_span([r for x in ladders for r in x.rungs]))
-    for ax in axes[:-1, 0]:
-        ax.set_xlabel("")
-    axes[0, 0].figure.tight_layout()
+        ladder.plot(ax).set_xlabel("")
+    axes[-1, 0].set(xlabel=_XLABEL, xlim=_span([r for x in ladders for r in x.rungs]))
+    fig.tight_layout()
     return axes[:, 0]
 
 
@@ -153,16 +111,29 @@ def bandwidth_ladder(
     *,
     disk: DiskRead | None = None,
     sweep: Any = None,
-    copies: Any = None,
+    copies: HostDeviceCopies | None = None,
     measure_cache: bool = True,
 ) -> BandwidthLadder:
-    """This machine's ladder, every rung measured here."""
-    rungs = [_cache_rung()] if measure_cache else []
-    rungs += _measured_rungs(ceilings, disk, sweep, copies)
-    if not rungs:
+    """This machine's ladder, every rung measured here (from the results given, and a cache copy)."""
+    found = [_cache_rung()] if measure_cache else []
+    if ceilings is not None:
+        name = f"DRAM, this machine ({ceilings.device_name})"
+        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
+        found.append((name, "memory", ceilings.bandwidth_for("copy"), how))
+    if copies is not None:
+        name = f"host to {copies.device_name}, pinned"
+        found.append((name, "host-device", copies.pinned_bytes_per_s, "bl.benchmark"))
+    if sweep is not None:
+        name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
+        how = "all_reduce_sweep(): the largest busbw"
+        found.append((name, "device-device", sweep.peak_busbw_bytes_per_s, how))
+    if disk is not None:
+        found.append(("file read, this machine", "storage", disk.bytes_per_s, disk.method))
+    if not found:
         raise ValueError("nothing to put on the ladder: pass ceilings, disk, sweep or copies")
     where = getattr(ceilings, "device_name", "") or "this machine"
-    return BandwidthLadder(f"this machine ({where})", tuple(rungs))
+    rungs = tuple(Rung(name, level, bw, "measured", how) for name, level, bw, how in found)
+    return BandwidthLadder(f"this machine ({where})", rungs)
 
 
 def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
@@ -178,54 +149,25 @@ def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
     return BandwidthLadder(f"one GPU of a {box.name} ({share:g} NIC per GPU)", tuple(rungs))
 
 
-def _measured_rungs(ceilings: Any, disk: Any, sweep: Any, copies: Any) -> list[Rung]:
-    """The rungs of the results given (each ``None`` when not measured)."""
-    rungs = []
-    if ceilings is not None:
-        name = f"DRAM, this machine ({ceilings.device_name})"
-        how = "bl.measure_ceilings(): a large copy into another tensor, bytes read + written / time"
-        rungs.append((name, "memory", ceilings.bandwidth_for("copy"), how))
-    if copies is not None:
-        name, how = f"host to {copies.device_name}, pinned", "bl.benchmark of a copy"
-        rungs.append((name, "host-device", copies.pinned_bytes_per_s, how))
-    if sweep is not None:
-        name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
-        how = "all_reduce_sweep(): the largest bus bandwidth measured"
-        rungs.append((name, "device-device", sweep.peak_busbw_bytes_per_s, how))
-    if disk is not None:
-        rungs.append(("file read, this machine", "storage", disk.bytes_per_s, disk.method))
-    return [Rung(name, level, bw, "measured", detail=how) for name, level, bw, how in rungs]
-
-
-def _cache_rung() -> Rung:
+def _cache_rung() -> tuple[str, str, float, str]:
     """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time)."""
-    import torch
-
-    from brrrlib import machine, timing
-
-    dev = machine.device()
-    on_gpu = dev.type == "cuda"
-    threads = torch.get_num_threads()
-    per_cpu = 128 * 2**10 * threads
-    nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4) if on_gpu else per_cpu
+    dev, threads = machine.device(), torch.get_num_threads()
+    if dev.type == "cuda":
+        nbytes, where = max(2**20, machine.last_level_cache_bytes(dev) // 4), "the GPU's L2"
+    else:
+        nbytes, where = 128 * 2**10 * threads, f"L2, 128 KiB per thread, {threads} thread(s)"
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
     t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
-    where = "the GPU's L2" if on_gpu else f"L2, 128 KiB per thread, {threads} thread(s)"
-    return Rung(
-        f"cache, this machine ({dev.type})",
-        "cache",
-        2 * nbytes / t.median_s,
-        "measured",
-        detail=f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}",
-    )
+    how = f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}"
+    return f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, how
 
 
 # ------------------------------------------------------------------ disk
 
 
 @dataclass(frozen=True, repr=False)
-class DiskRead:
+class DiskRead(TableRepr):
     """Reads of one file from disk: every sample, and how the page cache was kept out."""
 
     nbytes: int
@@ -233,6 +175,8 @@ class DiskRead:
     method: str
     evicted: bool
     directory: str
+    _header = ("size", "reads", "median", "slow quartile", "fast quartile", "page cache")
+    _align = "rrrrrl"
 
     @property
     def bytes_per_s(self) -> float:
@@ -245,62 +189,52 @@ class DiskRead:
         slow, fast = (_fmt.quantile(self.samples_s, q) for q in (0.75, 0.25))
         return self.nbytes / slow, self.nbytes / fast
 
-    def __repr__(self) -> str:
-        spread = _fmt.iqr(self.samples_s) / _fmt.median(self.samples_s)
-        warn = (
-            ""
-            if self.evicted
-            else "; the page cache could NOT be dropped: this is memory, not disk"
-        )
-        return (
-            f"DiskRead({_fmt.si(self.bytes_per_s, 'B/s')} median reading "
-            f"{_fmt.binary_bytes(self.nbytes)} from {self.directory}, IQR {spread:.0%}, "
-            f"{len(self.samples_s)} reads; {self.method}{warn})"
-        )
+    def _rows(self) -> list[tuple[str, ...]]:
+        bandwidths = (self.bytes_per_s, *self.quartile_bytes_per_s)
+        cache = "dropped" if self.evicted else "KEPT: memory, not disk"
+        size, reads = _fmt.binary_bytes(self.nbytes), str(len(self.samples_s))
+        return [(size, reads, *(_fmt.si(b, "B/s") for b in bandwidths), cache)]
+
+    def _caption(self) -> str:
+        return f"{self.directory}; {self.method}"
 
 
 def measure_disk_read(
     nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
 ) -> DiskRead:
     """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 2**20 <= nbytes <= 2**32:
-        raise ValueError(f"nbytes must be a whole number from 1 MiB to 4 GiB, got {nbytes!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:
-        raise ValueError(f"repeats must be a whole number from 1 to 100, got {repeats!r}")
+    need(whole(nbytes, 2**20, 2**32), "nbytes", nbytes, "a whole number from 1 MiB to 4 GiB")
+    need(whole(repeats, 1, 100), "repeats", repeats, "a whole number from 1 to 100")
     directory = directory or tempfile.gettempdir()
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise ValueError(f"directory={directory!r} is not a folder this program can write to")
+    ok = os.path.isdir(directory) and os.access(directory, os.W_OK)
+    need(ok, "directory", directory, "a folder this program can write to")
     free = shutil.disk_usage(directory).free
-    if nbytes > free // 2:
-        raise ValueError(
-            f"nbytes={nbytes} needs {_fmt.binary_bytes(nbytes)} on disk but {directory} has "
-            f"{_fmt.binary_bytes(free)} free: pass a smaller nbytes or another directory"
-        )
+    need(nbytes <= free // 2, "nbytes", nbytes, f"at most half of the free {free} bytes")
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
-        block = os.urandom(min(nbytes, 2**20))  # 1.
+        block = os.urandom(min(nbytes, 2**20))  # 1. write the file, and flush it to disk
         for offset in range(0, nbytes, len(block)):
             os.write(fd, block[: nbytes - offset])
         os.fsync(fd)
         buf = memoryview(bytearray(_READ_CHUNK_BYTES))
         samples, method, evicted = [], "", False
         for _ in range(repeats):
-            method, evicted = _drop_cached_pages(fd)  # 2.
-            t0 = time.perf_counter()  # 3.
+            method, evicted = _drop_cached_pages(fd)  # 2. out of the page cache, and rewound
+            t0 = time.perf_counter()  # 3. read it all back
             with open(fd, "rb", buffering=0, closefd=False) as f:
-                f.seek(0)
                 while f.readinto(buf):
                     pass
             samples.append(time.perf_counter() - t0)
     finally:
-        os.close(fd)  # 4.
+        os.close(fd)  # 4. delete it
         with contextlib.suppress(OSError):
             os.unlink(path)
     return DiskRead(nbytes, tuple(samples), method, evicted, directory)
 
 
 def _drop_cached_pages(fd: int) -> tuple[str, bool]:
-    """Ask the OS to forget the file's cached pages; say how, and whether it could."""
+    """Rewind, and ask the OS to forget the file's cached pages; say how, and whether it could."""
+    os.lseek(fd, 0, os.SEEK_SET)
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return "page cache dropped before each read (posix_fadvise DONTNEED)", True
@@ -310,3 +244,82 @@ def _drop_cached_pages(fd: int) -> tuple[str, bool]:
         fcntl.fcntl(fd, getattr(fcntl, "F_NOCACHE", 48), 1)
         return "page cache bypassed (fcntl F_NOCACHE)", True
     return "read through the page cache (no way to drop it here)", False
+
+
+# ------------------------------------------------------------------ host to GPU
+
+
+@dataclass(frozen=True, repr=False)
+class HostDeviceCopies(TableRepr):
+    """Host-to-device copies of ``nbytes`` on the GPU ``device_name``: two timings, two comparisons."""
+
+    nbytes: int
+    device_name: str
+    pageable: timing.Timing
+    pinned: timing.Timing
+    pinned_vs_pageable: timing.Comparison
+    overlap: timing.Comparison  # a copy beside a matmul as long, against one after the other
+    _header = ("copy", "time", "bandwidth", "against", "ratio")
+    _align = "lrrll"
+
+    @property
+    def pinned_bytes_per_s(self) -> float:
+        """Median bandwidth of the pinned copy."""
+        return self.nbytes / self.pinned.median_s
+
+    @property
+    def pageable_bytes_per_s(self) -> float:
+        """Median bandwidth of the pageable copy."""
+        return self.nbytes / self.pageable.median_s
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        pageable, pinned = self.pageable.median_s, self.pinned.median_s
+        return [
+            ("pageable", _fmt.seconds(pageable), _fmt.si(self.pageable_bytes_per_s, "B/s"), "", ""),
+            ("pinned", _fmt.seconds(pinned), _fmt.si(self.pinned_bytes_per_s, "B/s"))
+            + ("pageable", self.pinned_vs_pageable.says()),
+            ("overlapped with a matmul", "", "", "serial", self.overlap.says()),
+        ]
+
+    def _caption(self) -> str:
+        return f"{_fmt.binary_bytes(self.nbytes)} host to {self.device_name}"
+
+
+def host_device_copies(nbytes: int = 64 * 2**20, *, budget_s: float = 0.5) -> HostDeviceCopies:
+    """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
+    need(whole(nbytes, 2**10, 2**32), "nbytes", nbytes, "a whole number from 1 KiB to 4 GiB")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "no CUDA GPU here to copy to: predict the copy from the GPU's host link, "
+            "nbytes / bl.hardware.link(...).bandwidth_bytes_per_s"
+        )
+    dev = torch.device("cuda")
+    pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1. the buffers
+    pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    copy_pinned = functools.partial(dst.copy_, pinned, non_blocking=True)
+    copy_pageable = functools.partial(dst.copy_, pageable)
+    side = torch.cuda.Stream(dev)
+
+    def serial() -> None:
+        copy_pinned()
+        a @ a
+
+    def overlapped() -> None:
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            copy_pinned()
+        a @ a
+        torch.cuda.current_stream(dev).wait_stream(side)
+
+    on_gpu = {"budget_s": budget_s, "device": dev}
+    t_pageable = timing.benchmark(copy_pageable, label="pageable", **on_gpu)  # 2. each copy
+    t_pinned = timing.benchmark(copy_pinned, label="pinned", **on_gpu)
+    ratio = timing.compare(copy_pinned, copy_pageable, labels=("pinned", "pageable"), **on_gpu)
+    for n in (512, 1024, 2048, 4096, 8192):  # 3. a matmul at least as long as the copy
+        a = torch.randn(n, n, device=dev)
+        if timing.benchmark(torch.mm, a, a, budget_s=0.05).median_s >= t_pinned.median_s:
+            break
+    overlap = timing.compare(overlapped, serial, labels=("overlapped", "serial"), **on_gpu)  # 4.
+    name = torch.cuda.get_device_name(dev)
+    return HostDeviceCopies(nbytes, name, t_pageable, t_pinned, ratio, overlap)

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from brrrlib import _fmt
+from brrrlib.distributed._collective_results import CollectiveSweep
 from brrrlib.distributed._comm_model import ring_factor
 from brrrlib.widgets._explorer import _Explorer
 
@@ -17,27 +18,24 @@ _MIN_LOG2, _MAX_LOG2 = 2, 30
 
 
 class MessageSizeExplorer(_Explorer):
-    """The slider, a readout in words and the plot; ``set(nbytes)`` does what the slider does."""
+    """The slider, a one-line readout and the plot; ``set(nbytes)`` does what the slider does."""
 
     _css_class = "brrr-message-explorer"
     _name = "message size"
     _figsize = (8, 4)
     _measures = False
 
-    def __init__(self, sweep: Any, nbytes: int | None = None) -> None:
+    def __init__(self, sweep: CollectiveSweep, nbytes: int | None = None) -> None:
         import ipywidgets as W
 
-        if not hasattr(sweep, "fit") or not hasattr(sweep, "sizes_bytes"):
-            raise TypeError(
-                f"sweep must come from distributed.all_reduce_sweep(), got {type(sweep).__name__}"
-            )
+        if not isinstance(sweep, CollectiveSweep):
+            raise TypeError(f"sweep must come from all_reduce_sweep(), got {type(sweep).__name__}")
         self.sweep, self.fit, self.readout = sweep, sweep.fit, ""
-        start = nbytes if nbytes is not None else sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]
+        start = nbytes or sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]
         self._slider = W.IntSlider(
             value=_log2(start),
             min=_MIN_LOG2,
             max=_MAX_LOG2,
-            step=1,
             description="log2(bytes)",
             continuous_update=False,
         )
@@ -58,35 +56,28 @@ class MessageSizeExplorer(_Explorer):
         self._update()
 
     def _update(self) -> None:
-        self.readout = self._text(self.nbytes)
+        n, fit, sweep = self.nbytes, self.fit, self.sweep
+        t = fit.time_s(n)
+        share = fit.alpha_s / t
+        regime = "latency-bound" if share > 0.5 else "bandwidth-bound"
+        busbw = _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s")
+        self.readout = (
+            f"{_fmt.binary_bytes(n)}: model {_fmt.seconds(t)} = alpha {share:.0%} + bytes "
+            f"{1 - share:.0%}: {regime}; "
+            f"busbw {busbw} of {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
+        )
+        if n in sweep.sizes_bytes:
+            self.readout += f"; measured {_fmt.seconds(sweep.median_s[sweep.sizes_bytes.index(n)])}"
+        if not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes):
+            self.readout += " (EXTRAPOLATED beyond the sizes measured)"
         self._say(f"<div>{html.escape(self.readout)}</div>")
         self._redraw()
 
-    def _text(self, n: int) -> str:
-        fit, sweep = self.fit, self.sweep
-        t = fit.time_s(n)
-        latency = fit.alpha_s / t
-        regime = "latency-bound" if latency > 0.5 else "bandwidth-bound"
-        busbw = ring_factor(sweep.world_size) * n / t
-        inside = min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
-        where = ("between" if inside else "EXTRAPOLATED beyond") + " the sizes measured"
-        measured = ""
-        if n in sweep.sizes_bytes:
-            t_n = sweep.median_s[sweep.sizes_bytes.index(n)]
-            measured = f" Measured at this size: {_fmt.seconds(t_n)} (median)."
-        return (
-            f"{_fmt.binary_bytes(n)}: the model says {_fmt.seconds(t)} = alpha {_fmt.seconds(fit.alpha_s)} "
-            f"({latency:.0%}) + size x beta {_fmt.seconds(t - fit.alpha_s)} ({1 - latency:.0%}): "
-            f"{regime}; bus bandwidth {_fmt.si(busbw, 'B/s')} of the {_fmt.si(fit.bus_bytes_per_s, 'B/s')} "
-            f"a very large message approaches ({where}).{measured}"
-        )
-
-    # -- picture: the sweep's time panel over the slider's range; the ring at the size shown --
     def _data_version(self) -> Any:
         return 0  # the sweep never changes
 
     def _draw(self, fig) -> None:
-        self.sweep._plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])
+        self.sweep.plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])
 
     def _rings(self, n: int) -> list:
         return [(n, self.fit.time_s(n) * 1e6)]
@@ -103,6 +94,6 @@ def _log2(nbytes: float) -> int:
     return max(_MIN_LOG2, min(_MAX_LOG2, round(math.log2(nbytes))))
 
 
-def message_size_explorer(sweep: Any, nbytes: int | None = None) -> MessageSizeExplorer:
+def message_size_explorer(sweep: CollectiveSweep, nbytes: int | None = None) -> MessageSizeExplorer:
     """A message-size slider over ``sweep``'s alpha-beta model: where does latency stop mattering?"""
     return MessageSizeExplorer(sweep, nbytes)
