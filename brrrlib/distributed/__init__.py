@@ -204,7 +204,8 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
     if needed > _MEMORY_SHARE * machine.available_memory_bytes(dev):
         raise ValueError(
             f"sizes_bytes up to {_fmt.binary_bytes(max(sizes))} need about "
-            f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available"
+            f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available: "
+            "drop the largest sizes or close other programs"
         )
 
 
