@@ -90,25 +90,14 @@ class Tally:
         )
         return ho, wo
 
-    def attention(
-        self,
-        b: int,
-        heads: int,
-        sq: int,
-        sk: int,
-        d: int,
-        *,
-        kv_heads=None,
-        cached: bool = False,
-    ) -> None:
+    def attention(self, b, heads, sq, sk, d, *, kv_heads=None, cached=False) -> None:
         """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp."""
-        kv_kind = "kv_cache" if cached else "activations"
-        if cached:
-            new = b * (kv_heads or heads) * sq * d
-            self.move(new, new, kind=kv_kind)  # k into the cache
-            self.move(new, new, kind=kv_kind)  # v into the cache
+        kv, kind = b * (kv_heads or heads) * d, "kv_cache" if cached else "activations"
+        if cached:  # the new tokens' k, then v, into the cache
+            self.move(kv * sq, kv * sq, kind=kind)
+            self.move(kv * sq, kv * sq, kind=kind)
         elements = {"activations": 2 * b * heads * sq * d + b * heads * sq}
-        elements[kv_kind] = elements.get(kv_kind, 0) + 2 * b * (kv_heads or heads) * sk * d
+        elements[kind] = elements.get(kind, 0) + 2 * kv * sk
         self._op(4 * b * heads * sq * sk * d, **elements)
 
     def recurrent(
