@@ -396,7 +396,7 @@ def test_a_right_answer_passes_and_a_wrong_one_fails(qid, capsys):
         ("06.kv_context", 32, "one_layer"),
     ],
 )
-def test_typical_slips_get_their_nudge(qid, ratio, slip):
+def test_typical_slips_get_their_nudge(qid, ratio, slip):  # bl.check says only yes or no
     assert ex.check(qid, RIGHT[qid]() * ratio) is False
     assert ex._judge(qid, RIGHT[qid]() * ratio).slip == slip
 
