@@ -39,16 +39,13 @@ __all__ = [
 
 SMALL = DecoderShape("small", layers=4, d_model=64, heads=4, vocab=2048, max_context=1024)
 #: Candidate large models, smallest first.
-LADDER = tuple(
-    DecoderShape("large", layers=L, d_model=d, heads=d // 64, vocab=V, max_context=ctx)
-    for L, d, V, ctx in (
-        (4, 256, 8192, 1024),
-        (6, 512, 8192, 1024),
-        (8, 768, 8192, 1024),
-        (12, 1024, 32768, 2048),
-        (16, 1536, 32768, 2048),
-        (24, 2048, 32768, 2048),
-    )
+LADDER = (
+    DecoderShape("large", layers=4, d_model=256, heads=4, vocab=8192, max_context=1024),
+    DecoderShape("large", layers=6, d_model=512, heads=8, vocab=8192, max_context=1024),
+    DecoderShape("large", layers=8, d_model=768, heads=12, vocab=8192, max_context=1024),
+    DecoderShape("large", layers=12, d_model=1024, heads=16, vocab=32768, max_context=2048),
+    DecoderShape("large", layers=16, d_model=1536, heads=24, vocab=32768, max_context=2048),
+    DecoderShape("large", layers=24, d_model=2048, heads=32, vocab=32768, max_context=2048),
 )
 #: How long reading the large model's fp32 weights should take at the measured bandwidth.
 TARGET_STEP_S = 0.025
@@ -56,6 +53,7 @@ TARGET_STEP_S = 0.025
 CLEARLY_FASTER = 1.25
 #: The largest rung a CPU gets: a chapter on a laptop stays quick.
 CPU_RUNGS = 3
+_KEYS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 #: A step may use at most this fraction of the memory free right now.
 MEMORY_HEADROOM = 0.5
 #: A batch sweep stops after a step this long (seconds): the next would take about twice as long.
@@ -67,10 +65,8 @@ def shapes(
 ) -> tuple[DecoderShape, DecoderShape]:
     """``(small, large)`` for this device, from its measured bandwidth and free memory."""
     dev = machine.resolve(device) if device is not None else torch.device(ceilings.device)
-    budget = min(
-        TARGET_STEP_S * ceilings.mem_bandwidth_bytes_per_s,
-        machine.available_memory_bytes(dev) / 8,
-    )
+    memory = machine.available_memory_bytes(dev) / 8
+    budget = min(TARGET_STEP_S * ceilings.mem_bandwidth_bytes_per_s, memory)
     rungs = LADDER[:CPU_RUNGS] if dev.type == "cpu" else LADDER
     fitting = [s for s in rungs if weight_bytes(s, "fp32") <= budget]
     return SMALL, (fitting[-1] if fitting else rungs[0])
@@ -85,12 +81,8 @@ def half_precision(ceilings: Any) -> str:
 
 def precision_of(model: Decoder) -> str:
     """``"int8"`` for a weight-only int8 model, else its dtype's key (``"fp32"``, ``"bf16"``)."""
-    if isinstance(model.head, Int8Linear):
-        return "int8"
     dtype = model.wte.weight.dtype
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
-        dtype, str(dtype)
-    )
+    return "int8" if isinstance(model.head, Int8Linear) else _KEYS.get(dtype, str(dtype))
 
 
 class DoesNotFit(MemoryError):
