@@ -350,10 +350,6 @@ class LinkSpec:
     both_directions_on_sheet: bool = False
     notes: str = ""
 
-    def __post_init__(self) -> None:
-        if self.kind not in LINK_KINDS:
-            raise ValueError(f"{self.name}: kind must be one of {LINK_KINDS}, got {self.kind!r}")
-
     @property
     def sheet_bytes_per_s(self) -> float:
         """The bandwidth as the spec sheet prints it (both directions added where it does)."""

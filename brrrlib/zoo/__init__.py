@@ -67,8 +67,7 @@ class ZooEntry:
     formula: str
     expected_cpu: str
     cpu_reason: str
-    predictions: tuple[Prediction, ...]
-    precision: str = "fp32"
+    predictions: tuple[Prediction, ...]  # fp32, on each of GPUS
 
     @property
     def label(self) -> str:
