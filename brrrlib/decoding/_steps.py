@@ -222,20 +222,20 @@ class BatchSweep:
         """Tokens per second, batch by batch."""
         return tuple(p.tokens_per_s for p in self.points)
 
-    _HEADER = ("batch", "per step", "tokens/s", "not measured")
-
-    def _rows(self) -> list[tuple[str, ...]]:
+    def _table(self) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+        header, n = ("batch", "per step", "tokens/s", "not measured"), 4 if self.skipped else 3
         rows = [
             (str(p.batch), _fmt.seconds(p.seconds), f"{p.tokens_per_s:,.0f}", "")
             for p in self.points
         ]
-        return rows + [(str(b), "-", "-", why) for b, why in self.skipped]
+        rows += [(str(b), "-", "-", why) for b, why in self.skipped]
+        return header[:n], [r[:n] for r in rows]
 
     def __repr__(self) -> str:
-        return _fmt.text_table(self._HEADER, self._rows(), align="rrrl")
+        return _fmt.text_table(*self._table(), align="rrrl")
 
     def _repr_html_(self) -> str:
-        return _fmt.html_table(self._HEADER, self._rows(), align="rrrl")
+        return _fmt.html_table(*self._table(), align="rrrl")
 
 
 def batch_sweep(
