@@ -370,19 +370,17 @@ _LINKS: tuple[LinkSpec, ...] = (
         aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0"),
     ),
     LinkSpec(
-        # 16 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 31.5 GB/s each way.
         "PCIe 4.0 x16",
         "host-device",
-        31.5e9,
+        31.5e9,  # 16 GT/s x 16 lanes x 128/130 / 8 bits
         f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet "
         "prints 'PCIe Gen4: 64 GB/s', both directions",
         aliases=("pcie4", "pcie 4", "pcie gen4", "pcie 4.0"),
     ),
     LinkSpec(
-        # 32 GT/s x 16 lanes x 128/130 / 8 = 63 GB/s each way.
         "PCIe 5.0 x16",
         "host-device",
-        63.0e9,
+        63.0e9,  # 32 GT/s x 16 lanes x 128/130 / 8 bits
         f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet "
         "prints 'PCIe Gen5: 128 GB/s', both directions",
         aliases=("pcie5", "pcie 5", "pcie gen5", "pcie 5.0"),

@@ -20,7 +20,8 @@ from brrrlib.decoding._model import (
     weight_bytes,
 )
 
-# What the decode explorer (brrrlib.widgets) measures with: importable here, not the chapter's.
+# What the decode explorer (brrrlib.widgets) measures with, and the ladder of sizes: importable
+# here, not the chapter's.
 from brrrlib.decoding._steps import (  # noqa: F401
     LADDER,
     SMALL,
