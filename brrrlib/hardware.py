@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import html
 import re
 from collections import namedtuple
 from collections.abc import Mapping
@@ -27,20 +26,10 @@ __all__ = [
     "spec_table",
 ]
 
-_DTYPE_KEYS = ("fp32", "tf32", "bf16", "fp16")
-_DTYPE_ALIASES = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "f32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "f16": "fp16",
-}
+#: The table's precisions, each with the other names it goes by.
+_ALSO = {"fp32": "float32 float f32", "tf32": "", "bf16": "bfloat16", "fp16": "float16 half f16"}
+_DTYPE_KEYS = tuple(_ALSO)
+_DTYPE_ALIASES = {name: key for key, more in _ALSO.items() for name in (key, *more.split())}
 
 
 def dtype_key(dtype: str | torch.dtype) -> str:
@@ -100,23 +89,15 @@ class DeviceSpec:
     @property
     def fast_precision(self) -> str:
         """The 16-bit precision its matmul units run fastest ("fp32" on a device with neither)."""
-        halves = {k: v for k, v in self.peak_flops_per_s.items() if k in ("bf16", "fp16")}
-        if not halves:
-            return "fp32"
-        best = max(halves.values())
-        return "bf16" if halves.get("bf16", 0.0) >= best else "fp16"
+        bf16, fp16 = (self.peak_flops_per_s.get(k, 0.0) for k in ("bf16", "fp16"))
+        return "fp32" if not bf16 + fp16 else "bf16" if bf16 >= fp16 else "fp16"
 
     def ridge_point_flops_per_byte(self, dtype: str | torch.dtype = "fp32") -> float:
         """FLOPs per byte at which compute and bandwidth take equal time."""
         return self.peak(dtype) / self.mem_bandwidth_bytes_per_s
 
     def _repr_html_(self) -> str:
-        peaks = ", ".join(f"{k} {_fmt.si(v, 'FLOP/s')}" for k, v in self.peak_flops_per_s.items())
-        bandwidth = _fmt.si(self.mem_bandwidth_bytes_per_s, "B/s")
-        return (
-            f"<b>{html.escape(self.name)}</b>: {peaks}; memory {bandwidth}, "
-            f"{self.mem_bytes / 1e9:.0f} GB <br><small>source: {html.escape(self.source)}</small>"
-        )
+        return SpecTable((self,))._repr_html_()
 
 
 _GB = 10**9
@@ -270,10 +251,6 @@ class SpecTable:
     _HEADER = ("device", *_DTYPE_KEYS, "bandwidth", "memory")
 
     def _cells(self) -> list[tuple[str, ...]]:
-        def tflops(peaks: Mapping[str, float], key: str) -> str:
-            value = peaks.get(key)
-            return "-" if value is None else f"{value / 1e12:.4g} TFLOP/s"
-
         rows = [
             (s.name, s.peak_flops_per_s, s.mem_bandwidth_bytes_per_s, s.mem_bytes)
             for s in self.rows
@@ -284,7 +261,7 @@ class SpecTable:
         return [
             (
                 name,
-                *(tflops(peaks, k) for k in _DTYPE_KEYS),
+                *(f"{peaks[k] / 1e12:.4g} TFLOP/s" if k in peaks else "-" for k in _DTYPE_KEYS),
                 _fmt.si(bw, "B/s"),
                 f"{mem / 2**30:.0f} GiB" if mem else "",
             )
@@ -292,15 +269,12 @@ class SpecTable:
         ]
 
     def __repr__(self) -> str:
-        return _fmt.text_table(self._HEADER, self._cells(), rule=True)
+        return _fmt.text_table(self._HEADER, self._cells(), align="lrrrrrr", rule=True)
 
     def _repr_html_(self) -> str:
-        sources = "".join(
-            f"<li>{html.escape(s.name)}: {html.escape(s.source)}</li>" for s in self.rows
-        )
-        return (
-            _fmt.html_table(self._HEADER, self._cells())
-            + f"<details><summary>sources</summary><ul>{sources}</ul></details>"
+        hover, caption = [s.source for s in self.rows], "each device's source: hover its name"
+        return _fmt.html_table(
+            self._HEADER, self._cells(), caption=caption, align="lrrrrrr", hover=hover
         )
 
 
@@ -376,21 +350,14 @@ class LinkSpec:
     both_directions_on_sheet: bool = False
     notes: str = ""
 
-    def __post_init__(self) -> None:
-        if self.kind not in LINK_KINDS:
-            raise ValueError(f"{self.name}: kind must be one of {LINK_KINDS}, got {self.kind!r}")
-
     @property
     def sheet_bytes_per_s(self) -> float:
         """The bandwidth as the spec sheet prints it (both directions added where it does)."""
         return self.bandwidth_bytes_per_s * (2 if self.both_directions_on_sheet else 1)
 
     def _repr_html_(self) -> str:
-        return (
-            f"<b>{html.escape(self.name)}</b> ({self.kind}): "
-            f"{_fmt.si(self.bandwidth_bytes_per_s, 'B/s')} each way"
-            f"<br><small>source: {html.escape(self.source)}</small>"
-        )
+        row = (self.name, self.kind, _fmt.si(self.bandwidth_bytes_per_s, "B/s"))
+        return _fmt.html_table(("link", "kind", "each way"), [row], hover=[self.source])
 
 
 _PCIE = "PCI-SIG, PCI Express Base Specification"
@@ -403,19 +370,17 @@ _LINKS: tuple[LinkSpec, ...] = (
         aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0"),
     ),
     LinkSpec(
-        # 16 GT/s x 16 lanes x 128/130 (encoding) / 8 bits = 31.5 GB/s each way.
         "PCIe 4.0 x16",
         "host-device",
-        31.5e9,
+        31.5e9,  # 16 GT/s x 16 lanes x 128/130 / 8 bits
         f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet "
         "prints 'PCIe Gen4: 64 GB/s', both directions",
         aliases=("pcie4", "pcie 4", "pcie gen4", "pcie 4.0"),
     ),
     LinkSpec(
-        # 32 GT/s x 16 lanes x 128/130 / 8 = 63 GB/s each way.
         "PCIe 5.0 x16",
         "host-device",
-        63.0e9,
+        63.0e9,  # 32 GT/s x 16 lanes x 128/130 / 8 bits
         f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet "
         "prints 'PCIe Gen5: 128 GB/s', both directions",
         aliases=("pcie5", "pcie 5", "pcie gen5", "pcie 5.0"),
@@ -495,19 +460,11 @@ def link(name: str) -> LinkSpec:
     return _lookup(_LINKS, name, "link", "NVLink 4")
 
 
+#: The PCIe generation between each device and its host, as its sheet prints it.
 _HOST_PCIE = {
-    "T4": 3,
-    "V100 SXM2 32GB": 3,
-    "A100 40GB SXM": 4,
-    "A100 80GB SXM": 4,
-    "L4": 4,
-    "A10G": 4,
-    "RTX 3090": 4,
-    "RTX 4090": 4,
-    "H100 SXM": 5,
-    "H100 PCIe": 5,
-    "H200 SXM": 5,
-    "MI300X": 5,
+    **dict.fromkeys(("T4", "V100 SXM2 32GB"), 3),
+    **dict.fromkeys(("A100 40GB SXM", "A100 80GB SXM", "L4", "A10G", "RTX 3090", "RTX 4090"), 4),
+    **dict.fromkeys(("H100 SXM", "H100 PCIe", "H200 SXM", "MI300X"), 5),
 }
 
 

@@ -49,33 +49,34 @@ class CpuParts:
         )
 
 
+#: ``(flag, lanes, ISA, FMA units)``, widest vectors first: the first flag the CPU lists wins.
+VECTOR_UNITS = (
+    ("avx512f", 16, "AVX-512", 2),
+    ("avx2", 8, "AVX2", 2),
+    ("avx", 8, "AVX", 2),
+    ("asimd", 4, "NEON", 4),  # unless the CPU has SVE, whose width it does not state
+    ("sse2", 4, "SSE2", 2),
+)
+
+
 def cpu_parts(threads: int | None = None) -> CpuParts | None:
     """This CPU's parts for ``threads`` cores (default: torch's threads); None if lanes unknown."""
     flags = machine.cpu_flags()
-    if "avx512f" in flags:
-        lanes, isa, units = 16, "AVX-512", 2
-    elif flags & {"avx2", "avx"}:
-        lanes, isa, units = 8, "AVX2" if "avx2" in flags else "AVX", 2
-    elif "asimd" in flags and "sve" not in flags:
-        lanes, isa, units = 4, "NEON", 4
-    elif "sse2" in flags:
-        lanes, isa, units = 4, "SSE2", 2
-    else:
-        return None
-    cores = min(threads or torch.get_num_threads(), os.cpu_count() or 1)
-    return CpuParts(cores, units, lanes, isa, _clock_hz())
+    for flag, lanes, isa, units in VECTOR_UNITS:
+        if flag in flags and not (flag == "asimd" and "sve" in flags):
+            cores = min(threads or torch.get_num_threads(), os.cpu_count() or 1)
+            return CpuParts(cores, units, lanes, isa, _clock_hz())
+    return None
 
 
 def _clock_hz() -> float | None:
-    """The CPU's clock: the most Linux allows it (cpufreq), else what /proc/cpuinfo reports (a VM's
-    nominal clock; its cores may run faster); None where neither says.
+    """The CPU's clock: the most Linux allows it (cpufreq, in kHz), else what /proc/cpuinfo reports
+    (a VM's nominal clock; its cores may run faster); None where neither says.
     """
     top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    try:
-        return float(top.read_text()) * 1e3  # kHz
-    except (OSError, ValueError):
-        pass
-    try:
-        return float(machine._cpuinfo("cpu MHz") or "") * 1e6
-    except ValueError:
-        return None
+    for read, scale in ((top.read_text, 1e3), (lambda: machine._cpuinfo("cpu MHz") or "", 1e6)):
+        try:
+            return float(read()) * scale
+        except (OSError, ValueError):
+            pass
+    return None

@@ -34,11 +34,9 @@ __all__ = [
     "transformer_block",
 ]
 
-#: Seconds per call that chapters 03 and 04 measured (``bl.benchmark`` medians) on the
-#: NVIDIA H100 80GB HBM3 of ``brrrlib/recordings/h100-2026-11-22`` (torch 2.11.0+cu130):
-#: the same workloads, at the sizes the factories below pick on a GPU. The traces of several
-#: of them ship in that folder (``bl.trace.recorded``). A chapter prints them beside this
-#: machine's numbers, labelled as recorded, so a learner without a GPU sees what one does.
+#: Seconds per call (``bl.benchmark`` medians) chapters 03 and 04 measured on the NVIDIA H100
+#: 80GB HBM3 of ``brrrlib/recordings/h100-2026-11-22`` (torch 2.11.0+cu130), at the sizes the
+#: factories below pick on a GPU; several of their traces ship there (``bl.trace.recorded``).
 H100_RECORDED_S = MappingProxyType(
     {
         "chain, eager": 474e-6,  # pointwise_chain(): 32 ops on 1,024 elements
@@ -53,18 +51,16 @@ H100_RECORDED_S = MappingProxyType(
 )
 
 
-def _device(device: torch.device | str | None) -> torch.device:
-    """The device to build on: the argument if given, else the course device."""
-    if device is not None:
-        return torch.device(device)
-    from brrrlib.machine import device as course_device
+def _device(device: torch.device | str | None) -> tuple[torch.device, bool]:
+    """The device to build on (the argument, else the course device), and whether it is an
+    accelerator (cuda, mps), where sizes must be much larger.
+    """
+    if device is None:
+        from brrrlib.machine import device as course_device
 
-    return course_device()
-
-
-def _big(device: torch.device) -> bool:
-    """True on an accelerator (cuda, mps), where sizes must be much larger."""
-    return device.type in ("cuda", "mps")
+        device = course_device()
+    dev = torch.device(device)
+    return dev, dev.type in ("cuda", "mps")
 
 
 # --------------------------------------------------------------------------- chapter 03
@@ -91,8 +87,8 @@ def pointwise_chain(
     sync: bool = False,
 ):
     """A chain of ``n_ops`` multiply-adds on a small tensor (chapter 03)."""
-    dev = _device(device)
-    default = (2**26 if _big(dev) else 2**22) if large else 1024
+    dev, big = _device(device)
+    default = (2**26 if big else 2**22) if large else 1024
     numel = _checks.positive_int("numel", numel if numel is not None else default)
     n_ops = _checks.positive_int("n_ops", n_ops)
     x = torch.randn(numel, device=dev)
@@ -109,9 +105,9 @@ def pointwise_chain(
 
 def small_matmuls(n: int = 64, size: int | None = None, *, batched: bool = False, device=None):
     """``n`` independent ``size x size`` matmuls, in a loop or as one ``bmm`` (chapter 03)."""
+    dev, big = _device(device)
+    size = _checks.positive_int("size", size if size is not None else (64 if big else 16))
     n = _checks.positive_int("n", n)
-    dev = _device(device)
-    size = _checks.positive_int("size", size if size is not None else (64 if _big(dev) else 16))
     a = torch.randn(n, size, size, device=dev)
     b = torch.randn(n, size, size, device=dev)
     return (torch.bmm if batched else _matmul_loop), (a, b)
@@ -123,24 +119,17 @@ def _matmul_loop(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def square_matmul(n: int | None = None, device=None):
     """One ``n x n`` fp32 matmul, ``torch.mm(a, b)``: a compute-bound call (chapter 03)."""
-    dev = _device(device)
-    n = _checks.positive_int("n", n if n is not None else (4096 if _big(dev) else 1024))
+    dev, big = _device(device)
+    n = _checks.positive_int("n", n if n is not None else (4096 if big else 1024))
     return torch.mm, (torch.randn(n, n, device=dev), torch.randn(n, n, device=dev))
 
 
-def doubled_batch(
-    model: nn.Module, batch: int = 1
-) -> tuple[Callable[[], None], Callable[[], None]]:
+def doubled_batch(model: nn.Module, batch: int = 1) -> tuple[Callable[[], None], ...]:
     """``model`` on ``batch`` samples and on ``2 * batch``: two calls for ``bl.compare`` (chapter 03)."""
     batch = _checks.positive_int("batch", batch)
-    make = _linear_input(
-        model, "time bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
-    )
-    x = make(2 * batch)
-    return (
-        functools.partial(_forward_no_grad, model, x[:batch]),
-        functools.partial(_forward_no_grad, model, x),
-    )
+    hint = "time bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
+    x = _linear_input(model, hint)(2 * batch)
+    return tuple(functools.partial(_forward_no_grad, model, x[:n]) for n in (batch, 2 * batch))
 
 
 def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Tensor]:
@@ -162,7 +151,7 @@ def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
     from brrrlib.timing import _capture_cuda_graph
 
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    dev = tensors[0].device if tensors else _device(None)
+    dev = tensors[0].device if tensors else _device(None)[0]
     if dev.type != "cuda":
         raise ValueError(f"CUDA graphs need a CUDA device; these arguments are on {dev.type!r}")
     return _capture_cuda_graph(functools.partial(fn, *args), dev)
@@ -173,8 +162,8 @@ def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
 
 def mystery_a(device=None):
     """Mystery A: normalise a batch of images, then clip and rescale (chapter 04)."""
-    dev = _device(device)
-    n, side = (64, 1024) if _big(dev) else (16, 512)
+    dev, big = _device(device)
+    n, side = (64, 1024) if big else (16, 512)
     x = torch.rand(n, 3, side, side, device=dev)
     mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1)
@@ -188,7 +177,7 @@ def mystery_a(device=None):
 
 def mystery_b(device=None):
     """Mystery B: an optimizer step written by hand, one parameter at a time (chapter 04)."""
-    dev = _device(device)
+    dev, _ = _device(device)
     shapes = [(64,), (32, 32), (16, 16), (128,), (8, 64)] * 24
     params = [torch.randn(s, device=dev) for s in shapes]
     grads = [torch.randn(s, device=dev) * 1e-3 for s in shapes]
@@ -215,8 +204,8 @@ def mystery_b_foreach(device=None):
 
 def mystery_c(device=None):
     """Mystery C: project a batch of token embeddings through a square weight (chapter 04)."""
-    dev = _device(device)
-    tokens, d = (16384, 4096) if _big(dev) else (2048, 1024)
+    dev, big = _device(device)
+    tokens, d = (16384, 4096) if big else (2048, 1024)
     x = torch.randn(tokens, d, device=dev)
     w = torch.randn(d, d, device=dev) / math.sqrt(d)
     b = torch.zeros(d, device=dev)
@@ -250,10 +239,8 @@ class TinyBlock(nn.Module):
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         hs = C // self.n_heads
-        q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C)
-        q, k, v = (
-            t.view(B, T, self.n_heads, hs).transpose(1, 2) for t in (q, k, v)
-        )  # (B, nh, T, hs)
+        q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C), then 3 x (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_heads, hs).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
@@ -278,14 +265,12 @@ def transformer_block(
     """A :class:`TinyBlock` and an input batch, ready to run (chapter 04)."""
     batch = _checks.positive_int("batch", batch)
     n_heads = _checks.positive_int("n_heads", n_heads)
-    dev = _device(device)
-    seq = _checks.positive_int("seq", seq if seq is not None else (256 if _big(dev) else 16))
-    d_model = _checks.positive_int(
-        "d_model", d_model if d_model is not None else (1024 if _big(dev) else 64)
-    )
+    dev, big = _device(device)
+    seq = _checks.positive_int("seq", seq if seq is not None else (256 if big else 16))
+    d_model = _checks.positive_int("d_model", (1024 if big else 64) if d_model is None else d_model)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(
-            f"dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}"
+            f"dtype must be a floating torch.dtype (torch.bfloat16, ...), got {dtype!r}"
         )
     with torch.random.fork_rng(devices=[]):  # seed the weights, leave the global stream alone
         torch.manual_seed(0)
@@ -402,7 +387,7 @@ def attention(
     seq_len: int = 1024, heads: int = 8, head_dim: int = 64, *, fused: bool = False, device=None
 ):
     """Self-attention over ``seq_len`` tokens, by hand or fused (chapter 02)."""
-    dev = _device(device)
+    dev, _ = _device(device)
     n = _checks.positive_int("seq_len", seq_len)
     shape = (1, _checks.positive_int("heads", heads), n, _checks.positive_int("head_dim", head_dim))
     q, k, v = (torch.randn(shape, device=dev) for _ in range(3))

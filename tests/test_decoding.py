@@ -9,8 +9,6 @@ same weights.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from _fakes import fake_ceilings
@@ -19,9 +17,8 @@ from zoo_more.gpt import GPT, GPTConfig
 import brrrlib as bl
 from brrrlib import decoding, machine, widgets
 from brrrlib import exercises as ex
-from brrrlib.decoding import _counts, _int8, _sizes, _steps
 from brrrlib.timing import Timing
-from brrrlib.widgets import _decode_explorer
+from brrrlib.widgets import _decode_explorer  # its class takes a fake measure; the public call not
 
 # A shape small enough to work out by hand: L = 2, C = 64, V = 1000, 128 positions.
 SHAPE = decoding.DecoderShape("tiny", layers=2, d_model=64, heads=4, vocab=1000, max_context=128)
@@ -40,9 +37,7 @@ def model():
 
 
 def test_parameters_by_hand_and_in_the_model(model):
-    assert PARAMS == 172_288
     assert decoding.parameters(SHAPE) == PARAMS == sum(p.numel() for p in model.parameters())
-    assert _counts.matmul_weights(SHAPE) == MATMULS
 
 
 def test_weight_bytes_per_precision():
@@ -170,23 +165,25 @@ def test_shape_rejects_nonsense():
 
 def test_int8_linear_is_the_dequantized_product():
     torch.manual_seed(0)
-    w = torch.randn(48, 32, dtype=torch.bfloat16)
-    layer = _int8.Int8Linear.from_weight(w)
-    assert layer.q.dtype == torch.int8 and layer.q.abs().max() <= 127
+    half = decoding.build(SHAPE, dtype=torch.bfloat16, seed=2)
+    layer, w = decoding.quantize_int8(half).blocks[0].fc, half.blocks[0].fc.weight  # (256, 64)
+    assert layer.q.dtype == torch.int8 and layer.q.shape == w.shape
     # each row's largest weight becomes +-127
-    assert torch.equal(layer.q.abs().amax(dim=1), torch.full((48,), 127, dtype=torch.int8))
+    assert torch.equal(layer.q.abs().amax(dim=1), torch.full((256,), 127, dtype=torch.int8))
+    dequantized = layer.q.float() * layer.scales.float()[:, None]
+    torch.testing.assert_close(dequantized, w.float(), atol=w.abs().max().item() / 127, rtol=0)
     if not decoding.int8_kernel("cpu", torch.bfloat16):
         pytest.skip("this torch has no CPU kernel for _weight_int8pack_mm")
-    x = torch.randn(5, 32, dtype=torch.bfloat16)
-    dequantized = layer.q.float() * layer.scales.float()[:, None]
-    torch.testing.assert_close(layer(x).float(), x.float() @ dequantized.T, atol=0.05, rtol=0.02)
+    x = torch.randn(5, 64, dtype=torch.bfloat16)
+    want = x.float() @ dequantized.T + layer.bias.float()
+    torch.testing.assert_close(layer(x).float(), want, atol=0.05, rtol=0.02)
 
 
 def test_quantized_model_stays_close_and_leaves_the_original_alone():
     half = decoding.build(SHAPE, dtype=torch.bfloat16)
     q = decoding.quantize_int8(half)
     assert isinstance(half.blocks[0].qkv, torch.nn.Linear) and half.head is None
-    assert _steps.precision_of(q) == "int8" and _steps.precision_of(half) == "bf16"
+    assert decoding.precision_of(q) == "int8" and decoding.precision_of(half) == "bf16"
     if not decoding.int8_kernel("cpu", torch.bfloat16):
         pytest.skip("this torch has no CPU kernel for _weight_int8pack_mm")
     idx = torch.randint(0, SHAPE.vocab, (2, 12))
@@ -197,8 +194,7 @@ def test_quantized_model_stays_close_and_leaves_the_original_alone():
         decoding.quantize_int8(decoding.build(SHAPE))
 
 
-def test_int8_kernel_is_a_yes_or_no():
-    assert decoding.int8_kernel("cpu") in (True, False)
+def test_int8_kernel_is_no_on_a_device_without_one():
     assert decoding.int8_kernel("meta") is False  # a device without the kernel
 
 
@@ -211,13 +207,13 @@ def test_shapes_follow_the_bandwidth_and_stay_small_on_a_cpu(monkeypatch):
     fast_cpu = fake_ceilings(mem_bandwidth_bytes_per_s=2e12)
     fast_gpu = fake_ceilings(device="cuda", mem_bandwidth_bytes_per_s=2e12)
     small, tiny_large = decoding.shapes(slow)
-    assert small == _sizes.SMALL and tiny_large == _sizes.LADDER[0]
-    assert decoding.shapes(fast_cpu)[1] == _sizes.LADDER[2]  # a CPU stops at tens of millions
-    assert decoding.shapes(fast_gpu)[1] == _sizes.LADDER[-1]
+    assert small == decoding.SMALL and tiny_large == decoding.LADDER[0]
+    assert decoding.shapes(fast_cpu)[1] == decoding.LADDER[2]  # a CPU stops at tens of millions
+    assert decoding.shapes(fast_gpu)[1] == decoding.LADDER[-1]
     mid = fake_ceilings(device="cuda", mem_bandwidth_bytes_per_s=100e9)
     large = decoding.shapes(mid)[1]
-    bigger = _sizes.LADDER[_sizes.LADDER.index(large) + 1]
-    budget = decoding._sizes.TARGET_STEP_S * 100e9
+    bigger = decoding.LADDER[decoding.LADDER.index(large) + 1]
+    budget = decoding.TARGET_STEP_S * 100e9
     assert decoding.weight_bytes(large) <= budget < decoding.weight_bytes(bigger)
     monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 2**30)
     assert decoding.weight_bytes(decoding.shapes(fast_gpu)[1]) <= 2**30 / 8  # memory decides
@@ -233,7 +229,7 @@ def test_half_precision_is_the_faster_measured_one():
 
 
 def test_measured_step_counts_what_it_reads(model):
-    s = _steps.measure_step(model, batch=2, context=16, budget_s=0.02)
+    s = decoding.measure_step(model, batch=2, context=16, budget_s=0.02)
     assert isinstance(s.timing, Timing) and s.seconds > 0
     assert s.tokens_per_s == pytest.approx(2 / s.seconds)
     assert s.weight_bytes == decoding.weight_bytes(SHAPE) and s.kv_bytes == 2 * 2 * 2 * 16 * 64 * 4
@@ -243,7 +239,7 @@ def test_measured_step_counts_what_it_reads(model):
 
 def test_a_step_that_does_not_fit_is_refused_before_allocating(model, monkeypatch):
     monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 2**20)
-    with pytest.raises(_steps.DoesNotFit, match="smaller batch"):
+    with pytest.raises(decoding.DoesNotFit, match="smaller batch"):
         decoding.decode_step(model, batch=64, context=128)
     sweep = decoding.batch_sweep(model, [1, 64], context=16, budget_s=0.02)
     assert sweep.batches == (1,) and sweep.skipped[0][0] == 64 and "free" in sweep.skipped[0][1]
@@ -256,9 +252,10 @@ def test_an_allocation_that_fails_is_reported_and_released(model, monkeypatch):
     def no_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
 
+    # a seam: an allocation that fails needs a device whose memory runs out
     monkeypatch.setattr(decoding._steps, "new_cache", no_memory)
     monkeypatch.setattr(machine, "release_cached_memory", lambda dev=None: released.append(dev))
-    with pytest.raises(_steps.DoesNotFit, match="given back"):
+    with pytest.raises(decoding.DoesNotFit, match="given back"):
         decoding.decode_step(model, batch=1, context=16)
     assert released
 
@@ -280,11 +277,11 @@ class FakeMeasure:
     def __call__(self, model, batch, context):
         self.calls.append((batch, context))
         if batch * context > self.refuse_above:
-            raise _steps.DoesNotFit(f"batch {batch} at context {context} needs more than is free")
+            raise decoding.DoesNotFit(f"batch {batch} at context {context} needs more than is free")
         shape = model.shape
         kv = decoding.kv_cache_bytes(shape, batch, context)
         seconds = (decoding.weight_bytes(shape) + kv) / 10e9
-        return _steps.StepTiming(shape, "fp32", batch, context, Timing((seconds,) * 5, "cpu"),
+        return decoding.StepTiming(shape, "fp32", batch, context, Timing((seconds,) * 5, "cpu"),
                                    decoding.weight_bytes(shape), kv,
                                    decoding.decode_flops(shape, batch, context))  # fmt: skip
 
@@ -399,7 +396,7 @@ def test_a_right_answer_passes_and_a_wrong_one_fails(qid, capsys):
         ("06.kv_context", 32, "one_layer"),
     ],
 )
-def test_typical_slips_get_their_nudge(qid, ratio, slip):
+def test_typical_slips_get_their_nudge(qid, ratio, slip):  # bl.check says only yes or no
     assert ex.check(qid, RIGHT[qid]() * ratio) is False
     assert ex._judge(qid, RIGHT[qid]() * ratio).slip == slip
 
@@ -410,4 +407,3 @@ def test_tensor_parallel_slips_are_recognised():
     assert ex.check("06.tp8_tokens_per_s", weights_only) is False
     assert ex._judge("06.tp8_tokens_per_s", weights_only).slip == "weights_alone"
     assert weights_only / right > 2  # the latency is most of the step at batch 1
-    assert math.isfinite(right)

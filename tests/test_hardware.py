@@ -30,6 +30,14 @@ def test_every_device_names_its_host_link():
     assert hardware.host_link("H100") == hardware.link("pcie5")
 
 
+def test_links_come_nearest_rung_first_and_fill_every_rung():
+    kinds = [x.kind for x in hardware.links()]
+    assert list(dict.fromkeys(kinds)) == list(hardware.LINK_KINDS)
+    assert hardware.links("storage") == tuple(x for x in hardware.links() if x.kind == "storage")
+    with pytest.raises(ValueError, match="kind"):
+        hardware.links("carrier pigeon")
+
+
 def test_pcie_generations_double():
     gen3, gen4, gen5 = (hardware.link(f"pcie{g}").bandwidth_bytes_per_s for g in (3, 4, 5))
     assert gen3 == pytest.approx(8e9 * 16 * 128 / 130 / 8, rel=1e-3)  # 8 GT/s x 16 lanes

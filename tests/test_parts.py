@@ -18,6 +18,7 @@ from brrrlib import ceilings, machine, parts
     ],
 )
 def test_the_lanes_are_the_widest_vectors_the_cpu_lists(monkeypatch, flags, lanes, units):
+    # a seam: the flags of CPUs this machine is not
     monkeypatch.setattr(machine, "cpu_flags", lambda: frozenset(flags))
     p = parts.cpu_parts(threads=2)
     assert (p.lanes, p.fma_units) == (lanes, units)
@@ -40,6 +41,7 @@ def test_the_clock_a_rate_needs():
 
 def test_a_rate_no_clock_could_give_is_refused_and_a_possible_one_kept(monkeypatch):
     small = parts.CpuParts(cores=1, fma_units=2, lanes=8, isa="AVX2", clock_hz=3e9)
+    # a seam: this machine's CPU is not the small one whose limits the test needs
     monkeypatch.setattr(parts, "cpu_parts", lambda threads=None: small)
     cpu = torch.device("cpu")
     assert ceilings._check_physics(cpu, {"fp32": 80e9}, 20e9) == {"fp32": 80e9}  # 2.5 GHz

@@ -1,7 +1,8 @@
-"""A GPT-2-style decoder with a static KV cache, in plain PyTorch (chapter 06)."""
+"""A GPT-2-style decoder with a static KV cache, counted by hand, and its int8 weights (chapter 06)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -10,7 +11,24 @@ from torch.nn import functional as F
 
 from brrrlib import _checks
 
-__all__ = ["Decoder", "DecoderShape", "KVCache", "build", "generate", "new_cache"]
+__all__ = [
+    "BYTES_PER_WEIGHT",
+    "Decoder",
+    "DecoderShape",
+    "Int8Linear",
+    "KVCache",
+    "build",
+    "decode_flops",
+    "generate",
+    "int8_kernel",
+    "kv_cache_bytes",
+    "matmul_weights",
+    "new_cache",
+    "parameters",
+    "prefill_flops",
+    "quantize_int8",
+    "weight_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -51,15 +69,15 @@ class KVCache:
 
 def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
     """A zeroed KV cache for ``batch`` sequences of up to ``length`` positions."""
-    shape = model.shape
+    shape, w = model.shape, model.wte.weight
     if not 1 <= length <= shape.max_context:
         raise ValueError(f"length={length} must be between 1 and max_context={shape.max_context}")
-    _checks.positive_int("batch", batch)
-    w = model.wte.weight
-    size = (batch, shape.heads, length, shape.head_size)
-    keys = tuple(torch.zeros(size, dtype=w.dtype, device=w.device) for _ in range(shape.layers))
-    values = tuple(torch.zeros(size, dtype=w.dtype, device=w.device) for _ in range(shape.layers))
-    if w.device.type == "cuda":
+    size = (_checks.positive_int("batch", batch), shape.heads, length, shape.head_size)
+    keys, values = (
+        tuple(torch.zeros(size, dtype=w.dtype, device=w.device) for _ in range(shape.layers))
+        for _ in range(2)
+    )
+    if w.device.type == "cuda":  # torch.compile's CUDA graphs keep these addresses
         for t in (*keys, *values):
             torch._dynamo.mark_static_address(t)
     return KVCache(keys, values)
@@ -165,3 +183,100 @@ def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int) -> torch.Ten
         out.append(model.decode(out[-1], pos, cache).argmax(-1, keepdim=True))
         pos += 1
     return torch.cat(out, dim=1)
+
+
+# --------------------------------------------------------------------------- counted by hand
+
+#: Bytes per weight of each precision the chapter stores weights in.
+BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "fp16": 2, "int8": 1}
+
+
+def parameters(shape: DecoderShape) -> int:
+    """``V*C + max_context*C + L*(12*C^2 + 13*C) + 2*C``."""
+    L, C = shape.layers, shape.d_model
+    return shape.vocab * C + shape.max_context * C + L * (12 * C**2 + 13 * C) + 2 * C
+
+
+def matmul_weights(shape: DecoderShape) -> int:
+    """Weights that take part in a matmul: ``L*12*C^2`` in the blocks, ``V*C`` in the head."""
+    return shape.layers * 12 * shape.d_model**2 + shape.vocab * shape.d_model
+
+
+def weight_bytes(shape: DecoderShape, precision: str = "fp32") -> int:
+    """Bytes of weights one decode step reads: every parameter but the position table."""
+    if precision not in BYTES_PER_WEIGHT:
+        raise ValueError(
+            f"precision must be one of {', '.join(BYTES_PER_WEIGHT)}, got {precision!r}"
+        )
+    read = parameters(shape) - shape.max_context * shape.d_model
+    if precision != "int8":
+        return read * BYTES_PER_WEIGHT[precision]
+    matmuls = matmul_weights(shape)  # 1 byte each; the rest and a scale per output row in 2
+    scales = shape.layers * 9 * shape.d_model + shape.vocab
+    return matmuls + 2 * (read - matmuls + scales)
+
+
+def decode_flops(shape: DecoderShape, batch: int = 1, context: int = 1) -> int:
+    """One decode step, one new token per sequence: ``B*(2*matmul_weights + 4*L*S*C)``."""
+    return batch * (2 * matmul_weights(shape) + 4 * shape.layers * context * shape.d_model)
+
+
+def prefill_flops(shape: DecoderShape, batch: int = 1, tokens: int = 1) -> int:
+    """A prompt of T tokens: ``B*(2*L*12*C^2*T + 2*L*C*T*(T+1) + 2*V*C)``."""
+    L, C, T = shape.layers, shape.d_model, tokens
+    return batch * (2 * L * 12 * C**2 * T + 2 * L * C * T * (T + 1) + 2 * shape.vocab * C)
+
+
+def kv_cache_bytes(shape: DecoderShape, batch: int, context: int, bytes_per_number: int = 4) -> int:
+    """``2 * L * B * S * C * bytes``: a key and a value per layer, position and sequence."""
+    return 2 * shape.layers * batch * context * shape.d_model * bytes_per_number
+
+
+# --------------------------------------------------------------------------- weight-only int8
+
+
+class Int8Linear(nn.Module):
+    """``y = (x @ q.T) * scales + bias`` with int8 weights ``q`` ``(N, K)`` and one scale per row."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        w = weight.detach().float()  # per row: scale = max|w| / 127, q = round(w / scale)
+        scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127  # (N,)
+        self.register_buffer("q", torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scales", scales.to(weight.dtype))
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch._weight_int8pack_mm(x.reshape(-1, x.shape[-1]), self.q, self.scales)  # (rows, N)
+        y = y.view(*x.shape[:-1], -1)
+        return y if self.bias is None else y + self.bias
+
+
+def quantize_int8(model: Decoder) -> Decoder:
+    """A copy of ``model`` (bf16 or fp16) whose matmuls read int8 weights."""
+    dtype = model.wte.weight.dtype
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(
+            f"quantize a 16-bit model (activations stay 16-bit); this one is {dtype}: "
+            "build it with dtype=torch.bfloat16 (or float16), or call model.to(torch.bfloat16)"
+        )
+    out = copy.deepcopy(model)
+    for block in out.blocks:
+        for name in ("qkv", "proj", "fc", "fc_out"):
+            linear = getattr(block, name)
+            setattr(block, name, Int8Linear(linear.weight, linear.bias))
+    out.head = Int8Linear(out.wte.weight)
+    return out
+
+
+def int8_kernel(device: str | torch.device = "cpu", dtype: torch.dtype = torch.bfloat16) -> bool:
+    """True when ``torch._weight_int8pack_mm`` runs here with ``dtype`` activations."""
+    dev = torch.device(device)
+    x = torch.ones(4, 32, dtype=dtype, device=dev)
+    q = torch.ones(8, 32, dtype=torch.int8, device=dev)
+    scales = torch.full((8,), 0.5, dtype=dtype, device=dev)
+    try:
+        y = torch._weight_int8pack_mm(x, q, scales).float().cpu()
+    except (NotImplementedError, RuntimeError):  # no kernel here (or no data: the meta device)
+        return False
+    return bool(torch.allclose(y, torch.full((4, 8), 16.0)))

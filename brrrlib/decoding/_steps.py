@@ -1,4 +1,4 @@
-"""Decode steps measured: one step at a batch and a context, and a sweep over the batch."""
+"""The chapter's model sizes for this device, and decode steps measured: one, or a batch sweep."""
 
 from __future__ import annotations
 
@@ -10,26 +10,79 @@ from typing import Any
 import torch
 
 from brrrlib import _checks, _fmt, machine, timing
-from brrrlib.decoding import _counts
-from brrrlib.decoding._int8 import Int8Linear
-from brrrlib.decoding._model import Decoder, DecoderShape, KVCache, new_cache
+from brrrlib.decoding._model import (
+    Decoder,
+    DecoderShape,
+    Int8Linear,
+    KVCache,
+    decode_flops,
+    kv_cache_bytes,
+    new_cache,
+    weight_bytes,
+)
 
 __all__ = [
+    "LADDER",
+    "SMALL",
     "BatchSweep",
     "DecodeStep",
     "DoesNotFit",
     "StepTiming",
     "batch_sweep",
     "decode_step",
+    "half_precision",
     "measure_step",
     "precision_of",
+    "shapes",
     "step_memory_bytes",
 ]
 
+SMALL = DecoderShape("small", layers=4, d_model=64, heads=4, vocab=2048, max_context=1024)
+#: Candidate large models, smallest first.
+LADDER = (
+    DecoderShape("large", layers=4, d_model=256, heads=4, vocab=8192, max_context=1024),
+    DecoderShape("large", layers=6, d_model=512, heads=8, vocab=8192, max_context=1024),
+    DecoderShape("large", layers=8, d_model=768, heads=12, vocab=8192, max_context=1024),
+    DecoderShape("large", layers=12, d_model=1024, heads=16, vocab=32768, max_context=2048),
+    DecoderShape("large", layers=16, d_model=1536, heads=24, vocab=32768, max_context=2048),
+    DecoderShape("large", layers=24, d_model=2048, heads=32, vocab=32768, max_context=2048),
+)
+#: How long reading the large model's fp32 weights should take at the measured bandwidth.
+TARGET_STEP_S = 0.025
+#: fp16 is chosen over bf16 only when its matmul ceiling is this many times higher.
+CLEARLY_FASTER = 1.25
+#: The largest rung a CPU gets: a chapter on a laptop stays quick.
+CPU_RUNGS = 3
+_KEYS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 #: A step may use at most this fraction of the memory free right now.
 MEMORY_HEADROOM = 0.5
 #: A batch sweep stops after a step this long (seconds): the next would take about twice as long.
 MAX_STEP_S = 2.0
+
+
+def shapes(
+    ceilings: Any, device: str | torch.device | None = None
+) -> tuple[DecoderShape, DecoderShape]:
+    """``(small, large)`` for this device, from its measured bandwidth and free memory."""
+    dev = machine.resolve(device) if device is not None else torch.device(ceilings.device)
+    memory = machine.available_memory_bytes(dev) / 8
+    budget = min(TARGET_STEP_S * ceilings.mem_bandwidth_bytes_per_s, memory)
+    rungs = LADDER[:CPU_RUNGS] if dev.type == "cpu" else LADDER
+    fitting = [s for s in rungs if weight_bytes(s, "fp32") <= budget]
+    return SMALL, (fitting[-1] if fitting else rungs[0])
+
+
+def half_precision(ceilings: Any) -> str:
+    """The 16-bit precision this device multiplies fastest, as measured: ``"bf16"`` or ``"fp16"``."""
+    measured = ceilings.matmul_flops_per_s_by_dtype
+    bf16, fp16 = measured.get("bf16", 0.0), measured.get("fp16", 0.0)
+    return "fp16" if fp16 > CLEARLY_FASTER * bf16 else "bf16"
+
+
+def precision_of(model: Decoder) -> str:
+    """``"int8"`` for a weight-only int8 model, else its dtype's key (``"fp32"``, ``"bf16"``)."""
+    dtype = model.wte.weight.dtype
+    return "int8" if isinstance(model.head, Int8Linear) else _KEYS.get(dtype, str(dtype))
 
 
 class DoesNotFit(MemoryError):
@@ -37,7 +90,7 @@ class DoesNotFit(MemoryError):
 
 
 @contextlib.contextmanager
-def _out_of_memory(dev: torch.device, step: str, doing: str) -> Iterator[None]:
+def _out_of_memory(dev: torch.device, batch: int, context: int, doing: str) -> Iterator[None]:
     """Out of memory inside becomes :class:`DoesNotFit`, once the cached memory is given back."""
     try:
         yield
@@ -46,25 +99,15 @@ def _out_of_memory(dev: torch.device, step: str, doing: str) -> Iterator[None]:
             raise
         machine.release_cached_memory(dev)
         raise DoesNotFit(
-            f"{step} ran out of memory while {doing}; the memory was given back: "
-            "choose a smaller step"
+            f"batch {batch} at context {context} ran out of memory while {doing}; the memory "
+            "was given back: choose a smaller step"
         ) from None
-
-
-def precision_of(model: Decoder) -> str:
-    """``"int8"`` for a weight-only int8 model, else its dtype's key (``"fp32"``, ``"bf16"``)."""
-    if isinstance(model.head, Int8Linear):
-        return "int8"
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
-        model.wte.weight.dtype, str(model.wte.weight.dtype)
-    )
 
 
 def step_memory_bytes(shape: DecoderShape, batch: int, context: int, bytes_per_number: int) -> int:
     """What a step allocates besides the weights: its KV cache and its largest activations."""
     activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
-    kv = _counts.kv_cache_bytes(shape, batch, context, bytes_per_number)
-    return kv + activations * bytes_per_number
+    return kv_cache_bytes(shape, batch, context, bytes_per_number) + activations * bytes_per_number
 
 
 @dataclass(frozen=True)
@@ -92,22 +135,19 @@ def decode_step(
         raise ValueError(
             f"context={context} is longer than the model's max_context={model.shape.max_context}"
         )
-    dev = model.wte.weight.device
-    itemsize = model.wte.weight.element_size()
-    need = step_memory_bytes(model.shape, batch, context, itemsize)
-    free = machine.available_memory_bytes(dev)
+    w = model.wte.weight
+    need = step_memory_bytes(model.shape, batch, context, w.element_size())
+    free = machine.available_memory_bytes(w.device)
     if need > MEMORY_HEADROOM * free:
         raise DoesNotFit(
             f"batch {batch} at context {context} needs {_fmt.binary_bytes(need)} for its KV cache "
-            f"and activations, more than half of the {_fmt.binary_bytes(free)} free on {dev.type}: "
-            "choose a smaller batch or a shorter context"
+            f"and activations, more than half of the {_fmt.binary_bytes(free)} free on "
+            f"{w.device.type}: choose a smaller batch or a shorter context"
         )
-    with _out_of_memory(
-        dev, f"batch {batch} at context {context}", f"allocating {_fmt.binary_bytes(need)}"
-    ):
+    with _out_of_memory(w.device, batch, context, f"allocating {_fmt.binary_bytes(need)}"):
         cache = new_cache(model, batch, context)
-    ids = torch.zeros(batch, 1, dtype=torch.long, device=dev)  # any token: speed ignores values
-    pos = torch.tensor([context - 1], device=dev)
+    ids = torch.zeros(batch, 1, dtype=torch.long, device=w.device)  # any token: speed ignores it
+    pos = torch.tensor([context - 1], device=w.device)
     return DecodeStep(model, cache, ids, pos, fn or model.decode)
 
 
@@ -149,20 +189,14 @@ def measure_step(
     budget_s: float = 0.2,
 ) -> StepTiming:
     """Time one decode step (:func:`brrrlib.benchmark`) and count what it reads and computes."""
-    dev = model.wte.weight.device
-    with _out_of_memory(dev, f"batch {batch} at context {context}", "running"), torch.no_grad():
+    w, precision = model.wte.weight, precision_of(model)
+    with _out_of_memory(w.device, batch, context, "running"), torch.no_grad():
         step = decode_step(model, batch, context, fn=fn)  # DoesNotFit passes through
-        t = timing.benchmark(step, budget_s=budget_s, device=dev, label=f"batch {batch}")
-    precision = precision_of(model)
+        t = timing.benchmark(step, budget_s=budget_s, device=w.device, label=f"batch {batch}")
+    kv = kv_cache_bytes(model.shape, batch, context, w.element_size())
+    flops = decode_flops(model.shape, batch, context)
     return StepTiming(
-        model.shape,
-        precision,
-        batch,
-        context,
-        t,
-        _counts.weight_bytes(model.shape, precision),
-        _counts.kv_cache_bytes(model.shape, batch, context, model.wte.weight.element_size()),
-        _counts.decode_flops(model.shape, batch, context),
+        model.shape, precision, batch, context, t, weight_bytes(model.shape, precision), kv, flops
     )
 
 
@@ -188,14 +222,20 @@ class BatchSweep:
         """Tokens per second, batch by batch."""
         return tuple(p.tokens_per_s for p in self.points)
 
-    def __repr__(self) -> str:
-        rows = [f"{'batch':>6} {'per step':>10} {'tokens/s':>10}"]
-        rows += [
-            f"{p.batch:>6} {_fmt.seconds(p.seconds):>10} {p.tokens_per_s:>10,.0f}"
+    def _table(self) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+        header, n = ("batch", "per step", "tokens/s", "not measured"), 4 if self.skipped else 3
+        rows = [
+            (str(p.batch), _fmt.seconds(p.seconds), f"{p.tokens_per_s:,.0f}", "")
             for p in self.points
         ]
-        rows += [f"{b:>6} not measured: {why}" for b, why in self.skipped]
-        return "\n".join(rows)
+        rows += [(str(b), "-", "-", why) for b, why in self.skipped]
+        return header[:n], [r[:n] for r in rows]
+
+    def __repr__(self) -> str:
+        return _fmt.text_table(*self._table(), align="rrrl")
+
+    def _repr_html_(self) -> str:
+        return _fmt.html_table(*self._table(), align="rrrl")
 
 
 def batch_sweep(
@@ -206,8 +246,8 @@ def batch_sweep(
     skipped: list[tuple[int, str]] = []
     for b in sorted(batches):
         if points and points[-1].seconds > MAX_STEP_S:
-            took = f"a step at batch {points[-1].batch} took {_fmt.seconds(points[-1].seconds)}"
-            skipped.append((b, took))
+            last = points[-1]
+            skipped.append((b, f"a step at batch {last.batch} took {_fmt.seconds(last.seconds)}"))
             continue
         try:
             points.append(measure_step(model, b, context, budget_s=budget_s))

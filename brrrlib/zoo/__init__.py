@@ -22,7 +22,7 @@ GPUS = ("A100", "H100")
 _ITEMSIZE = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 #: A roofline floor below this per op means launches, not the roofline, set a GPU's time:
 #: the H100 recorded with the course (brrrlib/recordings) paid 7.4 µs per tiny op.
-_LAUNCH_BOUND_S_PER_OP = 1e-6
+LAUNCH_BOUND_S_PER_OP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,24 @@ class Prediction:
     ridge_flops_per_byte: float
     floor_s: float
     regime: str
-    launch_bound: bool
-    reason: str
+    launch_bound: bool  # the floor is below one launch per op: overhead will set the time
+
+
+def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
+    """The roofline's regime for a hand count on spec-sheet device ``gpu`` (``bl.spec(gpu)``)."""
+    from brrrlib import hardware, roofline
+
+    spec = hardware.spec(gpu)
+    peak, bandwidth = spec.peak(precision), spec.mem_bandwidth_bytes_per_s
+    nbytes = hand.bytes_at(_ITEMSIZE[precision])
+    intensity = roofline.arithmetic_intensity(hand.flops, nbytes)
+    floor_s = roofline.lower_bound_s(hand.flops, nbytes, peak, bandwidth)
+    ridge, regime = (
+        roofline.ridge_point(peak, bandwidth),
+        roofline.regime(intensity, peak, bandwidth),
+    )
+    launch_bound = floor_s < LAUNCH_BOUND_S_PER_OP * hand.work_ops
+    return Prediction(spec.name, precision, intensity, ridge, floor_s, regime, launch_bound)
 
 
 @dataclass(frozen=True)
@@ -51,8 +67,7 @@ class ZooEntry:
     formula: str
     expected_cpu: str
     cpu_reason: str
-    predictions: tuple[Prediction, ...]
-    precision: str = "fp32"
+    predictions: tuple[Prediction, ...]  # fp32, on each of GPUS
 
     @property
     def label(self) -> str:
@@ -71,21 +86,20 @@ class ZooEntry:
 
     @classmethod
     def from_row(cls, row: Row) -> ZooEntry:
-        """The entry of ``row``: its hand count taken, the CPU reason filled in, the roofline's
-        predictions made (nothing is built until ``factory()``).
-        """
+        """The entry of ``row``: its hand count and predictions made (nothing built until ``factory()``)."""
         hand = row.count()
+        per_op = _fmt.si(hand.bytes_moved / max(hand.work_ops, 1), "B")
         return cls(
-            name=row.name,
-            size=row.size,
-            summary=row.summary,
-            factory=functools.partial(_build, row.build, f"{row.name}_{row.size}"),
-            hand=hand,
-            formula=" ".join(inspect.getdoc(row.formula_of).split()),
-            expected_cpu=row.expected_cpu,
-            cpu_reason=row.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
-            or _tiny_reason(hand),
-            predictions=tuple(predict(hand, gpu) for gpu in GPUS),
+            row.name,
+            row.size,
+            row.summary,
+            functools.partial(_build, row.build, f"{row.name}_{row.size}"),
+            hand,
+            " ".join(inspect.getdoc(row.formula_of).split()),
+            row.expected_cpu,
+            row.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
+            or f"{hand.work_ops} ops moving {per_op} each on average: fixed costs outweigh the work",
+            tuple(predict(hand, gpu) for gpu in GPUS),
         )
 
     def prediction(self, gpu: str) -> Prediction:
@@ -103,36 +117,6 @@ class ZooEntry:
         )
 
 
-def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
-    """The roofline's regime for a hand count on spec-sheet device ``gpu`` (``bl.spec(gpu)``)."""
-    import brrrlib
-    from brrrlib import roofline
-
-    spec = brrrlib.spec(gpu)
-    peak, bandwidth = spec.peak(precision), spec.mem_bandwidth_bytes_per_s
-    nbytes = hand.bytes_at(_ITEMSIZE[precision])
-    intensity = roofline.arithmetic_intensity(hand.flops, nbytes)
-    ridge = roofline.ridge_point(peak, bandwidth)
-    regime = roofline.regime(intensity, peak, bandwidth)
-    floor_s = roofline.lower_bound_s(hand.flops, nbytes, peak, bandwidth)
-    kind, fraction = hand.largest_kind()
-    reason = (
-        f"{intensity:.3g} FLOP/B {'>=' if regime == 'compute' else '<'} {ridge:.3g}, the "
-        f"{precision} ridge of the {spec.name}; {kind.replace('_', ' ')} are {fraction:.0%} of "
-        "the bytes"
-    )
-    launch_bound = floor_s < _LAUNCH_BOUND_S_PER_OP * hand.work_ops
-    if launch_bound:
-        reason += (
-            f"; its floor, {_fmt.seconds(floor_s)} for {hand.work_ops} ops, is below one "
-            "launch per op: overhead will set its time"
-        )
-    return Prediction(spec.name, precision, intensity, ridge, floor_s, regime, launch_bound, reason)
-
-
-# ----------------------------------------------------------------------------- the zoo
-
-
 @functools.cache
 def entries() -> tuple[ZooEntry, ...]:
     """Every entry, workload by workload, tiny before big (nothing is built until ``factory()``)."""
@@ -146,28 +130,16 @@ def names() -> tuple[str, ...]:
 
 def entry(name: str, size: str = "big") -> ZooEntry:
     """The entry for workload ``name`` at ``size`` (``"tiny"`` or ``"big"``)."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     for e in entries():
         if e.name == name and e.size == size:
             return e
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     raise KeyError(f"no zoo workload {name!r}; the zoo has {', '.join(names())}")
 
 
-def _tiny_reason(hand: HandCount) -> str:
-    per_op = hand.bytes_moved / max(hand.work_ops, 1)
-    return (
-        f"{hand.work_ops} ops moving {_fmt.si(per_op, 'B')} each on average: each op's fixed "
-        "cost (Python, module calls, dispatch) outweighs its work"
-    )
-
-
-def _build(
-    build: Callable[[], tuple], name: str, device: str | torch.device | None = None
-) -> tuple[Callable[..., Any], tuple]:
-    """The model and its inputs, seeded, on ``device`` (default CPU); the model in eval mode and called
-    under no_grad.
-    """
+def _build(build: Callable[[], tuple], name: str, device: str | torch.device | None = None):
+    """The model and its inputs, seeded, on ``device`` (default CPU), the model run under no_grad."""
     with torch.random.fork_rng(devices=[]):  # the same weights every time; global RNG untouched
         torch.manual_seed(0)
         model, args = build()

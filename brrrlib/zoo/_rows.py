@@ -8,15 +8,9 @@ from functools import partial
 
 import torch
 
-from brrrlib.zoo import _convnets as cnn
-from brrrlib.zoo import _decoders as dec
-from brrrlib.zoo import _encoders as enc
+from brrrlib.zoo import _models as m
 
 __all__ = ["Row", "rows"]
-
-
-_PREFILL_REASON = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
-_DECODE_REASON = "reads every weight and the KV cache for 2 FLOPs per weight: ~{intensity} FLOP/B"
 
 
 @dataclass(frozen=True)
@@ -33,133 +27,104 @@ class Row:
     cpu_reason: str = ""
 
     @classmethod
-    def decoder(
-        cls,
-        name: str,
-        family: str,
-        configs: dict,
-        workload: Callable,
-        count: Callable,
-        phase: str,
-        size: str,
-    ) -> Row:
+    def decoder(cls, name, family, configs, workload, count, phase, size) -> Row:
         """A decoder's row: ``configs`` holds its ``"tiny"``, ``"prefill"`` and ``"decode"`` configs;
-        ``workload(cfg, batch, tokens, cached)`` builds it, ``count`` (the same arguments) counts
-        it.
+        ``workload(cfg, batch, tokens, cached)`` builds it, ``count`` (the same arguments) counts it.
         """
-        cfg = configs["tiny" if size == "tiny" else phase]
-        tokens, cached = (8, 0) if phase == "prefill" else (1, 7 if size == "tiny" else cfg.ctx - 1)
-        if phase == "prefill" and size == "big":
-            tokens = 256
-        kv_heads = getattr(cfg, "kv_heads", cfg.heads)
-        shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{kv_heads} q/kv heads"
-        doing = f"a prompt of {tokens} tokens" if not cached else f"1 token after {cached} cached"
-        if size == "tiny":
-            expected, reason = "overhead", ""
+        cfg, tiny = configs["tiny" if size == "tiny" else phase], size == "tiny"
+        if phase == "prefill":
+            tokens, cached, doing = 8 if tiny else 256, 0, "a prompt of {} tokens"
+            reason = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
         else:
-            expected = "compute" if phase == "prefill" else "memory"
-            reason = _PREFILL_REASON if phase == "prefill" else _DECODE_REASON
+            tokens, cached, doing = 1, 7 if tiny else cfg.ctx - 1, "1 token after {} cached"
+            reason = (
+                "reads every weight and the KV cache for 2 FLOPs per weight: ~{intensity} FLOP/B"
+            )
+        shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{getattr(cfg, 'kv_heads', cfg.heads)}"
         return cls(
-            name=f"{name}_{phase}",
-            size=size,
-            summary=f"{family}, {shape}; {doing}",
-            build=partial(workload, cfg, 1, tokens, cached),
-            count=partial(count, cfg, 1, tokens, cached),
-            formula_of=count,
-            expected_cpu=expected,
-            cpu_reason=reason,
+            f"{name}_{phase}",
+            size,
+            f"{family}, {shape} q/kv heads; {doing.format(cached or tokens)}",
+            partial(workload, cfg, 1, tokens, cached),
+            partial(count, cfg, 1, tokens, cached),
+            count,
+            "overhead" if tiny else "compute" if phase == "prefill" else "memory",
+            "" if tiny else reason,
         )
 
 
-def _images(batch: int, side: int) -> tuple[torch.Tensor]:
-    return (torch.randn(batch, 3, side, side),)
+def _vision(name, model, count, sizes) -> list[Row]:
+    """A vision model's rows, from ``(size, config, images, summary, expected, reason)``."""
+    return [
+        Row(
+            name,
+            size,
+            summary,
+            lambda cfg=cfg, b=b: (model(cfg), (torch.randn(b, 3, cfg.image, cfg.image),)),
+            partial(count, cfg, b),
+            count,
+            expected,
+            reason,
+        )
+        for size, cfg, b, summary, expected, reason in sizes
+    ]
 
-
-def _with(model: Callable, config: object, inputs: Callable[[], tuple]) -> Callable[[], tuple]:
-    """A build function: ``model(config)`` and its inputs, made when called."""
-    return lambda: (model(config), inputs())
-
-
-# ----------------------------------------------------------------------------- decoder
 
 _LLAMA = {
-    "tiny": dec.DecoderConfig(layers=2, d=64, heads=4, kv_heads=2, ffn=176, vocab=1024, ctx=64),
-    "prefill": dec.DecoderConfig(layers=4, d=512, heads=8, kv_heads=2, ffn=1376, vocab=32000),
-    "decode": dec.DecoderConfig(layers=8, d=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000),
+    "tiny": m.DecoderConfig(layers=2, d=64, heads=4, kv_heads=2, ffn=176, vocab=1024, ctx=64),
+    "prefill": m.DecoderConfig(layers=4, d=512, heads=8, kv_heads=2, ffn=1376, vocab=32000),
+    "decode": m.DecoderConfig(layers=8, d=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000),
 }
-# ----------------------------------------------------------------------------- encoder
-
-
-def _vits() -> list[Row]:
-    vit_tiny = enc.VisionConfig(image=32, patch=8, layers=2, d=64, heads=2, classes=10)
-    vit_big = enc.VisionConfig(image=224, patch=16, layers=12, d=192, heads=3)  # ViT-Ti/16
-    return [
-        Row(
-            "vit",
-            "tiny",
-            "ViT, 2 layers x 64; one 32 x 32 image in 8-pixel patches",
-            _with(enc.ViT, vit_tiny, lambda: _images(1, 32)),
-            partial(enc.vit_count, vit_tiny, 1),
-            enc.vit_count,
-            "overhead",
-        ),
-        Row(
-            "vit",
-            "big",
-            "ViT-Ti/16, 12 layers x 192; one 224 x 224 image (197 tokens)",
-            _with(enc.ViT, vit_big, lambda: _images(1, 224)),
-            partial(enc.vit_count, vit_big, 1),
-            enc.vit_count,
-            "compute",
-            "197 tokens through 12 layers of matmuls: ~{intensity} FLOP/B",
-        ),
-    ]
-
-
-# ----------------------------------------------------------------------------- conv net
-
-
-def _resnets() -> list[Row]:
-    # The tiny one takes 2 images: on a CPU the convolution library switches kernels
-    # between a batch of 1 and 2 (twice the time for twice the images), not beyond.
-    r50 = cnn.ResNetConfig()
-    r_tiny = cnn.ResNetConfig(blocks=(1, 1, 1, 1), width=8, image=32, classes=10)
-    return [
-        Row(
-            "resnet",
-            "tiny",
-            "ResNet, 4 bottleneck blocks 8-256 wide; 2 images of 32 x 32",
-            _with(cnn.ResNet, r_tiny, lambda: _images(2, 32)),
-            partial(cnn.resnet_count, r_tiny, 2),
-            cnn.resnet_count,
-            "overhead",
-        ),
-        Row(
-            "resnet",
-            "big",
-            "ResNet-50 (torchvision's layout); one 224 x 224 image",
-            _with(cnn.ResNet, r50, lambda: _images(1, 224)),
-            partial(cnn.resnet_count, r50, 1),
-            cnn.resnet_count,
-            "compute",
-            "8.2 GFLOPs of convolutions, each filter reused at every pixel: ~{intensity} FLOP/B",
-        ),
-    ]
+_RESNETS = (  # the tiny one takes 2 images: a CPU's convolution library switches kernels
+    # between a batch of 1 and 2 (twice the time for twice the images), not beyond
+    (
+        "tiny",
+        m.ResNetConfig(blocks=(1, 1, 1, 1), width=8, image=32, classes=10),
+        2,
+        "ResNet, 4 bottleneck blocks 8-256 wide; 2 images of 32 x 32",
+        "overhead",
+        "",
+    ),
+    (
+        "big",
+        m.ResNetConfig(),
+        1,
+        "ResNet-50 (torchvision's layout); one 224 x 224 image",
+        "compute",
+        "8.2 GFLOPs of convolutions, each filter reused at every pixel: ~{intensity} FLOP/B",
+    ),
+)
+_VITS = (
+    (
+        "tiny",
+        m.VisionConfig(image=32, patch=8, layers=2, d=64, heads=2, classes=10),
+        1,
+        "ViT, 2 layers x 64; one 32 x 32 image in 8-pixel patches",
+        "overhead",
+        "",
+    ),
+    (
+        "big",
+        m.VisionConfig(image=224, patch=16, layers=12, d=192, heads=3),
+        1,  # ViT-Ti/16
+        "ViT-Ti/16, 12 layers x 192; one 224 x 224 image (197 tokens)",
+        "compute",
+        "197 tokens through 12 layers of matmuls: ~{intensity} FLOP/B",
+    ),
+)
 
 
 def rows() -> list[Row]:
     """Every row, workload by workload, tiny first."""
     llamas = [
         Row.decoder(
-            "llama",
-            "Llama-style (GQA) decoder",
-            _LLAMA,
-            dec.llama_workload,
-            dec.llama_count,
-            phase,
-            size,
+            "llama", "Llama-style (GQA) decoder", _LLAMA, m.llama_workload, m.llama_count, p, s
         )
-        for phase in ("prefill", "decode")
-        for size in ("tiny", "big")
+        for p in ("prefill", "decode")
+        for s in ("tiny", "big")
     ]
-    return [*_resnets(), *_vits(), *llamas]
+    return [
+        *_vision("resnet", m.ResNet, m.resnet_count, _RESNETS),
+        *_vision("vit", m.ViT, m.vit_count, _VITS),
+        *llamas,
+    ]

@@ -71,55 +71,32 @@ class Tally:
         """A 2-D convolution; returns the output's ``(height, width)``."""
         pad = k // 2 if pad is None else pad
         ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-        out = b * cout * ho * wo
-        weight = cout * (cin // groups) * k * k
-        self._op(
-            2 * out * (cin // groups) * k * k,
-            activations=b * cin * h * w + out,
-            weights=weight + bias * cout,
-        )
+        out, per_out = b * cout * ho * wo, (cin // groups) * k * k  # products per output
+        read, weights = b * cin * h * w, cout * per_out + bias * cout
+        self._op(2 * out * per_out, activations=read + out, weights=weights)
         return ho, wo
 
     def conv_transpose2d(self, b, cin, h, w, cout, k, *, stride, bias=True):
         """A transposed convolution (``kernel == stride``, no overlap); returns ``(Ho, Wo)``."""
-        ho, wo = h * stride, w * stride
-        self._op(
-            2 * b * cin * h * w * cout * k * k,
-            activations=b * cin * h * w + b * cout * ho * wo,
-            weights=cin * cout * k * k + bias * cout,
-        )
+        ho, wo, weight = h * stride, w * stride, cin * cout * k * k
+        read, written = b * cin * h * w, b * cout * ho * wo
+        self._op(2 * read * cout * k * k, activations=read + written, weights=weight + bias * cout)
         return ho, wo
 
-    def attention(
-        self,
-        b: int,
-        heads: int,
-        sq: int,
-        sk: int,
-        d: int,
-        *,
-        kv_heads=None,
-        cached: bool = False,
-    ) -> None:
+    def attention(self, b, heads, sq, sk, d, *, kv_heads=None, cached=False) -> None:
         """Fused attention: ``4*B*Hq*Sq*Sk*D``; reads q, k, v; writes out and a logsumexp."""
-        kv_kind = "kv_cache" if cached else "activations"
-        if cached:
-            new = b * (kv_heads or heads) * sq * d
-            self.move(new, new, kind=kv_kind)  # k into the cache
-            self.move(new, new, kind=kv_kind)  # v into the cache
+        kv, kind = b * (kv_heads or heads) * d, "kv_cache" if cached else "activations"
+        if cached:  # the new tokens' k, then v, into the cache
+            self.move(kv * sq, kv * sq, kind=kind)
+            self.move(kv * sq, kv * sq, kind=kind)
         elements = {"activations": 2 * b * heads * sq * d + b * heads * sq}
-        elements[kv_kind] = elements.get(kv_kind, 0) + 2 * b * (kv_heads or heads) * sk * d
+        elements[kind] = elements.get(kind, 0) + 2 * kv * sk
         self._op(4 * b * heads * sq * sk * d, **elements)
 
-    def recurrent(
-        self, tokens: int, weight_elements: int, *, biases: int, read: int, written: int
-    ) -> None:
+    def recurrent(self, tokens, weight_elements, *, biases, read, written) -> None:
         """A fused RNN layer: ``2*tokens*weights`` (every weight matrix meets every time step)."""
-        self._op(
-            2 * tokens * weight_elements,
-            weights=weight_elements + biases,
-            activations=read + written,
-        )
+        weights, activations = weight_elements + biases, read + written
+        self._op(2 * tokens * weight_elements, weights=weights, activations=activations)
 
     # -- per-element ops -----------------------------------------------------------
     def pointwise(self, n: int, *reads: int, weights: int = 0) -> None:
