@@ -14,7 +14,6 @@ import pytest
 import torch
 
 import brrrlib as bl
-from brrrlib import _fmt
 from brrrlib.counting import CATEGORIES, CategoryTimes
 from brrrlib.trace import (
     RAN_AHEAD_MIN_S,
@@ -91,8 +90,6 @@ def test_host_time_outside_any_op(synthetic):
     )  # fmt: skip
     assert two_runs.outside_ops_s == pytest.approx((70 * US, 10 * US))
     assert two_runs.outside_ops_fraction == pytest.approx(80 / 200)
-    share = _fmt.percent(synthetic.outside_ops_fraction, 1.0)
-    assert "outside" in synthetic.summary() and share in synthetic.summary()
 
 
 def test_an_inflated_first_run_is_named_and_skipped():
@@ -100,9 +97,8 @@ def test_an_inflated_first_run_is_named_and_skipped():
     t = Trace((), runs, "cuda")
     assert t.first_run_inflation == pytest.approx(1000 / 105)
     assert t.steady_runs == (1, 2)
-    assert f"{t.first_run_inflation:.1f}x" in t.summary() and "steady_runs" in t.summary()
     even = Trace((), ((0.0, 100 * US), (100 * US, 210 * US)), "cpu")
-    assert even.steady_runs == (0, 1) and "steady_runs" not in even.summary()
+    assert even.steady_runs == (0, 1)
     one = Trace((), ((0.0, 100 * US),), "cpu")
     assert math.isnan(one.first_run_inflation) and one.steady_runs == (0,)
 
@@ -166,13 +162,11 @@ def test_launch_delays_split_into_queue_and_wait():
     idle = Trace.from_chrome_trace(DATA / "cuda_overhead_trace.json")
     assert idle.queued_s == pytest.approx((0.0, 0.0, 0.0))
     assert not idle.host_ran_ahead
-    assert "ahead" not in repr(idle) and "waited" in repr(idle)
     # device-bound: the GEMMs and the copy queued behind the GEMMs launched before them
     busy = Trace.from_chrome_trace(DATA / "cuda_busy_trace.json")
     assert max(busy.queued_s) > 500 * US and busy.host_ran_ahead
     for d, q in zip(busy.launch_delays_s, busy.queued_s, strict=True):
         assert 0 <= q <= d + 1e-12  # the rest of the delay, d - q, the GPU sat idle
-    assert "ahead" in repr(busy)
 
 
 # --------------------------------------------------------------------- shipped H100 recordings
@@ -186,7 +180,7 @@ def test_recorded_traces_are_listed_and_say_where_they_were_made():
     assert t.recorded_on.startswith(t.device_name) and "2026-11-22" in t.recorded_on
     assert "2.11.0+cu130" in t.recorded_on  # the torch it was recorded with
     assert t.label == "short_chain_1k"
-    assert t.device_name in t.summary() and "2026-11-22" in t.summary()
+    assert t.device_name in repr(t) and "2026-11-22" in repr(t)
     assert recorded("short_chain_1k.json").runs == t.runs
     with pytest.raises(ValueError, match="short_chain_1k") as info:
         recorded("short_chain")
@@ -205,14 +199,12 @@ def test_recorded_cuda_lanes_of_32_tiny_ops():
     assert len(t.launch_delays_s) == 96  # every kernel matched to its launch
     assert max(t.busy_fraction_per_run[r] for r in t.steady_runs) < 0.1  # the GPU waits
     assert not t.host_ran_ahead and max(t.queued_s) < RAN_AHEAD_MIN_S
-    assert "waited" in t.summary() and "ahead" not in t.summary()
 
 
 def test_recorded_device_bound_chain_ran_ahead():
     t = recorded("long_chain_64Mi")  # the same chain on 64 Mi elements
     assert min(t.busy_fraction_per_run) > 0.85
     assert t.host_ran_ahead and max(t.queued_s) > 1e-3  # kernels queued for milliseconds
-    assert "ahead" in t.summary()
 
 
 def test_recorded_graph_replay_is_one_launch_and_many_kernels():
@@ -237,7 +229,7 @@ def test_recorded_compiled_region_is_one_fused_kernel():
         assert kernels[0].category == "pointwise"
 
 
-def test_run_0_of_the_recordings_is_inflated_and_the_summary_says_so():
+def test_run_0_of_the_recordings_is_inflated_and_skipped():
     # recorded before the profiler warm-up put a kernel through CUPTI ahead of run 0
     inflation = {name: recorded(name).first_run_inflation for name in recorded_names()}
     device_bound = {"long_chain_64Mi"}  # 6 ms of kernels per run hide the set-up
@@ -248,7 +240,6 @@ def test_run_0_of_the_recordings_is_inflated_and_the_summary_says_so():
         else:
             assert x > 2, (name, x)
             assert t.steady_runs == tuple(range(1, len(t.runs)))
-            assert f"{x:.1f}x" in t.summary() and "steady_runs" in t.summary()
     assert inflation["small_matmuls_bmm"] > 20  # 2,141 µs, then 129 and 56 µs
 
 
@@ -323,11 +314,12 @@ def test_plot_smoke(synthetic):
     plt.close("all")
 
 
-def test_reprs_mention_the_numbers():
+def test_reprs_are_one_table_of_the_top_ops():
     t = Trace.from_chrome_trace(DATA / "cuda_overhead_trace.json")
-    text = repr(t)
-    assert "18%" in text and "launch" in text
-    assert "<table>" in t._repr_html_()
+    text, html = repr(t), t._repr_html_()
+    assert "18%" in text and "18%" in html  # device busy
+    assert len(text.splitlines()) == 2 + len(t.top_ops(8))  # numbers, header, one row per op
+    assert html.count("<tr>") == 1 + len(t.top_ops(8))
 
 
 # --------------------------------------------------------------------- live CPU profiling
@@ -419,6 +411,7 @@ def test_fd_level_filter_when_kineto_is_told_to_be_loud():
 
 def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
     """The CUDA path of the capture, on fakes: the order of what reaches the profiler."""
+    # a private seam: without a GPU, only fakes can show what the CUDA path sends
     from brrrlib import trace as _profiler
 
     log = []
@@ -522,6 +515,7 @@ def test_breakdown_profiles_every_category():
 def test_profiler_rows_are_summed_once_per_kernel():
     """A recorded CUDA profile, reduced to key_averages() rows: each kernel is listed
     on its own (device rows) and inside the aten op that launched it."""
+    # a private seam: CUDA profiler rows exist only on a GPU, so fakes of them are summed here
     from types import SimpleNamespace
 
     from brrrlib.trace import _category_seconds
@@ -573,7 +567,14 @@ def test_time_by_category_bad_input():
         time_by_category(lambda: None, runs=0)
     with pytest.raises(TypeError, match="fn must be callable"):
         time_by_category(torch.ones(3))
-    assert isinstance(time_by_category(_tiny_loop, torch.ones(3), runs=1), CategoryTimes)
+
+
+def test_time_by_category_puts_a_chain_of_adds_under_pointwise():
+    times = time_by_category(_tiny_loop, torch.ones(3), runs=1)
+    assert (times.device, times.source, times.runs) == ("cpu", "cpu self time", 1)
+    by = times.as_dict()
+    assert by["pointwise"] > 0 and by["matmul"] == by["normalization"] == 0.0
+    assert times.total_s == pytest.approx(sum(by.values()))
 
 
 # --------------------------------------------------------------------- live GPU
