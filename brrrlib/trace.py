@@ -514,10 +514,17 @@ class Trace:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
         tid = {"host": 1, "device": 2, "launch": 1}
         events = [
-            {"ph": "X", "name": i.name, "cat": i.category, "pid": 0, "tid": tid[i.lane],
-             "ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
+            {
+                "ph": "X",
+                "name": i.name,
+                "cat": i.category,
+                "pid": 0,
+                "tid": tid[i.lane],
+                "ts": i.start_s * 1e6,
+                "dur": i.duration_s * 1e6,
+            }
             for i in self.intervals
-        ]  # fmt: skip
+        ]
         path = Path(path)
         path.write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
         return path
@@ -596,8 +603,15 @@ def _timeline_plot(trace: Trace, ax, runs: list[int]):
                 x + w / 2, y, _short(i.name), ha="center", va="center", fontsize=7, clip_on=True
             )
     for g in (g for g in trace.gaps if g.run in runs):  # device idle, hatched
-        ax.broken_barh([((g.start_s - t0) * scale, g.duration_s * scale)], (-0.35, 0.7), facecolors="none",
-                       edgecolors="tab:red", hatch="////", linewidth=0.0, alpha=0.5)  # fmt: skip
+        ax.broken_barh(
+            [((g.start_s - t0) * scale, g.duration_s * scale)],
+            (-0.35, 0.7),
+            facecolors="none",
+            edgecolors="tab:red",
+            hatch="////",
+            linewidth=0.0,
+            alpha=0.5,
+        )
     for r in runs[1:]:
         ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
     ax.set_yticks([0.0, 1.0])
@@ -612,8 +626,15 @@ def _timeline_plot(trace: Trace, ax, runs: list[int]):
     used = sorted({i.category for i in trace.intervals if i.lane in lanes})
     if used:
         handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
-        ax.legend(handles, used, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-                  ncol=len(used), frameon=False)  # fmt: skip
+        ax.legend(
+            handles,
+            used,
+            loc="lower right",
+            bbox_to_anchor=(1.0, 1.0),
+            fontsize=7,
+            ncol=len(used),
+            frameon=False,
+        )
     if created:
         ax.figure.tight_layout()
     return ax
