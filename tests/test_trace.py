@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -453,6 +454,46 @@ def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
         ("enter", "brrr_run_1"), "fn", "sync", ("exit", "brrr_run_1"),
         "stop",
     ]  # fmt: skip
+
+
+def test_a_cuda_profile_read_from_the_api_has_the_lanes_of_its_chrome_trace(monkeypatch, tmp_path):
+    """bl.profile reads torch.profiler's events(); fed a recorded H100 run as the API hands it
+    over (a launch and its kernels share an id), it cuts the lanes the chrome trace gives."""
+    path = Path(bl.__file__).parent / "recordings/h100-2026-11-22/traces/short_chain_1k.json"
+    text = path.read_text()
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    on_device = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
+    api_events = [
+        SimpleNamespace(
+            name=e["name"],
+            device_type=cuda if e["cat"] in on_device else cpu,
+            is_async=False,
+            is_user_annotation=e["cat"] == "user_annotation",
+            thread=e["tid"],
+            id=(e.get("args") or {}).get("correlation", 0),
+            time_range=SimpleNamespace(start=e["ts"], end=e["ts"] + e["dur"]),
+        )
+        for e in json.loads(text)["traceEvents"]
+        if e.get("ph") == "X"
+        and e["cat"] in on_device | {"cpu_op", "user_annotation", "cuda_runtime"}
+    ]
+
+    class FakeProfile:  # a fake GPU's profiler: the recorded events, the recorded JSON
+        def __init__(self, activities, **options):
+            pass
+
+        start = stop = lambda self: None
+        events = lambda self: api_events  # noqa: E731
+        export_chrome_trace = lambda self, to: Path(to).write_text(text)  # noqa: E731
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(torch, "ones", lambda *size, device=None: torch.empty(0))
+    monkeypatch.setattr(bl.machine, "sync", lambda device=None: None)
+    live = bl.profile(lambda: None, label="short_chain_1k")
+    assert live == Trace.from_chrome_trace(path, label="short_chain_1k")
+    assert live.device == "cuda" and len(live.launch_delays_s) == 96
 
 
 def test_the_warmup_call_is_profiled_but_is_not_a_run():
