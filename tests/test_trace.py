@@ -8,8 +8,8 @@ import math
 import subprocess
 import sys
 import textwrap
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
