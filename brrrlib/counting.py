@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from brrrlib import _aten_ops, _touched
 from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize
@@ -250,9 +249,7 @@ def _view_of(func, base: str, args, kwargs) -> list | None:
     return _tensors(view(*args, **kwargs))
 
 
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    leaves, _ = tree_flatten(tree)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
+_tensors = _touched.tensors
 
 
 def _results(out: Any, written: list) -> list[torch.Tensor]:

@@ -557,8 +557,6 @@ def test_profiler_rows_are_summed_once_per_kernel():
     """A recorded CUDA profile, reduced to key_averages() rows: each kernel is listed
     on its own (device rows) and inside the aten op that launched it."""
     # a private seam: CUDA profiler rows exist only on a GPU, so fakes of them are summed here
-    from types import SimpleNamespace
-
     from brrrlib.trace import _category_seconds
 
     cpu_row, cuda_row = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
