@@ -514,15 +514,8 @@ class Trace:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
         tid = {"host": 1, "device": 2, "launch": 1}
         events = [
-            {
-                "ph": "X",
-                "name": i.name,
-                "cat": i.category,
-                "pid": 0,
-                "tid": tid[i.lane],
-                "ts": i.start_s * 1e6,
-                "dur": i.duration_s * 1e6,
-            }
+            {"ph": "X", "name": i.name, "cat": i.category, "pid": 0, "tid": tid[i.lane]}
+            | {"ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
             for i in self.intervals
         ]
         path = Path(path)
@@ -548,17 +541,16 @@ class Trace:
             head.append(f"max queued {_fmt.seconds(max(self.queued_s))}")
         if self.steady_runs[:1] == (1,):
             head.append(f"run 0 {_fmt.times(self.first_run_inflation)}")
-        ops = [
+        return "; ".join(head), [
             [
                 _short(o.name, 60),
                 o.category,
                 f"{o.calls}",
                 _fmt.seconds(o.total_s),
-                _fmt.percent(o.share, 1.0),
+                f"{o.share:.0%}",
             ]
             for o in self.top_ops(8)
         ]
-        return "; ".join(head), ops
 
     def __repr__(self) -> str:
         head, rows = self._table()
