@@ -411,10 +411,7 @@ def test_fd_level_filter_when_kineto_is_told_to_be_loud():
 
 
 def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
-    """The CUDA path of the capture, on fakes: the order of what reaches the profiler."""
-    # a private seam: without a GPU, only fakes can show what the CUDA path sends
-    from brrrlib import trace as _profiler
-
+    """The CUDA path of the capture, on a fake GPU: the order of what reaches the profiler."""
     log = []
 
     class FakeProfile:
@@ -426,6 +423,9 @@ def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
 
         def stop(self):
             log.append("stop")
+
+        def events(self):
+            return []
 
     @contextlib.contextmanager
     def marker(name):
@@ -444,7 +444,8 @@ def test_profiler_warmup_puts_a_device_kernel_through_before_run_0(monkeypatch):
     monkeypatch.setattr(torch.profiler, "record_function", marker)
     monkeypatch.setattr(torch, "ones", ones)
     monkeypatch.setattr(bl.machine, "sync", lambda device=None: log.append("sync"))
-    _profiler._record(lambda: log.append("fn"), (), {}, runs=2, warmup=1)
+    with pytest.raises(ValueError, match="ran no torch operators"):  # the fake records nothing
+        bl.profile(lambda: log.append("fn"), runs=2, warmup=1)
     assert log == [
         "fn", "sync",  # the unrecorded warm-up
         ("profile", ["CPU", "CUDA"]), "start",
@@ -553,23 +554,23 @@ def test_breakdown_profiles_every_category():
     assert matmul == 3 * forward + 2 * 2 * 8 * 8 * e
 
 
-def test_profiler_rows_are_summed_once_per_kernel():
-    """A recorded CUDA profile, reduced to key_averages() rows: each kernel is listed
-    on its own (device rows) and inside the aten op that launched it."""
-    # a private seam: CUDA profiler rows exist only on a GPU, so fakes of them are summed here
-    from brrrlib.trace import _category_seconds
-
+def test_profiler_rows_are_summed_once_per_kernel(monkeypatch):
+    """A recorded CUDA profile, reduced to its events() rows: each kernel is listed on its own
+    (device rows) and inside the aten op that launched it; time_by_category counts it once."""
     cpu_row, cuda_row = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
 
-    def row(key, device_type, self_cpu_us, self_device_us):
+    def row(key, device_type, self_cpu_us, self_device_us, span=(1.0, 2.0)):
         return SimpleNamespace(
             key=key,
+            name=key,
             device_type=device_type,
+            time_range=SimpleNamespace(start=span[0], end=span[1]),
             self_cpu_time_total=self_cpu_us,
             self_device_time_total=self_device_us,
         )
 
-    events = [
+    rows = [
+        row("brrr_run_0", cpu_row, 0.0, 0.0, span=(0.0, 10.0)),
         row("aten::addmm", cpu_row, 20.0, 300.0),
         row("aten::linear", cpu_row, 5.0, 0.0),  # its kernels belong to its child addmm
         row("ampere_sgemm_128x64_tn", cuda_row, 0.0, 300.0),  # the same kernel again
@@ -579,15 +580,30 @@ def test_profiler_rows_are_summed_once_per_kernel():
         row("cudaLaunchKernel", cpu_row, 12.0, 0.0),
         row("autograd::engine::evaluate_function: AddmmBackward0", cpu_row, 8.0, 0.0),
     ]
-    cpu, device = _category_seconds(events, use_device=True)
+
+    class FakeProfile:  # a fake GPU's profiler, handing over the rows above
+        def __init__(self, activities, **options):
+            pass
+
+        start = stop = lambda self: None
+        events = lambda self: rows  # noqa: E731
+
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(torch.profiler, "record_function", lambda name: contextlib.nullcontext())
+    monkeypatch.setattr(torch, "ones", lambda *size, device=None: torch.empty(0))
+    monkeypatch.setattr(bl.machine, "sync", lambda device=None: None)
+    times = {}
+    for cuda in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        times[cuda] = time_by_category(lambda: None, runs=1, warmup=0)
+    device, cpu = times[True].as_dict(), times[False].as_dict()
+    assert (times[True].source, times[False].source) == ("device self time", "cpu self time")
     assert device["matmul"] == pytest.approx(300e-6)
     assert device["normalization"] == pytest.approx(40e-6)
     assert device["pointwise"] == pytest.approx(25e-6)
     assert sum(device.values()) == pytest.approx(365e-6)
     assert cpu["other"] == pytest.approx(20e-6)  # launch and autograd bookkeeping
     assert cpu["matmul"] == pytest.approx(25e-6)
-    _, no_device = _category_seconds(events, use_device=False)
-    assert sum(no_device.values()) == 0
 
 
 @pytest.mark.gpu
