@@ -414,12 +414,8 @@ def _matmul_formulas() -> dict[str, Callable[..., int]]:
     for target, formula in flop_registry.items():
         name = getattr(target, "_qualified_op_name", None)
         if name is not None:
-            formulas.setdefault(name, _torch_formula(formula))
+            formulas.setdefault(name, formula)
     return formulas
-
-
-def _torch_formula(formula: Callable[..., int]) -> Callable[..., int]:
-    return lambda *args, **kwargs: int(formula(*args, **kwargs))
 
 
 def has_matmul_formula(name: str) -> bool:
