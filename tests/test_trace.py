@@ -674,3 +674,12 @@ def test_breakdown_is_counts_with_times_per_category():
     result = bl.trace.breakdown(torch.mm, x, x, runs=1)
     assert isinstance(result, Counts) and isinstance(result.times, CategoryTimes)
     assert result.times.runs == 1 and result.flops == 2 * 16**3
+
+
+def test_a_live_profile_and_its_exported_chrome_trace_cut_the_same_lanes():
+    t = bl.profile(_tiny_loop, torch.ones(4), runs=2)
+    again = Trace.from_chrome_trace(json.loads(t.chrome_trace))
+    assert [(i.name, i.lane, i.category, i.run) for i in again.intervals] == [
+        (i.name, i.lane, i.category, i.run) for i in t.intervals
+    ]
+    assert again.wall_s == pytest.approx(t.wall_s, abs=1e-6)
