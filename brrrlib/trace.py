@@ -189,17 +189,34 @@ def _profiler_events(prof: Any) -> list[_Event]:
     out = []
     for e in prof.events():
         on_cpu = e.device_type == torch.autograd.DeviceType.CPU
-        if e.is_async or (not on_cpu and e.name.startswith("brrr_")):  # markers' device copies
-            continue
-        if not on_cpu:
-            kind = "memcpy" if e.name.startswith(("Memcpy", "Memset")) else "kernel"
-        elif e.name.startswith(RUN_MARKER) or e.is_user_annotation:
-            kind = "marker" if e.name.startswith(RUN_MARKER) else ""
-        else:
-            kind = "runtime" if _CUDA_CALL.match(e.name) else "op"
-        corr = e.id if kind in ("runtime", "kernel", "memcpy") else None
-        out.append(_Event(e.name, kind, e.time_range.start, e.time_range.end, e.thread, corr))
-    return [e for e in out if e.kind]
+        marker = on_cpu and e.name.startswith(RUN_MARKER)
+        kind = "marker" if marker else _CHROME_KINDS.get(_api_category(e, on_cpu))
+        if kind and not e.is_async:
+            corr = e.id if kind in ("runtime", "kernel", "memcpy") else None
+            out.append(_Event(e.name, kind, e.time_range.start, e.time_range.end, e.thread, corr))
+    return out
+
+
+def _api_category(e: Any, on_cpu: bool) -> str:
+    """An API event's chrome-trace category: its ``activity_type`` (torch 2.12+), else guessed."""
+    if getattr(e, "activity_type", None):
+        return e.activity_type
+    if not on_cpu:  # a kernel, a copy, or the device-lane copy of a run's marker
+        copy = e.name.startswith(("Memcpy", "Memset"))
+        return (
+            "gpu_user_annotation"
+            if e.name.startswith("brrr_")
+            else "gpu_memcpy"
+            if copy
+            else "kernel"
+        )
+    return (
+        "user_annotation"
+        if e.is_user_annotation
+        else "cuda_runtime"
+        if _CUDA_CALL.match(e.name)
+        else "cpu_op"
+    )
 
 
 def _chrome_events(events: list[Mapping]) -> list[_Event]:
