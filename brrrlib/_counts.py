@@ -57,14 +57,10 @@ class CategoryTimes:
         return sum(t for _, t in self.times_s)
 
     def __repr__(self) -> str:
-        total = self.total_s
-        parts = ", ".join(
-            f"{c} {_fmt.percent(t, total)}" for c, t in sorted(self.times_s, key=lambda p: -p[1])
-        )
-        return (
-            f"CategoryTimes({_fmt.seconds(total)} per call on {self.device}, {self.source}: "
-            f"{parts})"
-        )
+        shares = sorted(self.times_s, key=lambda p: -p[1])
+        parts = ", ".join(f"{c} {_fmt.percent(t, self.total_s)}" for c, t in shares)
+        on = f"{_fmt.seconds(self.total_s)} per call on {self.device}, {self.source}"
+        return f"CategoryTimes({on}: {parts})"
 
 
 @dataclass(frozen=True)

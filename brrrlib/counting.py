@@ -15,8 +15,6 @@ from brrrlib._counts import CategoryTimes, Counts, OpCount
 
 __all__ = ["CategoryTimes", "Counts", "OpCount", "count", "saved_bytes"]
 
-# ================================================================ the counting core
-
 
 def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> tuple:
     """The one cost rule: (op, category, precision, special function), (FLOPs, bytes, specials, written)."""
