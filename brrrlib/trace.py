@@ -705,53 +705,29 @@ def time_by_category(
     import torch
 
     _check(fn, runs, warmup)
-    prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
-    use_device = torch.cuda.is_available()
-    samples = [_category_seconds(events, use_device) for events in _runs_of(prof.events(), runs)]
-    on_device = use_device and all(sum(device.values()) > 0 for _, device in samples)
-    chosen = [device if on_device else cpu for cpu, device in samples]
+    events = _record(fn, args, kwargs, runs=runs, warmup=warmup).events()
+    use_device, on_cpu = torch.cuda.is_available(), torch.autograd.DeviceType.CPU
+    spans = {
+        int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name.startswith(RUN_MARKER) and e.device_type == on_cpu
+    }
+    # per run and category: [CPU self s, device self s]; a kernel counts under its op's row
+    samples = [{c: [0.0, 0.0] for c in CATEGORIES} for _ in range(runs)]
+    for e in events:  # the markers and the profiler's memory rows ("[memory]") aside
+        r = next((r for r, (a, b) in spans.items() if a <= e.time_range.start <= b), None)
+        if r is None or e.device_type != on_cpu or e.name.startswith(("brrr_", "[")):
+            continue
+        row = samples[r][categorize(e.key)]
+        row[0] += e.self_cpu_time_total * 1e-6
+        row[1] += e.self_device_time_total * 1e-6 if use_device else 0.0
+    on_device = use_device and all(sum(v[1] for v in s.values()) > 0 for s in samples)
     return CategoryTimes(
-        times_s=tuple((c, _fmt.median([s[c] for s in chosen])) for c in CATEGORIES),
+        times_s=tuple((c, _fmt.median([s[c][on_device] for s in samples])) for c in CATEGORIES),
         source="device self time" if on_device else "cpu self time",
         device="cuda" if on_device else "cpu",
         runs=runs,
     )
-
-
-def _runs_of(events: Iterable[Any], runs: int) -> list[list[Any]]:
-    """Profiler events grouped by the run marker whose host-side span holds their start."""
-    import torch
-
-    events = list(events)
-    spans = {
-        int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
-        for e in events
-        if e.name.startswith(RUN_MARKER) and e.device_type == torch.autograd.DeviceType.CPU
-    }
-    out: list[list[Any]] = [[] for _ in range(runs)]
-    for e in events:
-        if e.name.startswith(("brrr_", "[")):  # our markers, the profiler's memory rows
-            continue
-        r = next((r for r, (a, b) in spans.items() if a <= e.time_range.start <= b), None)
-        if r is not None:
-            out[r].append(e)
-    return out
-
-
-def _category_seconds(
-    events: Iterable[Any], use_device: bool
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Sum profiler rows by category: ({category: CPU self s}, {category: device self s})."""
-    import torch
-
-    cpu, device = dict.fromkeys(CATEGORIES, 0.0), dict.fromkeys(CATEGORIES, 0.0)
-    for event in events:
-        if event.device_type != torch.autograd.DeviceType.CPU:  # kernels count under their op
-            continue
-        cpu[categorize(event.key)] += event.self_cpu_time_total * 1e-6
-        if use_device:
-            device[categorize(event.key)] += event.self_device_time_total * 1e-6
-    return cpu, device
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
