@@ -51,51 +51,31 @@ FLOPS_PER_ELEMENT: Mapping[str, float] = {
 }
 """FLOPs per element of ops that are not matmuls (matmuls: ``2*M*K*N``, exact)."""
 
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 #: The softmax kernels (one ``exp`` per input element).
-SOFTMAX = frozenset({"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"})
+SOFTMAX = _names("_softmax _log_softmax _safe_softmax _masked_softmax")
 SPECIAL: Mapping[str, str] = {
-    **dict.fromkeys(
-        (
-            "exp",
-            "exp_",
-            "exp2",
-            "exp2_",
-            "expm1",
-            "expm1_",
-            "sigmoid",
-            "sigmoid_",
-            "silu",
-            "silu_",
-            "silu_backward",
-            "elu",
-            "elu_",
-            "celu",
-            "selu",
-            "softplus",
-            "logsumexp",
-            "special_expit",
-            *SOFTMAX,
-        ),
-        "exp",
-    ),
-    **dict.fromkeys(("tanh", "tanh_", "mish", "mish_"), "tanh"),
-    **dict.fromkeys(
-        ("erf", "erf_", "erfc", "erfc_", "erfinv", "gelu", "gelu_", "gelu_backward"), "erf"
-    ),
-    **dict.fromkeys(("sin", "sin_", "cos", "cos_", "tan", "tan_"), "cos"),
-    **dict.fromkeys(("log", "log_", "log2", "log2_", "log10", "log10_", "log1p", "log1p_"), "log"),
+    name: function
+    for function, names in {
+        "exp": "exp exp_ exp2 exp2_ expm1 expm1_ sigmoid sigmoid_ silu silu_ silu_backward elu "
+        "elu_ celu selu softplus logsumexp special_expit " + " ".join(SOFTMAX),
+        "tanh": "tanh tanh_ mish mish_",
+        "erf": "erf erf_ erfc erfc_ erfinv gelu gelu_ gelu_backward",
+        "cos": "sin sin_ cos cos_ tan tan_",
+        "log": "log log_ log2 log2_ log10 log10_ log1p log1p_",
+    }.items()
+    for name in names.split()
 }
 """Ops that evaluate a special function once per element, and which one (a measured rate)."""
 #: Fused attention kernels: one exp per score (queries x keys per head) inside the kernel.
-FUSED_ATTENTION = frozenset(
-    {
-        "_scaled_dot_product_flash_attention_for_cpu",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention",
-        "_flash_attention_forward",
-        "_efficient_attention_forward",
-    }
+FUSED_ATTENTION = _names(
+    "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention "
+    "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention "
+    "_flash_attention_forward _efficient_attention_forward"
 )
 
 
@@ -109,171 +89,71 @@ def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------- op-name tables
 
-_SOFTMAX_BACKWARD = {
-    "_softmax_backward_data",
-    "_log_softmax_backward_data",
-    "_masked_softmax_backward",
+#: Normalization kernels by their per-element convention in :data:`FLOPS_PER_ELEMENT`.
+_NORMALIZATIONS = {
+    "softmax": SOFTMAX,
+    "softmax_backward": _names(
+        "_softmax_backward_data _log_softmax_backward_data _masked_softmax_backward"
+    ),
+    "norm": _names(
+        "native_layer_norm native_group_norm native_batch_norm _native_batch_norm_legit "
+        "_native_batch_norm_legit_functional _native_batch_norm_legit_no_training "
+        "_batch_norm_with_update _batch_norm_no_update batch_norm_stats batch_norm_elemt "
+        "cudnn_batch_norm miopen_batch_norm"
+    ),
+    "norm_backward": _names(
+        "native_layer_norm_backward native_group_norm_backward native_batch_norm_backward "
+        "batch_norm_backward cudnn_batch_norm_backward miopen_batch_norm_backward"
+    ),
+    "rms_norm": _names("_fused_rms_norm"),
+    "rms_norm_backward": _names("_fused_rms_norm_backward"),
 }
-_NORM = {
-    "native_layer_norm",
-    "native_group_norm",
-    "native_batch_norm",
-    "_native_batch_norm_legit",
-    "_native_batch_norm_legit_functional",
-    "_native_batch_norm_legit_no_training",
-    "_batch_norm_with_update",
-    "_batch_norm_no_update",
-    "batch_norm_stats",
-    "batch_norm_elemt",
-    "cudnn_batch_norm",
-    "miopen_batch_norm",
-}
-_NORM_BACKWARD = {
-    "native_layer_norm_backward",
-    "native_group_norm_backward",
-    "native_batch_norm_backward",
-    "batch_norm_backward",
-    "cudnn_batch_norm_backward",
-    "miopen_batch_norm_backward",
-}
-_RMS_NORM = {"_fused_rms_norm"}
-_RMS_NORM_BACKWARD = {"_fused_rms_norm_backward"}
-# Composite ops that wrap the ones above. The counter never charges them (it
-# runs their decomposition), but the profiler lists them with a small self time
-# of their own, which belongs with the work they wrap.
-_MATMUL_WRAPPERS = {
-    "linear",
-    "matmul",
-    "einsum",
-    "bilinear",
-    "tensordot",
-    "conv1d",
-    "conv2d",
-    "conv3d",
-    "conv_transpose1d",
-    "conv_transpose2d",
-    "conv_transpose3d",
-    "_convolution",
-    "mkldnn_convolution",
-    "mkldnn_linear",
-    "cudnn_convolution",
-    "scaled_dot_product_attention",
-    "_scaled_dot_product_attention_math",
-    "lstm",
-    "gru",
-    "rnn_tanh",
-    "rnn_relu",
-}
-_NORM_WRAPPERS = {
-    "softmax",
-    "log_softmax",
-    "layer_norm",
-    "group_norm",
-    "batch_norm",
-    "instance_norm",
-    "rms_norm",
-    "_batch_norm_impl_index",
-    "_batch_norm_impl_index_backward",
-}
-_NORMALIZATION = (
-    SOFTMAX
-    | _SOFTMAX_BACKWARD
-    | _NORM
-    | _NORM_BACKWARD
-    | _RMS_NORM
-    | _RMS_NORM_BACKWARD
-    | _NORM_WRAPPERS
+# Composite ops that wrap the ones above. The counter never charges them (it runs their
+# decomposition), but the profiler lists them with a small self time of their own, which
+# belongs with the work they wrap.
+_MATMUL_WRAPPERS = _names(
+    "linear matmul einsum bilinear tensordot conv1d conv2d conv3d conv_transpose1d "
+    "conv_transpose2d conv_transpose3d _convolution mkldnn_convolution mkldnn_linear "
+    "cudnn_convolution scaled_dot_product_attention _scaled_dot_product_attention_math lstm "
+    "gru rnn_tanh rnn_relu"
+)
+_NORMALIZATION = frozenset().union(
+    *_NORMALIZATIONS.values(),
+    _names(
+        "softmax log_softmax layer_norm group_norm batch_norm instance_norm rms_norm "
+        "_batch_norm_impl_index _batch_norm_impl_index_backward"
+    ),
 )
 # Reductions and scans without aten's "reduction" tag.
-_EXTRA_REDUCTIONS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", "mode", "median"}
+_EXTRA_REDUCTIONS = _names("cumsum cumprod logcumsumexp cummax cummin mode median")
 # Ops tagged "pointwise" that only move data: a clone is a copy, not arithmetic.
-_COPIES = {"clone", "copy_", "_to_copy", "contiguous", "_copy_from", "_copy_from_and_resize"}
+_COPIES = _names("clone copy_ _to_copy contiguous _copy_from _copy_from_and_resize")
 # Ops that return an alias without being marked as views in their schema.
-EXTRA_VIEWS = frozenset({"_unsafe_view", "lift_fresh", "_reshape_alias", "_neg_view", "_conj"})
+EXTRA_VIEWS = _names("_unsafe_view lift_fresh _reshape_alias _neg_view _conj")
 # Allocations: the memory is not touched, so no bytes move.
-ALLOCATIONS = frozenset(
-    {
-        "empty",
-        "empty_like",
-        "empty_strided",
-        "new_empty",
-        "new_empty_strided",
-        "empty_permuted",
-        "resize_",
-    }
+ALLOCATIONS = _names(
+    "empty empty_like empty_strided new_empty new_empty_strided empty_permuted resize_"
 )
 # In-place ops that overwrite `self` without reading it (a fill is a write).
-WRITE_ONLY_SELF = frozenset(
-    {
-        "fill_",
-        "zero_",
-        "copy_",
-        "uniform_",
-        "normal_",
-        "random_",
-        "bernoulli_",
-        "exponential_",
-        "geometric_",
-        "log_normal_",
-        "cauchy_",
-    }
+WRITE_ONLY_SELF = _names(
+    "fill_ zero_ copy_ uniform_ normal_ random_ bernoulli_ exponential_ geometric_ "
+    "log_normal_ cauchy_"
 )
 # Factories shaped like a tensor: they read its shape, not its data (written only).
-SHAPED_FACTORIES = frozenset(
-    {
-        "zeros_like",
-        "ones_like",
-        "full_like",
-        "rand_like",
-        "randn_like",
-        "randint_like",
-        "new_zeros",
-        "new_ones",
-        "new_full",
-    }
+SHAPED_FACTORIES = _names(
+    "zeros_like ones_like full_like rand_like randn_like randint_like new_zeros new_ones new_full"
 )
 # Metadata queries: not work, not counted.
-METADATA = frozenset(
-    {
-        "size",
-        "sym_size",
-        "stride",
-        "sym_stride",
-        "storage_offset",
-        "sym_storage_offset",
-        "numel",
-        "sym_numel",
-        "dim",
-        "is_contiguous",
-        "sym_is_contiguous",
-        "is_strides_like_format",
-        "is_non_overlapping_and_dense",
-        "device",
-        "layout",
-    }
+METADATA = _names(
+    "size sym_size stride sym_stride storage_offset sym_storage_offset numel sym_numel dim "
+    "is_contiguous sym_is_contiguous is_strides_like_format is_non_overlapping_and_dense "
+    "device layout"
 )
 # Profiler rows that make a view or read metadata (with ALLOCATIONS: rows that move no
 # data): on a CPU trace they are not "device work".
-_PROFILER_NO_DATA = frozenset(
-    {
-        "as_strided",
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "resolve_conj",
-        "resolve_neg",
-        "detach",
-        "t",
-        "transpose",
-        "permute",
-        "expand",
-        "unsqueeze",
-        "squeeze",
-        "select",
-        "slice",
-        "alias",
-        "lift_fresh",
-    }
+_PROFILER_NO_DATA = _names(
+    "as_strided view _unsafe_view reshape resolve_conj resolve_neg detach t transpose permute "
+    "expand unsqueeze squeeze select slice alias lift_fresh"
 )
 #: Profiler name of the call into a torch.compile'd (inductor) graph: on a CPU its fused
 #: kernels run inside it.
@@ -458,9 +338,9 @@ def _cudnn_rnn_flops(input, weight, *args, **kwargs) -> int:
     return 2 * _tokens(input) * sum(w.numel() for w in weight if w.dim() == 2)
 
 
-def _twice(formula: Callable[..., int], skip: int = 0) -> Callable[..., int]:
+def _twice(formula: Callable[..., int]) -> Callable[..., int]:
     """A backward's formula: gradients for inputs and for weights, 2x the forward's."""
-    return lambda *args, **kwargs: 2 * formula(*args[skip:], **kwargs)
+    return lambda *args, **kwargs: 2 * formula(*args, **kwargs)
 
 
 def _mm_like(index: int) -> Callable[..., int]:
@@ -487,46 +367,41 @@ def _sparse_mm(a: torch.Tensor, b: torch.Tensor) -> int:
     return 2 * _touched.nnz(b) * (a.shape[-2] if a.dim() > 1 else 1)
 
 
+# Attention kernels (torch's formulas assume as many key/value heads as query heads on some
+# versions): (forward, layout, position of the packed offsets in the forward, in the backward);
+# the forward takes q, k, v first, its backward the gradient and then q, k, v.
+_SDPA = "flash_attention_for_cpu fused_attention_overrideable flash_attention efficient_attention"
+_ATTENTION = [
+    (f"_scaled_dot_product_{k}", "BHSD", None, None) for k in (_SDPA + " cudnn_attention").split()
+]
+_ATTENTION += [
+    ("_flash_attention_forward", "BSHD", 3, 6),
+    ("_efficient_attention_forward", "BSHD", 4, 6),
+]
 _OUR_FORMULAS: dict[str, Callable[..., int]] = {
-    # attention kernels (torch's formulas assume as many key/value heads as query heads
-    # on some versions); arguments as the ops take them
-    "_scaled_dot_product_flash_attention_for_cpu": _attention(0, "BHSD", False),
-    "_scaled_dot_product_flash_attention_for_cpu_backward": _attention(1, "BHSD", True),
-    "_scaled_dot_product_fused_attention_overrideable": _attention(0, "BHSD", False),
-    "_scaled_dot_product_fused_attention_overrideable_backward": _attention(1, "BHSD", True),
-    "_scaled_dot_product_flash_attention": _attention(0, "BHSD", False),
-    "_scaled_dot_product_flash_attention_backward": _attention(1, "BHSD", True),
-    "_scaled_dot_product_efficient_attention": _attention(0, "BHSD", False),
-    "_scaled_dot_product_efficient_attention_backward": _attention(1, "BHSD", True),
-    "_scaled_dot_product_cudnn_attention": _attention(0, "BHSD", False),
-    "_scaled_dot_product_cudnn_attention_backward": _attention(1, "BHSD", True),
-    "_flash_attention_forward": _attention(0, "BSHD", False, cum=3),
-    "_flash_attention_backward": _attention(1, "BSHD", True, cum=6),
-    "_efficient_attention_forward": _attention(0, "BSHD", False, cum=4),
-    "_efficient_attention_backward": _attention(1, "BSHD", True, cum=6),
+    **{
+        name: formula
+        for forward, layout, cum, cum_back in _ATTENTION
+        for name, formula in (
+            (forward, _attention(0, layout, False, cum)),
+            (forward.removesuffix("_forward") + "_backward", _attention(1, layout, True, cum_back)),
+        )
+    },
     # fused layers
     "_transformer_encoder_layer_fwd": _transformer_layer_flops,
     "_native_multi_head_attention": _native_mha_flops,
     "mkldnn_rnn_layer": _mkldnn_rnn_flops,
-    "mkldnn_rnn_layer_backward": _twice(_mkldnn_rnn_flops, skip=0),
+    "mkldnn_rnn_layer_backward": _twice(_mkldnn_rnn_flops),
     "_cudnn_rnn": _cudnn_rnn_flops,
     "_cudnn_rnn_backward": _twice(_cudnn_rnn_flops),
-    # matrix products torch's table leaves out, and every product with a sparse operand
-    "mm": _mm_like(0),
-    "addmm": _mm_like(1),
-    "bmm": _mm_like(0),
-    "baddbmm": _mm_like(1),
-    "_addmm_activation": _mm_like(1),
-    "_int_mm": _mm_like(0),
-    "addbmm": _mm_like(1),
-    "mv": _mm_like(0),
-    "addmv": _mm_like(1),
-    "dot": _mm_like(0),
-    "vdot": _mm_like(0),
-    "_sparse_addmm": _mm_like(1),
-    "_sparse_mm": _mm_like(0),
-    "sspaddmm": _mm_like(1),
-    "_sparse_sparse_matmul": _mm_like(0),
+    # matrix products torch's table leaves out, and every product with a sparse operand:
+    # 2*M*K*N with the two matrices at args[0:2] or, after the added tensor, args[1:3]
+    **dict.fromkeys(
+        _names("mm bmm _int_mm mv dot vdot _sparse_mm _sparse_sparse_matmul"), _mm_like(0)
+    ),
+    **dict.fromkeys(
+        _names("addmm baddbmm _addmm_activation addbmm addmv _sparse_addmm sspaddmm"), _mm_like(1)
+    ),
 }
 
 
@@ -539,12 +414,8 @@ def _matmul_formulas() -> dict[str, Callable[..., int]]:
     for target, formula in flop_registry.items():
         name = getattr(target, "_qualified_op_name", None)
         if name is not None:
-            formulas.setdefault(name, _torch_formula(formula))
+            formulas.setdefault(name, formula)
     return formulas
-
-
-def _torch_formula(formula: Callable[..., int]) -> Callable[..., int]:
-    return lambda *args, **kwargs: int(formula(*args, **kwargs))
 
 
 def has_matmul_formula(name: str) -> bool:
@@ -566,14 +437,7 @@ def normalization_flops(base: str, tensors: list[torch.Tensor]) -> int:
     """Per-element convention of :data:`FLOPS_PER_ELEMENT` times the normalized input's size."""
     if not tensors:
         return 0
-    kinds = (
-        (SOFTMAX, "softmax"),
-        (_SOFTMAX_BACKWARD, "softmax_backward"),
-        (_RMS_NORM, "rms_norm"),
-        (_RMS_NORM_BACKWARD, "rms_norm_backward"),
-        (_NORM_BACKWARD, "norm_backward"),
-    )
-    kind = next((k for names, k in kinds if base in names), "norm")
+    kind = next((k for k, names in _NORMALIZATIONS.items() if base in names), "norm")
     # the first tensor argument is the input (forward) or the incoming gradient
     # (backward); both have the normalized shape
     return int(FLOPS_PER_ELEMENT[kind] * tensors[0].numel())

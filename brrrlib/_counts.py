@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from brrrlib import _fmt
@@ -56,14 +57,10 @@ class CategoryTimes:
         return sum(t for _, t in self.times_s)
 
     def __repr__(self) -> str:
-        total = self.total_s
-        parts = ", ".join(
-            f"{c} {_fmt.percent(t, total)}" for c, t in sorted(self.times_s, key=lambda p: -p[1])
-        )
-        return (
-            f"CategoryTimes({_fmt.seconds(total)} per call on {self.device}, {self.source}: "
-            f"{parts})"
-        )
+        shares = sorted(self.times_s, key=lambda p: -p[1])
+        parts = ", ".join(f"{c} {_fmt.percent(t, self.total_s)}" for c, t in shares)
+        on = f"{_fmt.seconds(self.total_s)} per call on {self.device}, {self.source}"
+        return f"CategoryTimes({on}: {parts})"
 
 
 @dataclass(frozen=True)
@@ -120,19 +117,11 @@ class Counts:
             raise ValueError(
                 f"category must be one of {list(CATEGORIES)} or None, got {category!r}"
             )
-        out: dict[str, int] = {}
-        for r in self.rows:
-            if r.flops and category in (None, r.category):
-                out[r.precision] = out.get(r.precision, 0) + r.flops
-        return out
+        return _tally((r.precision, r.flops) for r in self.rows if category in (None, r.category))
 
     def special_by_function(self) -> dict[str, int]:
         """``{function: evaluations}``: the special functions among the FLOPs (``{"exp": ...}``)."""
-        out: dict[str, int] = {}
-        for r in self.rows:
-            if r.special:
-                out[r.special_function] = out.get(r.special_function, 0) + r.special
-        return out
+        return _tally((r.special_function, r.special) for r in self.rows)
 
     @property
     def precision(self) -> str:
@@ -162,74 +151,55 @@ class Counts:
             out[category] = entry
         return out
 
-    def _repr_html_(self) -> str:
-        return _render(self, html=True)
+    def _table(self) -> tuple[str, list[str], list[list[str]], list[str]]:
+        """Title, header, one row per category, notes: what both reprs show."""
+        times, cats = self.times, self.by_category()
+        header = ["category", "calls", "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte"]
+        header += ["time", "% time"] if times is not None else []
+        rows = []
+        for c, e in cats.items():
+            flops, nbytes = e["flops"], e["bytes_moved"]
+            row = [c, f"{int(e['calls'])}", _fmt.si(flops, "FLOP"), _fmt.percent(flops, self.flops)]
+            row += [_fmt.si(nbytes, "B"), _fmt.percent(nbytes, self.bytes_moved)]
+            row += [f"{_intensity(flops, nbytes):.3g}"]
+            if times is not None:
+                row += [_fmt.seconds(e["time_s"]), _fmt.percent(e["time_s"], times.total_s)]
+            rows.append(row)
+        title = (
+            f"Counts: {_fmt.si(self.flops, 'FLOP')}, {_fmt.si(self.bytes_moved, 'B')} moved, "
+            f"{self.intensity_flops_per_byte:.3g} FLOP/byte, {self.ops} op calls"
+        )
+        notes = [f"note: {n}" for n in self.notes]
+        if times is not None:
+            notes.insert(
+                0,
+                f"time: {times.source} on {times.device}, median of {times.runs} runs, "
+                f"{_fmt.seconds(times.total_s)} per call",
+            )
+        return title, header, rows, notes
 
     def __repr__(self) -> str:
-        return _render(self, html=False)
+        title, header, rows, notes = self._table()
+        align = "l" + "r" * (len(header) - 1)  # numbers on the right
+        return "\n".join([title, _fmt.text_table(header, rows, align=align), *notes])
+
+    def _repr_html_(self) -> str:
+        title, header, rows, notes = self._table()
+        table = _fmt.html_table(header, rows, align="l" + "r" * (len(header) - 1))
+        foot = "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)
+        return f"<p><b>{html.escape(title)}</b></p>{table}{foot}"
+
+
+def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Sums of the nonzero values by key, keys in first-seen order."""
+    out: dict[str, int] = {}
+    for key, value in pairs:
+        if value:
+            out[key] = out.get(key, 0) + value
+    return out
 
 
 def _intensity(flops: float, nbytes: float) -> float:
     if nbytes == 0:
         return math.inf if flops else 0.0
     return flops / nbytes
-
-
-# ---------------------------------------------------------------- rendering
-
-
-def _render(counts: Counts, *, html: bool) -> str:
-    """The table as text or HTML: a title line, a header, one line per category, notes."""
-    times = counts.times
-    header = ["category", "calls", "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte"]
-    if times is not None:
-        header += ["time", "% time"]
-    title = (
-        f"Counts: {_fmt.si(counts.flops, 'FLOP')}, {_fmt.si(counts.bytes_moved, 'B')} moved, "
-        f"{counts.intensity_flops_per_byte:.3g} FLOP/byte, {counts.ops} op calls"
-    )
-    notes = []
-    if times is not None:
-        notes.append(
-            f"time: {times.source} on {times.device}, median of {times.runs} runs, "
-            f"{_fmt.seconds(times.total_s)} of op time per call"
-        )
-    notes += [f"note: {n}" for n in counts.notes]
-    return (_html_table if html else _text_table)(title, header, _lines(counts), notes)
-
-
-def _lines(counts: Counts) -> list[list[str]]:
-    cats, times = counts.by_category(), counts.times
-    lines = []
-    for c in CATEGORIES:
-        e = cats[c]
-        line = [c, f"{int(e['calls'])}", *_share_cells(counts, e["flops"], e["bytes_moved"])]
-        if times is not None:
-            line += [_fmt.seconds(e["time_s"]), _fmt.percent(e["time_s"], times.total_s)]
-        lines.append(line)
-    return lines
-
-
-def _share_cells(counts: Counts, flops: float, nbytes: float) -> list[str]:
-    return [
-        _fmt.si(flops, "FLOP"),
-        _fmt.percent(flops, counts.flops),
-        _fmt.si(nbytes, "B"),
-        _fmt.percent(nbytes, counts.bytes_moved),
-        f"{_intensity(flops, nbytes):.3g}",
-    ]
-
-
-def _html_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:
-    table = _fmt.html_table(
-        header, body, align="l" + "r" * (len(header) - 1)
-    )  # numbers on the right
-    foot = "".join(
-        f'<p style="color:var(--jp-ui-font-color2, #666)">{html.escape(n)}</p>' for n in notes
-    )
-    return f"<p><b>{html.escape(title)}</b></p>{table}{foot}"
-
-
-def _text_table(title: str, header: list[str], body: list[list[str]], notes: list[str]) -> str:
-    table = _fmt.text_table(header, body, align="l" + "r" * (len(header) - 1))
-    return "\n".join([title, table, *notes])

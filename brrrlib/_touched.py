@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_flatten
 
-__all__ = ["TOUCHED_BYTES", "nnz", "tensor_bytes"]
+__all__ = ["TOUCHED_BYTES", "nnz", "tensor_bytes", "tensors"]
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -39,9 +40,11 @@ def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None)
 
     def rule(args, out) -> tuple[int, int]:
         src = args[source]
-        index_bytes = sum(tensor_bytes(t) for i in indices if i < len(args) for t in _flat(args[i]))
-        looked_up = rows(args) if rows else _first(out).numel()
-        written = sum(tensor_bytes(t) for t in _flat(out))
+        index_bytes = sum(
+            tensor_bytes(t) for i in indices if i < len(args) for t in tensors(args[i])
+        )
+        looked_up = rows(args) if rows else tensors(out)[0].numel()
+        written = sum(tensor_bytes(t) for t in tensors(out))
         return index_bytes + looked_up * src.element_size(), written
 
     return rule
@@ -52,7 +55,7 @@ def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Call
 
     def rule(args, out) -> tuple[int, int]:
         self_, k = args[0], positions(args)
-        read = sum(tensor_bytes(t) for t in _flat(args[index]))
+        read = sum(tensor_bytes(t) for t in tensors(args[index]))
         if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
             src = args[source]
             read += min(tensor_bytes(src), k * src.element_size())
@@ -125,13 +128,6 @@ TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
 part of a tensor. Every other op reads its inputs and writes its outputs in full."""
 
 
-def _flat(x: Any) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for item in x for t in _flat(item)]
-    return []
-
-
-def _first(x: Any) -> torch.Tensor:
-    return x if isinstance(x, torch.Tensor) else _flat(x)[0]
+def tensors(tree: Any) -> list[torch.Tensor]:
+    """The tensors among the leaves of ``tree`` (a tensor, or lists, tuples, dicts of them)."""
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]

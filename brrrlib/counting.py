@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from brrrlib import _aten_ops, _touched
 from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize
@@ -17,29 +15,14 @@ from brrrlib._counts import CategoryTimes, Counts, OpCount
 
 __all__ = ["CategoryTimes", "Counts", "OpCount", "count", "saved_bytes"]
 
-# ================================================================ the counting core
 
-
-@dataclass(frozen=True)
-class Cost:
-    """What one op call costs: its category, FLOPs (at ``precision``) and bytes touched."""
-
-    category: str
-    flops: int
-    bytes_moved: int
-    precision: str
-    special: int = 0
-    special_function: str = ""
-    written_bytes: int = 0
-
-
-def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> Cost:
-    """The one cost rule: FLOPs, bytes touched and precision of one op call."""
+def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> tuple:
+    """The one cost rule: (op, category, precision, special function), (FLOPs, bytes, specials, written)."""
     name = func._schema.name
     base = name.split("::", 1)[1]
     category = categorize(func)
     if func.is_view or base in _aten_ops.EXTRA_VIEWS or base in _aten_ops.ALLOCATIONS:
-        return Cost(category, 0, 0, "")  # an alias or fresh memory: no data moves
+        return (name, category, "", ""), (0, 0, 0, 0)  # an alias or fresh memory: no data moves
     rule = _touched.TOUCHED_BYTES.get(base)
     if rule is not None:  # the op touches part of a tensor (a lookup, a scatter)
         read_bytes, written_bytes = rule(args, out)
@@ -51,15 +34,12 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
     precision = _precision(base, category, args, out) if flops else ""
     function = _aten_ops.special_function(base, kwargs)
     special = _special_count(base, args, out, written) if function else 0
-    return Cost(
-        category, flops, read_bytes + written_bytes, precision, special, function, written_bytes
-    )
+    key = (name, category, precision, function)
+    return key, (flops, read_bytes + written_bytes, special, written_bytes)
 
 
 def _special_count(base: str, args, out, written) -> int:
-    """Special-function evaluations: one per element computed (per input element for softmax; one per
-    score, queries x keys per head, for a fused attention).
-    """
+    """Evaluations: one per element computed, per input element of a softmax, per attention score."""
     if base in _aten_ops.FUSED_ATTENTION:
         q, k = _tensors(args)[:2]
         return q.numel() // q.shape[-1] * k.shape[-2]  # batch x heads x L x S scores
@@ -162,17 +142,13 @@ class _CountingMode(TorchDispatchMode):
                 return result
         out = func(*args, **kwargs)
         try:
-            cost = op_cost(func, args, kwargs, out)
+            key, cost = op_cost(func, args, kwargs, out)
         except Exception as error:  # an op we cannot price is a note, never an abort
             self.uncounted.setdefault(name, [0, error])[0] += 1
             return out
-        key = (name, cost.category, cost.precision, cost.special_function)
         row = self.rows.setdefault(key, [0, 0, 0, 0, 0])
-        row[0] += 1
-        row[1] += cost.flops
-        row[2] += cost.bytes_moved
-        row[3] += cost.special
-        row[4] += cost.written_bytes
+        for i, value in enumerate((1, *cost)):
+            row[i] += value
         self.on_meta = self.on_meta or any(t.device.type == "meta" for t in _tensors(out))
         return out
 
@@ -271,9 +247,7 @@ def _view_of(func, base: str, args, kwargs) -> list | None:
     return _tensors(view(*args, **kwargs))
 
 
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    leaves, _ = tree_flatten(tree)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
+_tensors = _touched.tensors
 
 
 def _results(out: Any, written: list) -> list[torch.Tensor]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
-import html as _html
-import inspect
 import json
 import math
 import os
@@ -18,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from brrrlib import _fmt
 from brrrlib._aten_ops import (
@@ -33,16 +31,35 @@ from brrrlib.counting import CategoryTimes, Counts, count
 
 __all__ = ["Trace", "breakdown", "profile", "quiet_profiler", "recorded", "time_by_category"]
 
-
-# ------------------------------------------------------------------ running the profiler (warmed up, marked per run, quiet)
-
 #: Prefix of the ``record_function`` marker around each recorded run.
 RUN_MARKER = "brrr_run_"
 #: Marker around the profiler's own warm-up, before run 0: not a run.
 WARMUP_MARKER = "brrr_profiler_warmup"
+#: A gap is blamed on dispatch when the host lane was inside an op for at least this
+#: fraction of it; otherwise the host was running Python between ops.
+DISPATCH_BLAME_FRACTION = 0.5
+#: Run 0 is "inflated" when it took this many times the median of the later runs: it paid
+#: set-up (the profiler's, first launches), not the workload.
+FIRST_RUN_INFLATED = 1.5
+#: A kernel that sat this long behind earlier work shows the host ran ahead of the GPU;
+#: below it, the wait is launch jitter.
+RAN_AHEAD_MIN_S = 10e-6
+#: The traces shipped with brrrlib, recorded on an H100 (the folder's README says what each is).
+_RECORDED = Path(__file__).parent / "recordings" / "h100-2026-11-22"
+#: Colour of each op family on the timeline (matplotlib's tab10 names).
+COLORS = {
+    "matmul": "tab:blue",
+    "pointwise": "tab:orange",
+    "reduction": "tab:green",
+    "normalization": "tab:purple",
+    "memcpy": "tab:brown",
+    "fused": "tab:olive",
+    "other": "tab:gray",
+}
 
-# Kineto's own log lines ("STAGE:2026-... ActivityProfiler...", "USDT:...", its
-# config dump). Only these are dropped from what the profiler writes to stderr.
+# ------------------------------------------------------------------ running the profiler
+
+# Kineto's own log lines ("STAGE:2026-... ActivityProfiler...", "USDT:...", its config dump).
 _KINETO_LINE = re.compile(
     r"^(?:(?:INFO|STAGE|USDT|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d .*\.cpp:\d+\]"
     r"|\s+(?:Log file|Trace start time|Trace duration|Warmup duration|Max GPU buffer size"
@@ -50,10 +67,7 @@ _KINETO_LINE = re.compile(
     r".*:)"
 )
 # torch.profiler's Python warnings about its own machinery, not about your code.
-_PROFILER_WARNINGS = (
-    r".*Profiler clears events at the end of each cycle",
-    r".*(?:kineto|Kineto|CUPTI)",
-)
+_PROFILER_WARNINGS = (r".*Profiler clears events at the end of each cycle", r".*(?:kineto|CUPTI)")
 
 
 def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) -> Any:
@@ -66,15 +80,15 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
         fn(*args, **kwargs)
     _sync(cuda)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    options = {"acc_events": True} if _accepts("acc_events") else {}
-    prof = torch.profiler.profile(activities=activities, **options)
+    prof = torch.profiler.profile(activities=activities, acc_events=True)
     with quiet_profiler():
         prof.start()
     try:
         # 2. CUPTI sets itself up on the first kernel it sees (1-40 ms on an H100), and first
         # launches are slower under the profiler: both paid here, outside every run
         with record_function(WARMUP_MARKER):
-            torch.ones(1, device="cuda").add_(1) if cuda else torch.empty(0)
+            if cuda:
+                torch.ones(1, device="cuda").add_(1)
             if warmup:
                 fn(*args, **kwargs)
             _sync(cuda)
@@ -94,16 +108,8 @@ def _sync(cuda: bool) -> None:
 
     from brrrlib.machine import sync
 
-    if cuda:
-        sync(torch.device("cuda"))
-    elif torch.backends.mps.is_available():
-        sync(torch.device("mps"))
-
-
-def _accepts(option: str) -> bool:
-    import torch
-
-    return option in inspect.signature(torch.profiler.profile.__init__).parameters
+    if cuda or torch.backends.mps.is_available():
+        sync(torch.device("cuda" if cuda else "mps"))
 
 
 @contextlib.contextmanager
@@ -137,456 +143,184 @@ def _kineto_lines_dropped():
             os.dup2(saved, fd)
             os.close(saved)
             sink.seek(0)
-            kept = [
-                line
-                for line in sink.read().decode(errors="replace").splitlines(keepends=True)
-                if not _KINETO_LINE.match(line)
-            ]
-            if kept:
-                sys.stderr.write("".join(kept))
+            lines = sink.read().decode(errors="replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not _KINETO_LINE.match(line)))
 
 
-# ------------------------------------------------------------------ reading chrome traces: events in, lane intervals out
+# ------------------------------------------------------------------ events in, lane intervals out
 
-#: Chrome-trace categories that are work done by the GPU.
-_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-#: Chrome-trace categories of host-side CUDA API calls (launches, syncs, copies).
-_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+
+class _Event(NamedTuple):
+    """One profiler event, from torch.profiler's API or a chrome trace, in µs on one clock."""
+
+    name: str
+    kind: str  # "op", "runtime" (a CUDA API call), "kernel", "memcpy" or "marker" (a run)
+    start: float
+    end: float
+    thread: Any
+    correlation: int | None  # a CUDA launch and the kernels it launched share it
+
+
+#: Chrome-trace categories by the kind of event they are.
+_CHROME_KINDS = {
+    "cpu_op": "op",
+    **dict.fromkeys(("cuda_runtime", "cuda_driver"), "runtime"),
+    "kernel": "kernel",
+    **dict.fromkeys(("gpu_memcpy", "gpu_memset"), "memcpy"),
+}
+# CUDA runtime and driver calls by name (cudaLaunchKernel, cudaGraphLaunch, cuLaunchKernel).
+_CUDA_CALL = re.compile(r"cu(?:da)?[A-Z]")
 #: Op families that do arithmetic: an op that calls one of these only wraps it.
 _COMPUTE = frozenset({"matmul", "pointwise", "reduction", "normalization"})
-# What CUDA kernel names contain (regular expressions), by family (cuBLAS/CUTLASS GEMMs, cuDNN, flash attention,
-# ATen's elementwise and reduce kernels, inductor's triton_poi/_red/_per kernels).
+# What CUDA kernel names contain (regular expressions), by family (cuBLAS/CUTLASS GEMMs, cuDNN,
+# flash attention, ATen's elementwise and reduce kernels, inductor's triton_poi/_red/_per kernels).
 _KERNEL_WORDS = (
-    (
-        "matmul",
-        "gemm|gemv|cutlass|xmma|cublas|conv|wgrad|dgrad|flash|fmha|sm[89]0_|ampere_|volta_|turing_",
-    ),
+    ("matmul", "gemm|gemv|cutlass|xmma|cublas|conv|wgrad|dgrad|flash|fmha|sm[89]0_|ampere_|volta_"),
     ("normalization", "softmax|layer_?norm|batch_?norm|rms_norm|group_norm"),
     ("reduction", "reduce|triton_red|triton_per"),
     ("pointwise", "elementwise|vectorized|pointwise|unrolled|triton_poi"),
 )
 
 
-def _kernel_category(name: str) -> str:
-    """Op family of a CUDA kernel from its (mangled or demangled) name."""
-    lowered = name.lower()
-    return next((c for c, words in _KERNEL_WORDS if re.search(words, lowered)), "other")
+def _profiler_events(prof: Any) -> list[_Event]:
+    """The API's events; a launch and its kernels share an ``id`` (CUPTI's correlation)."""
+    import torch
 
-
-def _load_chrome(source: str | os.PathLike | Mapping | Sequence) -> tuple[list, str, dict]:
-    """(events, the JSON text, the trace's other top-level fields) from a path, dict or list."""
-    raw_text = ""
-    if isinstance(source, (str, os.PathLike)):
-        raw_text = Path(source).read_text()
-        data: Any = json.loads(raw_text)
-    else:
-        data = source
-    events = data.get("traceEvents", []) if isinstance(data, Mapping) else data
-    if not isinstance(events, (list, tuple)):
-        raise TypeError(
-            "source must be a chrome-trace path, a dict with 'traceEvents', or a list of "
-            f"events; got {type(source).__name__}"
-        )
-    meta = (
-        {k: v for k, v in data.items() if k != "traceEvents"} if isinstance(data, Mapping) else {}
-    )
-    return list(events), raw_text or json.dumps({"traceEvents": list(events)}), meta
-
-
-def _chrome_device_name(meta: Mapping) -> str:
-    """The GPU's name from a trace's ``deviceProperties`` ("NVIDIA H100 80GB HBM3"), else ""."""
-    props = meta.get("deviceProperties") or []
-    return str(props[0].get("name", "")) if props and isinstance(props[0], Mapping) else ""
-
-
-def _parse_chrome(events: Iterable[Mapping]) -> tuple[list[Interval], list[tuple], str]:
-    """Chrome-trace events -> intervals in seconds from run 0's start, run spans, device."""
-    events = list(events)
-    xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
-    cpu_ops = [e for e in xs if e.get("cat") == "cpu_op"]
-    kernels = [e for e in xs if e.get("cat") in _DEVICE_CATS]
-    runtime = [e for e in xs if e.get("cat") in _RUNTIME_CATS]
-    spans_us, host_thread = _run_spans(xs, cpu_ops, kernels, runtime)
-    # Kernels inside a run, not the profiler's set-up kernel before run 0: CPU work
-    # profiled on a machine with a GPU is still CPU work.
-    in_runs = any(a <= float(k["ts"]) <= b for k in kernels for a, b in spans_us)
-    device = "cuda" if in_runs else "cpu"
-    if not spans_us:
-        return [], [], device
-    clock = _Clock(spans_us)
-    rows = _host_rows(cpu_ops, runtime, clock, host_thread, device)
-    if device == "cuda":
-        rows += _kernel_rows(kernels, runtime, events, clock)
-    rows.sort(key=lambda r: (r.start_s, -r.end_s))
-    return rows, [(clock.sec(a), clock.sec(b)) for a, b in spans_us], device
-
-
-def _run_spans(xs: list[Mapping], cpu_ops, kernels, runtime) -> tuple[list, tuple]:
-    """Each run's (start, end) in µs and the thread that ran it (the markers', or the busiest)."""
-    markers = sorted(
-        (
-            e
-            for e in xs
-            if str(e.get("name", "")).startswith(RUN_MARKER)
-            and e.get("cat") != "gpu_user_annotation"
-        ),
-        key=lambda e: float(e["ts"]),
-    )
-    if markers:
-        spans = [(float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0.0))) for m in markers]
-        return spans, (markers[0].get("pid"), markers[0].get("tid"))
-    timed = cpu_ops + kernels + runtime
-    if not timed:
-        return [], (None, None)
-    start = min(float(e["ts"]) for e in timed)
-    end = max(float(e["ts"]) + float(e.get("dur", 0.0)) for e in timed)
-    return [(start, end)], _busiest_thread(cpu_ops or runtime)
-
-
-class _Clock:
-    """Microsecond timestamps -> seconds since run 0's start, and the run that holds them."""
-
-    def __init__(self, spans_us: list[tuple[float, float]]) -> None:
-        self.spans_us = spans_us
-        self.origin = spans_us[0][0]
-
-    def sec(self, ts: float) -> float:
-        return (ts - self.origin) * 1e-6
-
-    def run_of(self, ts: float) -> int | None:
-        return next((r for r, (a, b) in enumerate(self.spans_us) if a <= ts <= b), None)
-
-
-def _host_rows(cpu_ops, runtime, clock: _Clock, host_thread: tuple, device: str) -> list[Interval]:
-    """Host lane (top-level ops and runtime calls on the run's thread), launches, CPU device ops."""
-    rows: list[Interval] = []
-    nesting = _nesting(cpu_ops + runtime)
-    for e in cpu_ops + runtime:
-        ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
-        r = clock.run_of(ts)
-        if r is None:
-            continue
-        name = str(e.get("name", "?"))
-        span = (name, clock.sec(ts), clock.sec(ts + dur))
-        top, does_work = nesting[id(e)]
-        on_host = top and (e.get("pid"), e.get("tid")) == host_thread
-        if e.get("cat") in _RUNTIME_CATS:
-            corr = _correlation(e)
-            if corr is not None:  # kept to measure launch -> kernel delays, not drawn
-                rows.append(Interval(*span, "launch", "runtime", r, corr))
-            if on_host:
-                rows.append(Interval(*span, "host", "runtime", r, None))
-            continue
-        category = profiler_category(name)
-        if on_host:
-            rows.append(Interval(*span, "host", category, r, None))
-        if device == "cpu" and does_work:
-            rows.append(Interval(*span, "device", category, r, None))
-    return rows
-
-
-def _kernel_rows(kernels, runtime, events, clock: _Clock) -> list[Interval]:
-    """Device lane on CUDA: each kernel, memcpy and memset, in the run that launched it."""
-    launch_ts = {c: float(e["ts"]) for e in runtime if (c := _correlation(e)) is not None}
-    flows = _flow_correlations(events)
-    rows = []
-    for e in kernels:
-        ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
-        corr = _correlation(e)
-        if corr is None:
-            corr = flows.get((e.get("pid"), e.get("tid"), ts))
-        # A kernel belongs to the run whose marker contains its launch (or, failing
-        # that, its start): with the sync at the end of each run both agree.
-        r = clock.run_of(launch_ts[corr]) if corr in launch_ts else clock.run_of(ts)
-        if r is None:
-            continue
-        name = str(e.get("name", "?"))
-        category = "memcpy" if e.get("cat") != "kernel" else _kernel_category(name)
-        rows.append(Interval(name, clock.sec(ts), clock.sec(ts + dur), "device", category, r, corr))
-    return rows
-
-
-def _nesting(events: list[Mapping]) -> dict[int, tuple[bool, bool]]:
-    """For each event: (top level on its thread, does the work), by time containment."""
-    out: dict[int, tuple[bool, bool]] = {}
-    by_thread: dict[tuple, list[Mapping]] = {}
-    for e in events:
-        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
-    for evs in by_thread.values():
-        evs.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
-        wrappers = _wrappers(evs)
-        stack: list[tuple[float, bool]] = []  # (end, does the work) of enclosing events
-        for e in evs:
-            ts = float(e["ts"])
-            while stack and ts >= stack[-1][0]:
-                stack.pop()
-            name = str(e.get("name", ""))
-            does_work = not any(work for _, work in stack) and (
-                name.startswith(COMPILED_GRAPH)
-                or (id(e) not in wrappers and name.startswith("aten::") and not moves_no_data(name))
-            )
-            out[id(e)] = (not stack, does_work)
-            stack.append((ts + float(e.get("dur", 0.0)), does_work))
+    out = []
+    for e in prof.events():
+        on_cpu = e.device_type == torch.autograd.DeviceType.CPU
+        marker = on_cpu and e.name.startswith(RUN_MARKER)
+        kind = "marker" if marker else _CHROME_KINDS.get(_api_category(e, on_cpu))
+        if kind and not e.is_async:
+            corr = e.id if kind in ("runtime", "kernel", "memcpy") else None
+            out.append(_Event(e.name, kind, e.time_range.start, e.time_range.end, e.thread, corr))
     return out
 
 
-def _wrappers(evs: list[Mapping]) -> set[int]:
-    """Ids of the events (sorted by start) that enclose an op of a compute family."""
-    wraps: set[int] = set()
-    stack: list[tuple[Mapping, float]] = []
-    for e in evs:
-        ts = float(e["ts"])
-        while stack and ts >= stack[-1][1]:
-            stack.pop()
-        name = str(e.get("name", ""))
-        if profiler_category(name) in _COMPUTE or name.startswith(COMPILED_GRAPH):
-            # an op with a FLOP formula of its own (an LSTM layer) is the work, even when it
-            # encloses a helper op (its bias add): only true wrappers hand their time down
-            wraps.update(id(a) for a, _ in stack if not has_matmul_formula(str(a.get("name", ""))))
-        stack.append((e, ts + float(e.get("dur", 0.0))))
-    return wraps
+def _api_category(e: Any, on_cpu: bool) -> str:
+    """An API event's chrome-trace category: its ``activity_type`` (torch 2.12+), else guessed."""
+    if getattr(e, "activity_type", None):
+        return e.activity_type
+    if not on_cpu:  # a kernel, a copy, or the device-lane copy of a run's marker
+        copy = e.name.startswith(("Memcpy", "Memset"))
+        return (
+            "gpu_user_annotation"
+            if e.name.startswith("brrr_")
+            else "gpu_memcpy"
+            if copy
+            else "kernel"
+        )
+    return (
+        "user_annotation"
+        if e.is_user_annotation
+        else "cuda_runtime"
+        if _CUDA_CALL.match(e.name)
+        else "cpu_op"
+    )
 
 
-def _correlation(e: Mapping) -> int | None:
-    c = (e.get("args") or {}).get("correlation")
-    return int(c) if c is not None else None
-
-
-def _flow_correlations(events: Iterable[Mapping]) -> dict[tuple, int]:
-    """Flow-event fallback: ``ac2g`` flow ends ("f") sit on the kernel they point at."""
-    return {
+def _chrome_events(events: list[Mapping]) -> list[_Event]:
+    """A chrome trace's complete events; a kernel without a correlation gets its ac2g flow's."""
+    flows = {
         (e.get("pid"), e.get("tid"), float(e["ts"])): int(e["id"])
         for e in events
         if e.get("ph") == "f" and e.get("cat") == "ac2g" and "id" in e and "ts" in e
     }
-
-
-def _busiest_thread(events: list[Mapping]) -> tuple:
-    busiest = Counter((e.get("pid"), e.get("tid")) for e in events).most_common(1)
-    return busiest[0][0] if busiest else (None, None)
-
-
-# ------------------------------------------------------------------ showing a trace: the timeline drawing and the summary
-
-#: Colour of each op family on the timeline (matplotlib's tab10 names).
-COLORS = {
-    "matmul": "tab:blue",
-    "pointwise": "tab:orange",
-    "reduction": "tab:green",
-    "normalization": "tab:purple",
-    "memcpy": "tab:brown",
-    "fused": "tab:olive",
-    "other": "tab:gray",
-}
-
-
-def _timeline_plot(trace: Any, ax=None, *, runs: list[int]):
-    """Draw ``runs`` of ``trace`` on ``ax`` (a new figure when None); return the Axes."""
-    created = ax is None
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(10, 2.8))
-    t0 = trace.runs[runs[0]][0] if runs else 0.0
-    t1 = trace.runs[runs[-1]][1] if runs else 1.0
-    span = max(t1 - t0, 1e-9)
-    scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
-    lanes = {"host": 1.0, "device": 0.0}
-    for i in trace.intervals:
-        if i.lane not in lanes or i.run not in runs:
-            continue
-        x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
-        ax.broken_barh(
-            [(x, w)],
-            (y - 0.35, 0.7),
-            facecolors=COLORS.get(i.category, "tab:gray"),
-            edgecolors="white",
-            linewidth=0.3,
-        )
-        text = _short(i.name)
-        if w > 0.007 * len(text) * span * scale:  # label only where it fits
-            ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=7, clip_on=True)
-    for g in (g for g in trace.gaps if g.run in runs):
-        ax.broken_barh(
-            [((g.start_s - t0) * scale, g.duration_s * scale)],
-            (-0.35, 0.7),
-            facecolors="none",
-            edgecolors="tab:red",
-            hatch="////",
-            linewidth=0.0,
-            alpha=0.5,
-        )
-    for r in runs[1:]:
-        ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
-    _decorate(trace, ax, span * scale, unit, lanes, runs)
-    if created:
-        ax.figure.tight_layout()
-    return ax
-
-
-def _decorate(trace: Any, ax, width: float, unit: str, lanes: dict, runs) -> None:
-    """Axis labels, title and the legend of the categories drawn."""
-    from matplotlib.patches import Rectangle
-
-    ax.set_yticks([0.0, 1.0])
-    device_name = "GPU kernels" if trace.device == "cuda" else "CPU op bodies"
-    ax.set_yticklabels([f"device\n({device_name})", "host\n(dispatched ops)"])
-    ax.set_ylim(-0.6, 1.6)
-    ax.set_xlim(0, width)
-    ax.set_xlabel(f"time since run start ({unit})")
-    title = trace.label or "trace"
-    if trace.recorded_on:
-        title += f" (recorded: {trace.recorded_on})"
-    runs = list(runs)
-    busy = sum(trace.busy_s(r) for r in runs) / max(sum(trace.wall_s[r] for r in runs), 1e-12)
-    which = f" in run {runs[0]}" if len(runs) == 1 else ""
-    ax.set_title(f"{title}: device busy {busy:.0%}{which} (hatched = device idle)", loc="left")
-    used = sorted({i.category for i in trace.intervals if i.lane in lanes})
-    handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
-    if handles:
-        ax.legend(
-            handles,
-            used,
-            loc="lower right",
-            bbox_to_anchor=(1.0, 1.0),
-            fontsize=7,
-            ncol=len(used),
-            frameon=False,
-        )
-
-
-def _timeline_image(trace: Any) -> str:
-    """The first steady run's timeline as an inline PNG, on a pyplot-free Figure (no stray plots)."""
-    from matplotlib.figure import Figure
-
-    if not trace.runs:
-        return ""
-    run = trace.steady_runs[0] if trace.steady_runs else 0
-    fig = Figure(figsize=(9, 2.4), dpi=80)
-    ax = fig.add_subplot()
-    _timeline_plot(trace, ax, runs=[run])
-    ax.set_title(ax.get_title(loc="left") + f" (run {run})", loc="left")
-    busy = trace.busy_fraction_per_run[run] if run < len(trace.busy_fraction_per_run) else None
-    alt = (
-        f"Timeline of {trace.label or 'the workload'}, run {run}: the host lane (Python and "
-        f"dispatch) above the device lane (kernels)"
-        + (f"; the device was busy {busy:.0%} of the run" if busy is not None else "")
-    )
-    return _fmt.figure_img(fig, alt, "100%")
-
-
-def _summary_lines(trace: Any) -> list[str]:
-    """The summary: a head line, device busy and idle, findings, the top five ops."""
-    w, total = trace.wall_s, sum(trace.wall_s) or 1.0
-    where = f" of {trace.label}" if trace.label else ""
-    machine = trace.recorded_on or trace.device_name
-    on = trace.device
-    if machine:
-        on += f" ({'recorded on ' if trace.recorded_on else ''}{machine})"
-    lines = [
-        f"Trace{where} on {on}: {len(w)} run(s), wall {_fmt.seconds(trace.median_wall_s)} median "
-        f"(min {_fmt.seconds(min(w, default=0.0))}, max {_fmt.seconds(max(w, default=0.0))})"
-    ]
-    idle = trace.idle_by_cause()
-    causes = ", ".join(
-        f"{k} {_fmt.percent(v, total)}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1])
-    )
-    lines.append(
-        f"  device busy {_fmt.percent(trace.busy_s(), total)} of wall time; idle "
-        f"{_fmt.percent(sum(idle.values()), total)}" + (f" ({causes})" if causes else "")
-    )
-    lines += [f"  {line}" for line in _findings(trace)]
-    for op in trace.top_ops(5):
-        lines.append(
-            f"  {_fmt.percent(op.share, 1.0):>5}  {_fmt.seconds(op.total_s):>9}  {op.calls:4d}x  "
-            f"{_short(op.name, 60)}  [{op.category}]"
-        )
-    return lines
-
-
-def _findings(trace: Any) -> list[str]:
-    """Launch delays said as what they mean, host time outside ops, an inflated run 0."""
     out = []
-    d = trace.launch_delays_s
-    if d:
-        delays = (
-            f"launch -> kernel start median {_fmt.seconds(_fmt.median(d))}, "
-            f"max {_fmt.seconds(max(d))} over {len(d)} kernels"
-        )
-        if trace.host_ran_ahead:
-            queued = [q for q in trace.queued_s if q >= RAN_AHEAD_MIN_S]
-            out.append(
-                f"host ran ahead: {len(queued)} of {len(d)} kernels queued behind earlier work, "
-                f"up to {_fmt.seconds(max(queued))} ({delays})"
-            )
-        else:
-            out.append(
-                f"{delays}; the GPU was idle when each launch arrived: it waited on the host"
-            )
-    if trace.runs:
-        out.append(
-            f"host outside any op: {_fmt.seconds(_fmt.median(trace.outside_ops_s))} per run, "
-            f"{_fmt.percent(trace.outside_ops_fraction, 1.0)} of wall time (Python between ops)"
-        )
-    if trace.steady_runs[:1] == (1,):
-        out.append(
-            f"run 0 took {trace.first_run_inflation:.1f}x the later runs: set-up, not the "
-            "workload; read runs 1 and later (trace.steady_runs)"
-        )
+    for e in (e for e in events if e.get("ph") == "X" and "ts" in e):
+        name, cat, ts = str(e.get("name", "?")), e.get("cat"), float(e["ts"])
+        marker = name.startswith(RUN_MARKER) and cat != "gpu_user_annotation"
+        kind = "marker" if marker else _CHROME_KINDS.get(cat)
+        thread = (e.get("pid"), e.get("tid"))
+        corr = (e.get("args") or {}).get("correlation", flows.get((*thread, ts)))
+        if kind:
+            end = ts + float(e.get("dur", 0.0))
+            out.append(_Event(name, kind, ts, end, thread, None if corr is None else int(corr)))
     return out
 
 
-def _timeline_html(trace: Any) -> str:
-    """The notebook readout: head line, timeline, findings, the top eight ops as a table."""
-    esc, ops = _html.escape, trace.top_ops(8)
-    rows = [
-        (
-            _short(op.name, 60),
-            op.category,
-            f"{op.calls}",
-            _fmt.seconds(op.total_s),
-            _fmt.percent(op.share, 1.0),
-        )
-        for op in ops
-    ]
-    header = ("op", "category", "calls", "device time", "share")
-    head, busy = _summary_lines(trace)[:2]
-    notes = "<br>".join(esc(line) for line in [busy.strip(), *_findings(trace)])
-    return (
-        f"<div><b>{esc(head)}</b><br>{_timeline_image(trace)}<br>{notes}"
-        + _fmt.html_table(header, rows, hover=[op.name for op in ops])
-        + "<small style='color:var(--jp-ui-font-color2, #666)'>trace.plot() draws the timeline; "
-        "trace.export_chrome_trace(path) opens in Perfetto.</small></div>"
-    )
+def _lanes(events: list[_Event]) -> tuple[list[Interval], list[tuple], str]:
+    """Events -> intervals in seconds from run 0's start, run spans, and the device."""
+    host = [e for e in events if e.kind in ("op", "runtime")]
+    kernels = [e for e in events if e.kind in ("kernel", "memcpy")]
+    markers = sorted((e for e in events if e.kind == "marker"), key=lambda e: e.start)
+    spans = [(m.start, m.end) for m in markers]
+    if not markers and host + kernels:  # no markers: one run over everything, busiest thread
+        spans = [(min(e.start for e in host + kernels), max(e.end for e in host + kernels))]
+    threads = Counter(e.thread for e in [e for e in host if e.kind == "op"] or host)
+    thread = markers[0].thread if markers else next(iter(threads.most_common(1)), (None,))[0]
+
+    def run_of(t: float) -> int | None:
+        return next((r for r, (a, b) in enumerate(spans) if a <= t <= b), None)
+
+    def sec(t: float) -> float:
+        return (t - spans[0][0]) * 1e-6
+
+    # kernels inside a run, not the profiler's set-up kernel: CPU work stays CPU work
+    device = "cuda" if any(run_of(k.start) is not None for k in kernels) else "cpu"
+    rows, nesting = [], _nesting(host)
+    for e in (e for e in host if run_of(e.start) is not None):
+        span, r = (e.name, sec(e.start), sec(e.end)), run_of(e.start)
+        top, does_work = nesting[id(e)]
+        category = "runtime" if e.kind == "runtime" else profiler_category(e.name)
+        if e.kind == "runtime" and e.correlation is not None:  # to time launch -> kernel
+            rows.append(Interval(*span, "launch", "runtime", r, e.correlation))
+        if top and e.thread == thread:
+            rows.append(Interval(*span, "host", category, r))
+        if device == "cpu" and does_work and e.kind == "op":
+            rows.append(Interval(*span, "device", category, r))
+    launched = {e.correlation: e.start for e in host if e.kind == "runtime"}
+    for k in kernels if device == "cuda" else ():
+        r = run_of(launched.get(k.correlation, k.start))  # the run that launched it
+        if r is not None:
+            category = "memcpy" if k.kind == "memcpy" else _kernel_category(k.name)
+            rows.append(
+                Interval(k.name, sec(k.start), sec(k.end), "device", category, r, k.correlation)
+            )
+    rows.sort(key=lambda i: (i.start_s, -i.end_s))
+    return rows, [(sec(a), sec(b)) for a, b in spans], device
 
 
-def _short(name: str, n: int = 18) -> str:
-    """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
-    if name.startswith(COMPILED_GRAPH):
-        name = "compiled graph"
-    name = name.replace("aten::", "")
-    if len(name) > n and ("<" in name or "(" in name):
-        bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
-        bare = bare.split("::")[-1] or name
-        # Room to spare: name the functor too (CUDAFunctor_add, MulFunctor, sum_functor).
-        functors = re.findall(r"\w*(?:Functor|functor)\w*", name)
-        with_functor = f"{bare}<{functors[-1]}>" if functors else bare
-        name = with_functor if len(with_functor) <= n else bare
-    return name if len(name) <= n else name[: n - 1] + "…"
+def _kernel_category(name: str) -> str:
+    """Op family of a CUDA kernel from its (mangled or demangled) name."""
+    return next((c for c, words in _KERNEL_WORDS if re.search(words, name.lower())), "other")
 
 
-#: A gap is blamed on dispatch when the host lane was inside an op for at least this
-#: fraction of it; otherwise the host was running Python between ops.
-DISPATCH_BLAME_FRACTION = 0.5
-#: Run 0 is "inflated" when it took this many times the median of the later runs: it paid
-#: set-up (the profiler's, first launches), not the workload.
-FIRST_RUN_INFLATED = 1.5
-#: A kernel that sat this long behind earlier work shows the host ran ahead of the GPU;
-#: below it, the wait is launch jitter.
-RAN_AHEAD_MIN_S = 10e-6
+def _nesting(events: list[_Event]) -> dict[int, tuple[bool, bool]]:
+    """For each event: (top level on its thread, does the work), by time containment."""
+    out: dict[int, tuple[bool, bool]] = {}
+    by_thread: dict[Any, list[_Event]] = {}
+    for e in sorted(events, key=lambda e: (e.start, -e.end)):
+        by_thread.setdefault(e.thread, []).append(e)
+    for evs in by_thread.values():
+        wrappers: set[int] = set()  # ops that enclose an op of a compute family: they wrap it
+        for e, around in _enclosing(evs):
+            if profiler_category(e.name) in _COMPUTE or e.name.startswith(COMPILED_GRAPH):
+                # an op with a FLOP formula of its own (an LSTM layer) is the work, even when it
+                # encloses a helper op (its bias add): only true wrappers hand their time down
+                wrappers.update(id(a) for a in around if not has_matmul_formula(a.name))
+        working: set[int] = set()
+        for e, around in _enclosing(evs):
+            work = e.name.startswith(COMPILED_GRAPH) or (
+                id(e) not in wrappers and e.name.startswith("aten::") and not moves_no_data(e.name)
+            )
+            if work and not any(id(a) in working for a in around):
+                working.add(id(e))
+            out[id(e)] = (not around, id(e) in working)
+    return out
 
-#: The traces shipped with brrrlib, recorded on an H100 (the folder's README says what each is).
-_RECORDED = Path(__file__).parent / "recordings" / "h100-2026-11-22"
+
+def _enclosing(evs: list[_Event]) -> Iterable[tuple[_Event, tuple[_Event, ...]]]:
+    """Each event (sorted by start) with the events that enclose it."""
+    stack: list[_Event] = []
+    for e in evs:
+        while stack and e.start >= stack[-1].end:
+            stack.pop()
+        yield e, tuple(stack)
+        stack.append(e)
+
+
+# ------------------------------------------------------------------ results
 
 
 @dataclass(frozen=True)
@@ -646,7 +380,6 @@ class Trace:
     device_name: str = ""
     recorded_on: str = ""  # where and when a shipped recording was made; "" when profiled here
 
-    # -- lanes
     @property
     def host(self) -> tuple[Interval, ...]:
         """Host-lane intervals, by start time."""
@@ -657,7 +390,6 @@ class Trace:
         """Device-lane intervals, by start time."""
         return tuple(i for i in self.intervals if i.lane == "device")
 
-    # -- time
     @property
     def wall_s(self) -> tuple[float, ...]:
         """Wall time of each recorded run in seconds (profiler on, so a little slower)."""
@@ -682,45 +414,35 @@ class Trace:
 
     def busy_s(self, run: int | None = None) -> float:
         """Seconds the device lane was busy (union of its intervals) in ``run`` or all runs."""
-        return sum(
-            _union_length(_clip(self._lane_in("device", r), *self.runs[r]))
-            for r in self._run_ids(run)
-        )
+        return sum(_union_length(self._lane("device", r)) for r in self._run_ids(run))
 
     @property
     def busy_fraction(self) -> float:
         """Device busy time over wall time, all runs pooled: 1.0 means never idle."""
-        total = sum(self.wall_s)
-        return self.busy_s() / total if total > 0 else 0.0
+        return _share(self.busy_s(), sum(self.wall_s))
 
     @property
     def busy_fraction_per_run(self) -> tuple[float, ...]:
         """``busy_fraction`` of each run separately."""
-        return tuple(self.busy_s(r) / w if w > 0 else 0.0 for r, w in enumerate(self.wall_s))
+        return tuple(_share(self.busy_s(r), w) for r, w in enumerate(self.wall_s))
 
     @property
     def outside_ops_s(self) -> tuple[float, ...]:
         """Per run, host seconds outside any op (Python between ops; profiler bookkeeping too)."""
-        return tuple(
-            (end - start) - _union_length(_clip(self._lane_in("host", r), start, end))
-            for r, (start, end) in enumerate(self.runs)
-        )
+        return tuple(w - _union_length(self._lane("host", r)) for r, w in enumerate(self.wall_s))
 
     @property
     def outside_ops_fraction(self) -> float:
         """``outside_ops_s`` over wall time, all runs pooled."""
-        total = sum(self.wall_s)
-        return sum(self.outside_ops_s) / total if total > 0 else 0.0
+        return _share(sum(self.outside_ops_s), sum(self.wall_s))
 
     @property
     def gaps(self) -> tuple[Gap, ...]:
         """Every idle stretch of the device lane inside a run, with its cause."""
         out: list[Gap] = []
         for r, (start, end) in enumerate(self.runs):
-            busy = _merge(_clip(self._lane_in("device", r), start, end))
-            host_busy = _merge(_clip(self._lane_in("host", r), start, end))
-            cursor = start
-            for b0, b1 in [*busy, (end, end)]:
+            host_busy, cursor = _merge(self._lane("host", r)), start
+            for b0, b1 in [*_merge(self._lane("device", r)), (end, end)]:
                 if b0 > cursor:
                     covered = _overlap(host_busy, cursor, b0) / (b0 - cursor)
                     cause = "dispatch" if covered >= DISPATCH_BLAME_FRACTION else "python"
@@ -743,20 +465,17 @@ class Trace:
             row[1] += 1
             row[2] += i.duration_s
         total = sum(r[2] for r in acc.values()) or 1.0
-        rows = [OpTime(k, c, n_, t, t / total) for k, (c, n_, t) in acc.items()]
-        rows.sort(key=lambda r: -r.total_s)
+        rows = sorted(
+            (OpTime(k, c, n_, t, t / total) for k, (c, n_, t) in acc.items()),
+            key=lambda r: -r.total_s,
+        )
         return tuple(rows[:n])
 
-    # -- launches (CUDA)
     def _launched(self) -> list[tuple[float, Interval]]:
         """(launch call start, kernel) for every kernel matched to its launch."""
-        launches = {
-            i.correlation: i.start_s
-            for i in self.intervals
-            if i.lane == "launch" and i.correlation is not None
-        }
+        launches = {i.correlation: i.start_s for i in self.intervals if i.lane == "launch"}
         return [
-            (launches[i.correlation], i) for i in self.device_intervals if i.correlation in launches
+            (launches[k.correlation], k) for k in self.device_intervals if k.correlation in launches
         ]
 
     @property
@@ -776,80 +495,198 @@ class Trace:
         return max(self.queued_s, default=0.0) >= RAN_AHEAD_MIN_S
 
     def _run_ids(self, run: int | None) -> range:
-        if run is None:
-            return range(len(self.runs))
-        if not 0 <= run < len(self.runs):
+        if run is not None and not 0 <= run < len(self.runs):
             raise ValueError(f"run={run} is out of range: this trace has {len(self.runs)} runs")
-        return range(run, run + 1)
+        return range(len(self.runs)) if run is None else range(run, run + 1)
 
-    def _lane_in(self, lane: str, run: int) -> list[Interval]:
-        return [i for i in self.intervals if i.lane == lane and i.run == run]
+    def _lane(self, lane: str, run: int) -> list[tuple[float, float]]:
+        """The lane's intervals in ``run``, clipped to the run's span."""
+        start, end = self.runs[run]
+        spans = (
+            (max(i.start_s, start), min(i.end_s, end))
+            for i in self.intervals
+            if i.lane == lane and i.run == run
+        )
+        return [(a, b) for a, b in spans if b > a]
 
-    # -- building and writing
     @classmethod
     def from_chrome_trace(
         cls, source: str | os.PathLike | Mapping | Sequence, *, label: str | None = None
     ) -> Trace:
-        """Parse a chrome trace (a path, a JSON dict, or an event list); no run markers: one run."""
-        events, raw_text, meta = _load_chrome(source)
-        rows, runs, device = _parse_chrome(events)
-        return cls(tuple(rows), tuple(runs), device, label, raw_text, _chrome_device_name(meta))
+        """Read a chrome trace (a path, a JSON dict, or an event list); no run markers: one run."""
+        text = Path(source).read_text() if isinstance(source, (str, os.PathLike)) else ""
+        data = json.loads(text) if text else source
+        events = data.get("traceEvents", []) if isinstance(data, Mapping) else data
+        if not isinstance(events, (list, tuple)):
+            raise TypeError(
+                "source must be a chrome-trace path, a dict with 'traceEvents', or a list of "
+                f"events; got {type(source).__name__}"
+            )
+        props = (data.get("deviceProperties") if isinstance(data, Mapping) else None) or [{}]
+        rows, runs, device = _lanes(_chrome_events(list(events)))
+        text = text or json.dumps({"traceEvents": list(events)})
+        return cls(tuple(rows), tuple(runs), device, label, text, str(props[0].get("name", "")))
 
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
-        path = Path(path)
         tid = {"host": 1, "device": 2, "launch": 1}
         events = [
-            {
-                "ph": "X",
-                "name": i.name,
-                "cat": i.category,
-                "pid": 0,
-                "tid": tid[i.lane],
-                "ts": i.start_s * 1e6,
-                "dur": i.duration_s * 1e6,
-            }
+            {"ph": "X", "name": i.name, "cat": i.category, "pid": 0, "tid": tid[i.lane]}
+            | {"ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
             for i in self.intervals
         ]
+        path = Path(path)
         path.write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
         return path
 
-    # -- reading (drawn and worded by brrrlib._timeline)
     def plot(self, ax=None, *, run: int | None = None):
         """Draw host lane over device lane for ``run`` (default: all runs); returns the Axes."""
-        return _timeline_plot(self, ax, runs=list(self._run_ids(run)))
+        return _timeline_plot(self, ax, list(self._run_ids(run)))
 
-    def summary(self) -> str:
-        """A few lines: runs and wall time, device busy, launches, time outside ops, top ops."""
-        return "\n".join(_summary_lines(self))
+    def _table(self) -> tuple[str, list[list[str]]]:
+        """The head line of numbers and the top eight ops by device time."""
+        idle, wall = self.idle_by_cause(), sum(self.wall_s)
+        on = ", ".join(filter(None, [self.device, self.recorded_on or self.device_name]))
+        head = [
+            f"{self.label or 'trace'} on {on}: {len(self.runs)} runs, "
+            f"median {_fmt.seconds(self.median_wall_s) if self.runs else '-'}",
+            f"device busy {_fmt.percent(self.busy_s(), wall)}",
+            *(f"idle {k} {_fmt.percent(v, wall)}" for k, v in sorted(idle.items())),
+            f"outside ops {_fmt.percent(self.outside_ops_fraction, 1.0)}",
+        ]
+        if self.launch_delays_s:
+            head.append(f"max queued {_fmt.seconds(max(self.queued_s))}")
+        if self.steady_runs[:1] == (1,):
+            head.append(f"run 0 {_fmt.times(self.first_run_inflation)}")
+        return "; ".join(head), [
+            [
+                _short(o.name, 60),
+                o.category,
+                f"{o.calls}",
+                _fmt.seconds(o.total_s),
+                f"{o.share:.0%}",
+            ]
+            for o in self.top_ops(8)
+        ]
 
     def __repr__(self) -> str:
-        return self.summary()
+        head, rows = self._table()
+        return head + "\n" + _fmt.text_table(_OP_HEADER, rows, align="llrrr")
 
     def _repr_html_(self) -> str:
-        return _timeline_html(self)
+        head, rows = self._table()
+        return _fmt.html_table(_OP_HEADER, rows, caption=head, align="llrrr")
 
 
-# ----------------------------------------------------------------------------- capture
+_OP_HEADER = ("op", "category", "calls", "device time", "share")
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+# ------------------------------------------------------------------ drawing a timeline
+
+
+def _timeline_plot(trace: Trace, ax, runs: list[int]):
+    """Draw ``runs`` of ``trace`` on ``ax`` (a new figure when None); return the Axes."""
+    from matplotlib.patches import Rectangle
+
+    created = ax is None
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(10, 2.8))
+    t0, t1 = (trace.runs[runs[0]][0], trace.runs[runs[-1]][1]) if runs else (0.0, 1.0)
+    span = max(t1 - t0, 1e-9)
+    scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
+    lanes = {"host": 1.0, "device": 0.0}
+    for i in (i for i in trace.intervals if i.lane in lanes and i.run in runs):
+        x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
+        color = COLORS.get(i.category, "tab:gray")
+        ax.broken_barh(
+            [(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", linewidth=0.3
+        )
+        if w > 0.007 * len(_short(i.name)) * span * scale:  # label only where it fits
+            ax.text(
+                x + w / 2, y, _short(i.name), ha="center", va="center", fontsize=7, clip_on=True
+            )
+    for g in (g for g in trace.gaps if g.run in runs):  # device idle, hatched
+        ax.broken_barh(
+            [((g.start_s - t0) * scale, g.duration_s * scale)],
+            (-0.35, 0.7),
+            facecolors="none",
+            edgecolors="tab:red",
+            hatch="////",
+            linewidth=0.0,
+            alpha=0.5,
+        )
+    for r in runs[1:]:
+        ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
+    ax.set_yticks([0.0, 1.0])
+    what = "GPU kernels" if trace.device == "cuda" else "CPU op bodies"
+    ax.set_yticklabels([f"device\n({what})", "host\n(dispatched ops)"])
+    ax.set(ylim=(-0.6, 1.6), xlim=(0, span * scale), xlabel=f"time since run start ({unit})")
+    title = trace.label or "trace"
+    title += f" (recorded: {trace.recorded_on})" if trace.recorded_on else ""
+    busy = sum(trace.busy_s(r) for r in runs) / max(sum(trace.wall_s[r] for r in runs), 1e-12)
+    which = f" in run {runs[0]}" if len(runs) == 1 else ""
+    ax.set_title(f"{title}: device busy {busy:.0%}{which} (hatched = device idle)", loc="left")
+    used = sorted({i.category for i in trace.intervals if i.lane in lanes})
+    if used:
+        handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
+        ax.legend(
+            handles,
+            used,
+            loc="lower right",
+            bbox_to_anchor=(1.0, 1.0),
+            fontsize=7,
+            ncol=len(used),
+            frameon=False,
+        )
+    if created:
+        ax.figure.tight_layout()
+    return ax
+
+
+def _short(name: str, n: int = 18) -> str:
+    """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
+    name = "compiled graph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
+    if len(name) > n and ("<" in name or "(" in name):
+        bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
+        bare = bare.split("::")[-1] or name
+        # room to spare: name the functor too (CUDAFunctor_add, MulFunctor, sum_functor)
+        functors = re.findall(r"\w*(?:Functor|functor)\w*", name)
+        with_functor = f"{bare}<{functors[-1]}>" if functors else bare
+        name = with_functor if len(with_functor) <= n else bare
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+# ------------------------------------------------------------------ capture
 
 
 def profile(
     fn: Callable, *args, runs: int = 3, warmup: int = 1, label: str | None = None, **kwargs
 ) -> Trace:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``."""
+    import torch
+
     _check(fn, runs, warmup)
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        with quiet_profiler():
-            prof.export_chrome_trace(str(path))
-        trace = Trace.from_chrome_trace(path, label=label or getattr(fn, "__name__", None))
-    if not trace.device_intervals and all(i.category == "runtime" for i in trace.host):
+    rows, spans, device = _lanes(_profiler_events(prof))
+    host = [i for i in rows if i.lane == "host"]
+    if not any(i.lane == "device" for i in rows) and all(i.category == "runtime" for i in host):
         raise ValueError(
             f"fn={getattr(fn, '__name__', fn)!r} ran no torch operators: the trace is empty. "
             "Profile a function that does tensor work (and call it, don't pass its result)."
         )
-    return trace
+    with tempfile.TemporaryDirectory() as tmp, quiet_profiler():
+        prof.export_chrome_trace(f"{tmp}/trace.json")  # the API has no whole trace for Perfetto
+        text = Path(f"{tmp}/trace.json").read_text()
+    name = torch.cuda.get_device_name() if device == "cuda" else ""
+    return Trace(
+        tuple(rows), tuple(spans), device, label or getattr(fn, "__name__", None), text, name
+    )
 
 
 def _check(fn: Any, runs: Any, warmup: Any) -> None:
@@ -868,56 +705,29 @@ def time_by_category(
     import torch
 
     _check(fn, runs, warmup)
-    prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
-    use_device = torch.cuda.is_available()
-    samples = [_category_seconds(events, use_device) for events in _runs_of(prof.events(), runs)]
-    on_device = use_device and all(sum(device.values()) > 0 for _, device in samples)
-    chosen = [device if on_device else cpu for cpu, device in samples]
+    events = _record(fn, args, kwargs, runs=runs, warmup=warmup).events()
+    use_device, on_cpu = torch.cuda.is_available(), torch.autograd.DeviceType.CPU
+    spans = {
+        int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name.startswith(RUN_MARKER) and e.device_type == on_cpu
+    }
+    # per run and category: [CPU self s, device self s]; a kernel counts under its op's row
+    samples = [{c: [0.0, 0.0] for c in CATEGORIES} for _ in range(runs)]
+    for e in events:  # the markers and the profiler's memory rows ("[memory]") aside
+        r = next((r for r, (a, b) in spans.items() if a <= e.time_range.start <= b), None)
+        if r is None or e.device_type != on_cpu or e.name.startswith(("brrr_", "[")):
+            continue
+        row = samples[r][categorize(e.key)]
+        row[0] += e.self_cpu_time_total * 1e-6
+        row[1] += e.self_device_time_total * 1e-6 if use_device else 0.0
+    on_device = use_device and all(sum(v[1] for v in s.values()) > 0 for s in samples)
     return CategoryTimes(
-        times_s=tuple((c, _fmt.median([s[c] for s in chosen])) for c in CATEGORIES),
+        times_s=tuple((c, _fmt.median([s[c][on_device] for s in samples])) for c in CATEGORIES),
         source="device self time" if on_device else "cpu self time",
         device="cuda" if on_device else "cpu",
         runs=runs,
     )
-
-
-def _runs_of(events: Iterable[Any], runs: int) -> list[list[Any]]:
-    """Profiler events grouped by the run marker whose host-side span holds their start."""
-    import torch
-
-    events = list(events)
-    spans = {
-        int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
-        for e in events
-        if e.name.startswith(RUN_MARKER) and e.device_type == torch.autograd.DeviceType.CPU
-    }
-    out: list[list[Any]] = [[] for _ in range(runs)]
-    for e in events:
-        if e.name.startswith(("brrr_", "[")):  # our markers, the profiler's memory rows
-            continue
-        for r, (start, end) in spans.items():
-            if start <= e.time_range.start <= end:
-                out[r].append(e)
-                break
-    return out
-
-
-def _category_seconds(
-    events: Iterable[Any], use_device: bool
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Sum profiler rows by category: ({category: CPU self s}, {category: device self s})."""
-    import torch
-
-    cpu = dict.fromkeys(CATEGORIES, 0.0)
-    device = dict.fromkeys(CATEGORIES, 0.0)
-    for event in events:
-        if event.device_type != torch.autograd.DeviceType.CPU:  # kernels count under their op
-            continue
-        category = categorize(event.key)
-        cpu[category] += event.self_cpu_time_total * 1e-6
-        if use_device:
-            device[category] += event.self_device_time_total * 1e-6
-    return cpu, device
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
@@ -926,9 +736,6 @@ def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) 
     # while the profiler still splits its time over the ops it calls
     counts = count(fn, *args, **kwargs)
     return dataclasses.replace(counts, times=time_by_category(fn, *args, runs=runs, **kwargs))
-
-
-# ----------------------------------------------------------------------------- recordings
 
 
 def recorded_names() -> tuple[str, ...]:
@@ -949,12 +756,7 @@ def recorded(name: str) -> Trace:
     return dataclasses.replace(trace, recorded_on=on)
 
 
-# ----------------------------------------------------------------------------- interval math
-
-
-def _clip(intervals: Iterable[Interval], start: float, end: float) -> list[tuple[float, float]]:
-    spans = ((max(i.start_s, start), min(i.end_s, end)) for i in intervals)
-    return [(a, b) for a, b in spans if b > a]
+# ------------------------------------------------------------------ interval math
 
 
 def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -975,9 +777,4 @@ def _union_length(spans: Iterable[tuple[float, float]]) -> float:
 def _overlap(merged: list[tuple[float, float]], start: float, end: float) -> float:
     """Length of ``[start, end]`` covered by ``merged`` (sorted, disjoint spans)."""
     i = max(bisect.bisect_right(merged, (start, math.inf)) - 1, 0)
-    total = 0.0
-    for a, b in merged[i:]:
-        if a >= end:
-            break
-        total += max(0.0, min(b, end) - max(a, start))
-    return total
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in merged[i:] if a < end)

@@ -478,6 +478,7 @@ def _counts_of(c: Counts, op: str) -> int:
 
 
 def test_an_op_the_rule_cannot_price_is_a_note_not_an_abort(monkeypatch):
+    # a private seam: every op prices today, so the matmul formula is made to fail
     import brrrlib._aten_ops as aten_ops
 
     def broken(name, *args, **kwargs):
@@ -520,6 +521,7 @@ def test_cuda_attention_kernels_count_grouped_query_heads():
     ):
         c = count(op)  # the CUDA ops themselves, run on meta tensors
         assert _matmul_flops(c) == forward and c.flops_by_precision() == {"bf16": forward}
+    # the CUDA kernels' backward ops cannot run here: their formulas are called directly
     from brrrlib._aten_ops import matmul_flops
 
     grad = torch.empty(b, hq, sq, dv, device="meta")
