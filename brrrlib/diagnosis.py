@@ -33,9 +33,6 @@ SLOW_CALL_S = 0.5
 TIME_LIMIT_S = 45.0
 
 
-# ----------------------------------------------------------------------- (a) floors
-
-
 @dataclass(frozen=True)
 class Floors:
     """The least time each regime's model allows for one call (probe a)."""
@@ -74,27 +71,21 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     # measured rates: one FLOP in the count, tens of instructions on a CPU.
     rates = dict(getattr(ceilings, "special_per_s", {}) or {})
     special = getattr(counts, "special_by_function", dict)() if rates else {}
-    special_s = {}
-    for function, evaluations in special.items():
-        special_s[function] = evaluations / (rates.get(function) or max(rates.values()))
-        other_flops -= evaluations
+    special_s = {f: n / (rates.get(f) or max(rates.values())) for f, n in special.items()}
+    other_flops -= sum(special.values())
     vector = ceilings.vector_flops_per_s
     if str(getattr(ceilings, "vector_method", "")).startswith("eager"):
         vector = max(vector, ceilings.matmul_flops_per_s)
         notes.append("vector ceiling from an eager op: judged at the matmul ceiling")
     split["vector"] = max(0, other_flops) / vector
-    return Floors(
-        compute_s=sum(split.values()) + sum(special_s.values()),
-        memory_s=counts.bytes_moved / _bandwidth(ceilings, _pattern(counts, ceilings)),
-        overhead_s=getattr(counts, "work_ops", counts.ops) * ceilings.op_overhead_s,
-        compute_by_precision_s=split,
-        notes=tuple(notes),
-        special_s=special_s,
-    )
+    compute_s = sum(split.values()) + sum(special_s.values())
+    memory_s = counts.bytes_moved / _bandwidth(ceilings, _pattern(counts, ceilings))
+    overhead_s = getattr(counts, "work_ops", counts.ops) * ceilings.op_overhead_s
+    return Floors(compute_s, memory_s, overhead_s, split, tuple(notes), special_s)
 
 
 def _pattern(counts: Any, ceilings: Any) -> str:
-    """The memory roof: "read" for read-only bytes past the last-level cache, else the (faster) write."""
+    """The memory roof: "read" for read-only bytes past the last-level cache, else "write"."""
     pattern = getattr(counts, "pattern", "write")
     if pattern != "read":
         return pattern
@@ -112,7 +103,7 @@ def _bandwidth(ceilings: Any, pattern: str) -> float:
 
 @dataclass(frozen=True)
 class AboveFloor:
-    """A floor above the measured time: "cache" (at ``level``), "stale ceiling", "cheaper ops" or "unexplained"."""
+    """A floor above the measured time and why: cache, stale ceiling, cheaper ops, unexplained."""
 
     regime: str
     share: float  # the floor over the measured time
@@ -164,8 +155,7 @@ def matmul_now(ceilings: Any) -> float:
     from brrrlib.timing import benchmark
 
     n = int(getattr(ceilings, "matmul_size", 0) or 1024)
-    dev = torch.device(getattr(ceilings, "device", "cpu"))
-    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    a, b = torch.randn(2, n, n, device=getattr(ceilings, "device", "cpu"))
     return 2 * n**3 / benchmark(torch.mm, a, b, budget_s=0.3).median_s
 
 
@@ -222,14 +212,10 @@ def busy_evidence(trace: Any) -> BusyEvidence | None:
     """The device-busy evidence of a trace's steady runs (pure); None without runs."""
     if trace is None or not trace.runs:
         return None
-    steady = trace.steady_runs or range(len(trace.runs))
-    outside = trace.outside_ops_s
+    steady, wall, outside = trace.steady_runs, trace.wall_s, trace.outside_ops_s
     busy = _fmt.median([trace.busy_fraction_per_run[r] for r in steady])
-    outside_share = _fmt.median([outside[r] / trace.wall_s[r] for r in steady]) if outside else 0
-    return BusyEvidence(trace.device, busy, outside_share, max(trace.queued_s, default=0.0))
-
-
-# ----------------------------------------------------------------------- the verdict
+    shares = [outside[r] / wall[r] for r in steady if outside and wall[r] > 0] or [0.0]
+    return BusyEvidence(trace.device, busy, _fmt.median(shares), max(trace.queued_s, default=0.0))
 
 
 @dataclass(frozen=True)
@@ -258,18 +244,16 @@ def verdict(
         scores["overhead"] = max(scores["overhead"], busy.idle)
     regime, runner_up = sorted(REGIMES, key=lambda k: -scores[k])[:2]
     margin = _fmt.ratio(scores[regime], scores[runner_up])
-    flat = batch is not None and batch.flat
+    flat = regime != "overhead" and batch is not None and batch.flat
+    # The time flat while the work doubled, and the device idle or every floor small: the
+    # essay's batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
+    small = (
+        flat and max(shares.values()) < HIGH_SHARE and batch.growth["memory"] >= FOLLOW_TOLERANCE
+    )
     settled_by = ""
-    # Every floor small and the time flat while the work (and its bytes) doubled: the essay's
-    # batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
-    if regime != "overhead" and flat and busy is not None and busy.busy < BUSY_LOW:
+    if flat and busy is not None and busy.busy < BUSY_LOW:
         regime, runner_up, settled_by = "overhead", regime, "idle and flat batch"
-    elif (
-        regime != "overhead"
-        and flat
-        and max(shares.values()) < HIGH_SHARE
-        and batch.growth["memory"] >= FOLLOW_TOLERANCE
-    ):
+    elif small:
         regime, runner_up, settled_by = "overhead", regime, "flat batch"
     elif batch is not None and margin < MEDIUM_MARGIN:
         settles = [r for r in (regime, runner_up) if r in batch.follows]
@@ -277,34 +261,24 @@ def verdict(
             settled_by = "batch"
             if settles[0] == runner_up:
                 regime, runner_up = runner_up, regime
-    against = _against(regime, busy, batch)
-    confidence = _confidence(scores[regime], scores[runner_up], against, settled_by)
-    return Verdict(regime, confidence, scores, runner_up, tuple(against), settled_by)
-
-
-def _against(regime: str, busy: BusyEvidence | None, batch: BatchEvidence | None) -> list:
     against: list[tuple[str, Any]] = []
     if batch is not None and batch.follows and regime not in batch.follows:
         against.append(("batch", " or ".join(r for r in REGIMES if r in batch.follows)))
-    if busy is not None:
-        if regime == "overhead" and busy.busy >= BUSY_HIGH and busy.device == "cuda":
-            against.append(("busy", busy.busy))
-        if regime != "overhead" and busy.busy < BUSY_LOW:
-            against.append(("idle", busy.idle))
-    return against
-
-
-def _confidence(top: float, runner: float, against: list, settled_by: str) -> str:
-    levels = ("low", "medium", "high")
+    gpu_busy = busy is not None and busy.device == "cuda" and busy.busy >= BUSY_HIGH
+    if regime == "overhead" and gpu_busy:
+        against.append(("busy", busy.busy))
+    if busy is not None and regime != "overhead" and busy.busy < BUSY_LOW:
+        against.append(("idle", busy.idle))
+    top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
     if settled_by:  # the batch probe decided: sure only with an idle device besides
-        return levels[(2 if settled_by == "idle and flat batch" else 1) - bool(against)]
-    margin = _fmt.ratio(top, runner)
-    if top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
-        return "high"
-    return "medium" if margin >= MEDIUM_MARGIN and len(against) <= 1 else "low"
+        levels = ("low", "medium", "high")
+        confidence = levels[(2 if settled_by == "idle and flat batch" else 1) - bool(against)]
+    elif top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
+        confidence = "high"
+    else:
+        confidence = "medium" if margin >= MEDIUM_MARGIN and len(against) <= 1 else "low"
+    return Verdict(regime, confidence, scores, runner_up, tuple(against), settled_by)
 
-
-# ----------------------------------------------------------------------- remedies
 
 #: What to do in each regime: the essay's table ("Making Deep Learning Go Brrrr", 2022).
 REMEDIES: Mapping[str, tuple[str, ...]] = {
@@ -320,14 +294,13 @@ REMEDIES: Mapping[str, tuple[str, ...]] = {
         ".contiguous() and recomputation of big intermediates from memory.",
     ),
     "overhead": (
-        "Launch fewer kernels: torch.compile fuses ops into fewer, bigger ones (its wrapper is "
-        "still Python, so on a GPU mode='reduce-overhead' adds CUDA graphs, which replay "
-        "every launch at once), or capture a CUDA graph yourself.",
+        "Launch fewer kernels: torch.compile fuses ops into fewer, bigger ones; its wrapper is "
+        "still Python, so on a GPU mode='reduce-overhead' adds CUDA graphs (every launch "
+        "replayed at once), or capture a CUDA graph yourself.",
         "Do the same work in fewer, larger ops: vectorise Python loops, batch small ops "
-        "(torch._foreach_* handles a list of tensors per launch, as optimizers' foreach=True "
-        "does; fused=True goes further, one kernel), one matmul instead of many.",
-        "Give each op more work: a bigger batch costs almost nothing extra while you are "
-        "overhead-bound.",
+        "(torch._foreach_*, optimizers' foreach=True, or one fused=True kernel), one matmul "
+        "instead of many.",
+        "Give each op more work: a bigger batch costs almost nothing extra while overhead-bound.",
     ),
 }
 
@@ -339,7 +312,7 @@ REUSE_REMEDY = (
 
 
 def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]:
-    """The essay's precision remedies where they hold: never the one in use, nor one no faster here."""
+    """The essay's precision remedies that hold here: not the one in use, nor a slower one."""
     peaks = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     fast_path = getattr(ceilings, "fast_path", lambda p: p in peaks)
     fast = getattr(ceilings, "fast_precision", "fp32")
@@ -351,11 +324,9 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
                 "time here instead of saving it."
             )
         if fast not in ("fp32", used):
-            how = (
-                "torch.set_float32_matmul_precision('high')"
-                if fast == "tf32"
-                else f"torch.autocast('{ceilings.device}', dtype=torch.{_TORCH_DTYPE[fast]})"
-            )
+            how = f"torch.autocast('{ceilings.device}', dtype=torch.{_TORCH_DTYPE.get(fast)})"
+            if fast == "tf32":
+                how = "torch.set_float32_matmul_precision('high')"
             out.append(
                 f"Use the faster units: matmuls in {fast} ({how}) measured "
                 f"{peaks[fast] / peaks[used]:.1f}x the {used} ceiling here."
@@ -369,9 +340,6 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
 
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
-
-
-# ----------------------------------------------------------------------- the result
 
 
 @dataclass(frozen=True)
@@ -411,39 +379,39 @@ class Diagnosis:
         from brrrlib import roofline
 
         c, name = self.counts, self.label or "workload"
-        point = ()
-        if c.flops > 0 and c.bytes_moved > 0:
-            point = (
-                roofline.RooflinePoint(name, c.flops, c.bytes_moved, self.seconds, self.precision),
-            )
-        return roofline.plot(self.ceilings, point, ax=ax, title=name)
+        point = (name, c.flops, c.bytes_moved, self.seconds, self.precision)
+        points = (roofline.RooflinePoint(*point),) if c.flops > 0 and c.bytes_moved > 0 else ()
+        return roofline.plot(self.ceilings, points, ax=ax, title=name)
 
-    def _headline(self) -> str:
-        return (
-            f"{self.label + ': ' if self.label else ''}{self.regime.upper()}-bound ({self.confidence} "
-            f"confidence{', settled by ' + self.verdict.settled_by if self.verdict.settled_by else ''})"
-            f": {_fmt.seconds(self.seconds)} per call (IQR {self.timing.relative_iqr:.0%}) on "
-            f"{self.timing.device}"
+    def _page(self) -> tuple[str, list, list[str]]:
+        """The headline, the evidence table's rows, then floors above the time, notes, remedies."""
+        v, t = self.verdict, self.timing
+        by = f", settled by {v.settled_by}" if v.settled_by else ""
+        head = (
+            f"{self.label or 'workload'}: {self.regime.upper()}-bound ({self.confidence} confidence"
+            f"{by}): {_fmt.seconds(self.seconds)} per call (IQR {t.relative_iqr:.0%}) on {t.device}"
         )
+        lines = [*map(str, self.above), *(f"note: {n}" for n in self.notes), "what to do:"]
+        return head, _rows(self), lines + [f"  - {r}" for r in self.remedies]
 
     def __str__(self) -> str:
-        lines = [self._headline(), _fmt.text_table(_HEADER, _rows(self))]
-        lines += [*map(str, self.above), *(f"note: {n}" for n in self.notes), "what to do:"]
-        return "\n".join(lines + [f"  - {r}" for r in self.remedies])
+        head, rows, lines = self._page()
+        return "\n".join([head, _fmt.text_table(_HEADER, rows), *lines])
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        items = [*map(str, self.above), *(f"note: {n}" for n in self.notes)]
+        from matplotlib.figure import Figure  # pyplot-free: no stray plots
+
+        head, rows, lines = self._page()
+        fig = Figure(figsize=(5.0, 3.4), dpi=90)
+        self.plot(ax=fig.add_subplot())
+        img = _fmt.figure_img(fig, f"Roofline of {self.ceilings.device_name}: {head}", "480px")
         return (
-            f"<div><h3 style='margin:0'>{escape(self._headline())}</h3>{_roofline_img(self)}"
-            + _fmt.html_table(_HEADER, _rows(self), tags={3: "b"})
-            + "<ul>"
-            + "".join(f"<li>{escape(i)}</li>" for i in items)
-            + "</ul>"
-            + "<p><b>What to do:</b></p><ul>"
-            + "".join(f"<li>{escape(r)}</li>" for r in self.remedies)
-            + "</ul></div>"
+            f"<div><h3 style='margin:0'>{escape(head)}</h3>{img}"
+            + _fmt.html_table(_HEADER, rows, tags={3: "b"})
+            + "".join(f"<p style='margin:0'>{escape(line)}</p>" for line in lines)
+            + "</div>"
         )
 
 
@@ -491,19 +459,6 @@ def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _roofline_img(d: Diagnosis) -> str:
-    """The roofline as an inline PNG, drawn on a pyplot-free Figure (no stray plots)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.0, 3.4), dpi=90)
-    d.plot(ax=fig.add_subplot())
-    alt = f"Roofline of {d.ceilings.device_name} with {d.label or 'the workload'}"
-    return _fmt.figure_img(fig, alt, "480px")
-
-
-# ----------------------------------------------------------------------- diagnose
-
-
 def diagnose(
     fn: Callable,
     *args,
@@ -517,19 +472,23 @@ def diagnose(
     **kwargs,
 ) -> Diagnosis:
     """Measure ``fn(*args, **kwargs)`` and name its regime, with evidence and remedies."""
+    import torch
+
     from brrrlib import machine, timing
     from brrrlib import trace as trace_mod
 
-    _check_arguments(fn, ceilings, budget_s)
-    _check_one_device(fn, args, kwargs)
+    _check(fn, args, kwargs, ceilings, budget_s)
     label = label or _name_of(fn)
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
     say("counting FLOPs, bytes and ops (bl.count)")
     counts, call_s = _count(fn, args, kwargs, label)
     plan = _plan(call_s, batch_probe, trace, time_limit_s)
-    notes = _train_mode_notes(fn) + [plan.note] * plan.slow
+    notes = [plan.note] * plan.slow
     if plan.slow:
         say.say(plan.note)
+    if isinstance(fn, torch.nn.Module) and fn.training:
+        if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in fn.modules()):
+            notes.append("training mode with dropout (new masks each call): model.eval() first")
 
     def timed():
         say("timing (bl.benchmark)")
@@ -539,7 +498,7 @@ def diagnose(
 
     # a slow call's timing is the first side of its batch probe's rounds
     main = None if plan.slow and batch_probe else timed()
-    ceilings = _ceilings_for(str(machine.of(args, kwargs)), ceilings, say, progress)
+    ceilings = _ceilings_for(machine.of(args, kwargs), ceilings, say, progress)
     comparison = batch_counts = None
     if batch_probe:
         say("batch probe: the call against its doubled batch (bl.compare)")
@@ -641,53 +600,31 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
     )
 
 
-def _check_arguments(fn, ceilings, budget_s) -> None:
+def _check(fn, args, kwargs, ceilings, budget_s) -> None:
+    """Refuse what cannot be diagnosed before measuring anything."""
+    import torch
+
     if not callable(fn):
         raise TypeError(
             f"fn must be callable (a function or nn.Module), got {type(fn).__name__}: "
             "bl.diagnose(model, x), not bl.diagnose(model(x))"
         )
-    needed = ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s", "device")
-    if ceilings is not None and not all(hasattr(ceilings, a) for a in (*needed, "op_overhead_s")):
-        raise TypeError(
-            f"ceilings must be measured Ceilings (bl.measure_ceilings()), got "
-            f"{type(ceilings).__name__}"
-        )
+    if ceilings is not None and not hasattr(ceilings, "op_overhead_s"):  # a spec sheet has none
+        raise TypeError(f"ceilings must be bl.measure_ceilings(), got {type(ceilings).__name__}")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0:
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
-
-
-def _check_one_device(fn, args, kwargs) -> None:
-    """A workload whose tensors sit on two devices cannot run: say so before measuring."""
-    import torch
-
     found = {str(t.device) for t in _tensors((args, kwargs))}
     if isinstance(fn, torch.nn.Module):
         found |= {str(p.device) for p in fn.parameters()}
     if len({torch.device(d).type for d in found}) > 1:
-        raise ValueError(
-            f"fn's tensors and parameters are on {', '.join(sorted(found))}: an op needs its "
-            "inputs on one device"
-        )
+        where = ", ".join(sorted(found))
+        raise ValueError(f"fn's tensors are on {where}: an op needs its inputs on one device")
 
 
-def _train_mode_notes(fn) -> list[str]:
-    import torch
-
-    dropout = torch.nn.modules.dropout._DropoutNd
-    if isinstance(fn, torch.nn.Module) and fn.training:
-        if any(isinstance(m, dropout) for m in fn.modules()):
-            return ["training mode with dropout (new masks each call): model.eval() for inference"]
-    return []
-
-
-def _ceilings_for(device: str, ceilings: Any, say: Any, progress: bool) -> Any:
+def _ceilings_for(dev: Any, ceilings: Any, say: Any, progress: bool) -> Any:
     """The given ceilings (checked to be of the workload's device), else this device's."""
-    import torch
-
     from brrrlib.ceilings import measure_ceilings
 
-    dev = torch.device(device)
     if ceilings is None:
         say(f"ceilings of {dev} (bl.measure_ceilings; cached after the first time)")
         return measure_ceilings(dev, progress=progress)
@@ -711,10 +648,11 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
         if doubled is None:
             notes.append("batch probe skipped: no tensor argument has a batch dimension")
             return None, None
-        batch_counts = counting.count(fn, *doubled[0], **doubled[1])
+        args2, kwargs2 = doubled
+        batch_counts = counting.count(fn, *args2, **kwargs2)
         comparison = compare(
             functools.partial(fn, *args, **kwargs),
-            functools.partial(fn, *doubled[0], **doubled[1]),
+            functools.partial(fn, *args2, **kwargs2),
             budget_s=1e-6 if slow else budget_s,
             min_rounds=rounds,
             labels=("batch", "batch x2"),
@@ -722,15 +660,12 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
             warmup_s=0.0 if slow else 0.05,
         )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
-        why = f"batch probe skipped: {type(err).__name__}: {_fmt.error_line(err)}"
+        fix = "pass weights inside fn (a closure), not as arguments"
         if machine.is_out_of_memory(err):
             machine.release_cached_memory()
-            size = _fmt.binary_bytes(_tensor_bytes(doubled))
-            notes.append(f"{why}; doubled inputs {size}; cached memory released")
-        else:
-            notes.append(
-                f"{why}; pass weights inside fn (a closure or nn.Module), not as arguments"
-            )
+            size = sum(t.numel() * t.element_size() for t in _tensors(doubled))
+            fix = f"doubled inputs {_fmt.binary_bytes(size)}; cached memory released"
+        notes.append(f"batch probe skipped: {type(err).__name__}: {_fmt.error_line(err)}; {fix}")
         return None, None
     return comparison, batch_counts
 
@@ -741,11 +676,6 @@ def _tensors(tree: Any) -> list:
     from torch.utils._pytree import tree_leaves
 
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
-
-
-def _tensor_bytes(tree: Any) -> int:
-    """Bytes of every tensor in nested tuples, lists and dicts."""
-    return sum(t.numel() * t.element_size() for t in _tensors(tree))
 
 
 def double_batch(args: tuple, kwargs: dict):
