@@ -391,8 +391,8 @@ class Diagnosis:
             f"{self.label or 'workload'}: {self.regime.upper()}-bound ({self.confidence} confidence"
             f"{by}): {_fmt.seconds(self.seconds)} per call (IQR {t.relative_iqr:.0%}) on {t.device}"
         )
-        lines = [*map(str, self.above), *(f"note: {n}" for n in self.notes), "what to do:"]
-        return head, _rows(self), lines + [f"  - {r}" for r in self.remedies]
+        lines = [*(f"  {a}" for a in self.above), *(f"  note: {n}" for n in self.notes)]
+        return head, _rows(self), [*lines, "  what to do:", *(f"    - {r}" for r in self.remedies)]
 
     def __str__(self) -> str:
         head, rows, lines = self._page()
