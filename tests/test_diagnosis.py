@@ -411,7 +411,7 @@ def test_reprs(shared_ceilings):
         )
     text, page = str(d), d._repr_html_()
     headline = text.splitlines()[0]
-    assert d.regime.upper() in headline and d.confidence in headline and headline in page
+    assert d.regime.upper() in headline and d.confidence in headline and escape(headline) in page
     assert d.remedies and all(r in text and escape(r) in page for r in d.remedies)
     assert "data:image/png;base64," in page
     # one table in both: a header, then a row per probe (three floors at least)
