@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+from html import escape
 from types import SimpleNamespace
 
 import _fakes
@@ -13,7 +15,16 @@ import brrrlib as bl
 from brrrlib import _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.counting import Counts, OpCount
-from brrrlib.diagnosis import REMEDIES, Diagnosis, _weigh, busy_evidence, floors
+from brrrlib.diagnosis import (
+    REMEDIES,
+    Diagnosis,
+    batch_evidence,
+    busy_evidence,
+    double_batch,
+    floors,
+    precision_remedies,
+    verdict,
+)
 from brrrlib.timing import Comparison, Timing
 from brrrlib.trace import Interval, Trace
 
@@ -48,16 +59,14 @@ def _busy_trace(busy_fraction, device="cuda", runs=1):
     return Trace(ivs, tuple((r * 1e-3, (r + 1) * 1e-3) for r in range(runs)), device)
 
 
-def _rows(d):
-    from brrrlib.diagnosis import rows
-
-    return rows(d)
+def _shares(counts, seconds, ceilings):
+    return floors(counts, ceilings).shares(seconds)
 
 
-def _reason(d):
-    from brrrlib.diagnosis import reason
-
-    return reason(d)
+def _verdict(counts, seconds, ceilings, trace=None, doubled=None, comparison=None):
+    """The verdict bl.diagnose weighs from these measurements: floors, busy device, batch x2."""
+    batch = batch_evidence(counts, doubled, comparison) if doubled is not None else None
+    return verdict(_shares(counts, seconds, ceilings), busy_evidence(trace), batch)
 
 
 def test_an_exp_bound_softmax_reads_compute_and_a_fast_exp_reads_memory():
@@ -65,20 +74,18 @@ def test_an_exp_bound_softmax_reads_compute_and_a_fast_exp_reads_memory():
     n = 8 * 2**20
     c = _counts(("aten::_softmax", "normalization", 1, 5 * n, 8 * n, "fp32", n, "exp"))
     slow_exp = dataclasses.replace(CEIL, special_per_s={"exp": 0.5e9, "tanh": 0.3e9})
-    d = _weigh(c, _timing(20e-3), slow_exp)
-    assert d.floors.special_s == {"exp": pytest.approx(n / 0.5e9)}  # 16.8 ms of the 20
-    assert d.regime == "compute" and d.shares["compute"] > 0.8 > 2 * d.shares["memory"]
+    assert floors(c, slow_exp).special_s == {"exp": pytest.approx(n / 0.5e9)}  # 16.8 ms of 20
+    shares = _shares(c, 20e-3, slow_exp)
+    assert _verdict(c, 20e-3, slow_exp).regime == "compute"
+    assert shares["compute"] > 0.8 > 2 * shares["memory"]
     fast_exp = dataclasses.replace(CEIL, special_per_s={"exp": 50e9})
-    d = _weigh(c, _timing(20e-3), fast_exp)
-    assert d.regime == "memory" and d.shares["memory"] == pytest.approx(8 * n / 10e9 / 20e-3)
+    assert _verdict(c, 20e-3, fast_exp).regime == "memory"
+    assert _shares(c, 20e-3, fast_exp)["memory"] == pytest.approx(8 * n / 10e9 / 20e-3)
     # ceilings without special-function rates (an older report) count the exp as one FLOP
-    assert _weigh(c, _timing(20e-3), CEIL).floors.special_s == {}
+    assert floors(c, CEIL).special_s == {}
 
 
 def test_precision_remedies_follow_what_this_device_runs_fast():
-    from brrrlib.diagnosis import precision_remedies
-
-    mm = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))  # fp32, compute-bound
     mm16 = _counts(("aten::mm", "matmul", 1, 10**9, 10**6, "bf16"))
     avx2 = dataclasses.replace(CEIL, matmul_flops_per_s_by_dtype={"bf16": 10e9})  # no fast path
     fast = dataclasses.replace(CEIL, matmul_flops_per_s_by_dtype={"bf16": 400e9})
@@ -89,9 +96,8 @@ def test_precision_remedies_follow_what_this_device_runs_fast():
     assert precision_remedies("compute", "bf16", fast) == ()
     (back,) = precision_remedies("compute", "bf16", avx2)
     assert "fp32" in back and "bf16" in back
-    d = _weigh(mm16, _timing(0.12), avx2)  # 1 GFLOP at the 10 GFLOP/s bf16 roof: 83%
-    assert d.regime == "compute" and d.remedies[0] == back
-    assert not any("autocast" in r for r in _weigh(mm, _timing(0.012), avx2).remedies)
+    # 1 GFLOP at the 10 GFLOP/s bf16 roof in 0.12 s: 83%, compute-bound, so the fp32 remedy
+    assert _verdict(mm16, 0.12, avx2).regime == "compute"
     # memory-bound: fewer bytes per number, unless already 16-bit or 16-bit is slow here
     assert precision_remedies("memory", "fp32", fast) and not precision_remedies(
         "memory", "bf16", fast
@@ -99,147 +105,125 @@ def test_precision_remedies_follow_what_this_device_runs_fast():
     assert precision_remedies("memory", "fp32", avx2) == ()
 
 
-def test_weigh_compute():
+def test_verdict_compute():
     # 1 GFLOP of matmul in 20 ms: the matmul floor is 10 ms (50%); 12 MB need 1.2 ms (6%)
     c = _counts(("aten::mm", "matmul", 1, 10**9, 12 * 10**6))
-    d = _weigh(c, _timing(0.02), CEIL)
-    assert d.regime == "compute"
-    assert d.shares["compute"] == pytest.approx(0.5)
-    assert d.shares["memory"] == pytest.approx(0.06)
-    assert d.shares["overhead"] == pytest.approx(2e-6 / 0.02)
-    assert d.confidence == "high"
-    # the three floors first, in the order compute, memory, overhead
-    probes = [r[0] for r in _rows(d)][:3]
-    assert "compute" in probes[0] and "memory" in probes[1] and "overhead" in probes[2]
+    shares, v = _shares(c, 0.02, CEIL), _verdict(c, 0.02, CEIL)
+    assert v.regime == "compute" and v.runner_up == "memory" and v.confidence == "high"
+    assert shares["compute"] == pytest.approx(0.5)
+    assert shares["memory"] == pytest.approx(0.06)
+    assert shares["overhead"] == pytest.approx(2e-6 / 0.02)
 
 
 def test_floors_judge_each_precision_against_its_own_roof():
     # 4 GFLOP of bf16 matmul take >= 10 ms at the 400 GFLOP/s bf16 roof (not 40 at fp32's)
-    rows = (OpCount("aten::mm", "matmul", 1, 4 * 10**9, 10**6),)
-    bf16 = Counts(rows=rows)
-    if "precision" in {f.name for f in dataclasses.fields(OpCount)}:
-        bf16 = Counts(rows=(dataclasses.replace(rows[0], precision="bf16"),))
-        fl = floors(bf16, CEIL)
-        assert fl.compute_s == pytest.approx(0.01)
-        assert fl.compute_by_precision_s["bf16"] == pytest.approx(0.01)
-        d = _weigh(bf16, _timing(0.0125), CEIL)
-        assert d.shares["compute"] == pytest.approx(0.8)  # not 320%
-        assert d.precision == "bf16" and "bf16" in _rows(d)[0][1]
-        # fp8 has no ceiling here: judged against the fastest measured, with a note
-        fp8 = Counts(rows=(dataclasses.replace(rows[0], precision="fp8"),))
-        fl = floors(fp8, CEIL)
-        (note,) = fl.notes
-        assert fl.compute_s == pytest.approx(0.01) and "fp8" in note
-    else:  # counts without precisions: every matmul FLOP is fp32
-        assert floors(bf16, CEIL).compute_s == pytest.approx(0.04)
+    bf16 = Counts(rows=(OpCount("aten::mm", "matmul", 1, 4 * 10**9, 10**6, "bf16"),))
+    fl = floors(bf16, CEIL)
+    assert fl.compute_s == pytest.approx(0.01)
+    assert fl.compute_by_precision_s["bf16"] == pytest.approx(0.01)
+    assert fl.shares(0.0125)["compute"] == pytest.approx(0.8)  # not 320%
+    # fp8 has no ceiling here: judged against the fastest measured, with a note
+    fp8 = Counts(rows=(OpCount("aten::mm", "matmul", 1, 4 * 10**9, 10**6, "fp8"),))
+    fl = floors(fp8, CEIL)
+    (note,) = fl.notes
+    assert fl.compute_s == pytest.approx(0.01) and "fp8" in note
 
 
-def test_weigh_vector_flops_use_the_vector_ceiling():
+def test_verdict_vector_flops_use_the_vector_ceiling():
     # 1 GFLOP of elementwise work is 20 ms at the 50 GFLOP/s vector ceiling, not 10 ms
     c = _counts(("aten::mul", "pointwise", 1, 10**9, 10**6))
-    assert _weigh(c, _timing(0.04), CEIL).shares["compute"] == pytest.approx(0.5)
+    assert _shares(c, 0.04, CEIL)["compute"] == pytest.approx(0.5)
 
 
-def test_weigh_failed_vector_ceiling_falls_back_to_matmul():
+def test_verdict_failed_vector_ceiling_falls_back_to_matmul():
     # torch.compile failed, so the vector ceiling is an eager op's 5 GFLOP/s: elementwise
     # FLOPs are then judged against the 100 GFLOP/s matmul ceiling
     bad = dataclasses.replace(
         CEIL, vector_flops_per_s=5e9, vector_method="eager torch.mul, torch.compile failed (x)"
     )
     c = _counts(("aten::_softmax", "normalization", 1, 10**8, 10**8))
-    d = _weigh(c, _timing(0.02), bad)
-    assert d.shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
-    assert d.shares["memory"] == pytest.approx(0.5)
-    assert any("vector" in n and "eager" in n for n in d.notes)
-    assert not any("eager" in n for n in _weigh(c, _timing(0.02), CEIL).notes)
+    shares = _shares(c, 0.02, bad)
+    assert shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
+    assert shares["memory"] == pytest.approx(0.5)
+    assert any("vector" in n and "eager" in n for n in floors(c, bad).notes)
+    assert floors(c, CEIL).notes == ()
 
 
-def test_weigh_overhead_from_op_count_and_idle_device():
+def test_verdict_overhead_from_op_count_and_idle_device():
     # 100 tiny ops in 400 µs: 100 x 2 µs = 200 µs explains 50%
     c = _counts(("aten::add", "pointwise", 100, 100, 1200))
-    d = _weigh(c, _timing(400e-6), CEIL)
-    assert d.regime == "overhead" and d.shares["overhead"] == pytest.approx(0.5)
+    assert _verdict(c, 400e-6, CEIL).regime == "overhead"
+    assert _shares(c, 400e-6, CEIL)["overhead"] == pytest.approx(0.5)
     # a GPU idle 80% of the time lifts overhead's score to at least 0.8
-    d = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.2))
-    assert d.verdict.scores["overhead"] == pytest.approx(0.8)
-    assert d.shares["overhead"] == pytest.approx(0.5)  # the floor's own share is unchanged
-    busy = [r for r in _rows(d) if r[0].startswith("device busy")][0]
-    assert busy[2] == "overhead" and d.busy.busy == pytest.approx(0.2)
-    # the verdict says where 80% came from, beside the op-count model's 50%
-    assert "80%" in _reason(d) and "50%" in _reason(d)
+    v = _verdict(c, 400e-6, GPU, _busy_trace(0.2))
+    assert v.regime == "overhead" and v.scores["overhead"] == pytest.approx(0.8)
+    assert _shares(c, 400e-6, GPU)["overhead"] == pytest.approx(0.5)  # the floor's own share
     # on a CPU "idle" also holds preemption by other programs: evidence, not a share
-    d = _weigh(c, _timing(400e-6), CEIL, _busy_trace(0.2, "cpu"))
-    assert d.verdict.scores["overhead"] == pytest.approx(0.5)
-    assert _rows(d)[-1][2] == "overhead"
+    v = _verdict(c, 400e-6, CEIL, _busy_trace(0.2, "cpu"))
+    assert v.regime == "overhead" and v.scores["overhead"] == pytest.approx(0.5)
 
 
 def test_busy_evidence_reads_the_steady_runs():
     # run 0 holds the profiler's set-up: it is left out when there are later runs
     tr = _busy_trace(0.9, runs=3)
     assert busy_evidence(tr).busy == pytest.approx(0.9)
+    assert busy_evidence(_busy_trace(0.2)).idle == pytest.approx(0.8)
     assert busy_evidence(None) is None
 
 
-def test_host_ran_ahead_only_when_the_device_was_busy():
-    c = _counts(("aten::add", "pointwise", 100, 100, 1200))
-    idle = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.2))
-    busy = _weigh(c, _timing(400e-6), GPU, _busy_trace(0.95))
-    for d, expect in ((idle, False), (busy, False)):  # no launch delays in these traces
-        assert d.busy.queued_s == 0 and ("queued" in str(d)) is expect
-
-
-def test_weigh_idle_device_contradicts_a_memory_verdict():
+def test_verdict_idle_device_contradicts_a_memory_verdict():
     c = _counts(("aten::mul", "pointwise", 1, 10**6, 8 * 10**6))  # 0.8 ms of bytes
-    d = _weigh(c, _timing(1e-3), CEIL, _busy_trace(0.3, "cpu"))
-    assert d.confidence != "high" and d.verdict.against == (("idle", pytest.approx(0.7)),)
-    assert "70%" in _reason(d)
+    v = _verdict(c, 1e-3, CEIL, _busy_trace(0.3, "cpu"))
+    assert v.regime == "memory" and v.confidence != "high"
+    assert v.against == (("idle", pytest.approx(0.7)),)
 
 
-def test_weigh_gemv_caveat_flat_time_with_flat_bytes_is_memory():
+def test_verdict_gemv_caveat_flat_time_with_flat_bytes_is_memory():
     # [1, D] x [D, D] with D=4096: 64 MB of weights, 6.4 ms at 10 GB/s; measured 8 ms.
     # Doubling the batch: bytes barely grow, time barely grows, FLOPs double.
     D = 4096
     one = _counts(("aten::mm", "matmul", 1, 2 * D * D, 4 * (D * D + 2 * D)))
     two = _counts(("aten::mm", "matmul", 1, 4 * D * D, 4 * (D * D + 4 * D)))
-    d = _weigh(one, _timing(8e-3), GPU, _busy_trace(0.99), two, _pair(8e-3, 8.2e-3))
-    assert d.regime == "memory" and d.confidence == "high"
-    batch = _rows(d)[-1]
-    assert batch[0].startswith("batch") and d.batch.time_ratio == pytest.approx(8.2 / 8)
-    assert "memory" in batch[2]
-    # flat time with flat bytes: the row says why this is not overhead
-    assert d.batch.flat and d.batch.growth["memory"] < 1.3 and "proof" in batch[3]
+    v = _verdict(one, 8e-3, GPU, _busy_trace(0.99), two, _pair(8e-3, 8.2e-3))
+    assert v.regime == "memory" and v.confidence == "high" and not v.settled_by
+    batch = batch_evidence(one, two, _pair(8e-3, 8.2e-3))
+    assert batch.time_ratio == pytest.approx(8.2 / 8) and "memory" in batch.follows
+    # flat time with flat bytes: not overhead
+    assert batch.flat and batch.growth["memory"] < 1.3
 
 
-def test_weigh_batch_disagreement_lowers_confidence():
+def test_verdict_batch_disagreement_lowers_confidence():
     # roofline says compute, but doubling the batch left the time flat and the FLOPs doubled
     one = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     two = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
-    d = _weigh(one, _timing(0.02), CEIL, None, two, _pair(0.02, 0.02))
-    assert _rows(d)[-1][2] == "overhead"
-    assert d.confidence != "high" and ("batch", "overhead") in d.verdict.against
+    assert batch_evidence(one, two, _pair(0.02, 0.02)).follows == {"overhead"}
+    v = _verdict(one, 0.02, CEIL, None, two, _pair(0.02, 0.02))
+    assert v.regime == "compute" and v.confidence != "high"
+    assert ("batch", "overhead") in v.against
 
 
-def test_weigh_close_call_is_low_confidence():
-    # compute and memory models both explain ~40%: the workload sits at the ridge
-    c = _counts(("aten::mm", "matmul", 1, 4 * 10**8, 4 * 10**7))
-    d = _weigh(c, _timing(0.01), CEIL)
-    assert d.regime in ("compute", "memory")
-    assert d.confidence == "low" and "close" in _reason(d)
+def test_verdict_close_call_is_low_confidence():
+    # compute explains 42%, memory 40%: the workload sits at the ridge
+    c = _counts(("aten::mm", "matmul", 1, 42 * 10**7, 4 * 10**7))
+    v = _verdict(c, 0.01, CEIL)
+    assert (v.regime, v.runner_up, v.confidence) == ("compute", "memory", "low")
+    assert v.margin == pytest.approx(42 / 40)
 
 
-def test_weigh_close_call_settled_by_batch_scaling():
+def test_verdict_close_call_settled_by_batch_scaling():
     # 200 ops moving 3.2 MB in 800 µs: overhead explains 400 µs (50%), memory 320 µs (40%).
     one = _counts(("aten::add_", "pointwise", 200, 10**5, 32 * 10**5))
     two = _counts(("aten::add_", "pointwise", 200, 2 * 10**5, 64 * 10**5))
-    d = _weigh(one, _timing(800e-6), CEIL, None, two, _pair(800e-6, 800e-6))
-    assert d.shares["memory"] == pytest.approx(0.4) and d.shares["overhead"] == pytest.approx(0.5)
+    shares = _shares(one, 800e-6, CEIL)
+    assert shares["memory"] == pytest.approx(0.4) and shares["overhead"] == pytest.approx(0.5)
     # doubling the tensors doubled the bytes but the time stayed flat: overhead
-    assert d.regime == "overhead" and d.confidence == "medium"
-    assert d.verdict.settled_by == "batch" and d.verdict.runner_up == "memory"
+    v = _verdict(one, 800e-6, CEIL, None, two, _pair(800e-6, 800e-6))
+    assert v.regime == "overhead" and v.confidence == "medium"
+    assert v.settled_by == "batch" and v.runner_up == "memory"
     # the same close call, but the time doubled with the bytes: memory, against the lead
-    d = _weigh(one, _timing(800e-6), CEIL, None, two, _pair(800e-6, 1600e-6))
-    assert d.regime == "memory" and d.confidence == "medium"
-    assert d.verdict.settled_by == "batch" and d.verdict.runner_up == "overhead"
+    v = _verdict(one, 800e-6, CEIL, None, two, _pair(800e-6, 1600e-6))
+    assert v.regime == "memory" and v.confidence == "medium"
+    assert v.settled_by == "batch" and v.runner_up == "overhead"
 
 
 def test_idle_device_and_flat_batch_mean_overhead_whatever_the_bytes():
@@ -252,38 +236,32 @@ def test_idle_device_and_flat_batch_mean_overhead_whatever_the_bytes():
         ("aten::embedding", "other", 1, 0, 8 * 10**6 + 2048),
         ("aten::add", "pointwise", 40, 2 * 10**4, 2 * 10**5),
     )
-    d = _weigh(one, _timing(1e-3), CEIL, _busy_trace(0.32, "cpu"), two, _pair(1e-3, 1.05e-3))
-    assert d.shares["memory"] > d.shares["overhead"]
-    assert d.regime == "overhead" and d.confidence == "high"
-    assert d.verdict.settled_by == IDLE_AND_FLAT and d.busy.idle == pytest.approx(0.68)
-    assert "68%" in _reason(d) and f"x{d.batch.time_ratio:.2f}" in _reason(d)
+    shares = _shares(one, 1e-3, CEIL)
+    assert shares["memory"] > shares["overhead"]
+    v = _verdict(one, 1e-3, CEIL, _busy_trace(0.32, "cpu"), two, _pair(1e-3, 1.05e-3))
+    assert v.regime == "overhead" and v.confidence == "high" and v.runner_up == "memory"
+    assert v.settled_by == IDLE_AND_FLAT
 
 
 def test_time_growing_far_more_than_the_work_is_the_work_not_overhead():
     # measured in alternating rounds, a decided x10 is this machine's: the doubled data left
-    # the cache or page-faulted. It says "compute or memory", which agrees with compute.
+    # the cache or page-faulted. No count follows it, and nothing speaks against compute.
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     c2 = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
-    d = _weigh(c, _timing(0.02), CEIL, None, c2, _pair(0.02, 0.2))
-    assert d.batch.work_grew and not d.batch.follows
-    assert set(_rows(d)[-1][2].split(" or ")) == {"compute", "memory"}
-    assert d.confidence == "high"
+    batch = batch_evidence(c, c2, _pair(0.02, 0.2))
+    assert batch.work_grew and not batch.follows
+    v = _verdict(c, 0.02, CEIL, None, c2, _pair(0.02, 0.2))
+    assert v.regime == "compute" and v.confidence == "high" and v.against == ()
 
 
 def test_an_undecided_batch_comparison_draws_no_conclusion():
     c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
     c2 = _counts(("aten::mm", "matmul", 1, 2 * 10**9, 2 * 10**6))
     wide = Comparison(a=_timing(0.02), b=_timing(0.03), ratios=(0.7, 1.0, 3.1) * 4)
-    d = _weigh(c, _timing(0.02), CEIL, None, c2, wide)
-    assert not d.batch.narrow and not d.batch.follows and not d.batch.flat
-    assert _rows(d)[-1][2] == "-"  # the probe names no regime
-
-
-def test_margins_are_capped_in_words():
-    c = _counts(("aten::mm", "matmul", 1, 10**12, 10))
-    d = _weigh(c, _timing(12), CEIL)
-    assert d.verdict.margin > 1000 and "100x" in _reason(d)
-    assert f"{d.verdict.margin:.1f}x" not in _reason(d)
+    batch = batch_evidence(c, c2, wide)
+    assert not batch.narrow and not batch.follows and not batch.flat and not batch.work_grew
+    v = _verdict(c, 0.02, CEIL, None, c2, wide)
+    assert v == _verdict(c, 0.02, CEIL)  # the same verdict as without the probe
 
 
 def test_ceilings_of_another_device_are_refused(shared_ceilings):
@@ -292,14 +270,12 @@ def test_ceilings_of_another_device_are_refused(shared_ceilings):
 
 
 def test_double_batch_reaches_into_lists():
-    from brrrlib.diagnosis import double_batch as _double_batch
-
     params = [torch.ones(3), torch.ones(2, 2)]
-    args2, kwargs2 = _double_batch((params, 5), {"scale": torch.tensor(2.0), "w": torch.ones(4)})
+    args2, kwargs2 = double_batch((params, 5), {"scale": torch.tensor(2.0), "w": torch.ones(4)})
     assert [tuple(p.shape) for p in args2[0]] == [(6,), (4, 2)]
     assert args2[1] == 5
     assert kwargs2["scale"].dim() == 0 and kwargs2["w"].shape == (8,)
-    assert _double_batch((3, "x"), {}) is None
+    assert double_batch((3, "x"), {}) is None
 
 
 # ----------------------------------------------------------------- six workloads, live
@@ -406,12 +382,13 @@ def test_softmax_is_judged_with_its_exp_at_the_measured_rate(shared_ceilings):
     """
     x = torch.randn(4096, 2048)
     ceilings = _floors_for(shared_ceilings, "memory")
-    d = bl.diagnose(softmax, x, progress=False, label="softmax", ceilings=ceilings)
+    d = bl.diagnose(softmax, x, progress=False, label="softmax", ceilings=ceilings,
+                    batch_probe=False, trace=False)  # fmt: skip
     assert d.counts.special_by_function() == {"exp": x.numel()}
     assert d.floors.special_s["exp"] == pytest.approx(x.numel() / ceilings.special_per_s["exp"])
-    if not d.verdict.settled_by:
-        assert d.regime == max(d.shares, key=d.shares.get), str(d)
-    assert d.regime in ("compute", "memory"), str(d)  # never overhead: each call is ~8 Mi elements
+    # without the batch and busy probes, the verdict is the floor that explains the most
+    assert d.regime == max(d.shares, key=d.shares.get) and not d.verdict.settled_by, str(d)
+    assert d.verdict.scores == d.shares
 
 
 @pytest.mark.verdict
@@ -432,11 +409,14 @@ def test_reprs(shared_ceilings):
         d = bl.diagnose(
             tiny_ops, torch.ones(1), progress=False, batch_probe=False, ceilings=shared_ceilings
         )
-    text = str(d)
-    assert "OVERHEAD-bound" in text.splitlines()[0] and "torch.compile" in text
-    assert d.remedies and all(r in text for r in d.remedies)
-    page = d._repr_html_()
-    assert "data:image/png;base64," in page and "<table>" in page and "overhead-bound" in page
+    text, page = str(d), d._repr_html_()
+    headline = text.splitlines()[0]
+    assert d.regime.upper() in headline and d.confidence in headline and escape(headline) in page
+    assert d.remedies and all(r in text and escape(r) in page for r in d.remedies)
+    assert "data:image/png;base64," in page
+    # one table in both: a header, then a row per probe (three floors at least)
+    rows = len(text.splitlines()) - 3 - len(d.above) - len(d.notes) - len(d.remedies)
+    assert rows >= 3 and page.count("<tr>") == 1 + rows
 
 
 def test_progress_lines_go_to_stderr(shared_ceilings, capsys):
@@ -509,12 +489,10 @@ def test_out_of_memory_in_the_doubled_batch_says_memory(shared_ceilings):
 
 
 def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
-    import time
-
     from brrrlib import diagnosis, timing
 
     monkeypatch.setattr(diagnosis, "SLOW_CALL_S", 0.01)  # a call of 20 ms counts as slow
-    monkeypatch.setattr(timing, "_SLOW_ESTIMATE_S", 0.01)
+    monkeypatch.setattr(timing, "_SLOW_ESTIMATE_S", 0.01)  # in timing too: no 0.5 s calls
     calls = []
 
     def slow(x):
@@ -533,7 +511,7 @@ def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
 
 
 def test_a_slow_diagnosis_is_planned_within_its_time_limit():
-    from brrrlib.diagnosis import _plan
+    from brrrlib.diagnosis import _plan  # the plan alone: a real 2 s call would take minutes
 
     plan = _plan(2.0, batch_probe=True, trace=True, limit_s=45.0)
     assert plan.slow and plan.rounds >= 3 and plan.runs == 2 and plan.seconds <= 45
@@ -616,13 +594,14 @@ def _mm(flops, nbytes, precision, calls=1):
 def test_h100_bf16_matmul_is_judged_against_the_bf16_roof(h100):
     # 8192^3 bf16 matmul measured 1,517 µs: 1377% of the fp32 roof, 98% of the bf16 one
     n = 8192
-    d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 2 * n * n, "bf16"),)), _timing(1517e-6), h100)
-    assert d.regime == "compute" and d.shares["compute"] == pytest.approx(0.98, abs=0.01)
-    assert max(d.shares.values()) < 1.0 and "98%" in str(d) and "bf16" in _rows(d)[0][1]
+    c = Counts(rows=(_mm(2 * n**3, 3 * 2 * n * n, "bf16"),))
+    shares = _shares(c, 1517e-6, h100)
+    assert _verdict(c, 1517e-6, h100).regime == "compute" and c.precision == "bf16"
+    assert shares["compute"] == pytest.approx(0.98, abs=0.01) and max(shares.values()) < 1.0
     # the same FLOPs in fp32 with TF32 allowed: judged against the 394 TFLOP/s TF32 roof
-    d = _weigh(Counts(rows=(_mm(2 * n**3, 3 * 4 * n * n, "tf32"),)), _timing(2.9e-3), h100)
-    assert d.shares["compute"] == pytest.approx(2 * n**3 / 393.86e12 / 2.9e-3, rel=1e-3)
-    assert d.shares["compute"] < 1.0
+    c = Counts(rows=(_mm(2 * n**3, 3 * 4 * n * n, "tf32"),))
+    compute = _shares(c, 2.9e-3, h100)["compute"]
+    assert compute == pytest.approx(2 * n**3 / 393.86e12 / 2.9e-3, rel=1e-3) and compute < 1.0
 
 
 def test_h100_bf16_encoder_idle_with_a_flat_batch_is_overhead(h100):
@@ -632,10 +611,11 @@ def test_h100_bf16_encoder_idle_with_a_flat_batch_is_overhead(h100):
                        OpCount("aten::add", "pointwise", 500, 10**8, 10**9)))  # fmt: skip
     two = Counts(rows=(_mm(1.32e12, 3e9, "bf16", 72),
                        OpCount("aten::add", "pointwise", 500, 2 * 10**8, 2 * 10**9)))  # fmt: skip
-    d = _weigh(one, _timing(10e-3), h100, _busy_trace(0.13, runs=3), two, _pair(10e-3, 11e-3))
-    assert d.regime == "overhead" and d.confidence == "high", str(d)
-    assert d.shares["compute"] < 0.15 and max(d.shares.values()) < 1.0
-    assert d.busy.idle == pytest.approx(0.87) and "87%" in str(d)
+    v = _verdict(one, 10e-3, h100, _busy_trace(0.13, runs=3), two, _pair(10e-3, 11e-3))
+    assert v.regime == "overhead" and v.confidence == "high", v
+    assert v.scores["overhead"] == pytest.approx(0.87)  # the idle GPU's share
+    shares = _shares(one, 10e-3, h100)
+    assert shares["compute"] < 0.15 and max(shares.values()) < 1.0
 
 
 def test_h100_bf16_resnet_at_71_percent_of_bandwidth_is_memory(h100):
@@ -643,17 +623,18 @@ def test_h100_bf16_resnet_at_71_percent_of_bandwidth_is_memory(h100):
     t = 0.1
     c = Counts(rows=(_mm(0.15 * 740.48e12 * t, 0, "bf16", 160),
                      OpCount("aten::add", "pointwise", 160, 0, int(0.71 * 2.986e12 * t))))  # fmt: skip
-    d = _weigh(c, _timing(t), h100, _busy_trace(0.97, runs=3))
-    assert d.regime == "memory" and d.shares["memory"] == pytest.approx(0.71, abs=0.01)
-    assert d.shares["compute"] == pytest.approx(0.15, abs=0.01)
-    assert "queued" not in str(d)  # no queue was recorded in this made-up trace
+    v = _verdict(c, t, h100, _busy_trace(0.97, runs=3))
+    assert v.regime == "memory" and v.confidence == "high" and v.against == ()
+    shares = _shares(c, t, h100)
+    assert shares["memory"] == pytest.approx(0.71, abs=0.01)
+    assert shares["compute"] == pytest.approx(0.15, abs=0.01)
 
 
 def test_h100_overhead_floor_is_a_floor(h100):
     # mystery_b: 240 in-place ops measured 2.608 ms; at 7.4 µs each the floor is 68%, not 106%
     c = Counts(rows=(OpCount("aten::add_", "pointwise", 240, 10**5, 10**6),))
-    d = _weigh(c, _timing(2.608e-3), h100)
-    assert d.regime == "overhead" and d.shares["overhead"] < 1.0
+    assert _verdict(c, 2.608e-3, h100).regime == "overhead"
+    assert _shares(c, 2.608e-3, h100)["overhead"] == pytest.approx(0.68, abs=0.01)
 
 
 def test_small_floors_and_a_flat_batch_mean_overhead():
@@ -670,21 +651,27 @@ def test_small_floors_and_a_flat_batch_mean_overhead():
     wide_flat = Comparison(
         a=_timing(1e-3), b=_timing(1.08e-3), ratios=(0.8, 1.0, 1.08, 1.2, 1.22) * 2
     )
-    d = _weigh(one, _timing(1e-3), CEIL, _busy_trace(0.6, "cpu"), two, wide_flat)
-    assert not d.batch.narrow and d.batch.flat
-    assert d.regime == "overhead" and d.verdict.settled_by == FLAT_BATCH
-    assert f"x{d.batch.time_ratio:.2f}" in _reason(d)
+    batch = batch_evidence(one, two, wide_flat)
+    assert not batch.narrow and batch.flat
+    v = _verdict(one, 1e-3, CEIL, _busy_trace(0.6, "cpu"), two, wide_flat)
+    assert v.regime == "overhead" and v.settled_by == FLAT_BATCH and v.confidence == "medium"
 
 
-def test_noisy_ceilings_are_said_in_a_note():
-    c = _counts(("aten::mm", "matmul", 1, 10**9, 10**6))
-    noisy = dataclasses.replace(CEIL, spread={"matmul": 0.4})
-    from brrrlib.diagnosis import _ceilings_notes
+def test_a_noisy_timing_is_said_in_a_note(shared_ceilings):
+    # calls that busy-wait 1, 2, 3 or 4 ms in turn: an IQR of about 60% of the median
+    calls = []
 
-    assert _ceilings_notes(CEIL, c) == []
-    (note,) = _ceilings_notes(noisy, c)
-    assert "matmul" in note and "40%" in note and "refresh=True" in note
-    assert _weigh(c, _timing(0.02), noisy).regime == "compute"
+    def uneven(x):
+        calls.append(1)
+        end = time.perf_counter() + 1e-3 * (1 + len(calls) % 4)
+        while time.perf_counter() < end:
+            pass
+        return x + 1
+
+    d = bl.diagnose(uneven, torch.ones(4), progress=False, trace=False, batch_probe=False,
+                    budget_s=0.1, ceilings=shared_ceilings)  # fmt: skip
+    assert d.timing.noisy
+    assert any(f"{d.timing.relative_iqr:.0%}" in n for n in d.notes), d.notes
 
 
 # ------------------------------------------------------------- a floor above the time

@@ -18,18 +18,13 @@ _MYSTERY_METHOD = (
 _DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8B-sized model)
 
 
-def _mystery(regime: str):
-    """The solver of a mystery workload built to be ``regime``-bound (workloads.mystery_*)."""
-
-    def solve(ctx: Context) -> Worked:
-        return Worked(regime, _MYSTERY_METHOD)
-
-    return solve
+def _mystery(regime: str, ctx: Context) -> Worked:
+    """A mystery workload (workloads.mystery_*) is built to be ``regime``-bound."""
+    return Worked(regime, _MYSTERY_METHOD)
 
 
-solves("04.mystery_a")(_mystery("memory"))
-solves("04.mystery_b")(_mystery("overhead"))
-solves("04.mystery_c")(_mystery("compute"))
+for _letter, _regime in (("a", "memory"), ("b", "overhead"), ("c", "compute")):
+    solves(f"04.mystery_{_letter}")(functools.partial(_mystery, _regime))
 
 
 @solves("04.decode_token_ms")
@@ -62,10 +57,7 @@ def _block_counts(batch: int):
 
 @solves("04.block_lower_bound_us")
 def _block_lower_bound_us(ctx: Context) -> Worked:
-    """The block's floors as ``bl.diagnosis.floors`` sets them: matmul FLOPs at the matmul roof of
-    their precision, the rest at the vector (and special-function) rates; bytes at the bandwidth;
-    ops that do work at the cheapest op's cost.
-    """
+    """The block's floors as ``bl.diagnosis.floors`` sets them; the largest is the lower bound."""
     from brrrlib.diagnosis import floors
 
     counts = _block_counts(16)

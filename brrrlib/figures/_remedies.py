@@ -58,6 +58,7 @@ def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = No
 def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> Any:
     """Chapter 04's closing figure: each step on the roof of its own precision, and its time."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     from brrrlib import roofline
 
@@ -75,7 +76,7 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
     right.set_xscale("log")
     right.invert_yaxis()
     right.set_xlabel("time per sequence (s, log scale)")
-    right.xaxis.set_major_formatter(_seconds_formatter())
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt.seconds(v)))
     right.set_title("Each step, re-measured", fontsize=10)
     for y, t in enumerate(per_sequence):
         right.text(t, y, f" {_fmt.seconds(t)}", va="center", fontsize=8)
@@ -85,12 +86,6 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
 
 def _colour(precision: str) -> str:
     return _PRECISION_COLOURS.get(precision, "tab:gray")
-
-
-def _seconds_formatter() -> Any:
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _pos: _fmt.seconds(v))
 
 
 def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
@@ -107,39 +102,19 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
     grid = np.logspace(np.log10(min(xs + ridges) / 10), np.log10(max(xs + ridges) * 10), 300)
     for k in precisions:
         peak = ceilings.matmul_peak(k)
-        ax.plot(
-            grid,
-            np.minimum(peak, grid * bw),
-            color=_colour(k),
-            lw=2,
-            label=f"{k} matmul roof, measured: {_fmt.si(peak, 'FLOP/s')}",
-        )
+        label = f"{k} matmul roof, measured: {_fmt.si(peak, 'FLOP/s')}"
+        ax.plot(grid, np.minimum(peak, grid * bw), color=_colour(k), lw=2, label=label)
     for i, p in enumerate(points):
         x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
         bad = roofline.above_roof(p, ceilings, p.precision)
-        ax.plot(
-            [x],
-            [y],
-            "X" if bad else "o",
-            color="red" if bad else _colour(p.precision),
-            ms=9,
-            mec="black",
-            zorder=5,
-        )
+        colour = "red" if bad else _colour(p.precision)
+        ax.plot([x], [y], "X" if bad else "o", color=colour, ms=9, mec="black", zorder=5)
         # Steps at the same intensity (eager and compiled, fp32 and TF32) stack in one column:
         # their numbers go left and right of it in turn, so no number covers another.
         same_x = sum(abs(np.log10(q.intensity_flops_per_byte / x)) < 0.05 for q in points[:i])
-        left = same_x % 2 == 1
-        ax.annotate(
-            p.label,
-            (x, y),
-            textcoords="offset points",
-            xytext=(-9 if left else 9, 0),
-            ha="right" if left else "left",
-            va="center",
-            fontsize=9,
-            weight="bold",
-        )
+        dx, ha = (-9, "right") if same_x % 2 else (9, "left")
+        bold = {"fontsize": 9, "weight": "bold", "va": "center"}
+        ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(dx, 0), ha=ha, **bold)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
