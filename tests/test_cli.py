@@ -8,8 +8,11 @@ import contextlib
 import functools
 import importlib.metadata
 import io
+import json
 import os
+import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +26,7 @@ import torch
 
 import brrrlib
 from brrrlib import cli
-from brrrlib.cli import _doctor
+from brrrlib.cli._doctor import compiler_problem, torch_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,10 +51,26 @@ def test_version_comes_from_the_package_metadata(capsys):
     assert capsys.readouterr().out.strip() == f"brrr {importlib.metadata.version('brrrlib')}"
 
 
-def test_version_falls_back_to_the_source_tree(monkeypatch):
-    monkeypatch.setattr(_doctor, "_version", lambda name: None)
+def _not_installed(monkeypatch, name, version=None):
+    """importlib.metadata sees ``name`` at ``version``, or not at all (uninstalling is no test)."""
+    real = importlib.metadata.version
+
+    def fake(dist):
+        if dist != name:
+            return real(dist)
+        if version is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version
+
+    monkeypatch.setattr(importlib.metadata, "version", fake)
+
+
+def test_version_falls_back_to_the_source_tree(monkeypatch, capsys):
+    _not_installed(monkeypatch, "brrrlib")
     monkeypatch.setattr(brrrlib, "__version__", "9.8.7")
-    assert _doctor.package_version() == "9.8.7"
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == "brrr 9.8.7"
 
 
 def test_python_dash_m_brrrlib_runs_the_cli():
@@ -84,8 +103,8 @@ sys.meta_path.insert(0, _NoTorch())
 """
 
 
-def _run_without_torch(script: str, *args: str) -> subprocess.CompletedProcess:
-    code = _HIDE_TORCH + textwrap.dedent(script)
+def _run_without_torch(script: str, *args: str, hook=_HIDE_TORCH) -> subprocess.CompletedProcess:
+    code = hook + textwrap.dedent(script)
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT
     )
@@ -135,16 +154,6 @@ def test_brrr_doctor_without_torch_end_to_end():
     assert _finding(run.stdout, "torch")[0] == "FAIL" and "Traceback" not in run.stderr
 
 
-def test_torch_advice_names_this_kind_of_machine(monkeypatch):
-    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(_doctor.shutil, "which", lambda name: None)
-    assert "(CPU" in _doctor._torch_advice() and "whl/cpu" in _doctor._torch_advice()
-    monkeypatch.setattr(_doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    assert "(CUDA" in _doctor._torch_advice() and "whl/cpu" not in _doctor._torch_advice()
-    monkeypatch.setattr(_doctor.platform, "system", lambda: "Darwin")
-    assert "(Apple" in _doctor._torch_advice()
-
-
 @pytest.mark.parametrize(
     ("system", "gpu", "index"),
     [
@@ -152,27 +161,26 @@ def test_torch_advice_names_this_kind_of_machine(monkeypatch):
         ("Linux", False, "whl/cpu"),
         ("Windows", True, "whl/cu"),  # PyPI's Windows wheel is the CPU build
         ("Windows", False, None),
+        ("Darwin", False, None),  # Apple's MPS is in the default wheel
     ],
 )
-def test_torch_advice_names_the_index_each_system_needs(monkeypatch, system, gpu, index):
-    monkeypatch.setattr(_doctor.platform, "system", lambda: system)
-    monkeypatch.setattr(_doctor.shutil, "which", lambda name: "/x/nvidia-smi" if gpu else None)
-    advice = _doctor._torch_advice()
-    assert "pip install torch" in advice
-    assert ("--index-url" not in advice) if index is None else (index in advice)
-    if gpu:
-        reinstall = _doctor.cuda_torch_command()
-        assert reinstall.startswith("pip") and "--force-reinstall" in reinstall
-        assert ("whl/cu" in reinstall) == (system == "Windows")
+def test_an_old_torch_is_told_the_index_its_system_needs(monkeypatch, system, gpu, index):
+    # a fake machine: the system and whether nvidia-smi is on PATH
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(shutil, "which", lambda name: "/x/nvidia-smi" if gpu else None)
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
+    problem = torch_problem()
+    assert "2.5.1+cu124" in problem and "pip install -U torch" in problem
+    assert ("--index-url" not in problem) if index is None else (index in problem)
 
 
 def _no_compiler(monkeypatch, system, release=None):
     """A machine of ``system`` whose PATH has no C++ compiler (and no nvidia-smi)."""
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(_doctor.platform, "system", lambda: system)
-    monkeypatch.setattr(_doctor.shutil, "which", lambda name: None)
-    monkeypatch.setattr(_doctor.sys, "prefix", "/nonexistent-env")
-    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: release or {})
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(sys, "prefix", "/nonexistent-env")
+    monkeypatch.setattr(platform, "freedesktop_os_release", lambda: release or {})
 
 
 @pytest.mark.parametrize(
@@ -186,48 +194,46 @@ def _no_compiler(monkeypatch, system, release=None):
 def test_a_missing_compiler_is_found_without_compiling(monkeypatch, release, advice):
     _no_compiler(monkeypatch, "Linux", release)
     monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("doctor compiled"))
-    missing, fix = _doctor.compiler_problem()
+    missing, fix = compiler_problem()
     assert "g++" in missing and fix == advice
 
 
 def test_a_mac_without_command_line_tools_has_no_compiler(monkeypatch):
     _no_compiler(monkeypatch, "Darwin")
-    monkeypatch.setattr(_doctor.shutil, "which", lambda name: f"/usr/bin/{name}")  # the stub
-    monkeypatch.setattr(
-        _doctor.subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=2)
-    )
-    assert _doctor.compiler_problem()[1] == "xcode-select --install"
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")  # the stub
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=2))
+    assert compiler_problem()[1] == "xcode-select --install"
 
 
 def test_windows_compiler_advice_is_true_on_windows(monkeypatch):
     _no_compiler(monkeypatch, "Windows")
-    missing, fix = _doctor.compiler_problem()
+    missing, fix = compiler_problem()
     assert "(cl)" in missing and "Build" in fix and "WSL" in fix
 
 
 def test_a_conda_environment_is_told_the_conda_compiler(monkeypatch, tmp_path):
     _no_compiler(monkeypatch, "Linux", {"ID": "ubuntu"})
     (tmp_path / "conda-meta").mkdir()
-    monkeypatch.setattr(_doctor.sys, "prefix", str(tmp_path))
-    assert _doctor.compiler_problem()[1] == "conda install -c conda-forge cxx-compiler"
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert compiler_problem()[1] == "conda install -c conda-forge cxx-compiler"
 
 
 def test_an_explicit_cxx_is_the_one_looked_up(monkeypatch):
     monkeypatch.setenv("CXX", "my-clang++")
-    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(
-        _doctor.shutil, "which", lambda name: "/opt/x" if name == "my-clang++" else None
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(shutil, "which", lambda name: "/opt/x" if name == "my-clang++" else None)
+    assert compiler_problem() is None
+
+
+def test_a_broken_torch_is_named_as_such():
+    broken = _HIDE_TORCH.replace(
+        'ModuleNotFoundError(f"No module named {name!r}", name=name)',
+        'OSError("libtorch_cpu.so: cannot open shared object file")',
     )
-    assert _doctor.compiler_problem() is None
-
-
-def test_a_broken_torch_is_named_as_such(monkeypatch):
-    def broken(name):
-        raise OSError("libtorch_cpu.so: cannot open shared object file")
-
-    monkeypatch.setattr(_doctor.importlib, "import_module", broken)
-    problem = _doctor.torch_problem()
-    assert "OSError" in problem and "libtorch_cpu.so" in problem and "reinstall" in problem
+    run = _run_without_torch(_CLI_ALONE, "doctor", hook=broken)
+    tag, said = _finding(run.stdout, "torch")
+    assert run.returncode == 1 and tag == "FAIL" and "Traceback" not in run.stderr
+    assert "OSError" in said and "libtorch_cpu.so" in said and "--force-reinstall" in said
 
 
 # ---------------------------------------------------------------- doctor ---
@@ -253,18 +259,13 @@ def _doctor_run(**kw):
 def test_doctor_passes_on_this_environment(measured_ceilings):
     code, text = _doctor_run(quick=True)
     assert code == 0, text
-    for section in ("Python and packages", "Device", "Ceilings", "Course notebooks"):
-        assert section in text
-    assert f"torch {torch.__version__}" in text
+    assert _finding(text, "torch")[1].split()[:2] == ["torch", torch.__version__]  # its build
     assert measured_ceilings.nearest_spec().name + " (spec)" in text
     assert _finding(text, "00_the_factory.ipynb")[0] == "ok" and "FAIL" not in text
 
 
 def test_doctor_fails_with_advice_when_a_package_is_missing(measured_ceilings, monkeypatch):
-    real = _doctor._version
-    monkeypatch.setattr(
-        _doctor, "_version", lambda name: None if name == "ipywidgets" else real(name)
-    )
+    _not_installed(monkeypatch, "ipywidgets")
     code, text = _doctor_run(quick=True)
     assert code == 1
     tag, said = _finding(text, "ipywidgets")
@@ -276,9 +277,9 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
         raise RuntimeError("InductorError: no C++ compiler found")
 
     monkeypatch.setattr(torch, "compile", broken)
-    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(_doctor.sys, "prefix", "/nonexistent-env")  # not conda: apt's advice
-    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(sys, "prefix", "/nonexistent-env")  # not conda: apt's advice
+    monkeypatch.setattr(platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
     code, text = _doctor_run()
     assert code == 1
     tag, said = _finding(text, "torch.compile")
@@ -290,13 +291,13 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
 
 
 def test_doctor_quick_names_a_missing_compiler_before_chapter_02(measured_ceilings, monkeypatch):
-    real_which = _doctor.shutil.which
+    real_which = shutil.which
     monkeypatch.setattr(
-        _doctor.shutil, "which", lambda name, *a: None if name == "g++" else real_which(name, *a)
+        shutil, "which", lambda name, *a: None if name == "g++" else real_which(name, *a)
     )
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(_doctor.platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
     code, text = _doctor_run(quick=True)
     assert code == 1
     tag, said = _finding(text, "(g++)")
@@ -310,17 +311,17 @@ def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
 ):
     if torch.cuda.is_available():
         pytest.skip("this machine's torch uses its GPU")
-    real_which = _doctor.shutil.which
+    real_which = shutil.which
     monkeypatch.setattr(
-        _doctor.shutil,
+        shutil,
         "which",
         lambda name, *a: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else real_which(name, *a),
     )
     monkeypatch.setattr(torch.version, "cuda", None)
-    monkeypatch.setattr(_doctor.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
     code, text = _doctor_run(quick=True)
     tag, said = _finding(text, "NVIDIA")
-    assert tag == "WARN" and _doctor.cuda_torch_command() in said
+    assert tag == "WARN" and "pip install --force-reinstall torch" in said
 
 
 def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
@@ -329,25 +330,37 @@ def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
     assert code == 1 and "BRRR_DEVICE='tpu'" in text and "unset" in text
 
 
+@pytest.fixture
+def notebooks(tmp_path, monkeypatch):
+    """A course folder of hand-made notebooks that doctor checks (an install without the course
+    needs one too); returns a function that writes ``name`` with the given code cells."""
+    monkeypatch.setattr(cli._doctor, "course_source", lambda: tmp_path)
+
+    def write(name, *cells):
+        code = [{"cell_type": "code", "source": c} for c in cells]
+        markdown = {"cell_type": "markdown", "source": "import not_code_at_all"}
+        (tmp_path / name).write_text(json.dumps({"cells": [*code, markdown]}))
+
+    return write
+
+
 def test_doctor_without_course_notebooks_fails(measured_ceilings, monkeypatch):
-    monkeypatch.setattr(_doctor, "course_source", lambda: None)
+    monkeypatch.setattr(cli._doctor, "course_source", lambda: None)  # an install without it
     code, text = _doctor_run(quick=True)
     assert code == 1 and _finding(text, "notebooks")[0] == "FAIL"
 
 
-def test_notebook_imports_are_found_by_parsing_code_cells():
-    nb = {
-        "cells": [
-            {
-                "cell_type": "code",
-                "source": ["%matplotlib inline\n", "import torch, numpy as np\n"],
-            },
-            {"cell_type": "code", "source": "from brrrlib import figures\nfrom . import x\n"},
-            {"cell_type": "markdown", "source": "import not_code"},
-            {"cell_type": "code", "source": "this is ( not python"},
-        ]
-    }
-    assert _doctor._notebook_imports(nb) == {"torch", "numpy", "brrrlib"}
+def test_doctor_names_what_a_notebook_imports_at_its_top_level(measured_ceilings, notebooks):
+    colab = (
+        "import sys\n\nif 'google.colab' in sys.modules:\n"
+        "    %pip install -q brrrlib\n    from google.colab import output\n\nimport brrrlib\n"
+    )
+    notebooks("00_ok.ipynb", "%matplotlib inline\nimport torch, numpy as np\n", colab)
+    notebooks("01_broken_cell.ipynb", "this is ( not python", "from . import x\n")
+    notebooks("02_missing.ipynb", "from brrrlib import figures\nimport not_a_module_here\n")
+    code, text = _doctor_run(quick=True)
+    assert [_finding(text, f"0{i}_")[0] for i in range(3)] == ["ok", "ok", "FAIL"] and code == 1
+    assert "pip install not_a_module_here" in _finding(text, "02_missing")[1]
 
 
 # -------------------------------------------------------------- diagnose ---
@@ -715,41 +728,10 @@ def test_lab_takes_either_dir_or_copy_only(lab_argv, tmp_path):
     assert exc.value.code == 2 and lab_argv == []
 
 
-def test_doctor_counts_only_top_level_imports_of_a_notebook():
-    """The Colab set-up cell imports google.colab under an `if`: not a missing package here."""
-    setup = (
-        "import sys\n\nif 'google.colab' in sys.modules:\n"
-        "    %pip install -q brrrlib\n    from google.colab import output\n\n"
-        "import brrrlib as bl\n"
-    )
-    nb = {"cells": [{"cell_type": "code", "source": setup}, {"cell_type": "markdown"}]}
-    assert _doctor._notebook_imports(nb) == {"sys", "brrrlib"}
-
-
-def test_doctor_names_torchs_own_version_with_its_build(monkeypatch):
-    """PyPI's metadata says 2.15.0 where torch says 2.15.0+cu132: the build is what matters."""
-    real = _doctor._version
-    monkeypatch.setattr(
-        _doctor, "_version", lambda name: "9.9.9" if name == "torch" else real(name)
-    )
-    out = io.StringIO()
-    assert _doctor._check_packages(_doctor._Report(out)) is True
-    tag, said = _finding(out.getvalue(), "torch")
-    assert tag == "ok" and said.split()[:2] == ["torch", torch.__version__]
-    assert "9.9.9" not in out.getvalue()
-
-
-def test_a_torch_older_than_the_floor_is_a_problem_with_advice(monkeypatch):
-    monkeypatch.setattr(_doctor, "_TORCH_FLOOR", "2.10")
-    monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
-    problem = _doctor.torch_problem()
-    assert "2.5.1+cu124" in problem and "2.10" in problem and "pip install -U torch" in problem
-    monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
-    assert _doctor.torch_problem() is None
-
-
-def test_the_torch_floor_is_the_one_the_package_declares():
-    import re
-
-    declared = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
-    assert _doctor._TORCH_FLOOR == declared
+def test_the_torch_floor_is_the_one_the_package_declares(monkeypatch):
+    floor = re.search(r'"torch>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    major, minor = map(int, floor.split(".")[:2])
+    monkeypatch.setattr(torch, "__version__", f"{floor}.0+cpu")
+    assert torch_problem() is None
+    monkeypatch.setattr(torch, "__version__", f"{major}.{minor - 1}.9+cu124")
+    assert f"older than {floor}" in torch_problem()
