@@ -57,7 +57,7 @@ class _Report:
     def __init__(self, out) -> None:
         self.out, self.failures, self.warnings = out, 0, 0
 
-    def line(self, tag: str, text: str, advice: str = "") -> None:
+    def __call__(self, tag: str, text: str, advice: str = "") -> None:
         self.failures += tag == "FAIL"
         self.warnings += tag == "WARN"
         print(f"  {tag:<5} {text}" + (f"\n        -> {advice}" if advice else ""), file=self.out)
@@ -148,23 +148,21 @@ def _compiler_advice(system: str) -> str:
 def _check_packages(r: _Report) -> bool:
     """One line per package; True if torch imports (nothing else runs without it)."""
     print("Python and packages", file=r.out)
-    r.line("ok", f"Python {platform.python_version()} ({sys.executable})")
+    r("ok", f"Python {platform.python_version()} ({sys.executable})")
     problem = torch_problem()
     for name in _REQUIRED + _OPTIONAL:
         v = _version(name)
-        if name == "torch" and not problem:  # torch's own, with its build: 2.15.0+cu132, +cpu
-            r.line("ok", f"torch {sys.modules['torch'].__version__}")
-        elif name == "torch":
-            r.line("FAIL", problem, "then run brrr doctor again")
+        if name == "torch" and problem:
+            r("FAIL", problem)
+        elif name == "torch":  # its own version, with its build: 2.15.0+cu132, +cpu
+            r("ok", f"torch {sys.modules['torch'].__version__}")
         elif v is None and name in _REQUIRED:
-            r.line("FAIL", f"{name} is not installed", f"pip install {name}  (or pip install -e .)")
+            r("FAIL", f"{name} is not installed", f"pip install {name}  (or pip install -e .)")
         elif v is None:
-            r.line(
-                "WARN", f"{name} is not installed (the tests need it)", "pip install -e '.[test]'"
-            )
+            r("WARN", f"{name} is not installed (the tests need it)", "pip install -e '.[test]'")
         else:
-            r.line("ok", f"{name} {v}")
-    r.line("ok", f"brrrlib {package_version()}")
+            r("ok", f"{name} {v}")
+    r("ok", f"brrrlib {package_version()}")
     return problem is None
 
 
@@ -177,22 +175,13 @@ def _check_device(r: _Report):
     try:
         dev = machine.device()
     except ValueError as err:
-        r.line("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
-        return None
-    r.line("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
-    if dev.type == "cpu" and shutil.which("nvidia-smi"):
-        if torch.version.cuda is None:
-            r.line(
-                "WARN",
-                f"an NVIDIA GPU is here; torch {torch.__version__} is a CPU build",
-                cuda_torch_command(),
-            )
-        elif "BRRR_DEVICE" not in os.environ:
-            r.line(
-                "WARN",
-                f"an NVIDIA GPU is here; CUDA {torch.version.cuda} is not available to torch",
-                "check the driver: nvidia-smi must work, and be new enough for that CUDA",
-            )
+        return r("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
+    r("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
+    gpu = "an NVIDIA GPU is here, but"
+    if dev.type == "cpu" and shutil.which("nvidia-smi") and torch.version.cuda is None:
+        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", cuda_torch_command())
+    elif dev.type == "cpu" and shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
+        r("WARN", f"{gpu} CUDA {torch.version.cuda} is not available", "check the driver")
     return dev
 
 
@@ -203,31 +192,23 @@ def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
     print("torch.compile (chapters 02 and 03)", file=r.out)
     missing = compiler_problem()
     if missing:
-        r.line("FAIL", *missing)
+        r("FAIL", *missing)
         return False
     if quick:
-        r.line("ok", "a C++ compiler is here (torch.compile not tried: --quick)")
+        r("ok", "a C++ compiler is here (--quick: not tried)")
         return None
-
-    def tiny(x):
-        return (x.sin() + 1).cos()
-
+    t0, x = time.perf_counter(), torch.randn(1024, device=dev)
     try:
-        t0 = time.perf_counter()
-        x = torch.randn(1024, device=dev)
-        right = torch.allclose(torch.compile(tiny)(x), tiny(x), atol=1e-5)
+        right = torch.allclose(torch.compile(lambda x: (x.sin() + 1).cos())(x), (x.sin() + 1).cos())
     except Exception as err:  # any compiler failure is reported with advice, never hidden
-        r.line(
-            "FAIL",
-            f"torch.compile failed: {type(err).__name__}: {_fmt.error_line(err)}",
-            _compiler_advice(platform.system()),
-        )
+        what = f"torch.compile failed: {type(err).__name__}: {_fmt.error_line(err)}"
+        r("FAIL", what, _compiler_advice(platform.system()))
         return False
     if not right:
-        r.line("FAIL", "torch.compile gave a wrong result", "pip install -U torch")
-        return False
-    r.line("ok", f"compiled and ran a tiny function in {_fmt.seconds(time.perf_counter() - t0)}")
-    return True
+        r("FAIL", "torch.compile gave a wrong result", "pip install -U torch")
+    else:
+        r("ok", f"compiled a tiny function in {_fmt.seconds(time.perf_counter() - t0)}")
+    return right
 
 
 def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
@@ -238,10 +219,7 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     try:
         c = measure_ceilings(dev, refresh=refresh, progress=True)
     except OSError as err:
-        r.line(
-            "FAIL", f"ceilings not measured: {err}", "set BRRR_CACHE_DIR to a folder you can write"
-        )
-        return
+        return r("FAIL", f"ceilings not measured: {err}", "set BRRR_CACHE_DIR to a folder of yours")
     s = c.nearest_spec()
     rows = [
         ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), "FLOP/s"),
@@ -256,20 +234,11 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     print(textwrap.indent(f"{c!r}\n{table}", "        "), file=r.out)
     parts = cpu_parts(c.num_threads) if c.device == "cpu" else None
     if parts is not None:  # the CPU roofs as the clock each implies on the chip's parts
-        clocks = [
-            parts.implied_clock_hz(c.matmul_flops_per_s, 2),
-            parts.implied_clock_hz(c.vector_flops_per_s, 1),
-        ]
-        r.line(
-            "",
-            f"{parts}: matmul and vector imply {clocks[0] / 1e9:.2f} and {clocks[1] / 1e9:.2f} GHz",
-        )
+        clocks = [parts.implied_clock_hz(c.matmul_flops_per_s, 2) / 1e9]
+        clocks.append(parts.implied_clock_hz(c.vector_flops_per_s, 1) / 1e9)
+        r("", f"{parts}: matmul, vector need {clocks[0]:.2f}, {clocks[1]:.2f} GHz")
     if c.noisy:
-        r.line(
-            "WARN",
-            "the ceilings were noisy (notes above)",
-            "close other programs; brrr doctor --refresh",
-        )
+        r("WARN", "the ceilings were noisy (notes above)", "close programs; brrr doctor --refresh")
 
 
 def _notebook_imports(nb: dict) -> set[str]:
@@ -296,34 +265,30 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
     print("Course notebooks", file=r.out)
     src = course_source()
     if src is None:
-        r.line("FAIL", "course notebooks not found", REINSTALL)
-        return
-    r.line("ok", f"found in {src}")
+        return r("FAIL", "course notebooks not found", REINSTALL)
+    r("ok", f"found in {src}")
     for path in sorted(src.glob("*.ipynb")):
         try:
             text = path.read_text(encoding="utf-8")
-            missing = sorted(
-                m
-                for m in _notebook_imports(json.loads(text))
-                if importlib.util.find_spec(m) is None
-            )
+            imports = _notebook_imports(json.loads(text))
         except (OSError, ValueError) as err:
-            r.line("FAIL", f"{path.name}: unreadable ({err})", REINSTALL)
+            r("FAIL", f"{path.name}: unreadable ({err})", REINSTALL)
             continue
+        missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
         compiles = "torch.compile" in text
         if missing:
-            r.line(
+            r(
                 "FAIL",
                 f"{path.name}: needs {', '.join(missing)}",
                 f"pip install {' '.join(missing)}",
             )
         elif compiles and compile_ok is False:
-            r.line("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
+            r("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
         else:
-            r.line(
+            r(
                 "ok",
                 f"{path.name}: can run"
-                + " (torch.compile not tried)" * (compiles and compile_ok is None),
+                + " (torch.compile not tried)" * (compiles and not compile_ok),
             )
 
 
@@ -338,9 +303,7 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
             _check_ceilings(r, dev, refresh)
         _check_course(r, compile_ok)
     verdict = (
-        f"{r.failures} problem(s): fix the FAIL lines"
-        if r.failures
-        else "all good: `brrr lab` opens the course"
+        f"{r.failures} problem(s): fix the FAIL lines" if r.failures else "all good: run brrr lab"
     )
     print(verdict + f" ({r.warnings} warning(s))" * bool(r.warnings), file=r.out)
     return 1 if r.failures else 0
