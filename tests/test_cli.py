@@ -360,7 +360,7 @@ def test_doctor_names_what_a_notebook_imports_at_its_top_level(measured_ceilings
     notebooks("02_missing.ipynb", "from brrrlib import figures\nimport not_a_module_here\n")
     code, text = _doctor_run(quick=True)
     assert [_finding(text, f"0{i}_")[0] for i in range(3)] == ["ok", "ok", "FAIL"] and code == 1
-    assert "pip install not_a_module_here" in _finding(text, "02_missing")[1]
+    assert _finding(text, "02_missing")[1].split()[-3:] == ["pip", "install", "not_a_module_here"]
 
 
 # -------------------------------------------------------------- diagnose ---
@@ -540,7 +540,7 @@ def test_diagnose_interrupted_exits_130(workspace, capsys, monkeypatch):
 def test_diagnose_without_torch_says_what_to_install():
     run = _run_without_torch(_CLI_ALONE, "diagnose", "wl_anything:workload")
     assert run.returncode == 1 and "Traceback" not in run.stderr
-    assert run.stderr.startswith("brrr diagnose: torch is not installed") and "pip" in run.stderr
+    assert run.stderr.count("\n") == 1 and "torch" in run.stderr and "pip" in run.stderr
 
 
 # ------------------------------------------------------------------- lab ---
@@ -734,4 +734,4 @@ def test_the_torch_floor_is_the_one_the_package_declares(monkeypatch):
     monkeypatch.setattr(torch, "__version__", f"{floor}.0+cpu")
     assert torch_problem() is None
     monkeypatch.setattr(torch, "__version__", f"{major}.{minor - 1}.9+cu124")
-    assert f"older than {floor}" in torch_problem()
+    assert floor in torch_problem()

@@ -271,9 +271,9 @@ def _parser() -> argparse.ArgumentParser:
     lab = sub.add_parser(
         "lab",
         help="copy the course notebooks to a workspace and open JupyterLab there",
-        description="Copy the notebooks the workspace lacks (your edits are never overwritten) "
-        "and start JupyterLab there, on 127.0.0.1, with this Python as the kernel. Ctrl-C "
-        "stops it and its kernels.",
+        description="Copy the notebooks the workspace lacks (your edits are never overwritten)\n"
+        "and start JupyterLab there, on 127.0.0.1, with this Python as the kernel.\n"
+        "Ctrl-C stops it and its kernels.",
         epilog=_LAB_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

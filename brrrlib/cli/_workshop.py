@@ -359,7 +359,8 @@ Again:         sudo .venv/bin/brrr workshop          (the same accounts and pass
 More learners: sudo .venv/bin/brrr workshop --learners dan,eve
 The room:      add --ip <this machine's address> --tls-cert PEM --tls-key PEM
 After class:   Ctrl-C, then sudo .venv/bin/brrr workshop --end
-Needs: {INSTALL}. Names and passwords: DIR/hub/cards.txt."""
+Names and passwords: DIR/hub/cards.txt. Needs JupyterHub and its proxy:
+  {INSTALL}"""
 
 
 def add_parser(sub, port_type) -> argparse.ArgumentParser:
@@ -367,8 +368,8 @@ def add_parser(sub, port_type) -> argparse.ArgumentParser:
     w = sub.add_parser(
         "workshop",
         help="start a JupyterHub on this machine for a class (as root)",
-        description="A JupyterHub for a class on this machine (Linux, root): an account per "
-        "learner, each one's copy of the chapters, a fair thread count per kernel and a "
+        description="A JupyterHub for a class on this machine (Linux, root): an account per\n"
+        "learner, each one's copy of the chapters, a fair thread count per kernel and a\n"
         "shared folder for bl.report().",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
