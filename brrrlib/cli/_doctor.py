@@ -24,7 +24,6 @@ __all__ = [
     "REINSTALL",
     "compiler_problem",
     "course_source",
-    "cuda_torch_command",
     "doctor",
     "package_version",
     "torch_problem",
@@ -41,10 +40,8 @@ _CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # recent releases are built for; pytorch.org/get-started names the one for your driver.
 _CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
 _LINUX_COMPILERS = {  # a distribution's ID or ID_LIKE -> how it installs g++
-    "debian": "sudo apt install build-essential",
-    "ubuntu": "sudo apt install build-essential",
-    "fedora": "sudo dnf install gcc-c++",
-    "rhel": "sudo dnf install gcc-c++",
+    "debian ubuntu": "sudo apt install build-essential",
+    "fedora rhel centos": "sudo dnf install gcc-c++",
     "arch": "sudo pacman -S gcc",
     "suse": "sudo zypper install gcc-c++",
     "alpine": "sudo apk add build-base",
@@ -85,7 +82,7 @@ def _torch_command() -> str:
     return "pip install torch"
 
 
-def cuda_torch_command() -> str:
+def _cuda_torch_command() -> str:
     """The command that replaces a CPU build of torch by a CUDA one, on this system."""
     if platform.system() == "Windows":
         return f"pip install --force-reinstall torch --index-url {_CUDA_INDEX}"
@@ -140,8 +137,8 @@ def _compiler_advice(system: str) -> str:
         distro = platform.freedesktop_os_release()
     except OSError:
         distro = {}
-    family = f"{distro.get('ID', '')} {distro.get('ID_LIKE', '')}".split()
-    known = [_LINUX_COMPILERS[name] for name in family if name in _LINUX_COMPILERS]
+    family = set(f"{distro.get('ID', '')} {distro.get('ID_LIKE', '')}".split())
+    known = [cmd for ids, cmd in _LINUX_COMPILERS.items() if family & set(ids.split())]
     return known[0] if known else "install g++ with your system's package manager"
 
 
@@ -179,7 +176,7 @@ def _check_device(r: _Report):
     r("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
     gpu = "an NVIDIA GPU is here, but"
     if dev.type == "cpu" and shutil.which("nvidia-smi") and torch.version.cuda is None:
-        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", cuda_torch_command())
+        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", _cuda_torch_command())
     elif dev.type == "cpu" and shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
         r("WARN", f"{gpu} CUDA {torch.version.cuda} is not available", "check the driver")
     return dev
