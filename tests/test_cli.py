@@ -219,6 +219,7 @@ def test_a_conda_environment_is_told_the_conda_compiler(monkeypatch, tmp_path):
 
 
 def test_an_explicit_cxx_is_the_one_looked_up(monkeypatch):
+    # a fake machine whose PATH holds only the compiler CXX names
     monkeypatch.setenv("CXX", "my-clang++")
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     monkeypatch.setattr(shutil, "which", lambda name: "/opt/x" if name == "my-clang++" else None)
@@ -273,6 +274,7 @@ def test_doctor_fails_with_advice_when_a_package_is_missing(measured_ceilings, m
 
 
 def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
+    # a compiler that fails, on a fake Ubuntu: no machine here has a broken one to test on
     def broken(*a, **k):
         raise RuntimeError("InductorError: no C++ compiler found")
 
@@ -291,6 +293,7 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
 
 
 def test_doctor_quick_names_a_missing_compiler_before_chapter_02(measured_ceilings, monkeypatch):
+    # a fake Ubuntu without g++ on PATH (this machine has one)
     real_which = shutil.which
     monkeypatch.setattr(
         shutil, "which", lambda name, *a: None if name == "g++" else real_which(name, *a)
@@ -311,6 +314,7 @@ def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
 ):
     if torch.cuda.is_available():
         pytest.skip("this machine's torch uses its GPU")
+    # a fake NVIDIA GPU (nvidia-smi on PATH) beside a CPU build of torch
     real_which = shutil.which
     monkeypatch.setattr(
         shutil,
@@ -529,7 +533,7 @@ def test_diagnose_interrupted_exits_130(workspace, capsys, monkeypatch):
         tmp / "wl_ok.py", "import torch\ndef workload():\n    return torch.neg, (torch.ones(2),)\n"
     )
 
-    def interrupted(fn, *args, **kwargs):
+    def interrupted(fn, *args, **kwargs):  # Ctrl-C while measuring, at a known moment
         raise KeyboardInterrupt
 
     monkeypatch.setattr(brrrlib, "diagnose", interrupted)
