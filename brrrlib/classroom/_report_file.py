@@ -114,23 +114,24 @@ def parse(data: Any) -> dict[str, Any]:
         raise ValueError(
             f"not a brrr report (field 'schema' is not {SCHEMA!r}); bl.report() writes them"
         )
-    if data.get("schema_version") == 1:
-        try:
-            data = _from_v1(data)
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"schema 1: missing or malformed field {exc}") from None
-    elif data.get("schema_version") != SCHEMA_VERSION:
+    version = data.get("schema_version")
+    if version not in (1, SCHEMA_VERSION):
         raise ValueError(
-            f"schema_version {data.get('schema_version')!r}: this brrrlib reads 1 and "
-            f"{SCHEMA_VERSION} (a newer file? pip install -U brrrlib)"
+            f"schema_version {version!r}: this brrrlib reads 1 and {SCHEMA_VERSION} "
+            "(a newer file? pip install -U brrrlib)"
         )
+    try:
+        return _fields(_from_v1(data) if version == 1 else data)
+    except KeyError as exc:
+        raise ValueError(f"missing field {exc}") from None
+    except AttributeError as exc:  # a schema 1 field of the wrong type
+        raise ValueError(f"schema 1: {exc}") from None
+
+
+def _fields(data: dict) -> dict[str, Any]:
     kind = data.get("kind")
     if kind not in ("measurement", "prediction"):
         raise ValueError(f"field 'kind' must be 'measurement' or 'prediction', got {kind!r:.60}")
-    body = "spec" if kind == "prediction" else "ceilings"
-    for key in ("name", "created_at", "chapters", body):
-        if key not in data:
-            raise ValueError(f"missing field {key!r}")
     if kind == "measurement":
         machine = record(Ceilings, data["ceilings"], "ceilings")
     else:
