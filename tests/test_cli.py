@@ -325,7 +325,7 @@ def test_doctor_warns_of_a_cpu_torch_on_a_machine_with_an_nvidia_gpu(
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     code, text = _doctor_run(quick=True)
     tag, said = _finding(text, "NVIDIA")
-    assert tag == "WARN" and "pip install --force-reinstall torch" in said
+    assert tag == "WARN" and "--force-reinstall" in said and "torch" in said
 
 
 def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
