@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
-import html
 import json
 import math
 import numbers
@@ -21,7 +20,7 @@ from typing import Any
 
 from brrrlib import _files, _fmt, roofline
 from brrrlib.ceilings import Ceilings
-from brrrlib.classroom import _report_file
+from brrrlib.classroom import _report_file as _file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
 from brrrlib.hardware import DeviceSpec
 
@@ -39,42 +38,28 @@ __all__ = [
     "write_predictions",
 ]
 
+#: The variable that names the class's shared folder (``brrr workshop``'s hub sets it).
 RESULTS_ENV = "BRRR_RESULTS_DIR"
-"""The variable that names the class's shared folder (``brrr workshop``'s hub sets it)."""
-
+#: The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22.
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings" / "h100-2026-11-22"
-"""The recordings shipped with brrrlib (see its README.md): an H100 and an H200, 2026-11-22."""
-
-
-# --------------------------------------------------------------------------- tables
 
 
 @dataclass(frozen=True)
 class ClassTable:
     """A table about the class's machines: text in a terminal, HTML in a notebook."""
 
-    reports: tuple[Any, ...]
+    reports: tuple[Report, ...]
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
-    muted: tuple[bool, ...] = ()
     caption: str = ""
+    muted: tuple[bool, ...] = ()  # predictions' rows, in italics
 
     def __repr__(self) -> str:
-        if not self.rows:
-            return self.caption
-        table = _fmt.text_table(self.columns, self.rows, rule=True)
-        return table + (f"\n{self.caption}" if self.caption else "")
+        table = _fmt.text_table(self.columns, self.rows, rule=True) if self.rows else ""
+        return "\n".join(filter(None, (table, self.caption)))
 
     def _repr_html_(self) -> str:
-        if not self.rows:
-            return f"<p>{html.escape(self.caption)}</p>"
-        align = "l" * len(self.columns)
-        return _fmt.html_table(
-            self.columns, self.rows, caption=self.caption, align=align, muted=self.muted
-        )
-
-
-# --------------------------------------------------------------------------- the record
+        return _fmt.html_table(self.columns, self.rows, caption=self.caption, muted=self.muted)
 
 
 @dataclass(frozen=True)
@@ -87,7 +72,6 @@ class Report:
     created_at: str | None = None
     recorded: bool = False
     notes: tuple[str, ...] = ()
-    schema_version: int = field(default=SCHEMA_VERSION, compare=False)
     path: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -98,21 +82,18 @@ class Report:
                 "machine must be Ceilings (bl.measure_ceilings()) or a spec-sheet row "
                 f"(bl.spec('T4')), got {type(self.machine).__name__}"
             )
-        chapters = _report_file.check_chapters(self.chapters, "Report")
-        frozen = {k: MappingProxyType(v) for k, v in chapters.items()}
-        object.__setattr__(self, "chapters", MappingProxyType(frozen))
+        chapters = _file.check(self.chapters, _file.CHAPTERS, "chapters")
+        chapters = {k: MappingProxyType(v) for k, v in chapters.items()}
+        object.__setattr__(self, "chapters", MappingProxyType(chapters))
         object.__setattr__(self, "notes", tuple(self.notes))
-
-    # -- what every report answers ------------------------------------------------------
-    @property
-    def kind(self) -> str:
-        """``"prediction"`` for spec-sheet numbers, ``"measurement"`` otherwise."""
-        return "prediction" if self.is_prediction else "measurement"
 
     @property
     def is_prediction(self) -> bool:
-        """True for spec-sheet numbers: nothing was measured."""
         return isinstance(self.machine, DeviceSpec)
+
+    @property
+    def kind(self) -> str:
+        return "prediction" if self.is_prediction else "measurement"
 
     @property
     def label(self) -> str:
@@ -124,72 +105,56 @@ class Report:
 
     @property
     def device(self) -> str:
-        """``"cpu"``, ``"cuda"``, ``"mps"``: the kind of device the numbers belong to."""
-        if isinstance(self.machine, Ceilings):
-            return self.machine.device
-        return "cuda" if self.machine.kind == "gpu" else self.machine.kind
+        m = self.machine
+        return m.device if isinstance(m, Ceilings) else "cuda" if m.kind == "gpu" else m.kind
 
     @property
     def device_name(self) -> str:
-        """The device's own name (``"NVIDIA H100 80GB HBM3"``, a CPU model, a spec row)."""
-        m = self.machine
-        return m.device_name if isinstance(m, Ceilings) else m.name
+        return self.machine.name if self.is_prediction else self.machine.device_name
 
     @property
     def precisions(self) -> tuple[str, ...]:
-        """The matmul precisions with a roof here: always ``"fp32"``, GPUs more."""
         m = self.machine
-        by = m.matmul_flops_per_s_by_dtype if isinstance(m, Ceilings) else m.peak_flops_per_s
-        return tuple(by)
+        return tuple(m.peak_flops_per_s if self.is_prediction else m.matmul_flops_per_s_by_dtype)
 
     def matmul_peak(self, precision: str = "fp32") -> float:
         """Matmul FLOP/s in ``precision``: measured, or the sheet's dense peak."""
         m = self.machine
-        return m.matmul_peak(precision) if isinstance(m, Ceilings) else m.peak(precision)
-
-    def fastest_precision(self) -> str:
-        """The precision with the highest matmul roof (``"bf16"`` on most GPUs)."""
-        return max(self.precisions, key=self.matmul_peak)
+        return m.peak(precision) if self.is_prediction else m.matmul_peak(precision)
 
     @property
     def mem_bandwidth_bytes_per_s(self) -> float:
-        """Memory bandwidth: a measured copy, or the sheet's number."""
         return self.machine.mem_bandwidth_bytes_per_s
 
     @property
     def vector_flops_per_s(self) -> float:
-        """The non-matmul roof, one FLOP per operation: measured, or half the sheet's fp32 peak (a
-        sheet counts a fused multiply-add as two FLOPs; a plain operation is one).
-        """
+        """Measured, or half the sheet's fp32 peak (a sheet counts an FMA as two FLOPs)."""
         m = self.machine
-        return m.vector_flops_per_s if isinstance(m, Ceilings) else m.peak("fp32") / 2
+        return m.peak("fp32") / 2 if self.is_prediction else m.vector_flops_per_s
 
     @property
     def op_overhead_s(self) -> float | None:
-        """One tiny op's cost, measured; None for a prediction (no sheet lists it)."""
-        return self.machine.op_overhead_s if isinstance(self.machine, Ceilings) else None
+        return None if self.is_prediction else self.machine.op_overhead_s
 
     def ridge_point_flops_per_byte(self, precision: str = "fp32") -> float:
         """``matmul_peak(precision) / mem_bandwidth_bytes_per_s``: below it, memory-bound."""
         return self.matmul_peak(precision) / self.mem_bandwidth_bytes_per_s
 
-    # -- the file ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON layout of :mod:`~brrrlib.classroom._report_file` (schema 2; ``path`` and
-        ``recorded`` are not stored).
-        """
-        numbers = (
-            {"spec": _report_file.spec_to_dict(self.machine)}
-            if isinstance(self.machine, DeviceSpec)
-            else {"ceilings": self.machine.to_dict()}
-        )
+        """The file's layout, schema 2 (``path`` and ``recorded`` are not stored)."""
+        m = self.machine
+        if self.is_prediction:
+            spec = {k: getattr(m, k) for k in _file.SPEC_FIELDS}
+            body = {"spec": spec | {"peak_flops_per_s": dict(m.peak_flops_per_s)}}
+        else:
+            body = {"ceilings": m.to_dict()}
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
             "kind": self.kind,
             "name": self.name,
             "created_at": self.created_at,
-            **numbers,
+            **body,
             "ridge_point_flops_per_byte": self.ridge_point_flops_per_byte(),
             "notes": list(self.notes),
             "chapters": {k: dict(v) for k, v in self.chapters.items()},
@@ -202,46 +167,40 @@ class Report:
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "report") -> Report:
         """Check a decoded report file (schema 1 or 2) and build the Report; errors name ``where``."""
-        fields = _report_file.parse(data, where)  # its errors name where already
         try:
-            return cls(**fields)
+            return cls(**_file.parse(data))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
 
-    # -- rendering -----------------------------------------------------------------------
     def __repr__(self) -> str:
-        c = _cells(self)
-        notes = "".join(f"\n  note: {n}" for n in self.notes)
-        return (
-            f"Report({c['machine']}: {c['device']}, {c['kind']}; matmul {c['matmul fp32']} "
-            f"(fastest {c['fastest matmul']}), bandwidth {c['bandwidth']}, overhead "
-            f"{c['op overhead']}, ridge {c['ridge fp32']} FLOP/byte){notes}"
-        )
+        return repr(reports_table([self]))
 
     def _repr_html_(self) -> str:
         return reports_table([self])._repr_html_()
 
 
-def _cells(r: Report) -> dict[str, str]:
-    """One report's row of :func:`reports_table`: column -> cell text."""
-    fast = r.fastest_precision()
-    overhead = r.op_overhead_s
-    return {
-        "machine": r.label,
-        "kind": "prediction" if r.is_prediction else "recorded" if r.recorded else "measured",
-        "device": f"{r.device} ({r.device_name})",
-        "matmul fp32": _fmt.si(r.matmul_peak("fp32"), "FLOP/s"),
-        "fastest matmul": f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
-        "vector": _fmt.si(r.vector_flops_per_s, "FLOP/s"),
-        "bandwidth": _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
-        "op overhead": "n/a" if overhead is None else _fmt.seconds(overhead),
-        "ridge fp32": _fmt.si(r.ridge_point_flops_per_byte()),
-        "ridge fastest": f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
-        "chapters": ", ".join(sorted(r.chapters)) or "-",
-    }
+def _row(r: Report) -> tuple[str, ...]:
+    fast = max(r.precisions, key=r.matmul_peak)
+    kind = "prediction" if r.is_prediction else "recorded" if r.recorded else "measured"
+    return (
+        r.label,
+        kind,
+        f"{r.device} ({r.device_name})",
+        _fmt.si(r.matmul_peak(), "FLOP/s"),
+        f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
+        _fmt.si(r.vector_flops_per_s, "FLOP/s"),
+        _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
+        "n/a" if r.op_overhead_s is None else _fmt.seconds(r.op_overhead_s),
+        _fmt.si(r.ridge_point_flops_per_byte()),
+        f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
+        ", ".join(sorted(r.chapters)) or "-",
+    )
 
 
-# --------------------------------------------------------------------------- making reports
+_COLUMNS = tuple(
+    "machine,kind,device,matmul fp32,fastest matmul,vector,bandwidth,op overhead,ridge fp32,"
+    "ridge fastest,chapters".split(",")
+)
 
 
 def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
@@ -250,10 +209,9 @@ def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
         raise TypeError(
             f"ceilings must be what bl.measure_ceilings() returns, got {type(ceilings).__name__}"
         )
-    label = name if name is not None else (ceilings.host or socket.gethostname())
-    label = label.strip() if isinstance(label, str) else label  # Report says what a name must be
+    name = name if name is not None else (ceilings.host or socket.gethostname())
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    return Report(label, ceilings, created_at=now)
+    return Report(name.strip() if isinstance(name, str) else name, ceilings, created_at=now)
 
 
 def report(
@@ -265,10 +223,13 @@ def report(
     ceilings: Ceilings | None = None,
 ) -> Path:
     """Save this machine's ceilings (and a chapter's measurements) for the class; returns the path."""
-    chapter_key = _report_file.chapter_key(chapter)
-    extras = _report_file.extras(extra)
-    if extras and chapter_key is None:
+    key = _chapter_key(chapter)
+    if extra is not None and key is None:
         raise ValueError("extra needs chapter=, e.g. bl.report(chapter=2, extra={...})")
+    try:
+        extra = _file.check(extra or {}, _file.VALUES, "extra")
+    except ValueError as exc:  # the learner's argument: a TypeError, and what to pass
+        raise TypeError(f"{exc}: pass a dict of name -> number or text, e.g. float(x)") from None
     if ceilings is None:
         from brrrlib.ceilings import measure_ceilings
 
@@ -279,12 +240,26 @@ def report(
     target = _target(path, rep, continue_earlier=name is None and hub_user is None)
     previous = _previous(target, rep)
     chapters = {k: dict(v) for k, v in previous.chapters.items()} if previous else {}
-    if chapter_key is not None:
-        chapters.setdefault(chapter_key, {}).update(extras)
+    if key is not None:
+        chapters.setdefault(key, {}).update(extra)
     if previous is not None and name is None:
         rep = dataclasses.replace(rep, name=previous.name)  # the class knows this file by it
     _write(target, dataclasses.replace(rep, chapters=chapters))
     return target
+
+
+def _chapter_key(chapter: Any) -> str | None:
+    """``2`` or ``"2"`` -> ``"02"``: the key a chapter's numbers are stored under."""
+    if chapter is None:
+        return None
+    if isinstance(chapter, bool) or not isinstance(chapter, (int, str)):
+        raise TypeError(f"chapter must be a chapter number like 2 or '02', got {chapter!r}")
+    text = str(chapter).strip()
+    if text.isdigit() and len(text) <= 3:
+        return f"{int(text):02d}"
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", text):
+        raise ValueError(f"chapter={chapter!r}: use a chapter number like 2 or '02'")
+    return text
 
 
 def write_predictions(
@@ -296,41 +271,31 @@ def write_predictions(
     written = []
     for device_name in (names,) if isinstance(names, str) else names:  # a name, not its letters
         row = spec(device_name)
-        stored = DeviceSpec(**_report_file.spec_to_dict(row))  # the numbers, not lookup aliases
+        stored = DeviceSpec(**{k: getattr(row, k) for k in _file.SPEC_FIELDS})  # no aliases
         rep = Report(f"{row.name} (prediction from spec sheet)", stored)
         written.append(Path(folder) / f"prediction-{_slug(row.name)}-{rep.device}.json")
         _write(written[-1], rep)
     return written
 
 
-def _default_folder() -> Path:
-    """Where :func:`report` writes without ``path``: ``$BRRR_RESULTS_DIR``, else ``./brrr-results``."""
-    return Path(os.environ.get(RESULTS_ENV) or "brrr-results")
-
-
 def _write(target: Path, rep: Report) -> None:
-    """Write ``rep``'s file so that the instructor can read it, or say where to write instead."""
     try:
-        _files.write_atomic(target, rep.to_json(), mode=0o644)
+        _files.write_atomic(target, rep.to_json(), mode=0o644)  # the instructor reads it
     except OSError as exc:
-        fix = "pass path= a folder you can write to"
-        if hasattr(os, "getuid") and target.exists() and target.stat().st_uid != os.getuid():
-            fix = "another account wrote that file under the same name: pass another name="
         raise OSError(
-            f"could not write the report to {target} ({exc.strerror or exc}); {fix}"
+            f"could not write the report to {target} ({exc.strerror or exc}): pass path= a "
+            "folder you can write to (on a hub: another name=, if another account has this one)"
         ) from None
 
 
 def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
     """Where ``rep`` goes: ``path``, else this machine's earlier file, else a new one."""
     if path is None:
-        if continue_earlier:
-            # Without a name, continue this machine's earlier report (say, one made
-            # with name="ada" in chapter 00) rather than start a second file.
-            earlier = _reports_of_this_machine(_default_folder(), rep)
-            if len(earlier) == 1 and earlier[0].path is not None:
-                return earlier[0].path  # report() keeps its name
-        return _default_folder() / _file_name(rep)
+        folder = Path(os.environ.get(RESULTS_ENV) or "brrr-results")
+        # Without a name, continue this machine's earlier report (say, one made with
+        # name="ada" in chapter 00) rather than start a second file.
+        earlier = _reports_of_this_machine(folder, rep) if continue_earlier else []
+        return earlier[0].path if len(earlier) == 1 else folder / _file_name(rep)
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
     target = Path(path)
@@ -343,19 +308,16 @@ def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
 
 def _machine_of(rep: Report) -> tuple[str, str, str, str]:
     """(kind, host, device, device name): which machine a report's numbers belong to."""
-    host = rep.machine.host if isinstance(rep.machine, Ceilings) else ""
-    return rep.kind, host, rep.device, rep.device_name
+    return rep.kind, getattr(rep.machine, "host", ""), rep.device, rep.device_name
 
 
 def _file_name(rep: Report) -> str:
     """``<name>-<device>-<fingerprint>.json``: safe on every file system, one per learner."""
     key = "\0".join((rep.name, *_machine_of(rep)[1:])).encode()
-    fingerprint = hashlib.sha256(key).hexdigest()[:8]
-    return f"{_slug(rep.name) or 'learner'}-{rep.device}-{fingerprint}.json"
+    return f"{_slug(rep.name) or 'learner'}-{rep.device}-{hashlib.sha256(key).hexdigest()[:8]}.json"
 
 
 def _slug(text: str) -> str:
-    """``text`` reduced to ASCII letters, digits, ``_`` and ``-`` (at most 40 of them)."""
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-")[:40]
 
 
@@ -363,7 +325,7 @@ def _previous(target: Path, rep: Report) -> Report | None:
     """The report already in ``target``, if any; another machine's file there is an error."""
     if not target.exists() and not target.is_symlink():
         return None
-    previous = _read(target, target.parent)  # a clear error on a damaged or foreign file
+    previous = _read(target, target.parent)
     if _machine_of(previous) != _machine_of(rep):
         raise ValueError(
             f"path={str(target)!r} holds the report of another machine "
@@ -373,7 +335,6 @@ def _previous(target: Path, rep: Report) -> Report | None:
 
 
 def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
-    """The readable reports in ``folder`` made on the same host and device as ``rep``."""
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
@@ -385,44 +346,32 @@ def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
     return found
 
 
-# --------------------------------------------------------------------------- reading reports
-
-
 def _read(path: Path, root: Path) -> Report:
-    data = _report_file.read_json(path, root)
+    data = _file.read_json(path, root)
     return dataclasses.replace(Report.from_dict(data, where=str(path)), path=path)
 
 
 def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
     """Read every ``*.json`` report in ``folder`` (and its subfolders), validated."""
-    if not isinstance(folder, (str, Path)):
-        raise TypeError(f"folder must be a str or Path, got {type(folder).__name__}")
-    root = Path(folder)
-    if not root.is_dir():
+    if not isinstance(folder, (str, Path)) or not Path(folder).is_dir():
         raise ValueError(
-            f"folder={str(folder)!r} is not a folder; put the learners' brrr-results/*.json "
-            f"files in one folder and pass its path"
+            f"folder={folder!r} is not a folder: put the learners' brrr-results/*.json in one"
         )
     files = []  # linked folders are not entered: they may lead anywhere
-    for where, _dirs, names in os.walk(root, followlinks=False):
-        files += [Path(where) / n for n in sorted(names) if n.lower().endswith(".json")]
+    for where, _dirs, names in os.walk(folder, followlinks=False):
+        files += [Path(where) / n for n in names if n.lower().endswith(".json")]
     if not files:
-        raise ValueError(
-            f"folder={str(folder)!r} holds no *.json files; learners write them with "
-            f"bl.report() (into ./brrr-results/)"
-        )
+        raise ValueError(f"folder={str(folder)!r} holds no *.json files (bl.report() writes them)")
     reports, skipped = [], []
     for path in sorted(files):
         try:
-            reports.append(_read(path, root))
+            reports.append(_read(path, Path(folder)))
         except ValueError as exc:
             if strict:
                 raise
             skipped.append(f"  {exc}")
     if skipped:
-        warnings.warn(
-            f"skipped {len(skipped)} unreadable report(s):\n" + "\n".join(skipped), stacklevel=2
-        )
+        warnings.warn(f"skipped {len(skipped)} report(s):\n" + "\n".join(skipped), stacklevel=2)
     if not reports:
         raise ValueError(f"folder={str(folder)!r}: no readable report among {len(files)} files")
     return sorted(reports, key=lambda r: (r.is_prediction, r.recorded, r.name.lower(), r.device))
@@ -433,19 +382,14 @@ def recorded_reports() -> list[Report]:
     out = []
     for rep in load_reports(RECORDINGS / "reports"):
         c = rep.machine
-        date = c.measured_at[:10] or (rep.created_at or "")[:10]
-        name = f"{c.device_name.removeprefix('NVIDIA ')}, recorded {date}, torch {c.torch_version}"
-        out.append(dataclasses.replace(rep, name=name, recorded=True))
+        name = f"{c.device_name.removeprefix('NVIDIA ')}, recorded {c.measured_at[:10]}, "
+        out.append(dataclasses.replace(rep, name=name + f"torch {c.torch_version}", recorded=True))
     return out
-
-
-# --------------------------------------------------------------------------- showing a class
 
 
 def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
     """The reports (one or a list) with a matmul roof in ``precision``; an error names the fix."""
-    if isinstance(reports, Report):
-        reports = [reports]
+    reports = [reports] if isinstance(reports, Report) else reports
     if not isinstance(reports, Sequence) or not reports:
         raise ValueError("reports: give a non-empty list of reports, e.g. load_reports(folder)")
     for r in reports:
@@ -460,15 +404,11 @@ def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
 def reports_table(reports: Sequence[Report]) -> ClassTable:
     """One row per machine: its roofs, ridge points and which chapters it reported."""
     chosen = _check_reports(reports)
-    notes = ["italic rows are spec-sheet predictions, not measurements"] * any(
-        r.is_prediction for r in chosen
-    )
-    notes.append("vector: one FLOP per operation (a spec sheet's fp32 peak counts an FMA as two)")
-    rows = [_cells(r) for r in chosen]
-    muted = tuple(r.is_prediction for r in chosen)
-    return ClassTable(
-        chosen, tuple(rows[0]), tuple(tuple(c.values()) for c in rows), muted, "; ".join(notes)
-    )
+    return ClassTable(chosen, _COLUMNS, tuple(map(_row, chosen)), muted=_muted(chosen))
+
+
+def _muted(reports: Sequence[Report]) -> tuple[bool, ...]:
+    return tuple(r.is_prediction for r in reports)
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
@@ -480,44 +420,30 @@ def chapters_table(reports: Sequence[Report]) -> ClassTable:
         for chapter, values in sorted(r.chapters.items())
         for key, value in values.items()
     )
-    none = "No chapter measurements yet: learners add them with "
-    none += "bl.report(chapter=2, extra={'knee_repeat': 16})."
-    columns = ("machine", "chapter", "measurement", "value")
-    return ClassTable(chosen, columns, rows, (), "" if rows else none)
+    caption = "" if rows else "no chapter measurements yet: bl.report(chapter=2, extra={...})"
+    return ClassTable(chosen, ("machine", "chapter", "measurement", "value"), rows, caption)
 
 
 def attainable_table(
     reports: Sequence[Report], intensity_flops_per_byte: float, *, precision: str = "fp32"
 ) -> ClassTable:
-    """What a kernel of ``intensity_flops_per_byte`` can reach on each machine, and why."""
+    """What a kernel of ``intensity_flops_per_byte`` can reach on each machine, and of its peak."""
     chosen = _check_reports(reports, precision)
     x = intensity_flops_per_byte
     if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
         raise ValueError(
             f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
         )
+    peaks = [r.matmul_peak(precision) for r in chosen]
     rows = []
-    for r in chosen:
-        peak = r.matmul_peak(precision)
+    for r, peak in zip(chosen, peaks, strict=True):
         rate = roofline.attainable_flops_per_s(float(x), peak, r.mem_bandwidth_bytes_per_s)
         rows.append(
-            (r.label, _fmt.si(peak, "FLOP/s"), _fmt.si(rate, "FLOP/s"), _fmt.percent(rate, peak))
+            (r.label, *(_fmt.si(v, "FLOP/s") for v in (peak, rate)), _fmt.percent(rate, peak))
         )
-    low, high = (f(chosen, key=lambda r: r.matmul_peak(precision)) for f in (min, max))
-    spread = high.matmul_peak(precision) / low.matmul_peak(precision)
-    caption = (
-        f"the {precision} matmul peaks here differ by {round(spread):,}x (lowest {low.label}: "
-        f"{_fmt.si(low.matmul_peak(precision), 'FLOP/s')}; highest {high.label}: "
-        f"{_fmt.si(high.matmul_peak(precision), 'FLOP/s')})"
-    )
-    columns = (
-        "machine",
-        f"{precision} matmul peak",
-        f"attainable at {x:g} FLOP/B",
-        "share of peak",
-    )
-    muted = tuple(r.is_prediction for r in chosen)
-    return ClassTable(chosen, columns, tuple(rows), muted, caption)
+    columns = ("machine", f"{precision} matmul peak", f"attainable at {x:g} FLOP/B", "of peak")
+    caption = f"peaks differ {round(max(peaks) / min(peaks)):,}x"
+    return ClassTable(chosen, columns, tuple(rows), caption, _muted(chosen))
 
 
 def plot_reports(
@@ -533,9 +459,7 @@ def plot_reports(
         title = f"the class on one roofline, {dtype} roofs: {', '.join(counts)}"
     # roofline.plot labels a device by its name: give each the label the class sees.
     devices = [
-        dataclasses.replace(r.machine, name=r.label)
-        if r.is_prediction
-        else dataclasses.replace(r.machine, device_name=r.label)
+        dataclasses.replace(r.machine, **{"name" if r.is_prediction else "device_name": r.label})
         for r in chosen
     ]
     if ax is None:
@@ -548,6 +472,5 @@ def plot_reports(
     for line in ax.get_lines():
         if predicted_labels and line.get_label().startswith(predicted_labels):
             line.set_linestyle(":")  # nothing measured: dotted
-    # A class has many machines: the legend goes beside the plot, not over the lines.
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -20,11 +21,10 @@ from brrrlib import _fmt
 from brrrlib._files import course_folder as course_source
 
 __all__ = [
+    "REINSTALL",
     "compiler_problem",
     "course_source",
-    "cuda_torch_command",
     "doctor",
-    "REINSTALL",
     "package_version",
     "torch_problem",
 ]
@@ -32,29 +32,32 @@ __all__ = [
 # The oldest torch that passes every test and notebook (.ci/torch_range.py): torch.Tag.reduction,
 # which counting uses, arrived in 2.10. pyproject.toml says the same (tests/test_cli.py checks).
 _TORCH_FLOOR = "2.10"
-
-#: What to do when the course notebooks are missing (``brrr doctor``, ``brrr lab``).
 REINSTALL = "reinstall the package (pip install brrrlib, or pip install -e . in the clone)"
-
-# Packages the notebooks need (required) and the test tools (optional).
 _REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
-_OPTIONAL = ("nbval", "pytest")
+_OPTIONAL = ("nbval", "pytest")  # the tests'
+_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# A CUDA build for Windows (PyPI's Windows wheel is the CPU build): a CUDA version torch's
+# recent releases are built for; pytorch.org/get-started names the one for your driver.
+_CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
+_LINUX_COMPILERS = {  # a distribution's ID or ID_LIKE -> how it installs g++
+    "debian ubuntu": "sudo apt install build-essential",
+    "fedora rhel centos": "sudo dnf install gcc-c++",
+    "arch": "sudo pacman -S gcc",
+    "suse": "sudo zypper install gcc-c++",
+    "alpine": "sudo apk add build-base",
+}
 
 
 class _Report:
-    """Doctor's findings, one tagged line each; FAIL lines make the exit status 1."""
+    """Doctor's findings, one tagged line each, advice under it; FAIL makes the exit status 1."""
 
     def __init__(self, out) -> None:
         self.out, self.failures, self.warnings = out, 0, 0
 
-    def line(self, tag: str, text: str, advice: str = "") -> None:
+    def __call__(self, tag: str, text: str, advice: str = "") -> None:
         self.failures += tag == "FAIL"
         self.warnings += tag == "WARN"
-        advice = f"\n        -> {advice}" if advice else ""
-        print(f"  {tag:<5} {text}{advice}", file=self.out)
-
-    def section(self, title: str) -> None:
-        print(f"\n{title}", file=self.out)
+        print(f"  {tag:<5} {text}" + (f"\n        -> {advice}" if advice else ""), file=self.out)
 
 
 def _version(dist: str) -> str | None:
@@ -69,31 +72,17 @@ def package_version() -> str:
     return _version("brrrlib") or getattr(sys.modules.get("brrrlib"), "__version__", "unknown")
 
 
-_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# A CUDA build for Windows (PyPI's Windows wheel is the CPU build): a CUDA version torch's
-# recent releases are built for; pytorch.org/get-started names the one for your driver.
-_CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
+def _torch_command() -> str:
+    """The command that installs the torch build this machine needs (CUDA, CPU or Apple's)."""
+    system, gpu = platform.system(), shutil.which("nvidia-smi") is not None
+    if system == "Windows" and gpu:  # PyPI's Windows wheel is the CPU build
+        return f"pip install torch --index-url {_CUDA_INDEX} (pytorch.org/get-started: your CUDA)"
+    if system not in ("Windows", "Darwin") and not gpu:  # PyPI's Linux wheel is the CUDA build
+        return f"pip install torch --index-url {_CPU_INDEX}"
+    return "pip install torch"
 
 
-def _torch_advice() -> str:
-    """The install command for this machine's torch build: Apple, CUDA or CPU, per system."""
-    system = platform.system()
-    if system == "Darwin":
-        return "for this machine (Apple: MPS is in the default wheel): pip install torch"
-    if shutil.which("nvidia-smi"):
-        if system == "Windows":  # PyPI's Windows wheel has no CUDA
-            return (
-                "for this machine (CUDA on Windows: PyPI's wheel is the CPU build): pip install "
-                f"torch --index-url {_CUDA_INDEX} (pytorch.org/get-started names the CUDA "
-                "version for your driver)"
-            )
-        return "for this machine (CUDA: an NVIDIA GPU is here): pip install torch"
-    if system == "Windows":  # PyPI's Windows wheel is the CPU build already
-        return "for this machine (CPU on Windows: no NVIDIA GPU): pip install torch"
-    return f"for this machine (CPU: no NVIDIA GPU): pip install torch --index-url {_CPU_INDEX}"
-
-
-def cuda_torch_command() -> str:
+def _cuda_torch_command() -> str:
     """The command that replaces a CPU build of torch by a CUDA one, on this system."""
     if platform.system() == "Windows":
         return f"pip install --force-reinstall torch --index-url {_CUDA_INDEX}"
@@ -106,46 +95,71 @@ def torch_problem() -> str | None:
         torch = importlib.import_module("torch")
     except Exception as err:  # a broken install fails in many ways: name it, never hide it
         if isinstance(err, ModuleNotFoundError) and err.name == "torch":
-            return f"torch is not installed: install it {_torch_advice()}"
-        what = f"{type(err).__name__}: {err}"
-        return f"torch cannot be imported ({what}): reinstall it {_torch_advice()}"
+            return f"torch is not installed: {_torch_command()}"
+        return f"torch cannot be imported ({type(err).__name__}: {err}): reinstall it: " + (
+            _torch_command().replace("install", "install --force-reinstall", 1)
+        )
     version = getattr(torch, "__version__", "0")
     if _release(version) >= _release(_TORCH_FLOOR):
         return None
-    upgrade = _torch_advice().replace("pip install torch", "pip install -U torch")
     return (
         f"torch {version} is older than {_TORCH_FLOOR}, the oldest the course runs on: "
-        f"upgrade it {upgrade}"
+        + _torch_command().replace("install", "install -U", 1)
     )
 
 
 def _release(version: str) -> tuple[int, ...]:
-    """``"2.10.0+cu128"`` -> ``(2, 10, 0)``: the numeric release part of a version."""
+    """``"2.10.0+cu128"`` -> ``(2, 10, 0)``."""
     return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def compiler_problem() -> tuple[str, str] | None:
+    """(what is missing, how to install it) when torch.compile's C++ compiler is not found."""
+    system = platform.system()
+    compiler = os.environ.get("CXX") or {"Darwin": "clang++", "Windows": "cl"}.get(system, "g++")
+    found = shutil.which(compiler)
+    if found and system == "Darwin" and not os.environ.get("CXX"):  # not the /usr/bin stub
+        found = subprocess.run(["xcode-select", "-p"], capture_output=True).returncode == 0
+    return None if found else (f"no C++ compiler ({compiler}) on PATH", _compiler_advice(system))
+
+
+def _compiler_advice(system: str) -> str:
+    """How to install a C++ compiler here, in one line: conda, macOS, Windows or a Linux."""
+    if (Path(sys.prefix) / "conda-meta").is_dir():
+        return "conda install -c conda-forge cxx-compiler"
+    if system in ("Darwin", "Windows"):
+        return {
+            "Darwin": "xcode-select --install",
+            "Windows": "install Visual Studio Build Tools (Desktop development with C++) and "
+            "start brrr from the x64 Native Tools Command Prompt, or use WSL",
+        }[system]
+    try:
+        distro = platform.freedesktop_os_release()
+    except OSError:
+        distro = {}
+    family = set(f"{distro.get('ID', '')} {distro.get('ID_LIKE', '')}".split())
+    known = [cmd for ids, cmd in _LINUX_COMPILERS.items() if family & set(ids.split())]
+    return known[0] if known else "install g++ with your system's package manager"
 
 
 def _check_packages(r: _Report) -> bool:
     """One line per package; True if torch imports (nothing else runs without it)."""
-    r.section("Python and packages")
-    r.line("ok", f"Python {platform.python_version()} ({sys.executable})")
+    print("Python and packages", file=r.out)
+    r("ok", f"Python {platform.python_version()} ({sys.executable})")
     problem = torch_problem()
     for name in _REQUIRED + _OPTIONAL:
         v = _version(name)
-        if name == "torch" and not problem:  # torch's own, with its build: 2.15.0+cu132, +cpu
-            v = getattr(sys.modules.get("torch"), "__version__", v)
         if name == "torch" and problem:
-            r.line("FAIL", problem, "then run brrr doctor again")
+            r("FAIL", problem)
+        elif name == "torch":  # its own version, with its build: 2.15.0+cu132, +cpu
+            r("ok", f"torch {sys.modules['torch'].__version__}")
         elif v is None and name in _REQUIRED:
-            r.line("FAIL", f"{name} is not installed", f"pip install {name}  (or pip install -e .)")
+            r("FAIL", f"{name} is not installed", f"pip install {name}  (or pip install -e .)")
         elif v is None:
-            r.line(
-                "WARN",
-                f"{name} is not installed (only the tests need it)",
-                "pip install -e '.[test]'",
-            )
+            r("WARN", f"{name} is not installed (the tests need it)", "pip install -e '.[test]'")
         else:
-            r.line("ok", f"{name} {v}")
-    r.line("ok", f"brrrlib {package_version()}")
+            r("ok", f"{name} {v}")
+    r("ok", f"brrrlib {package_version()}")
     return problem is None
 
 
@@ -154,167 +168,74 @@ def _check_device(r: _Report):
 
     from brrrlib import machine
 
-    r.section("Device")
+    print("Device", file=r.out)
     try:
         dev = machine.device()
     except ValueError as err:
-        r.line("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
-        return None
-    if dev.type == "cuda":
-        r.line("ok", f"cuda: {torch.cuda.get_device_name(dev)} (CUDA {torch.version.cuda})")
-    elif dev.type == "mps":
-        r.line("ok", "mps: Apple GPU")
-    else:
-        r.line("ok", f"cpu: {machine.device_name(dev)}, {torch.get_num_threads()} threads")
-        if shutil.which("nvidia-smi") and torch.version.cuda is None:
-            r.line(
-                "WARN",
-                f"an NVIDIA GPU is here, but torch {torch.__version__} is a CPU build",
-                f"to use the GPU: {cuda_torch_command()}",
-            )
-        elif shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
-            r.line(
-                "WARN",
-                f"an NVIDIA GPU is here and torch is a CUDA {torch.version.cuda} build, but "
-                "CUDA is not available to it",
-                "check the driver: nvidia-smi must work, and be new enough for that CUDA",
-            )
-        else:
-            r.line("", "no GPU: every chapter runs on the CPU; GPU-only cells show predictions")
+        return r("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
+    r("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
+    gpu = "an NVIDIA GPU is here, but"
+    if dev.type == "cpu" and shutil.which("nvidia-smi") and torch.version.cuda is None:
+        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", _cuda_torch_command())
+    elif dev.type == "cpu" and shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
+        r("WARN", f"{gpu} CUDA {torch.version.cuda} is not available", "check the driver")
     return dev
-
-
-def compiler_problem() -> tuple[str, str] | None:
-    """(what is missing, how to install it) when torch.compile's C++ compiler is not found."""
-    system = platform.system()
-    default = {"Darwin": "clang++", "Windows": "cl"}.get(system, "g++")
-    compiler = os.environ.get("CXX") or default
-    found = shutil.which(compiler)
-    if found and system == "Darwin" and not os.environ.get("CXX"):  # not the /usr/bin stub
-        tools = subprocess.run(["xcode-select", "-p"], capture_output=True, text=True)
-        found = found if tools.returncode == 0 else None
-    if found:
-        return None
-    return f"no C++ compiler ({compiler}) on this machine's PATH", _compiler_advice(system)
-
-
-def _compiler_advice(system: str) -> str:
-    """How to install a C++ compiler here, in one line: conda, macOS, Windows or a Linux."""
-    if (Path(sys.prefix) / "conda-meta").is_dir():
-        return "conda install -c conda-forge cxx-compiler"
-    if system == "Darwin":
-        return "xcode-select --install"
-    if system == "Windows":
-        return (
-            "install Visual Studio Build Tools (the 'Desktop development with C++' workload) "
-            "and start brrr from the 'x64 Native Tools Command Prompt', or run the course in WSL"
-        )
-    try:
-        distro = platform.freedesktop_os_release()
-    except OSError:
-        distro = {}
-    family = " ".join([distro.get("ID", ""), distro.get("ID_LIKE", "")])
-    for names, command in (
-        (("debian", "ubuntu"), "sudo apt install build-essential"),
-        (("fedora", "rhel", "centos"), "sudo dnf install gcc-c++"),
-        (("arch",), "sudo pacman -S gcc"),
-        (("suse",), "sudo zypper install gcc-c++"),
-        (("alpine",), "sudo apk add build-base"),
-    ):
-        if any(name in family for name in names):
-            return command
-    return "install g++ with your system's package manager (Debian/Ubuntu/WSL: build-essential)"
 
 
 def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
     """A C++ compiler (a lookup), then unless ``quick`` a tiny compile; None when not tried."""
     import torch
 
-    r.section("torch.compile")
+    print("torch.compile (chapters 02 and 03)", file=r.out)
     missing = compiler_problem()
     if missing:
-        what = f"{missing[0]}: torch.compile cannot build kernels (chapters 02 and 03 use it)"
-        r.line("FAIL", what, missing[1])
+        r("FAIL", *missing)
         return False
     if quick:
-        r.line("ok", "a C++ compiler is here (torch.compile not tried: --quick)")
+        r("ok", "a C++ compiler is here (--quick: not tried)")
         return None
-
-    def tiny(x):
-        return (x.sin() + 1).cos()
-
+    t0, x = time.perf_counter(), torch.randn(1024, device=dev)
     try:
-        t0 = time.perf_counter()
-        x = torch.randn(1024, device=dev)
-        right = torch.allclose(torch.compile(tiny)(x), tiny(x), atol=1e-5)
-        elapsed_s = time.perf_counter() - t0
+        right = torch.allclose(torch.compile(lambda x: (x.sin() + 1).cos())(x), (x.sin() + 1).cos())
     except Exception as err:  # any compiler failure is reported with advice, never hidden
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        advice = f"{_compiler_advice(platform.system())} (chapters 02 and 03 use torch.compile)"
-        r.line("FAIL", f"torch.compile failed: {type(err).__name__}: {first}", advice)
+        what = f"torch.compile failed: {type(err).__name__}: {_fmt.error_line(err)}"
+        r("FAIL", what, _compiler_advice(platform.system()))
         return False
     if not right:
-        r.line("FAIL", "torch.compile gave a wrong result", "update torch: pip install -U torch")
-        return False
-    took = _fmt.seconds(elapsed_s)
-    r.line("ok", f"compiled and ran a tiny function in {took} (first compile; later ones cached)")
-    return True
+        r("FAIL", "torch.compile gave a wrong result", "pip install -U torch")
+    else:
+        r("ok", f"compiled a tiny function in {_fmt.seconds(time.perf_counter() - t0)}")
+    return right
 
 
 def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     from brrrlib.ceilings import measure_ceilings
+    from brrrlib.parts import cpu_parts
 
-    r.section("Ceilings of this machine (bl.measure_ceilings)")
+    print("Ceilings (bl.measure_ceilings, cached; --refresh measures again)", file=r.out)
     try:
         c = measure_ceilings(dev, refresh=refresh, progress=True)
     except OSError as err:
-        r.line(
-            "FAIL", f"ceilings not measured: {err}", "set BRRR_CACHE_DIR to a folder you can write"
-        )
-        return
+        return r("FAIL", f"ceilings not measured: {err}", "set BRRR_CACHE_DIR to a folder of yours")
     s = c.nearest_spec()
-    rows = [  # (what, measured here, spec sheet, unit)
+    rows = [
         ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), "FLOP/s"),
-        ("vector fp32 (mul)", c.vector_flops_per_s, s.peak("fp32") / 2, "FLOP/s"),
-        ("memory bandwidth", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, "B/s"),
+        ("vector fp32", c.vector_flops_per_s, s.peak("fp32") / 2, "FLOP/s"),
+        ("bandwidth", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, "B/s"),
         ("ridge point", c.ridge_point_flops_per_byte(), s.ridge_point_flops_per_byte(), "FLOP/B"),
     ]
-    if "bf16" in s.peak_flops_per_s:
-        bf16 = c.matmul_flops_per_s_by_dtype.get("bf16")
-        rows.append(("matmul bf16", bf16, s.peak("bf16"), "FLOP/s"))
-    print(f"{'':<26}{'measured here':>16}{s.name + ' (spec)':>22}{'spec/here':>11}", file=r.out)
-    for name, here, there, unit in rows:
-        here_s, ratio = (_fmt.si(here, unit), _fmt.si(there / here, "x")) if here else ("-", "")
-        print(f"{'':<8}{name:<18}{here_s:>16}{_fmt.si(there, unit):>22}{ratio:>11}", file=r.out)
-    for pattern in ("read", "copy", "update"):  # the bandwidth roof of each access pattern
-        print(
-            f"{'':<8}{pattern + ' roof':<18}{_fmt.si(c.bandwidth_for(pattern), 'B/s'):>16}",
-            file=r.out,
-        )
-    print(f"{'':<8}{'op overhead':<18}{_fmt.seconds(c.op_overhead_s):>16}", file=r.out)
-    r.line("", f"{c.device_name}, measured {c.measured_at} (cached; --refresh measures again)")
-    r.line("", f"spec source: {s.source}")
-    _check_parts(r, c)
-    if c.noisy:
-        r.line("WARN", "; ".join(c.noise_notes()), "close other programs; brrr doctor --refresh")
-    else:
-        r.line("ok", "measurements were steady (the last rounds of each agreed within 10%)")
-
-
-def _check_parts(r: _Report, c) -> None:
-    """The CPU ceilings beside the peak from the chip's parts, as the clock each implies."""
-    from brrrlib.parts import cpu_parts
-
+    if "bf16" in s.peak_flops_per_s and "bf16" in c.matmul_flops_per_s_by_dtype:
+        rows.append(("matmul bf16", c.matmul_peak("bf16"), s.peak("bf16"), "FLOP/s"))
+    table = [(n, _fmt.si(h, u), _fmt.si(t, u), _fmt.times(t / h)) for n, h, t, u in rows]
+    table = _fmt.text_table(("", "here", f"{s.name} (spec)", "spec/here"), table, align="lrrr")
+    print(textwrap.indent(f"{c!r}\n{table}", "        "), file=r.out)
     parts = cpu_parts(c.num_threads) if c.device == "cpu" else None
-    if parts is None:
-        return
-    r.line("", f"the parts: {parts}")
-    for name, rate, per_lane in (
-        ("matmul fp32", c.matmul_flops_per_s, 2),
-        ("vector fp32", c.vector_flops_per_s, 1),
-    ):
-        clock = parts.implied_clock_hz(rate, per_lane)
-        r.line("", f"{name} {_fmt.si(rate, 'FLOP/s')} needs {clock / 1e9:.2f} GHz on those parts")
+    if parts is not None:  # the CPU roofs as the clock each implies on the chip's parts
+        clocks = [parts.implied_clock_hz(c.matmul_flops_per_s, 2) / 1e9]
+        clocks.append(parts.implied_clock_hz(c.vector_flops_per_s, 1) / 1e9)
+        r("", f"{parts}: matmul, vector need {clocks[0]:.2f}, {clocks[1]:.2f} GHz")
+    if c.noisy:
+        r("WARN", "the ceilings were noisy (notes above)", "close programs; brrr doctor --refresh")
 
 
 def _notebook_imports(nb: dict) -> set[str]:
@@ -323,13 +244,8 @@ def _notebook_imports(nb: dict) -> set[str]:
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
-        lines = "".join(cell.get("source", [])).splitlines()
-        src = "\n".join(
-            line[: len(line) - len(line.lstrip())] + "pass"
-            if line.lstrip().startswith(("%", "!"))
-            else line
-            for line in lines
-        )
+        lines = "".join(cell.get("source", [])).splitlines()  # %magic and !shell: pass
+        src = "\n".join(re.sub(r"^(\s*)[%!].*", r"\1pass", line) for line in lines)
         try:
             tree = ast.parse(src)
         except SyntaxError:
@@ -343,52 +259,48 @@ def _notebook_imports(nb: dict) -> set[str]:
 
 
 def _check_course(r: _Report, compile_ok: bool | None) -> None:
-    r.section("Course notebooks")
+    print("Course notebooks", file=r.out)
     src = course_source()
     if src is None:
-        r.line("FAIL", "course notebooks not found", REINSTALL)
-        return
-    r.line("ok", f"found in {src}")
+        return r("FAIL", "course notebooks not found", REINSTALL)
+    r("ok", f"found in {src}")
     for path in sorted(src.glob("*.ipynb")):
         try:
             text = path.read_text(encoding="utf-8")
             imports = _notebook_imports(json.loads(text))
-            missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
         except (OSError, ValueError) as err:
-            r.line("FAIL", f"{path.name}: unreadable ({err})", "brrr lab --reset (keeps a backup)")
+            r("FAIL", f"{path.name}: unreadable ({err})", REINSTALL)
             continue
-        uses_compile = "torch.compile" in text
+        missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
+        compiles = "torch.compile" in text
         if missing:
-            needs = ", ".join(missing)
-            r.line("FAIL", f"{path.name}: needs {needs}", f"pip install {' '.join(missing)}")
-        elif uses_compile and compile_ok is False:
-            r.line("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
+            r(
+                "FAIL",
+                f"{path.name}: needs {', '.join(missing)}",
+                f"pip install {' '.join(missing)}",
+            )
+        elif compiles and compile_ok is False:
+            r("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
         else:
-            quick = uses_compile and compile_ok is None
-            r.line("ok", f"{path.name}: can run" + " (torch.compile not checked: --quick)" * quick)
+            r(
+                "ok",
+                f"{path.name}: can run"
+                + " (torch.compile not tried)" * (compiles and not compile_ok),
+            )
 
 
 def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
     """Check that the course can run here, saying what to fix; 0 if it can, 1 if not."""
-    out = out or sys.stdout
-    r = _Report(out)
-    print("brrr doctor: can this machine run the course?", file=out)
-    if not _check_packages(r):
-        print(
-            "\nCannot go on without torch: install or upgrade it as above, then run brrr doctor again.",
-            file=out,
-        )
-        return 1
-    dev = _check_device(r)
-    compile_ok = None
-    if dev is not None:
-        compile_ok = _check_compile(r, dev, quick)
-        _check_ceilings(r, dev, refresh)
-    _check_course(r, compile_ok)
+    r = _Report(out or sys.stdout)
+    if _check_packages(r):  # without torch nothing else can run
+        dev = _check_device(r)
+        compile_ok = None
+        if dev is not None:
+            compile_ok = _check_compile(r, dev, quick)
+            _check_ceilings(r, dev, refresh)
+        _check_course(r, compile_ok)
     verdict = (
-        f"{r.failures} problem(s): fix the FAIL lines above, then run brrr doctor again"
-        if r.failures
-        else "all good: run `brrr lab` to open the course"
+        f"{r.failures} problem(s): fix the FAIL lines" if r.failures else "all good: run brrr lab"
     )
-    print(f"\n{verdict}" + (f" ({r.warnings} warning(s))" if r.warnings else ""), file=out)
+    print(verdict + f" ({r.warnings} warning(s))" * bool(r.warnings), file=r.out)
     return 1 if r.failures else 0

@@ -25,11 +25,11 @@ START_TIMEOUT_S = 180
 class RosterAuthenticator(Authenticator):
     """Each account's own password, from ``accounts.json``; one window per learner."""
 
-    accounts_file = Unicode(config=True, help="The accounts.json that brrr workshop writes.")
+    workshop = Unicode(config=True, help="The workshop folder brrr workshop made.")
 
     async def authenticate(self, handler, data):
         name = self.normalize_username(data.get("username", ""))
-        entry = json.loads(Path(self.accounts_file).read_text())["accounts"].get(name)
+        entry = Workshop(Path(self.workshop)).accounts().get(name)
         password = data.get("password", "")
         if entry is None or not await asyncio.to_thread(check_password, entry, password):
             return None  # the login page says "Invalid username or password"
@@ -37,9 +37,8 @@ class RosterAuthenticator(Authenticator):
         if not entry["admin"] and user is not None and user.spawner.active:
             raise web.HTTPError(
                 409,
-                f"{name} is already signed in elsewhere and that server is running. Sign out "
-                f"there (File > Log Out) and sign in here again, or ask the instructor to stop "
-                f"{name}'s server on the admin page.",
+                f"{name} is signed in elsewhere with a running server: sign out there "
+                "(File > Log Out), or ask the instructor to stop it on the admin page.",
             )
         return name
 
@@ -49,14 +48,8 @@ async def copy_the_course(spawner) -> None:
     import pwd
 
     account = pwd.getpwnam(spawner.user.name)
-    target = Path(account.pw_dir) / COURSE_DIR
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "brrrlib",
-        "lab",
-        "--copy-only",
-        str(target),
+        *(sys.executable, "-m", "brrrlib", "lab", "--copy-only", f"{account.pw_dir}/{COURSE_DIR}"),
         user=account.pw_uid,
         group=account.pw_gid,
         extra_groups=os.getgrouplist(account.pw_name, account.pw_gid),
@@ -65,47 +58,44 @@ async def copy_the_course(spawner) -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    said, _ = await proc.communicate()
-    text = said.decode(errors="replace").strip()
+    said = (await proc.communicate())[0].decode(errors="replace").strip()
     if proc.returncode != 0:
-        raise RuntimeError(f"copying the course for {account.pw_name} failed: {text[-800:]}")
-    spawner.log.info("%s: %s", account.pw_name, text)
+        raise RuntimeError(f"copying the course for {account.pw_name} failed: {said[-800:]}")
+    spawner.log.info("%s: %s", account.pw_name, said)
 
 
-def _free_port() -> int:
+def _loopback_url() -> str:
+    """A fresh port on loopback, for the hub's and the proxy's own APIs."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
-def configure(c, config_file: str) -> None:
-    """Fill JupyterHub's config ``c`` from the workshop whose ``hub/`` holds ``config_file``."""
-    workshop = Workshop(Path(config_file).resolve().parents[1])
-    settings = json.loads(workshop.settings_file.read_text())
+def configure(c, hub: str) -> None:
+    """Fill JupyterHub's config ``c`` from the workshop whose ``hub/`` folder is ``hub``."""
+    workshop = Workshop(Path(hub).parent)
+    settings = json.loads((workshop.hub / "workshop.json").read_text())
     accounts = workshop.accounts()
     share = Share(settings["cores"], settings["learners"])
-    hub = workshop.hub
     # Who gets in: the accounts, each with its password; the instructor alone is admin.
     c.JupyterHub.authenticator_class = RosterAuthenticator
-    c.RosterAuthenticator.accounts_file = str(workshop.accounts_file)
+    c.RosterAuthenticator.workshop = str(workshop.root)
     c.Authenticator.allowed_users = set(accounts)
     c.Authenticator.admin_users = {n for n, e in accounts.items() if e["admin"]}
     c.JupyterHub.shutdown_on_logout = True  # signing out frees the seat for another window
-    # Where: the public address (loopback unless brrr workshop was told otherwise); the
-    # hub's and the proxy's own ports on loopback, fresh at every start.
+    # Where: the public address; the hub's and the proxy's own APIs on loopback.
     host = f"[{settings['ip']}]" if ":" in settings["ip"] else settings["ip"]
     scheme = "https" if settings["tls_cert"] else "http"
     c.JupyterHub.bind_url = f"{scheme}://{host}:{settings['port']}"
     if settings["tls_cert"]:
-        c.JupyterHub.ssl_cert = settings["tls_cert"]
-        c.JupyterHub.ssl_key = settings["tls_key"]
-    c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{_free_port()}"
-    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{_free_port()}"
+        c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = settings["tls_cert"], settings["tls_key"]
+    c.JupyterHub.hub_bind_url = _loopback_url()
+    c.ConfigurableHTTPProxy.api_url = _loopback_url()
     c.ConfigurableHTTPProxy.command = [settings["proxy"]]
-    c.ConfigurableHTTPProxy.pid_file = str(hub / "proxy.pid")
-    c.JupyterHub.db_url = f"sqlite:///{hub / 'jupyterhub.sqlite'}"
-    c.JupyterHub.cookie_secret_file = str(hub / "jupyterhub_cookie_secret")
-    c.JupyterHub.pid_file = str(hub / "jupyterhub.pid")
+    c.ConfigurableHTTPProxy.pid_file = str(workshop.hub / "proxy.pid")
+    c.JupyterHub.db_url = f"sqlite:///{workshop.hub / 'jupyterhub.sqlite'}"
+    c.JupyterHub.cookie_secret_file = str(workshop.hub / "jupyterhub_cookie_secret")
+    c.JupyterHub.pid_file = str(workshop.hub / "jupyterhub.pid")
     c.JupyterHub.cleanup_servers = True  # the hub's exit stops every server and the proxy
     c.JupyterHub.cleanup_proxy = True
     # What runs: each learner's own account, this environment, the course in their home.
@@ -113,10 +103,6 @@ def configure(c, config_file: str) -> None:
     c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
     c.Spawner.default_url = f"/lab/tree/{COURSE_DIR}"
     c.Spawner.pre_spawn_hook = copy_the_course
-    c.Spawner.environment = {
-        **share.environment(),
-        "BRRR_RESULTS_DIR": str(workshop.results),
-    }
+    c.Spawner.environment = {**share.environment(), "BRRR_RESULTS_DIR": f"{workshop.root}/results"}
     c.Spawner.cpu_limit = share.cores_each
-    c.Spawner.start_timeout = START_TIMEOUT_S
-    c.Spawner.http_timeout = START_TIMEOUT_S
+    c.Spawner.start_timeout = c.Spawner.http_timeout = START_TIMEOUT_S
