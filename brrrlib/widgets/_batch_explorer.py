@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,12 +11,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _fmt, hardware, machine, sweeps
+from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
-from brrrlib.widgets import _experiments
-from brrrlib.widgets._experiments import model_device
 from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
+from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
 
@@ -88,6 +88,66 @@ def _precision(dtype: torch.dtype, device: torch.device) -> str:
     return "tf32" if key == "fp32" and tf32 else key
 
 
+def _input_maker(
+    model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
+) -> tuple[Callable[[int], torch.Tensor], int]:
+    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample."""
+    hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
+    make = make_input if make_input is not None else _linear_input(model, hint)
+    if not callable(make):
+        raise TypeError("make_input must be a function batch -> input tensor")
+    x = make(2)
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(
+            f"make_input(2) must return one tensor whose first dimension is the batch (2), got "
+            f"{got}; e.g. make_input=lambda batch: torch.randn(batch, 16)"
+        )
+    sizes = [x.numel() * x.element_size()]  # the input and every leaf module's output
+
+    def hook(_module, _inputs, out) -> None:
+        if isinstance(out, torch.Tensor):
+            sizes.append(out.numel() * out.element_size())
+
+    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(x)
+    except Exception as exc:  # the learner's model or input: say which argument to fix
+        raise ValueError(
+            f"model(make_input(2)) failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            "make_input must build the input this model takes for a given batch size"
+        ) from exc
+    finally:
+        for h in hooks:
+            h.remove()
+    return make, max(1, sum(sizes) // 2)
+
+
+def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torch.device) -> Case:
+    """What one batch point runs: a forward pass, no grad, counted by :func:`brrrlib.count`."""
+    x = make_input(batch)
+    with torch.no_grad():
+        n = counting.count(model, x)
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    return Case(
+        functools.partial(model, x),
+        int(n.flops),
+        int(n.bytes_moved),
+        device,
+        f"batch {batch}",
+        no_grad=True,
+        size=batch,
+        weight_bytes=weights,
+        ops=int(n.ops),
+    )
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (the default device if it has none)."""
+    return next((p.device for p in model.parameters()), machine.device())
+
+
 class BatchExplorer(_Explorer):
     """The batch-size experiment of chapter 03, as a slider and a live plot."""
 
@@ -109,18 +169,18 @@ class BatchExplorer(_Explorer):
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         batch = _checks.positive_int("batch", batch)
-        default = model_device(model) if model is not None else machine.device()
+        default = _model_device(model) if model is not None else machine.device()
         self.device = machine.resolve(device) if device is not None else default
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
-        if model_device(self.model).type != self.device.type:
+        if _model_device(self.model).type != self.device.type:
             raise ValueError(
-                f"model is on {model_device(self.model)} but device={str(self.device)!r}; "
+                f"model is on {_model_device(self.model)} but device={str(self.device)!r}; "
                 f"move it first: model.to({str(self.device)!r})"
             )
-        make, self._sample_bytes = _experiments.checked_input_maker(self.model, make_input)
+        make, self._sample_bytes = _input_maker(self.model, make_input)
         self._setup = setup or (
-            lambda *, batch, device: _experiments.batch_case(self.model, batch, make, device)
+            lambda *, batch, device: _batch_case(self.model, batch, make, device)
         )
         dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
         self.precision = _precision(dtype or torch.float32, self.device)

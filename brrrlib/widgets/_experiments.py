@@ -1,4 +1,4 @@
-"""The two experiments behind the explorers: repeat count (chapter 02) and batch size (chapter 03)."""
+"""The repeat experiment behind chapter 02's explorer: ``x = x * 2``, repeated, eager or fused."""
 
 from __future__ import annotations
 
@@ -9,27 +9,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch import nn
 
 from brrrlib import _checks, _fmt, counting, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Sweep
-from brrrlib.workloads import _linear_input
 
-__all__ = [
-    "MAX_POINT_S",
-    "MODES",
-    "batch_case",
-    "checked_input_maker",
-    "model_device",
-    "predicted_knee_repeat",
-    "repeat_bytes_needed",
-    "repeat_case",
-    "repeat_model_s",
-    "repeat_skip",
-    "repeat_size",
-    "repeat_sweep",
-]
+__all__ = ["MAX_POINT_S", "MODES", "predicted_knee_repeat", "repeat_bytes_needed", "repeat_case"]
+__all__ += ["repeat_model_s", "repeat_size", "repeat_skip", "repeat_sweep"]
 
 MODES = ("eager", "fused")
 # Warm-up after a fresh torch.compile. Measured on a busy 2-core CPU: right after
@@ -42,9 +28,6 @@ MAX_POINT_S = 10.0
 # bl.benchmark makes about this many calls at the least (first call, two estimates,
 # five samples): what a point costs to measure when one call is long.
 _CALLS_PER_POINT = 8
-
-
-# =========================================================================== repeat
 
 
 def _eager_into(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
@@ -170,11 +153,9 @@ def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, 
         if _CALLS_PER_POINT * call_s <= max_point_s:
             return None
         return (
-            f"measuring it would take about {_CALLS_PER_POINT * call_s:.0f} s (at least "
-            f"{_CALLS_PER_POINT} calls of {_fmt.seconds(call_s)}: {repeat} passes over memory "
-            f"each), over the {max_point_s:g} s allowed one point. Its time is repeat x one "
-            "pass, as the model line shows; measure it anyway with max_point_s=math.inf, or "
-            "force=True in the explorer."
+            f"about {_CALLS_PER_POINT * call_s:.0f} s to measure ({_CALLS_PER_POINT} calls of "
+            f"{_fmt.seconds(call_s)}), over the {max_point_s:g} s allowed: max_point_s=math.inf, "
+            "or force=True in the explorer, measures it anyway"
         )
 
     return skip
@@ -208,70 +189,3 @@ def repeat_sweep(
         progress=progress,
         title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
     )
-
-
-# =========================================================================== batch
-
-
-def checked_input_maker(
-    model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
-) -> tuple[Callable[[int], torch.Tensor], int]:
-    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample."""
-    make = make_input
-    if make is None:
-        hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
-        make = _linear_input(model, hint)
-    if not callable(make):
-        raise TypeError("make_input must be a function batch -> input tensor")
-    x = make(2)
-    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
-        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(
-            f"make_input(2) must return one tensor whose first dimension is the batch (2), got "
-            f"{got}; e.g. make_input=lambda batch: torch.randn(batch, 16)"
-        )
-    outputs = [x.numel() * x.element_size()]
-
-    def hook(_module, _inputs, out) -> None:
-        if isinstance(out, torch.Tensor):
-            outputs.append(out.numel() * out.element_size())
-
-    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
-    try:
-        with torch.no_grad():
-            model(x)
-    except Exception as exc:  # the learner's model or input: say which argument to fix
-        raise ValueError(
-            f"model(make_input(2)) failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-            "make_input must build the input this model takes for a given batch size"
-        ) from exc
-    finally:
-        for h in hooks:
-            h.remove()
-    return make, max(1, sum(outputs) // 2)
-
-
-def batch_case(
-    model: nn.Module, batch: int, make_input: Callable[[int], torch.Tensor], device: torch.device
-) -> Case:
-    """What one batch point runs: a forward pass, no grad, counted by :func:`brrrlib.count`."""
-    x = make_input(_checks.positive_int("batch", batch))
-    with torch.no_grad():
-        counts = counting.count(model, x)
-    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    return Case(
-        functools.partial(model, x),
-        int(counts.flops),
-        int(counts.bytes_moved),
-        device,
-        f"batch {batch}",
-        no_grad=True,
-        size=batch,
-        weight_bytes=weights,
-        ops=int(counts.ops),
-    )
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """The device of the model's first parameter (the default device if it has none)."""
-    return next((p.device for p in model.parameters()), machine.device())
