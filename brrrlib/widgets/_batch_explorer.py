@@ -14,7 +14,7 @@ from torch import nn
 from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, peak
 from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
@@ -194,8 +194,7 @@ class BatchExplorer(_Explorer):
                 max_batch //= 2
         top = _checks.positive_int("max_batch", max_batch)
         self.batch_options = tuple(sorted({*(2**k for k in range(top.bit_length())), top}))
-        offered("batch", batch, self.batch_options)
-        self._batch_w = slider("batch", self.batch_options, batch)
+        self._batch_w = self._control("batch", self.batch_options, batch)
         self._build([self._batch_w])
 
     # -- state ----------------------------------------------------------------------
@@ -217,8 +216,7 @@ class BatchExplorer(_Explorer):
 
     def set(self, *, batch: int) -> Point | None:
         """Move the slider from code and measure if needed; returns the current point."""
-        offered("batch", batch, self.batch_options)
-        self._move([(self._batch_w, batch)])
+        self._set(batch=batch)
         return self._update()
 
     def remeasure(self) -> Point | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, peak
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
 
@@ -58,15 +58,10 @@ class DecodeExplorer(_Explorer):
         top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else top
         self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
-        self._check_options(batch, context)
-        self._batch_w = slider("batch", self.batch_options, batch)
-        self._context_w = slider("context", self.context_options, context)
+        self._batch_w = self._control("batch", self.batch_options, batch)
+        most = f" (the model holds at most {model.shape.max_context} positions)"
+        self._context_w = self._control("context", self.context_options, context, note=most)
         self._build([self._batch_w, self._context_w])
-
-    def _check_options(self, batch: Any, context: Any) -> None:
-        offered("batch", batch, self.batch_options)
-        most = f" (the model holds at most {self.model.shape.max_context} positions)"
-        offered("context", context, self.context_options, most)
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -86,10 +81,7 @@ class DecodeExplorer(_Explorer):
 
     def set(self, *, batch: int | None = None, context: int | None = None) -> Any:
         """Move the sliders from code and measure if needed; returns the current step or None."""
-        self._check_options(
-            self.batch if batch is None else batch, self.context if context is None else context
-        )
-        self._move([(self._batch_w, batch), (self._context_w, context)])
+        self._set(batch=batch, context=context)
         return self._update()
 
     def remeasure(self) -> Any:

@@ -101,6 +101,23 @@ class _Explorer:
             w.observe(lambda _change: None if self._suspended else self._update(), names="value")
         self._update()
 
+    def _control(
+        self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw
+    ) -> Any:
+        """The control ``name`` over ``options``: ``value`` checked, then a slider or a ``kind``."""
+        offered(name, value, options, note)
+        kw = {"options": options, "value": value, "description": name, **kw}
+        widget = kind(**kw) if kind is not None else slider(name, options, value)
+        self._menus = {**getattr(self, "_menus", {}), name: (widget, options, note)}
+        return widget
+
+    def _set(self, **values: Any) -> None:
+        """Move the named controls from code (None: leave one as it is), each value checked."""
+        for name, value in values.items():
+            if value is not None:
+                offered(name, value, *self._menus[name][1:])
+        self._move([(self._menus[name][0], value) for name, value in values.items()])
+
     def _move(self, changes: list) -> None:
         """Set ``(control, value)`` pairs from code, with one update afterwards, not one each."""
         self._suspended = True

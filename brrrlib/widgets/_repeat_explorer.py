@@ -13,7 +13,7 @@ from brrrlib import _checks, _fmt, machine, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments as ex
-from brrrlib.widgets._explorer import COLOURS, _Explorer, offered, slider
+from brrrlib.widgets._explorer import COLOURS, _Explorer
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -44,7 +44,8 @@ class RepeatExplorer(_Explorer):
 
         self.device = machine.resolve(device)
         size = _checks.positive_int("size", size) if size is not None else None
-        offered("mode", mode, ex.MODES)
+        style = {"button_width": "70px", "description_width": "initial"}
+        self._mode_w = self._control("mode", ex.MODES, mode, W.ToggleButtons, style=style)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self._setup = setup or ex.repeat_case
         self.sweeps: dict[int, Sweep] = {}
@@ -59,16 +60,12 @@ class RepeatExplorer(_Explorer):
             max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(6 * knee, 1)))))
         top = _checks.positive_int("max_repeat", max_repeat)
         self.repeat_options = tuple(sorted({*(r for r in _REPEATS if r <= top), top}))
-        offered("repeat", _checks.positive_int("repeat", repeat), self.repeat_options)
-        self._repeat_w = slider("repeat", self.repeat_options, repeat)
+        repeat = _checks.positive_int("repeat", repeat)
+        self._repeat_w = self._control("repeat", self.repeat_options, repeat)
         llc = machine.last_level_cache_bytes(self.device)
         labels = [(_size_label(s, llc), s) for s in self.size_options]
         start = size or (n if n in fitting else fitting[-1])
-        self._size_w = W.Dropdown(options=labels, value=start, description="size")
-        style = {"button_width": "70px", "description_width": "initial"}
-        self._mode_w = W.ToggleButtons(
-            options=ex.MODES, value=mode, description="mode", style=style
-        )
+        self._size_w = self._control("size", self.size_options, start, W.Dropdown, options=labels)
         self._build([self._repeat_w, self._size_w, self._mode_w])
 
     # -- state ----------------------------------------------------------------------
@@ -117,11 +114,7 @@ class RepeatExplorer(_Explorer):
         force: bool = False,
     ) -> Point | None:
         """Move the controls from code (as the learner would) and measure if needed."""
-        checks = (("repeat", repeat, self.repeat_options), ("size", size, self.size_options))
-        for name, value, options in (*checks, ("mode", mode, ex.MODES)):
-            if value is not None:
-                offered(name, value, options)
-        self._move([(self._repeat_w, repeat), (self._size_w, size), (self._mode_w, mode)])
+        self._set(repeat=repeat, size=size, mode=mode)
         return self._update(force=force)
 
     def remeasure(self) -> Point | None:
