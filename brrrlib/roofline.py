@@ -70,23 +70,16 @@ def regime(
 ) -> str:
     """``"memory"`` below the ridge point, ``"compute"`` at or above it (counts alone)."""
     intensity = _checks.number("intensity_flops_per_byte", intensity_flops_per_byte, positive=False)
-    return (
-        "compute"
-        if intensity >= ridge_point(peak_flops_per_s, mem_bandwidth_bytes_per_s)
-        else "memory"
-    )
+    ridge = ridge_point(peak_flops_per_s, mem_bandwidth_bytes_per_s)
+    return "compute" if intensity >= ridge else "memory"
 
 
 # ---------------------------------------------------------------- devices
 
 
 def _is_pair(x: Any) -> bool:
-    reals = (
-        all(isinstance(v, Real) and not isinstance(v, bool) for v in x)
-        if isinstance(x, (tuple, list))
-        else False
-    )
-    return reals and len(x) == 2
+    real = lambda v: isinstance(v, Real) and not isinstance(v, bool)  # noqa: E731
+    return isinstance(x, (tuple, list)) and len(x) == 2 and all(map(real, x))
 
 
 def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
@@ -120,15 +113,9 @@ def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
         )
     peak, bandwidth = _roof(peaks[dtype], device.mem_bandwidth_bytes_per_s)
     if measured:
-        return [
-            (f"{dtype} matmul", peak),
-            ("fp32 vector", float(device.vector_flops_per_s)),
-        ], bandwidth
-    fp32 = peaks.get("fp32")
-    below = (
-        [("fp32, no tensor cores", float(fp32))] if dtype != "fp32" and fp32 and fp32 < peak else []
-    )
-    return [(dtype, peak), *below], bandwidth
+        return [(f"{dtype} matmul", peak), ("fp32 vector", device.vector_flops_per_s)], bandwidth
+    fp32 = peaks.get("fp32") or math.inf  # and fp32's roof below it, where tensor cores lift one
+    return [(dtype, peak), *[("fp32, no tensor cores", fp32)] * (fp32 < peak)], bandwidth
 
 
 def _label(device: Any) -> str:
@@ -177,15 +164,17 @@ class RooflinePoint:
             raise TypeError(
                 f"counts: expected the result of bl.count(...), got {type(counts).__name__}"
             )
-        if hasattr(timing, "median_s"):
+        if not hasattr(timing, "median_s"):
+            seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
+        else:
             seconds, label = (
                 timing.median_s,
-                label if label is not None else getattr(timing, "label", None),
+                getattr(timing, "label", None) if label is None else label,
             )
-        else:
-            seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
-        precision = getattr(counts, "precision", "fp32")
-        return cls(label or "workload", counts.flops, counts.bytes_moved, seconds, precision)
+        label = "workload" if label is None else label
+        return cls(
+            label, counts.flops, counts.bytes_moved, seconds, getattr(counts, "precision", "fp32")
+        )
 
     def __repr__(self) -> str:
         return (
