@@ -280,7 +280,7 @@ def test_repeat_dom_contract(clock, ceilings, plenty_of_memory, real_png):
     assert (p.x, p.line) == (1, "eager")
     assert _fmt.si(p.achieved_bytes_per_s, "B/s") in ex.readout
     assert _fmt.si(p.achieved_flops_per_s, "FLOP/s") in ex.readout
-    assert "brrr-error" not in _readout(ex)._dom_classes
+    assert "brrr-error" not in _part(ex, "brrr-readout")._dom_classes
     sliders = [w for w in _descendants(ex.widget) if getattr(w, "description", "") == "repeat"]
     assert sliders and sliders[0].continuous_update is False
     buttons = [w for w in _descendants(ex.widget) if getattr(w, "description", "") == "re-measure"]
@@ -343,17 +343,17 @@ def test_repeat_slider_move_measures_and_going_back_only_redraws_marks(
 ):
     fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)
-    before = ex._plot.value
-    ex._repeat_w.value = 16  # what the browser does
+    before = _part(ex, "brrr-plot").value
+    _slider(ex, "repeat").value = 16  # what the browser does
     assert fake.calls[-1] == (ex.size, 16, "eager")
-    assert ex.current.x == 16 and ex._plot.value != before
+    assert ex.current.x == 16 and _part(ex, "brrr-plot").value != before
     bases = []
     real_draw = _repeat_explorer.RepeatExplorer._draw
     monkeypatch.setattr(_repeat_explorer.RepeatExplorer, "_draw",
                         lambda self, fig: (bases.append(1), real_draw(self, fig)))  # fmt: skip
-    shown = ex._plot.value
-    ex._repeat_w.value = 1  # measured already: the base picture is reused, marks move
-    assert bases == [] and ex._plot.value != shown and ex.current.x == 1
+    shown = _part(ex, "brrr-plot").value
+    _slider(ex, "repeat").value = 1  # measured already: the base picture is reused, marks move
+    assert bases == [] and _part(ex, "brrr-plot").value != shown and ex.current.x == 1
     assert len(fake.calls) == 2
 
 
@@ -406,13 +406,13 @@ def test_repeat_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
     fake = FakeRepeat(clock)
     ex = _repeat(ceilings, fake)  # the kernel stays alive: no exception
     assert fake.calls == [] and ex.current is None
-    assert "brrr-error" in _readout(ex)._dom_classes
+    assert "brrr-error" in _part(ex, "brrr-readout")._dom_classes
     assert ex.sweeps[ex.size].point(1, "eager").status == sweeps.NO_MEMORY
     assert _fmt.binary_bytes(3 * 4 * ex.size) in ex.error  # input and two buffers, fp32
-    assert bytes(ex._plot.value).startswith(PNG_MAGIC)  # still draws the predictions
+    assert bytes(_part(ex, "brrr-plot").value).startswith(PNG_MAGIC)  # still draws the predictions
     monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 64 * 2**30)
     assert ex.set(repeat=2) is not None
-    assert ex.error is None and "brrr-error" not in _readout(ex)._dom_classes
+    assert ex.error is None and "brrr-error" not in _part(ex, "brrr-readout")._dom_classes
 
 
 @pytest.mark.parametrize(
@@ -427,10 +427,10 @@ def test_repeat_out_of_memory_is_reported(clock, ceilings, plenty_of_memory, exc
     ex = _repeat(ceilings, fake)
     assert ex.sweeps[ex.size].point(1, "eager").status == sweeps.NO_MEMORY and ex.current is None
     assert _fmt.binary_bytes(3 * 4 * ex.size) in ex.error
-    assert "brrr-error" in _readout(ex)._dom_classes
+    assert "brrr-error" in _part(ex, "brrr-readout")._dom_classes
     fake.fail = None
     ex.set(repeat=2)
-    assert ex.error is None and "brrr-error" not in _readout(ex)._dom_classes
+    assert ex.error is None and "brrr-error" not in _part(ex, "brrr-readout")._dom_classes
     assert ex.current.x == 2
 
 
@@ -446,7 +446,7 @@ def test_repeat_busy_message_says_compiling(clock, ceilings, plenty_of_memory):
 
     class Spy(FakeRepeat):
         def __call__(self, **kw):
-            seen.append((ex.readout, set(_readout(ex)._dom_classes)))
+            seen.append((ex.readout, set(_part(ex, "brrr-readout")._dom_classes)))
             return super().__call__(**kw)
 
     ex = None
@@ -454,7 +454,7 @@ def test_repeat_busy_message_says_compiling(clock, ceilings, plenty_of_memory):
     ex.set(mode="fused")
     text, classes = seen[-1]
     assert "compiling" in text and "brrr-busy" in classes
-    assert "brrr-busy" not in _readout(ex)._dom_classes
+    assert "brrr-busy" not in _part(ex, "brrr-readout")._dom_classes
 
 
 def test_repeat_skips_slow_eager_points_unless_forced(clock, ceilings, plenty_of_memory):
@@ -532,7 +532,7 @@ def test_batch_dom_contract_and_initial_point(clock, ceilings, plenty_of_memory,
     assert "brrr-batch-explorer" in ex.widget._dom_classes
     classes = [c for w in _descendants(ex.widget) for c in w._dom_classes]
     assert classes.count("brrr-plot") == 1 and classes.count("brrr-readout") == 1
-    assert bytes(ex._plot.value).startswith(PNG_MAGIC)
+    assert bytes(_part(ex, "brrr-plot").value).startswith(PNG_MAGIC)
     assert ex.current.x == 1 and _fmt.seconds(ex.current.per_x_s) in ex.readout
 
 
@@ -679,10 +679,10 @@ def test_batch_refuses_what_does_not_fit(clock, ceilings, monkeypatch):
     ex = _batch(ceilings, fake, max_batch=1024)
     monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 10)
     assert ex.set(batch=1024) is None
-    assert fake.calls == [1] and "brrr-error" in _readout(ex)._dom_classes
+    assert fake.calls == [1] and "brrr-error" in _part(ex, "brrr-readout")._dom_classes
     assert ex.sweep.point(1024, "batch").status == sweeps.NO_MEMORY and "1024" in ex.error
     ex.set(batch=1)  # measured: no memory needed, error cleared
-    assert ex.error is None and "brrr-error" not in _readout(ex)._dom_classes
+    assert ex.error is None and "brrr-error" not in _part(ex, "brrr-readout")._dom_classes
 
 
 def test_batch_out_of_memory_is_reported(clock, ceilings, plenty_of_memory):
@@ -857,10 +857,17 @@ def test_measured_knee_from_a_roofline_shaped_sweep(clock):
 # ------------------------------------------------------------------ helpers
 
 
-def _readout(ex):
-    """The readout's HTML widget, found as the browser finds it: by its class."""
-    (readout,) = [w for w in _descendants(ex.widget) if "brrr-readout" in w._dom_classes]
-    return readout
+def _part(ex, css_class):
+    """The explorer's widget of ``css_class``, found as the browser finds it."""
+    (part,) = [w for w in _descendants(ex.widget) if css_class in w._dom_classes]
+    return part
+
+
+def _slider(ex, description):
+    (control,) = [
+        w for w in _descendants(ex.widget) if getattr(w, "description", "") == description
+    ]
+    return control
 
 
 def _descendants(widget):
