@@ -778,6 +778,20 @@ def test_repeat_case_computes_the_same_either_way():
     assert fused.warmup_s > widgets.repeat_case(8, 1, "eager").warmup_s
 
 
+def test_repeat_sweep_skips_every_point_over_its_time_allowance(ceilings):
+    res = widgets.repeat_sweep(
+        4096, (1, 2), "cpu", ceilings=ceilings, max_point_s=0, progress=False
+    )
+    assert sorted((p.x, p.line) for p in res.points) == [
+        (1, "eager"),
+        (1, "fused"),
+        (2, "eager"),
+        (2, "fused"),
+    ]
+    assert {p.status for p in res.points} == {sweeps.TOO_SLOW}  # nothing measured or compiled
+    assert res.point(2, "eager").predicted_s == pytest.approx(2 * (8 * 4096 / 10e9 + 5e-6))
+
+
 def test_repeat_explorer_real_tiny(ceilings, plenty_of_memory):
     ex = _repeat_explorer.RepeatExplorer(size=4096, device="cpu", ceilings=ceilings, max_repeat=8)
     ex.set(repeat=8)

@@ -14,10 +14,11 @@ from brrrlib import _checks, _fmt, counting, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Sweep
 
-__all__ = ["MAX_POINT_S", "MODES", "predicted_knee_repeat", "repeat_bytes_needed", "repeat_case"]
-__all__ += ["repeat_model_s", "repeat_size", "repeat_skip", "repeat_sweep"]
+__all__ = ["MAX_POINT_S", "MODES", "X_LABEL", "predicted_knee_repeat", "repeat_bytes_needed"]
+__all__ += ["repeat_case", "repeat_model_s", "repeat_points", "repeat_size", "repeat_sweep"]
 
 MODES = ("eager", "fused")
+X_LABEL = "repeat (multiplies per element)"
 # Warm-up after a fresh torch.compile. Measured on a busy 2-core CPU: right after
 # a compile the new kernel's calls often took ~12 ms instead of 15 µs (the OpenMP
 # threads of a new kernel settling, pytorch/pytorch#93665); 1 s of calls settles it.
@@ -145,8 +146,20 @@ def repeat_size(device: torch.device, ceilings: Any) -> int:
     return n
 
 
-def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, str], str | None]:
-    """skip= for a repeat sweep: a reason when a point would take over ``max_point_s`` to measure."""
+def repeat_points(
+    ceilings: Any,
+    size: int,
+    repeats,
+    modes,
+    device: torch.device,
+    *,
+    setup: Callable[..., Case] = repeat_case,
+    max_point_s: float = MAX_POINT_S,
+    **kw: Any,
+) -> Sweep:
+    """The points ``repeats`` x ``modes`` at ``size`` measured (``sweeps.sweep``'s ``kw``), each
+    with its model, skipped when it would take over ``max_point_s`` to measure, refused when it
+    does not fit in memory."""
 
     def skip(repeat: int, mode: str) -> str | None:
         call_s = repeat_model_s(ceilings, size, repeat, mode)
@@ -158,7 +171,18 @@ def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, 
             "or force=True in the explorer, measures it anyway"
         )
 
-    return skip
+    return sweeps.sweep(
+        "repeat",
+        repeats,
+        modes,
+        lambda r, m: setup(size=size, repeat=r, mode=m, device=device),
+        predict=lambda r, m: repeat_model_s(ceilings, size, r, m),
+        skip=skip,
+        memory=lambda _r, m: repeat_bytes_needed(size, m),
+        device=device,
+        x_label=X_LABEL,
+        **kw,
+    )
 
 
 def repeat_sweep(
@@ -175,17 +199,16 @@ def repeat_sweep(
     dev = machine.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
-    return sweeps.sweep(
-        "repeat",
-        [_checks.positive_int("repeat", r) for r in repeats],
+    repeats = [_checks.positive_int("repeat", r) for r in repeats]
+    title = f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})"
+    return repeat_points(
+        c,
+        size,
+        repeats,
         MODES,
-        lambda r, m: repeat_case(size, r, m, dev),
+        dev,
         pairs=pairs,
-        predict=lambda r, m: repeat_model_s(c, size, r, m),
-        skip=repeat_skip(c, size, max_point_s),
-        memory=lambda r, m: repeat_bytes_needed(size, m),
-        device=dev,
-        x_label="repeat (multiplies per element)",
+        max_point_s=max_point_s,
         progress=progress,
-        title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
+        title=title,
     )

@@ -20,7 +20,6 @@ __all__ = ["RepeatExplorer", "repeat_explorer"]
 # Repeat counts the slider offers: powers of two and the halfway points
 # (1, 2, 3, 4, 6, 8, 12, ...), even steps on a log axis.
 _REPEATS = tuple(sorted({m * 2**k for k in range(11) for m in (2, 3)} | {1}))
-_X_LABEL = "repeat (multiplies per element)"
 
 
 class RepeatExplorer(_Explorer):
@@ -145,18 +144,16 @@ class RepeatExplorer(_Explorer):
         res = self.sweeps.get(size)
         other = res.point(repeat, "fused" if mode == "eager" else "eager") if res else None
         paired = other is not None and other.measured
-        self.sweeps[size] = sweeps.sweep(
-            "repeat",
+        self.sweeps[size] = ex.repeat_points(
+            c,
+            size,
             [repeat],
             [mode],
-            lambda r, m: self._setup(size=size, repeat=r, mode=m, device=self.device),
+            self.device,
+            setup=self._setup,
+            max_point_s=math.inf if force else ex.MAX_POINT_S,
             pairs=[((repeat, "fused"), (repeat, "eager"))] if paired else [],
-            predict=lambda r, m: ex.repeat_model_s(c, size, r, m),
-            skip=None if force else ex.repeat_skip(c, size, ex.MAX_POINT_S),
-            memory=lambda _r, m: ex.repeat_bytes_needed(size, m),
-            device=self.device,
             into=res,
-            x_label=_X_LABEL,
         )
 
     def _show(self, p: Point) -> None:
@@ -184,7 +181,7 @@ class RepeatExplorer(_Explorer):
 
     def _draw(self, fig) -> None:
         c, knee, rs, n = self.ceilings, self.predicted_knee_repeat, self.repeat_options, self.size
-        res = self.sweeps.get(n) or Sweep("repeat", _X_LABEL, ())
+        res = self.sweeps.get(n) or Sweep("repeat", ex.X_LABEL, ())
         model = [(r, m, ex.repeat_model_s(c, n, r, m)) for r in rs for m in ex.MODES]
         view = replace(res, predicted=tuple(model))
         ax_t, ax_f, ax_b, ax_r = fig.subplots(2, 2).ravel()
