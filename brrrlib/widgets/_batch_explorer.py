@@ -337,6 +337,7 @@ class BatchExplorer(_Explorer):
             if model is not None and bs[0] <= model["knee"] <= bs[-1]:
                 ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
+            ax.set(ylabel=f"{title} (s)")
             ax.set_title(title, fontsize=10)
         legend_below(fig, ax_b)
 
