@@ -11,24 +11,14 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["COLOURS", "RING", "_Explorer", "legend_below", "offered", "peak", "slider"]
+__all__ = ["COLOURS", "RING", "_Explorer", "legend_below", "peak"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
 RING = dict(marker="o", markersize=14, markerfacecolor="none", markeredgecolor="black", mew=2)
 
 
-def slider(description: str, options: Sequence[Any], value: Any) -> Any:
-    """A slider over ``options`` that moves (and measures) when let go, not while dragged."""
-    import ipywidgets as W
-
-    options = [(str(o), o) for o in options]
-    return W.SelectionSlider(
-        options=options, value=value, description=description, continuous_update=False
-    )
-
-
-def offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
+def _offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
     """Refuse a ``value`` the control ``name`` does not offer, naming the ones it does."""
     if value not in options:
         raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}{note}")
@@ -101,13 +91,16 @@ class _Explorer:
             w.observe(lambda _change: None if self._suspended else self._update(), names="value")
         self._update()
 
-    def _control(
-        self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw
-    ) -> Any:
-        """The control ``name`` over ``options``: ``value`` checked, then a slider or a ``kind``."""
-        offered(name, value, options, note)
-        kw = {"options": options, "value": value, "description": name, **kw}
-        widget = kind(**kw) if kind is not None else slider(name, options, value)
+    def _control(self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw):
+        """The control ``name`` over ``options`` (a slider that measures when let go, not while
+        dragged, unless ``kind``), ``value`` checked first."""
+        import ipywidgets as W
+
+        _offered(name, value, options, note)
+        if kind is None:
+            kind = W.SelectionSlider
+            kw = {"options": [(str(o), o) for o in options], "continuous_update": False, **kw}
+        widget = kind(**{"options": options, "value": value, "description": name, **kw})
         self._menus = {**getattr(self, "_menus", {}), name: (widget, options, note)}
         return widget
 
@@ -115,7 +108,7 @@ class _Explorer:
         """Move the named controls from code (None: leave one as it is), each value checked."""
         for name, value in values.items():
             if value is not None:
-                offered(name, value, *self._menus[name][1:])
+                _offered(name, value, *self._menus[name][1:])
         self._move([(self._menus[name][0], value) for name, value in values.items()])
 
     def _move(self, changes: list) -> None:
