@@ -192,6 +192,8 @@ class RepeatExplorer(_Explorer):
             ax_f.plot(rs, [r * n / s for r, s in zip(rs, t, strict=True)], **style)
             passes = [r if mode == "eager" else 1 for r in rs]
             ax_b.plot(rs, [8 * n * k / s for k, s in zip(passes, t, strict=True)], **style)
+        grey = {"color": "grey", "fontsize": 8, "textcoords": "offset points"}
+        red = {"color": "tab:red", "fontsize": 8}
         for ax, y, title, roof in (
             (ax_t, "time", f"runtime, {_fmt.elements(n)} elements", None),
             (ax_f, "flops", "achieved FLOP/s", ("vector FLOP/s roof", c.vector_flops_per_s)),
@@ -202,30 +204,13 @@ class RepeatExplorer(_Explorer):
             ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
             if roof:
                 ax.axhline(roof[1], color="grey", linewidth=1)
-                ax.annotate(
-                    roof[0],
-                    (rs[0], roof[1]),
-                    xytext=(2, -2),
-                    textcoords="offset points",
-                    color="grey",
-                    fontsize=8,
-                    va="top",
-                )
-        ax_t.annotate(
-            f" predicted knee ≈ {knee:.0f}",
-            (knee, 0.02),
-            color="tab:red",
-            fontsize=8,
-            xycoords=("data", "axes fraction"),
-        )
+                ax.annotate(roof[0], (rs[0], roof[1]), xytext=(2, -2), va="top", **grey)
+        knee_at = (knee, 0.02)
+        ax_t.annotate(f" knee ≈ {knee:.0f}", knee_at, xycoords=("data", "axes fraction"), **red)
         pts = [p for p in view.points if p.measured and p.flops > 0]
-        roofline.plot(
-            c,
-            [(p.line, p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts],
-            ax=ax_r,
-            keyed=True,
-            colours=COLOURS,
-        )
+        xy = [(p.line, p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts]
+        roofline.plot(c, xy, ax=ax_r, keyed=True, colours=COLOURS)
+        ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
         ax_r.set_title("the points on the roofline", fontsize=10)
 
     def _rings(self, p: Point) -> list:
