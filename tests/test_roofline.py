@@ -86,16 +86,11 @@ def test_regime_flips_at_the_ridge():
 
 
 def test_essay_arithmetic_on_plain_numbers():
-    # "312 vs 19.5": tensor cores are 16x the non-matmul peak
-    assert A100_BF16_FLOPS_PER_S / A100_FP32_FLOPS_PER_S == pytest.approx(16.0)
     # a unary fp32 op reads 4 B and writes 4 B: ~100 FLOPs per element to reach the ridge
     flops_per_element = rl.ridge_point(A100_FP32_FLOPS_PER_S, A100_BYTES_PER_S) * 8
     assert flops_per_element == pytest.approx(100, rel=0.01)
     assert rl.regime(95 / 8, A100_FP32_FLOPS_PER_S, A100_BYTES_PER_S) == "memory"
     assert rl.regime(105 / 8, A100_FP32_FLOPS_PER_S, A100_BYTES_PER_S) == "compute"
-    # "in the time Python does one FLOP, the A100 could have done 9.75 million"
-    python_flops_per_s = 32e6
-    assert A100_BF16_FLOPS_PER_S / python_flops_per_s == pytest.approx(9.75e6)
 
 
 @pytest.mark.parametrize(
