@@ -328,6 +328,7 @@ def test_repeat_noisy_pair_draws_no_conclusion(clock, ceilings, plenty_of_memory
     ex.set(mode="eager")
     c = ex.sweeps[ex.size].comparison((2, "fused"), (2, "eager"))
     assert not c.narrow and c.says() in ex.readout
+    assert ex.current.timing.noisy and "noisy" in ex.readout  # the point's own spread, noted
 
 
 def test_repeat_one_set_with_three_changes_measures_once(clock, ceilings, plenty_of_memory):

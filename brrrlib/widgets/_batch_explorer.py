@@ -14,7 +14,7 @@ from torch import nn
 from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, peak
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, note, peak
 from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
@@ -261,7 +261,7 @@ class BatchExplorer(_Explorer):
             "fixed share (2 - ratio)": "-" if d is None else _fmt.percent(d.fixed_share[0], 1),
             "knee: model": f"{knee:.3g}" if math.isfinite(knee) else "none",
             "knee: measured": f"{measured[0]}-{measured[1]}" if measured else "-",
-            "note": " ".join(filter(None, (p.reason, sweeps.waited_words(p)))) or "-",
+            "note": note(p),
         }
         cmp = self._doubled(p.x)
         verdict = "" if cmp is None else f"batch {p.x // 2} → {p.x}: {cmp.says()}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["COLOURS", "RING", "_Explorer", "legend_below", "peak"]
+__all__ = ["COLOURS", "RING", "_Explorer", "legend_below", "note", "peak"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
@@ -30,6 +30,14 @@ def peak(ceilings: Any, precision: str) -> tuple[float, str]:
         return ceilings.matmul_peak(precision), precision
     except KeyError:
         return ceilings.matmul_flops_per_s, "fp32"
+
+
+def note(p: Any) -> str:
+    """A sweep point's caveats: the sweep's reason, a wait for cores, a noisy timing ("-": none)."""
+    from brrrlib.sweeps import waited_words
+
+    noisy = "noisy timing: re-measure" if p.timing.noisy else ""
+    return "; ".join(filter(None, (p.reason, waited_words(p), noisy))) or "-"
 
 
 def legend_below(fig, *axes) -> None:

@@ -13,7 +13,7 @@ from brrrlib import _checks, _fmt, machine, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments as ex
-from brrrlib.widgets._explorer import COLOURS, _Explorer
+from brrrlib.widgets._explorer import COLOURS, _Explorer, note
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -170,7 +170,7 @@ class RepeatExplorer(_Explorer):
             "of vector roof": _fmt.percent(p.achieved_flops_per_s, c.vector_flops_per_s),
             "FLOP/byte": f"{p.intensity_flops_per_byte:.3g}",
             "compile": _fmt.seconds(p.compile_s) if p.compile_s is not None else "-",
-            "note": " ".join(filter(None, (p.reason, sweeps.waited_words(p)))) or "-",
+            "note": note(p),
         }
         pair = res.comparison((p.x, "fused"), (p.x, "eager"))
         self._table(cells, f"eager / fused: {pair.says()}" if pair else "")
