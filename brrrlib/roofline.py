@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
@@ -20,8 +20,10 @@ __all__ = [
     "ridge_point",
 ]
 
+#: How far above the roof a point may sit before it is flagged: measured roofs are medians.
 ABOVE_ROOF_TOLERANCE = 0.10
-"""How far above the roof a point may sit before it is flagged: measured roofs are medians."""
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+_TEXT = {"textcoords": "offset points", "fontsize": 8}
 
 
 def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float, float]:
@@ -35,8 +37,7 @@ def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float,
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
     """FLOPs per byte moved: ``flops / bytes_moved``."""
     flops = _checks.number("flops", flops, positive=False)
-    bytes_moved = _checks.number("bytes_moved", bytes_moved, positive=True)
-    return flops / bytes_moved
+    return flops / _checks.number("bytes_moved", bytes_moved, positive=True)
 
 
 def ridge_point(peak_flops_per_s: float, mem_bandwidth_bytes_per_s: float) -> float:
@@ -77,74 +78,47 @@ def regime(
 
 
 def _is_pair(x: Any) -> bool:
-    return (
-        isinstance(x, (tuple, list))
-        and len(x) == 2
-        and all(isinstance(v, Real) and not isinstance(v, bool) for v in x)
-    )
+    real = lambda v: isinstance(v, Real) and not isinstance(v, bool)  # noqa: E731
+    return isinstance(x, (tuple, list)) and len(x) == 2 and all(map(real, x))
 
 
-def _is_spec(x: Any) -> bool:
-    return hasattr(x, "peak_flops_per_s") and hasattr(x, "mem_bandwidth_bytes_per_s")
+def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
+    """A device's roofs to draw (label, FLOP/s), highest first, and its bandwidth.
 
-
-def _is_ceilings(x: Any) -> bool:
-    return all(
-        hasattr(x, a)
-        for a in ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s")
-    )
-
-
-def _peak(device: Any, dtype: str) -> float:
-    """A device's roof for ``dtype``: its measured matmul FLOP/s, or its spec sheet's peak."""
-    if _is_ceilings(device):
+    ``device``: measured ``Ceilings`` (the matmul roof of ``dtype`` and the fp32 vector one), a
+    ``DeviceSpec`` (its ``dtype`` peak, and fp32 below it where tensor cores make the difference)
+    or a ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` pair.
+    """
+    dtype = dtype_key(dtype)
+    if _is_pair(device):
+        peak, bandwidth = _roof(*device)
+        return [(dtype, peak)], bandwidth
+    if not hasattr(device, "mem_bandwidth_bytes_per_s"):
+        raise TypeError(
+            "device_or_spec: expected a DeviceSpec (bl.spec('A100')), Ceilings "
+            f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
+            f"got {type(device).__name__}"
+        )
+    measured = hasattr(device, "vector_flops_per_s")
+    if measured:
         by_dtype = getattr(device, "matmul_flops_per_s_by_dtype", None) or {}
         peaks, missing = {**by_dtype, "fp32": device.matmul_flops_per_s}, "matmul measurement"
     else:
         peaks, missing = dict(device.peak_flops_per_s), "peak"
     if not peaks.get(dtype):
         raise ValueError(
-            f"dtype: {_device_label(device)} has no {dtype!r} {missing} (it has "
+            f"dtype: {_label(device)} has no {dtype!r} {missing} (it has "
             f"{sorted(k for k, v in peaks.items() if v)}); pass one of those, or use a "
             "spec-sheet device (bl.spec(...)) for other dtypes"
         )
-    return float(peaks[dtype])
+    peak, bandwidth = _roof(peaks[dtype], device.mem_bandwidth_bytes_per_s)
+    if measured:
+        return [(f"{dtype} matmul", peak), ("fp32 vector", device.vector_flops_per_s)], bandwidth
+    fp32 = peaks.get("fp32") or math.inf  # and fp32's roof below it, where tensor cores lift one
+    return [(dtype, peak), *[("fp32, no tensor cores", fp32)] * (fp32 < peak)], bandwidth
 
 
-def _ceilings_of(device_or_spec: Any, dtype: str = "fp32") -> tuple[float, float]:
-    """``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` of a spec, Ceilings or pair."""
-    dtype = dtype_key(dtype)
-    if _is_pair(device_or_spec):
-        peak, bandwidth = device_or_spec
-    elif _is_ceilings(device_or_spec) or _is_spec(device_or_spec):
-        peak, bandwidth = _peak(device_or_spec, dtype), device_or_spec.mem_bandwidth_bytes_per_s
-    else:
-        raise TypeError(
-            "device_or_spec: expected a DeviceSpec (bl.spec('A100')), Ceilings "
-            f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
-            f"got {type(device_or_spec).__name__}"
-        )
-    return _roof(peak, bandwidth)
-
-
-def _roofs(device: Any, dtype: str) -> list[tuple[str, float]]:
-    """Horizontal roofs to draw, highest first: (label, flops_per_s)."""
-    dtype = dtype_key(dtype)
-    if _is_ceilings(device):
-        return [
-            (f"{dtype} matmul", _peak(device, dtype)),
-            ("fp32 vector", float(device.vector_flops_per_s)),
-        ]
-    peak, _ = _ceilings_of(device, dtype)
-    roofs = [(dtype, peak)]
-    if _is_spec(device) and dtype != "fp32":
-        fp32 = dict(device.peak_flops_per_s).get("fp32")
-        if fp32 and fp32 < peak:
-            roofs.append(("fp32, no tensor cores", float(fp32)))
-    return roofs
-
-
-def _device_label(device: Any) -> str:
+def _label(device: Any) -> str:
     return str(getattr(device, "name", None) or getattr(device, "device_name", None) or "device")
 
 
@@ -190,17 +164,16 @@ class RooflinePoint:
             raise TypeError(
                 f"counts: expected the result of bl.count(...), got {type(counts).__name__}"
             )
-        if hasattr(timing, "median_s"):
-            seconds = timing.median_s
-            label = label if label is not None else getattr(timing, "label", None)
-        else:
+        if not hasattr(timing, "median_s"):
             seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
+        else:
+            seconds, label = (
+                timing.median_s,
+                getattr(timing, "label", None) if label is None else label,
+            )
+        label = "workload" if label is None else label
         return cls(
-            label=label if label is not None else "workload",
-            flops=counts.flops,
-            bytes_moved=counts.bytes_moved,
-            seconds=seconds,
-            precision=getattr(counts, "precision", "fp32"),
+            label, counts.flops, counts.bytes_moved, seconds, getattr(counts, "precision", "fp32")
         )
 
     def __repr__(self) -> str:
@@ -221,11 +194,8 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
         return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
     if isinstance(point, (tuple, list)) and len(point) == 3:
         label, intensity, rate = point
-        return (
-            str(label),
-            _checks.number("point intensity", intensity, positive=True),
-            _checks.number("point flops_per_s", rate, positive=True),
-        )
+        intensity = _checks.number("point intensity", intensity, positive=True)
+        return str(label), intensity, _checks.number("point flops_per_s", rate, positive=True)
     raise TypeError(
         "points: each point must be a RooflinePoint or a (label, intensity_flops_per_byte, "
         f"flops_per_s) tuple, got {type(point).__name__}"
@@ -234,10 +204,11 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
 
 def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
     """True when ``point`` claims more FLOP/s than ``ceilings``' roof allows: an error somewhere."""
-    dtype = getattr(point, "precision", "fp32") if dtype is None else dtype
     _, intensity, rate = _as_xy(point)
-    top = max(r for _, r in _roofs(ceilings, dtype))
-    _, bandwidth = _ceilings_of(ceilings, dtype)
+    roofs, bandwidth = _roofs(
+        ceilings, getattr(point, "precision", "fp32") if dtype is None else dtype
+    )
+    top = max(r for _, r in roofs)
     return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + ABOVE_ROOF_TOLERANCE)
 
 
@@ -246,27 +217,13 @@ def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
 
 def _points_precision(points: Sequence[Any], device: Any) -> str:
     """The roof to draw for these points: their precision (the fastest when they differ)."""
-    wanted = {getattr(p, "precision", "fp32") for p in points} - {"fp32"}
     usable = []
-    for p in sorted(wanted):
+    for p in sorted({getattr(p, "precision", "fp32") for p in points} - {"fp32"}):
         try:
-            usable.append((_ceilings_of(device, p)[0], p))
+            usable.append((_roofs(device, p)[0][0][1], p))
         except (ValueError, TypeError):
             continue
     return max(usable)[1] if usable else "fp32"
-
-
-def _devices(ceilings: Any, extra: Sequence[Any]) -> list[Any]:
-    if isinstance(ceilings, (list, tuple)) and not _is_pair(ceilings):
-        devices = list(ceilings)
-    else:
-        devices = [ceilings]
-    devices += list(extra)
-    if not devices:
-        raise ValueError(
-            "ceilings: give at least one device (bl.spec('A100') or bl.measure_ceilings())"
-        )
-    return devices
 
 
 def plot(
@@ -277,87 +234,97 @@ def plot(
     dtype: str | None = None,
     extra: Sequence[Any] = (),
     title: str | None = None,
+    keyed: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> Any:
-    """Draw the roofline of one or more devices with measured points; returns the Axes."""
+    """Draw the roofline of one or more devices with measured points; returns the Axes.
+
+    Points are labelled beside them, or with ``keyed`` marked in the legend (one entry per
+    label, coloured from ``colours``); one above the roof is a red cross: it cannot be right.
+    """
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import EngFormatter
 
-    devices = _devices(ceilings, extra)
-    if dtype is None:
-        dtype = _points_precision(points, devices[0])
-    resolved = [(d, _roofs(d, dtype), _ceilings_of(d, dtype)[1]) for d in devices]
+    many = isinstance(ceilings, (list, tuple)) and not _is_pair(ceilings)
+    devices = [*(ceilings if many else [ceilings]), *extra]
+    if not devices:
+        raise ValueError(
+            "ceilings: give at least one device (bl.spec('A100') or bl.measure_ceilings())"
+        )
+    dtype = _points_precision(points, devices[0]) if dtype is None else dtype
+    resolved = [(_label(d), *_roofs(d, dtype)) for d in devices]
     xy = [_as_xy(p) for p in points]
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
     xs = [r[k][1] / bw for _, r, bw in resolved for k in (0, -1)] + [x for _, x, _ in xy]
     x_lo, x_hi = min(xs) / 30, max(xs) * 30
     grid = np.logspace(math.log10(x_lo), math.log10(x_hi), 400)
-    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
-    for i, (device, roofs, bandwidth) in enumerate(resolved):
-        _draw_device(ax, grid, _device_label(device), roofs, bandwidth, colors[i % len(colors)])
-    for label, x, y in xy:
-        _draw_point(ax, label, x, y, above_roof((label, x, y), devices[0], dtype))
-    _finish(ax, x_lo, x_hi, f"{title or 'roofline'} ({dtype} roof)")
+    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for i, (name, roofs, bandwidth) in enumerate(resolved):
+        _draw_device(ax, grid, name, roofs, bandwidth, cycle[i % len(cycle)])
+    _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
+    ax.set(
+        xscale="log", yscale="log", xlim=(x_lo, x_hi), title=f"{title or 'roofline'} ({dtype} roof)"
+    )
+    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (FLOP/s)")
+    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
     return ax
 
 
-def _draw_device(ax, grid, name: str, roofs, bandwidth: float, color) -> None:
+def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:
     """One device: each roof as min(peak, intensity x bandwidth), and its ridge point."""
-    import numpy as np
-
-    for j, (roof_label, peak) in enumerate(roofs):
-        label = f"{name} {roof_label}: {_fmt.si(peak, 'FLOP/s')}"
-        label += f", {_fmt.si(bandwidth, 'B/s')}" if j == 0 else ""
+    for j, (roof, peak) in enumerate(roofs):
+        label = f"{name} {roof}: {_fmt.si(peak, 'FLOP/s')}" + f", {_fmt.si(bandwidth, 'B/s')}" * (
+            j == 0
+        )
         ax.plot(
             grid,
-            np.minimum(peak, grid * bandwidth),
-            "-" if j == 0 else "--",
-            color=color,
-            lw=2 if j == 0 else 1.3,
+            [min(peak, x * bandwidth) for x in grid],
+            "--" if j else "-",
+            color=colour,
+            lw=1.3 if j else 2,
             label=label,
         )
-    top = roofs[0][1]
-    ridge = top / bandwidth
-    ax.plot([ridge], [top], "o", color=color, ms=6)
+    ridge, top = roofs[0][1] / bandwidth, roofs[0][1]
+    ax.plot([ridge], [top], "o", color=colour, ms=6)
     # above and left of the dot: points to its right sit under the roof, not on the label
     ax.annotate(
         f"ridge {ridge:.3g} FLOP/byte",
         (ridge, top),
-        textcoords="offset points",
-        xytext=(-4, 6),
+        xytext=(-6, 6),
         ha="right",
-        fontsize=8,
-        color=color,
+        color=colour,
+        **_TEXT,
     )
 
 
-def _draw_point(ax, label: str, x: float, y: float, bad: bool) -> None:
-    """A measured point; one above the roof as a red cross, because it cannot be right."""
-    if bad:
-        ax.plot([x], [y], "X", color="red", ms=11, zorder=5)
-        ax.annotate(
-            f"{label}\nabove the roof: a counting or timing error",
-            (x, y),
-            textcoords="offset points",
-            xytext=(8, 6),
-            fontsize=8,
-            color="red",
+def _draw_points(ax, xy, device: Any, dtype: str, keyed: bool, colours: Mapping[str, str]) -> None:
+    """The points: keyed in the legend or labelled beside; one above the roof as a red cross."""
+    for i, key in enumerate(dict.fromkeys(label for label, _, _ in xy) if keyed else ()):
+        xs, ys = zip(*[(x, y) for label, x, y in xy if label == key], strict=True)
+        marker, colour = _MARKERS[i % len(_MARKERS)], colours.get(key, f"C{3 + i}")
+        ax.plot(
+            xs,
+            ys,
+            ls="none",
+            marker=marker,
+            ms=8,
+            mfc="white",
+            mec=colour,
+            mew=2,
+            zorder=6,
+            label=key,
         )
-    else:
-        ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
-
-
-def _finish(ax, x_lo: float, x_hi: float, title: str) -> None:
-    """Log-log axes with their units, the title (which roof), grid and legend."""
-    from matplotlib.ticker import EngFormatter
-
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(x_lo, x_hi)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("performance (FLOP/s)")
-    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    ax.set_title(title)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    for label, x, y in xy:
+        colour = "red" if above_roof((label, x, y), device, dtype) else "black"
+        if colour == "red":
+            ax.plot([x], [y], "X", color="red", ms=11, zorder=7)
+            label += "\nabove the roof: a counting or timing error"
+        elif keyed:
+            continue
+        else:
+            ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
+        ax.annotate(label, (x, y), xytext=(6, 4), color=colour, **_TEXT)

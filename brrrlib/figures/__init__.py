@@ -39,22 +39,37 @@ RECORDED_REPEAT_ELEMENTS = 2**27
 _PRECISION_NAMES = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}
 
 
+# ------------------------------------------------------------------ boxes and arrows
+
+
+def _box(ax: Any, cx: float, cy: float, w: float, h: float, colour: str, text: str) -> None:
+    """A rounded box centred on ``(cx, cy)``, ``w`` x ``h`` in data units, ``text`` inside."""
+    from matplotlib.patches import FancyBboxPatch
+
+    corner, pad = (cx - w / 2, cy - h / 2), f"round,pad={min(0.08, h / 10):.3g}"
+    ax.add_patch(FancyBboxPatch(corner, w, h, boxstyle=pad, fc=colour, ec="0.3", lw=1.1))
+    ax.text(cx, cy, text, ha="center", va="center", fontsize=9)
+
+
+def _arrow(ax: Any, start: tuple, end: tuple, **kw: Any) -> None:
+    from matplotlib.patches import FancyArrowPatch
+
+    style = {"arrowstyle": "-|>", "mutation_scale": 14, "lw": 1.3, "color": "0.25", **kw}
+    ax.add_patch(FancyArrowPatch(start, end, **style))
+
+
 # ------------------------------------------------------------------ chapter 00
 
 
 def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
     """(factory, trucks, manager) labels: fp32 and, when faster, the best other precision."""
     fp32 = ceilings.matmul_flops_per_s
+    others = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}))
+    others.pop("fp32", None)
+    best = max(others, key=others.get, default=None)
     flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
-    others = {
-        k: v
-        for k, v in dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {})).items()
-        if k != "fp32"
-    }
-    if others:
-        best = max(others, key=others.get)
-        if others[best] > 1.2 * fp32:
-            flops += f"\n{best} {_fmt.si(others[best], 'FLOP/s')}"
+    if best and others[best] > 1.2 * fp32:
+        flops += f"\n{best} {_fmt.si(others[best], 'FLOP/s')}"
     op_s = getattr(ceilings, "op_overhead_s", None)
     overhead = _fmt.seconds(op_s) + " per op" if op_s else "cost per op"
     return flops, _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s"), overhead
@@ -62,58 +77,31 @@ def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
 
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """The essay's factory as boxes and arrows, labelled with ``ceilings``' numbers (chapter 00)."""
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
     ax = _new_axes(ax, (9.5, 3.8))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(0, 4.4)
-    ax.axis("off")
-
-    def box(x, y, w, h, color, title="", detail="", title_y=0.64, detail_y=0.3):
-        ax.add_patch(
-            FancyBboxPatch(
-                (x, y), w, h, boxstyle="round,pad=0.08", fc=color, ec="black", lw=1.2, alpha=0.9
-            )
-        )
-        ax.text(x + w / 2, y + h * title_y, title, ha="center", va="center", weight="bold")
-        ax.text(x + w / 2, y + h * detail_y, detail, ha="center", va="center", fontsize=9)
-
-    def arrow(x0, y0, x1, y1, label="", dy=0.22):
-        ax.add_patch(
-            FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=18, lw=1.6)
-        )
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + dy, label, ha="center", fontsize=9)
-
     flops, bw, overhead = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
     if ceilings is not None:
         flops, bw, overhead = _factory_numbers(ceilings)
-    warehouse = "main memory\n(DRAM; HBM on a GPU)\nholds every tensor"
-    box(0.1, 0.4, 2.6, 1.9, "#d9e8f5", "Warehouse", warehouse)
-    box(5.0, 0.4, 4.85, 1.9, "#f8dcc4", "Factory", "", title_y=0.86)
-    box(
-        5.2,
-        0.6,
-        1.75,
-        1.25,
-        "#fff6d5",
-        "store",
-        "registers, caches\n(SRAM): small, fast",
-        title_y=0.78,
-        detail_y=0.35,
-    )
+    warehouse = "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)\nholds every tensor"
+    _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", warehouse)
+    _box(ax, 7.43, 1.35, 4.85, 1.9, "#f8dcc4", "")
+    ax.text(7.43, 2.03, "Factory", ha="center", va="center", weight="bold")
+    _box(ax, 6.08, 1.23, 1.75, 1.25, "#fff6d5", "store\nregisters, caches\n(SRAM): small, fast")
+    _box(ax, 8.4, 3.55, 2.9, 1.2, "#e4e4e4", f"Manager\nPython + framework\n{overhead}")
     ax.text(8.4, 1.2, f"compute units\n{flops}", ha="center", va="center", fontsize=9)
-    box(6.95, 2.95, 2.9, 1.2, "#e4e4e4", "Manager", f"Python + framework\n{overhead}")
-    arrow(2.85, 1.65, 4.95, 1.65, f"trucks: {bw}")
-    arrow(4.95, 1.0, 2.85, 1.0, "results go back", dy=-0.35)
-    arrow(8.4, 2.9, 8.4, 2.35)
-    ax.text(8.55, 2.58, "one kernel per op", fontsize=9)
+    for start, end, label, dy in (
+        ((2.85, 1.65), (4.95, 1.65), f"trucks: {bw}", 0.22),
+        ((4.95, 1.0), (2.85, 1.0), "results go back", -0.35),
+        ((8.4, 2.9), (8.4, 2.35), "one kernel per op", 0.0),
+    ):
+        _arrow(ax, start, end, mutation_scale=18, lw=1.6, color="black")
+        x, y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + dy
+        ax.text(x + 0.15 * (dy == 0), y, label, ha="left" if dy == 0 else "center", fontsize=9)
+    ax.set(xlim=(0, 10), ylim=(0, 4.4))
+    ax.axis("off")
     if ceilings is not None:
         name = getattr(ceilings, "device_name", "") or getattr(ceilings, "device", "")
         ax.set_title(f"This machine ({name}), measured" if name else "This machine, measured")
     return ax
-
-
-_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def regimes_roofline(
@@ -124,29 +112,14 @@ def regimes_roofline(
 
     if not points:
         raise ValueError("points: give at least one RooflinePoint to place under the roof")
-    ax = _new_axes(ax, (10.5, 4.6))
     precisions = {getattr(p, "precision", "fp32") for p in points}
     dtype = precisions.pop() if len(precisions) == 1 else None
-    hidden = [("", p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in points]
-    roofline.plot(ceilings, hidden, extra=beside, ax=ax, dtype=dtype)
-    for t in ax.texts:  # ridge labels up and to the left of their dot: no point sits there
-        if t.get_text().startswith("ridge") and hasattr(t, "xyann"):
-            t.xyann = (-6, 6)
-            t.set_horizontalalignment("right")
-    for i, p in enumerate(points):
-        ax.plot(
-            [p.intensity_flops_per_byte],
-            [p.achieved_flops_per_s],
-            ls="none",
-            ms=9,
-            marker=_MARKERS[i % len(_MARKERS)],
-            mfc="white",
-            mec=f"C{3 + i}",
-            mew=2,
-            zorder=6,
-            label=f"{p.label}: {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')} at "
-            f"{p.intensity_flops_per_byte:.3g} FLOP/byte",
-        )
+    keyed = []
+    for p in points:
+        x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
+        keyed.append((f"{p.label}: {_fmt.si(y, 'FLOP/s')} at {x:.3g} FLOP/byte", x, y))
+    ax = _new_axes(ax, (10.5, 4.6))
+    roofline.plot(ceilings, keyed, extra=beside, ax=ax, dtype=dtype, keyed=True)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
@@ -181,6 +154,24 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
 # ------------------------------------------------------------------ chapters 01 and 02
 
 
+def _lines(
+    ax: Any, lines: Sequence[tuple], xlabel: str, ylabel: str, title: str = "", hlines=()
+) -> Any:
+    """The one sweep figure: ``(label, xs, ys, style)`` lines on a log2 x axis, labelled;
+    ``(label, y, colour)`` in ``hlines`` dotted across."""
+    for label, xs, ys, style in lines:
+        ax.plot(xs, ys, label=label, **style)
+    for label, y, colour in hlines:
+        ax.axhline(y, ls=":", lw=1.2, color=colour, label=label)
+    ax.set_xscale("log", base=2)
+    _fmt.plain_x_ticks(ax)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.set_title(title, **({"fontsize": 9} if title.startswith("Recorded") else {}))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
 def sweep_plot(
     x: Sequence[float],
     ys: Mapping[str, Sequence[float]],
@@ -200,24 +191,14 @@ def sweep_plot(
     for label, y in {**ys, **models}.items():
         if len(y) != len(x):
             raise ValueError(f"series {label!r} has {len(y)} points but x has {len(x)}")
+    lines = [(k, x, y, {"marker": "o", "color": f"C{i}"}) for i, (k, y) in enumerate(ys.items())]
+    dashed = {"ls": "--", "lw": 1.2, "alpha": 0.8}
+    lines += [(k, x, y, {"color": f"C{i}", **dashed}) for i, (k, y) in enumerate(models.items())]
     ax = _new_axes(ax, (7, 4))
-    for i, (label, y) in enumerate(ys.items()):
-        ax.plot(x, y, marker="o", color=f"C{i}", label=label)
-    for i, (label, y) in enumerate(models.items()):
-        ax.plot(x, y, ls="--", lw=1.2, color=f"C{i}", alpha=0.8, label=label)
-    for i, (label, value) in enumerate((hlines or {}).items()):
-        ax.axhline(value, ls=":", lw=1.2, color=f"C{len(ys) + i}", label=label)
-    ax.set_xscale("log", base=2)
-    _fmt.plain_x_ticks(ax)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return ax
+    across = [(k, y, f"C{len(ys) + i}") for i, (k, y) in enumerate((hlines or {}).items())]
+    return _lines(ax, lines, xlabel, ylabel, title or "", across)
 
 
 @dataclass(frozen=True)
@@ -276,62 +257,41 @@ def recorded_sweeps(folder: Path = RECORDING) -> RecordedSweeps:
     )
 
 
-def _recorded_axes(ax: Any, rec: RecordedSweeps, xlabel: str, ylabel: str, more: str = "") -> Any:
-    """Log-log axes of a recorded sweep, titled with where and when it was recorded."""
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _fmt.plain_x_ticks(ax)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"Recorded, not measured here: {rec.label}{more}", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    return ax
-
-
 def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
     """Recorded square-matmul TFLOP/s against size, one line per precision (chapter 01)."""
     rec = recording if recording is not None else recorded_sweeps()
-    ax = _new_axes(ax, (7.5, 4.2))
+    lines = []
     for i, p in enumerate(rec.precisions):
-        line = rec.matmul_line(p)
-        ax.plot(
-            [n for n, _ in line],
-            [f / 1e12 for _, f in line],
-            marker="o",
-            color=f"C{i}",
-            label=f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}",
-        )
-    return _recorded_axes(ax, rec, "matrix size n (n × n @ n × n)", "achieved TFLOP/s")
+        n, flops = zip(*rec.matmul_line(p), strict=True)
+        label = f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}"
+        lines.append((label, n, [f / 1e12 for f in flops], {"marker": "o", "color": f"C{i}"}))
+    ax = _new_axes(ax, (7.5, 4.2))
+    ax.set_yscale("log")
+    title = f"Recorded, not measured here: {rec.label}"
+    return _lines(ax, lines, "matrix size n (n × n @ n × n)", "achieved TFLOP/s", title)
 
 
 def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = None) -> Any:
     """Recorded time per call against the repeat count: eager and fused, fp32 and bf16 (chapter 02)."""
     rec = recording if recording is not None else recorded_sweeps()
-    ax = _new_axes(ax, (7.5, 4.2))
+    lines = []
     for colour, mode in (("C0", "eager"), ("C1", "fused")):
         for style, precision in (("-", "fp32"), ("--", "bf16")):
-            line = rec.repeat_line(precision, mode)
-            if line:
-                ax.plot(
-                    [r for r, _ in line],
-                    [s * 1e3 for _, s in line],
-                    marker="o",
-                    ls=style,
-                    color=colour,
-                    label=f"{mode}, {precision}",
-                )
-    per_call = f"\n{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
-    return _recorded_axes(
-        ax, rec, "repeat count (x = x * 2, repeated)", "time per call (ms)", per_call
-    )
+            if line := rec.repeat_line(precision, mode):
+                r, s = zip(*line, strict=True)
+                style = {"marker": "o", "ls": style, "color": colour}
+                lines.append((f"{mode}, {precision}", r, [t * 1e3 for t in s], style))
+    ax = _new_axes(ax, (7.5, 4.2))
+    ax.set_yscale("log")
+    title = f"Recorded, not measured here: {rec.label}\n"
+    title += f"{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
+    return _lines(ax, lines, "repeat count (x = x * 2, repeated)", "time per call (ms)", title)
 
 
-# ------------------------------------------------------------------ chapters 03 and 04 (their figures)
+# ------------------------------------------------------------------ chapter 04
 
-
-# The decision procedure's boxes: name -> (x, y, width, text, colour), in axes fractions.
-_FLOW_BOXES = {
+# The decision procedure's boxes: name -> (x, y, width, text, colour), centred, in axes units.
+_FLOW = {
     "measure": (0.5, 0.92, 0.34, "1 · Measure\nbl.benchmark: time per call", "#dbe9f6"),
     "count": (0.5, 0.76, 0.34, "2 · Count\nbl.count: FLOPs, bytes, ops", "#dbe9f6"),
     "compare": (
@@ -369,36 +329,41 @@ _FLOW_BOXES = {
         "#d9ead3",
     ),
 }
+_FLOW_ARROWS = (
+    "measure count",
+    "count compare",
+    "compare compute",
+    "compare memory",
+    "compare overhead",
+    "compute confirm",
+    "memory confirm",
+    "overhead confirm",
+    "confirm act_work",
+    "confirm act_over",
+)
 
 
-def _flow_arrow(ax: Any, a: str, b: str) -> None:
-    """An arrow from box ``a`` down to box ``b`` of :data:`_FLOW_BOXES`."""
-    from matplotlib.patches import FancyArrowPatch
-
-    (x0, y0), (x1, y1) = _FLOW_BOXES[a][:2], _FLOW_BOXES[b][:2]
-    ax.add_patch(
-        FancyArrowPatch(
-            (x0, y0 - 0.06 if y1 < y0 else y0),
-            (x1, y1 + 0.06 if y1 < y0 else y1),
-            arrowstyle="-|>",
-            mutation_scale=12,
-            color="0.3",
-            connectionstyle="arc3,rad=0.0",
-        )
-    )
-
-
-def _flow_loop_back(ax: Any) -> None:
-    """Dashed arrows from both "act" boxes back to "measure": a remedy can change the regime."""
-    for act, side in (("act_work", -1), ("act_over", 1)):
-        x, y, w = _FLOW_BOXES[act][:3]
-        ax.annotate(
-            "",
-            xy=(0.5 + side * 0.17, 0.92),
-            xytext=(x + side * w / 2, y),
-            arrowprops=dict(
-                arrowstyle="-|>", color="0.55", ls="--", connectionstyle=f"arc3,rad={0.35 * side}"
-            ),
+def decision_flow(*, ax: Any = None) -> Any:
+    """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes."""
+    ax = _new_axes(ax, (11, 6.2))
+    for x, y, w, text, colour in _FLOW.values():
+        _box(ax, x, y, w, 0.11, colour, text)
+    for pair in _FLOW_ARROWS:
+        (x0, y0), (x1, y1) = (_FLOW[name][:2] for name in pair.split())
+        _arrow(ax, (x0, y0 - 0.06), (x1, y1 + 0.06))
+    grey = {"fontsize": 8, "ha": "center", "color": "0.25"}
+    ax.text(0.27, 0.145, "time follows the work, device busy", **grey)
+    ax.text(0.73, 0.145, "time flat, device idle", **grey)
+    for act, side in (("act_work", -1), ("act_over", 1)):  # a remedy can change the regime
+        x, y, w = _FLOW[act][:3]
+        bend = f"arc3,rad={0.35 * side}"
+        _arrow(
+            ax,
+            (x + side * w / 2, y),
+            (0.5 + side * 0.17, 0.92),
+            ls="--",
+            color="0.55",
+            connectionstyle=bend,
         )
     ax.text(
         0.99,
@@ -409,40 +374,6 @@ def _flow_loop_back(ax: Any) -> None:
         va="center",
         color="0.4",
     )
-
-
-def decision_flow(*, ax: Any = None) -> Any:
-    """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes."""
-    from matplotlib.patches import FancyBboxPatch
-
-    ax = _new_axes(ax, (11, 6.2))
-    for x, y, w, text, colour in _FLOW_BOXES.values():
-        ax.add_patch(
-            FancyBboxPatch(
-                (x - w / 2, y - 0.055),
-                w,
-                0.11,
-                boxstyle="round,pad=0.01",
-                facecolor=colour,
-                edgecolor="0.3",
-                linewidth=1,
-            )
-        )
-        ax.text(x, y, text, ha="center", va="center", fontsize=9)
-    _flow_arrow(ax, "measure", "count")
-    _flow_arrow(ax, "count", "compare")
-    for regime in ("compute", "memory", "overhead"):
-        _flow_arrow(ax, "compare", regime)
-        _flow_arrow(ax, regime, "confirm")
-    _flow_arrow(ax, "confirm", "act_work")
-    _flow_arrow(ax, "confirm", "act_over")
-    ax.text(
-        0.27, 0.145, "time follows the work, device busy", fontsize=8, ha="center", color="0.25"
-    )
-    ax.text(0.73, 0.145, "time flat, device idle", fontsize=8, ha="center", color="0.25")
-    _flow_loop_back(ax)
-    ax.set_xlim(-0.04, 1.04)
-    ax.set_ylim(-0.02, 1.0)
+    ax.set(xlim=(-0.04, 1.04), ylim=(-0.02, 1.0), title="The decision procedure (chapter 04)")
     ax.axis("off")
-    ax.set_title("The decision procedure (chapter 04)")
     return ax

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import html
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,12 +11,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _fmt, hardware, machine, sweeps
+from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
-from brrrlib.widgets import _experiments
-from brrrlib.widgets._experiments import model_device
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, note, peak
+from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
 
@@ -26,6 +25,15 @@ KNEE_RATIO = 1.5
 #: A fixed cost at least this share of the call is the call's time: the fixed cost's cause names
 #: the regime (overhead, or reading the weights) only then.
 FIXED_DOMINATES = 0.5
+#: The verdict line for each reading of a doubling.
+_SAYS = {
+    "overhead": "a fixed cost is most of the call, and it is overhead",
+    "weights": "a fixed cost is most of the call, and it is reading the weights",
+    "knee": "at the knee: the fixed cost and the work are about equal",
+    "work": "the work is most of the call: past the knee",
+    "other code": "different code at the two sizes (or a cache): no regime to read",
+    "can't tell": "no reading until the interval narrows",
+}
 
 
 @dataclass(frozen=True)
@@ -56,14 +64,10 @@ def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
         reading = "other code"
     elif versus == "below" and lo > FIXED_DOMINATES:
         reading = "weights" if weights_share >= FIXED_DOMINATES else "overhead"
-    elif versus == "below" and hi < FIXED_DOMINATES:
-        reading = "work"
-    elif versus == "can't tell" and cmp.narrow:
-        reading = "work"  # twice the time, within a narrow interval
-    elif cmp.narrow:
-        reading = "knee"
+    elif (versus == "below" and hi < FIXED_DOMINATES) or (versus == "can't tell" and cmp.narrow):
+        reading = "work"  # most of the call, or twice the time within a narrow interval
     else:
-        reading = "can't tell"
+        reading = "knee" if cmp.narrow else "can't tell"
     return Doubling(batch, cmp.ratio, cmp.low, cmp.high, cmp.narrow, versus, reading)
 
 
@@ -73,22 +77,75 @@ def _default_mlp(ceilings: Any, device: torch.device) -> nn.Module:
     w = min(4096, max(128, 2 ** round(math.log2(max(w, 1)))))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        layers: list[nn.Module] = []
-        for i in range(4):
-            layers += [nn.Linear(w, w)] + ([nn.ReLU()] if i < 3 else [])
+        layers = [m for i in range(4) for m in (nn.Linear(w, w), nn.ReLU())][:-1]
     return nn.Sequential(*layers).to(device).eval()
 
 
 def _precision(dtype: torch.dtype, device: torch.device) -> str:
     """The matmul precision a model of ``dtype`` runs in; fp32 is TF32 where CUDA is allowed it."""
     key = hardware.dtype_key(dtype)
-    if (
-        key == "fp32"
-        and device.type == "cuda"
-        and torch.get_float32_matmul_precision() != "highest"
-    ):
-        return "tf32"
-    return key
+    tf32 = device.type == "cuda" and torch.get_float32_matmul_precision() != "highest"
+    return "tf32" if key == "fp32" and tf32 else key
+
+
+def _input_maker(
+    model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
+) -> tuple[Callable[[int], torch.Tensor], int]:
+    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample."""
+    hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
+    make = make_input if make_input is not None else _linear_input(model, hint)
+    if not callable(make):
+        raise TypeError("make_input must be a function batch -> input tensor")
+    x = make(2)
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(
+            f"make_input(2) must return one tensor whose first dimension is the batch (2), got "
+            f"{got}; e.g. make_input=lambda batch: torch.randn(batch, 16)"
+        )
+    sizes = [x.numel() * x.element_size()]  # the input and every leaf module's output
+
+    def hook(_module, _inputs, out) -> None:
+        if isinstance(out, torch.Tensor):
+            sizes.append(out.numel() * out.element_size())
+
+    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(x)
+    except Exception as exc:  # the learner's model or input: say which argument to fix
+        raise ValueError(
+            f"model(make_input(2)) failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            "make_input must build the input this model takes for a given batch size"
+        ) from exc
+    finally:
+        for h in hooks:
+            h.remove()
+    return make, max(1, sum(sizes) // 2)
+
+
+def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torch.device) -> Case:
+    """What one batch point runs: a forward pass, no grad, counted by :func:`brrrlib.count`."""
+    x = make_input(batch)
+    with torch.no_grad():
+        n = counting.count(model, x)
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    return Case(
+        functools.partial(model, x),
+        int(n.flops),
+        int(n.bytes_moved),
+        device,
+        f"batch {batch}",
+        no_grad=True,
+        size=batch,
+        weight_bytes=weights,
+        ops=int(n.ops),
+    )
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (the default device if it has none)."""
+    return next((p.device for p in model.parameters()), machine.device())
 
 
 class BatchExplorer(_Explorer):
@@ -112,40 +169,33 @@ class BatchExplorer(_Explorer):
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         batch = _checks.positive_int("batch", batch)
-        default = model_device(model) if model is not None else machine.device()
+        default = _model_device(model) if model is not None else machine.device()
         self.device = machine.resolve(device) if device is not None else default
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
-        if model_device(self.model).type != self.device.type:
+        if _model_device(self.model).type != self.device.type:
             raise ValueError(
-                f"model is on {model_device(self.model)} but device={str(self.device)!r}; "
+                f"model is on {_model_device(self.model)} but device={str(self.device)!r}; "
                 f"move it first: model.to({str(self.device)!r})"
             )
-        make, self._sample_bytes = _experiments.checked_input_maker(self.model, make_input)
+        make, self._sample_bytes = _input_maker(self.model, make_input)
         self._setup = setup or (
-            lambda *, batch, device: _experiments.batch_case(self.model, batch, make, device)
+            lambda *, batch, device: _batch_case(self.model, batch, make, device)
         )
         dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
         self.precision = _precision(dtype or torch.float32, self.device)
-        self._peak, self._peak_note = peak(self.ceilings, self.precision)
+        #: The compute roof and its precision (fp32's where the model's was not measured).
+        self.peak_flops_per_s, self.peak_precision = peak(self.ceilings, self.precision)
         self.sweep = Sweep("batch", "batch size (samples per call)", ())
-        self._version = 0
-        self.batch_options = self._batch_menu(max_batch)
-        offered("batch", batch, self.batch_options)
-        self._batch_w = slider("batch", self.batch_options, batch)
-        self._build([self._batch_w])
-
-    def _batch_menu(self, max_batch: int | None) -> tuple[int, ...]:
-        """Powers of two up to ``max_batch`` (default 4096 on a CPU, 65536 on a GPU, less if short)."""
-        if max_batch is None:
+        if max_batch is None:  # 4096 on a CPU, 65536 on a GPU, less if memory is short
             max_batch = 4096 if self.device.type == "cpu" else 65536
-            free = machine.available_memory_bytes(self.device)
-            while (
-                max_batch > 1 and max_batch * self._sample_bytes > sweeps.MEMORY_HEADROOM * free / 4
-            ):
+            room = sweeps.MEMORY_HEADROOM * machine.available_memory_bytes(self.device) / 4
+            while max_batch > 1 and max_batch * self._sample_bytes > room:
                 max_batch //= 2
-        max_batch = _checks.positive_int("max_batch", max_batch)
-        return tuple(sorted({*(2**k for k in range(max_batch.bit_length())), max_batch}))
+        top = _checks.positive_int("max_batch", max_batch)
+        self.batch_options = tuple(sorted({*(2**k for k in range(top.bit_length())), top}))
+        self._batch_w = self._control("batch", self.batch_options, batch)
+        self._build([self._batch_w])
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -166,63 +216,73 @@ class BatchExplorer(_Explorer):
 
     def set(self, *, batch: int) -> Point | None:
         """Move the slider from code and measure if needed; returns the current point."""
-        offered("batch", batch, self.batch_options)
-        self._move([(self._batch_w, batch)])
+        self._set(batch=batch)
         return self._update()
 
     def remeasure(self) -> Point | None:
         """Forget the current batch and its pairing with half of it, and measure both again."""
         self.sweep = self.sweep.without([(self.batch, "batch")])
-        self._version += 1
         return self._update()
 
     # -- measuring ------------------------------------------------------------------
-    def _update(self) -> Point | None:
-        b = self.batch
-        if self.current is None or (b > 1 and self._doubled(b) is None):
-            half = f", together with batch {b // 2}" if b > 1 else ""
-            self._say(f"batch {b} · measuring{half}…", busy=True)
-            res = self._safely(f"batch {b}", lambda: self._measure(b))
-            if res is not None:
-                self.sweep, self._version = res, self._version + 1
-        point, missing = self.current, self.sweep.point(b, "batch")
-        if point is not None:
-            self._clear_error()
-            self._say(self._describe(point, self._doubled(b)))
-        elif missing is not None:
-            self._fail(f"batch {b}: {missing.reason}")
-        self._redraw()
-        return point
+    def _where(self) -> str:
+        return f"batch {self.batch}"
 
-    def _measure(self, batch: int) -> Sweep:
-        """``batch`` into the sweep, and half of it with it, in alternating rounds."""
-        return sweeps.sweep(
+    def _needs_measuring(self) -> bool:
+        b = self.batch
+        return self.current is None or (b > 1 and self._doubled(b) is None)
+
+    def _missing(self) -> tuple[str, bool] | None:
+        p = self.sweep.point(self.batch, "batch")
+        return (p.reason, True) if p is not None and not p.measured else None
+
+    def _measure(self) -> None:
+        """The batch into the sweep, and half of it with it, in alternating rounds."""
+        b = self.batch
+        self.sweep = sweeps.sweep(
             "batch",
-            [batch],
+            [b],
             ["batch"],
             lambda x, _line: self._setup(batch=x, device=self.device),
-            pairs=[((batch // 2, "batch"), (batch, "batch"))] if batch > 1 else [],
+            pairs=[((b // 2, "batch"), (b, "batch"))] if b > 1 else [],
             memory=lambda x, _line: x * self._sample_bytes,
             device=self.device,
             into=self.sweep,
         )
+
+    def _show(self, p: Point) -> None:
+        knee, measured, d = self.model_knee, self.measured_knee, self.doubling(p.x)
+        cells = {
+            "batch": str(p.x),
+            "time per batch": _fmt.seconds(p.median_s),
+            "per sample": _fmt.seconds(p.per_x_s),
+            "FLOP/s": _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
+            "weights": _fmt.binary_bytes(p.weight_bytes),
+            "fixed share (2 - ratio)": "-" if d is None else _fmt.percent(d.fixed_share[0], 1),
+            "knee: model": f"{knee:.3g}" if math.isfinite(knee) else "none",
+            "knee: measured": f"{measured[0]}-{measured[1]}" if measured else "-",
+            "note": note(p),
+        }
+        cmp = self._doubled(p.x)
+        verdict = "" if cmp is None else f"batch {p.x // 2} → {p.x}: {cmp.says()}"
+        self._table(cells, f"{verdict}; {_SAYS[d.reading]}" if d else verdict)
 
     # -- the model --------------------------------------------------------------------
     def _model_lines(self) -> dict[str, Any] | None:
         """Per-batch costs from the roofline model, scaled from the largest measured point."""
         if not self.points:
             return None
-        ref, c = self.points[-1], self.ceilings
+        ref, c, peak_ = self.points[-1], self.ceilings, self.peak_flops_per_s
         bw = c.mem_bandwidth_bytes_per_s
         flops_per_sample = ref.flops / ref.x
         act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.x
         overhead_s, weights_s = ref.ops * c.op_overhead_s, ref.weight_bytes / bw
-        per_sample_s = max(flops_per_sample / self._peak, act_per_sample / bw)
+        per_sample_s = max(flops_per_sample / peak_, act_per_sample / bw)
         return {
             f"overhead floor ({ref.ops} ops × op overhead)": lambda b: overhead_s,
             "reading the weights (weights ÷ bandwidth)": lambda b: weights_s,
-            f"compute (FLOPs ÷ {self.precision} matmul peak)": lambda b: (
-                b * flops_per_sample / self._peak
+            f"compute (FLOPs ÷ {self.peak_precision} matmul peak)": lambda b: (
+                b * flops_per_sample / peak_
             ),
             "memory (bytes ÷ bandwidth)": lambda b: weights_s + b * act_per_sample / bw,
             "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
@@ -237,8 +297,7 @@ class BatchExplorer(_Explorer):
     def doubling(self, batch: int | None = None) -> Doubling | None:
         """The reading of ``batch // 2 -> batch`` (default: the slider's), or None if not measured."""
         b = self.batch if batch is None else batch
-        cmp = self._doubled(b)
-        half = self.sweep.point(b // 2, "batch")
+        cmp, half = self._doubled(b), self.sweep.point(b // 2, "batch")
         if cmp is None or half is None or not half.measured:
             return None
         weights_s = half.weight_bytes / self.ceilings.mem_bandwidth_bytes_per_s
@@ -259,112 +318,6 @@ class BatchExplorer(_Explorer):
         """The paired comparison of batch ``b // 2`` with ``b`` (None: not measured, or b = 1)."""
         return self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
 
-    def _costs(self, p: Point) -> str:
-        """The sentence that states the weights' reading time and the ops' overhead."""
-        c = self.ceilings
-        weights_s, overhead_s = (
-            p.weight_bytes / c.mem_bandwidth_bytes_per_s,
-            p.ops * c.op_overhead_s,
-        )
-        return (
-            f"bl.count: the weights are {_fmt.binary_bytes(p.weight_bytes)}, "
-            f"{_fmt.percent(p.weight_bytes, p.bytes_moved)} of the {_fmt.binary_bytes(p.bytes_moved)}"
-            f" moved; reading them takes ≥ {_fmt.seconds(weights_s)} at "
-            f"{_fmt.si(c.mem_bandwidth_bytes_per_s, 'B/s')}; {p.ops} ops × "
-            f"{_fmt.seconds(c.op_overhead_s)} op overhead ≥ {_fmt.seconds(overhead_s)}."
-        )
-
-    def _describe(self, p: Point, cmp: Any) -> str:
-        head = (
-            f"<b>batch {p.x} · {_fmt.seconds(p.median_s)} per batch · {_fmt.seconds(p.per_x_s)} per "
-            f"sample · {_fmt.si(p.achieved_flops_per_s, 'FLOP/s')}</b> · "
-            f"{html.escape(getattr(self.ceilings, 'device_name', p.device))}"
-        )
-        lines = [self._verdict(p, cmp)]
-        knee, measured = self.model_knee, self.measured_knee
-        if math.isfinite(knee):
-            where = (
-                f"at batch ≈ {knee:.3g}" if knee >= 1 else "below batch 1 (the work outweighs it)"
-            )
-            lines.append(f"The ceilings' model puts the knee (fixed cost = work) {where}.")
-        if measured is not None:
-            lines.append(
-                f"Measured: the knee lies between batch {measured[0]} and {measured[1]} "
-                f"(doubling cost under ×{KNEE_RATIO} below it, over ×{KNEE_RATIO} above)."
-            )
-        lines += [p.reason, self._peak_note]
-        if cmp is None and p.waited:
-            lines.append(f"Not this machine's best: {sweeps.waited_words(p)}.")
-        return self._words(head, lines)
-
-    def _verdict(self, p: Point, cmp: Any) -> str:
-        """The doubling in words: a reading only as far as the interval allows."""
-        costs = self._costs(p)
-        if cmp is None:
-            return (
-                "Move the slider right: each batch is measured together with half of it, in "
-                "alternating rounds, for the doubling ratio. " + costs
-            )
-        d = self.doubling(p.x)
-        if d is None or d.reading == "can't tell":
-            return (
-                f"Doubling the batch {p.x // 2} → {p.x}: {cmp.says()}. No reading until it narrows."
-            )
-        share, share_lo, share_hi = d.fixed_share
-        said = (
-            f"Doubling the batch {p.x // 2} → {p.x} cost ×{d.ratio:.2f} time (95% interval "
-            f"×{d.low:.2f}–×{d.high:.2f}, alternating rounds): "
-        )
-        fixed = (
-            f"a fixed cost is {_fmt.percent(share_lo, 1)}–{_fmt.percent(min(share_hi, 1), 1)} "
-            f"of the batch-{p.x // 2} call (2 − ratio)"
-        )
-        if d.reading == "other code":
-            grew = "less time" if d.ratio < 1 else "more than twice the time"
-            return said + (
-                f"{grew} for twice the work, in alternating rounds: the library ran "
-                "different code at the two sizes (BLAS picks its method by shape) or "
-                "the data left a cache. That says nothing about the regime. " + costs
-            )
-        if d.reading == "weights":
-            return said + (
-                f"{fixed}, and it is bandwidth on the weights, not overhead: {costs} "
-                "A bigger batch reuses each weight read for more samples."
-            )
-        if d.reading == "overhead":
-            return said + (
-                f"{fixed}: the overhead signature, Python, dispatch and launches, not "
-                f"the work. {costs} More samples per call are nearly free."
-            )
-        if d.reading == "knee":
-            return said + f"{fixed}: the fixed cost and the work are about equal here."
-        return said + self._past_knee(p, d)
-
-    def _past_knee(self, p: Point, d: Doubling) -> str:
-        bw = self.ceilings.mem_bandwidth_bytes_per_s
-        kind = (
-            f"compute-bound ({_fmt.percent(p.achieved_flops_per_s, self._peak)} of the "
-            f"{self.precision} matmul peak)"
-            if p.flops / self._peak >= p.bytes_moved / bw
-            else f"bandwidth-bound ({_fmt.percent(p.achieved_bytes_per_s, bw)} of the bandwidth)"
-        )
-        grew = (
-            "about twice the time for twice the work"
-            if d.versus_double == "can't tell"
-            else f"the work is most of the call (a fixed cost at most "
-            f"{_fmt.percent(min(d.fixed_share[2], 1), 1)})"
-        )
-        text = (
-            f"{grew}: past the knee, {kind}. The time per sample no longer falls much; a "
-            "bigger batch buys little more."
-        )
-        if p.x < self.model_knee / 4:
-            text += (
-                f" But the model expects a flat curve this far below its knee (batch ≈ "
-                f"{self.model_knee:.3g}): the per-sample cost is higher than the ceilings suggest."
-            )
-        return text
-
     # -- picture --------------------------------------------------------------------
     def _data_version(self) -> Any:
         return self._version
@@ -373,19 +326,19 @@ class BatchExplorer(_Explorer):
         ax_b, ax_s = fig.subplots(1, 2)
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.25, top=0.92, wspace=0.28)
         bs, model = self.batch_options, self._model_lines()
+        colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
         for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
-            if model is not None:
-                colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
-                for (label, cost), colour in zip(list(model.items())[:4], colours, strict=True):
-                    ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
-                    dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
-                    ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
-                if bs[0] <= model["knee"] <= bs[-1]:
-                    ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
+            for (label, cost), colour in zip(
+                list((model or {}).items())[:4], colours, strict=False
+            ):
+                ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
+                dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
+                ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
+            if model is not None and bs[0] <= model["knee"] <= bs[-1]:
+                ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
+            ax.set(ylabel=f"{title} (s)")
             ax.set_title(title, fontsize=10)
-        ax_b.set_ylabel("time per batch (s)")
-        ax_s.set_ylabel("time per sample (s)")
         legend_below(fig, ax_b)
 
     def _rings(self, p: Point) -> list:

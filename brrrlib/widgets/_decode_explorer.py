@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable
 from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, offered, peak, slider
+from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, peak
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
 
@@ -47,7 +46,7 @@ class DecodeExplorer(_Explorer):
         self.prediction = (
             None if prediction is None else _checks.number("prediction", prediction, positive=True)
         )
-        self._measure = measure or (lambda m, b, s: decoding.measure_step(m, b, s, budget_s=0.1))
+        self._step = measure or (lambda m, b, s: decoding.measure_step(m, b, s, budget_s=0.1))
         precision = decoding.precision_of(model)
         self._precision = (
             decoding.half_precision(self.ceilings) if precision == "int8" else precision
@@ -55,20 +54,14 @@ class DecodeExplorer(_Explorer):
         self._peak = peak(self.ceilings, self._precision)[0]
         self.points: dict[tuple[int, int], Any] = {}
         self.refused: dict[tuple[int, int], str] = {}
-        self._version = 0
         top = 256 if self.device.type == "cpu" else 1024
         top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else top
         self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
-        self._check_options(batch, context)
-        self._batch_w = slider("batch", self.batch_options, batch)
-        self._context_w = slider("context", self.context_options, context)
+        self._batch_w = self._control("batch", self.batch_options, batch)
+        most = f" (the model holds at most {model.shape.max_context} positions)"
+        self._context_w = self._control("context", self.context_options, context, note=most)
         self._build([self._batch_w, self._context_w])
-
-    def _check_options(self, batch: Any, context: Any) -> None:
-        offered("batch", batch, self.batch_options)
-        most = f" (the model holds at most {self.model.shape.max_context} positions)"
-        offered("context", context, self.context_options, most)
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -88,44 +81,33 @@ class DecodeExplorer(_Explorer):
 
     def set(self, *, batch: int | None = None, context: int | None = None) -> Any:
         """Move the sliders from code and measure if needed; returns the current step or None."""
-        self._check_options(
-            self.batch if batch is None else batch, self.context if context is None else context
-        )
-        self._move([(self._batch_w, batch), (self._context_w, context)])
+        self._set(batch=batch, context=context)
         return self._update()
 
     def remeasure(self) -> Any:
         """Forget the step under the sliders and measure it again."""
         self.points.pop((self.batch, self.context), None)
         self.refused.pop((self.batch, self.context), None)
-        self._version += 1
         return self._update()
 
     # -- measuring ------------------------------------------------------------------
-    def _update(self) -> Any:
-        key = (self.batch, self.context)
-        if key not in self.points and key not in self.refused:
-            self._say(f"batch {key[0]} · context {key[1]} · measuring…", busy=True)
-            self._clear_error()
-            point = self._safely(f"batch {key[0]} at context {key[1]}", lambda: self._step(key))
-            if point is not None:
-                self.points[key] = point
-                self._version += 1
-        if key in self.refused:
-            self._fail(self.refused[key])
-        elif self.current is not None:
-            self._clear_error()
-            self._say(self._describe(self.current))
-        self._redraw()
-        return self.current
+    def _where(self) -> str:
+        return f"batch {self.batch} · context {self.context}"
 
-    def _step(self, key: tuple[int, int]) -> Any:
-        """The step measured, or None and the reason kept in ``refused`` when it does not fit."""
+    def _needs_measuring(self) -> bool:
+        return self.current is None and (self.batch, self.context) not in self.refused
+
+    def _missing(self) -> tuple[str, bool] | None:
+        refused = self.refused.get((self.batch, self.context))
+        return None if refused is None else (refused, True)
+
+    def _measure(self) -> None:
+        """The step measured, or the reason kept in ``refused`` when it does not fit."""
+        key = (self.batch, self.context)
         try:
-            return self._measure(self.model, *key)
+            self.points[key] = self._step(self.model, *key)
         except decoding.DoesNotFit as exc:
             self.refused[key] = str(exc)
-            return None
 
     # -- the model --------------------------------------------------------------------
     def floors(self, batch: float, context: int) -> tuple[float, float]:
@@ -152,59 +134,24 @@ class DecodeExplorer(_Explorer):
         per_sequence = compute_1 - (memory_1 - weights_s)
         return weights_s / per_sequence if per_sequence > 0 else math.inf
 
-    def _describe(self, p: Any) -> str:
+    def _show(self, p: Any) -> None:
         memory_s, compute_s = self.floors(p.batch, p.context)
-        floor_s = max(memory_s, compute_s)
+        floor_s, knee = max(memory_s, compute_s), self.knee(p.context)
+        cells = {
+            "batch": str(p.batch),
+            "context": str(p.context),
+            "time per step": _fmt.seconds(p.seconds),
+            "tokens/s": f"{p.tokens_per_s:,.0f}",
+            "memory floor": _fmt.seconds(memory_s),
+            "compute floor": _fmt.seconds(compute_s),
+            "measured/floor": _fmt.times(p.seconds / floor_s),
+            "KV cache/weights": _fmt.percent(p.kv_bytes, p.weight_bytes),
+            "knee (model)": f"{knee:.3g}" if math.isfinite(knee) else "none",
+            "note": "noisy: re-measure" if p.timing.noisy else "-",
+        }
         bound = "memory" if memory_s >= compute_s else "compute"
-        head = (
-            f"<b>batch {p.batch} · context {p.context} · {_fmt.seconds(p.seconds)} per step · "
-            f"{p.tokens_per_s:,.0f} tokens/s</b> · "
-            f"{html.escape(getattr(self.ceilings, 'device_name', ''))}"
-        )
-        lines = [
-            f"Floors: memory {_fmt.seconds(memory_s)} (weights {_fmt.si(p.weight_bytes, 'B')} + KV "
-            f"cache {_fmt.si(p.kv_bytes, 'B')} at {_fmt.si(self._read_roof, 'B/s')}, the read roof), "
-            f"compute {_fmt.seconds(compute_s)} ({_fmt.si(p.flops, 'FLOP')} at "
-            f"{_fmt.si(self._peak, 'FLOP/s')}, {self._precision}): {bound}-bound on paper.",
-            self._share(p.seconds, floor_s, bound),
-        ]
-        if p.kv_bytes > p.weight_bytes:
-            lines.append(
-                f"At this context and batch the KV cache outweighs the weights "
-                f"({_fmt.percent(p.kv_bytes, p.weight_bytes)} of their bytes)."
-            )
-        knee = self.knee(p.context)
-        if not math.isfinite(knee):
-            lines.append(
-                f"No knee at context {p.context}: the KV cache's bytes grow with the batch "
-                "faster than the compute."
-            )
-        elif knee < 1:
-            lines.append(f"Compute-bound from batch 1 on paper at context {p.context}.")
-        else:
-            lines.append(f"Knee predicted at batch ≈ {knee:.3g} for context {p.context}.")
-        if p.timing.noisy:
-            lines.append("The timing is noisy (its spread is over 10% of the median): re-measure.")
-        return self._words(head, lines)
-
-    @staticmethod
-    def _share(seconds: float, floor_s: float, bound: str) -> str:
-        if seconds >= floor_s:
-            return (
-                f"Measured: {seconds / floor_s:.2f}x the floor, {_fmt.percent(floor_s, seconds)} "
-                "of the roof."
-            )
-        why = (
-            "faster than the cached read roof: a cache held part of the bytes, or the roof was "
-            "measured at a slower moment (bl.references.share_of(..., pattern='read') times one now)"
-            if bound == "memory"
-            else "unexplained: bl.diagnosis.matmul_now(c) times the ceiling's matmul now, and "
-            "above the cached value says the cache is stale"
-        )
-        return (
-            f"Measured below the floor ({floor_s / seconds:.2f}x faster than the model allows), "
-            f"so one of the floor's inputs does not hold for this step: {why}."
-        )
+        below = p.seconds < floor_s  # a floor's input does not hold: a cache, or a stale roof
+        self._table(cells, f"{bound}-bound on paper" + ", yet faster than its floor" * below)
 
     # -- picture --------------------------------------------------------------------
     def _data_version(self) -> Any:

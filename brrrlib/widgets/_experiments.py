@@ -1,4 +1,4 @@
-"""The two experiments behind the explorers: repeat count (chapter 02) and batch size (chapter 03)."""
+"""The repeat experiment behind chapter 02's explorer: ``x = x * 2``, repeated, eager or fused."""
 
 from __future__ import annotations
 
@@ -9,29 +9,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch import nn
 
 from brrrlib import _checks, _fmt, counting, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Sweep
-from brrrlib.workloads import _linear_input
 
-__all__ = [
-    "MAX_POINT_S",
-    "MODES",
-    "batch_case",
-    "checked_input_maker",
-    "model_device",
-    "predicted_knee_repeat",
-    "repeat_bytes_needed",
-    "repeat_case",
-    "repeat_model_s",
-    "repeat_skip",
-    "repeat_size",
-    "repeat_sweep",
-]
+__all__ = ["MAX_POINT_S", "MODES", "X_LABEL", "predicted_knee_repeat", "repeat_bytes_needed"]
+__all__ += ["repeat_case", "repeat_model_s", "repeat_points", "repeat_size", "repeat_sweep"]
 
 MODES = ("eager", "fused")
+X_LABEL = "repeat (multiplies per element)"
 # Warm-up after a fresh torch.compile. Measured on a busy 2-core CPU: right after
 # a compile the new kernel's calls often took ~12 ms instead of 15 µs (the OpenMP
 # threads of a new kernel settling, pytorch/pytorch#93665); 1 s of calls settles it.
@@ -42,9 +29,6 @@ MAX_POINT_S = 10.0
 # bl.benchmark makes about this many calls at the least (first call, two estimates,
 # five samples): what a point costs to measure when one call is long.
 _CALLS_PER_POINT = 8
-
-
-# =========================================================================== repeat
 
 
 def _eager_into(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
@@ -162,22 +146,43 @@ def repeat_size(device: torch.device, ceilings: Any) -> int:
     return n
 
 
-def repeat_skip(ceilings: Any, size: int, max_point_s: float) -> Callable[[int, str], str | None]:
-    """skip= for a repeat sweep: a reason when a point would take over ``max_point_s`` to measure."""
+def repeat_points(
+    ceilings: Any,
+    size: int,
+    repeats,
+    modes,
+    device: torch.device,
+    *,
+    setup: Callable[..., Case] = repeat_case,
+    max_point_s: float = MAX_POINT_S,
+    **kw: Any,
+) -> Sweep:
+    """The points ``repeats`` x ``modes`` at ``size`` measured (``sweeps.sweep``'s ``kw``), each
+    with its model, skipped when it would take over ``max_point_s`` to measure, refused when it
+    does not fit in memory."""
 
     def skip(repeat: int, mode: str) -> str | None:
         call_s = repeat_model_s(ceilings, size, repeat, mode)
         if _CALLS_PER_POINT * call_s <= max_point_s:
             return None
         return (
-            f"measuring it would take about {_CALLS_PER_POINT * call_s:.0f} s (at least "
-            f"{_CALLS_PER_POINT} calls of {_fmt.seconds(call_s)}: {repeat} passes over memory "
-            f"each), over the {max_point_s:g} s allowed one point. Its time is repeat x one "
-            "pass, as the model line shows; measure it anyway with max_point_s=math.inf, or "
-            "force=True in the explorer."
+            f"about {_CALLS_PER_POINT * call_s:.0f} s to measure ({_CALLS_PER_POINT} calls of "
+            f"{_fmt.seconds(call_s)}), over the {max_point_s:g} s allowed: max_point_s=math.inf, "
+            "or force=True in the explorer, measures it anyway"
         )
 
-    return skip
+    return sweeps.sweep(
+        "repeat",
+        repeats,
+        modes,
+        lambda r, m: setup(size=size, repeat=r, mode=m, device=device),
+        predict=lambda r, m: repeat_model_s(ceilings, size, r, m),
+        skip=skip,
+        memory=lambda _r, m: repeat_bytes_needed(size, m),
+        device=device,
+        x_label=X_LABEL,
+        **kw,
+    )
 
 
 def repeat_sweep(
@@ -194,84 +199,16 @@ def repeat_sweep(
     dev = machine.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
-    return sweeps.sweep(
-        "repeat",
-        [_checks.positive_int("repeat", r) for r in repeats],
+    repeats = [_checks.positive_int("repeat", r) for r in repeats]
+    title = f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})"
+    return repeat_points(
+        c,
+        size,
+        repeats,
         MODES,
-        lambda r, m: repeat_case(size, r, m, dev),
+        dev,
         pairs=pairs,
-        predict=lambda r, m: repeat_model_s(c, size, r, m),
-        skip=repeat_skip(c, size, max_point_s),
-        memory=lambda r, m: repeat_bytes_needed(size, m),
-        device=dev,
-        x_label="repeat (multiplies per element)",
+        max_point_s=max_point_s,
         progress=progress,
-        title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
+        title=title,
     )
-
-
-# =========================================================================== batch
-
-
-def checked_input_maker(
-    model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
-) -> tuple[Callable[[int], torch.Tensor], int]:
-    """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample."""
-    make = make_input
-    if make is None:
-        hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
-        make = _linear_input(model, hint)
-    if not callable(make):
-        raise TypeError("make_input must be a function batch -> input tensor")
-    x = make(2)
-    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
-        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(
-            f"make_input(2) must return one tensor whose first dimension is the batch (2), got "
-            f"{got}; e.g. make_input=lambda batch: torch.randn(batch, 16)"
-        )
-    outputs = [x.numel() * x.element_size()]
-
-    def hook(_module, _inputs, out) -> None:
-        if isinstance(out, torch.Tensor):
-            outputs.append(out.numel() * out.element_size())
-
-    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
-    try:
-        with torch.no_grad():
-            model(x)
-    except Exception as exc:  # the learner's model or input: say which argument to fix
-        raise ValueError(
-            f"model(make_input(2)) failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-            "make_input must build the input this model takes for a given batch size"
-        ) from exc
-    finally:
-        for h in hooks:
-            h.remove()
-    return make, max(1, sum(outputs) // 2)
-
-
-def batch_case(
-    model: nn.Module, batch: int, make_input: Callable[[int], torch.Tensor], device: torch.device
-) -> Case:
-    """What one batch point runs: a forward pass, no grad, counted by :func:`brrrlib.count`."""
-    x = make_input(_checks.positive_int("batch", batch))
-    with torch.no_grad():
-        counts = counting.count(model, x)
-    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    return Case(
-        functools.partial(model, x),
-        int(counts.flops),
-        int(counts.bytes_moved),
-        device,
-        f"batch {batch}",
-        no_grad=True,
-        size=batch,
-        weight_bytes=weights,
-        ops=int(counts.ops),
-    )
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """The device of the model's first parameter (the default device if it has none)."""
-    return next((p.device for p in model.parameters()), machine.device())

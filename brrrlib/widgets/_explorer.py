@@ -1,4 +1,4 @@
-"""What both explorers of :mod:`brrrlib.widgets` share: the controls, the readout, the picture."""
+"""What the explorers share: controls, a readout (a table and one verdict line), the picture."""
 
 from __future__ import annotations
 
@@ -6,68 +6,49 @@ import base64
 import html
 import io
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "COLOURS",
-    "RING",
-    "_Explorer",
-    "legend_below",
-    "offered",
-    "peak",
-    "slider",
-]
+from brrrlib import _fmt
+
+__all__ = ["COLOURS", "RING", "_Explorer", "legend_below", "note", "peak"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
-RING = {
-    "marker": "o",
-    "markersize": 14,
-    "markerfacecolor": "none",
-    "markeredgecolor": "black",
-    "markeredgewidth": 2,
-}
+RING = dict(marker="o", markersize=14, markerfacecolor="none", markeredgecolor="black", mew=2)
 
 
-def slider(description: str, options: Sequence[Any], value: Any) -> Any:
-    """A slider over ``options`` that moves (and measures) when let go, not while dragged."""
-    import ipywidgets as W
-
-    return W.SelectionSlider(
-        options=[(str(o), o) for o in options],
-        value=value,
-        description=description,
-        continuous_update=False,
-    )
-
-
-def offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
+def _offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
     """Refuse a ``value`` the control ``name`` does not offer, naming the ones it does."""
     if value not in options:
         raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}{note}")
 
 
 def peak(ceilings: Any, precision: str) -> tuple[float, str]:
-    """The matmul ceiling of ``precision``, or the fp32 one and a sentence saying so."""
+    """The matmul ceiling of ``precision`` and its precision; fp32's where it was not measured."""
     try:
-        return ceilings.matmul_peak(precision), ""
+        return ceilings.matmul_peak(precision), precision
     except KeyError:
-        return ceilings.matmul_flops_per_s, (
-            f"No {precision} matmul ceiling was measured here: the compute line uses the fp32 one."
-        )
+        return ceilings.matmul_flops_per_s, "fp32"
+
+
+def note(p: Any) -> str:
+    """A sweep point's caveats: the sweep's reason, a wait for cores, a noisy timing ("-": none)."""
+    from brrrlib.sweeps import waited_words
+
+    noisy = "noisy timing: re-measure" if p.timing.noisy else ""
+    return "; ".join(filter(None, (p.reason, waited_words(p), noisy))) or "-"
 
 
 def legend_below(fig, *axes) -> None:
     """One legend under the panels, for the labelled lines of ``axes``."""
     pairs = [ax.get_legend_handles_labels() for ax in axes]
-    handles = [h for hs, _ls in pairs for h in hs]
-    labels = [label for _hs, ls in pairs for label in ls]
+    handles, labels = [h for hs, _ in pairs for h in hs], [t for _, ts in pairs for t in ts]
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
 
 
+# Rasterising is the slow step of a redraw: tests that do not look at pixels replace these two.
 def _render(canvas) -> None:
-    """Rasterise the whole figure (the slow step: tests that do not look at pixels skip it)."""
     canvas.draw()
 
 
@@ -75,55 +56,68 @@ def _png(canvas) -> bytes:
     """The canvas's pixels as PNG bytes (fast compression: the image is redrawn often)."""
     from PIL import Image
 
-    width, height = canvas.get_width_height()
-    image = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    size = canvas.get_width_height()
+    image = Image.frombuffer("RGBA", size, canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 
 class _Explorer:
-    """The VBox, the readout and the two-layer picture; subclasses add controls and words."""
+    """The VBox of controls, readout and picture; a move measures what is missing, then draws.
 
-    _css_class = ""
-    _name = ""
+    A subclass names its state: ``current`` (the point under the controls or None),
+    ``_missing()`` (why there is none: ``(reason, is_error)``, or None), ``_measure()``,
+    ``_where()`` (the controls in words), ``_show(point)`` (the readout), and the picture:
+    ``_data_version()``, ``_draw(fig)`` and ``_rings(point)``.
+    """
+
+    _css_class = _name = ""
     _figsize = (10, 6.4)
     _measures = True  # with a re-measure button
+    _busy = "measuring"
 
     def _build(self, controls: list) -> None:
-        """The VBox around ``controls``; a move of one calls ``_update``, as does the first draw."""
         import ipywidgets as W
 
         self._plot = W.Image(format="png", layout=W.Layout(width="auto", max_width="100%"))
         self._plot.add_class("brrr-plot")
         self._readout = W.HTML(value="")
         self._readout.add_class("brrr-readout")
-        buttons = []
-        if self._measures:
-            buttons.append(
-                W.Button(
-                    description="re-measure", tooltip="measure the point under the slider again"
-                )
-            )
-            buttons[0].on_click(lambda _button: self.remeasure())
-        row = W.HBox(
-            [*controls, *buttons], layout=W.Layout(flex_flow="row wrap", align_items="center")
-        )
+        buttons = [W.Button(description="re-measure")] if self._measures else []
+        for b in buttons:
+            b.on_click(lambda _button: self.remeasure())
+        row = W.HBox([*controls, *buttons], layout=W.Layout(flex_flow="row wrap"))
         self.widget = W.VBox([row, self._readout, self._plot])
         self.widget.add_class(self._css_class)
         self.error: str | None = None
         self.exception: BaseException | None = None  # the last failure, to re-raise or inspect
+        self._version, self.readout = 0, ""
         self._base: tuple[Any, Any, Any] | None = None  # (data version, figure, saved pixels)
         self._suspended = False  # while _move sets the controls: one update after, not one each
         for w in controls:
             w.observe(lambda _change: None if self._suspended else self._update(), names="value")
         self._update()
 
-    def remeasure(self) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def _control(self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw):
+        """The control ``name`` over ``options`` (a slider that measures when let go, not while
+        dragged, unless ``kind``), ``value`` checked first."""
+        import ipywidgets as W
 
-    def _update(self) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
+        _offered(name, value, options, note)
+        if kind is None:
+            kind = W.SelectionSlider
+            kw = {"options": [(str(o), o) for o in options], "continuous_update": False, **kw}
+        widget = kind(**{"options": options, "value": value, "description": name, **kw})
+        self._menus = {**getattr(self, "_menus", {}), name: (widget, options, note)}
+        return widget
+
+    def _set(self, **values: Any) -> None:
+        """Move the named controls from code (None: leave one as it is), each value checked."""
+        for name, value in values.items():
+            if value is not None:
+                _offered(name, value, *self._menus[name][1:])
+        self._move([(self._menus[name][0], value) for name, value in values.items()])
 
     def _move(self, changes: list) -> None:
         """Set ``(control, value)`` pairs from code, with one update afterwards, not one each."""
@@ -135,36 +129,50 @@ class _Explorer:
         finally:
             self._suspended = False
 
-    # -- readout states -------------------------------------------------------------
-    def _say(self, text_html: str, *, busy: bool = False) -> None:
-        if busy:
-            self._readout.add_class("brrr-busy")
-        else:
-            self._readout.remove_class("brrr-busy")
-        self._readout.value = text_html
+    def _missing(self) -> tuple[str, bool] | None:
+        return None
 
-    def _fail(self, message: str) -> None:
-        self.error = message
-        self._readout.add_class("brrr-error")
-        self._say(f"<b>{html.escape(self._name)}</b>: {html.escape(message)}")
+    def _needs_measuring(self) -> bool:
+        return self.current is None
 
-    @staticmethod
-    def _words(head_html: str, lines: list[str]) -> str:
-        """The readout: a bold head, then each non-empty line of ``lines`` small, escaped."""
-        return head_html + "".join(f"<br><small>{html.escape(t)}</small>" for t in lines if t)
-
-    def _clear_error(self) -> None:
-        self.error = None
+    def _update(self, **kw: Any) -> Any:
+        """Measure the point under the controls if needed (a failure is shown, not raised), then
+        show it or why there is none, and redraw."""
+        failed = None
+        if self._needs_measuring():
+            self._say(f"{self._where()} · {self._busy}…", busy=True)
+            try:
+                self._measure(**kw)
+            except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
+                self.exception, failed = exc, f"failed: {type(exc).__name__}: {exc}"
+            self._version += 1
+        p, missing = self.current, self._missing()
+        if p is not None:
+            self.error = None
+            self._show(p)
+        elif failed or missing:
+            reason, is_error = (failed, True) if failed else missing
+            self.error = f"{self._where()}: {reason}" if is_error else None
+            self._say(f"<b>{html.escape(self._where())}</b>: {html.escape(reason)}")
         self._readout.remove_class("brrr-error")
+        if self.error:
+            self._readout.add_class("brrr-error")
+        self._redraw()
+        return p
 
-    def _safely(self, what: str, call: Callable[[], Any]) -> Any:
-        """Run one measurement; if it raises, say so in the readout and return None."""
-        try:
-            return call()
-        except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
-            self.exception = exc
-            self._fail(f"{what} failed: {exc.__class__.__name__}: {exc}")
-            return None
+    # -- the readout ----------------------------------------------------------------
+    def _say(self, text_html: str, *, busy: bool = False) -> None:
+        (self._readout.add_class if busy else self._readout.remove_class)("brrr-busy")
+        self._readout.value = text_html
+        #: The readout as plain text (what a page without widgets shows).
+        self.readout = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text_html)).split())
+
+    def _table(self, cells: dict[str, str], verdict: str = "") -> None:
+        """The readout: ``cells`` as a one-row table (header: their names), then ``verdict``."""
+        header, row = list(cells), list(cells.values())
+        line = f"<div><b>{html.escape(verdict)}</b></div>" if verdict else ""
+        self._say(_fmt.html_table(header, [row]) + line)
+        self.readout = _fmt.text_table(header, [row]) + (f"\n{verdict}" if verdict else "")
 
     # -- picture --------------------------------------------------------------------
     def _redraw(self) -> None:
@@ -191,25 +199,13 @@ class _Explorer:
     def _marks(self, fig) -> list:
         """``(axes, artist)`` pairs drawn over the base: a ring at the current point per panel."""
         p = self.current
-        if p is None:
-            return []
-        rings = zip(fig.axes, self._rings(p), strict=False)  # panels past the rings: none
+        rings = zip(fig.axes, self._rings(p) if p is not None else [], strict=False)
         return [(ax, ax.plot([x], [y], **RING)[0]) for ax, (x, y) in rings]
-
-    def _data_version(self) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _draw(self, fig) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _rings(self, point: Any) -> list:  # pragma: no cover - overridden
-        raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         """The live widget, with the current plot as a PNG and the readout as text beside it."""
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         if self._plot.value:
             bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()
-        words = re.sub(r"<[^>]+>", " ", self._readout.value or "")
-        bundle["text/plain"] = f"{self._name}: " + " ".join(html.unescape(words).split())
+        bundle["text/plain"] = f"{self._name}: {self.readout}"
         return bundle
