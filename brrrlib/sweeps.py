@@ -23,8 +23,6 @@ __all__ = ["Sweep", "sweep", "workload_sweep"]
 
 #: Seconds of warm-up before a point is timed (a freshly compiled kernel asks for more).
 POINT_WARMUP_S = 0.02
-#: Below this CPU share of the calling thread, a CPU measurement waited for cores.
-BUSY_CPU_SHARE = 0.8
 
 # What became of a point: evidence as data; the words are in Point.reason.
 MEASURED, TOO_SLOW, NO_MEMORY = "measured", "too slow", "no memory"
@@ -82,8 +80,8 @@ class Point:
 
     @property
     def waited(self) -> bool:
-        """True when a CPU measurement waited for cores (``cpu_share`` below ``BUSY_CPU_SHARE``)."""
-        return self.cpu_share is not None and self.cpu_share < BUSY_CPU_SHARE
+        """True when a CPU measurement waited for cores (``cpu_share`` below ``WAITED_SHARE``)."""
+        return self.cpu_share is not None and self.cpu_share < timing.WAITED_SHARE
 
     @property
     def median_s(self) -> float:
@@ -451,7 +449,7 @@ class _Run:
                 predicted_s=self.predicted.get(key),
             )
 
-    def _keep(self, key, case: Case, t: Timing, share: float | None) -> None:
+    def _keep(self, key, case: Case, t: Timing) -> None:
         self.fresh.add(key)
         self.points[key] = Point(
             x=key[0],
@@ -465,7 +463,7 @@ class _Run:
             weight_bytes=case.weight_bytes,
             ops=case.ops,
             compile_s=case.compile_s,
-            cpu_share=share if case.device.type == "cpu" else None,
+            cpu_share=t.cpu_share if case.device.type == "cpu" else None,
         )
 
     def alone(self, key) -> None:
@@ -474,17 +472,15 @@ class _Run:
             return
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
-            t, share = _with_cpu_share(
-                case,
-                lambda: timing.benchmark(
+            with _grad(case):
+                t = timing.benchmark(
                     case.fn,
                     budget_s=self.budget_s,
                     warmup_s=case.warmup_s,
                     device=case.device,
                     label=case.label or None,
-                ),
-            )
-            self._keep(key, case, t, share)
+                )
+            self._keep(key, case, t)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
         """2. and 4.: two points timed together by bl.compare, in alternating rounds."""
@@ -492,9 +488,8 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            c, share = _with_cpu_share(
-                case_a,
-                lambda: timing.compare(
+            with _grad(case_a):
+                c = timing.compare(
                     case_a.fn,
                     case_b.fn,
                     budget_s=COMPARE_BUDGET_S,
@@ -504,10 +499,9 @@ class _Run:
                         case_a.label or f"{a[1]} at {a[0]}",
                         case_b.label or f"{b[1]} at {b[0]}",
                     ),
-                ),
-            )
-            self._keep(a, case_a, c.a, share)
-            self._keep(b, case_b, c.b, share)
+                )
+            self._keep(a, case_a, c.a)
+            self._keep(b, case_b, c.b)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)
         return self.pairs.get((a, b))
 
@@ -534,13 +528,9 @@ class _Run:
                 )
 
 
-def _with_cpu_share(case: Case, measure: Callable[[], Any]) -> tuple[Any, float]:
-    """``measure()`` (under no_grad if the case asks), and the calling thread's CPU share meanwhile."""
-    wall, cpu = timing._CLOCKS  # the timer's clocks: tests replace them with fake ones
-    t0, c0 = wall(), cpu()
-    with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-        result = measure()
-    return result, min(1.0, (cpu() - c0) / max(wall() - t0, 1e-12))
+def _grad(case: Case) -> Any:
+    """Autograd off around the measurement when the case asks for it."""
+    return torch.no_grad() if case.no_grad else contextlib.nullcontext()
 
 
 def _implausible(lo: Point, hi: Point, pair: Pair | None) -> bool:
