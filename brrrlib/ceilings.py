@@ -300,38 +300,35 @@ _MEMO: dict[Path, Ceilings] = {}
 
 
 def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
-    """1. pick each ceiling's kernel (a short screen); 2. time them all in spaced rounds (module
-    timing's :func:`~brrrlib.timing.rounds`); 3. each ceiling is its best round.
+    """1. each ceiling's kernel, from a short screen; 2. all of them timed in spaced rounds
+    (:func:`brrrlib.timing.rounds`); 3. each ceiling is its best round.
     """
-    precisions = (
-        ("fp32", "tf32", "bf16", "fp16") if dev.type == "cuda" else ("fp32", "bf16", "fp16")
-    )
-    say = _fmt.Progress(progress, total=len(precisions) + 4)
+    precisions = PRECISIONS if dev.type == "cuda" else ("fp32", "bf16", "fp16")  # TF32: GPUs'
+    say = _fmt.Progress(progress, total=len(precisions) + 2)
     say.say(f"measuring the ceilings of {dev} ({name}); cached afterwards")
-    kernels: dict[str, tuple[Callable[[], Any], float]] = {}  # name: (call, work per call)
-    methods = {}
-    sizes = {}
-    for key in precisions:  # 1. the screens
-        call, sizes[key], methods[key] = _matmul(dev, key)
-        kernels[_spread_key(key)] = (call, 2.0 * sizes[key] ** 3)
-        say(f"matmul {key}: {methods[key]}")
+    work, methods, sizes = {}, {}, {}  # key: (call, work per call: FLOPs, bytes, evaluations)
+    for p in precisions:  # 1.
+        call, sizes[p], methods[p] = _matmul(dev, p)
+        work[_spread_key(p)] = (call, 2.0 * sizes[p] ** 3)
+        say(f"matmul {p}: {methods[p]}")
     call, flops, vector_method = _vector(dev)
-    kernels["vector"] = (call, flops)
-    say(f"vector: {vector_method}")
     special, special_method = _special(dev)
-    kernels.update({f"special {k}": v for k, v in special.items()})
-    say(f"special functions: {special_method}")
     memory = _Memory(dev)
-    kernels.update({f"memory {k}": v for k, v in memory.forms.items()})
     a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
-    kernels["overhead"] = (functools.partial(a.add_, b), 1.0)
+    work |= {"vector": (call, flops), "overhead": (functools.partial(a.add_, b), 1.0)}
+    work |= {f"special {k}": v for k, v in special.items()}
+    work |= {f"memory {k}": v for k, v in memory.forms.items()}
+    say(f"vector: {vector_method}; special: {special_method}")
     memory.warm_up()
-    seconds, shares = timing.rounds({k: c for k, (c, _) in kernels.items()}, dev, ROUNDS)  # 2.
-    rates = {k: [kernels[k][1] / s for s in seconds[k]] for k in kernels}
+    seconds, shares = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
+    rates = {k: [work[k][1] / s for s in v] for k, v in seconds.items()}
     best = {k: max(v) for k, v in rates.items()}  # 3.
-    spread = {k: 1 - _fmt.median(v) / best[k] for k, v in rates.items()}
+    spread: dict[str, float] = {}  # of a group (special, memory): its noisiest member's
+    for k, v in rates.items():
+        group = k.split()[0]
+        spread[group] = max(spread.get(group, 0.0), 1 - _fmt.median(v) / best[k])
     writes = [max(rates[f"memory {f}"][i] for f in _WRITE_FORMS) for i in range(ROUNDS)]
-    matmul = {key: best[_spread_key(key)] for key in precisions}
+    matmul = {p: best[_spread_key(p)] for p in precisions}
     _check_physics(dev, matmul, best["vector"])
     ceilings = Ceilings(
         device=dev.type,
@@ -342,16 +339,8 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         op_overhead_s=min(seconds["overhead"]),
         matmul_flops_per_s_by_dtype=matmul,
         special_per_s={k: best[f"special {k}"] for k in special},
-        spread={
-            **{_spread_key(k): spread[_spread_key(k)] for k in precisions},
-            "vector": spread["vector"],
-            "special": max(spread[f"special {k}"] for k in special),
-            "memory": 1 - _fmt.median(writes) / max(writes),
-            "overhead": spread["overhead"],
-        },
-        rounds=dict.fromkeys(
-            [*map(_spread_key, precisions), "vector", "special", "memory", "overhead"], ROUNDS
-        ),  # fmt: skip
+        spread=spread,
+        rounds=dict.fromkeys(spread, ROUNDS),
         bandwidth_rounds_bytes_per_s=tuple(writes),
         bandwidth_by_form_bytes_per_s={f: best[f"memory {f}"] for f in memory.forms},
         overhead_rounds_s=tuple(seconds["overhead"]),
@@ -360,7 +349,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         matmul_size=sizes["fp32"],
         copy_bytes=memory.nbytes,
         vector_method=f"{vector_method}; special: {special_method}",
-        matmul_method="; ".join(f"{key} {m}" for key, m in methods.items()),
+        matmul_method="; ".join(f"{p} {m}" for p, m in methods.items()),
         precision_notes=_precision_notes(matmul, dev),
         **_provenance(dev),
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import html
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -218,47 +217,43 @@ class Sweep:
         rows = []
         for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x)):
             if not p.measured:
-                rows.append((str(p.x), p.line, "-", "-", "-", "-", "-", f"{p.status}: {p.reason}"))
+                rows.append((str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}"))
                 continue
-            model = "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s)
-            vs = "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}"
-            note = p.reason
-            if p.waited:
-                note = f"{note} waited for cores (this thread ran {p.cpu_share:.0%})".strip()
             rows.append(
                 (
                     str(p.x),
                     p.line,
                     _fmt.seconds(p.median_s),
-                    model,
-                    vs,
+                    "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s),
+                    "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}",
                     _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
                     _fmt.si(p.achieved_bytes_per_s, "B/s"),
-                    note,
+                    "" if p.cpu_share is None else f"{p.cpu_share:.0%}",
+                    p.reason,
                 )
             )
         return rows
 
-    def table(self) -> str:
-        """The points as a text table, one row per point, with the pairs' ratios below."""
-        head = ("median", "model", "measured/model", "achieved FLOP/s", "achieved B/s", "note")
-        rows = [(self.x_name, "line", *head), *self._rows()]
-        text = [_fmt.text_table(rows[0], rows[1:], "r" * (len(head) + 1))]
-        text += [
+    def _header(self) -> tuple[str, ...]:
+        return (self.x_name, "line", "median", "model", "measured/model", "achieved FLOP/s",
+                "achieved B/s", "CPU share", "note")  # fmt: skip
+
+    def _verdicts(self) -> list[str]:
+        return [
             f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {self.says(q.a, q.b)}"
             for q in self.pairs
         ]
-        return "\n".join(line.rstrip() for line in text)
 
-    def __repr__(self) -> str:
-        head = f"Sweep({self.title or self.x_name}: {len(self.points)} points)"
-        return head + "\n" + self.table()
+    def table(self) -> str:
+        """The points as a text table, one row per point, with the pairs' verdicts below."""
+        text = _fmt.text_table(self._header(), self._rows(), "r" * 8)
+        return "\n".join([text, *self._verdicts()])
+
+    __repr__ = table
 
     def _repr_html_(self) -> str:
-        return (
-            f"<pre style='color:var(--jp-ui-font-color1, inherit);background:var(--jp-layout-color1, transparent)'>"
-            f"{html.escape(repr(self))}</pre>"
-        )
+        caption = "; ".join(self._verdicts())
+        return _fmt.html_table(self._header(), self._rows(), caption=caption, align="r" * 8)
 
     def plot(
         self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True

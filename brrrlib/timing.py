@@ -192,37 +192,21 @@ def benchmark(
     time is the kernels' time; if not (tiny kernels), the time is Python's
     and the launch overhead shows, which is chapter 03's lesson.
 
-    Args:
-        fn: the callable to time; its result is discarded.
-        *args, **kwargs: passed to ``fn``. The keywords below are taken by
-            ``benchmark`` itself; to pass one of them to ``fn`` use
-            ``functools.partial(fn, device=...)``.
-        budget_s: seconds spent in timed runs (default 0.2).
-        warmup_s: seconds of warm-up runs after the estimate (default 0.05).
-        flush_cache: write a buffer larger than the last-level cache before
-            every call (time excluded), so each call starts with cold caches
-            as in a real model where the previous layer evicted your data.
-            Forces one call per sample, so below ~10 µs per call the
-            clock's own ~0.1 µs starts to show in the samples.
-        cuda_graph: CUDA only. Capture ``fn`` in a ``torch.cuda.CUDAGraph``
-            (after warm-up on a side stream, as the torch docs prescribe) and
-            time graph replays, which removes Python and launch overhead.
-            ``fn`` must be capturable: static shapes, no host sync.
-        device: where ``fn`` runs, for synchronisation and the report;
-            default: the device of the first tensor argument, else
-            :func:`brrrlib.device`.
-        label: a name shown in the repr.
-        min_samples: at least this many samples whatever the budget (default
-            5); lower it for calls that take seconds.
-
-    Returns:
-        Timing with per-call ``samples_s``, ``median_s``, ``iqr_s``, ...
+    ``fn(*args, **kwargs)`` is called; the keywords below are ``benchmark``'s own (pass one to
+    ``fn`` with ``functools.partial``). ``budget_s``: seconds of timed runs; ``warmup_s``:
+    seconds of warm-up after the estimate; ``flush_cache``: write a buffer larger than the
+    last-level cache before every call (time excluded; one call per sample), as in a model
+    whose previous layer evicted your data; ``cuda_graph``: capture ``fn`` in a
+    ``torch.cuda.CUDAGraph`` (warmed up on a side stream) and time its replays, without Python
+    and launch overhead (static shapes, no host sync); ``device``: where ``fn`` runs (default:
+    its first tensor argument's, else :func:`brrrlib.device`); ``label``: its name in the
+    table; ``min_samples``: at least this many samples (lower it for calls of seconds).
 
     Example::
 
         >>> a = torch.randn(1024, 1024)
-        >>> bl.benchmark(torch.mm, a, a, label="mm 1024")     # doctest: +SKIP
-        Timing(mm 1024: 11.5 ms median; IQR 0.2 ms (2%), ...)
+        >>> bl.benchmark(torch.mm, a, a, label="mm 1024").median_s     # doctest: +SKIP
+        0.0115
     """
     _checks.function("fn", fn)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
@@ -263,16 +247,9 @@ def benchmark(
             deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
         )
     shares = [share for _, share in kept if share is not None]
-    return Timing(
-        [s for s, _ in kept],
-        str(dev),
-        label,
-        number,
-        flush_cache,
-        cuda_graph,
-        tuple(s for s, _ in dropped),
-        _fmt.median(shares) if shares else None,
-    )
+    samples, dropped_s = [s for s, _ in kept], tuple(s for s, _ in dropped)
+    share = _fmt.median(shares) if shares else None
+    return Timing(samples, str(dev), label, number, flush_cache, cuda_graph, dropped_s, share)
 
 
 def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
