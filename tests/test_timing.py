@@ -427,4 +427,4 @@ def test_spaced_rounds_meet_every_call_once_a_round(machine):
     seconds, _shares = timing.rounds(calls, torch.device("cpu"), n=3)
     assert seconds["a"] == [pytest.approx(1e-3)] * 3 and seconds["b"] == [pytest.approx(2e-3)] * 3
     runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
-    assert runs == list("ababab")  # a's calls, then b's, three times over
+    assert runs == list("abababab")  # first calls and estimates, then a's blocks, b's, 3 times
