@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import html
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -251,9 +252,9 @@ class Sweep:
 
     __repr__ = table
 
-    def _repr_html_(self) -> str:
-        caption = "; ".join(self._verdicts())
-        return _fmt.html_table(self._header(), self._rows(), caption=caption, align="r" * 8)
+    def _repr_html_(self) -> str:  # the text table, in the notebook theme's colours
+        style = "color:var(--jp-ui-font-color1, inherit);background:var(--jp-layout-color1, transparent)"
+        return f"<pre style='{style}'>{html.escape(self.table())}</pre>"
 
     def plot(
         self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True

@@ -18,43 +18,25 @@ from brrrlib import _checks, _fmt, machine
 
 __all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
-# A timing whose interquartile range exceeds this fraction of its median is
-# flagged as noisy: the same 10% threshold torch.utils.benchmark warns at
-# (``_IQR_WARN_THRESHOLD`` in torch/utils/benchmark/utils/common.py).
+#: A timing whose IQR is over this fraction of its median is noisy (torch.utils.benchmark's
+#: ``_IQR_WARN_THRESHOLD``).
 NOISY_IQR_RATIO = 0.1
-
-# On the CPU each sample times a block of calls lasting at least this long, so
-# the clock's own cost (~50-100 ns for time.perf_counter) is below 1e-4 of it.
+# A CPU sample times a block of calls at least this long: the clock's ~0.1 µs is below 1e-4.
 _MIN_BLOCK_S = 1e-3
-
-# At least this many samples, so median and IQR mean something, even when one
-# call is longer than the budget (a 1 s call then takes ~5 s to benchmark).
-_MIN_SAMPLES = 5
-
-# Never more samples than this (keeps memory and CUDA event counts bounded).
-_MAX_SAMPLES = 10_000
-
-# The estimate keeps doubling the number of calls until they take this long.
-_ESTIMATE_S = 1e-3
-# A call this long is estimated once, not twice: a time slice lost to another program
-# (a few ms) cannot make it look that slow.
-_SLOW_ESTIMATE_S = 0.1
-
-# A sample is disturbed when the OS took the CPU away from it. Two signs:
-# 1. this thread's CPU seconds over wall seconds fell below this fraction of the typical
-#    sample's (checked only for workloads that keep the thread busy, share above the second
-#    constant: one waiting on a sleep or a GPU has a low share by nature);
-_DISTURBED_CPU_SHARE = 0.85
-_BUSY_WORKLOAD_SHARE = 0.5
-# 2. it lasted more than this many times the median sample (a whole time
-#    slice given to another program: 4 ms on top of a 1 ms block).
+# At least this many samples (a 1 s call then takes ~5 s), never more than the second.
+_MIN_SAMPLES, _MAX_SAMPLES = 5, 10_000
+# The estimate doubles its calls until they take this long; a call this long (second) is
+# estimated once: a time slice lost to another program (a few ms) cannot make it that slow.
+_ESTIMATE_S, _SLOW_ESTIMATE_S = 1e-3, 0.1
+# The one disturbance check: a sample is disturbed when the OS took the CPU away from it,
+# 1. its thread's CPU seconds over wall seconds fell below this fraction of a quiet sample's
+#    (only for workloads above the second share: one waiting on a sleep or a GPU is low anyway),
+_DISTURBED_CPU_SHARE, _BUSY_WORKLOAD_SHARE = 0.85, 0.5
+# 2. or it lasted more than this many times the median (a 4 ms slice on top of a 1 ms block).
 _DISTURBED_TIME_FACTOR = 3.0
-# Replacements for dropped samples are measured for at most this many times
-# the budget, after the budget itself.
+# Replacements for dropped samples take at most this many times the budget, after it.
 _REPLACE_BUDGET_FACTOR = 2.0
-
-# The clocks: wall time and this thread's CPU time. Tests replace them with
-# fake clocks to check the method without a real machine.
+# Wall time and this thread's CPU time: tests replace them with fake clocks.
 _CLOCKS: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.thread_time)
 
 
