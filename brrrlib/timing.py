@@ -290,7 +290,7 @@ def rounds(
                 quiet = [b for b, bad in zip(blocks, _disturbed(blocks), strict=True) if not bad]
                 seconds[name].append(_fmt.median([s for s, _ in quiet]))
                 shares[name] += [share for _, share in quiet if share is not None]
-    return seconds, {k: _fmt.median(v) if v else None for k, v in shares.items()}
+    return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
 
 
 def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, float | None]]:

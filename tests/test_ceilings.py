@@ -173,7 +173,7 @@ def test_an_unwritable_cache_keeps_the_measurement_and_warns_once(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("BRRR_CACHE_DIR", str(blocker))
-    monkeypatch.setattr(ceilings, "_WARNED_UNWRITABLE", set())
+    monkeypatch.setattr(ceilings, "_WARNED_UNWRITABLE", set())  # a new process: not warned yet
     with pytest.warns(UserWarning, match="could not cache the ceilings.*BRRR_CACHE_DIR"):
         first = bl.measure_ceilings(progress=False)
     assert bl.measure_ceilings(progress=False) is first and len(fake_measure) == 1
@@ -199,19 +199,17 @@ def test_two_writers_never_share_a_temporary_file(fake_measure, tmp_path, monkey
         names.append(name)
         return fd, name
 
-    monkeypatch.setattr(_files.tempfile, "mkstemp", spy)
-    path = tmp_path / "ceilings-x.json"
-    ceilings._save(path, fake_ceilings())
-    ceilings._save(path, fake_ceilings())
+    monkeypatch.setattr(_files.tempfile, "mkstemp", spy)  # records each temporary file's name
+    bl.measure_ceilings(progress=False)
+    bl.measure_ceilings(refresh=True, progress=False)
+    (path,) = tmp_path.glob("ceilings-*.json")
     assert len(set(names)) == 2 and json.loads(path.read_text())["device"] == "cpu"
 
 
-def test_cuda_and_cuda_0_share_one_entry():
-    dev = torch.device("cpu")
-    assert ceilings._cache_path(dev, "x") == ceilings._cache_path(torch.device("cpu"), "x")
-    if torch.cuda.is_available():
-        a = bl.machine.physical(torch.device("cuda"))
-        assert ceilings._cache_path(a, "g") == ceilings._cache_path(torch.device("cuda:0"), "g")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_and_cuda_0_share_one_entry(fake_measure):
+    first = bl.measure_ceilings("cuda", progress=False)
+    assert bl.measure_ceilings("cuda:0", progress=False) is first and len(fake_measure) == 1
 
 
 def test_measure_ceilings_validates_device():
