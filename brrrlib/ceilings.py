@@ -62,8 +62,13 @@ _MAPPING_FIELDS = (
 )
 _TUPLE_FIELDS = ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s")
 #: Each ceiling's spread key as a person reads it.
-_NAMES = {"matmul": "fp32 matmul", "vector": "vector", "special": "special functions",
-          "memory": "memory bandwidth", "overhead": "op overhead"}  # fmt: skip
+_NAMES = {
+    "matmul": "fp32 matmul",
+    "vector": "vector",
+    "special": "special functions",
+    "memory": "memory bandwidth",
+    "overhead": "op overhead",
+}
 
 
 @dataclass(frozen=True)
@@ -102,8 +107,12 @@ class Ceilings:
     measured_at: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("matmul_flops_per_s", "vector_flops_per_s", "mem_bandwidth_bytes_per_s",
-                     "op_overhead_s"):  # fmt: skip
+        for name in (
+            "matmul_flops_per_s",
+            "vector_flops_per_s",
+            "mem_bandwidth_bytes_per_s",
+            "op_overhead_s",
+        ):
             value = getattr(self, name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (ok and math.isfinite(value) and value > 0):
@@ -412,16 +421,12 @@ def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, 
     ``torch.set_float32_matmul_precision("high")``): its call, its size and how it was found.
     """
     mode = "high" if precision == "tf32" else "highest"
+    # the first size, the largest, a call's target seconds and the screen's budget in seconds
+    slow = 6.0 if precision == "fp32" else 3.0
+    plan = (256, 4096, 0.001, slow) if dev.type == "cpu" else (2048, 8192, 0.002, 2.0)
+    kernels_at = functools.partial(_matmul_kernels, dtype=_DTYPES[precision], dev=dev)
     with _matmul_precision(mode):
-        kernel, n, call, method = _screen(
-            lambda n: _matmul_kernels(n, _DTYPES[precision], dev),
-            functools.partial(_quick_s, dev=dev),
-            *(
-                (256, 4096, 0.001, 6.0 if precision == "fp32" else 3.0)
-                if dev.type == "cpu"
-                else (2048, 8192, 0.002, 2.0)
-            ),  # fmt: skip
-        )
+        kernel, n, call, method = _screen(kernels_at, functools.partial(_quick_s, dev=dev), *plan)
     return functools.partial(_in_precision, mode, call), n, f"{kernel} at n={n}; screened: {method}"
 
 

@@ -138,8 +138,15 @@ class Levels:
                 marks.append((reported[name], f"{name} reported", "--", -24))
             for at, text, style, dy in marks:
                 ax.axvline(at, color="grey", lw=0.8, ls=style)
-                ax.annotate(text, (at, 1), xycoords=("data", "axes fraction"), xytext=(-3, dy),
-                            textcoords="offset points", ha="right", fontsize=8)  # fmt: skip
+                ax.annotate(
+                    text,
+                    (at, 1),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(-3, dy),
+                    textcoords="offset points",
+                    ha="right",
+                    fontsize=8,
+                )
         ax.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel="bandwidth (GB/s)")
         plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
         ax.yaxis.set_major_formatter(plain)

@@ -236,8 +236,17 @@ class Sweep:
         return rows
 
     def _header(self) -> tuple[str, ...]:
-        return (self.x_name, "line", "median", "model", "measured/model", "achieved FLOP/s",
-                "achieved B/s", "CPU share", "note")  # fmt: skip
+        return (
+            self.x_name,
+            "line",
+            "median",
+            "model",
+            "measured/model",
+            "achieved FLOP/s",
+            "achieved B/s",
+            "CPU share",
+            "note",
+        )
 
     def _verdicts(self) -> list[str]:
         return [
