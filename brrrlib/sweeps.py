@@ -170,6 +170,10 @@ _Y = {
 }
 
 
+#: A sweep table's columns after x.
+_COLUMNS = "line", "median", "model", "measured/model", "FLOP/s", "B/s", "CPU share", "note"
+
+
 @dataclass(frozen=True, repr=False)
 class Sweep:
     """The result of :func:`sweep`: every point, the pairs, the model; a table and a plot."""
@@ -236,17 +240,7 @@ class Sweep:
         return rows
 
     def _header(self) -> tuple[str, ...]:
-        return (
-            self.x_name,
-            "line",
-            "median",
-            "model",
-            "measured/model",
-            "achieved FLOP/s",
-            "achieved B/s",
-            "CPU share",
-            "note",
-        )
+        return (self.x_name, *_COLUMNS)
 
     def _verdicts(self) -> list[str]:
         return [
