@@ -76,7 +76,7 @@ class Levels:
 
     def rows(self) -> list[list[str]]:
         """The table: level, capacity, each pattern's roof."""
-        patterns = sorted({p for p, *_ in self.points}, key=["read", "copy"].index)
+        patterns = self._patterns()
         capacity = {**dict(self.held), MEMORY: None}
         return [
             [
@@ -87,8 +87,15 @@ class Levels:
             for name in capacity
         ]
 
+    def _patterns(self) -> list[str]:
+        return sorted({p for p, *_ in self.points}, key=["read", "copy"].index)
+
     def _header(self) -> list[str]:
-        return ["level", f"holds ({self.threads} threads)", "read roof", "copy roof"]
+        return [
+            "level",
+            f"holds ({self.threads} threads)",
+            *(f"{p} roof" for p in self._patterns()),
+        ]
 
     def _note(self) -> str:
         changed = [
@@ -125,24 +132,17 @@ class Levels:
                 min(bound) / 1.2, max(bound) * 1.2, color="grey", alpha=0.15, label="overhead-bound"
             )
         reported = dict(self.caches)
-        for name, capacity in self.held:
-            ax.axvline(capacity, color="grey", lw=0.8, ls=":")
-            ax.annotate(
-                name,
-                (capacity, 1),
-                xycoords=("data", "axes fraction"),
-                xytext=(-3, -12),
-                textcoords="offset points",
-                ha="right",
-                fontsize=8,
-            )
-            if reported[name] != capacity:  # what the system reports, beside what held
-                ax.axvline(reported[name], color="grey", lw=0.8, ls="--")
+        for name, capacity in self.held:  # what held, and what the system reports where not
+            marks = [(capacity, name, ":", -12)]
+            if reported[name] != capacity:
+                marks.append((reported[name], f"{name} reported", "--", -24))
+            for at, text, style, dy in marks:
+                ax.axvline(at, color="grey", lw=0.8, ls=style)
                 ax.annotate(
-                    f"{name} reported",
-                    (reported[name], 1),
+                    text,
+                    (at, 1),
                     xycoords=("data", "axes fraction"),
-                    xytext=(-3, -24),
+                    xytext=(-3, dy),
                     textcoords="offset points",
                     ha="right",
                     fontsize=8,

@@ -8,7 +8,6 @@ import platform
 import re
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -270,36 +269,30 @@ def settle_threads() -> str:
     threads = torch.get_num_threads()
     if threads < 2:
         return ""
-    x, zero = torch.ones(2**19), torch.zeros(1)
-    times: dict[int, list[float]] = {}
+    x, zero, took = torch.ones(2**19), torch.zeros(1), {}
 
-    def time_on(k: int) -> None:
+    def median_s(k: int) -> float:
+        """An in-place add on 2 MiB (16 of torch's grains: split over ``k`` threads), five times."""
         torch.set_num_threads(k)
         x.add_(zero)
-        start = time.perf_counter()
-        x.add_(zero)
-        times.setdefault(k, []).append(time.perf_counter() - start)
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            x.add_(zero)
+            times.append(time.perf_counter() - start)
+        took[k] = statistics.median(times)
+        return took[k]
 
-    for _ in range(5):
-        time_on(threads)
-        time_on(1)
-    one = statistics.median(times[1])
-    keep = next((k for k in range(threads, 1, -1) if _stalls_not(k, times, one, time_on)), 1)
+    one = median_s(1)
+    keep = next((k for k in range(threads, 1, -1) if median_s(k) < max(1e-3, STALL_RATIO * one)), 1)
     torch.set_num_threads(keep)
     if keep == threads:
         return ""
     _SETTLED[0] = (
         f"another program holds a core: an op split over {threads} threads waited for it "
-        f"({_fmt.seconds(statistics.median(times[threads]))} for an in-place add on 2 MiB, "
-        f"{_fmt.seconds(one)} on one thread), so this process runs on {keep} "
-        f"thread{'s' if keep > 1 else ''} from here (torch.set_num_threads({threads}) to go back)"
+        f"({_fmt.seconds(took[threads])} for an in-place add on 2 MiB, {_fmt.seconds(one)} on "
+        f"one thread), so this process runs on {keep} thread{'s' if keep > 1 else ''} from here "
+        f"(torch.set_num_threads({threads}) to go back)"
     )
     print(_SETTLED[0])
     return _SETTLED[0]
-
-
-def _stalls_not(k: int, times: dict, one_s: float, time_on: Callable[[int], None]) -> bool:
-    """True when ``k`` threads' median (five rounds) is below the stall line."""
-    while len(times.get(k, [])) < 5:
-        time_on(k)
-    return statistics.median(times[k]) < max(1e-3, STALL_RATIO * one_s)

@@ -23,8 +23,6 @@ __all__ = ["Sweep", "sweep", "workload_sweep"]
 
 #: Seconds of warm-up before a point is timed (a freshly compiled kernel asks for more).
 POINT_WARMUP_S = 0.02
-#: Below this CPU share of the calling thread, a CPU measurement waited for cores.
-BUSY_CPU_SHARE = 0.8
 
 # What became of a point: evidence as data; the words are in Point.reason.
 MEASURED, TOO_SLOW, NO_MEMORY = "measured", "too slow", "no memory"
@@ -82,8 +80,8 @@ class Point:
 
     @property
     def waited(self) -> bool:
-        """True when a CPU measurement waited for cores (``cpu_share`` below ``BUSY_CPU_SHARE``)."""
-        return self.cpu_share is not None and self.cpu_share < BUSY_CPU_SHARE
+        """True when a CPU measurement waited for cores (``cpu_share`` below ``WAITED_SHARE``)."""
+        return self.cpu_share is not None and self.cpu_share < timing.WAITED_SHARE
 
     @property
     def median_s(self) -> float:
@@ -172,6 +170,10 @@ _Y = {
 }
 
 
+#: A sweep table's columns after x.
+_COLUMNS = "line", "median", "model", "measured/model", "FLOP/s", "B/s", "CPU share", "note"
+
+
 @dataclass(frozen=True, repr=False)
 class Sweep:
     """The result of :func:`sweep`: every point, the pairs, the model; a table and a plot."""
@@ -220,47 +222,42 @@ class Sweep:
         rows = []
         for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x)):
             if not p.measured:
-                rows.append((str(p.x), p.line, "-", "-", "-", "-", "-", f"{p.status}: {p.reason}"))
+                rows.append((str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}"))
                 continue
-            model = "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s)
-            vs = "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}"
-            note = p.reason
-            if p.waited:
-                note = f"{note} waited for cores (this thread ran {p.cpu_share:.0%})".strip()
             rows.append(
                 (
                     str(p.x),
                     p.line,
                     _fmt.seconds(p.median_s),
-                    model,
-                    vs,
+                    "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s),
+                    "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}",
                     _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
                     _fmt.si(p.achieved_bytes_per_s, "B/s"),
-                    note,
+                    "" if p.cpu_share is None else f"{p.cpu_share:.0%}",
+                    p.reason,
                 )
             )
         return rows
 
-    def table(self) -> str:
-        """The points as a text table, one row per point, with the pairs' ratios below."""
-        head = ("median", "model", "measured/model", "achieved FLOP/s", "achieved B/s", "note")
-        rows = [(self.x_name, "line", *head), *self._rows()]
-        text = [_fmt.text_table(rows[0], rows[1:], "r" * (len(head) + 1))]
-        text += [
+    def _header(self) -> tuple[str, ...]:
+        return (self.x_name, *_COLUMNS)
+
+    def _verdicts(self) -> list[str]:
+        return [
             f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {self.says(q.a, q.b)}"
             for q in self.pairs
         ]
-        return "\n".join(line.rstrip() for line in text)
 
-    def __repr__(self) -> str:
-        head = f"Sweep({self.title or self.x_name}: {len(self.points)} points)"
-        return head + "\n" + self.table()
+    def table(self) -> str:
+        """The points as a text table, one row per point, with the pairs' verdicts below."""
+        text = _fmt.text_table(self._header(), self._rows(), "r" * 8)
+        return "\n".join([text, *self._verdicts()])
 
-    def _repr_html_(self) -> str:
-        return (
-            f"<pre style='color:var(--jp-ui-font-color1, inherit);background:var(--jp-layout-color1, transparent)'>"
-            f"{html.escape(repr(self))}</pre>"
-        )
+    __repr__ = table
+
+    def _repr_html_(self) -> str:  # the text table, in the notebook theme's colours
+        style = "color:var(--jp-ui-font-color1, inherit);background:var(--jp-layout-color1, transparent)"
+        return f"<pre style='{style}'>{html.escape(self.table())}</pre>"
 
     def plot(
         self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True
@@ -451,7 +448,7 @@ class _Run:
                 predicted_s=self.predicted.get(key),
             )
 
-    def _keep(self, key, case: Case, t: Timing, share: float | None) -> None:
+    def _keep(self, key, case: Case, t: Timing) -> None:
         self.fresh.add(key)
         self.points[key] = Point(
             x=key[0],
@@ -465,7 +462,7 @@ class _Run:
             weight_bytes=case.weight_bytes,
             ops=case.ops,
             compile_s=case.compile_s,
-            cpu_share=share if case.device.type == "cpu" else None,
+            cpu_share=t.cpu_share if case.device.type == "cpu" else None,
         )
 
     def alone(self, key) -> None:
@@ -474,17 +471,15 @@ class _Run:
             return
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
-            t, share = _with_cpu_share(
-                case,
-                lambda: timing.benchmark(
+            with _grad(case):
+                t = timing.benchmark(
                     case.fn,
                     budget_s=self.budget_s,
                     warmup_s=case.warmup_s,
                     device=case.device,
                     label=case.label or None,
-                ),
-            )
-            self._keep(key, case, t, share)
+                )
+            self._keep(key, case, t)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
         """2. and 4.: two points timed together by bl.compare, in alternating rounds."""
@@ -492,9 +487,8 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            c, share = _with_cpu_share(
-                case_a,
-                lambda: timing.compare(
+            with _grad(case_a):
+                c = timing.compare(
                     case_a.fn,
                     case_b.fn,
                     budget_s=COMPARE_BUDGET_S,
@@ -504,10 +498,9 @@ class _Run:
                         case_a.label or f"{a[1]} at {a[0]}",
                         case_b.label or f"{b[1]} at {b[0]}",
                     ),
-                ),
-            )
-            self._keep(a, case_a, c.a, share)
-            self._keep(b, case_b, c.b, share)
+                )
+            self._keep(a, case_a, c.a)
+            self._keep(b, case_b, c.b)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)
         return self.pairs.get((a, b))
 
@@ -534,13 +527,9 @@ class _Run:
                 )
 
 
-def _with_cpu_share(case: Case, measure: Callable[[], Any]) -> tuple[Any, float]:
-    """``measure()`` (under no_grad if the case asks), and the calling thread's CPU share meanwhile."""
-    wall, cpu = timing._CLOCKS  # the timer's clocks: tests replace them with fake ones
-    t0, c0 = wall(), cpu()
-    with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-        result = measure()
-    return result, min(1.0, (cpu() - c0) / max(wall() - t0, 1e-12))
+def _grad(case: Case) -> Any:
+    """Autograd off around the measurement when the case asks for it."""
+    return torch.no_grad() if case.no_grad else contextlib.nullcontext()
 
 
 def _implausible(lo: Point, hi: Point, pair: Pair | None) -> bool:

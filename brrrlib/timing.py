@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
 import torch
@@ -18,43 +18,25 @@ from brrrlib import _checks, _fmt, machine
 
 __all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
-# A timing whose interquartile range exceeds this fraction of its median is
-# flagged as noisy: the same 10% threshold torch.utils.benchmark warns at
-# (``_IQR_WARN_THRESHOLD`` in torch/utils/benchmark/utils/common.py).
+#: A timing whose IQR is over this fraction of its median is noisy (torch.utils.benchmark's
+#: ``_IQR_WARN_THRESHOLD``).
 NOISY_IQR_RATIO = 0.1
-
-# On the CPU each sample times a block of calls lasting at least this long, so
-# the clock's own cost (~50-100 ns for time.perf_counter) is below 1e-4 of it.
+# A CPU sample times a block of calls at least this long: the clock's ~0.1 µs is below 1e-4.
 _MIN_BLOCK_S = 1e-3
-
-# At least this many samples, so median and IQR mean something, even when one
-# call is longer than the budget (a 1 s call then takes ~5 s to benchmark).
-_MIN_SAMPLES = 5
-
-# Never more samples than this (keeps memory and CUDA event counts bounded).
-_MAX_SAMPLES = 10_000
-
-# The estimate keeps doubling the number of calls until they take this long.
-_ESTIMATE_S = 1e-3
-# A call this long is estimated once, not twice: a time slice lost to another program
-# (a few ms) cannot make it look that slow.
-_SLOW_ESTIMATE_S = 0.1
-
-# A sample is disturbed when the OS took the CPU away from it. Two signs:
-# 1. this thread's CPU seconds over wall seconds fell below this fraction of the typical
-#    sample's (checked only for workloads that keep the thread busy, share above the second
-#    constant: one waiting on a sleep or a GPU has a low share by nature);
-_DISTURBED_CPU_SHARE = 0.85
-_BUSY_WORKLOAD_SHARE = 0.5
-# 2. it lasted more than this many times the median sample (a whole time
-#    slice given to another program: 4 ms on top of a 1 ms block).
+# At least this many samples (a 1 s call then takes ~5 s), never more than the second.
+_MIN_SAMPLES, _MAX_SAMPLES = 5, 10_000
+# The estimate doubles its calls until they take this long; a call this long (second) is
+# estimated once: a time slice lost to another program (a few ms) cannot make it that slow.
+_ESTIMATE_S, _SLOW_ESTIMATE_S = 1e-3, 0.1
+# The one disturbance check: a sample is disturbed when the OS took the CPU away from it,
+# 1. its thread's CPU seconds over wall seconds fell below this fraction of a quiet sample's
+#    (only for workloads above the second share: one waiting on a sleep or a GPU is low anyway),
+_DISTURBED_CPU_SHARE, _BUSY_WORKLOAD_SHARE = 0.85, 0.5
+# 2. or it lasted more than this many times the median (a 4 ms slice on top of a 1 ms block).
 _DISTURBED_TIME_FACTOR = 3.0
-# Replacements for dropped samples are measured for at most this many times
-# the budget, after the budget itself.
+# Replacements for dropped samples take at most this many times the budget, after it.
 _REPLACE_BUDGET_FACTOR = 2.0
-
-# The clocks: wall time and this thread's CPU time. Tests replace them with
-# fake clocks to check the method without a real machine.
+# Wall time and this thread's CPU time: tests replace them with fake clocks.
 _CLOCKS: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.thread_time)
 
 
@@ -69,6 +51,7 @@ class Timing:
     flush_cache: bool = False
     cuda_graph: bool = False
     dropped_s: tuple[float, ...] = ()  # disturbed samples (step 5), replaced: not in samples_s
+    cpu_share: float | None = None  # the calling thread's CPU seconds over wall seconds (CPU)
 
     def __post_init__(self) -> None:
         samples = tuple(float(s) for s in self.samples_s)
@@ -81,7 +64,6 @@ class Timing:
         object.__setattr__(self, "samples_s", samples)
         object.__setattr__(self, "dropped_s", tuple(float(s) for s in self.dropped_s))
 
-    # -- summaries ---------------------------------------------------------
     def quantile(self, q: float) -> float:
         """The ``q``-quantile of the samples (0 <= q <= 1), interpolated as ``numpy.quantile``."""
         return _fmt.quantile(self.samples_s, q)
@@ -121,46 +103,31 @@ class Timing:
         """How many disturbed samples were dropped and replaced."""
         return len(self.dropped_s)
 
-    # -- rendering ---------------------------------------------------------
-    def _summary(self) -> tuple[str, str]:
+    def _row(self) -> tuple[str, ...]:
         s = _fmt.seconds
-        head = f"{s(self.median_s)} median"
-        spread = (
-            f"IQR {s(self.iqr_s)} ({self.relative_iqr:.0%}), min {s(self.min_s)}, "
-            f"{len(self.samples_s)} samples x {self.calls_per_sample} call"
-            f"{'s' if self.calls_per_sample > 1 else ''}, {self.device}"
-        )
-        extras = [
+        how = [
             x
-            for x, on in (
-                ("cache flushed", self.flush_cache),
-                ("CUDA graph", self.cuda_graph),
-                (f"{self.dropped} disturbed sample(s) dropped", self.dropped > 0),
-            )
+            for x, on in (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph))
             if on
         ]
-        if extras:
-            spread += ", " + ", ".join(extras)
-        if self.noisy:
-            spread += (
-                f"; NOISY: the spread is {self.relative_iqr:.0%} of the median (over 10%), "
-                "so differences smaller than that mean nothing"
-            )
-        return head, spread
+        return (
+            self.label or "",
+            s(self.median_s),
+            f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}",
+            s(self.min_s),
+            f"{len(self.samples_s)} x {self.calls_per_sample}",
+            str(self.dropped),
+            ", ".join([self.device, *how]),
+        )
 
     def __repr__(self) -> str:
-        head, spread = self._summary()
-        label = f"{self.label}: " if self.label else ""
-        return f"Timing({label}{head}; {spread})"
+        return _fmt.text_table(_TIMING_HEADER, [self._row()], align="lrrrrr")
 
     def _repr_html_(self) -> str:
-        head, spread = self._summary()
-        label = f"<b>{escape(self.label)}</b>: " if self.label else ""
-        style = "color:var(--jp-error-color1,#b00)" if self.noisy else "opacity:0.75"
-        return (
-            f"<div>{label}<span style='font-size:1.2em'>{escape(head)}</span> "
-            f"<span style='{style}'>{escape(spread)}</span></div>"
-        )
+        return _fmt.html_table(_TIMING_HEADER, [self._row()], align="lrrrrr")
+
+
+_TIMING_HEADER = ("timing", "median", "IQR", "min", "samples x calls", "dropped", "device")
 
 
 # ------------------------------------------------------------------ benchmark
@@ -207,37 +174,21 @@ def benchmark(
     time is the kernels' time; if not (tiny kernels), the time is Python's
     and the launch overhead shows, which is chapter 03's lesson.
 
-    Args:
-        fn: the callable to time; its result is discarded.
-        *args, **kwargs: passed to ``fn``. The keywords below are taken by
-            ``benchmark`` itself; to pass one of them to ``fn`` use
-            ``functools.partial(fn, device=...)``.
-        budget_s: seconds spent in timed runs (default 0.2).
-        warmup_s: seconds of warm-up runs after the estimate (default 0.05).
-        flush_cache: write a buffer larger than the last-level cache before
-            every call (time excluded), so each call starts with cold caches
-            as in a real model where the previous layer evicted your data.
-            Forces one call per sample, so below ~10 µs per call the
-            clock's own ~0.1 µs starts to show in the samples.
-        cuda_graph: CUDA only. Capture ``fn`` in a ``torch.cuda.CUDAGraph``
-            (after warm-up on a side stream, as the torch docs prescribe) and
-            time graph replays, which removes Python and launch overhead.
-            ``fn`` must be capturable: static shapes, no host sync.
-        device: where ``fn`` runs, for synchronisation and the report;
-            default: the device of the first tensor argument, else
-            :func:`brrrlib.device`.
-        label: a name shown in the repr.
-        min_samples: at least this many samples whatever the budget (default
-            5); lower it for calls that take seconds.
-
-    Returns:
-        Timing with per-call ``samples_s``, ``median_s``, ``iqr_s``, ...
+    ``fn(*args, **kwargs)`` is called; the keywords below are ``benchmark``'s own (pass one to
+    ``fn`` with ``functools.partial``). ``budget_s``: seconds of timed runs; ``warmup_s``:
+    seconds of warm-up after the estimate; ``flush_cache``: write a buffer larger than the
+    last-level cache before every call (time excluded; one call per sample), as in a model
+    whose previous layer evicted your data; ``cuda_graph``: capture ``fn`` in a
+    ``torch.cuda.CUDAGraph`` (warmed up on a side stream) and time its replays, without Python
+    and launch overhead (static shapes, no host sync); ``device``: where ``fn`` runs (default:
+    its first tensor argument's, else :func:`brrrlib.device`); ``label``: its name in the
+    table; ``min_samples``: at least this many samples (lower it for calls of seconds).
 
     Example::
 
         >>> a = torch.randn(1024, 1024)
-        >>> bl.benchmark(torch.mm, a, a, label="mm 1024")     # doctest: +SKIP
-        Timing(mm 1024: 11.5 ms median; IQR 0.2 ms (2%), ...)
+        >>> bl.benchmark(torch.mm, a, a, label="mm 1024").median_s     # doctest: +SKIP
+        0.0115
     """
     _checks.function("fn", fn)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
@@ -264,7 +215,7 @@ def benchmark(
     # Calls per sample: enough for a ~1 ms block, 1 when flushing caches.
     number = 1 if flush_cache else max(1, math.ceil(_MIN_BLOCK_S / per_call_s))
     n_samples = int(min(_MAX_SAMPLES, max(min_samples, budget_s // (per_call_s * number))))
-    with _NoGC():
+    with _no_gc():
         # 3. warm-up for what is left of warmup_s.
         for _ in range(max(0, math.ceil((warmup_s - spent_s) / per_call_s))):
             _flush(buffer)
@@ -277,17 +228,15 @@ def benchmark(
             min(min_samples, n_samples),
             deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
         )
-    return Timing(kept, str(dev), label, number, flush_cache, cuda_graph, tuple(dropped))
+    shares = [share for _, share in kept if share is not None]
+    samples, dropped_s = [s for s, _ in kept], tuple(s for s, _ in dropped)
+    share = _fmt.median(shares) if shares else None
+    return Timing(samples, str(dev), label, number, flush_cache, cuda_graph, dropped_s, share)
 
 
-def _measure_until_undisturbed(
-    measure: Callable[[int], list[tuple[float, float | None]]],
-    n_samples: int,
-    min_kept: int,
-    deadline: float,
-) -> tuple[list[float], list[float]]:
-    """Measure ``n_samples`` (seconds, cpu share) pairs, then replace disturbed ones until the
-    deadline; a replacement is judged against all samples so far, so it can be dropped too.
+def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
+    """5.: measure ``n_samples`` (seconds, cpu share) pairs, then replace disturbed ones until the
+    deadline; a replacement is judged against all samples so far. Returns (kept, dropped).
     """
     samples = measure(n_samples)
     while True:
@@ -299,13 +248,12 @@ def _measure_until_undisturbed(
     if len(samples) - sum(flags) < min_kept:  # a machine busy all along: keep the fastest
         fastest = sorted(range(len(samples)), key=lambda i: samples[i][0])[:min_kept]
         flags = [i not in fastest for i in range(len(samples))]
-    kept = [s for (s, _share), bad in zip(samples, flags, strict=True) if not bad]
-    dropped = [s for (s, _share), bad in zip(samples, flags, strict=True) if bad]
-    return kept, dropped
+    kept = [x for x, bad in zip(samples, flags, strict=True) if not bad]
+    return kept, [x for x, bad in zip(samples, flags, strict=True) if bad]
 
 
 def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
-    """Which samples the OS disturbed (see the constants at the top of this module)."""
+    """The one disturbance check: which samples the OS disturbed (the constants at the top)."""
     shares = [share for _s, share in samples if share is not None]
     # disturbance only lowers a share: the undisturbed reference is a high one
     quiet_share = _fmt.quantile(shares, 0.9) if shares else 0.0
@@ -316,6 +264,33 @@ def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
         or s > _DISTURBED_TIME_FACTOR * typical_s
         for s, share in samples
     ]
+
+
+def rounds(
+    calls: Mapping[str, Callable[[], Any]], device: torch.device, n: int, samples: int = 3
+) -> tuple[dict[str, list[float]], dict[str, float | None]]:
+    """Each call's seconds in ``n`` spaced rounds, and the calling thread's median CPU share.
+
+    Each call gets its first call and estimate (:func:`benchmark`'s steps 1 and 2), then every
+    round times ``samples`` blocks of each call in turn, so a slow phase of a shared machine
+    meets them all; a round's time is its undisturbed blocks' median (step 5's check), and a
+    ceiling is its best round.
+    """
+    plans = {}
+    for name, call in calls.items():
+        _first_call(call, device, name)
+        per_call_s, _ = _estimate(call, device, None)
+        plans[name] = (call, max(1, math.ceil(_MIN_BLOCK_S / per_call_s)))
+    seconds: dict[str, list[float]] = {k: [] for k in calls}
+    shares: dict[str, list[float]] = {k: [] for k in calls}
+    with _no_gc():
+        for _ in range(n):
+            for name, (call, number) in plans.items():
+                blocks = _measure_blocks(call, device, None, number, samples)
+                quiet = [b for b, bad in zip(blocks, _disturbed(blocks), strict=True) if not bad]
+                seconds[name].append(_fmt.median([s for s, _ in quiet]))
+                shares[name] += [share for _, share in quiet if share is not None]
+    return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
 
 
 def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, float | None]]:
@@ -444,15 +419,15 @@ def _flush(buffer: torch.Tensor | None) -> None:
         buffer.fill_(1)
 
 
-class _NoGC:
-    """Disable the garbage collector while timing (timeit does the same)."""
-
-    def __enter__(self) -> None:
-        self._was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._was_enabled:
+@contextlib.contextmanager
+def _no_gc():
+    """The garbage collector off while timing (timeit does the same)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
             gc.enable()
 
 
@@ -557,16 +532,15 @@ class Comparison:
         """The result in words, as far as the interval allows: ``"x16.2 time (...): B is ..."``."""
         lo, hi = self.interval
         span = f"{self.confidence:.0%} interval {_x(lo)}-{_x(hi)}"
-        lb = self.b.label or "B"
         caveats = []
         if not self.narrow and self.decided:
             caveats.append("a wide interval: the direction is clear, the size less so")
-        if self.waited:
+        if self.all_disturbed:
+            caveats.append("every round was disturbed by another program")
+        elif self.waited:
             caveats.append(
                 f"the calls waited for cores another program holds (this thread ran "
                 f"{self.cpu_share:.0%} of the time)"
-                if self.cpu_share is not None and not self.all_disturbed
-                else "every round was disturbed by another program"
             )
         tail = "".join(f"; {c}" for c in caveats)
         if not self.enough_rounds:
@@ -574,30 +548,28 @@ class Comparison:
             return f"can't tell from {n} round{'s' * (n != 1)} ({_x(lo)}-{_x(hi)}){tail}"
         if not self.decided:
             return f"can't tell: {_x(self.ratio)} {what} ({span} contains x1){tail}"
+        lb = self.b.label or "B"
         if self.direction == "slower":
             how = f"{lb} is {_fmt.times(self.ratio)} slower"
         else:
             how = f"{lb} is {_fmt.times(self.speedup)} faster"
         return f"{_x(self.ratio)} {what} ({span}): {how}{tail}"
 
+    def _rows(self) -> list[tuple[str, ...]]:
+        n = str(len(self.ratios))
+        return [
+            (t.label or side, _fmt.seconds(t.median_s), n, str(self.rounds_dropped), t.device)
+            for side, t in (("A", self.a), ("B", self.b))
+        ]
+
     def __repr__(self) -> str:
-        la, lb = self.a.label or "A", self.b.label or "B"
-        return (
-            f"Comparison({lb} / {la}: {self.says()}; {len(self.ratios)} rounds, "
-            f"{self.rounds_dropped} disturbed dropped; A {_fmt.seconds(self.a.median_s)}, "
-            f"B {_fmt.seconds(self.b.median_s)}, {self.a.device})"
-        )
+        return self.says() + "\n" + _fmt.text_table(_COMPARISON_HEADER, self._rows(), "lrrr")
 
     def _repr_html_(self) -> str:
-        la, lb = self.a.label or "A", self.b.label or "B"
-        style = "" if self.decided else "color:var(--jp-warn-color1,#a60)"
-        return (
-            f"<div><b>{escape(lb)}</b> against <b>{escape(la)}</b>: "
-            f"<span style='{style}'>{escape(self.says())}</span> "
-            f"<span style='opacity:0.75'>({len(self.ratios)} alternating rounds; "
-            f"{escape(la)} {escape(_fmt.seconds(self.a.median_s))}, {escape(lb)} "
-            f"{escape(_fmt.seconds(self.b.median_s))}, {escape(self.a.device)})</span></div>"
-        )
+        return _fmt.html_table(_COMPARISON_HEADER, self._rows(), caption=self.says(), align="lrrr")
+
+
+_COMPARISON_HEADER = ("", "median", "rounds", "dropped", "device")
 
 
 def _x(r: float) -> str:
@@ -666,24 +638,21 @@ def compare(
             _first_call(call, dev, name)
         per_call_s, _spent = _estimate(call, dev, None)
         sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
-    with _NoGC():
+    with _no_gc():
         for call, per_call_s, _number in sides:  # 2. warm-up (none for calls longer than it)
             for _ in range(int(warmup_s / 2 / per_call_s)):
                 call()
         machine.sync(dev)
         rounds_a, rounds_b = _rounds(sides, dev, budget_s, min_rounds)
-    flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
-    kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
-    ta = [rounds_a[i][0] for i in kept]
-    tb = [rounds_b[i][0] for i in kept]
-    shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]
+    kept, all_disturbed, share = _kept_rounds(rounds_a, rounds_b, dev)
+    ta, tb = [rounds_a[i][0] for i in kept], [rounds_b[i][0] for i in kept]
     return Comparison(
-        a=Timing(samples_s=ta, device=str(dev), label=la, calls_per_sample=sides[0][2]),
-        b=Timing(samples_s=tb, device=str(dev), label=lb, calls_per_sample=sides[1][2]),
+        a=Timing(ta, str(dev), la, sides[0][2], cpu_share=share),
+        b=Timing(tb, str(dev), lb, sides[1][2], cpu_share=share),
         ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
-        rounds_dropped=len(flags) - len(kept),
-        cpu_share=_fmt.median(shares) if shares and dev.type == "cpu" else None,
-        all_disturbed=all(flags),
+        rounds_dropped=len(rounds_a) - len(kept),
+        cpu_share=share,
+        all_disturbed=all_disturbed,
     )
 
 
@@ -699,21 +668,23 @@ def _rounds(sides, dev, budget_s, min_rounds):
             for is_a in (first_a, not first_a):
                 call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
                 out += _measure_blocks(call, dev, None, n, 1)
-        flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
-        ratios = [
-            rb[0] / ra[0]
-            for ra, rb, bad in zip(rounds_a, rounds_b, flags, strict=True)
-            if not bad and ra[0] > 0
-        ]
-        shares = [
-            min(ra[1], rb[1])
-            for ra, rb in zip(rounds_a, rounds_b, strict=True)
-            if ra[1] is not None and dev.type == "cpu"
-        ]
-        ran = not shares or _fmt.median(shares) >= WAITED_SHARE  # else: waited, try more
+        kept, _, share = _kept_rounds(rounds_a, rounds_b, dev)
+        ratios = [rounds_b[i][0] / rounds_a[i][0] for i in kept if rounds_a[i][0] > 0]
+        ran = share is None or share >= WAITED_SHARE  # else: waited, try more rounds
         done = len(ratios) >= min_rounds and ran and _narrow(ratios, COMPARE_TOLERANCE, 0.95)
         if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
             return rounds_a, rounds_b
+
+
+def _kept_rounds(rounds_a, rounds_b, dev: torch.device) -> tuple[list[int], bool, float | None]:
+    """The rounds in which neither side was disturbed (all, if none was quiet), whether none was,
+    and the calling thread's median CPU share over them (None off the CPU).
+    """
+    flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
+    kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
+    shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]
+    share = _fmt.median(shares) if shares and dev.type == "cpu" else None
+    return kept, all(flags), share
 
 
 def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
