@@ -324,7 +324,7 @@ def test_explorer_reports_a_step_too_big_and_stays_usable(model):
     fake = FakeMeasure(refuse_above=1000)
     ex_ = _explorer(model, fake)
     assert ex_.set(batch=32, context=128) is None
-    assert ex_.error and "needs" in ex_.error and "free" in ex_.error and ex_.current is None
+    assert ex_.error and "free" in ex_.error and ex_.current is None  # the memory it lacked
     assert ex_.set(batch=2, context=16) is not None and ex_.error is None
 
 

@@ -145,7 +145,7 @@ def test_verdict_failed_vector_ceiling_falls_back_to_matmul():
     shares = _shares(c, 0.02, bad)
     assert shares["compute"] == pytest.approx(10**8 / 100e9 / 0.02)
     assert shares["memory"] == pytest.approx(0.5)
-    assert any("vector" in n and "eager" in n for n in floors(c, bad).notes)
+    assert any("vector" in n for n in floors(c, bad).notes)  # the floor names its roof
     assert floors(c, CEIL).notes == ()
 
 
