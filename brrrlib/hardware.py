@@ -372,25 +372,16 @@ def host_link(device: str) -> LinkSpec:
 #: A cluster node: ``gpus_per_node`` x ``gpu`` (a :func:`spec` row) joined by ``gpu_link``, and
 #: ``nics_per_node`` x ``nic_link`` for its cluster network (its storage NICs not counted).
 NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
-_NODES = (
-    NodeSpec(
-        "DGX A100",
-        "A100 40GB SXM",
-        8,
-        "NVLink 3 (A100)",
-        8,
-        "HDR InfiniBand",
-        "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network",
-    ),
-    NodeSpec(
-        "DGX H100",
-        "H100 SXM",
-        8,
-        "NVLink 4 (H100)",
-        8,
-        "NDR InfiniBand",
-        "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network",
-    ),
+_NODE_SOURCES = {
+    "DGX A100": "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network",
+    "DGX H100": "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network",
+}
+_NODES = tuple(
+    NodeSpec(*row, _NODE_SOURCES[row[0]])
+    for row in (
+        ("DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand"),
+        ("DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand"),
+    )
 )
 
 
