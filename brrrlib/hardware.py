@@ -233,9 +233,7 @@ def _norm(name: str) -> str:
 
 
 def _lookup(rows: tuple[Any, ...], name: str, what: str, example: str) -> Any:
-    """The row called ``name`` or one of its aliases, case-insensitively; else a ``ValueError`` naming
-    the closest rows (all of them when none is close).
-    """
+    """The row called ``name`` or an alias (any case); a ValueError names the closest rows."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str such as {example!r}, got {type(name).__name__}")
     table: dict[str, Any] = {}
