@@ -103,20 +103,21 @@ class DeviceSpec:
 _GB = 10**9
 _GiB = 2**30
 # Dense peaks in TFLOP/s ("-": the hardware has no such path; a sheet's sparse figure is halved),
-# bandwidth in GB/s, memory, the patterns matched against torch.cuda.get_device_name(), aliases.
+# bandwidth in GB/s, memory, the PCIe generation to its host as its sheet prints it, the
+# patterns matched against torch.cuda.get_device_name(), aliases.
 _DEVICE_ROWS = r"""
-A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB  ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100-40gb, a100 40gb, a100-sxm4-40gb, a100 sxm
-A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB  ; A100.*80GB            ; a100-80gb, a100 80gb, a100-sxm4-80gb
-H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB  ; H100.*(SXM|HBM3)      ; h100, h100-sxm, h100 sxm5, h100-sxm5-80gb
-H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB  ; H100.*PCIe            ; h100-pcie, h100 pcie
-H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB  ; H200                  ; h200, h200-sxm, h200 sxm
-V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB  ; V100                  ; v100, v100-sxm2, tesla v100
-T4             ; 8.1   -      -      65     ; 320  ; 16 GiB  ; \bT4\b                ; tesla t4, t4
-L4             ; 30.3  60     121    121    ; 300  ; 24 GiB  ; \bL4\b                ; l4
-A10G           ; 35    35     70     70     ; 600  ; 24 GiB  ; A10G                  ; a10g, aws a10g
-RTX 4090       ; 82.6  82.6   165.2  165.2  ; 1008 ; 24 GiB  ; 4090                  ; 4090, rtx4090, rtx 4090, geforce rtx 4090
-RTX 3090       ; 35.6  35.6   71     71     ; 936  ; 24 GiB  ; 3090                  ; 3090, rtx3090, rtx 3090, geforce rtx 3090
-MI300X         ; 163.4 653.7  1307.4 1307.4 ; 5300 ; 192 GB  ; MI300X                ; mi300x, mi300, instinct mi300x
+A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB  ; 4 ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100-40gb, a100 40gb, a100-sxm4-40gb, a100 sxm
+A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB  ; 4 ; A100.*80GB            ; a100-80gb, a100 80gb, a100-sxm4-80gb
+H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB  ; 5 ; H100.*(SXM|HBM3)      ; h100, h100-sxm, h100 sxm5, h100-sxm5-80gb
+H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB  ; 5 ; H100.*PCIe            ; h100-pcie, h100 pcie
+H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB  ; 5 ; H200                  ; h200, h200-sxm, h200 sxm
+V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB  ; 3 ; V100                  ; v100, v100-sxm2, tesla v100
+T4             ; 8.1   -      -      65     ; 320  ; 16 GiB  ; 3 ; \bT4\b                ; tesla t4, t4
+L4             ; 30.3  60     121    121    ; 300  ; 24 GiB  ; 4 ; \bL4\b                ; l4
+A10G           ; 35    35     70     70     ; 600  ; 24 GiB  ; 4 ; A10G                  ; a10g, aws a10g
+RTX 4090       ; 82.6  82.6   165.2  165.2  ; 1008 ; 24 GiB  ; 4 ; 4090                  ; 4090, rtx4090, rtx 4090, geforce rtx 4090
+RTX 3090       ; 35.6  35.6   71     71     ; 936  ; 24 GiB  ; 4 ; 3090                  ; 3090, rtx3090, rtx 3090, geforce rtx 3090
+MI300X         ; 163.4 653.7  1307.4 1307.4 ; 5300 ; 192 GB  ; 5 ; MI300X                ; mi300x, mi300, instinct mi300x
 """
 _DEVICE_SOURCES = {
     # Sheet: TF32 156 | 312*, BF16/FP16 312 | 624* (* = with sparsity); dense used.
@@ -154,8 +155,7 @@ _DEVICE_EXTRA = {
 }
 
 
-def _device(row: str) -> DeviceSpec:
-    name, peaks, bandwidth, mem, patterns, aliases = (c.strip() for c in row.split(";"))
+def _device(name, peaks, bandwidth, mem, _pcie, patterns, aliases) -> DeviceSpec:
     size, unit = mem.split()
     return DeviceSpec(
         name,
@@ -169,7 +169,9 @@ def _device(row: str) -> DeviceSpec:
     )
 
 
-_SPECS: tuple[DeviceSpec, ...] = tuple(map(_device, _DEVICE_ROWS.strip().splitlines()))
+_ROWS = [[c.strip() for c in row.split(";")] for row in _DEVICE_ROWS.strip().splitlines()]
+_SPECS: tuple[DeviceSpec, ...] = tuple(_device(*row) for row in _ROWS)
+_HOST_PCIE = {row[0]: row[4] for row in _ROWS}
 
 
 def all_specs() -> tuple[DeviceSpec, ...]:
@@ -352,14 +354,6 @@ def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
 def link(name: str) -> LinkSpec:
     """A link by name or alias (``link("NDR")``); ValueError names the closest."""
     return _lookup(_LINKS, name, "link", "NVLink 4")
-
-
-#: The PCIe generation between each device and its host, as its sheet prints it.
-_HOST_PCIE = {
-    **dict.fromkeys(("T4", "V100 SXM2 32GB"), 3),
-    **dict.fromkeys(("A100 40GB SXM", "A100 80GB SXM", "L4", "A10G", "RTX 3090", "RTX 4090"), 4),
-    **dict.fromkeys(("H100 SXM", "H100 PCIe", "H200 SXM", "MI300X"), 5),
-}
 
 
 def host_link(device: str) -> LinkSpec:
