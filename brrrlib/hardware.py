@@ -102,138 +102,76 @@ class DeviceSpec:
 
 _GB = 10**9
 _GiB = 2**30
-_SPECS: tuple[DeviceSpec, ...] = (
-    DeviceSpec(
-        name="A100 40GB SXM",
-        # Sheet: TF32 156 | 312*, BF16/FP16 312 | 624* (* = with sparsity); dense used.
-        peak_flops_per_s={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},
-        mem_bandwidth_bytes_per_s=1.555e12,
-        mem_bytes=40 * _GiB,
-        source="NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 40GB SXM column",
-        aliases=("a100", "a100-40gb", "a100 40gb", "a100-sxm4-40gb", "a100 sxm"),
-        _name_patterns=(r"A100.*40GB", r"A100-SXM4(?!.*80)", r"^NVIDIA A100$"),
-    ),
-    DeviceSpec(
-        name="A100 80GB SXM",
-        # Same compute as the 40GB part; HBM2e raises bandwidth to 2,039 GB/s.
-        peak_flops_per_s={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},
-        mem_bandwidth_bytes_per_s=2.039e12,
-        mem_bytes=80 * _GiB,
-        source="NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 80GB SXM column",
-        aliases=("a100-80gb", "a100 80gb", "a100-sxm4-80gb"),
-        _name_patterns=(r"A100.*80GB",),
-    ),
-    DeviceSpec(
-        name="H100 SXM",
-        # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp16": 989.5e12},
-        mem_bandwidth_bytes_per_s=3.35e12,
-        mem_bytes=80 * _GiB,
-        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 SXM column",
-        aliases=("h100", "h100-sxm", "h100 sxm5", "h100-sxm5-80gb"),
-        _name_patterns=(r"H100.*(SXM|HBM3)",),
-    ),
-    DeviceSpec(
-        name="H100 PCIe",
-        # Sheet: TF32 756*, BF16/FP16 1,513* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 51e12, "tf32": 378e12, "bf16": 756.5e12, "fp16": 756.5e12},
-        mem_bandwidth_bytes_per_s=2.0e12,
-        mem_bytes=80 * _GiB,
-        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 PCIe column",
-        aliases=("h100-pcie", "h100 pcie"),
-        _name_patterns=(r"H100.*PCIe",),
-    ),
-    DeviceSpec(
-        name="H200 SXM",
-        # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp16": 989.5e12},
-        mem_bandwidth_bytes_per_s=4.8e12,
-        mem_bytes=141 * _GB,
-        source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/), H200 SXM column",
-        aliases=("h200", "h200-sxm", "h200 sxm"),
-        _name_patterns=(r"H200",),
-    ),
-    DeviceSpec(
-        name="V100 SXM2 32GB",
-        # Volta tensor cores do fp16 only: no tf32, no bf16 (keys absent).
-        peak_flops_per_s={"fp32": 15.7e12, "fp16": 125e12},
-        mem_bandwidth_bytes_per_s=900e9,
-        mem_bytes=32 * _GiB,
-        source="NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column",
-        aliases=("v100", "v100-sxm2", "tesla v100"),
-        _name_patterns=(r"V100",),
-    ),
-    DeviceSpec(
-        name="T4",
-        # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
-        peak_flops_per_s={"fp32": 8.1e12, "fp16": 65e12},
-        mem_bandwidth_bytes_per_s=320e9,
-        mem_bytes=16 * _GiB,
-        source="NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
-        aliases=("tesla t4", "t4"),
-        _name_patterns=(r"\bT4\b",),
-    ),
-    DeviceSpec(
-        name="L4",
-        # Sheet: TF32 120*, BF16/FP16 242* TFLOPS (* = with sparsity); halved.
-        peak_flops_per_s={"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12},
-        mem_bandwidth_bytes_per_s=300e9,
-        mem_bytes=24 * _GiB,
-        source="NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/): FP32 30.3, TF32 120*, BF16/FP16 242* TFLOPS (* sparse), 24 GB at 300 GB/s, PCIe Gen4 x16",
-        aliases=("l4",),
-        _name_patterns=(r"\bL4\b",),
-    ),
-    DeviceSpec(
-        name="A10G",
-        peak_flops_per_s={"fp32": 35e12, "tf32": 35e12, "bf16": 70e12, "fp16": 70e12},
-        mem_bandwidth_bytes_per_s=600e9,
-        mem_bytes=24 * _GiB,
-        source=(
-            "AWS G5 variant of the A10; NVIDIA publishes no A10G datasheet. Dense figures as "
-            "tabulated in Baseten, 'NVIDIA A10 vs A10G for ML model inference' "
-            "(baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)"
-        ),
-        aliases=("a10g", "aws a10g"),
-        notes="Less tensor throughput than the A10 (125 TFLOPS bf16) but the same 600 GB/s.",
-        _name_patterns=(r"A10G",),
-    ),
-    DeviceSpec(
-        name="RTX 4090",
-        # GeForce: tensor FP16/BF16 with FP32 accumulate (what PyTorch uses) is
-        # 165.2 dense (330.4 sparse); TF32 82.6 dense (165.2 sparse).
-        peak_flops_per_s={"fp32": 82.6e12, "tf32": 82.6e12, "bf16": 165.2e12, "fp16": 165.2e12},
-        mem_bandwidth_bytes_per_s=1008e9,
-        mem_bytes=24 * _GiB,
-        source="NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column",
-        aliases=("4090", "rtx4090", "rtx 4090", "geforce rtx 4090"),
-        kind="gpu (consumer)",
-        _name_patterns=(r"4090",),
-    ),
-    DeviceSpec(
-        name="RTX 3090",
-        # GA102 whitepaper: FP16/BF16 tensor with FP32 accumulate 71 dense
-        # (142 sparse); TF32 35.6 dense (71 sparse).
-        peak_flops_per_s={"fp32": 35.6e12, "tf32": 35.6e12, "bf16": 71e12, "fp16": 71e12},
-        mem_bandwidth_bytes_per_s=936e9,
-        mem_bytes=24 * _GiB,
-        source="NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A, GeForce RTX 3090 column",
-        aliases=("3090", "rtx3090", "rtx 3090", "geforce rtx 3090"),
-        kind="gpu (consumer)",
-        _name_patterns=(r"3090",),
-    ),
-    DeviceSpec(
-        name="MI300X",
-        # Sheet: FP32 vector 163.4; TF32 653.7, BF16/FP16 1,307.4 dense
-        # (1,307.4 / 2,614.9 with sparsity).
-        peak_flops_per_s={"fp32": 163.4e12, "tf32": 653.7e12, "bf16": 1307.4e12, "fp16": 1307.4e12},
-        mem_bandwidth_bytes_per_s=5.3e12,
-        mem_bytes=192 * _GB,
-        source="AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
-        aliases=("mi300x", "mi300", "instinct mi300x"),
-        vendor="AMD",
-        _name_patterns=(r"MI300X",),
-    ),
-)
+# Dense peaks in TFLOP/s ("-": the hardware has no such path; a sheet's sparse figure is halved),
+# bandwidth in GB/s, memory, the PCIe generation to its host as its sheet prints it, the
+# patterns matched against torch.cuda.get_device_name(), aliases.
+_DEVICE_ROWS = r"""
+A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB  ; 4 ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100-40gb, a100 40gb, a100-sxm4-40gb, a100 sxm
+A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB  ; 4 ; A100.*80GB            ; a100-80gb, a100 80gb, a100-sxm4-80gb
+H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB  ; 5 ; H100.*(SXM|HBM3)      ; h100, h100-sxm, h100 sxm5, h100-sxm5-80gb
+H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB  ; 5 ; H100.*PCIe            ; h100-pcie, h100 pcie
+H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB  ; 5 ; H200                  ; h200, h200-sxm, h200 sxm
+V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB  ; 3 ; V100                  ; v100, v100-sxm2, tesla v100
+T4             ; 8.1   -      -      65     ; 320  ; 16 GiB  ; 3 ; \bT4\b                ; tesla t4, t4
+L4             ; 30.3  60     121    121    ; 300  ; 24 GiB  ; 4 ; \bL4\b                ; l4
+A10G           ; 35    35     70     70     ; 600  ; 24 GiB  ; 4 ; A10G                  ; a10g, aws a10g
+RTX 4090       ; 82.6  82.6   165.2  165.2  ; 1008 ; 24 GiB  ; 4 ; 4090                  ; 4090, rtx4090, rtx 4090, geforce rtx 4090
+RTX 3090       ; 35.6  35.6   71     71     ; 936  ; 24 GiB  ; 4 ; 3090                  ; 3090, rtx3090, rtx 3090, geforce rtx 3090
+MI300X         ; 163.4 653.7  1307.4 1307.4 ; 5300 ; 192 GB  ; 5 ; MI300X                ; mi300x, mi300, instinct mi300x
+"""
+_DEVICE_SOURCES = {
+    # Sheet: TF32 156 | 312*, BF16/FP16 312 | 624* (* = with sparsity); dense used.
+    "A100 40GB SXM": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 40GB SXM column",
+    # Same compute as the 40GB part; HBM2e raises bandwidth to 2,039 GB/s.
+    "A100 80GB SXM": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 80GB SXM column",
+    # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
+    "H100 SXM": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 SXM column",
+    # Sheet: TF32 756*, BF16/FP16 1,513* TFLOPS (* = with sparsity); halved.
+    "H100 PCIe": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 PCIe column",
+    # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
+    "H200 SXM": "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/), H200 SXM column",
+    # Volta tensor cores do fp16 only: no tf32, no bf16.
+    "V100 SXM2 32GB": "NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column",
+    # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
+    "T4": "NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
+    # Sheet: TF32 120*, BF16/FP16 242* TFLOPS (* = with sparsity); halved.
+    "L4": "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/): FP32 30.3, TF32 120*, BF16/FP16 242* TFLOPS (* sparse), 24 GB at 300 GB/s, PCIe Gen4 x16",
+    "A10G": "AWS G5 variant of the A10; NVIDIA publishes no A10G datasheet. Dense figures as tabulated in Baseten, 'NVIDIA A10 vs A10G for ML model inference' (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)",
+    # GeForce: tensor FP16/BF16 with FP32 accumulate (what PyTorch uses) is
+    # 165.2 dense (330.4 sparse); TF32 82.6 dense (165.2 sparse).
+    "RTX 4090": "NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column",
+    # GA102 whitepaper: FP16/BF16 tensor with FP32 accumulate 71 dense (142 sparse); TF32 35.6
+    # dense (71 sparse).
+    "RTX 3090": "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A, GeForce RTX 3090 column",
+    # Sheet: FP32 vector 163.4; TF32 653.7, BF16/FP16 1,307.4 dense (2,614.9 with sparsity).
+    "MI300X": "AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
+}
+_DEVICE_EXTRA = {
+    "A10G": {
+        "notes": "Less tensor throughput than the A10 (125 TFLOPS bf16) but the same 600 GB/s."
+    },
+    **dict.fromkeys(("RTX 4090", "RTX 3090"), {"kind": "gpu (consumer)"}),
+    "MI300X": {"vendor": "AMD"},
+}
+
+
+def _device(name, peaks, bandwidth, mem, _pcie, patterns, aliases) -> DeviceSpec:
+    size, unit = mem.split()
+    return DeviceSpec(
+        name,
+        {k: float(v + "e12") for k, v in zip(_DTYPE_KEYS, peaks.split(), strict=True) if v != "-"},
+        float(bandwidth + "e9"),
+        int(size) * {"GiB": _GiB, "GB": _GB}[unit],
+        _DEVICE_SOURCES[name],
+        aliases=tuple(aliases.split(", ")),
+        _name_patterns=tuple(patterns.split(", ")),
+        **_DEVICE_EXTRA.get(name, {}),
+    )
+
+
+_ROWS = [[c.strip() for c in row.split(";")] for row in _DEVICE_ROWS.strip().splitlines()]
+_SPECS: tuple[DeviceSpec, ...] = tuple(_device(*row) for row in _ROWS)
+_HOST_PCIE = {row[0]: row[4] for row in _ROWS}
 
 
 def all_specs() -> tuple[DeviceSpec, ...]:
@@ -297,9 +235,7 @@ def _norm(name: str) -> str:
 
 
 def _lookup(rows: tuple[Any, ...], name: str, what: str, example: str) -> Any:
-    """The row called ``name`` or one of its aliases, case-insensitively; else a ``ValueError`` naming
-    the closest rows (all of them when none is close).
-    """
+    """The row called ``name`` or an alias (any case); a ValueError names the closest rows."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str such as {example!r}, got {type(name).__name__}")
     table: dict[str, Any] = {}
@@ -360,92 +296,52 @@ class LinkSpec:
         return _fmt.html_table(("link", "kind", "each way"), [row], hover=[self.source])
 
 
+# Bandwidth each way in GB/s ("x2": the sheet adds both directions); PCIe: GT/s per lane x 16
+# lanes x 128/130 / 8 bits.
+_LINK_ROWS = """
+PCIe 3.0 x16           ; host-device   ; 15.75  ; pcie3, pcie 3, pcie gen3, pcie 3.0
+PCIe 4.0 x16           ; host-device   ; 31.5   ; pcie4, pcie 4, pcie gen4, pcie 4.0
+PCIe 5.0 x16           ; host-device   ; 63     ; pcie5, pcie 5, pcie gen5, pcie 5.0
+NVLink 3 (A100)        ; device-device ; 300 x2 ; nvlink 3, nvlink3, a100 nvlink, nvlink a100
+NVLink 4 (H100)        ; device-device ; 450 x2 ; nvlink 4, nvlink4, h100 nvlink, nvlink h100, nvlink
+HDR InfiniBand         ; node-node     ; 25     ; hdr, hdr ib, infiniband hdr, hdr infiniband 200
+NDR InfiniBand         ; node-node     ; 50     ; ndr, ndr ib, infiniband, infiniband ndr, ib
+100 GbE                ; node-node     ; 12.5   ; 100gbe, 100g ethernet, ethernet 100g
+400 GbE                ; node-node     ; 50     ; 400gbe, 400g ethernet, ethernet 400g
+NVMe SSD (PCIe 4.0 x4) ; storage       ; 7.45   ; nvme, ssd, nvme ssd, disk
+"""
 _PCIE = "PCI-SIG, PCI Express Base Specification"
-_LINKS: tuple[LinkSpec, ...] = (
-    LinkSpec(
-        "PCIe 3.0 x16",
-        "host-device",
-        15.75e9,  # 8 GT/s x 16 lanes x 128/130 / 8 bits
-        f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
-        aliases=("pcie3", "pcie 3", "pcie gen3", "pcie 3.0"),
-    ),
-    LinkSpec(
-        "PCIe 4.0 x16",
-        "host-device",
-        31.5e9,  # 16 GT/s x 16 lanes x 128/130 / 8 bits
-        f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet "
-        "prints 'PCIe Gen4: 64 GB/s', both directions",
-        aliases=("pcie4", "pcie 4", "pcie gen4", "pcie 4.0"),
-    ),
-    LinkSpec(
-        "PCIe 5.0 x16",
-        "host-device",
-        63.0e9,  # 32 GT/s x 16 lanes x 128/130 / 8 bits
-        f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet "
-        "prints 'PCIe Gen5: 128 GB/s', both directions",
-        aliases=("pcie5", "pcie 5", "pcie gen5", "pcie 5.0"),
-    ),
-    LinkSpec(
-        "NVLink 3 (A100)",
-        "device-device",
-        300e9,
-        "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/): "
-        "'NVLink: 600 GB/s' (12 links, both directions added)",
-        aliases=("nvlink 3", "nvlink3", "a100 nvlink", "nvlink a100"),
-        both_directions_on_sheet=True,
-        notes="Between the 8 GPUs of one DGX A100 node (through NVSwitch).",
-    ),
-    LinkSpec(
-        "NVLink 4 (H100)",
-        "device-device",
-        450e9,
-        "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), SXM "
-        "column: 'NVLink: 900 GB/s' (18 links, both directions added)",
-        aliases=("nvlink 4", "nvlink4", "h100 nvlink", "nvlink h100", "nvlink"),
-        both_directions_on_sheet=True,
-        notes="Between the 8 GPUs of one DGX H100 node (through NVSwitch).",
-    ),
-    LinkSpec(
-        "HDR InfiniBand",
-        "node-node",
-        200e9 / 8,
-        "NVIDIA DGX A100 datasheet: 8 single-port ConnectX-6 adapters, 200 Gb/s HDR "
-        "InfiniBand each (one per GPU)",
-        aliases=("hdr", "hdr ib", "infiniband hdr", "hdr infiniband 200"),
-        notes="200 Gb/s per port; a DGX A100 has one port per GPU for the compute network.",
-    ),
-    LinkSpec(
-        "NDR InfiniBand",
-        "node-node",
-        400e9 / 8,
-        "NVIDIA DGX H100 datasheet: 8 ConnectX-7 adapters, 400 Gb/s NDR InfiniBand each "
-        "(one per GPU)",
-        aliases=("ndr", "ndr ib", "infiniband", "infiniband ndr", "ib"),
-        notes="400 Gb/s per port; a DGX H100 has one port per GPU for the compute network.",
-    ),
-    LinkSpec(
-        "100 GbE",
-        "node-node",
-        100e9 / 8,
-        "IEEE 802.3ba-2010, 100 Gb/s Ethernet",
-        aliases=("100gbe", "100g ethernet", "ethernet 100g"),
-    ),
-    LinkSpec(
-        "400 GbE",
-        "node-node",
-        400e9 / 8,
-        "IEEE 802.3bs-2017, 400 Gb/s Ethernet",
-        aliases=("400gbe", "400g ethernet", "ethernet 400g"),
-    ),
-    LinkSpec(
-        "NVMe SSD (PCIe 4.0 x4)",
-        "storage",
-        7.45e9,
-        "Samsung 990 PRO data sheet: sequential read up to 7,450 MB/s",
-        aliases=("nvme", "ssd", "nvme ssd", "disk"),
-        notes="Sequential read of a fast consumer drive; random 4 KiB reads are far slower.",
-    ),
-)
+_LINK_SOURCES = {
+    "PCIe 3.0 x16": f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
+    "PCIe 4.0 x16": f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet prints 'PCIe Gen4: 64 GB/s', both directions",
+    "PCIe 5.0 x16": f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet prints 'PCIe Gen5: 128 GB/s', both directions",
+    "NVLink 3 (A100)": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/): 'NVLink: 600 GB/s' (12 links, both directions added)",
+    "NVLink 4 (H100)": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), SXM column: 'NVLink: 900 GB/s' (18 links, both directions added)",
+    "HDR InfiniBand": "NVIDIA DGX A100 datasheet: 8 single-port ConnectX-6 adapters, 200 Gb/s HDR InfiniBand each (one per GPU)",
+    "NDR InfiniBand": "NVIDIA DGX H100 datasheet: 8 ConnectX-7 adapters, 400 Gb/s NDR InfiniBand each (one per GPU)",
+    "100 GbE": "IEEE 802.3ba-2010, 100 Gb/s Ethernet",
+    "400 GbE": "IEEE 802.3bs-2017, 400 Gb/s Ethernet",
+    "NVMe SSD (PCIe 4.0 x4)": "Samsung 990 PRO data sheet: sequential read up to 7,450 MB/s",
+}
+_LINK_NOTES = {
+    "NVLink 3 (A100)": "Between the 8 GPUs of one DGX A100 node (through NVSwitch).",
+    "NVLink 4 (H100)": "Between the 8 GPUs of one DGX H100 node (through NVSwitch).",
+    "HDR InfiniBand": "200 Gb/s per port; a DGX A100 has one port per GPU for the compute network.",
+    "NDR InfiniBand": "400 Gb/s per port; a DGX H100 has one port per GPU for the compute network.",
+    "NVMe SSD (PCIe 4.0 x4)": "Sequential read of a fast consumer drive; random 4 KiB reads are far slower.",
+}
+
+
+def _link(row: str) -> LinkSpec:
+    name, kind, bandwidth, aliases = (c.strip() for c in row.split(";"))
+    source, notes = _LINK_SOURCES[name], _LINK_NOTES.get(name, "")
+    gb_s, both, _ = bandwidth.partition(" x2")
+    return LinkSpec(
+        name, kind, float(gb_s + "e9"), source, tuple(aliases.split(", ")), bool(both), notes
+    )
+
+
+_LINKS: tuple[LinkSpec, ...] = tuple(map(_link, _LINK_ROWS.strip().splitlines()))
 
 
 def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
@@ -460,14 +356,6 @@ def link(name: str) -> LinkSpec:
     return _lookup(_LINKS, name, "link", "NVLink 4")
 
 
-#: The PCIe generation between each device and its host, as its sheet prints it.
-_HOST_PCIE = {
-    **dict.fromkeys(("T4", "V100 SXM2 32GB"), 3),
-    **dict.fromkeys(("A100 40GB SXM", "A100 80GB SXM", "L4", "A10G", "RTX 3090", "RTX 4090"), 4),
-    **dict.fromkeys(("H100 SXM", "H100 PCIe", "H200 SXM", "MI300X"), 5),
-}
-
-
 def host_link(device: str) -> LinkSpec:
     """The link between ``device`` and its host, as its sheet prints it: PCIe 3.0 x16 on a T4."""
     return link(f"PCIe {_HOST_PCIE[spec(device).name]}.0 x16")
@@ -476,25 +364,16 @@ def host_link(device: str) -> LinkSpec:
 #: A cluster node: ``gpus_per_node`` x ``gpu`` (a :func:`spec` row) joined by ``gpu_link``, and
 #: ``nics_per_node`` x ``nic_link`` for its cluster network (its storage NICs not counted).
 NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
-_NODES = (
-    NodeSpec(
-        "DGX A100",
-        "A100 40GB SXM",
-        8,
-        "NVLink 3 (A100)",
-        8,
-        "HDR InfiniBand",
-        "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network",
-    ),
-    NodeSpec(
-        "DGX H100",
-        "H100 SXM",
-        8,
-        "NVLink 4 (H100)",
-        8,
-        "NDR InfiniBand",
-        "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network",
-    ),
+_NODE_SOURCES = {
+    "DGX A100": "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network",
+    "DGX H100": "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network",
+}
+_NODES = tuple(
+    NodeSpec(*row, _NODE_SOURCES[row[0]])
+    for row in (
+        ("DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand"),
+        ("DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand"),
+    )
 )
 
 

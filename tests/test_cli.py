@@ -338,6 +338,7 @@ def test_doctor_reports_a_bad_brrr_device(measured_ceilings, monkeypatch):
 def notebooks(tmp_path, monkeypatch):
     """A course folder of hand-made notebooks that doctor checks (an install without the course
     needs one too); returns a function that writes ``name`` with the given code cells."""
+    # a seam: the installed course folder cannot be swapped for a test's otherwise
     monkeypatch.setattr(cli._doctor, "course_source", lambda: tmp_path)
 
     def write(name, *cells):

@@ -541,6 +541,7 @@ def test_cuda_attention_kernels_count_grouped_query_heads():
 
 
 def test_varlen_attention_adds_up_its_sequences():
+    # a seam: the packed (varlen) kernels run on CUDA only, so their formula is called directly
     from brrrlib._aten_ops import attention_flops
 
     # two sequences of 3 and 5 tokens packed as (8 tokens, heads, dim)

@@ -404,11 +404,8 @@ def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
 def reports_table(reports: Sequence[Report]) -> ClassTable:
     """One row per machine: its roofs, ridge points and which chapters it reported."""
     chosen = _check_reports(reports)
-    return ClassTable(chosen, _COLUMNS, tuple(map(_row, chosen)), muted=_muted(chosen))
-
-
-def _muted(reports: Sequence[Report]) -> tuple[bool, ...]:
-    return tuple(r.is_prediction for r in reports)
+    muted = tuple(r.is_prediction for r in chosen)
+    return ClassTable(chosen, _COLUMNS, tuple(map(_row, chosen)), muted=muted)
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
@@ -443,7 +440,7 @@ def attainable_table(
         )
     columns = ("machine", f"{precision} matmul peak", f"attainable at {x:g} FLOP/B", "of peak")
     caption = f"peaks differ {round(max(peaks) / min(peaks)):,}x"
-    return ClassTable(chosen, columns, tuple(rows), caption, _muted(chosen))
+    return ClassTable(chosen, columns, tuple(rows), caption, tuple(r.is_prediction for r in chosen))
 
 
 def plot_reports(

@@ -82,13 +82,6 @@ def _torch_command() -> str:
     return "pip install torch"
 
 
-def _cuda_torch_command() -> str:
-    """The command that replaces a CPU build of torch by a CUDA one, on this system."""
-    if platform.system() == "Windows":
-        return f"pip install --force-reinstall torch --index-url {_CUDA_INDEX}"
-    return "pip install --force-reinstall torch  (PyPI's Linux wheel is the CUDA build)"
-
-
 def torch_problem() -> str | None:
     """None if torch imports and is new enough; else one sentence: what is wrong, what to do."""
     try:
@@ -127,12 +120,13 @@ def _compiler_advice(system: str) -> str:
     """How to install a C++ compiler here, in one line: conda, macOS, Windows or a Linux."""
     if (Path(sys.prefix) / "conda-meta").is_dir():
         return "conda install -c conda-forge cxx-compiler"
-    if system in ("Darwin", "Windows"):
-        return {
-            "Darwin": "xcode-select --install",
-            "Windows": "install Visual Studio Build Tools (Desktop development with C++) and "
-            "start brrr from the x64 Native Tools Command Prompt, or use WSL",
-        }[system]
+    if system == "Darwin":
+        return "xcode-select --install"
+    if system == "Windows":
+        return (
+            "install Visual Studio Build Tools (Desktop development with C++) and "
+            "start brrr from the x64 Native Tools Command Prompt, or use WSL"
+        )
     try:
         distro = platform.freedesktop_os_release()
     except OSError:
@@ -176,7 +170,9 @@ def _check_device(r: _Report):
     r("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
     gpu = "an NVIDIA GPU is here, but"
     if dev.type == "cpu" and shutil.which("nvidia-smi") and torch.version.cuda is None:
-        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", _cuda_torch_command())
+        where = f"--index-url {_CUDA_INDEX}" * (platform.system() == "Windows")
+        fix = f"pip install --force-reinstall torch {where or '(PyPI: the CUDA build on Linux)'}"
+        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", fix)
     elif dev.type == "cpu" and shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
         r("WARN", f"{gpu} CUDA {torch.version.cuda} is not available", "check the driver")
     return dev
@@ -272,20 +268,15 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
             r("FAIL", f"{path.name}: unreadable ({err})", REINSTALL)
             continue
         missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
-        compiles = "torch.compile" in text
+        name, compiles = path.name, "torch.compile" in text
         if missing:
-            r(
-                "FAIL",
-                f"{path.name}: needs {', '.join(missing)}",
-                f"pip install {' '.join(missing)}",
-            )
+            r("FAIL", f"{name}: needs {', '.join(missing)}", f"pip install {' '.join(missing)}")
         elif compiles and compile_ok is False:
-            r("FAIL", f"{path.name}: uses torch.compile, which fails here", "see above")
+            r("FAIL", f"{name}: uses torch.compile, which fails here", "see above")
         else:
             r(
                 "ok",
-                f"{path.name}: can run"
-                + " (torch.compile not tried)" * (compiles and not compile_ok),
+                f"{name}: can run" + " (torch.compile not tried)" * (compiles and not compile_ok),
             )
 
 

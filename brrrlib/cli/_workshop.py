@@ -17,7 +17,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+
+from brrrlib._files import write_atomic
 
 __all__ = ["Share", "Workshop", "WorkshopError", "add_parser", "check_password", "run"]
 
@@ -30,6 +33,9 @@ _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 # choose from: 3 groups are 59 bits for a learner, 4 are 79 for the instructor.
 _ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}  # ~50 ms and 16 MiB per check
+
+
+_private = partial(write_atomic, mode=0o600)  # readable by root alone, never half-written
 
 
 class WorkshopError(Exception):
@@ -218,11 +224,8 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
             f"--dir {workshop.root}: {closed} is closed to other accounts, so no learner could "
             f"reach a home in it: choose a folder such as {DEFAULT_DIR}"
         )
-    for folder, mode in (
-        (workshop.root, 0o755),
-        (workshop.hub, 0o700),
-        (workshop.root / "home", 0o755),
-    ):
+    root = workshop.root
+    for folder, mode in ((root, 0o755), (workshop.hub, 0o700), (root / "home", 0o755)):
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(mode)
     passwords = {}
@@ -236,13 +239,13 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     results.mkdir(exist_ok=True)
     os.chown(results, instructor.pw_uid, instructor.pw_gid)
     results.chmod(0o1733)  # a drop box: add a file, replace only your own
-    _write_private(workshop.hub / "accounts.json", json.dumps({"accounts": accounts}, indent=2))
+    _private(workshop.hub / "accounts.json", json.dumps({"accounts": accounts}, indent=2))
     cards = workshop.hub / "cards.txt"
     old = cards.read_text() if cards.exists() else ""
     new = "".join(
         f"{n}\t{p}\t{'instructor' * accounts[n]['admin']}\n" for n, p in passwords.items()
     )
-    _write_private(cards, old + new)
+    _private(cards, old + new)
     return accounts, passwords
 
 
@@ -262,15 +265,6 @@ def _add_account(workshop: Workshop, name: str) -> None:
         for path in (folder, *(os.path.join(folder, f) for f in files)):
             os.lchown(path, account.pw_uid, account.pw_gid)
     home.chmod(0o700)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable by root alone (0600), never half-written."""
-    tmp = path.with_suffix(".tmp")
-    tmp.touch(mode=0o600)
-    tmp.chmod(0o600)
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _end(workshop: Workshop, out) -> int:
@@ -297,42 +291,31 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> 
         len(os.sched_getaffinity(0)), max(1, sum(not e["admin"] for e in accounts.values()))
     )
     settings = {**listen, "proxy": _proxy(), "cores": share.cores, "learners": share.learners}
-    _write_private(workshop.hub / "workshop.json", json.dumps(settings, indent=2))
+    _private(workshop.hub / "workshop.json", json.dumps(settings, indent=2))
     config = f"from brrrlib.cli._hub import configure\n\nconfigure(c, {str(workshop.hub)!r})\n"
-    _write_private(workshop.hub / "jupyterhub_config.py", config)
+    _private(workshop.hub / "jupyterhub_config.py", config)
     host = f"[{listen['ip']}]" if ":" in listen["ip"] else listen["ip"]
     url = f"{'https' if listen['tls_cert'] else 'http'}://{host}:{listen['port']}/"
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
-    memory_gb = psutil.virtual_memory().total / len(accounts) / 2**30
-    rows = [
-        ("hub", url + (" (this machine only)" if listen["loopback"] else " (the network's)")),
-        (
-            "accounts",
-            f"{len(accounts) - share.learners} instructor, {share.learners} learners, {len(new)} new",
-        ),
-        ("cards", f"{workshop.hub / 'cards.txt'} (print, hand out, delete)"),
-        (
-            "threads",
-            f"{share.threads} per kernel ({share.cores} cores / {share.learners} learners)",
-        ),
-        (
-            "memory",
-            f"{memory_gb:.1f} GB per account"
-            + " (under 2: a kernel peaks near 1)" * (memory_gb < 2),
-        ),
-        ("chapter", f"{link}/00_the_factory.ipynb"),
-        ("class view", f"{link}/instructor/class_results.ipynb"),
-        ("reports", str(workshop.root / "results")),
-    ]
-    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows), file=out, flush=True)
+    gb, learners = psutil.virtual_memory().total / len(accounts) / 2**30, share.learners
+    rows = {
+        "hub": url + (" (this machine only)" if listen["loopback"] else " (the network's)"),
+        "accounts": f"{len(accounts) - learners} instructor, {learners} learners, {len(new)} new",
+        "cards": f"{workshop.hub / 'cards.txt'} (print, hand out, delete)",
+        "threads": f"{share.threads} per kernel ({share.cores} cores / {learners} learners)",
+        "memory": f"{gb:.1f} GB per account" + " (under 2: a kernel peaks near 1)" * (gb < 2),
+        "chapter": f"{link}/00_the_factory.ipynb",
+        "class view": f"{link}/instructor/class_results.ipynb",
+        "reports": str(workshop.root / "results"),
+    }
+    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), file=out, flush=True)
     here = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": os.pathsep.join([here, os.environ.get("PATH", "")])}
     os.chdir(workshop.hub)
     # JupyterHub takes this process over: Ctrl-C (or SIGTERM) reaches it, and it stops
     # every learner's server and the proxy before it exits.
-    os.execve(
-        sys.executable, [sys.executable, "-m", "jupyterhub", "-f", "jupyterhub_config.py"], env
-    )
+    hub = [sys.executable, "-m", "jupyterhub", "-f", "jupyterhub_config.py"]
+    os.execve(sys.executable, hub, env)
 
 
 def run(opts, out) -> int:
@@ -375,9 +358,7 @@ def add_parser(sub, port_type) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     w.add_argument("--dir", default=DEFAULT_DIR, help=f"the workshop's folder ({DEFAULT_DIR})")
-    w.add_argument(
-        "--learners", metavar="NAMES|N", help="ada,bob,cy or a number N; new names are added"
-    )
+    w.add_argument("--learners", metavar="NAMES|N", help="ada,bob,cy or N; new names are added")
     w.add_argument("--instructor", default="instructor", help="the admin's name (first start)")
     w.add_argument("--ip", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
     w.add_argument("--port", type=port_type, default=8000, help="the port (8000)")
