@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import functools
@@ -47,16 +46,6 @@ ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
 _METHOD_VERSION = 13
 
-#: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
-_MAPPING_FIELDS = (
-    "matmul_flops_per_s_by_dtype",
-    "special_per_s",
-    "spread",
-    "rounds",
-    "precision_notes",
-    "bandwidth_by_form_bytes_per_s",
-)
-_TUPLE_FIELDS = ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s")
 #: Each ceiling's spread key as a person reads it.
 _NAMES = {
     "matmul": "fp32 matmul",
@@ -110,10 +99,12 @@ class Ceilings:
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", by_dtype)
-        for name in _MAPPING_FIELDS:
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-        for name in _TUPLE_FIELDS:
-            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+        for f in dataclasses.fields(self):  # mappings read-only, tuples of floats (JSON: lists)
+            value = getattr(self, f.name)
+            if f.default_factory is dict:
+                object.__setattr__(self, f.name, MappingProxyType(dict(value)))
+            elif f.default == ():
+                object.__setattr__(self, f.name, tuple(float(v) for v in value))
 
     def __hash__(self) -> int:
         return hash((self.device, self.device_name, self.measured_at))
@@ -186,11 +177,8 @@ class Ceilings:
             notes.append(f"the measuring thread ran {self.cpu_share:.0%} of the time")
         for key, value in self.spread.items():
             if key in wanted and value > SPREAD_LIMIT:
-                trust = (
-                    f"trust it to ±{value:.0%}"
-                    if value < UNTRUSTED_SPREAD
-                    else "too noisy to trust; bl.measure_ceilings(refresh=True) when it is quiet"
-                )
+                trust = "too noisy to trust; bl.measure_ceilings(refresh=True) when it is quiet"
+                trust = f"trust it to ±{value:.0%}" if value < UNTRUSTED_SPREAD else trust
                 what = _NAMES.get(key, key.replace("matmul_", "") + " matmul")
                 notes.append(f"the {what} varied {value:.0%} between rounds: {trust}")
         return tuple(notes)
@@ -198,32 +186,24 @@ class Ceilings:
     def nearest_spec(self) -> hardware.DeviceSpec:
         """The spec-sheet row to set beside these measurements."""
         by_name = hardware.spec_for_device_name(self.device_name) if self.device == "cuda" else None
-        if by_name is not None:
-            return by_name
-
-        def distance(s: hardware.DeviceSpec) -> float:
-            return math.hypot(
+        return by_name or min(  # else the nearest in log(matmul) and log(bandwidth)
+            hardware.all_specs(),
+            key=lambda s: math.hypot(
                 math.log(s.peak("fp32") / self.matmul_flops_per_s),
                 math.log(s.mem_bandwidth_bytes_per_s / self.mem_bandwidth_bytes_per_s),
-            )
-
-        return min(hardware.all_specs(), key=distance)
+            ),
+        )
 
     # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str, str]]:
         def spread(key: str) -> str:
-            value = self.spread.get(key)
-            if value is None:
-                return ""
-            return f"{value:.0%}" + (" too noisy to trust" if value >= UNTRUSTED_SPREAD else "")
+            v = self.spread.get(key, -1.0)
+            return "" if v < 0 else f"{v:.0%}" + " too noisy to trust" * (v >= UNTRUSTED_SPREAD)
 
         rows = []
         for k, v in self.matmul_flops_per_s_by_dtype.items():
-            slow = (
-                ""
-                if self.fast_path(k)
-                else f" (no fast path: {_fmt.times(v / self.matmul_flops_per_s)})"
-            )
+            slow = f" (no fast path: {_fmt.times(v / self.matmul_flops_per_s)})"
+            slow = "" if self.fast_path(k) else slow
             rows.append((f"matmul {k}", _fmt.si(v, "FLOP/s") + slow, spread(_spread_key(k))))
         rows.append(("vector fp32", _fmt.si(self.vector_flops_per_s, "FLOP/s"), spread("vector")))
         rows += [
@@ -255,11 +235,8 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {
-            **d,
-            **{name: dict(d[name]) for name in _MAPPING_FIELDS},
-            **{name: list(d[name]) for name in _TUPLE_FIELDS},
-        }
+        plain = {MappingProxyType: dict, tuple: list}
+        return {k: plain.get(type(v), lambda x: x)(v) for k, v in d.items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
@@ -267,9 +244,6 @@ class Ceilings:
         if not isinstance(data, Mapping):
             raise TypeError(f"ceilings must be a JSON object, got {type(data).__name__}")
         return cls(**data)
-
-
-# ------------------------------------------------------------------ measuring
 
 
 def measure_ceilings(
@@ -396,9 +370,6 @@ def _quick_s(call: Callable[[], Any], dev: torch.device, budget_s: float = 0.03)
     ).median_s
 
 
-# ------------------------------------------------------------------ matmul
-
-
 def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, str]:
     """The fastest matmul PyTorch runs here in ``precision`` (FLOPs = 2 n^3; TF32 is fp32 with
     ``torch.set_float32_matmul_precision("high")``): its call, its size and how it was found.
@@ -408,8 +379,8 @@ def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, 
     slow = 6.0 if precision == "fp32" else 3.0
     plan = (256, 4096, 0.001, slow) if dev.type == "cpu" else (2048, 8192, 0.002, 2.0)
     kernels_at = functools.partial(_matmul_kernels, dtype=_DTYPES[precision], dev=dev)
-    with _matmul_precision(mode):
-        kernel, n, call, method = _screen(kernels_at, functools.partial(_quick_s, dev=dev), *plan)
+    screen = functools.partial(_screen, kernels_at, functools.partial(_quick_s, dev=dev), *plan)
+    kernel, n, call, method = _in_precision(mode, screen)
     return functools.partial(_in_precision, mode, call), n, f"{kernel} at n={n}; screened: {method}"
 
 
@@ -453,8 +424,13 @@ def _screen(
 
 
 def _in_precision(mode: str, call: Callable[[], Any]) -> Any:
-    with _matmul_precision(mode):
+    """``call()`` under ``torch.set_float32_matmul_precision(mode)``, then put back."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(mode)
+    try:
         return call()
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def _matmul_kernels(n: int, dtype: torch.dtype, dev: torch.device) -> dict[str, Callable[[], Any]]:
@@ -523,9 +499,6 @@ def precision_reason(
     return f"no {precision} matrix instructions that torch uses here"
 
 
-# ------------------------------------------------------------------ vector and special
-
-
 def _vector(dev: torch.device) -> tuple[Callable[[], Any], float, str]:
     """``torch.compile``'d chains of ``x = x * 0.999`` on in-cache data: the call, its multiplies."""
     numel = 2**17 * max(1, torch.get_num_threads()) if dev.type == "cpu" else 2**24
@@ -585,9 +558,6 @@ def _special(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], floa
     return found, ", ".join(won)
 
 
-# ------------------------------------------------------------------ bandwidth
-
-
 #: The forms of a memory pass that write (8 bytes per fp32 element).
 _WRITE_FORMS = ("copy_", "add_ (in place)", "add(out=)")
 #: Each access pattern and the forms that measure it (``Ceilings.bandwidth_for``).
@@ -619,20 +589,6 @@ def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float
         "dot (read)": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
     }
     return forms, n
-
-
-@contextlib.contextmanager
-def _matmul_precision(value: str):
-    """``torch.set_float32_matmul_precision`` for a block, then put back."""
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(value)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before)
-
-
-# ------------------------------------------------------------------ the cache
 
 
 def _library_version() -> str:
