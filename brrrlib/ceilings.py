@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -109,7 +110,6 @@ class Ceilings:
     def __hash__(self) -> int:
         return hash((self.device, self.device_name, self.measured_at))
 
-    # -- reading them ----------------------------------------------------------------
     def matmul_peak(self, precision: str = "fp32") -> float:
         """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16")."""
         key = hardware.dtype_key(precision)
@@ -194,7 +194,6 @@ class Ceilings:
             ),
         )
 
-    # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str, str]]:
         def spread(key: str) -> str:
             v = self.spread.get(key, -1.0)
@@ -231,7 +230,6 @@ class Ceilings:
     def _repr_html_(self) -> str:
         return _fmt.html_table(self._header(), self._rows(), align="lrr")
 
-    # -- the file format ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -255,7 +253,10 @@ def measure_ceilings(
         machine.settle_threads()
     name = machine.device_name(dev)
     path = _cache_path(dev, name)
-    found = None if refresh else (_MEMO.get(path) or _load(path))
+    found = None
+    if not refresh:  # a missing, stale or damaged file: measure again
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            found = _MEMO.get(path) or Ceilings.from_dict(json.loads(path.read_text()))
     if found is not None and (not found.noisy or path in _MEMO or found.attempts >= 2):
         _MEMO[path] = found
         return found
@@ -328,7 +329,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         precision_notes=_precision_notes(matmul, dev),
         kernels=_kernels(dev),
         torch_version=torch.__version__,
-        library_version=_library_version(),
+        library_version=importlib.import_module("brrrlib").__version__,
         host=socket.gethostname(),
         measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
@@ -591,26 +592,14 @@ def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float
     return forms, n
 
 
-def _library_version() -> str:
-    return importlib.import_module("brrrlib").__version__
-
-
 def _cache_path(dev: torch.device, device_name: str) -> Path:
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
     cpu = f"{torch.get_num_threads()}threads-{_kernels(dev)}-{isa}" if dev.type == "cpu" else "--"
     key = (
         f"{socket.gethostname()}-{device_name}-{dev}-{cpu}-torch{torch.__version__}"
-        f"-brrr{_library_version()}-method{_METHOD_VERSION}"
+        f"-brrr{importlib.import_module('brrrlib').__version__}-method{_METHOD_VERSION}"
     )
     return _files.cache_dir() / ("ceilings-" + re.sub(r"[^A-Za-z0-9.]+", "_", key) + ".json")
-
-
-def _load(path: Path) -> Ceilings | None:
-    """A cached Ceilings; None (measure again) if the file is missing, stale or damaged."""
-    try:
-        return Ceilings.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
 
 
 _WARNED_UNWRITABLE: set[Path] = set()  # folders warned about in this process

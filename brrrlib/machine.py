@@ -33,9 +33,6 @@ _SETTLED: list[str] = []
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 
-# --------------------------------------------------------------------------
-# device() and sync()
-# --------------------------------------------------------------------------
 def _available_device_types() -> list[str]:
     gpus = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     return [*(k for k, here in gpus.items() if here), "cpu"]
@@ -127,9 +124,6 @@ def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
         torch.mps.synchronize()
 
 
-# --------------------------------------------------------------------------
-# Facts about this machine
-# --------------------------------------------------------------------------
 def device_name(dev: torch.device) -> str:
     """What the device calls itself: the GPU's name, or the CPU's model name."""
     if dev.type == "cuda":
