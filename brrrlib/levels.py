@@ -120,12 +120,11 @@ class Levels:
         import matplotlib.pyplot as plt
         import matplotlib.ticker
 
+        roof_ax = None
         if ax is None:
             panels = 2 if peak_flops_per_s else 1
             _, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
             ax, roof_ax = axes[0][0], axes[0][-1] if peak_flops_per_s else None
-        else:
-            roof_ax = None
         for pattern, style in (("read", "o-"), ("copy", "s--")):
             pts = [(s, r) for p, s, r, _ in self.points if p == pattern]
             ax.plot([s for s, _ in pts], [r / 1e9 for _, r in pts], style, label=pattern)

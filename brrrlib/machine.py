@@ -80,9 +80,8 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
             f"time; make them on a real device ({available[0]!r})"
         )
     if dev.type not in available:
-        what = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}.get(
-            dev.type, f"no {dev.type} device"
-        )
+        missing = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}
+        what = missing.get(dev.type, f"no {dev.type} device")
         raise ValueError(
             f"{argument}={str(dev)!r} but this machine has {what}; available "
             f"here: {', '.join(available)}"
