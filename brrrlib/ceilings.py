@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import importlib
 import json
 import math
 import os
@@ -38,12 +39,7 @@ SLOW_PATH_RATIO = 0.8
 FAST_PATH_RATIO = 1.2
 #: The matmul precisions, in the order tables list them.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-_DTYPES = {
-    "fp32": torch.float32,
-    "tf32": torch.float32,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-}
+_DTYPES = dict(fp32=torch.float32, tf32=torch.float32, bf16=torch.bfloat16, fp16=torch.float16)
 #: Chain lengths tried for the vector ceiling (each multiply waits for the one before).
 VECTOR_CHAINS = (16, 32, 64)
 #: Spaced rounds: every ceiling's kernel once per round; each ceiling is its best round.
@@ -51,16 +47,6 @@ ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
 _METHOD_VERSION = 13
 
-#: The fields of a Ceilings that hold a mapping, and those that hold a tuple of numbers.
-_MAPPING_FIELDS = (
-    "matmul_flops_per_s_by_dtype",
-    "special_per_s",
-    "spread",
-    "rounds",
-    "precision_notes",
-    "bandwidth_by_form_bytes_per_s",
-)
-_TUPLE_FIELDS = ("bandwidth_rounds_bytes_per_s", "overhead_rounds_s")
 #: Each ceiling's spread key as a person reads it.
 _NAMES = {
     "matmul": "fp32 matmul",
@@ -107,27 +93,23 @@ class Ceilings:
     measured_at: str = ""
 
     def __post_init__(self) -> None:
-        for name in (
-            "matmul_flops_per_s",
-            "vector_flops_per_s",
-            "mem_bandwidth_bytes_per_s",
-            "op_overhead_s",
-        ):
+        for name in [f.name for f in dataclasses.fields(self)][2:6]:  # the four ceilings
             value = getattr(self, name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (ok and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", by_dtype)
-        for name in _MAPPING_FIELDS:
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-        for name in _TUPLE_FIELDS:
-            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+        for f in dataclasses.fields(self):  # mappings read-only, tuples of floats (JSON: lists)
+            value = getattr(self, f.name)
+            if f.default_factory is dict:
+                object.__setattr__(self, f.name, MappingProxyType(dict(value)))
+            elif f.default == ():
+                object.__setattr__(self, f.name, tuple(float(v) for v in value))
 
     def __hash__(self) -> int:
         return hash((self.device, self.device_name, self.measured_at))
 
-    # -- reading them ----------------------------------------------------------------
     def matmul_peak(self, precision: str = "fp32") -> float:
         """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16")."""
         key = hardware.dtype_key(precision)
@@ -195,11 +177,8 @@ class Ceilings:
             notes.append(f"the measuring thread ran {self.cpu_share:.0%} of the time")
         for key, value in self.spread.items():
             if key in wanted and value > SPREAD_LIMIT:
-                trust = (
-                    f"trust it to ±{value:.0%}"
-                    if value < UNTRUSTED_SPREAD
-                    else "too noisy to trust; bl.measure_ceilings(refresh=True) when it is quiet"
-                )
+                trust = "too noisy to trust; bl.measure_ceilings(refresh=True) when it is quiet"
+                trust = f"trust it to ±{value:.0%}" if value < UNTRUSTED_SPREAD else trust
                 what = _NAMES.get(key, key.replace("matmul_", "") + " matmul")
                 notes.append(f"the {what} varied {value:.0%} between rounds: {trust}")
         return tuple(notes)
@@ -207,32 +186,23 @@ class Ceilings:
     def nearest_spec(self) -> hardware.DeviceSpec:
         """The spec-sheet row to set beside these measurements."""
         by_name = hardware.spec_for_device_name(self.device_name) if self.device == "cuda" else None
-        if by_name is not None:
-            return by_name
-
-        def distance(s: hardware.DeviceSpec) -> float:
-            return math.hypot(
+        return by_name or min(  # else the nearest in log(matmul) and log(bandwidth)
+            hardware.all_specs(),
+            key=lambda s: math.hypot(
                 math.log(s.peak("fp32") / self.matmul_flops_per_s),
                 math.log(s.mem_bandwidth_bytes_per_s / self.mem_bandwidth_bytes_per_s),
-            )
+            ),
+        )
 
-        return min(hardware.all_specs(), key=distance)
-
-    # -- rendering ----------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, str, str]]:
         def spread(key: str) -> str:
-            value = self.spread.get(key)
-            if value is None:
-                return ""
-            return f"{value:.0%}" + (" too noisy to trust" if value >= UNTRUSTED_SPREAD else "")
+            v = self.spread.get(key, -1.0)
+            return "" if v < 0 else f"{v:.0%}" + " too noisy to trust" * (v >= UNTRUSTED_SPREAD)
 
         rows = []
         for k, v in self.matmul_flops_per_s_by_dtype.items():
-            slow = (
-                ""
-                if self.fast_path(k)
-                else f" (no fast path: {_fmt.times(v / self.matmul_flops_per_s)})"
-            )
+            slow = f" (no fast path: {_fmt.times(v / self.matmul_flops_per_s)})"
+            slow = "" if self.fast_path(k) else slow
             rows.append((f"matmul {k}", _fmt.si(v, "FLOP/s") + slow, spread(_spread_key(k))))
         rows.append(("vector fp32", _fmt.si(self.vector_flops_per_s, "FLOP/s"), spread("vector")))
         rows += [
@@ -260,15 +230,11 @@ class Ceilings:
     def _repr_html_(self) -> str:
         return _fmt.html_table(self._header(), self._rows(), align="lrr")
 
-    # -- the file format ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the cache's and the class reports' format)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {
-            **d,
-            **{name: dict(d[name]) for name in _MAPPING_FIELDS},
-            **{name: list(d[name]) for name in _TUPLE_FIELDS},
-        }
+        plain = {MappingProxyType: dict, tuple: list}
+        return {k: plain.get(type(v), lambda x: x)(v) for k, v in d.items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
@@ -278,20 +244,19 @@ class Ceilings:
         return cls(**data)
 
 
-# ------------------------------------------------------------------ measuring
-
-
 def measure_ceilings(
     device: str | torch.device | None = None, *, refresh: bool = False, progress: bool = True
 ) -> Ceilings:
     """Measure this machine's ceilings, or return them from the cache."""
     dev = machine.physical(machine.resolve(device))
-    machine.check_available(dev, "device")
     if dev.type == "cpu":  # before the cache, which is keyed by the thread count
         machine.settle_threads()
     name = machine.device_name(dev)
     path = _cache_path(dev, name)
-    found = None if refresh else (_MEMO.get(path) or _load(path))
+    found = None
+    if not refresh:  # a missing, stale or damaged file: measure again
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            found = _MEMO.get(path) or Ceilings.from_dict(json.loads(path.read_text()))
     if found is not None and (not found.noisy or path in _MEMO or found.attempts >= 2):
         _MEMO[path] = found
         return found
@@ -322,13 +287,16 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         say(f"matmul {p}: {methods[p]}")
     call, flops, vector_method = _vector(dev)
     special, special_method = _special(dev)
-    memory = _Memory(dev)
+    forms, nbytes = _memory(dev)
     a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
     work |= {"vector": (call, flops), "overhead": (functools.partial(a.add_, b), 1.0)}
     work |= {f"special {k}": v for k, v in special.items()}
-    work |= {f"memory {k}": v for k, v in memory.forms.items()}
+    work |= {f"memory {k}": v for k, v in forms.items()}
     say(f"vector: {vector_method}; special: {special_method}")
-    memory.warm_up()
+    deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
+    while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s
+        forms["copy_"][0]()
+        machine.sync(dev)
     seconds, shares = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
     rates = {k: [work[k][1] / s for s in v] for k, v in seconds.items()}
     best = {k: max(v) for k, v in rates.items()}  # 3.
@@ -337,8 +305,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         group = k.split()[0]
         spread[group] = max(spread.get(group, 0.0), 1 - _fmt.median(v) / best[k])
     writes = [max(rates[f"memory {f}"][i] for f in _WRITE_FORMS) for i in range(ROUNDS)]
-    matmul = {p: best[_spread_key(p)] for p in precisions}
-    _check_physics(dev, matmul, best["vector"])
+    matmul = _check_physics(dev, {p: best[_spread_key(p)] for p in precisions}, best["vector"])
     ceilings = Ceilings(
         device=dev.type,
         device_name=name,
@@ -351,34 +318,36 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         spread=spread,
         rounds=dict.fromkeys(spread, ROUNDS),
         bandwidth_rounds_bytes_per_s=tuple(writes),
-        bandwidth_by_form_bytes_per_s={f: best[f"memory {f}"] for f in memory.forms},
+        bandwidth_by_form_bytes_per_s={f: best[f"memory {f}"] for f in forms},
         overhead_rounds_s=tuple(seconds["overhead"]),
         cpu_share=shares["matmul"] if dev.type == "cpu" else 1.0,
         num_threads=torch.get_num_threads(),
         matmul_size=sizes["fp32"],
-        copy_bytes=memory.nbytes,
+        copy_bytes=nbytes,
         vector_method=f"{vector_method}; special: {special_method}",
         matmul_method="; ".join(f"{p} {m}" for p, m in methods.items()),
         precision_notes=_precision_notes(matmul, dev),
-        **_provenance(dev),
+        kernels=_kernels(dev),
+        torch_version=torch.__version__,
+        library_version=importlib.import_module("brrrlib").__version__,
+        host=socket.gethostname(),
+        measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
     say(f"{ROUNDS} spaced rounds: {', '.join(ceilings.noise_notes()) or 'steady'}")
     return ceilings
 
 
-def _check_physics(dev: torch.device, matmul: dict[str, float], vector: float) -> None:
-    """Refuse an fp32 rate that needs a clock no core has (a timing bug)."""
+def _check_physics(dev: torch.device, matmul: dict[str, float], vector: float) -> dict:
+    """``matmul``; refuse an fp32 rate that needs a clock no core has (a timing bug)."""
     found = parts.cpu_parts(torch.get_num_threads()) if dev.type == "cpu" else None
     for name, rate, per_lane in (("matmul fp32", matmul["fp32"], 2), ("vector fp32", vector, 1)):
         clock = found.implied_clock_hz(rate, per_lane) if found else 0.0
         if clock > parts.MAX_CLOCK_HZ:
             raise RuntimeError(
-                f"measure_ceilings: {name} measured {_fmt.si(rate, 'FLOP/s')}, which needs "
-                f"{clock / 1e9:.1f} GHz on this CPU's parts ({found}); no core runs that fast, "
-                "so the timing was wrong and nothing was cached. Measure again with "
-                "bl.measure_ceilings(refresh=True); if it repeats, report it with brrr doctor's "
-                "output."
+                f"{name} measured {_fmt.si(rate, 'FLOP/s')}: {clock / 1e9:.1f} GHz on {found}, "
+                "faster than any core; nothing cached (measure_ceilings(refresh=True) again)"
             )
+    return matmul
 
 
 def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:
@@ -389,17 +358,6 @@ def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str
         k: v for k, v in os.environ.items() if k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
     }
     return {k: precision_reason(k, dev.type, flags, _kernels(dev), told) for k in slow}
-
-
-def _provenance(dev: torch.device) -> dict[str, str]:
-    """Where and with what the ceilings were measured: kernels, versions, host, time."""
-    return {
-        "kernels": _kernels(dev),
-        "torch_version": torch.__version__,
-        "library_version": _library_version(),
-        "host": socket.gethostname(),
-        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
 
 
 def _spread_key(precision: str) -> str:
@@ -413,9 +371,6 @@ def _quick_s(call: Callable[[], Any], dev: torch.device, budget_s: float = 0.03)
     ).median_s
 
 
-# ------------------------------------------------------------------ matmul
-
-
 def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, str]:
     """The fastest matmul PyTorch runs here in ``precision`` (FLOPs = 2 n^3; TF32 is fp32 with
     ``torch.set_float32_matmul_precision("high")``): its call, its size and how it was found.
@@ -425,8 +380,8 @@ def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, 
     slow = 6.0 if precision == "fp32" else 3.0
     plan = (256, 4096, 0.001, slow) if dev.type == "cpu" else (2048, 8192, 0.002, 2.0)
     kernels_at = functools.partial(_matmul_kernels, dtype=_DTYPES[precision], dev=dev)
-    with _matmul_precision(mode):
-        kernel, n, call, method = _screen(kernels_at, functools.partial(_quick_s, dev=dev), *plan)
+    screen = functools.partial(_screen, kernels_at, functools.partial(_quick_s, dev=dev), *plan)
+    kernel, n, call, method = _in_precision(mode, screen)
     return functools.partial(_in_precision, mode, call), n, f"{kernel} at n={n}; screened: {method}"
 
 
@@ -470,8 +425,13 @@ def _screen(
 
 
 def _in_precision(mode: str, call: Callable[[], Any]) -> Any:
-    with _matmul_precision(mode):
+    """``call()`` under ``torch.set_float32_matmul_precision(mode)``, then put back."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(mode)
+    try:
         return call()
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def _matmul_kernels(n: int, dtype: torch.dtype, dev: torch.device) -> dict[str, Callable[[], Any]]:
@@ -540,9 +500,6 @@ def precision_reason(
     return f"no {precision} matrix instructions that torch uses here"
 
 
-# ------------------------------------------------------------------ vector and special
-
-
 def _vector(dev: torch.device) -> tuple[Callable[[], Any], float, str]:
     """``torch.compile``'d chains of ``x = x * 0.999`` on in-cache data: the call, its multiplies."""
     numel = 2**17 * max(1, torch.get_num_threads()) if dev.type == "cpu" else 2**24
@@ -573,10 +530,8 @@ def _multiply_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
     return x
 
 
-#: Eager ops that evaluate each special function once per element. ``torch.exp`` and its kin
-#: may call a vendor library's high-accuracy routine (MKL's on x86 builds), while composite
-#: kernels (sigmoid, gelu) carry their own vectorized one, several times faster: the fastest
-#: of them is the rate, so a floor made from it stays a lower bound for eager ops.
+#: Eager ops that evaluate each function once per element (torch.exp may call MKL's slower
+#: accurate routine, sigmoid and gelu their own): the fastest is the rate, so floors stay low.
 _SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
     "exp": (("torch.exp", torch.exp), ("torch.sigmoid", torch.sigmoid)),
     "tanh": (
@@ -591,12 +546,8 @@ _SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
 
 def _special(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float]], str]:
     """Each special function's fastest eager op on data in cache: (call, evaluations per call)."""
-    cpu = dev.type == "cpu"
-    numel = (
-        2**18 * max(1, torch.get_num_threads())
-        if cpu
-        else machine.last_level_cache_bytes(dev) // 16
-    )
+    threads = max(1, torch.get_num_threads())
+    numel = 2**18 * threads if dev.type == "cpu" else machine.last_level_cache_bytes(dev) // 16
     x = torch.rand(numel, device=dev) + 0.5  # in (0.5, 1.5): every function finite
     out = torch.empty_like(x)
     found, won = {}, []
@@ -606,9 +557,6 @@ def _special(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], floa
         found[name] = (calls[label], float(numel))
         won.append(f"{name} by {label}")
     return found, ", ".join(won)
-
-
-# ------------------------------------------------------------------ bandwidth
 
 
 #: The forms of a memory pass that write (8 bytes per fp32 element).
@@ -622,90 +570,39 @@ PATTERN_FORMS = {
 }
 
 
-class _Memory:
-    """The memory passes: each form of a pass over a buffer far larger than the caches."""
-
-    def __init__(self, dev: torch.device) -> None:
-        # The in-place form touches one buffer, not two: at twice the cache it still ran
-        # from cache (~170 GB/s against ~70 streamed on a 2-core VM with a 32 MiB L3).
-        # Eight times the largest cache, and no less than 256 MiB, streams from memory, but
-        # no more than a sixteenth of the free memory each (a power of two: the chapters
-        # reshape it): chapter 02 streams tensors of this size, several at once (a 480 MiB
-        # L3 asked for 3.8 GB each, and its kernel outgrew a 24 GB machine).
-        llc = machine.last_level_cache_bytes(dev)
-        floor = 256 * 2**20 if dev.type == "cpu" else 512 * 2**20
-        room = 2 ** int(math.log2(max(machine.available_memory_bytes(dev) // 16, 1)))
-        self.nbytes = n = max(64 * 2**20, min(max(8 * llc, floor), room))
-        self.dev = dev
-        src = torch.ones(n // 4, device=dev)
-        dst, zero = torch.zeros_like(src), torch.zeros(1, device=dev)
-        self.forms = {  # (call, bytes moved): a read moves n bytes, the others read and write
-            "copy_": (functools.partial(dst.copy_, src), 2.0 * n),
-            "add_ (in place)": (functools.partial(src.add_, zero), 2.0 * n),
-            "add(out=)": (functools.partial(torch.add, src, zero, out=dst), 2.0 * n),
-            "sum (read)": (src.sum, float(n)),
-            # the two halves' dot product: every byte read once, through the BLAS kernels a
-            # matrix-vector product uses (faster than sum's reduction on some CPUs)
-            "dot (read)": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
-        }
-
-    def warm_up(self) -> None:
-        # A virtual machine's memory can run far above its sustained rate for a fraction of
-        # a second once traffic starts (seen on a 2-core VM: ~90 GB/s for ~0.25 s, then ~45):
-        # copy for a moment first, so the rounds see what a long op sustains.
-        deadline = time.perf_counter() + (0.3 if self.dev.type == "cpu" else 0.05)
-        while time.perf_counter() < deadline:
-            self.forms["copy_"][0]()
-            machine.sync(self.dev)
-
-
-@contextlib.contextmanager
-def _matmul_precision(value: str):
-    """``torch.set_float32_matmul_precision`` for a block, then put back."""
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(value)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before)
-
-
-# ------------------------------------------------------------------ the cache
-
-
-def _library_version() -> str:
-    from brrrlib import __version__
-
-    return __version__
+def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float]], int]:
+    """Each form of a pass over a buffer far larger than the caches: (call, bytes moved), bytes."""
+    # 8x the largest cache (in place, 2x still ran from a 32 MiB L3), at least 256 MiB, at
+    # most a 16th of free memory (chapter 02 streams several), a power of two (reshaped)
+    llc = machine.last_level_cache_bytes(dev)
+    floor = 256 * 2**20 if dev.type == "cpu" else 512 * 2**20
+    room = 2 ** int(math.log2(max(machine.available_memory_bytes(dev) // 16, 1)))
+    n = max(64 * 2**20, min(max(8 * llc, floor), room))
+    src = torch.ones(n // 4, device=dev)
+    dst, zero = torch.zeros_like(src), torch.zeros(1, device=dev)
+    forms = {  # (call, bytes moved): a read moves n bytes, the others read and write
+        "copy_": (functools.partial(dst.copy_, src), 2.0 * n),
+        "add_ (in place)": (functools.partial(src.add_, zero), 2.0 * n),
+        "add(out=)": (functools.partial(torch.add, src, zero, out=dst), 2.0 * n),
+        "sum (read)": (src.sum, float(n)),
+        # the two halves' dot product: every byte read once, through the BLAS kernels a
+        # matrix-vector product uses (faster than sum's reduction on some CPUs)
+        "dot (read)": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
+    }
+    return forms, n
 
 
 def _cache_path(dev: torch.device, device_name: str) -> Path:
-    cpu = dev.type == "cpu"
-    key = "-".join(
-        [
-            socket.gethostname(),
-            device_name,
-            str(dev),
-            f"{torch.get_num_threads()}threads" if cpu else "",
-            _kernels(dev),
-            os.environ.get("ONEDNN_MAX_CPU_ISA", "") if cpu else "",
-            f"torch{torch.__version__}",
-            f"brrr{_library_version()}",
-            f"method{_METHOD_VERSION}",
-        ]
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+    cpu = f"{torch.get_num_threads()}threads-{_kernels(dev)}-{isa}" if dev.type == "cpu" else "--"
+    key = (
+        f"{socket.gethostname()}-{device_name}-{dev}-{cpu}-torch{torch.__version__}"
+        f"-brrr{importlib.import_module('brrrlib').__version__}-method{_METHOD_VERSION}"
     )
     return _files.cache_dir() / ("ceilings-" + re.sub(r"[^A-Za-z0-9.]+", "_", key) + ".json")
 
 
-def _load(path: Path) -> Ceilings | None:
-    """A cached Ceilings; None (measure again) if the file is missing, stale or damaged."""
-    try:
-        return Ceilings.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-_WARNED_UNWRITABLE: set[Path] = set()
+_WARNED_UNWRITABLE: set[Path] = set()  # folders warned about in this process
 
 
 def _save(path: Path, ceilings: Ceilings) -> None:
@@ -715,9 +612,9 @@ def _save(path: Path, ceilings: Ceilings) -> None:
     except OSError as err:
         if path.parent not in _WARNED_UNWRITABLE:
             _WARNED_UNWRITABLE.add(path.parent)
+            why = f"{type(err).__name__}: {err.strerror or err}"
             warnings.warn(
-                f"brrr could not cache the ceilings in {path.parent} ({type(err).__name__}: "
-                f"{err.strerror or err}); they are kept for this session only. Set "
-                "BRRR_CACHE_DIR to a writable folder to keep them.",
+                f"could not cache the ceilings in {path.parent} ({why}); set "
+                "BRRR_CACHE_DIR to a writable folder",
                 stacklevel=3,
             )

@@ -82,7 +82,10 @@ class Levels:
             [
                 name,
                 _fmt.binary_bytes(capacity[name]) if capacity[name] else "beyond",
-                *(_rate(self.roof(name, p)) for p in patterns),
+                *(
+                    _fmt.si(r, "B/s") if (r := self.roof(name, p)) else "overhead-bound"
+                    for p in patterns
+                ),
             ]
             for name in capacity
         ]
@@ -117,36 +120,26 @@ class Levels:
         import matplotlib.pyplot as plt
         import matplotlib.ticker
 
+        roof_ax = None
         if ax is None:
             panels = 2 if peak_flops_per_s else 1
             _, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
             ax, roof_ax = axes[0][0], axes[0][-1] if peak_flops_per_s else None
-        else:
-            roof_ax = None
         for pattern, style in (("read", "o-"), ("copy", "s--")):
             pts = [(s, r) for p, s, r, _ in self.points if p == pattern]
             ax.plot([s for s, _ in pts], [r / 1e9 for _, r in pts], style, label=pattern)
-        bound = [size for _, size, _, call_s in self.points if self.overhead_bound(call_s)]
-        if bound:  # the sizes where a call costs less than ten tiny ops
-            ax.axvspan(
-                min(bound) / 1.2, max(bound) * 1.2, color="grey", alpha=0.15, label="overhead-bound"
-            )
+        if bound := [size for _, size, _, t in self.points if self.overhead_bound(t)]:
+            grey = dict(color="grey", alpha=0.15, label="overhead-bound")
+            ax.axvspan(min(bound) / 1.2, max(bound) * 1.2, **grey)
         reported = dict(self.caches)
+        where = dict(xycoords=("data", "axes fraction"), textcoords="offset points", ha="right")
         for name, capacity in self.held:  # what held, and what the system reports where not
             marks = [(capacity, name, ":", -12)]
             if reported[name] != capacity:
                 marks.append((reported[name], f"{name} reported", "--", -24))
             for at, text, style, dy in marks:
                 ax.axvline(at, color="grey", lw=0.8, ls=style)
-                ax.annotate(
-                    text,
-                    (at, 1),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(-3, dy),
-                    textcoords="offset points",
-                    ha="right",
-                    fontsize=8,
-                )
+                ax.annotate(text, (at, 1), xytext=(-3, dy), fontsize=8, **where)
         ax.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel="bandwidth (GB/s)")
         plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
         ax.yaxis.set_major_formatter(plain)
@@ -169,24 +162,15 @@ def _roofline(ax, levels: Levels, peak_flops_per_s: float) -> None:
                 [min(peak_flops_per_s, roof * i) / 1e9 for i in intensity],
                 label=f"{level}: {roof / 1e9:.0f} GB/s",
             )
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="arithmetic intensity (FLOP/byte)",
-        ylabel="attainable (GFLOP/s)",
-    )
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable (GFLOP/s)")
     ax.set_title("cache-aware roofline (read roofs)", fontsize=10)
     ax.legend(fontsize=8)
-
-
-def _rate(value: float | None) -> str:
-    return _fmt.si(value, "B/s") if value else "overhead-bound"
 
 
 def measure_levels(device: str | torch.device | None = None, *, budget_s: float = 0.03) -> Levels:
     """Sweep working sets from the first cache past the last, read and copy (module doc)."""
     dev = machine.physical(machine.resolve(device))
-    machine.check_available(dev, "device")
     if dev.type == "cpu":
         machine.settle_threads()  # a stalled thread would time the wait, not the cache
     threads = torch.get_num_threads() if dev.type == "cpu" else 1
@@ -231,6 +215,6 @@ def _seconds(dev: torch.device, kernel, budget_s: float) -> float:
 
     graph = dev.type == "cuda"
     t = timing.benchmark(
-        batch, budget_s=budget_s, warmup_s=0.0, device=dev, min_samples=3, cuda_graph=graph
+        batch, budget_s=budget_s, warmup_s=0, device=dev, min_samples=3, cuda_graph=graph
     )
     return t.median_s / calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import platform
@@ -32,17 +33,9 @@ _SETTLED: list[str] = []
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 
-# --------------------------------------------------------------------------
-# device() and sync()
-# --------------------------------------------------------------------------
 def _available_device_types() -> list[str]:
-    found = []
-    if torch.cuda.is_available():
-        found.append("cuda")
-    if torch.backends.mps.is_available():
-        found.append("mps")
-    found.append("cpu")
-    return found
+    gpus = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    return [*(k for k, here in gpus.items() if here), "cpu"]
 
 
 def device() -> torch.device:
@@ -67,16 +60,13 @@ def resolve(device: Any = None, *, argument: str = "device") -> torch.device:
         if dev is None or dev.type not in _KNOWN_DEVICE_TYPES:
             close = difflib.get_close_matches(device.strip().lower(), _KNOWN_DEVICE_TYPES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            known, here = ", ".join(_KNOWN_DEVICE_TYPES), ", ".join(_available_device_types())
             raise ValueError(
-                f"{argument}={device!r} is not a device brrr knows{hint}; use one of "
-                f"{', '.join(_KNOWN_DEVICE_TYPES)} (available here: "
-                f"{', '.join(_available_device_types())})"
+                f"{argument}={device!r} is not a device brrr knows{hint}: {known} "
+                f"(available here: {here})"
             )
     else:
-        raise TypeError(
-            f"{argument} must be None, a str such as 'cpu' or a torch.device, "
-            f"got {type(device).__name__}"
-        )
+        raise TypeError(f"{argument} must be None, a str or a torch.device, got {device!r}")
     check_available(dev, argument)
     return dev
 
@@ -86,24 +76,18 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
     available = _available_device_types()
     if dev.type == "meta":
         raise ValueError(
-            f"{argument}='meta': meta tensors hold shapes but no data, so nothing runs on them "
-            "and there is nothing to time. Make the tensors on a real device, e.g. "
-            f"torch.randn(..., device={available[0]!r})."
+            f"{argument}='meta': meta tensors hold shapes but no data, nothing to "
+            f"time; make them on a real device ({available[0]!r})"
         )
     if dev.type not in available:
-        what = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}.get(
-            dev.type, f"no {dev.type} device"
-        )
+        missing = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}
+        what = missing.get(dev.type, f"no {dev.type} device")
         raise ValueError(
-            f"{argument}={str(dev)!r} but this machine has {what}; available here: "
-            f"{', '.join(available)}. Use one of those (or omit {argument} to get "
-            f"{available[0]!r})."
+            f"{argument}={str(dev)!r} but this machine has {what}; available "
+            f"here: {', '.join(available)}"
         )
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(
-            f"{argument}={str(dev)!r} but only {torch.cuda.device_count()} CUDA device(s) exist "
-            f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
-        )
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"{argument}={str(dev)!r}: only {torch.cuda.device_count()} CUDA devices")
 
 
 def of(args: Any = (), kwargs: Any = None) -> torch.device:
@@ -131,21 +115,14 @@ def sync(device: str | torch.device | torch.Tensor | None = None) -> None:
     """Wait until all work queued on ``device`` has finished."""
     if isinstance(device, torch.Tensor):
         dev = device.device
-    elif device is None or isinstance(device, (str, torch.device)):
-        dev = resolve(device)
     else:
-        raise TypeError(
-            f"device must be None, a str, a torch.device or a tensor, got {type(device).__name__}"
-        )
+        dev = resolve(device)  # None, a str or a torch.device; anything else is a TypeError
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     elif dev.type == "mps":
         torch.mps.synchronize()
 
 
-# --------------------------------------------------------------------------
-# Facts about this machine
-# --------------------------------------------------------------------------
 def device_name(dev: torch.device) -> str:
     """What the device calls itself: the GPU's name, or the CPU's model name."""
     if dev.type == "cuda":
@@ -171,18 +148,10 @@ def _cpu_name() -> str:
     if platform.system() == "Darwin":
         import subprocess
 
-        try:
-            out = subprocess.run(
-                ["sysctl", "-n", "machdep.cpu.brand_string"],
-                capture_output=True,
-                text=True,
-                timeout=2,
-                check=False,
-            )
-            if out.stdout.strip():
-                return out.stdout.strip()  # "Apple M2 Pro"
-        except (OSError, subprocess.SubprocessError):
-            pass
+        sysctl = ["sysctl", "-n", "machdep.cpu.brand_string"]  # "Apple M2 Pro"
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            if name := subprocess.run(sysctl, capture_output=True, text=True, timeout=2).stdout:
+                return name.strip()
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
@@ -230,8 +199,7 @@ def last_level_cache_bytes(dev: torch.device | None = None) -> int:
 def available_memory_bytes(dev: torch.device) -> int:
     """Bytes that can be allocated on ``dev`` right now (an estimate)."""
     if dev.type == "cuda":
-        free_bytes, _total = torch.cuda.mem_get_info(dev)
-        return int(free_bytes)
+        return int(torch.cuda.mem_get_info(dev)[0])
     if dev.type == "mps":
         return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
     import psutil
@@ -244,9 +212,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text
-    )
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
 
 
 def release_cached_memory(dev: torch.device | None = None) -> None:
@@ -289,9 +255,8 @@ def settle_threads() -> str:
     if keep == threads:
         return ""
     _SETTLED[0] = (
-        f"another program holds a core: an op split over {threads} threads waited for it "
-        f"({_fmt.seconds(took[threads])} for an in-place add on 2 MiB, {_fmt.seconds(one)} on "
-        f"one thread), so this process runs on {keep} thread{'s' if keep > 1 else ''} from here "
+        f"another program holds a core: an add on 2 MiB took {_fmt.seconds(took[threads])} on "
+        f"{threads} threads, {_fmt.seconds(one)} on one; running on {keep} from here "
         f"(torch.set_num_threads({threads}) to go back)"
     )
     print(_SETTLED[0])

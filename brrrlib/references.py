@@ -120,18 +120,15 @@ def _reference(
     elements = max(int(work) // per_element, 1)
     x = torch.ones(elements, device=dev)
     if pattern == "read":
-        if elements < 2:
-            return "x.sum()", x.sum, 4.0 * elements
-        reads = {
-            "x.sum()": x.sum,
-            "torch.dot(*x.chunk(2))": functools.partial(torch.dot, *x.chunk(2)),
-        }
-        quickest = {
-            k: benchmark(f, budget_s=0.02, warmup_s=0.0, device=dev, min_samples=3).median_s
-            for k, f in reads.items()
-        }
-        best = min(quickest, key=quickest.get)
+        reads = {"x.sum()": x.sum}
+        if elements >= 2:
+            reads["torch.dot(*x.chunk(2))"] = functools.partial(torch.dot, *x.chunk(2))
+        best = min(reads, key=lambda k: _quick_s(reads[k], dev))
         return best, reads[best], 4.0 * elements
     if pattern == "copy":
         return PATTERNS[pattern], functools.partial(torch.empty_like(x).copy_, x), 8.0 * elements
     return PATTERNS[pattern], functools.partial(x.mul_, 1.0), 8.0 * elements
+
+
+def _quick_s(call: Callable[[], Any], dev: torch.device) -> float:
+    return benchmark(call, budget_s=0.02, warmup_s=0.0, device=dev, min_samples=3).median_s

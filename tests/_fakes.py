@@ -30,7 +30,7 @@ def disturbed(ceilings: Ceilings, regime: str | None = None) -> str:
     A ceiling read while other programs held the cores reads low, which makes
     its regime's floor read high. So what can spoil a verdict of ``regime``
     is a disturbed ceiling of *another* regime, or a process that got under
-    80% of its CPU time (every ceiling low by an unknown factor). Only the
+    half its CPU time (``MIN_CPU_SHARE``) (every ceiling low by an unknown factor). Only the
     compute ceilings can read low unnoticed: the bandwidth is the fastest of
     its rounds and the op overhead the cheapest, so their rounds disagreeing
     (a shared machine's phases) leaves them a ceiling and a floor.
