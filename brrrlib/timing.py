@@ -54,15 +54,13 @@ class Timing:
     cpu_share: float | None = None  # the calling thread's CPU seconds over wall seconds (CPU)
 
     def __post_init__(self) -> None:
-        samples = tuple(float(s) for s in self.samples_s)
-        if not samples:
-            raise ValueError("samples_s is empty: a Timing needs at least one sample")
-        if not all(math.isfinite(s) and s >= 0 for s in samples):
-            raise ValueError(f"samples_s must be finite seconds >= 0, got {samples[:5]}...")
+        samples = tuple(map(float, self.samples_s))
+        if not samples or not all(math.isfinite(s) and s >= 0 for s in samples):
+            raise ValueError(f"samples_s must be 1 or more seconds >= 0, got {samples[:5]}")
         if int(self.calls_per_sample) < 1:
             raise ValueError(f"calls_per_sample must be >= 1, got {self.calls_per_sample}")
         object.__setattr__(self, "samples_s", samples)
-        object.__setattr__(self, "dropped_s", tuple(float(s) for s in self.dropped_s))
+        object.__setattr__(self, "dropped_s", tuple(map(float, self.dropped_s)))
 
     def quantile(self, q: float) -> float:
         """The ``q``-quantile of the samples (0 <= q <= 1), interpolated as ``numpy.quantile``."""
@@ -104,20 +102,21 @@ class Timing:
         return len(self.dropped_s)
 
     def _row(self) -> tuple[str, ...]:
-        s = _fmt.seconds
-        how = [
-            x
-            for x, on in (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph))
-            if on
-        ]
+        s, how = (
+            _fmt.seconds,
+            (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph)),
+        )
+        spread = f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}"
+        n = f"{len(self.samples_s)} x {self.calls_per_sample}"
+        where = ", ".join([self.device, *(x for x, on in how if on)])
         return (
             self.label or "",
             s(self.median_s),
-            f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}",
+            spread,
             s(self.min_s),
-            f"{len(self.samples_s)} x {self.calls_per_sample}",
+            n,
             str(self.dropped),
-            ", ".join([self.device, *how]),
+            where,
         )
 
     def __repr__(self) -> str:
@@ -203,7 +202,10 @@ def benchmark(
             f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
             "CUDA graphs exist only on NVIDIA/ROCm GPUs: drop cuda_graph=True here"
         )
-    buffer = _flush_buffer(dev) if flush_cache else None
+    buffer = None
+    if flush_cache:  # a byte buffer larger than the last-level cache (256 MB on CUDA, as triton)
+        llc = 2**28 if dev.type == "cuda" else max(4 * machine.last_level_cache_bytes(dev), 2**25)
+        buffer = torch.empty(llc, dtype=torch.uint8, device=dev)
     # functools.partial calls fn from C: no extra Python frame per call, so a
     # 1 µs op costs what it costs in the learner's own loop.
     call = functools.partial(fn, *args, **kwargs)
@@ -294,16 +296,21 @@ def rounds(
 
 
 def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, float | None]]:
-    """Time ``n_samples`` blocks of ``number`` calls: device events on CUDA, clocks elsewhere."""
-    if dev.type == "cuda":
-        return [(s, None) for s in _measure_cuda(call, dev, buffer, number, n_samples)]
-    return _measure_host(call, dev, buffer, number, n_samples)
-
-
-def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, float]]:
-    """Blocks timed with the wall clock, each with this thread's CPU seconds over wall seconds (~1
-    while it computes, lower when the OS gave its core to another program).
+    """``n_samples`` blocks of ``number`` calls, each as (seconds per call, CPU share). On CUDA:
+    events on the stream, one synchronize after all blocks, share None. Elsewhere: the wall clock,
+    and this thread's CPU seconds over wall seconds (~1 while it computes, lower when the OS gave
+    its core to another program).
     """
+    if dev.type == "cuda":
+        events = [[torch.cuda.Event(enable_timing=True) for _ in "se"] for _ in range(n_samples)]
+        for start, end in events:
+            _flush(buffer)
+            start.record()
+            for _ in range(number):
+                call()
+            end.record()
+        torch.cuda.synchronize(dev)
+        return [(start.elapsed_time(end) / 1e3 / number, None) for start, end in events]
     wall, cpu = _CLOCKS
     samples = []
     for _ in range(n_samples):
@@ -313,24 +320,9 @@ def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, flo
         for _ in range(number):
             call()
         machine.sync(dev)
-        t1, c1 = wall(), cpu()
-        elapsed = max(t1 - t0, 1e-12)
-        samples.append((elapsed / number, (c1 - c0) / elapsed))
+        elapsed = max(wall() - t0, 1e-12)
+        samples.append((elapsed / number, (cpu() - c0) / elapsed))
     return samples
-
-
-def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
-    """Blocks bracketed by CUDA events on the stream; one synchronize after all of them."""
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
-    for i in range(n_samples):
-        _flush(buffer)
-        starts[i].record()
-        for _ in range(number):
-            call()
-        ends[i].record()
-    torch.cuda.synchronize(dev)
-    return [s.elapsed_time(e) / 1e3 / number for s, e in zip(starts, ends, strict=True)]
 
 
 def _estimate(
@@ -385,32 +377,18 @@ def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") ->
         result = call()
         machine.sync(dev)
     except Exception as err:
-        text = str(err)
-        if type(err).__name__ == "AcceleratorError" or "device-side assert" in text:
+        if type(err).__name__ == "AcceleratorError" or "device-side assert" in str(err):
             raise RuntimeError(
-                "the function hit a device-side assert (e.g. an index out of range inside a "
-                "kernel): the CUDA context is now lost and every later GPU call will fail. "
-                "Restart the kernel (Kernel > Restart), fix the index, and run again. "
-                f"The original error: {text.strip().splitlines()[0] if text.strip() else err!r}"
+                "a device-side assert (e.g. an index out of range in a kernel) lost the CUDA "
+                f"context: restart the kernel, fix the index, run again ({_fmt.error_line(err)})"
             ) from err
         raise
     if inspect.isgenerator(result) or inspect.iscoroutine(result):
-        kind = "generator" if inspect.isgenerator(result) else "coroutine"
         result.close()
         raise TypeError(
-            f"{name} returned a {kind}: calling it runs nothing until it is iterated or awaited, "
-            "so there would be nothing to time. Time the work itself, e.g. "
-            "lambda: list(gen(...)) for a generator."
+            f"{name} returned a {type(result).__name__}, which runs nothing until iterated or "
+            "awaited: time the work itself, e.g. lambda: list(gen(...))"
         )
-
-
-def _flush_buffer(dev: torch.device) -> torch.Tensor:
-    """A byte buffer larger than the last-level cache (256 MB on CUDA, as triton)."""
-    if dev.type == "cuda":
-        nbytes = 256 * 2**20
-    else:
-        nbytes = max(4 * machine.last_level_cache_bytes(dev), 32 * 2**20)
-    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
 
 def _flush(buffer: torch.Tensor | None) -> None:
@@ -627,7 +605,10 @@ def compare(
     _checks.function("b", b)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
     warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
-    dev = _infer_callable_device(a, b) if device is None else machine.resolve(device)
+    if device is None:  # the device of a partial's first tensor argument, else bl.device()
+        parts = [f for f in (a, b) if isinstance(f, functools.partial)]
+        device = machine.of([v for f in parts for v in (f.func, *f.args, *f.keywords.values())])
+    dev = machine.resolve(device)
     machine.check_available(dev, "device")
     la, lb = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
@@ -692,9 +673,3 @@ def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> boo
     r = _fmt.median(ratios)
     lo, hi = _fmt.median_interval(ratios, confidence)
     return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
-
-
-def _infer_callable_device(*fns: Any) -> torch.device:
-    """The device of a ``functools.partial``'s first tensor argument, else bl.device()."""
-    parts = (fn for fn in fns if isinstance(fn, functools.partial))
-    return machine.of([v for fn in parts for v in (fn.func, *fn.args, *fn.keywords.values())])

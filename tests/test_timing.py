@@ -169,12 +169,12 @@ def test_cuda_event_path_arithmetic_with_fake_events(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: synced.append(dev))
     calls = []
-    samples = timing._measure_cuda(
+    samples = timing._measure_blocks(
         lambda: calls.append(1), torch.device("cuda"), None, number=4, n_samples=3
     )
     assert len(calls) == 12  # 3 blocks of 4 calls
     assert len(synced) == 1  # one synchronize, after all blocks, never inside them
-    assert samples == [pytest.approx(1e-3 / 4)] * 3  # 1 ms per block / 4 calls, in seconds
+    assert samples == [(pytest.approx(1e-3 / 4), None)] * 3  # 1 ms per block / 4 calls, in seconds
 
 
 @pytest.mark.gpu
