@@ -219,38 +219,34 @@ class Sweep:
 
     # -- rendering ------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, ...]]:
-        rows = []
-        for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x)):
+        def row(p: Point) -> tuple[str, ...]:
             if not p.measured:
-                rows.append((str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}"))
-                continue
-            rows.append(
-                (
-                    str(p.x),
-                    p.line,
-                    _fmt.seconds(p.median_s),
-                    "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s),
-                    "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}",
+                return (str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}")
+            model, ratio, share = p.predicted_s, p.model_ratio, p.cpu_share
+            return (
+                *(str(p.x), p.line, _fmt.seconds(p.median_s)),
+                *(
+                    "-" if model is None else _fmt.seconds(model),
+                    "-" if ratio is None else f"x{ratio:.2f}",
+                ),
+                *(
                     _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
                     _fmt.si(p.achieved_bytes_per_s, "B/s"),
-                    "" if p.cpu_share is None else f"{p.cpu_share:.0%}",
-                    p.reason,
-                )
+                ),
+                *("" if share is None else f"{share:.0%}", p.reason),
             )
-        return rows
 
-    def _header(self) -> tuple[str, ...]:
-        return (self.x_name, *_COLUMNS)
+        return [row(p) for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x))]
 
     def _verdicts(self) -> list[str]:
         return [
-            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {self.says(q.a, q.b)}"
+            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
             for q in self.pairs
         ]
 
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' verdicts below."""
-        text = _fmt.text_table(self._header(), self._rows(), "r" * 8)
+        text = _fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8)
         return "\n".join([text, *self._verdicts()])
 
     __repr__ = table
@@ -276,25 +272,11 @@ class Sweep:
             colour = (colours or {}).get(name, f"C{i}")
             model = sorted((x, s) for x, line, s in self.predicted if line == name and per)
             if model:
-                ax.plot(
-                    [x for x, _ in model],
-                    [s / per(x) for x, s in model],
-                    color=colour,
-                    linestyle="--",
-                    linewidth=1.0,
-                    alpha=0.7,
-                    label=f"{name}, model",
-                )
-            pts = [p for p in self.line(name) if p.measured]
-            if pts:
-                ax.plot(
-                    [p.x for p in pts],
-                    [getattr(p, attr) for p in pts],
-                    color=colour,
-                    marker="o",
-                    linewidth=1.2,
-                    label=f"{name}, measured",
-                )
+                xs, ys = [x for x, _ in model], [s / per(x) for x, s in model]
+                ax.plot(xs, ys, "--", color=colour, lw=1.0, alpha=0.7, label=f"{name}, model")
+            if pts := [p for p in self.line(name) if p.measured]:
+                xs, ys = [p.x for p in pts], [getattr(p, attr) for p in pts]
+                ax.plot(xs, ys, "o-", color=colour, lw=1.2, label=f"{name}, measured")
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
         _log_axes(ax, unit)
@@ -426,44 +408,22 @@ class _Run:
         free = machine.available_memory_bytes(self.dev) if needed else 0
         if needed <= MEMORY_HEADROOM * free or not needed:
             return False
-        self._unmeasured(
-            keys[-1],
-            NO_MEMORY,
-            (
-                f"needs about {_fmt.binary_bytes(needed)}, but only {_fmt.binary_bytes(free)} is "
-                f"free on {self.dev.type} (at most {MEMORY_HEADROOM:.0%} of it is used). Nothing "
-                "was allocated; pick a smaller size."
-            ),
-        )
+        have = f"{MEMORY_HEADROOM:.0%} of {_fmt.binary_bytes(free)} free on {self.dev.type}"
+        why = f"needs {_fmt.binary_bytes(needed)}, over {have}: pick a smaller size"
+        self._unmeasured(keys[-1], NO_MEMORY, why)
         return True
 
     def _unmeasured(self, key, status: str, reason: str) -> None:
         if key not in self.points or not self.points[key].measured:
-            self.points[key] = Point(
-                x=key[0],
-                line=key[1],
-                device=str(self.dev),
-                status=status,
-                reason=reason,
-                predicted_s=self.predicted.get(key),
-            )
+            predicted = self.predicted.get(key)
+            self.points[key] = Point(*key, str(self.dev), None, 0, 0, predicted, status, reason)
 
     def _keep(self, key, case: Case, t: Timing) -> None:
         self.fresh.add(key)
-        self.points[key] = Point(
-            x=key[0],
-            line=key[1],
-            device=str(case.device),
-            timing=t,
-            flops=case.flops,
-            bytes_moved=case.bytes_moved,
-            predicted_s=self.predicted.get(key),
-            size=case.size,
-            weight_bytes=case.weight_bytes,
-            ops=case.ops,
-            compile_s=case.compile_s,
-            cpu_share=t.cpu_share if case.device.type == "cpu" else None,
-        )
+        c, share = case, t.cpu_share if case.device.type == "cpu" else None
+        self.points[key] = Point(*key, str(c.device), t, c.flops, c.bytes_moved, self.predicted.get(key),
+                                 size=c.size, weight_bytes=c.weight_bytes, ops=c.ops,
+                                 compile_s=c.compile_s, cpu_share=share)  # fmt: skip
 
     def alone(self, key) -> None:
         """3.: one point, timed by bl.benchmark."""
@@ -471,7 +431,7 @@ class _Run:
             return
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
-            with _grad(case):
+            with torch.no_grad() if case.no_grad else contextlib.nullcontext():
                 t = timing.benchmark(
                     case.fn,
                     budget_s=self.budget_s,
@@ -487,7 +447,7 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            with _grad(case_a):
+            with torch.no_grad() if case_a.no_grad else contextlib.nullcontext():
                 c = timing.compare(
                     case_a.fn,
                     case_b.fn,
@@ -512,31 +472,19 @@ class _Run:
         for lo, hi in zip(pts, pts[1:], strict=False):
             a, b = (lo.x, line), (hi.x, line)
             known = self.pairs.get((a, b))
-            if not ({a, b} & self.fresh) or not _implausible(lo, hi, known):
-                continue
-            if known is not None and known.remeasured:
+            # more work (hi) clearly faster than less (lo): beyond the interval, or both spreads
+            if known is not None:
+                implausible = not known.remeasured and known.comparison.below(1 - SLACK)
+            else:
+                implausible = hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
+            if not ({a, b} & self.fresh) or not implausible:
                 continue
             q = self.pair(a, b, remeasured=True)
             if q is not None and q.comparison.below(1 - SLACK):
                 self.points[b] = replace(
                     self.points[b],
-                    reason=(
-                        f"faster than {lo.x} in alternating rounds too ({q.comparison.says()}): not "
-                        "noise; the two sizes run different code"
-                    ),
+                    reason=f"faster than {lo.x} when paired ({q.comparison.says()}): other code",
                 )
-
-
-def _grad(case: Case) -> Any:
-    """Autograd off around the measurement when the case asks for it."""
-    return torch.no_grad() if case.no_grad else contextlib.nullcontext()
-
-
-def _implausible(lo: Point, hi: Point, pair: Pair | None) -> bool:
-    """More work (``hi``) clearly faster than less (``lo``): beyond the interval or both spreads."""
-    if pair is not None:
-        return pair.comparison.below(1 - SLACK)
-    return hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
 
 
 @contextlib.contextmanager
@@ -554,8 +502,5 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
         run._unmeasured(
             keys[-1],
             NO_MEMORY,
-            (
-                f"ran out of memory on {run.dev.type}{size}: {first}. Cached blocks were "
-                "released; pick a smaller size."
-            ),
+            f"out of memory on {run.dev.type}{size}: {first}; pick a smaller size",
         )
