@@ -262,6 +262,8 @@ class Sweep:
         if y not in _Y:
             raise ValueError(f"y must be one of {', '.join(_Y)}, got {y!r}")
         attr, label, unit, per = _Y[y]
+        from matplotlib import ticker
+
         if ax is None:
             import matplotlib.pyplot as plt
 
@@ -279,26 +281,18 @@ class Sweep:
                 ax.plot(xs, ys, "o-", color=colour, lw=1.2, label=f"{name}, measured")
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
-        _log_axes(ax, unit)
+        _fmt.plain_x_ticks(ax)  # y: "20 ms", "5 GB/s"; 1-2-5 ticks over up to three decades
+        low, high = ax.dataLim.intervaly  # the data's extent (get_ylim would autoscale now)
+        few = low > 0 and high > low and math.log10(high / low) <= 3
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0) if few else (1.0,)))
+        ax.yaxis.set_major_formatter(ticker.EngFormatter(unit=unit))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.grid(True, alpha=0.25)
         if self.title:
             ax.set_title(self.title, fontsize=10)
         if legend:
             ax.legend(fontsize=8)
         return ax
-
-
-def _log_axes(ax: Any, unit: str) -> None:
-    """Ticks for log-log sweep axes: x at the swept values' powers of two, y as "20 ms", "5 GB/s"."""
-    from matplotlib import ticker
-
-    _fmt.plain_x_ticks(ax)
-    low, high = ax.dataLim.intervaly  # the data's extent (get_ylim would autoscale now)
-    decades = math.log10(high / low) if low > 0 and high > low else 10.0
-    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-    ax.yaxis.set_major_locator(ticker.LogLocator(subs=subs))
-    ax.yaxis.set_major_formatter(ticker.EngFormatter(unit=unit))
-    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.grid(True, alpha=0.25)
 
 
 # ------------------------------------------------------------------ measuring
@@ -347,13 +341,13 @@ def sweep(
     # 4. implausible neighbours, measured again paired
     for line in lines:
         run.recheck(line)
+    x_label, title = (
+        x_label or (into.x_label if into else ""),
+        title or (into.title if into else ""),
+    )
+    model = tuple((x, line, p) for (x, line), p in predicted.items())
     return Sweep(
-        x_name=x_name,
-        x_label=x_label or (into.x_label if into else ""),
-        points=tuple(run.points.values()),
-        pairs=tuple(run.pairs.values()),
-        predicted=tuple((x, line, p) for (x, line), p in predicted.items()),
-        title=title or (into.title if into else ""),
+        x_name, x_label, tuple(run.points.values()), tuple(run.pairs.values()), model, title
     )
 
 
@@ -373,15 +367,10 @@ def workload_sweep(
         fn, args = lines[line](x)[:2]
         counts = counting.count(fn, *args)
         dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        return Case(
-            functools.partial(fn, *args),
-            int(counts.flops),
-            int(counts.bytes_moved),
-            dev or machine.resolve(None),
-            f"{line}, {x_name} = {x}",
-            size=x,
-            ops=int(counts.ops),
-        )
+        flops, moved, ops = int(counts.flops), int(counts.bytes_moved), int(counts.ops)
+        label = f"{line}, {x_name} = {x}"
+        return Case(functools.partial(fn, *args), flops, moved, dev or machine.resolve(None),
+                    label, size=x, ops=ops)  # fmt: skip
 
     return sweep(x_name, x_values, list(lines), setup, pairs=pairs, x_label=x_label)
 
@@ -432,13 +421,8 @@ class _Run:
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
             with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-                t = timing.benchmark(
-                    case.fn,
-                    budget_s=self.budget_s,
-                    warmup_s=case.warmup_s,
-                    device=case.device,
-                    label=case.label or None,
-                )
+                t = timing.benchmark(case.fn, budget_s=self.budget_s, warmup_s=case.warmup_s,
+                                     device=case.device, label=case.label or None)  # fmt: skip
             self._keep(key, case, t)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
@@ -448,17 +432,12 @@ class _Run:
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
             with torch.no_grad() if case_a.no_grad else contextlib.nullcontext():
-                c = timing.compare(
-                    case_a.fn,
-                    case_b.fn,
-                    budget_s=COMPARE_BUDGET_S,
-                    warmup_s=max(case_a.warmup_s, case_b.warmup_s),
-                    device=case_a.device,
-                    labels=(
-                        case_a.label or f"{a[1]} at {a[0]}",
-                        case_b.label or f"{b[1]} at {b[0]}",
-                    ),
+                labels = tuple(
+                    c.label or f"{k[1]} at {k[0]}" for c, k in ((case_a, a), (case_b, b))
                 )
+                c = timing.compare(case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S, labels=labels,
+                                   warmup_s=max(case_a.warmup_s, case_b.warmup_s),
+                                   device=case_a.device)  # fmt: skip
             self._keep(a, case_a, c.a)
             self._keep(b, case_b, c.b)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)
@@ -466,9 +445,8 @@ class _Run:
 
     def recheck(self, line: str) -> None:
         """4.: neighbours on ``line`` where more work took clearly less time, measured paired."""
-        pts = sorted(
-            (p for p in self.points.values() if p.line == line and p.measured), key=lambda p: p.x
-        )
+        pts = [p for p in self.points.values() if p.line == line and p.measured]
+        pts.sort(key=lambda p: p.x)
         for lo, hi in zip(pts, pts[1:], strict=False):
             a, b = (lo.x, line), (hi.x, line)
             known = self.pairs.get((a, b))
@@ -498,9 +476,5 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
         machine.release_cached_memory(run.dev)
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
-        first = _fmt.error_line(exc)
-        run._unmeasured(
-            keys[-1],
-            NO_MEMORY,
-            f"out of memory on {run.dev.type}{size}: {first}; pick a smaller size",
-        )
+        why = f"out of memory on {run.dev.type}{size}: {_fmt.error_line(exc)}; pick a smaller size"
+        run._unmeasured(keys[-1], NO_MEMORY, why)
