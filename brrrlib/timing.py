@@ -18,8 +18,7 @@ from brrrlib import _checks, _fmt, machine
 
 __all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
-#: A timing whose IQR is over this fraction of its median is noisy (torch.utils.benchmark's
-#: ``_IQR_WARN_THRESHOLD``).
+#: A timing whose IQR is over this fraction of its median is noisy (torch's _IQR_WARN_THRESHOLD).
 NOISY_IQR_RATIO = 0.1
 # A CPU sample times a block of calls at least this long: the clock's ~0.1 µs is below 1e-4.
 _MIN_BLOCK_S = 1e-3
@@ -36,7 +35,7 @@ _DISTURBED_CPU_SHARE, _BUSY_WORKLOAD_SHARE = 0.85, 0.5
 _DISTURBED_TIME_FACTOR = 3.0
 # Replacements for dropped samples take at most this many times the budget, after it.
 _REPLACE_BUDGET_FACTOR = 2.0
-# Wall time and this thread's CPU time: tests replace them with fake clocks.
+# Wall time and this thread's CPU time (tests put fake clocks here).
 _CLOCKS: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.thread_time)
 
 
@@ -102,22 +101,11 @@ class Timing:
         return len(self.dropped_s)
 
     def _row(self) -> tuple[str, ...]:
-        s, how = (
-            _fmt.seconds,
-            (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph)),
-        )
-        spread = f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}"
+        s, flags = _fmt.seconds, {"cache flushed": self.flush_cache, "CUDA graph": self.cuda_graph}
+        iqr = f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}"
         n = f"{len(self.samples_s)} x {self.calls_per_sample}"
-        where = ", ".join([self.device, *(x for x, on in how if on)])
-        return (
-            self.label or "",
-            s(self.median_s),
-            spread,
-            s(self.min_s),
-            n,
-            str(self.dropped),
-            where,
-        )
+        where = ", ".join([self.device, *(x for x, on in flags.items() if on)])
+        return (self.label or "", s(self.median_s), iqr, s(self.min_s), n, str(self.dropped), where)
 
     def __repr__(self) -> str:
         return _fmt.text_table(_TIMING_HEADER, [self._row()], align="lrrrrr")
@@ -451,15 +439,8 @@ class Comparison:
         """``(low, high)``: where the true ratio lies, at ``confidence``."""
         return _fmt.median_interval(self.ratios, self.confidence)
 
-    @property
-    def low(self) -> float:
-        """The lower end of :attr:`interval`."""
-        return self.interval[0]
-
-    @property
-    def high(self) -> float:
-        """The upper end of :attr:`interval`."""
-        return self.interval[1]
+    low = property(lambda self: self.interval[0], doc="The lower end of :attr:`interval`.")
+    high = property(lambda self: self.interval[1], doc="The upper end of :attr:`interval`.")
 
     @property
     def speedup(self) -> float:
@@ -511,27 +492,22 @@ class Comparison:
         lo, hi = self.interval
         span = f"{self.confidence:.0%} interval {_x(lo)}-{_x(hi)}"
         caveats = []
-        if not self.narrow and self.decided:
+        if self.decided and not self.narrow:
             caveats.append("a wide interval: the direction is clear, the size less so")
         if self.all_disturbed:
             caveats.append("every round was disturbed by another program")
         elif self.waited:
-            caveats.append(
-                f"the calls waited for cores another program holds (this thread ran "
-                f"{self.cpu_share:.0%} of the time)"
-            )
-        tail = "".join(f"; {c}" for c in caveats)
+            share = f"this thread ran {self.cpu_share:.0%} of the time"
+            caveats.append(f"the calls waited for cores another program holds ({share})")
+        tail = "".join(f"; {c}" for c in caveats if c)
         if not self.enough_rounds:
             n = len(self.ratios)
             return f"can't tell from {n} round{'s' * (n != 1)} ({_x(lo)}-{_x(hi)}){tail}"
         if not self.decided:
             return f"can't tell: {_x(self.ratio)} {what} ({span} contains x1){tail}"
-        lb = self.b.label or "B"
-        if self.direction == "slower":
-            how = f"{lb} is {_fmt.times(self.ratio)} slower"
-        else:
-            how = f"{lb} is {_fmt.times(self.speedup)} faster"
-        return f"{_x(self.ratio)} {what} ({span}): {how}{tail}"
+        slower = self.low > 1
+        how = f"{_fmt.times(self.ratio if slower else self.speedup)} {('faster', 'slower')[slower]}"
+        return f"{_x(self.ratio)} {what} ({span}): {self.b.label or 'B'} is {how}{tail}"
 
     def _rows(self) -> list[tuple[str, ...]]:
         n = str(len(self.ratios))
@@ -627,21 +603,19 @@ def compare(
         rounds_a, rounds_b = _rounds(sides, dev, budget_s, min_rounds)
     kept, all_disturbed, share = _kept_rounds(rounds_a, rounds_b, dev)
     ta, tb = [rounds_a[i][0] for i in kept], [rounds_b[i][0] for i in kept]
+    ratios = tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True))
+    time_a = Timing(ta, str(dev), la, sides[0][2], cpu_share=share)
+    time_b = Timing(tb, str(dev), lb, sides[1][2], cpu_share=share)
+    dropped = len(rounds_a) - len(kept)
     return Comparison(
-        a=Timing(ta, str(dev), la, sides[0][2], cpu_share=share),
-        b=Timing(tb, str(dev), lb, sides[1][2], cpu_share=share),
-        ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
-        rounds_dropped=len(rounds_a) - len(kept),
-        cpu_share=share,
-        all_disturbed=all_disturbed,
+        time_a, time_b, ratios, 0.95, COMPARE_TOLERANCE, dropped, share, all_disturbed
     )
 
 
 def _rounds(sides, dev, budget_s, min_rounds):
     """3. and 4.: alternate one block of each side until decided or out of budget."""
     deadline = _CLOCKS[0]() + budget_s
-    rounds_a: list[tuple[float, float | None]] = []
-    rounds_b: list[tuple[float, float | None]] = []
+    rounds_a, rounds_b = [], []  # (seconds, CPU share) per round
     (call_a, _, n_a), (call_b, _, n_b) = sides
     while True:
         for _ in range(min_rounds if not rounds_a else 4):
@@ -670,6 +644,5 @@ def _kept_rounds(rounds_a, rounds_b, dev: torch.device) -> tuple[list[int], bool
 
 def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
     """True when the median's interval lies within ``tolerance`` of it on both sides."""
-    r = _fmt.median(ratios)
-    lo, hi = _fmt.median_interval(ratios, confidence)
+    r, (lo, hi) = _fmt.median(ratios), _fmt.median_interval(ratios, confidence)
     return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
