@@ -190,10 +190,10 @@ def benchmark(
             f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
             "CUDA graphs exist only on NVIDIA/ROCm GPUs: drop cuda_graph=True here"
         )
-    buffer = None
-    if flush_cache:  # a byte buffer larger than the last-level cache (256 MB on CUDA, as triton)
+    flush = _no_flush
+    if flush_cache:  # fill a buffer over the last-level cache (256 MB on CUDA, as triton)
         llc = 2**28 if dev.type == "cuda" else max(4 * machine.last_level_cache_bytes(dev), 2**25)
-        buffer = torch.empty(llc, dtype=torch.uint8, device=dev)
+        flush = functools.partial(torch.empty(llc, dtype=torch.uint8, device=dev).fill_, 1)
     # functools.partial calls fn from C: no extra Python frame per call, so a
     # 1 µs op costs what it costs in the learner's own loop.
     call = functools.partial(fn, *args, **kwargs)
@@ -201,19 +201,19 @@ def benchmark(
     _first_call(call, dev)
     if cuda_graph:
         call = _capture_cuda_graph(call, dev)
-    per_call_s, spent_s = _estimate(call, dev, buffer)
+    per_call_s, spent_s = _estimate(call, dev, flush)
     # Calls per sample: enough for a ~1 ms block, 1 when flushing caches.
     number = 1 if flush_cache else max(1, math.ceil(_MIN_BLOCK_S / per_call_s))
     n_samples = int(min(_MAX_SAMPLES, max(min_samples, budget_s // (per_call_s * number))))
     with _no_gc():
         # 3. warm-up for what is left of warmup_s.
         for _ in range(max(0, math.ceil((warmup_s - spent_s) / per_call_s))):
-            _flush(buffer)
+            flush()
             call()
         machine.sync(dev)
         # 4. measure, and 5. replace disturbed samples.
         kept, dropped = _measure_until_undisturbed(
-            lambda n: _measure_blocks(call, dev, buffer, number, n),
+            lambda n: _measure_blocks(call, dev, flush, number, n),
             n_samples,
             min(min_samples, n_samples),
             deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
@@ -225,9 +225,8 @@ def benchmark(
 
 
 def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
-    """5.: measure ``n_samples`` (seconds, cpu share) pairs, then replace disturbed ones until the
-    deadline; a replacement is judged against all samples so far. Returns (kept, dropped).
-    """
+    """5.: measure ``n_samples`` (seconds, share) pairs, replace disturbed ones (judged against all
+    so far) until the deadline; returns (kept, dropped)."""
     samples = measure(n_samples)
     while True:
         flags = _disturbed(samples)
@@ -269,30 +268,26 @@ def rounds(
     plans = {}
     for name, call in calls.items():
         _first_call(call, device, name)
-        per_call_s, _ = _estimate(call, device, None)
+        per_call_s, _ = _estimate(call, device, _no_flush)
         plans[name] = (call, max(1, math.ceil(_MIN_BLOCK_S / per_call_s)))
-    seconds: dict[str, list[float]] = {k: [] for k in calls}
-    shares: dict[str, list[float]] = {k: [] for k in calls}
+    seconds, shares = {k: [] for k in calls}, {k: [] for k in calls}
     with _no_gc():
         for _ in range(n):
             for name, (call, number) in plans.items():
-                blocks = _measure_blocks(call, device, None, number, samples)
+                blocks = _measure_blocks(call, device, _no_flush, number, samples)
                 quiet = [b for b, bad in zip(blocks, _disturbed(blocks), strict=True) if not bad]
                 seconds[name].append(_fmt.median([s for s, _ in quiet]))
                 shares[name] += [share for _, share in quiet if share is not None]
     return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
 
 
-def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, float | None]]:
-    """``n_samples`` blocks of ``number`` calls, each as (seconds per call, CPU share). On CUDA:
-    events on the stream, one synchronize after all blocks, share None. Elsewhere: the wall clock,
-    and this thread's CPU seconds over wall seconds (~1 while it computes, lower when the OS gave
-    its core to another program).
-    """
+def _measure_blocks(call, dev, flush, number, n_samples) -> list[tuple[float, float | None]]:
+    """``n_samples`` blocks of ``number`` calls as (seconds per call, CPU share): CUDA events and
+    one synchronize after all blocks (share None), else the clocks (share ~1 unless preempted)."""
     if dev.type == "cuda":
         events = [[torch.cuda.Event(enable_timing=True) for _ in "se"] for _ in range(n_samples)]
         for start, end in events:
-            _flush(buffer)
+            flush()
             start.record()
             for _ in range(number):
                 call()
@@ -302,7 +297,7 @@ def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, f
     wall, cpu = _CLOCKS
     samples = []
     for _ in range(n_samples):
-        _flush(buffer)
+        flush()
         machine.sync(dev)
         c0, t0 = cpu(), wall()
         for _ in range(number):
@@ -314,7 +309,7 @@ def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, f
 
 
 def _estimate(
-    call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
+    call: Callable[[], None], dev: torch.device, flush: Callable[[], Any]
 ) -> tuple[float, float]:
     """Per-call seconds (flush included) from doubling blocks of calls, and the time spent."""
     clock = _CLOCKS[0]
@@ -327,7 +322,7 @@ def _estimate(
             machine.sync(dev)
             t0 = clock()
             for _ in range(n):
-                _flush(buffer)
+                flush()
                 call()
             machine.sync(dev)
             elapsed = clock() - t0
@@ -340,9 +335,7 @@ def _estimate(
 
 
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
-    """``call`` captured in a CUDA graph, warmed up on a side stream first (the torch docs, "Whole-
-    network capture"); returns the graph's replay.
-    """
+    """``call``'s CUDA graph replay, warmed up on a side stream (torch docs, "Whole-network capture")."""
     stream = torch.cuda.Stream(device=dev)
     stream.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(stream):
@@ -379,10 +372,8 @@ def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") ->
         )
 
 
-def _flush(buffer: torch.Tensor | None) -> None:
-    # Writing every byte evicts whatever fn left in the caches.
-    if buffer is not None:
-        buffer.fill_(1)
+def _no_flush() -> None:
+    pass
 
 
 @contextlib.contextmanager
@@ -593,7 +584,7 @@ def compare(
     for name, call in (("a", a), ("b", b)):  # 1. first call and estimate
         if not warm:
             _first_call(call, dev, name)
-        per_call_s, _spent = _estimate(call, dev, None)
+        per_call_s, _spent = _estimate(call, dev, _no_flush)
         sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
     with _no_gc():
         for call, per_call_s, _number in sides:  # 2. warm-up (none for calls longer than it)
@@ -622,7 +613,7 @@ def _rounds(sides, dev, budget_s, min_rounds):
             first_a = len(rounds_a) % 2 == 0
             for is_a in (first_a, not first_a):
                 call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
-                out += _measure_blocks(call, dev, None, n, 1)
+                out += _measure_blocks(call, dev, _no_flush, n, 1)
         kept, _, share = _kept_rounds(rounds_a, rounds_b, dev)
         ratios = [rounds_b[i][0] / rounds_a[i][0] for i in kept if rounds_a[i][0] > 0]
         ran = share is None or share >= WAITED_SHARE  # else: waited, try more rounds

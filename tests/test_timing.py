@@ -177,7 +177,7 @@ def test_cuda_event_path_arithmetic_with_fake_events(monkeypatch):
     calls = []
     # fake CUDA: the event loop has no public entry without a GPU
     samples = timing._measure_blocks(
-        lambda: calls.append(1), torch.device("cuda"), None, number=4, n_samples=3
+        lambda: calls.append(1), torch.device("cuda"), lambda: None, number=4, n_samples=3
     )
     assert len(calls) == 12  # 3 blocks of 4 calls
     assert len(synced) == 1  # one synchronize, after all blocks, never inside them
