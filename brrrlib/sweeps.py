@@ -113,9 +113,8 @@ class Point:
     @property
     def model_ratio(self) -> float | None:
         """Measured time over the model's time (None without a model or a timing)."""
-        if self.predicted_s is None or self.timing is None:
-            return None
-        return self.median_s / self.predicted_s
+        no_model = self.predicted_s is None or self.timing is None
+        return None if no_model else self.median_s / self.predicted_s
 
     def __repr__(self) -> str:
         head = f"Point(x={self.x}, line={self.line!r}, {self.device}"
@@ -139,26 +138,19 @@ class Pair:
 
 def waited_words(*points: Point | None) -> str:
     """Words for measurements that waited for cores (see ``Point.waited``); "" if none did."""
-    shares = [p.cpu_share for p in points if p is not None and p.waited]
-    if not shares:
+    if not (shares := [p.cpu_share for p in points if p is not None and p.waited]):
         return ""
-    return (
-        f"the calls waited for cores that another program holds (this thread ran "
-        f"{min(shares):.0%} of the time); close other programs or press re-measure"
-    )
+    ran = f"this thread ran {min(shares):.0%} of the time"
+    return f"the calls waited for cores another program holds ({ran}); close it or re-measure"
 
 
-#: Seconds of timed runs for a point measured alone (bl.benchmark's budget_s):
-#: small, so a slider move stays short; bl.benchmark still takes at least 5 samples.
+#: Seconds of timed runs for a point alone (bl.benchmark's budget_s): a slider move stays short.
 POINT_BUDGET_S = 0.15
 #: At most this many seconds of alternating rounds for a pair (bl.compare's budget_s).
-#: A quiet machine decides in far less; a busy one uses it and may say "too noisy".
 COMPARE_BUDGET_S = 2.0
-#: A point may use at most this fraction of the memory free right now: the rest
-#: is for Python, the plot and whatever else the kernel holds.
+#: A point may use at most this fraction of the memory free now (the rest: Python, the plot...).
 MEMORY_HEADROOM = 0.5
-#: More work may measure up to this much faster before it is questioned: two
-#: problem sizes can honestly get slightly different code (vector width, tiling).
+#: More work may measure this much faster unquestioned (two sizes may get different code).
 SLACK = 0.1
 
 # y= of Sweep.plot: (the Point attribute, the axis label, the unit, the model's divisor or None)
@@ -222,32 +214,24 @@ class Sweep:
         def row(p: Point) -> tuple[str, ...]:
             if not p.measured:
                 return (str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}")
-            model, ratio, share = p.predicted_s, p.model_ratio, p.cpu_share
-            return (
-                *(str(p.x), p.line, _fmt.seconds(p.median_s)),
-                *(
-                    "-" if model is None else _fmt.seconds(model),
-                    "-" if ratio is None else f"x{ratio:.2f}",
-                ),
-                *(
-                    _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
-                    _fmt.si(p.achieved_bytes_per_s, "B/s"),
-                ),
-                *("" if share is None else f"{share:.0%}", p.reason),
+            m, r, c = p.predicted_s, p.model_ratio, p.cpu_share
+            model = "-" if m is None else _fmt.seconds(m), "-" if r is None else f"x{r:.2f}"
+            rates = (
+                _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
+                _fmt.si(p.achieved_bytes_per_s, "B/s"),
             )
+            share = "" if c is None else f"{c:.0%}"
+            return (str(p.x), p.line, _fmt.seconds(p.median_s), *model, *rates, share, p.reason)
 
         return [row(p) for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x))]
 
-    def _verdicts(self) -> list[str]:
-        return [
-            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
-            for q in self.pairs
-        ]
-
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' verdicts below."""
-        text = _fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8)
-        return "\n".join([text, *self._verdicts()])
+        verdicts = [f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
+                    for q in self.pairs]  # fmt: skip
+        return "\n".join(
+            [_fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8), *verdicts]
+        )
 
     __repr__ = table
 
@@ -410,9 +394,10 @@ class _Run:
     def _keep(self, key, case: Case, t: Timing) -> None:
         self.fresh.add(key)
         c, share = case, t.cpu_share if case.device.type == "cpu" else None
-        self.points[key] = Point(*key, str(c.device), t, c.flops, c.bytes_moved, self.predicted.get(key),
-                                 size=c.size, weight_bytes=c.weight_bytes, ops=c.ops,
-                                 compile_s=c.compile_s, cpu_share=share)  # fmt: skip
+        model = self.predicted.get(key)
+        self.points[key] = Point(*key, str(c.device), t, c.flops, c.bytes_moved, model, size=c.size,
+                                 weight_bytes=c.weight_bytes, ops=c.ops, compile_s=c.compile_s,
+                                 cpu_share=share)  # fmt: skip
 
     def alone(self, key) -> None:
         """3.: one point, timed by bl.benchmark."""

@@ -335,7 +335,7 @@ def _estimate(
 
 
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
-    """``call``'s CUDA graph replay, warmed up on a side stream (torch docs, "Whole-network capture")."""
+    """``call``'s CUDA graph replay, warmed up on a side stream (as the torch docs say)."""
     stream = torch.cuda.Stream(device=dev)
     stream.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(stream):
