@@ -304,12 +304,12 @@ def sweep(
         raise ValueError("x_values and lines must each hold at least one value")
     if into is not None and into.x_name != x_name:
         raise ValueError(f"into= holds a sweep over {into.x_name!r}, not {x_name!r}")
-    dev = machine.resolve(device)
-    run = _Run(setup, skip, memory, dev, budget_s, into)
+    old = into or Sweep(x_name, "", ())
+    run = _Run(setup, skip, memory, machine.resolve(device), budget_s, old)
     keys = list(itertools.product(x_values, lines))
     say = _fmt.Progress(progress, len(keys), prefix=f"sweep {x_name}")
     # 1. the model
-    predicted = {(x, line): s for x, line, s in (into.predicted if into else ())}
+    predicted = {(x, line): s for x, line, s in old.predicted}
     if predict is not None:
         predicted.update({k: predict(*k) for k in [*keys, *(k for pair in pairs for k in pair)]})
     run.predicted = predicted
@@ -325,14 +325,9 @@ def sweep(
     # 4. implausible neighbours, measured again paired
     for line in lines:
         run.recheck(line)
-    x_label, title = (
-        x_label or (into.x_label if into else ""),
-        title or (into.title if into else ""),
-    )
     model = tuple((x, line, p) for (x, line), p in predicted.items())
-    return Sweep(
-        x_name, x_label, tuple(run.points.values()), tuple(run.pairs.values()), model, title
-    )
+    measured, paired = tuple(run.points.values()), tuple(run.pairs.values())
+    return Sweep(x_name, x_label or old.x_label, measured, paired, model, title or old.title)
 
 
 def workload_sweep(
@@ -362,11 +357,11 @@ def workload_sweep(
 class _Run:
     """The working state of one :func:`sweep` call: points and pairs by key."""
 
-    def __init__(self, setup, skip, memory, dev, budget_s, into: Sweep | None) -> None:
+    def __init__(self, setup, skip, memory, dev, budget_s, old: Sweep) -> None:
         self.setup, self.skip, self.memory, self.dev = setup, skip, memory, dev
         self.budget_s = budget_s
-        self.points = {(p.x, p.line): p for p in (into.points if into else ()) if p.measured}
-        self.pairs = {(q.a, q.b): q for q in (into.pairs if into else ())}
+        self.points = {(p.x, p.line): p for p in old.points if p.measured}
+        self.pairs = {(q.a, q.b): q for q in old.pairs}
         self.predicted: dict = {}
         self.fresh: set[tuple[int, str]] = set()
 
