@@ -113,9 +113,8 @@ class Point:
     @property
     def model_ratio(self) -> float | None:
         """Measured time over the model's time (None without a model or a timing)."""
-        if self.predicted_s is None or self.timing is None:
-            return None
-        return self.median_s / self.predicted_s
+        no_model = self.predicted_s is None or self.timing is None
+        return None if no_model else self.median_s / self.predicted_s
 
     def __repr__(self) -> str:
         head = f"Point(x={self.x}, line={self.line!r}, {self.device}"
@@ -139,26 +138,19 @@ class Pair:
 
 def waited_words(*points: Point | None) -> str:
     """Words for measurements that waited for cores (see ``Point.waited``); "" if none did."""
-    shares = [p.cpu_share for p in points if p is not None and p.waited]
-    if not shares:
+    if not (shares := [p.cpu_share for p in points if p is not None and p.waited]):
         return ""
-    return (
-        f"the calls waited for cores that another program holds (this thread ran "
-        f"{min(shares):.0%} of the time); close other programs or press re-measure"
-    )
+    ran = f"this thread ran {min(shares):.0%} of the time"
+    return f"the calls waited for cores another program holds ({ran}); close it or re-measure"
 
 
-#: Seconds of timed runs for a point measured alone (bl.benchmark's budget_s):
-#: small, so a slider move stays short; bl.benchmark still takes at least 5 samples.
+#: Seconds of timed runs for a point alone (bl.benchmark's budget_s): a slider move stays short.
 POINT_BUDGET_S = 0.15
 #: At most this many seconds of alternating rounds for a pair (bl.compare's budget_s).
-#: A quiet machine decides in far less; a busy one uses it and may say "too noisy".
 COMPARE_BUDGET_S = 2.0
-#: A point may use at most this fraction of the memory free right now: the rest
-#: is for Python, the plot and whatever else the kernel holds.
+#: A point may use at most this fraction of the memory free now (the rest: Python, the plot...).
 MEMORY_HEADROOM = 0.5
-#: More work may measure up to this much faster before it is questioned: two
-#: problem sizes can honestly get slightly different code (vector width, tiling).
+#: More work may measure this much faster unquestioned (two sizes may get different code).
 SLACK = 0.1
 
 # y= of Sweep.plot: (the Point attribute, the axis label, the unit, the model's divisor or None)
@@ -219,39 +211,27 @@ class Sweep:
 
     # -- rendering ------------------------------------------------------------------
     def _rows(self) -> list[tuple[str, ...]]:
-        rows = []
-        for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x)):
+        def row(p: Point) -> tuple[str, ...]:
             if not p.measured:
-                rows.append((str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}"))
-                continue
-            rows.append(
-                (
-                    str(p.x),
-                    p.line,
-                    _fmt.seconds(p.median_s),
-                    "-" if p.predicted_s is None else _fmt.seconds(p.predicted_s),
-                    "-" if p.model_ratio is None else f"x{p.model_ratio:.2f}",
-                    _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
-                    _fmt.si(p.achieved_bytes_per_s, "B/s"),
-                    "" if p.cpu_share is None else f"{p.cpu_share:.0%}",
-                    p.reason,
-                )
+                return (str(p.x), p.line, *"-----", "", f"{p.status}: {p.reason}")
+            m, r, c = p.predicted_s, p.model_ratio, p.cpu_share
+            model = "-" if m is None else _fmt.seconds(m), "-" if r is None else f"x{r:.2f}"
+            rates = (
+                _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
+                _fmt.si(p.achieved_bytes_per_s, "B/s"),
             )
-        return rows
+            share = "" if c is None else f"{c:.0%}"
+            return (str(p.x), p.line, _fmt.seconds(p.median_s), *model, *rates, share, p.reason)
 
-    def _header(self) -> tuple[str, ...]:
-        return (self.x_name, *_COLUMNS)
-
-    def _verdicts(self) -> list[str]:
-        return [
-            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {self.says(q.a, q.b)}"
-            for q in self.pairs
-        ]
+        return [row(p) for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x))]
 
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' verdicts below."""
-        text = _fmt.text_table(self._header(), self._rows(), "r" * 8)
-        return "\n".join([text, *self._verdicts()])
+        verdicts = [f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
+                    for q in self.pairs]  # fmt: skip
+        return "\n".join(
+            [_fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8), *verdicts]
+        )
 
     __repr__ = table
 
@@ -266,6 +246,8 @@ class Sweep:
         if y not in _Y:
             raise ValueError(f"y must be one of {', '.join(_Y)}, got {y!r}")
         attr, label, unit, per = _Y[y]
+        from matplotlib import ticker
+
         if ax is None:
             import matplotlib.pyplot as plt
 
@@ -276,47 +258,25 @@ class Sweep:
             colour = (colours or {}).get(name, f"C{i}")
             model = sorted((x, s) for x, line, s in self.predicted if line == name and per)
             if model:
-                ax.plot(
-                    [x for x, _ in model],
-                    [s / per(x) for x, s in model],
-                    color=colour,
-                    linestyle="--",
-                    linewidth=1.0,
-                    alpha=0.7,
-                    label=f"{name}, model",
-                )
-            pts = [p for p in self.line(name) if p.measured]
-            if pts:
-                ax.plot(
-                    [p.x for p in pts],
-                    [getattr(p, attr) for p in pts],
-                    color=colour,
-                    marker="o",
-                    linewidth=1.2,
-                    label=f"{name}, measured",
-                )
+                xs, ys = [x for x, _ in model], [s / per(x) for x, s in model]
+                ax.plot(xs, ys, "--", color=colour, lw=1.0, alpha=0.7, label=f"{name}, model")
+            if pts := [p for p in self.line(name) if p.measured]:
+                xs, ys = [p.x for p in pts], [getattr(p, attr) for p in pts]
+                ax.plot(xs, ys, "o-", color=colour, lw=1.2, label=f"{name}, measured")
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
-        _log_axes(ax, unit)
+        _fmt.plain_x_ticks(ax)  # y: "20 ms", "5 GB/s"; 1-2-5 ticks over up to three decades
+        low, high = ax.dataLim.intervaly  # the data's extent (get_ylim would autoscale now)
+        few = low > 0 and high > low and math.log10(high / low) <= 3
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0) if few else (1.0,)))
+        ax.yaxis.set_major_formatter(ticker.EngFormatter(unit=unit))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.grid(True, alpha=0.25)
         if self.title:
             ax.set_title(self.title, fontsize=10)
         if legend:
             ax.legend(fontsize=8)
         return ax
-
-
-def _log_axes(ax: Any, unit: str) -> None:
-    """Ticks for log-log sweep axes: x at the swept values' powers of two, y as "20 ms", "5 GB/s"."""
-    from matplotlib import ticker
-
-    _fmt.plain_x_ticks(ax)
-    low, high = ax.dataLim.intervaly  # the data's extent (get_ylim would autoscale now)
-    decades = math.log10(high / low) if low > 0 and high > low else 10.0
-    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-    ax.yaxis.set_major_locator(ticker.LogLocator(subs=subs))
-    ax.yaxis.set_major_formatter(ticker.EngFormatter(unit=unit))
-    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.grid(True, alpha=0.25)
 
 
 # ------------------------------------------------------------------ measuring
@@ -344,12 +304,12 @@ def sweep(
         raise ValueError("x_values and lines must each hold at least one value")
     if into is not None and into.x_name != x_name:
         raise ValueError(f"into= holds a sweep over {into.x_name!r}, not {x_name!r}")
-    dev = machine.resolve(device)
-    run = _Run(setup, skip, memory, dev, budget_s, into)
+    old = into or Sweep(x_name, "", ())
+    run = _Run(setup, skip, memory, machine.resolve(device), budget_s, old)
     keys = list(itertools.product(x_values, lines))
     say = _fmt.Progress(progress, len(keys), prefix=f"sweep {x_name}")
     # 1. the model
-    predicted = {(x, line): s for x, line, s in (into.predicted if into else ())}
+    predicted = {(x, line): s for x, line, s in old.predicted}
     if predict is not None:
         predicted.update({k: predict(*k) for k in [*keys, *(k for pair in pairs for k in pair)]})
     run.predicted = predicted
@@ -365,14 +325,9 @@ def sweep(
     # 4. implausible neighbours, measured again paired
     for line in lines:
         run.recheck(line)
-    return Sweep(
-        x_name=x_name,
-        x_label=x_label or (into.x_label if into else ""),
-        points=tuple(run.points.values()),
-        pairs=tuple(run.pairs.values()),
-        predicted=tuple((x, line, p) for (x, line), p in predicted.items()),
-        title=title or (into.title if into else ""),
-    )
+    model = tuple((x, line, p) for (x, line), p in predicted.items())
+    measured, paired = tuple(run.points.values()), tuple(run.pairs.values())
+    return Sweep(x_name, x_label or old.x_label, measured, paired, model, title or old.title)
 
 
 def workload_sweep(
@@ -391,15 +346,10 @@ def workload_sweep(
         fn, args = lines[line](x)[:2]
         counts = counting.count(fn, *args)
         dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        return Case(
-            functools.partial(fn, *args),
-            int(counts.flops),
-            int(counts.bytes_moved),
-            dev or machine.resolve(None),
-            f"{line}, {x_name} = {x}",
-            size=x,
-            ops=int(counts.ops),
-        )
+        flops, moved, ops = int(counts.flops), int(counts.bytes_moved), int(counts.ops)
+        label = f"{line}, {x_name} = {x}"
+        return Case(functools.partial(fn, *args), flops, moved, dev or machine.resolve(None),
+                    label, size=x, ops=ops)  # fmt: skip
 
     return sweep(x_name, x_values, list(lines), setup, pairs=pairs, x_label=x_label)
 
@@ -407,11 +357,11 @@ def workload_sweep(
 class _Run:
     """The working state of one :func:`sweep` call: points and pairs by key."""
 
-    def __init__(self, setup, skip, memory, dev, budget_s, into: Sweep | None) -> None:
+    def __init__(self, setup, skip, memory, dev, budget_s, old: Sweep) -> None:
         self.setup, self.skip, self.memory, self.dev = setup, skip, memory, dev
         self.budget_s = budget_s
-        self.points = {(p.x, p.line): p for p in (into.points if into else ()) if p.measured}
-        self.pairs = {(q.a, q.b): q for q in (into.pairs if into else ())}
+        self.points = {(p.x, p.line): p for p in old.points if p.measured}
+        self.pairs = {(q.a, q.b): q for q in old.pairs}
         self.predicted: dict = {}
         self.fresh: set[tuple[int, str]] = set()
 
@@ -426,44 +376,23 @@ class _Run:
         free = machine.available_memory_bytes(self.dev) if needed else 0
         if needed <= MEMORY_HEADROOM * free or not needed:
             return False
-        self._unmeasured(
-            keys[-1],
-            NO_MEMORY,
-            (
-                f"needs about {_fmt.binary_bytes(needed)}, but only {_fmt.binary_bytes(free)} is "
-                f"free on {self.dev.type} (at most {MEMORY_HEADROOM:.0%} of it is used). Nothing "
-                "was allocated; pick a smaller size."
-            ),
-        )
+        have = f"{MEMORY_HEADROOM:.0%} of {_fmt.binary_bytes(free)} free on {self.dev.type}"
+        why = f"needs {_fmt.binary_bytes(needed)}, over {have}: pick a smaller size"
+        self._unmeasured(keys[-1], NO_MEMORY, why)
         return True
 
     def _unmeasured(self, key, status: str, reason: str) -> None:
         if key not in self.points or not self.points[key].measured:
-            self.points[key] = Point(
-                x=key[0],
-                line=key[1],
-                device=str(self.dev),
-                status=status,
-                reason=reason,
-                predicted_s=self.predicted.get(key),
-            )
+            predicted = self.predicted.get(key)
+            self.points[key] = Point(*key, str(self.dev), None, 0, 0, predicted, status, reason)
 
     def _keep(self, key, case: Case, t: Timing) -> None:
         self.fresh.add(key)
-        self.points[key] = Point(
-            x=key[0],
-            line=key[1],
-            device=str(case.device),
-            timing=t,
-            flops=case.flops,
-            bytes_moved=case.bytes_moved,
-            predicted_s=self.predicted.get(key),
-            size=case.size,
-            weight_bytes=case.weight_bytes,
-            ops=case.ops,
-            compile_s=case.compile_s,
-            cpu_share=t.cpu_share if case.device.type == "cpu" else None,
-        )
+        c, share = case, t.cpu_share if case.device.type == "cpu" else None
+        model = self.predicted.get(key)
+        self.points[key] = Point(*key, str(c.device), t, c.flops, c.bytes_moved, model, size=c.size,
+                                 weight_bytes=c.weight_bytes, ops=c.ops, compile_s=c.compile_s,
+                                 cpu_share=share)  # fmt: skip
 
     def alone(self, key) -> None:
         """3.: one point, timed by bl.benchmark."""
@@ -471,14 +400,9 @@ class _Run:
             return
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
-            with _grad(case):
-                t = timing.benchmark(
-                    case.fn,
-                    budget_s=self.budget_s,
-                    warmup_s=case.warmup_s,
-                    device=case.device,
-                    label=case.label or None,
-                )
+            with torch.no_grad() if case.no_grad else contextlib.nullcontext():
+                t = timing.benchmark(case.fn, budget_s=self.budget_s, warmup_s=case.warmup_s,
+                                     device=case.device, label=case.label or None)  # fmt: skip
             self._keep(key, case, t)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
@@ -487,18 +411,13 @@ class _Run:
             return None
         with _out_of_memory(self, [a, b]):
             case_a, case_b = self.setup(*a), self.setup(*b)
-            with _grad(case_a):
-                c = timing.compare(
-                    case_a.fn,
-                    case_b.fn,
-                    budget_s=COMPARE_BUDGET_S,
-                    warmup_s=max(case_a.warmup_s, case_b.warmup_s),
-                    device=case_a.device,
-                    labels=(
-                        case_a.label or f"{a[1]} at {a[0]}",
-                        case_b.label or f"{b[1]} at {b[0]}",
-                    ),
+            with torch.no_grad() if case_a.no_grad else contextlib.nullcontext():
+                labels = tuple(
+                    c.label or f"{k[1]} at {k[0]}" for c, k in ((case_a, a), (case_b, b))
                 )
+                c = timing.compare(case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S, labels=labels,
+                                   warmup_s=max(case_a.warmup_s, case_b.warmup_s),
+                                   device=case_a.device)  # fmt: skip
             self._keep(a, case_a, c.a)
             self._keep(b, case_b, c.b)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)
@@ -506,37 +425,24 @@ class _Run:
 
     def recheck(self, line: str) -> None:
         """4.: neighbours on ``line`` where more work took clearly less time, measured paired."""
-        pts = sorted(
-            (p for p in self.points.values() if p.line == line and p.measured), key=lambda p: p.x
-        )
+        pts = [p for p in self.points.values() if p.line == line and p.measured]
+        pts.sort(key=lambda p: p.x)
         for lo, hi in zip(pts, pts[1:], strict=False):
             a, b = (lo.x, line), (hi.x, line)
             known = self.pairs.get((a, b))
-            if not ({a, b} & self.fresh) or not _implausible(lo, hi, known):
-                continue
-            if known is not None and known.remeasured:
+            # more work (hi) clearly faster than less (lo): beyond the interval, or both spreads
+            if known is not None:
+                implausible = not known.remeasured and known.comparison.below(1 - SLACK)
+            else:
+                implausible = hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
+            if not ({a, b} & self.fresh) or not implausible:
                 continue
             q = self.pair(a, b, remeasured=True)
             if q is not None and q.comparison.below(1 - SLACK):
                 self.points[b] = replace(
                     self.points[b],
-                    reason=(
-                        f"faster than {lo.x} in alternating rounds too ({q.comparison.says()}): not "
-                        "noise; the two sizes run different code"
-                    ),
+                    reason=f"faster than {lo.x} when paired ({q.comparison.says()}): other code",
                 )
-
-
-def _grad(case: Case) -> Any:
-    """Autograd off around the measurement when the case asks for it."""
-    return torch.no_grad() if case.no_grad else contextlib.nullcontext()
-
-
-def _implausible(lo: Point, hi: Point, pair: Pair | None) -> bool:
-    """More work (``hi``) clearly faster than less (``lo``): beyond the interval or both spreads."""
-    if pair is not None:
-        return pair.comparison.below(1 - SLACK)
-    return hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
 
 
 @contextlib.contextmanager
@@ -550,12 +456,5 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
         machine.release_cached_memory(run.dev)
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
         size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
-        first = _fmt.error_line(exc)
-        run._unmeasured(
-            keys[-1],
-            NO_MEMORY,
-            (
-                f"ran out of memory on {run.dev.type}{size}: {first}. Cached blocks were "
-                "released; pick a smaller size."
-            ),
-        )
+        why = f"out of memory on {run.dev.type}{size}: {_fmt.error_line(exc)}; pick a smaller size"
+        run._unmeasured(keys[-1], NO_MEMORY, why)

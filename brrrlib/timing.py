@@ -18,8 +18,7 @@ from brrrlib import _checks, _fmt, machine
 
 __all__ = ["Comparison", "Timing", "benchmark", "compare"]
 
-#: A timing whose IQR is over this fraction of its median is noisy (torch.utils.benchmark's
-#: ``_IQR_WARN_THRESHOLD``).
+#: A timing whose IQR is over this fraction of its median is noisy (torch's _IQR_WARN_THRESHOLD).
 NOISY_IQR_RATIO = 0.1
 # A CPU sample times a block of calls at least this long: the clock's ~0.1 µs is below 1e-4.
 _MIN_BLOCK_S = 1e-3
@@ -36,7 +35,7 @@ _DISTURBED_CPU_SHARE, _BUSY_WORKLOAD_SHARE = 0.85, 0.5
 _DISTURBED_TIME_FACTOR = 3.0
 # Replacements for dropped samples take at most this many times the budget, after it.
 _REPLACE_BUDGET_FACTOR = 2.0
-# Wall time and this thread's CPU time: tests replace them with fake clocks.
+# Wall time and this thread's CPU time (tests put fake clocks here).
 _CLOCKS: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.thread_time)
 
 
@@ -54,15 +53,13 @@ class Timing:
     cpu_share: float | None = None  # the calling thread's CPU seconds over wall seconds (CPU)
 
     def __post_init__(self) -> None:
-        samples = tuple(float(s) for s in self.samples_s)
-        if not samples:
-            raise ValueError("samples_s is empty: a Timing needs at least one sample")
-        if not all(math.isfinite(s) and s >= 0 for s in samples):
-            raise ValueError(f"samples_s must be finite seconds >= 0, got {samples[:5]}...")
+        samples = tuple(map(float, self.samples_s))
+        if not samples or not all(math.isfinite(s) and s >= 0 for s in samples):
+            raise ValueError(f"samples_s must be 1 or more seconds >= 0, got {samples[:5]}")
         if int(self.calls_per_sample) < 1:
             raise ValueError(f"calls_per_sample must be >= 1, got {self.calls_per_sample}")
         object.__setattr__(self, "samples_s", samples)
-        object.__setattr__(self, "dropped_s", tuple(float(s) for s in self.dropped_s))
+        object.__setattr__(self, "dropped_s", tuple(map(float, self.dropped_s)))
 
     def quantile(self, q: float) -> float:
         """The ``q``-quantile of the samples (0 <= q <= 1), interpolated as ``numpy.quantile``."""
@@ -104,21 +101,11 @@ class Timing:
         return len(self.dropped_s)
 
     def _row(self) -> tuple[str, ...]:
-        s = _fmt.seconds
-        how = [
-            x
-            for x, on in (("cache flushed", self.flush_cache), ("CUDA graph", self.cuda_graph))
-            if on
-        ]
-        return (
-            self.label or "",
-            s(self.median_s),
-            f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}",
-            s(self.min_s),
-            f"{len(self.samples_s)} x {self.calls_per_sample}",
-            str(self.dropped),
-            ", ".join([self.device, *how]),
-        )
+        s, flags = _fmt.seconds, {"cache flushed": self.flush_cache, "CUDA graph": self.cuda_graph}
+        iqr = f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}"
+        n = f"{len(self.samples_s)} x {self.calls_per_sample}"
+        where = ", ".join([self.device, *(x for x, on in flags.items() if on)])
+        return (self.label or "", s(self.median_s), iqr, s(self.min_s), n, str(self.dropped), where)
 
     def __repr__(self) -> str:
         return _fmt.text_table(_TIMING_HEADER, [self._row()], align="lrrrrr")
@@ -203,7 +190,10 @@ def benchmark(
             f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
             "CUDA graphs exist only on NVIDIA/ROCm GPUs: drop cuda_graph=True here"
         )
-    buffer = _flush_buffer(dev) if flush_cache else None
+    flush = _no_flush
+    if flush_cache:  # fill a buffer over the last-level cache (256 MB on CUDA, as triton)
+        llc = 2**28 if dev.type == "cuda" else max(4 * machine.last_level_cache_bytes(dev), 2**25)
+        flush = functools.partial(torch.empty(llc, dtype=torch.uint8, device=dev).fill_, 1)
     # functools.partial calls fn from C: no extra Python frame per call, so a
     # 1 µs op costs what it costs in the learner's own loop.
     call = functools.partial(fn, *args, **kwargs)
@@ -211,19 +201,19 @@ def benchmark(
     _first_call(call, dev)
     if cuda_graph:
         call = _capture_cuda_graph(call, dev)
-    per_call_s, spent_s = _estimate(call, dev, buffer)
+    per_call_s, spent_s = _estimate(call, dev, flush)
     # Calls per sample: enough for a ~1 ms block, 1 when flushing caches.
     number = 1 if flush_cache else max(1, math.ceil(_MIN_BLOCK_S / per_call_s))
     n_samples = int(min(_MAX_SAMPLES, max(min_samples, budget_s // (per_call_s * number))))
     with _no_gc():
         # 3. warm-up for what is left of warmup_s.
         for _ in range(max(0, math.ceil((warmup_s - spent_s) / per_call_s))):
-            _flush(buffer)
+            flush()
             call()
         machine.sync(dev)
         # 4. measure, and 5. replace disturbed samples.
         kept, dropped = _measure_until_undisturbed(
-            lambda n: _measure_blocks(call, dev, buffer, number, n),
+            lambda n: _measure_blocks(call, dev, flush, number, n),
             n_samples,
             min(min_samples, n_samples),
             deadline=_CLOCKS[0]() + (1 + _REPLACE_BUDGET_FACTOR) * budget_s,
@@ -235,9 +225,8 @@ def benchmark(
 
 
 def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
-    """5.: measure ``n_samples`` (seconds, cpu share) pairs, then replace disturbed ones until the
-    deadline; a replacement is judged against all samples so far. Returns (kept, dropped).
-    """
+    """5.: measure ``n_samples`` (seconds, share) pairs, replace disturbed ones (judged against all
+    so far) until the deadline; returns (kept, dropped)."""
     samples = measure(n_samples)
     while True:
         flags = _disturbed(samples)
@@ -279,62 +268,48 @@ def rounds(
     plans = {}
     for name, call in calls.items():
         _first_call(call, device, name)
-        per_call_s, _ = _estimate(call, device, None)
+        per_call_s, _ = _estimate(call, device, _no_flush)
         plans[name] = (call, max(1, math.ceil(_MIN_BLOCK_S / per_call_s)))
-    seconds: dict[str, list[float]] = {k: [] for k in calls}
-    shares: dict[str, list[float]] = {k: [] for k in calls}
+    seconds, shares = {k: [] for k in calls}, {k: [] for k in calls}
     with _no_gc():
         for _ in range(n):
             for name, (call, number) in plans.items():
-                blocks = _measure_blocks(call, device, None, number, samples)
+                blocks = _measure_blocks(call, device, _no_flush, number, samples)
                 quiet = [b for b, bad in zip(blocks, _disturbed(blocks), strict=True) if not bad]
                 seconds[name].append(_fmt.median([s for s, _ in quiet]))
                 shares[name] += [share for _, share in quiet if share is not None]
     return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
 
 
-def _measure_blocks(call, dev, buffer, number, n_samples) -> list[tuple[float, float | None]]:
-    """Time ``n_samples`` blocks of ``number`` calls: device events on CUDA, clocks elsewhere."""
+def _measure_blocks(call, dev, flush, number, n_samples) -> list[tuple[float, float | None]]:
+    """``n_samples`` blocks of ``number`` calls as (seconds per call, CPU share): CUDA events and
+    one synchronize after all blocks (share None), else the clocks (share ~1 unless preempted)."""
     if dev.type == "cuda":
-        return [(s, None) for s in _measure_cuda(call, dev, buffer, number, n_samples)]
-    return _measure_host(call, dev, buffer, number, n_samples)
-
-
-def _measure_host(call, dev, buffer, number, n_samples) -> list[tuple[float, float]]:
-    """Blocks timed with the wall clock, each with this thread's CPU seconds over wall seconds (~1
-    while it computes, lower when the OS gave its core to another program).
-    """
+        events = [[torch.cuda.Event(enable_timing=True) for _ in "se"] for _ in range(n_samples)]
+        for start, end in events:
+            flush()
+            start.record()
+            for _ in range(number):
+                call()
+            end.record()
+        torch.cuda.synchronize(dev)
+        return [(start.elapsed_time(end) / 1e3 / number, None) for start, end in events]
     wall, cpu = _CLOCKS
     samples = []
     for _ in range(n_samples):
-        _flush(buffer)
+        flush()
         machine.sync(dev)
         c0, t0 = cpu(), wall()
         for _ in range(number):
             call()
         machine.sync(dev)
-        t1, c1 = wall(), cpu()
-        elapsed = max(t1 - t0, 1e-12)
-        samples.append((elapsed / number, (c1 - c0) / elapsed))
+        elapsed = max(wall() - t0, 1e-12)
+        samples.append((elapsed / number, (cpu() - c0) / elapsed))
     return samples
 
 
-def _measure_cuda(call, dev, buffer, number, n_samples) -> list[float]:
-    """Blocks bracketed by CUDA events on the stream; one synchronize after all of them."""
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
-    for i in range(n_samples):
-        _flush(buffer)
-        starts[i].record()
-        for _ in range(number):
-            call()
-        ends[i].record()
-    torch.cuda.synchronize(dev)
-    return [s.elapsed_time(e) / 1e3 / number for s, e in zip(starts, ends, strict=True)]
-
-
 def _estimate(
-    call: Callable[[], None], dev: torch.device, buffer: torch.Tensor | None
+    call: Callable[[], None], dev: torch.device, flush: Callable[[], Any]
 ) -> tuple[float, float]:
     """Per-call seconds (flush included) from doubling blocks of calls, and the time spent."""
     clock = _CLOCKS[0]
@@ -347,7 +322,7 @@ def _estimate(
             machine.sync(dev)
             t0 = clock()
             for _ in range(n):
-                _flush(buffer)
+                flush()
                 call()
             machine.sync(dev)
             elapsed = clock() - t0
@@ -360,9 +335,7 @@ def _estimate(
 
 
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:
-    """``call`` captured in a CUDA graph, warmed up on a side stream first (the torch docs, "Whole-
-    network capture"); returns the graph's replay.
-    """
+    """``call``'s CUDA graph replay, warmed up on a side stream (as the torch docs say)."""
     stream = torch.cuda.Stream(device=dev)
     stream.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(stream):
@@ -385,38 +358,22 @@ def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") ->
         result = call()
         machine.sync(dev)
     except Exception as err:
-        text = str(err)
-        if type(err).__name__ == "AcceleratorError" or "device-side assert" in text:
+        if type(err).__name__ == "AcceleratorError" or "device-side assert" in str(err):
             raise RuntimeError(
-                "the function hit a device-side assert (e.g. an index out of range inside a "
-                "kernel): the CUDA context is now lost and every later GPU call will fail. "
-                "Restart the kernel (Kernel > Restart), fix the index, and run again. "
-                f"The original error: {text.strip().splitlines()[0] if text.strip() else err!r}"
+                "a device-side assert (e.g. an index out of range in a kernel) lost the CUDA "
+                f"context: restart the kernel, fix the index, run again ({_fmt.error_line(err)})"
             ) from err
         raise
     if inspect.isgenerator(result) or inspect.iscoroutine(result):
-        kind = "generator" if inspect.isgenerator(result) else "coroutine"
         result.close()
         raise TypeError(
-            f"{name} returned a {kind}: calling it runs nothing until it is iterated or awaited, "
-            "so there would be nothing to time. Time the work itself, e.g. "
-            "lambda: list(gen(...)) for a generator."
+            f"{name} returned a {type(result).__name__}, which runs nothing until iterated or "
+            "awaited: time the work itself, e.g. lambda: list(gen(...))"
         )
 
 
-def _flush_buffer(dev: torch.device) -> torch.Tensor:
-    """A byte buffer larger than the last-level cache (256 MB on CUDA, as triton)."""
-    if dev.type == "cuda":
-        nbytes = 256 * 2**20
-    else:
-        nbytes = max(4 * machine.last_level_cache_bytes(dev), 32 * 2**20)
-    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
-
-
-def _flush(buffer: torch.Tensor | None) -> None:
-    # Writing every byte evicts whatever fn left in the caches.
-    if buffer is not None:
-        buffer.fill_(1)
+def _no_flush() -> None:
+    pass
 
 
 @contextlib.contextmanager
@@ -473,15 +430,8 @@ class Comparison:
         """``(low, high)``: where the true ratio lies, at ``confidence``."""
         return _fmt.median_interval(self.ratios, self.confidence)
 
-    @property
-    def low(self) -> float:
-        """The lower end of :attr:`interval`."""
-        return self.interval[0]
-
-    @property
-    def high(self) -> float:
-        """The upper end of :attr:`interval`."""
-        return self.interval[1]
+    low = property(lambda self: self.interval[0], doc="The lower end of :attr:`interval`.")
+    high = property(lambda self: self.interval[1], doc="The upper end of :attr:`interval`.")
 
     @property
     def speedup(self) -> float:
@@ -533,27 +483,22 @@ class Comparison:
         lo, hi = self.interval
         span = f"{self.confidence:.0%} interval {_x(lo)}-{_x(hi)}"
         caveats = []
-        if not self.narrow and self.decided:
+        if self.decided and not self.narrow:
             caveats.append("a wide interval: the direction is clear, the size less so")
         if self.all_disturbed:
             caveats.append("every round was disturbed by another program")
         elif self.waited:
-            caveats.append(
-                f"the calls waited for cores another program holds (this thread ran "
-                f"{self.cpu_share:.0%} of the time)"
-            )
-        tail = "".join(f"; {c}" for c in caveats)
+            share = f"this thread ran {self.cpu_share:.0%} of the time"
+            caveats.append(f"the calls waited for cores another program holds ({share})")
+        tail = "".join(f"; {c}" for c in caveats if c)
         if not self.enough_rounds:
             n = len(self.ratios)
             return f"can't tell from {n} round{'s' * (n != 1)} ({_x(lo)}-{_x(hi)}){tail}"
         if not self.decided:
             return f"can't tell: {_x(self.ratio)} {what} ({span} contains x1){tail}"
-        lb = self.b.label or "B"
-        if self.direction == "slower":
-            how = f"{lb} is {_fmt.times(self.ratio)} slower"
-        else:
-            how = f"{lb} is {_fmt.times(self.speedup)} faster"
-        return f"{_x(self.ratio)} {what} ({span}): {how}{tail}"
+        slower = self.low > 1
+        how = f"{_fmt.times(self.ratio if slower else self.speedup)} {('faster', 'slower')[slower]}"
+        return f"{_x(self.ratio)} {what} ({span}): {self.b.label or 'B'} is {how}{tail}"
 
     def _rows(self) -> list[tuple[str, ...]]:
         n = str(len(self.ratios))
@@ -627,7 +572,10 @@ def compare(
     _checks.function("b", b)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
     warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
-    dev = _infer_callable_device(a, b) if device is None else machine.resolve(device)
+    if device is None:  # the device of a partial's first tensor argument, else bl.device()
+        parts = [f for f in (a, b) if isinstance(f, functools.partial)]
+        device = machine.of([v for f in parts for v in (f.func, *f.args, *f.keywords.values())])
+    dev = machine.resolve(device)
     machine.check_available(dev, "device")
     la, lb = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
@@ -636,7 +584,7 @@ def compare(
     for name, call in (("a", a), ("b", b)):  # 1. first call and estimate
         if not warm:
             _first_call(call, dev, name)
-        per_call_s, _spent = _estimate(call, dev, None)
+        per_call_s, _spent = _estimate(call, dev, _no_flush)
         sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
     with _no_gc():
         for call, per_call_s, _number in sides:  # 2. warm-up (none for calls longer than it)
@@ -646,28 +594,26 @@ def compare(
         rounds_a, rounds_b = _rounds(sides, dev, budget_s, min_rounds)
     kept, all_disturbed, share = _kept_rounds(rounds_a, rounds_b, dev)
     ta, tb = [rounds_a[i][0] for i in kept], [rounds_b[i][0] for i in kept]
+    ratios = tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True))
+    time_a = Timing(ta, str(dev), la, sides[0][2], cpu_share=share)
+    time_b = Timing(tb, str(dev), lb, sides[1][2], cpu_share=share)
+    dropped = len(rounds_a) - len(kept)
     return Comparison(
-        a=Timing(ta, str(dev), la, sides[0][2], cpu_share=share),
-        b=Timing(tb, str(dev), lb, sides[1][2], cpu_share=share),
-        ratios=tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True)),
-        rounds_dropped=len(rounds_a) - len(kept),
-        cpu_share=share,
-        all_disturbed=all_disturbed,
+        time_a, time_b, ratios, 0.95, COMPARE_TOLERANCE, dropped, share, all_disturbed
     )
 
 
 def _rounds(sides, dev, budget_s, min_rounds):
     """3. and 4.: alternate one block of each side until decided or out of budget."""
     deadline = _CLOCKS[0]() + budget_s
-    rounds_a: list[tuple[float, float | None]] = []
-    rounds_b: list[tuple[float, float | None]] = []
+    rounds_a, rounds_b = [], []  # (seconds, CPU share) per round
     (call_a, _, n_a), (call_b, _, n_b) = sides
     while True:
         for _ in range(min_rounds if not rounds_a else 4):
             first_a = len(rounds_a) % 2 == 0
             for is_a in (first_a, not first_a):
                 call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
-                out += _measure_blocks(call, dev, None, n, 1)
+                out += _measure_blocks(call, dev, _no_flush, n, 1)
         kept, _, share = _kept_rounds(rounds_a, rounds_b, dev)
         ratios = [rounds_b[i][0] / rounds_a[i][0] for i in kept if rounds_a[i][0] > 0]
         ran = share is None or share >= WAITED_SHARE  # else: waited, try more rounds
@@ -689,12 +635,5 @@ def _kept_rounds(rounds_a, rounds_b, dev: torch.device) -> tuple[list[int], bool
 
 def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
     """True when the median's interval lies within ``tolerance`` of it on both sides."""
-    r = _fmt.median(ratios)
-    lo, hi = _fmt.median_interval(ratios, confidence)
+    r, (lo, hi) = _fmt.median(ratios), _fmt.median_interval(ratios, confidence)
     return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
-
-
-def _infer_callable_device(*fns: Any) -> torch.device:
-    """The device of a ``functools.partial``'s first tensor argument, else bl.device()."""
-    parts = (fn for fn in fns if isinstance(fn, functools.partial))
-    return machine.of([v for fn in parts for v in (fn.func, *fn.args, *fn.keywords.values())])
