@@ -592,60 +592,43 @@ def _timeline_plot(trace: Trace, ax, runs: list[int]):
     """Draw ``runs`` of ``trace`` on ``ax`` (a new figure when None); return the Axes."""
     from matplotlib.patches import Rectangle
 
-    created = ax is None
     if ax is None:
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=(10, 2.8))
+        _, ax = plt.subplots(figsize=(10, 2.8), layout="constrained")
     t0, t1 = (trace.runs[runs[0]][0], trace.runs[runs[-1]][1]) if runs else (0.0, 1.0)
     span = max(t1 - t0, 1e-9)
     scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
     lanes = {"host": 1.0, "device": 0.0}
     for i in (i for i in trace.intervals if i.lane in lanes and i.run in runs):
-        x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
+        x, w, y, name = (
+            (i.start_s - t0) * scale,
+            i.duration_s * scale,
+            lanes[i.lane],
+            _short(i.name),
+        )
         color = COLORS.get(i.category, "tab:gray")
-        ax.broken_barh(
-            [(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", linewidth=0.3
-        )
-        if w > 0.007 * len(_short(i.name)) * span * scale:  # label only where it fits
-            ax.text(
-                x + w / 2, y, _short(i.name), ha="center", va="center", fontsize=7, clip_on=True
-            )
-    for g in (g for g in trace.gaps if g.run in runs):  # device idle, hatched
-        ax.broken_barh(
-            [((g.start_s - t0) * scale, g.duration_s * scale)],
-            (-0.35, 0.7),
-            facecolors="none",
-            edgecolors="tab:red",
-            hatch="////",
-            linewidth=0.0,
-            alpha=0.5,
-        )
+        ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", lw=0.3)
+        if w > 0.007 * len(name) * span * scale:  # label only where it fits
+            ax.text(x + w / 2, y, name, ha="center", va="center", fontsize=7, clip_on=True)
+    idle = [((g.start_s - t0) * scale, g.duration_s * scale) for g in trace.gaps if g.run in runs]
+    ax.broken_barh(idle, (-0.35, 0.7), fc="none", ec="tab:red", hatch="////", lw=0.0, alpha=0.5)
     for r in runs[1:]:
         ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
-    ax.set_yticks([0.0, 1.0])
     what = "GPU kernels" if trace.device == "cuda" else "CPU op bodies"
-    ax.set_yticklabels([f"device\n({what})", "host\n(dispatched ops)"])
+    ax.set_yticks([0.0, 1.0], [f"device\n({what})", "host\n(dispatched ops)"])
     ax.set(ylim=(-0.6, 1.6), xlim=(0, span * scale), xlabel=f"time since run start ({unit})")
-    title = trace.label or "trace"
-    title += f" (recorded: {trace.recorded_on})" if trace.recorded_on else ""
-    busy = sum(trace.busy_s(r) for r in runs) / max(sum(trace.wall_s[r] for r in runs), 1e-12)
-    which = f" in run {runs[0]}" if len(runs) == 1 else ""
-    ax.set_title(f"{title}: device busy {busy:.0%}{which} (hatched = device idle)", loc="left")
+    on = f"recorded on {trace.recorded_on.split(',')[0]}" if trace.recorded_on else trace.device
+    busy = _share(sum(trace.busy_s(r) for r in runs), sum(trace.wall_s[r] for r in runs))
+    which = f"run {runs[0]}, " if len(runs) == 1 else ""
+    title = f"{trace.label or 'trace'} ({on}): {which}device busy {busy:.0%} (hatched = idle)"
+    ax.set_title(title, loc="left", fontsize=9)
     used = sorted({i.category for i in trace.intervals if i.lane in lanes})
-    if used:
+    if used:  # the op colours, right of the lanes: never over a bar
         handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
         ax.legend(
-            handles,
-            used,
-            loc="lower right",
-            bbox_to_anchor=(1.0, 1.0),
-            fontsize=7,
-            ncol=len(used),
-            frameon=False,
+            handles, used, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False
         )
-    if created:
-        ax.figure.tight_layout()
     return ax
 
 

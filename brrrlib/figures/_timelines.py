@@ -55,22 +55,5 @@ def timelines(traces: Sequence[Any]) -> Any:
         len(traces), 1, figsize=(10.0, 2.35 * len(traces)), layout="constrained", squeeze=False
     )
     for ax, trace in zip(axes[:, 0], traces, strict=True):
-        run = trace.steady_runs[0] if trace.steady_runs else 0
-        trace.plot(ax=ax, run=run)
-        where = (
-            f"recorded on {trace.recorded_on.split(',')[0]}"
-            if trace.recorded_on
-            else f"live, {trace.device}"
-        )
-        busy = trace.busy_fraction_per_run[run]
-        ax.set_title(
-            f"{trace.label or 'trace'} ({where}): run {run}, device busy {_fmt.percent(busy, 1)}",
-            loc="left",
-            fontsize=9,
-        )
-        legend = ax.get_legend()
-        if legend is not None:  # the op colours, right of the lanes: never over a bar
-            legend.set_bbox_to_anchor((1.005, 0.5))
-            legend.set_loc("center left")
-            legend.set_ncols(1)
+        trace.plot(ax=ax, run=trace.steady_runs[0] if trace.steady_runs else 0)
     return fig
