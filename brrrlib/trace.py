@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -74,6 +75,8 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler``; return the stopped profiler."""
     import torch
     from torch.profiler import ProfilerActivity, record_function
+
+    _check(fn, runs, warmup)
 
     cuda = torch.cuda.is_available()
     for _ in range(warmup):  # 1. first calls pay allocation, lazy init, compilation
@@ -151,7 +154,7 @@ def _kineto_lines_dropped():
 
 
 class _Event(NamedTuple):
-    """One profiler event, from torch.profiler's API or a chrome trace, in µs on one clock."""
+    """One chrome-trace event, in µs."""
 
     name: str
     kind: str  # "op", "runtime" (a CUDA API call), "kernel", "memcpy" or "marker" (a run)
@@ -403,8 +406,8 @@ class Trace:
     @property
     def first_run_inflation(self) -> float:
         """Run 0's wall time over the median of the later runs (NaN with one run)."""
-        later = self.wall_s[1:]
-        return self.wall_s[0] / _fmt.median(later) if later and _fmt.median(later) > 0 else math.nan
+        later = _fmt.median(self.wall_s[1:]) if len(self.runs) > 1 else 0.0
+        return self.wall_s[0] / later if later > 0 else math.nan
 
     @property
     def steady_runs(self) -> tuple[int, ...]:
@@ -414,7 +417,7 @@ class Trace:
 
     def busy_s(self, run: int | None = None) -> float:
         """Seconds the device lane was busy (union of its intervals) in ``run`` or all runs."""
-        return sum(_union_length(self._lane("device", r)) for r in self._run_ids(run))
+        return sum(_length(self._merged["device", r]) for r in self._run_ids(run))
 
     @property
     def busy_fraction(self) -> float:
@@ -429,7 +432,7 @@ class Trace:
     @property
     def outside_ops_s(self) -> tuple[float, ...]:
         """Per run, host seconds outside any op (Python between ops; profiler bookkeeping too)."""
-        return tuple(w - _union_length(self._lane("host", r)) for r, w in enumerate(self.wall_s))
+        return tuple(w - _length(self._merged["host", r]) for r, w in enumerate(self.wall_s))
 
     @property
     def outside_ops_fraction(self) -> float:
@@ -441,10 +444,10 @@ class Trace:
         """Every idle stretch of the device lane inside a run, with its cause."""
         out: list[Gap] = []
         for r, (start, end) in enumerate(self.runs):
-            host_busy, cursor = _merge(self._lane("host", r)), start
-            for b0, b1 in [*_merge(self._lane("device", r)), (end, end)]:
+            cursor = start
+            for b0, b1 in [*self._merged["device", r], (end, end)]:
                 if b0 > cursor:
-                    covered = _overlap(host_busy, cursor, b0) / (b0 - cursor)
+                    covered = _overlap(self._merged["host", r], cursor, b0) / (b0 - cursor)
                     cause = "dispatch" if covered >= DISPATCH_BLAME_FRACTION else "python"
                     out.append(Gap(cursor, b0, r, cause, covered))
                 cursor = max(cursor, b1)
@@ -499,15 +502,14 @@ class Trace:
             raise ValueError(f"run={run} is out of range: this trace has {len(self.runs)} runs")
         return range(len(self.runs)) if run is None else range(run, run + 1)
 
-    def _lane(self, lane: str, run: int) -> list[tuple[float, float]]:
-        """The lane's intervals in ``run``, clipped to the run's span."""
-        start, end = self.runs[run]
-        spans = (
-            (max(i.start_s, start), min(i.end_s, end))
-            for i in self.intervals
-            if i.lane == lane and i.run == run
-        )
-        return [(a, b) for a, b in spans if b > a]
+    @functools.cached_property
+    def _merged(self) -> dict[tuple[str, int], list[tuple[float, float]]]:
+        """Per (lane, run): the lane's intervals in the run, clipped to its span and merged."""
+        out = {(lane, r): [] for lane in ("host", "device") for r in range(len(self.runs))}
+        for i in (i for i in self.intervals if (i.lane, i.run) in out):
+            start, end = self.runs[i.run]
+            out[i.lane, i.run].append((max(i.start_s, start), min(i.end_s, end)))
+        return {key: _merge((a, b) for a, b in spans if b > a) for key, spans in out.items()}
 
     @classmethod
     def from_chrome_trace(
@@ -654,7 +656,6 @@ def profile(
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``."""
     import torch
 
-    _check(fn, runs, warmup)
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
     rows, spans, device = _lanes(_profiler_events(prof))
     host = [i for i in rows if i.lane == "host"]
@@ -687,7 +688,6 @@ def time_by_category(
     """Median self time per op category over ``runs`` profiled calls (chapter 01)."""
     import torch
 
-    _check(fn, runs, warmup)
     events = _record(fn, args, kwargs, runs=runs, warmup=warmup).events()
     use_device, on_cpu = torch.cuda.is_available(), torch.autograd.DeviceType.CPU
     spans = {
@@ -753,8 +753,8 @@ def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(a, b) for a, b in out]
 
 
-def _union_length(spans: Iterable[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in _merge(spans))
+def _length(merged: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in merged)
 
 
 def _overlap(merged: list[tuple[float, float]], start: float, end: float) -> float:
