@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -180,14 +179,11 @@ class Counts:
 
     def __repr__(self) -> str:
         title, header, rows, notes = self._table()
-        align = "l" + "r" * (len(header) - 1)  # numbers on the right
-        return "\n".join([title, _fmt.text_table(header, rows, align=align), *notes])
+        return "\n".join([title, _fmt.text_table(header, rows, align="lrrrrrrrr"), *notes])
 
     def _repr_html_(self) -> str:
         title, header, rows, notes = self._table()
-        table = _fmt.html_table(header, rows, align="l" + "r" * (len(header) - 1))
-        foot = "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)
-        return f"<p><b>{html.escape(title)}</b></p>{table}{foot}"
+        return _fmt.html_table(header, rows, caption="; ".join([title, *notes]), align="lrrrrrrrr")
 
 
 def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
