@@ -114,9 +114,8 @@ TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
         ("index_put_", "_index_put_impl_"),
         _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
     ),
-    "index_add_": _scatter_into(
-        2, 3, lambda a: a[3].numel(), _ALWAYS
-    ),  # (self, dim, index, source)
+    # (self, dim, index, source)
+    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), _ALWAYS),
     "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), _NEVER),
     "index_fill_": _scatter_into(2, None, _index_fill_positions, _NEVER),
     "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), _NEVER),  # (self, dim, index, src)
