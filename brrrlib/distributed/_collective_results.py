@@ -259,12 +259,9 @@ class DataParallelRun(GroupRun):
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
         ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
-        for x, how in (
-            (self.measured_crossover_batch, "measured"),
-            (predicted_crossover, "predicted"),
-        ):
+        crossovers = {"measured": self.measured_crossover_batch, "predicted": predicted_crossover}
+        for (how, x), ls in zip(crossovers.items(), ("-", "--"), strict=True):
             if x:
-                ls = "-" if how == "measured" else "--"
                 ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
         ax.set(xscale="log", yscale="log", xlabel="batch per process (samples)")
         ax.set(ylabel="time per step (ms)", title=f"DDP, {self.world_size} x {self.backend}")

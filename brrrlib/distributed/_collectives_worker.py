@@ -22,10 +22,6 @@ __all__ = ["EXIT_DEADLINE", "MODES", "main", "mlp", "run_job", "watchdog"]
 
 #: The exit code of a rank whose deadline passed: the launcher reads it as a timeout.
 EXIT_DEADLINE = 5
-#: A timed block of calls lasts at least this long, so the clock and the
-#: skew between ranks leaving the barrier are small against it.
-_MIN_BLOCK_S = {"all_reduce": 2e-3, "data_parallel": 5e-3}
-_MAX_CALLS_PER_BLOCK = 2000
 #: The three ways a data-parallel step is run, in the order the result lists them.
 MODES = ("compute only", "all-reduce after backward", "overlapped buckets")
 #: Where a rank says what it is doing: stderr under the local launcher (its log file, quoted
@@ -97,7 +93,7 @@ def _facts(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "threads_per_process": torch.get_num_threads(),
         "torch_version": torch.__version__,
-        "launcher": job.get("launcher", "torchrun"),
+        "launcher": job["launcher"],
     }
 
 
@@ -139,10 +135,11 @@ def _rounds(
         for _ in range(3):
             call()
         estimates.append(_time_block(dev, call, 3))
-    # 2. calls per block (each block >= _MIN_BLOCK_S), and rounds (the budget, within bounds)
-    floor_s = _MIN_BLOCK_S[job["kind"]]
+    # 2. calls per block (a block long enough that the clock and the skew of ranks leaving the
+    # barrier are small against it; up to 2000 calls), and rounds (the budget, within bounds)
+    floor_s = 2e-3 if job["kind"] == "all_reduce" else 5e-3
     per_call = [max(s, 1e-9) for s in _agree(estimates)]
-    calls = [max(1, min(_MAX_CALLS_PER_BLOCK, math.ceil(floor_s / s))) for s in per_call]
+    calls = [max(1, min(2000, math.ceil(floor_s / s))) for s in per_call]
     round_s = sum(c * s for c, s in zip(calls, per_call, strict=True))
     rounds = max(job["min_rounds"], min(job["max_rounds"], int(job["budget_s"] / round_s)))
     samples = torch.zeros(rounds, len(cases), dtype=torch.float64)
