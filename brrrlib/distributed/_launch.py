@@ -28,10 +28,6 @@ _WORKER = (
     "import sys; sys.path.insert(0, {root!r}); "
     "from brrrlib.distributed._collectives_worker import main; sys.exit(main())"
 )
-#: The signals on which the launcher stops its workers (its default); restored after a run.
-_SIGNALS = [
-    getattr(signal, s) for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, s)
-]
 
 
 class PortInUse(RuntimeError):
@@ -95,7 +91,11 @@ def _contained() -> Iterator[None]:
     loggers = [logging.getLogger(f"torch.distributed.{n}") for n in ("elastic", "launcher")]
     saved = [(lg, lg.handlers, lg.propagate) for lg in loggers]
     main = threading.current_thread() is threading.main_thread()
-    handlers = {s: signal.getsignal(s) for s in _SIGNALS} if main else {}
+    # the signals on which the launcher stops its workers (its default), restored after a run
+    stops = [
+        getattr(signal, s) for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, s)
+    ]
+    handlers = {s: signal.getsignal(s) for s in stops} if main else {}
     for lg in loggers:
         lg.handlers, lg.propagate = [logging.NullHandler()], False
     try:

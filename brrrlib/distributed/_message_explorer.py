@@ -94,6 +94,5 @@ def _log2(nbytes: float) -> int:
     return max(_MIN_LOG2, min(_MAX_LOG2, round(math.log2(nbytes))))
 
 
-def message_size_explorer(sweep: CollectiveSweep, nbytes: int | None = None) -> MessageSizeExplorer:
-    """A message-size slider over ``sweep``'s alpha-beta model: where does latency stop mattering?"""
-    return MessageSizeExplorer(sweep, nbytes)
+#: A message-size slider over a sweep's alpha-beta model: where does latency stop mattering?
+message_size_explorer = MessageSizeExplorer
