@@ -174,7 +174,7 @@ def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int
 
 def _backend(backend: str | None, world_size: int) -> str:
     """gloo on CPUs; nccl when CUDA has one GPU per process (asked for, or by default)."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = torch.cuda.device_count()
     nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
     need(backend in (None, "gloo", "nccl"), "backend", backend, "'gloo', 'nccl' or None")
     if backend == "nccl" and not nccl_ok:

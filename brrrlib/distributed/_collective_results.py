@@ -80,10 +80,9 @@ class CollectiveSweep(GroupRun):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.samples_s) != len(self.sizes_bytes) or not all(self.samples_s):
-            raise ValueError("samples_s needs one non-empty row per size in sizes_bytes")
-        if not all(math.isfinite(x) and x > 0 for row in self.samples_s for x in row):
-            raise ValueError("samples_s must be positive, finite seconds")
+        rows = len(self.samples_s) == len(self.sizes_bytes) and all(self.samples_s)
+        if not rows or not all(math.isfinite(x) and x > 0 for row in self.samples_s for x in row):
+            raise ValueError("samples_s needs a row of positive, finite seconds per size")
 
     @property
     def median_s(self) -> tuple[float, ...]:

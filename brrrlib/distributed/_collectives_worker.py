@@ -74,7 +74,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
     dist.init_process_group(job["backend"], timeout=timeout, **extra)
     try:
         measure = {"all_reduce": _all_reduce_sweep, "data_parallel": _data_parallel}[job["kind"]]
-        result = {**measure(job, dev), **_facts(job, dev), "verified": _verify(dev)}
+        result = {**measure(job, dev), **_facts(job, dev)}
         _say("done")
         return result if dist.get_rank() == 0 else None
     finally:
@@ -82,12 +82,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _facts(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
-    """Where it ran: backend, world size, hosts (all ranks' host names), torch version."""
-    hosts: list[Any] = [None] * dist.get_world_size()
+    """Where it ran (backend, world size, all ranks' hosts...), and whether the sums were right."""
+    n = dist.get_world_size()
+    hosts: list[Any] = [None] * n
     dist.all_gather_object(hosts, socket.gethostname())
+    x = torch.full((4,), float(dist.get_rank() + 1), device=dev)
+    dist.all_reduce(x)  # every rank's rank + 1: n (n + 1) / 2
     return {
+        "verified": bool((x == n * (n + 1) / 2).all()),
         "backend": dist.get_backend(),
-        "world_size": dist.get_world_size(),
+        "world_size": n,
         "hosts": hosts,
         "device": dev.type,
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
@@ -95,14 +99,6 @@ def _facts(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
         "torch_version": torch.__version__,
         "launcher": job["launcher"],
     }
-
-
-def _verify(dev: torch.device) -> bool:
-    """Whether an all-reduce of every rank's ``rank + 1`` sums to ``n (n + 1) / 2``."""
-    x = torch.full((4,), float(dist.get_rank() + 1), device=dev)
-    dist.all_reduce(x)
-    n = dist.get_world_size()
-    return bool((x == n * (n + 1) / 2).all())
 
 
 def _agree(values: list[float]) -> list[float]:
