@@ -137,11 +137,11 @@ class CollectiveSweep(GroupRun):
             f"1/beta {_fmt.si(bw, 'B/s')}"
         )
 
-    def plot(self, axes: Any = None) -> Any:
+    def plot(self) -> Any:
         """Two panels: time vs size with the fitted model, and bus bandwidth vs size; the axes."""
         import matplotlib.pyplot as plt
 
-        ax_t, ax_b = plt.subplots(1, 2, figsize=(11, 4))[1] if axes is None else axes
+        ax_t, ax_b = plt.subplots(1, 2, figsize=(11, 4))[1]
         self.plot_time(ax_t, self.sizes_bytes)
         model = [ring_factor(self.world_size) * n / self.fit.time_s(n) for n in self.sizes_bytes]
         ax_b.plot(
@@ -213,10 +213,10 @@ class DataParallelRun(GroupRun):
             for row, base in zip(self.samples_s[mode], self.samples_s[MODES[0]], strict=True)
         )
 
-    def ratio_says(self, mode: str, base: str = MODES[1]) -> tuple[str, ...]:
-        """Per batch: ``mode``'s time over ``base``'s, paired by round, in words with an interval."""
-        pairs = zip(self.samples_s[mode], self.samples_s[base], strict=True)
-        return tuple(_paired(row, ref, (mode, base)) for row, ref in pairs)
+    def ratio_says(self, mode: str) -> tuple[str, ...]:
+        """Per batch: ``mode``'s time over all-reduce after backward's, paired by round, in words."""
+        pairs = zip(self.samples_s[mode], self.samples_s[MODES[1]], strict=True)
+        return tuple(_paired(row, ref, (mode, MODES[1])) for row, ref in pairs)
 
     @property
     def measured_crossover_batch(self) -> float | None:
@@ -250,11 +250,11 @@ class DataParallelRun(GroupRun):
             f"{', '.join(f'{m} {n}' for m, n in self.buckets.items())}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
         )
 
-    def plot(self, ax: Any = None, *, predicted_crossover: float | None = None) -> Any:
+    def plot(self, *, predicted_crossover: float | None = None) -> Any:
         """Step time against batch per process for every mode, the all-reduce alone, the crossovers."""
         import matplotlib.pyplot as plt
 
-        ax = plt.subplots(figsize=(8, 4.5))[1] if ax is None else ax
+        ax = plt.subplots(figsize=(8, 4.5))[1]
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
         ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
