@@ -70,8 +70,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
         torch.cuda.set_device(dev)
     _say("initialising the process group")
     timeout = datetime.timedelta(seconds=float(job["group_timeout_s"]))
-    extra = {"device_id": dev} if dev.type == "cuda" else {}
-    dist.init_process_group(job["backend"], timeout=timeout, **extra)
+    device_id = dev if dev.type == "cuda" else None
+    dist.init_process_group(job["backend"], timeout=timeout, device_id=device_id)
     try:
         measure = {"all_reduce": _all_reduce_sweep, "data_parallel": _data_parallel}[job["kind"]]
         result = {**measure(job, dev), **_facts(job, dev)}
@@ -101,12 +101,11 @@ def _facts(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
     }
 
 
-def _agree(values: list[float]) -> list[float]:
+def _agree(values: Any, dev: torch.device) -> torch.Tensor:
     """Every rank's values replaced by the largest across ranks: numbers all ranks agree on."""
-    t = torch.tensor(values, dtype=torch.float64)
-    t = t.cuda() if dist.get_backend() == "nccl" else t
+    t = torch.as_tensor(values, dtype=torch.float64).to(dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.cpu().tolist()
+    return t.cpu()
 
 
 def _time_block(dev: torch.device, call: Any, calls: int) -> float:
@@ -134,7 +133,7 @@ def _rounds(
     # 2. calls per block (a block long enough that the clock and the skew of ranks leaving the
     # barrier are small against it; up to 2000 calls), and rounds (the budget, within bounds)
     floor_s = 2e-3 if job["kind"] == "all_reduce" else 5e-3
-    per_call = [max(s, 1e-9) for s in _agree(estimates)]
+    per_call = [max(s, 1e-9) for s in _agree(estimates, dev).tolist()]
     calls = [max(1, min(2000, math.ceil(floor_s / s))) for s in per_call]
     round_s = sum(c * s for c, s in zip(calls, per_call, strict=True))
     rounds = max(job["min_rounds"], min(job["max_rounds"], int(job["budget_s"] / round_s)))
@@ -143,8 +142,7 @@ def _rounds(
     for r in range(rounds):  # 3. every case once a round, in alternating order
         for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
             samples[r, i] = _time_block(dev, cases[i][1], calls[i])
-    worst = torch.tensor(_agree(samples.flatten().tolist()), dtype=torch.float64)  # 4. slowest rank
-    return worst.reshape(rounds, len(cases)).T.tolist(), calls
+    return _agree(samples, dev).T.tolist(), calls  # 4. the slowest rank's times
 
 
 def _all_reduce_sweep(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
