@@ -143,11 +143,10 @@ class CollectiveSweep(GroupRun):
 
         ax_t, ax_b = plt.subplots(1, 2, figsize=(11, 4))[1]
         self.plot_time(ax_t, self.sizes_bytes)
-        model = [ring_factor(self.world_size) * n / self.fit.time_s(n) for n in self.sizes_bytes]
-        ax_b.plot(
-            self.sizes_bytes, [b / 1e9 for b in self.busbw_bytes_per_s], "o", label="measured"
-        )
-        ax_b.plot(self.sizes_bytes, [b / 1e9 for b in model], "-", label="model")
+        sizes, measured = self.sizes_bytes, [b / 1e9 for b in self.busbw_bytes_per_s]
+        model = [ring_factor(self.world_size) * n / self.fit.time_s(n) / 1e9 for n in sizes]
+        ax_b.plot(sizes, measured, "o", label="measured")
+        ax_b.plot(sizes, model, "-", label="model")
         ax_b.set(xscale="log", yscale="log", xlabel="message size (bytes)")
         ax_b.set(ylabel="bus bandwidth (GB/s)", title="busbw = size / time x 2(n-1)/n")
         ax_b.legend(fontsize=8)
