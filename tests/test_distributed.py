@@ -36,18 +36,12 @@ from _fakes import fake_ceilings
 
 import brrrlib as bl
 from brrrlib import _fmt, distributed, hardware
-from brrrlib.distributed import (
-    _launch,
-)  # the fault tests' job runs until stopped: no public call does
+from brrrlib.distributed import _launch  # the fault tests' endless job: no public call runs it
 from brrrlib.timing import Comparison, Timing
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
-MODES = (
-    "compute only",
-    "all-reduce after backward",
-    "overlapped buckets",
-)  # as chapter 05 names them
+MODES = ("compute only", "all-reduce after backward", "overlapped buckets")  # chapter 05's
 
 
 def _children() -> list[psutil.Process]:
@@ -72,24 +66,13 @@ def _wait_until(condition, timeout_s: float) -> bool:
     return condition()
 
 
-def _sweep(
-    world_size=4,
-    alpha=100e-6,
-    bandwidth=1e9,
-    sizes=None,
-    spread=(0.98, 1.0, 1.03, 1.01, 0.99, 1.02),
-):
-    """A sweep of ``t = alpha + size / bandwidth``, each size's rounds scaled by ``spread``."""
-    sizes = sizes or [4**k for k in range(1, 12)]
+def _sweep(world_size=4, alpha=100e-6, bandwidth=1e9):
+    """A sweep of ``t = alpha + size / bandwidth``, each size's 6 rounds spread by 3%."""
+    sizes = [4**k for k in range(1, 12)]
+    spread = (0.98, 1.0, 1.03, 1.01, 0.99, 1.02)
     samples = [[(alpha + s / bandwidth) * f for f in spread] for s in sizes]
-    return distributed.CollectiveSweep(
-        sizes,
-        samples,
-        world_size=world_size,
-        backend="gloo",
-        verified=True,
-        hosts=("a",) * world_size,
-    )
+    where = {"world_size": world_size, "backend": "gloo", "hosts": ("a",) * world_size}
+    return distributed.CollectiveSweep(sizes, samples, verified=True, **where)
 
 
 def _fit(sizes, times, world_size=2):
@@ -572,7 +555,7 @@ def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message(cap
 
 
 def test_a_worker_that_raises_is_named_with_its_error():
-    with pytest.raises(distributed.WorkerDied, match=r"rank 0 .*exit code 1(.|\n)*KeyError"):
+    with pytest.raises(distributed.WorkerDied, match=r"rank \d .*exit code 1(.|\n)*KeyError"):
         _launch.run(_job(kind="all_gather"), 2, timeout_s=120, port=None)  # no such job
     assert not _children()
 

@@ -58,21 +58,8 @@ __all__ = [
     "plot_ladders",
 ]
 
-#: 4 bytes (one fp32 number) to 16 MiB by factors of 4, then 32 MiB.
-DEFAULT_SIZES_BYTES: tuple[int, ...] = (*(4**k for k in range(1, 13)), 2**25)
-#: Batches per process for :func:`data_parallel_steps`.
-DEFAULT_BATCHES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
 #: The data-parallel example: an MLP of 788k parameters (3 MiB of fp32 gradients).
 DEFAULT_MODEL = {"d_in": 256, "hidden": 512, "depth": 3, "d_out": 256}
-#: The most processes the local launcher starts.
-MAX_LOCAL_WORLD_SIZE = 64
-#: Each process holds every message buffer plus about this many times the largest as scratch.
-_SCRATCH_COPIES = 2
-#: Only this share of the memory available now is planned for.
-_MEMORY_SHARE = 0.5
-#: The fewest and most rounds of each job (at least 6 data-parallel rounds: then a median's
-#: 95% interval is narrower than the whole range).
-_ROUNDS = {"all_reduce": (5, 50), "data_parallel": (6, 20)}
 _KINDS = {"all_reduce": CollectiveSweep, "data_parallel": DataParallelRun}
 
 
@@ -109,9 +96,7 @@ def all_reduce_sweep(
     port: int | None = None,
 ) -> CollectiveSweep:
     """All-reduce time against message size, over ``world_size`` processes on this machine."""
-    _check_local(world_size, port)
-    job = _job("all_reduce", sizes_bytes, world_size, backend, budget_s, timeout_s)
-    return CollectiveSweep.from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
+    return _run_local("all_reduce", sizes_bytes, world_size, backend, budget_s, timeout_s, port)
 
 
 def data_parallel_steps(
@@ -124,9 +109,7 @@ def data_parallel_steps(
     port: int | None = None,
 ) -> DataParallelRun:
     """Data-parallel training steps of a small MLP at each batch size, three ways."""
-    _check_local(world_size, port)
-    job = _job("data_parallel", batches, world_size, backend, budget_s, timeout_s)
-    return DataParallelRun.from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
+    return _run_local("data_parallel", batches, world_size, backend, budget_s, timeout_s, port)
 
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
@@ -140,10 +123,14 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
     return _KINDS[data["kind"]].from_dict(data)
 
 
-def _check_local(world_size: Any, port: Any) -> None:
-    span = f"a whole number from 2 to {MAX_LOCAL_WORLD_SIZE}"
-    need(whole(world_size, 2, MAX_LOCAL_WORLD_SIZE), "world_size", world_size, span)
+def _run_local(
+    kind: str, what: Any, world_size: Any, backend: Any, budget_s: Any, timeout_s: Any, port: Any
+) -> Any:
+    """``kind`` over ``world_size`` local processes, up to 64 (the arguments checked first)."""
+    need(whole(world_size, 2, 64), "world_size", world_size, "a whole number from 2 to 64")
     need(port is None or whole(port, 1, 65535), "port", port, "None (a free one) or 1024-65535")
+    job = _job(kind, what, world_size, backend, budget_s, timeout_s)
+    return _KINDS[kind].from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
 
 def _job(
@@ -155,17 +142,18 @@ def _job(
         need(ok, name, value, "a positive number of seconds")
     backend = _backend(backend, world_size)
     if kind == "all_reduce":
-        sizes = _numbers("sizes_bytes", what, DEFAULT_SIZES_BYTES, 2**62, 64)
-        what = {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes})}  # whole fp32s
+        default = (*(4**k for k in range(1, 13)), 2**25)  # 4 B (one fp32) to 16 MiB, 32 MiB
+        sizes = _numbers("sizes_bytes", what, default, 2**62, 64)
+        what = {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes}), "max_rounds": 50}
         _check_memory(what["sizes_bytes"], world_size, backend)
     else:
-        batches = _numbers("batches", what, DEFAULT_BATCHES, 65536, 16)
-        what = {"batches": batches, "model": DEFAULT_MODEL}
+        batches = _numbers("batches", what, (8, 16, 32, 64, 128, 256), 65536, 16)
+        # at least 6 rounds: then a median's 95% interval is narrower than the whole range
+        what = {"batches": batches, "model": DEFAULT_MODEL, "min_rounds": 6, "max_rounds": 20}
     return {
         "kind": kind,
+        "min_rounds": 5,
         **what,
-        "min_rounds": _ROUNDS[kind][0],
-        "max_rounds": _ROUNDS[kind][1],
         "backend": backend,
         "threads": max(1, _cores() // world_size),
         "budget_s": float(budget_s),
@@ -186,7 +174,7 @@ def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int
 
 def _backend(backend: str | None, world_size: int) -> str:
     """gloo on CPUs; nccl when CUDA has one GPU per process (asked for, or by default)."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = torch.cuda.device_count()
     nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
     need(backend in (None, "gloo", "nccl"), "backend", backend, "'gloo', 'nccl' or None")
     if backend == "nccl" and not nccl_ok:
@@ -197,11 +185,11 @@ def _backend(backend: str | None, world_size: int) -> str:
 
 
 def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
-    """Refuse messages that would not fit: every process holds all buffers plus scratch."""
+    """Refuse messages that would need over half of the memory available now."""
     dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    needed = processes * (sum(sizes) + _SCRATCH_COPIES * max(sizes))
-    if needed > _MEMORY_SHARE * machine.available_memory_bytes(dev):
+    needed = processes * (sum(sizes) + 2 * max(sizes))  # every buffer, and scratch
+    if needed > 0.5 * machine.available_memory_bytes(dev):
         raise ValueError(
             f"sizes_bytes up to {_fmt.binary_bytes(max(sizes))} need about "
             f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available: "

@@ -80,10 +80,9 @@ class CollectiveSweep(GroupRun):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.samples_s) != len(self.sizes_bytes) or not all(self.samples_s):
-            raise ValueError("samples_s needs one non-empty row per size in sizes_bytes")
-        if not all(math.isfinite(x) and x > 0 for row in self.samples_s for x in row):
-            raise ValueError("samples_s must be positive, finite seconds")
+        rows = len(self.samples_s) == len(self.sizes_bytes) and all(self.samples_s)
+        if not rows or not all(math.isfinite(x) and x > 0 for row in self.samples_s for x in row):
+            raise ValueError("samples_s needs a row of positive, finite seconds per size")
 
     @property
     def median_s(self) -> tuple[float, ...]:
@@ -138,17 +137,16 @@ class CollectiveSweep(GroupRun):
             f"1/beta {_fmt.si(bw, 'B/s')}"
         )
 
-    def plot(self, axes: Any = None) -> Any:
+    def plot(self) -> Any:
         """Two panels: time vs size with the fitted model, and bus bandwidth vs size; the axes."""
         import matplotlib.pyplot as plt
 
-        ax_t, ax_b = plt.subplots(1, 2, figsize=(11, 4))[1] if axes is None else axes
+        ax_t, ax_b = plt.subplots(1, 2, figsize=(11, 4))[1]
         self.plot_time(ax_t, self.sizes_bytes)
-        model = [ring_factor(self.world_size) * n / self.fit.time_s(n) for n in self.sizes_bytes]
-        ax_b.plot(
-            self.sizes_bytes, [b / 1e9 for b in self.busbw_bytes_per_s], "o", label="measured"
-        )
-        ax_b.plot(self.sizes_bytes, [b / 1e9 for b in model], "-", label="model")
+        sizes, measured = self.sizes_bytes, [b / 1e9 for b in self.busbw_bytes_per_s]
+        model = [ring_factor(self.world_size) * n / self.fit.time_s(n) / 1e9 for n in sizes]
+        ax_b.plot(sizes, measured, "o", label="measured")
+        ax_b.plot(sizes, model, "-", label="model")
         ax_b.set(xscale="log", yscale="log", xlabel="message size (bytes)")
         ax_b.set(ylabel="bus bandwidth (GB/s)", title="busbw = size / time x 2(n-1)/n")
         ax_b.legend(fontsize=8)
@@ -214,10 +212,10 @@ class DataParallelRun(GroupRun):
             for row, base in zip(self.samples_s[mode], self.samples_s[MODES[0]], strict=True)
         )
 
-    def ratio_says(self, mode: str, base: str = MODES[1]) -> tuple[str, ...]:
-        """Per batch: ``mode``'s time over ``base``'s, paired by round, in words with an interval."""
-        pairs = zip(self.samples_s[mode], self.samples_s[base], strict=True)
-        return tuple(_paired(row, ref, (mode, base)) for row, ref in pairs)
+    def ratio_says(self, mode: str) -> tuple[str, ...]:
+        """Per batch: ``mode``'s time over all-reduce after backward's, paired by round, in words."""
+        pairs = zip(self.samples_s[mode], self.samples_s[MODES[1]], strict=True)
+        return tuple(_paired(row, ref, (mode, MODES[1])) for row, ref in pairs)
 
     @property
     def measured_crossover_batch(self) -> float | None:
@@ -251,20 +249,17 @@ class DataParallelRun(GroupRun):
             f"{', '.join(f'{m} {n}' for m, n in self.buckets.items())}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
         )
 
-    def plot(self, ax: Any = None, *, predicted_crossover: float | None = None) -> Any:
+    def plot(self, *, predicted_crossover: float | None = None) -> Any:
         """Step time against batch per process for every mode, the all-reduce alone, the crossovers."""
         import matplotlib.pyplot as plt
 
-        ax = plt.subplots(figsize=(8, 4.5))[1] if ax is None else ax
+        ax = plt.subplots(figsize=(8, 4.5))[1]
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
         ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
-        for x, how in (
-            (self.measured_crossover_batch, "measured"),
-            (predicted_crossover, "predicted"),
-        ):
+        crossovers = {"measured": self.measured_crossover_batch, "predicted": predicted_crossover}
+        for (how, x), ls in zip(crossovers.items(), ("-", "--"), strict=True):
             if x:
-                ls = "-" if how == "measured" else "--"
                 ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
         ax.set(xscale="log", yscale="log", xlabel="batch per process (samples)")
         ax.set(ylabel="time per step (ms)", title=f"DDP, {self.world_size} x {self.backend}")

@@ -22,10 +22,6 @@ __all__ = ["EXIT_DEADLINE", "MODES", "main", "mlp", "run_job", "watchdog"]
 
 #: The exit code of a rank whose deadline passed: the launcher reads it as a timeout.
 EXIT_DEADLINE = 5
-#: A timed block of calls lasts at least this long, so the clock and the
-#: skew between ranks leaving the barrier are small against it.
-_MIN_BLOCK_S = {"all_reduce": 2e-3, "data_parallel": 5e-3}
-_MAX_CALLS_PER_BLOCK = 2000
 #: The three ways a data-parallel step is run, in the order the result lists them.
 MODES = ("compute only", "all-reduce after backward", "overlapped buckets")
 #: Where a rank says what it is doing: stderr under the local launcher (its log file, quoted
@@ -74,11 +70,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
         torch.cuda.set_device(dev)
     _say("initialising the process group")
     timeout = datetime.timedelta(seconds=float(job["group_timeout_s"]))
-    extra = {"device_id": dev} if dev.type == "cuda" else {}
-    dist.init_process_group(job["backend"], timeout=timeout, **extra)
+    device_id = dev if dev.type == "cuda" else None
+    dist.init_process_group(job["backend"], timeout=timeout, device_id=device_id)
     try:
         measure = {"all_reduce": _all_reduce_sweep, "data_parallel": _data_parallel}[job["kind"]]
-        result = {**measure(job, dev), **_facts(job, dev), "verified": _verify(dev)}
+        result = {**measure(job, dev), **_facts(job, dev)}
         _say("done")
         return result if dist.get_rank() == 0 else None
     finally:
@@ -86,35 +82,30 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _facts(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
-    """Where it ran: backend, world size, hosts (all ranks' host names), torch version."""
-    hosts: list[Any] = [None] * dist.get_world_size()
+    """Where it ran (backend, world size, all ranks' hosts...), and whether the sums were right."""
+    n = dist.get_world_size()
+    hosts: list[Any] = [None] * n
     dist.all_gather_object(hosts, socket.gethostname())
+    x = torch.full((4,), float(dist.get_rank() + 1), device=dev)
+    dist.all_reduce(x)  # every rank's rank + 1: n (n + 1) / 2
     return {
+        "verified": bool((x == n * (n + 1) / 2).all()),
         "backend": dist.get_backend(),
-        "world_size": dist.get_world_size(),
+        "world_size": n,
         "hosts": hosts,
         "device": dev.type,
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "threads_per_process": torch.get_num_threads(),
         "torch_version": torch.__version__,
-        "launcher": job.get("launcher", "torchrun"),
+        "launcher": job["launcher"],
     }
 
 
-def _verify(dev: torch.device) -> bool:
-    """Whether an all-reduce of every rank's ``rank + 1`` sums to ``n (n + 1) / 2``."""
-    x = torch.full((4,), float(dist.get_rank() + 1), device=dev)
-    dist.all_reduce(x)
-    n = dist.get_world_size()
-    return bool((x == n * (n + 1) / 2).all())
-
-
-def _agree(values: list[float]) -> list[float]:
+def _agree(values: Any, dev: torch.device) -> torch.Tensor:
     """Every rank's values replaced by the largest across ranks: numbers all ranks agree on."""
-    t = torch.tensor(values, dtype=torch.float64)
-    t = t.cuda() if dist.get_backend() == "nccl" else t
+    t = torch.as_tensor(values, dtype=torch.float64).to(dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.cpu().tolist()
+    return t.cpu()
 
 
 def _time_block(dev: torch.device, call: Any, calls: int) -> float:
@@ -139,10 +130,11 @@ def _rounds(
         for _ in range(3):
             call()
         estimates.append(_time_block(dev, call, 3))
-    # 2. calls per block (each block >= _MIN_BLOCK_S), and rounds (the budget, within bounds)
-    floor_s = _MIN_BLOCK_S[job["kind"]]
-    per_call = [max(s, 1e-9) for s in _agree(estimates)]
-    calls = [max(1, min(_MAX_CALLS_PER_BLOCK, math.ceil(floor_s / s))) for s in per_call]
+    # 2. calls per block (a block long enough that the clock and the skew of ranks leaving the
+    # barrier are small against it; up to 2000 calls), and rounds (the budget, within bounds)
+    floor_s = 2e-3 if job["kind"] == "all_reduce" else 5e-3
+    per_call = [max(s, 1e-9) for s in _agree(estimates, dev).tolist()]
+    calls = [max(1, min(2000, math.ceil(floor_s / s))) for s in per_call]
     round_s = sum(c * s for c, s in zip(calls, per_call, strict=True))
     rounds = max(job["min_rounds"], min(job["max_rounds"], int(job["budget_s"] / round_s)))
     samples = torch.zeros(rounds, len(cases), dtype=torch.float64)
@@ -150,8 +142,7 @@ def _rounds(
     for r in range(rounds):  # 3. every case once a round, in alternating order
         for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
             samples[r, i] = _time_block(dev, cases[i][1], calls[i])
-    worst = torch.tensor(_agree(samples.flatten().tolist()), dtype=torch.float64)  # 4. slowest rank
-    return worst.reshape(rounds, len(cases)).T.tolist(), calls
+    return _agree(samples, dev).T.tolist(), calls  # 4. the slowest rank's times
 
 
 def _all_reduce_sweep(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:

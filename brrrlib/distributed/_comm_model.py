@@ -11,16 +11,12 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "MISFIT", "AlphaBeta", "TableRepr", "fit_alpha_beta"]
+__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "TableRepr", "fit_alpha_beta"]
 __all__ += ["need", "ring_factor", "whole"]
 
 #: Training FLOPs per parameter per sample (token): 2 forward (a multiply and an add per
 #: weight), 4 backward (input and weight gradients); Kaplan et al. 2020, section 2.1.
 FLOPS_PER_PARAM_PER_SAMPLE = 6
-#: A size is on the small-message plateau while its bandwidth term is under this share of its time.
-_PLATEAU_SHARE = 0.1
-#: A measured size the model misses by more than this share of its time is a misfit.
-MISFIT = 0.5
 
 
 def whole(value: Any, low: float, high: float) -> bool:
@@ -88,18 +84,21 @@ class AlphaBeta(TableRepr):
         return self.alpha_s * self.algorithm_bytes_per_s
 
     @property
+    def _ratios(self) -> list[tuple[float, float]]:
+        """``(size, model / measured)`` of every fitted size."""
+        return [
+            (n, self.time_s(n) / t) for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
+        ]
+
+    @property
     def max_relative_error(self) -> float:
         """The worst ``|model - measured| / measured`` over the fitted points."""
-        pairs = zip(self.sizes_bytes, self.times_s, strict=True)
-        return max((abs(self.time_s(n) / t - 1) for n, t in pairs), default=math.nan)
+        return max((abs(r - 1) for _, r in self._ratios), default=math.nan)
 
     @property
     def misfits(self) -> tuple[tuple[float, float], ...]:
-        """``(size, model / measured)`` of every fitted size the model misses by over MISFIT."""
-        ratios = (
-            (n, self.time_s(n) / t) for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
-        )
-        return tuple((n, r) for n, r in ratios if abs(r - 1) > MISFIT)
+        """``(size, model / measured)`` of every fitted size the model misses by over half."""
+        return tuple((n, r) for n, r in self._ratios if abs(r - 1) > 0.5)
 
     def _rows(self) -> list[tuple[str, ...]]:
         bandwidths = (_fmt.si(b, "B/s") for b in (self.algorithm_bytes_per_s, self.bus_bytes_per_s))
@@ -123,8 +122,8 @@ def fit_alpha_beta(
     # 1. a first beta from the two largest messages
     (s0, t0), (s1, t1) = points[-2:]
     beta = (t1 - t0) / (s1 - s0) if s1 > s0 and t1 > t0 else (t1 / s1 if s1 > 0 else 0.0)
-    # 2. alpha: the median over the plateau, the sizes whose bytes cost under _PLATEAU_SHARE
-    plateau = [(s, t) for s, t in points if beta * s < _PLATEAU_SHARE * t] or points[:1]
+    # 2. alpha: the median over the plateau, the sizes whose bytes cost under a tenth of their time
+    plateau = [(s, t) for s, t in points if beta * s < 0.1 * t] or points[:1]
     alpha = max(0.0, statistics.median(t - beta * s for s, t in plateau))
     # 3. beta again, alpha fixed: minimise sum(((alpha + beta S) / t - 1)^2) over the large sizes
     large = [(s / t, 1 - alpha / t) for s, t in points if t > 2 * alpha and s > 0]

@@ -22,15 +22,14 @@ __all__ = ["BandwidthLadder", "DiskRead", "HostDeviceCopies", "Rung", "bandwidth
 __all__ += ["host_device_copies", "measure_disk_read", "node_ladder", "plot_ladders"]
 
 #: The rungs' levels, nearest the compute units first, and each one's colour.
-LEVELS = ("cache", "memory", "host-device", "device-device", "node-node", "storage")
-_COLOURS = dict(zip(LEVELS, ("red", "orange", "olive", "green", "blue", "purple"), strict=True))
-_READ_CHUNK_BYTES = 8 * 2**20
+_COLOURS = {"cache": "red", "memory": "orange", "host-device": "olive"}
+_COLOURS |= {"device-device": "green", "node-node": "blue", "storage": "purple"}
 _XLABEL = "bandwidth, one direction (GB/s, log scale)"
 
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung: a bandwidth, its level (of LEVELS), how it is known (measured or spec), its source."""
+    """One rung: a bandwidth, its level (of _COLOURS), how it is known (measured or spec), its source."""
 
     name: str
     level: str
@@ -216,7 +215,7 @@ def measure_disk_read(
         for offset in range(0, nbytes, len(block)):
             os.write(fd, block[: nbytes - offset])
         os.fsync(fd)
-        buf = memoryview(bytearray(_READ_CHUNK_BYTES))
+        buf = memoryview(bytearray(8 * 2**20))
         samples, method, evicted = [], "", False
         for _ in range(repeats):
             method, evicted = _drop_cached_pages(fd)  # 2. out of the page cache, and rewound
@@ -267,16 +266,11 @@ class HostDeviceCopies(TableRepr):
         """Median bandwidth of the pinned copy."""
         return self.nbytes / self.pinned.median_s
 
-    @property
-    def pageable_bytes_per_s(self) -> float:
-        """Median bandwidth of the pageable copy."""
-        return self.nbytes / self.pageable.median_s
-
     def _rows(self) -> list[tuple[str, ...]]:
         pageable, pinned = self.pageable.median_s, self.pinned.median_s
         return [
-            ("pageable", _fmt.seconds(pageable), _fmt.si(self.pageable_bytes_per_s, "B/s"), "", ""),
-            ("pinned", _fmt.seconds(pinned), _fmt.si(self.pinned_bytes_per_s, "B/s"))
+            ("pageable", _fmt.seconds(pageable), _fmt.si(self.nbytes / pageable, "B/s"), "", ""),
+            ("pinned", _fmt.seconds(pinned), _fmt.si(self.nbytes / pinned, "B/s"))
             + ("pageable", self.pinned_vs_pageable.says()),
             ("overlapped with a matmul", "", "", "serial", self.overlap.says()),
         ]
@@ -285,7 +279,7 @@ class HostDeviceCopies(TableRepr):
         return f"{_fmt.binary_bytes(self.nbytes)} host to {self.device_name}"
 
 
-def host_device_copies(nbytes: int = 64 * 2**20, *, budget_s: float = 0.5) -> HostDeviceCopies:
+def host_device_copies(nbytes: int = 64 * 2**20) -> HostDeviceCopies:
     """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
     need(whole(nbytes, 2**10, 2**32), "nbytes", nbytes, "a whole number from 1 KiB to 4 GiB")
     if not torch.cuda.is_available():
@@ -312,7 +306,7 @@ def host_device_copies(nbytes: int = 64 * 2**20, *, budget_s: float = 0.5) -> Ho
         a @ a
         torch.cuda.current_stream(dev).wait_stream(side)
 
-    on_gpu = {"budget_s": budget_s, "device": dev}
+    on_gpu = {"budget_s": 0.5, "device": dev}
     t_pageable = timing.benchmark(copy_pageable, label="pageable", **on_gpu)  # 2. each copy
     t_pinned = timing.benchmark(copy_pinned, label="pinned", **on_gpu)
     ratio = timing.compare(copy_pinned, copy_pageable, labels=("pinned", "pageable"), **on_gpu)

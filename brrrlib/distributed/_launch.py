@@ -28,10 +28,6 @@ _WORKER = (
     "import sys; sys.path.insert(0, {root!r}); "
     "from brrrlib.distributed._collectives_worker import main; sys.exit(main())"
 )
-#: The signals on which the launcher stops its workers (its default); restored after a run.
-_SIGNALS = [
-    getattr(signal, s) for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, s)
-]
 
 
 class PortInUse(RuntimeError):
@@ -95,7 +91,11 @@ def _contained() -> Iterator[None]:
     loggers = [logging.getLogger(f"torch.distributed.{n}") for n in ("elastic", "launcher")]
     saved = [(lg, lg.handlers, lg.propagate) for lg in loggers]
     main = threading.current_thread() is threading.main_thread()
-    handlers = {s: signal.getsignal(s) for s in _SIGNALS} if main else {}
+    # the signals on which the launcher stops its workers (its default), restored after a run
+    stops = [
+        getattr(signal, s) for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, s)
+    ]
+    handlers = {s: signal.getsignal(s) for s in stops} if main else {}
     for lg in loggers:
         lg.handlers, lg.propagate = [logging.NullHandler()], False
     try:
@@ -111,7 +111,7 @@ def _contained() -> Iterator[None]:
 
 
 def _failure(failures: dict, folder: Path, world_size: int, timeout_s: float) -> Exception:
-    """The error of the rank that failed first: killed by a signal not the launcher's, else the lowest."""
+    """The error of the first rank to fail: killed by a foreign signal, else the lowest not stopped."""
     codes = {rank: f.exitcode for rank, f in failures.items()}
     if EXIT_DEADLINE in codes.values():
         return GroupTimeout(
@@ -119,7 +119,7 @@ def _failure(failures: dict, folder: Path, world_size: int, timeout_s: float) ->
             f"{_tail(folder, 0)}"
         )
     killed = {r for r, c in codes.items() if c < 0 and c != -signal.SIGTERM}  # not by the launcher
-    rank = min(codes, key=lambda r: (r not in killed, r))
+    rank = min(codes, key=lambda r: (r not in killed, codes[r] == -signal.SIGTERM, r))
     f = failures[rank]
     how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exit code {f.exitcode}"
     return WorkerDied(

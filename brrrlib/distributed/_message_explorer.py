@@ -25,15 +25,14 @@ class MessageSizeExplorer(_Explorer):
     _figsize = (8, 4)
     _measures = False
 
-    def __init__(self, sweep: CollectiveSweep, nbytes: int | None = None) -> None:
+    def __init__(self, sweep: CollectiveSweep) -> None:
         import ipywidgets as W
 
         if not isinstance(sweep, CollectiveSweep):
             raise TypeError(f"sweep must come from all_reduce_sweep(), got {type(sweep).__name__}")
         self.sweep, self.fit, self.readout = sweep, sweep.fit, ""
-        start = nbytes or sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]
         self._slider = W.IntSlider(
-            value=_log2(start),
+            value=_log2(sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]),
             min=_MIN_LOG2,
             max=_MAX_LOG2,
             description="log2(bytes)",
@@ -94,6 +93,5 @@ def _log2(nbytes: float) -> int:
     return max(_MIN_LOG2, min(_MAX_LOG2, round(math.log2(nbytes))))
 
 
-def message_size_explorer(sweep: CollectiveSweep, nbytes: int | None = None) -> MessageSizeExplorer:
-    """A message-size slider over ``sweep``'s alpha-beta model: where does latency stop mattering?"""
-    return MessageSizeExplorer(sweep, nbytes)
+#: A message-size slider over a sweep's alpha-beta model: where does latency stop mattering?
+message_size_explorer = MessageSizeExplorer
