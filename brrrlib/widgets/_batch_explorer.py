@@ -14,7 +14,7 @@ from torch import nn
 from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, note, peak
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, note, peak
 from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
@@ -168,7 +168,6 @@ class BatchExplorer(_Explorer):
     ) -> None:
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        batch = _checks.positive_int("batch", batch)
         default = _model_device(model) if model is not None else machine.device()
         self.device = machine.resolve(device) if device is not None else default
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
@@ -194,14 +193,10 @@ class BatchExplorer(_Explorer):
                 max_batch //= 2
         top = _checks.positive_int("max_batch", max_batch)
         self.batch_options = tuple(sorted({*(2**k for k in range(top.bit_length())), top}))
-        self._batch_w = self._control("batch", self.batch_options, batch)
-        self._build([self._batch_w])
+        self._build([self._control("batch", self.batch_options, batch)])
 
     # -- state ----------------------------------------------------------------------
-    @property
-    def batch(self) -> int:
-        """The batch size under the slider."""
-        return self._batch_w.value
+    batch = control_value("batch", "The batch size under the slider.")
 
     @property
     def points(self) -> tuple[Point, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, peak
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, peak
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
 
@@ -58,21 +58,17 @@ class DecodeExplorer(_Explorer):
         top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else top
         self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
-        self._batch_w = self._control("batch", self.batch_options, batch)
         most = f" (the model holds at most {model.shape.max_context} positions)"
-        self._context_w = self._control("context", self.context_options, context, note=most)
-        self._build([self._batch_w, self._context_w])
+        self._build(
+            [
+                self._control("batch", self.batch_options, batch),
+                self._control("context", self.context_options, context, note=most),
+            ]
+        )
 
     # -- state ----------------------------------------------------------------------
-    @property
-    def batch(self) -> int:
-        """The batch size under the slider."""
-        return self._batch_w.value
-
-    @property
-    def context(self) -> int:
-        """The context length under the slider."""
-        return self._context_w.value
+    batch = control_value("batch", "The batch size under the slider.")
+    context = control_value("context", "The context length under the slider.")
 
     @property
     def current(self) -> Any:
