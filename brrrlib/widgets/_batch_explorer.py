@@ -130,17 +130,9 @@ def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torc
     with torch.no_grad():
         n = counting.count(model, x)
     weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    return Case(
-        functools.partial(model, x),
-        int(n.flops),
-        int(n.bytes_moved),
-        device,
-        f"batch {batch}",
-        no_grad=True,
-        size=batch,
-        weight_bytes=weights,
-        ops=int(n.ops),
-    )
+    kw = {"no_grad": True, "size": batch, "weight_bytes": weights, "ops": int(n.ops)}
+    fn, label = functools.partial(model, x), f"batch {batch}"
+    return Case(fn, int(n.flops), int(n.bytes_moved), device, label, **kw)
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -233,17 +225,14 @@ class BatchExplorer(_Explorer):
 
     def _measure(self) -> None:
         """The batch into the sweep, and half of it with it, in alternating rounds."""
-        b = self.batch
-        self.sweep = sweeps.sweep(
-            "batch",
-            [b],
-            ["batch"],
-            lambda x, _line: self._setup(batch=x, device=self.device),
-            pairs=[((b // 2, "batch"), (b, "batch"))] if b > 1 else [],
-            memory=lambda x, _line: x * self._sample_bytes,
-            device=self.device,
-            into=self.sweep,
-        )
+        b, nbytes = self.batch, self._sample_bytes
+        pairs = [((b // 2, "batch"), (b, "batch"))] if b > 1 else []
+        kw = {"pairs": pairs, "memory": lambda x, _: x * nbytes, "device": self.device}
+
+        def setup(x: int, _line: str) -> Case:
+            return self._setup(batch=x, device=self.device)
+
+        self.sweep = sweeps.sweep("batch", [b], ["batch"], setup, into=self.sweep, **kw)
 
     def _show(self, p: Point) -> None:
         knee, measured, d = self.model_knee, self.measured_knee, self.doubling(p.x)

@@ -201,14 +201,5 @@ def repeat_sweep(
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
     repeats = [_checks.positive_int("repeat", r) for r in repeats]
     title = f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})"
-    return repeat_points(
-        c,
-        size,
-        repeats,
-        MODES,
-        dev,
-        pairs=pairs,
-        max_point_s=max_point_s,
-        progress=progress,
-        title=title,
-    )
+    kw = {"pairs": pairs, "max_point_s": max_point_s, "progress": progress, "title": title}
+    return repeat_points(c, size, repeats, MODES, dev, **kw)

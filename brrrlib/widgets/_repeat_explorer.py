@@ -135,17 +135,10 @@ class RepeatExplorer(_Explorer):
         res = self.sweeps.get(size)
         other = res.point(repeat, "fused" if mode == "eager" else "eager") if res else None
         paired = other is not None and other.measured
-        self.sweeps[size] = ex.repeat_points(
-            c,
-            size,
-            [repeat],
-            [mode],
-            self.device,
-            setup=self._setup,
-            max_point_s=math.inf if force else ex.MAX_POINT_S,
-            pairs=[((repeat, "fused"), (repeat, "eager"))] if paired else [],
-            into=res,
-        )
+        pairs = [((repeat, "fused"), (repeat, "eager"))] if paired else []
+        kw = {"setup": self._setup, "pairs": pairs, "into": res}
+        kw["max_point_s"] = math.inf if force else ex.MAX_POINT_S
+        self.sweeps[size] = ex.repeat_points(c, size, [repeat], [mode], self.device, **kw)
 
     def _show(self, p: Point) -> None:
         c, res = self.ceilings, self.sweeps[self.size]
