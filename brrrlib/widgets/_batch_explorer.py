@@ -262,12 +262,11 @@ class BatchExplorer(_Explorer):
         act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.x
         overhead_s, weights_s = ref.ops * c.op_overhead_s, ref.weight_bytes / bw
         per_sample_s = max(flops_per_sample / peak_, act_per_sample / bw)
+        compute = f"compute (FLOPs ÷ {self.peak_precision} matmul peak)"
         return {
             f"overhead floor ({ref.ops} ops × op overhead)": lambda b: overhead_s,
             "reading the weights (weights ÷ bandwidth)": lambda b: weights_s,
-            f"compute (FLOPs ÷ {self.peak_precision} matmul peak)": lambda b: (
-                b * flops_per_sample / peak_
-            ),
+            compute: lambda b: b * flops_per_sample / peak_,
             "memory (bytes ÷ bandwidth)": lambda b: weights_s + b * act_per_sample / bw,
             "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
         }
@@ -311,10 +310,9 @@ class BatchExplorer(_Explorer):
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.25, top=0.92, wspace=0.28)
         bs, model = self.batch_options, self._model_lines()
         colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
+        costs = list((model or {}).items())[:4]  # the four lines; "knee" is the fifth entry
         for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
-            for (label, cost), colour in zip(
-                list((model or {}).items())[:4], colours, strict=False
-            ):
+            for (label, cost), colour in zip(costs, colours, strict=False):
                 ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
                 dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
                 ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
