@@ -261,10 +261,8 @@ def plot(
     for i, (name, roofs, bandwidth) in enumerate(resolved):
         _draw_device(ax, grid, name, roofs, bandwidth, cycle[i % len(cycle)])
     _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
-    ax.set(
-        xscale="log", yscale="log", xlim=(x_lo, x_hi), title=f"{title or 'roofline'} ({dtype} roof)"
-    )
-    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (FLOP/s)")
+    ax.set(xscale="log", yscale="log", xlim=(x_lo, x_hi), xlabel="arithmetic intensity (FLOP/byte)")
+    ax.set(ylabel="performance (FLOP/s)", title=f"{title or 'roofline'} ({dtype} roof)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
