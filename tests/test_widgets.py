@@ -735,14 +735,14 @@ def test_batch_compute_line_uses_the_models_precision(clock, plenty_of_memory):
 
 
 def test_tf32_is_the_precision_of_fp32_on_cuda_when_allowed(monkeypatch):
-    # the rule itself: no CUDA device here to build an explorer on
+    precision = _batch_explorer._precision  # the rule itself: no CUDA device here for an explorer
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")
-    assert _batch_explorer._precision(torch.float32, cuda) == "tf32"
-    assert _batch_explorer._precision(torch.float32, CPU) == "fp32"
-    assert _batch_explorer._precision(torch.bfloat16, cuda) == "bf16"
+    assert precision(torch.float32, cuda) == "tf32"
+    assert precision(torch.float32, CPU) == "fp32"
+    assert precision(torch.bfloat16, cuda) == "bf16"
     monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
-    assert _batch_explorer._precision(torch.float32, cuda) == "fp32"
+    assert precision(torch.float32, cuda) == "fp32"
 
 
 def test_default_mlp_width_follows_the_ceilings(clock, ceilings, plenty_of_memory):
