@@ -167,14 +167,11 @@ class RooflinePoint:
         if not hasattr(timing, "median_s"):
             seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
         else:
-            seconds, label = (
-                timing.median_s,
-                getattr(timing, "label", None) if label is None else label,
-            )
+            seconds = timing.median_s
+            label = getattr(timing, "label", None) if label is None else label
         label = "workload" if label is None else label
-        return cls(
-            label, counts.flops, counts.bytes_moved, seconds, getattr(counts, "precision", "fp32")
-        )
+        precision = getattr(counts, "precision", "fp32")
+        return cls(label, counts.flops, counts.bytes_moved, seconds, precision)
 
     def __repr__(self) -> str:
         return (
@@ -264,10 +261,8 @@ def plot(
     for i, (name, roofs, bandwidth) in enumerate(resolved):
         _draw_device(ax, grid, name, roofs, bandwidth, cycle[i % len(cycle)])
     _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
-    ax.set(
-        xscale="log", yscale="log", xlim=(x_lo, x_hi), title=f"{title or 'roofline'} ({dtype} roof)"
-    )
-    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (FLOP/s)")
+    ax.set(xscale="log", yscale="log", xlim=(x_lo, x_hi), xlabel="arithmetic intensity (FLOP/byte)")
+    ax.set(ylabel="performance (FLOP/s)", title=f"{title or 'roofline'} ({dtype} roof)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
@@ -277,47 +272,23 @@ def plot(
 def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:
     """One device: each roof as min(peak, intensity x bandwidth), and its ridge point."""
     for j, (roof, peak) in enumerate(roofs):
-        label = f"{name} {roof}: {_fmt.si(peak, 'FLOP/s')}" + f", {_fmt.si(bandwidth, 'B/s')}" * (
-            j == 0
-        )
-        ax.plot(
-            grid,
-            [min(peak, x * bandwidth) for x in grid],
-            "--" if j else "-",
-            color=colour,
-            lw=1.3 if j else 2,
-            label=label,
-        )
+        label = f"{name} {roof}: {_fmt.si(peak, 'FLOP/s')}"
+        label += "" if j else f", {_fmt.si(bandwidth, 'B/s')}"
+        style = {"ls": "--", "lw": 1.3} if j else {"ls": "-", "lw": 2}
+        ax.plot(grid, [min(peak, x * bandwidth) for x in grid], color=colour, label=label, **style)
     ridge, top = roofs[0][1] / bandwidth, roofs[0][1]
     ax.plot([ridge], [top], "o", color=colour, ms=6)
     # above and left of the dot: points to its right sit under the roof, not on the label
-    ax.annotate(
-        f"ridge {ridge:.3g} FLOP/byte",
-        (ridge, top),
-        xytext=(-6, 6),
-        ha="right",
-        color=colour,
-        **_TEXT,
-    )
+    text = f"ridge {ridge:.3g} FLOP/byte"
+    ax.annotate(text, (ridge, top), xytext=(-6, 6), ha="right", color=colour, **_TEXT)
 
 
 def _draw_points(ax, xy, device: Any, dtype: str, keyed: bool, colours: Mapping[str, str]) -> None:
     """The points: keyed in the legend or labelled beside; one above the roof as a red cross."""
     for i, key in enumerate(dict.fromkeys(label for label, _, _ in xy) if keyed else ()):
         xs, ys = zip(*[(x, y) for label, x, y in xy if label == key], strict=True)
-        marker, colour = _MARKERS[i % len(_MARKERS)], colours.get(key, f"C{3 + i}")
-        ax.plot(
-            xs,
-            ys,
-            ls="none",
-            marker=marker,
-            ms=8,
-            mfc="white",
-            mec=colour,
-            mew=2,
-            zorder=6,
-            label=key,
-        )
+        style = {"marker": _MARKERS[i % len(_MARKERS)], "mec": colours.get(key, f"C{3 + i}")}
+        ax.plot(xs, ys, ls="none", ms=8, mfc="white", mew=2, zorder=6, label=key, **style)
     for label, x, y in xy:
         colour = "red" if above_roof((label, x, y), device, dtype) else "black"
         if colour == "red":

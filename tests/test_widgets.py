@@ -56,10 +56,20 @@ class FakeClock:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    c = FakeClock()
-    monkeypatch.setattr(timing, "_CLOCKS", (c.wall, c.cpu))
-    return c
+def make_clock(monkeypatch):
+    """Install a FakeClock: a seam, so that the timings do not depend on this machine's load."""
+
+    def make(cpu_share: float = 1.0) -> FakeClock:
+        c = FakeClock(cpu_share)
+        monkeypatch.setattr(timing, "_CLOCKS", (c.wall, c.cpu))
+        return c
+
+    return make
+
+
+@pytest.fixture
+def clock(make_clock):
+    return make_clock()
 
 
 @pytest.fixture
@@ -484,9 +494,8 @@ def test_repeat_implausible_point_is_remeasured_before_drawn(clock, ceilings, pl
     assert pair.comparison.says() in ex.current.reason
 
 
-def test_repeat_waiting_for_cores_is_said(ceilings, plenty_of_memory, monkeypatch):
-    slow_clock = FakeClock(cpu_share=0.5)  # this thread ran half the time: cores were taken
-    monkeypatch.setattr(timing, "_CLOCKS", (slow_clock.wall, slow_clock.cpu))
+def test_repeat_waiting_for_cores_is_said(ceilings, plenty_of_memory, make_clock):
+    slow_clock = make_clock(cpu_share=0.5)  # this thread ran half the time: cores were taken
     ex = _repeat(ceilings, FakeRepeat(slow_clock))
     words = sweeps.waited_words(ex.current)
     assert ex.current.waited and "50%" in words and words in ex.readout
@@ -636,9 +645,8 @@ def test_batch_time_falling_is_remeasured_then_called_different_code(
     assert fake.calls[5:] == [1, 2, 1, 2]
 
 
-def test_batch_waiting_for_cores_is_too_noisy(ceilings, plenty_of_memory, monkeypatch):
-    slow_clock = FakeClock(cpu_share=0.4)
-    monkeypatch.setattr(timing, "_CLOCKS", (slow_clock.wall, slow_clock.cpu))
+def test_batch_waiting_for_cores_is_too_noisy(ceilings, plenty_of_memory, make_clock):
+    slow_clock = make_clock(cpu_share=0.4)
     ex = _batch(ceilings, FakeBatch(slow_clock), max_batch=8)
     ex.set(batch=2)
     c = ex.sweep.comparison((1, "batch"), (2, "batch"))
@@ -727,14 +735,14 @@ def test_batch_compute_line_uses_the_models_precision(clock, plenty_of_memory):
 
 
 def test_tf32_is_the_precision_of_fp32_on_cuda_when_allowed(monkeypatch):
-    # the rule itself: no CUDA device here to build an explorer on
+    precision = _batch_explorer._precision  # the rule itself: no CUDA device here for an explorer
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")
-    assert _batch_explorer._precision(torch.float32, cuda) == "tf32"
-    assert _batch_explorer._precision(torch.float32, CPU) == "fp32"
-    assert _batch_explorer._precision(torch.bfloat16, cuda) == "bf16"
+    assert precision(torch.float32, cuda) == "tf32"
+    assert precision(torch.float32, CPU) == "fp32"
+    assert precision(torch.bfloat16, cuda) == "bf16"
     monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
-    assert _batch_explorer._precision(torch.float32, cuda) == "fp32"
+    assert precision(torch.float32, cuda) == "fp32"
 
 
 def test_default_mlp_width_follows_the_ceilings(clock, ceilings, plenty_of_memory):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -130,8 +131,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
         raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
     ax = _new_axes(ax, (7, 4))
     first = specs[0]
-    f0 = first.peak_flops_per_s[dtype]
-    b0 = first.mem_bandwidth_bytes_per_s
+    f0, b0 = first.peak_flops_per_s[dtype], first.mem_bandwidth_bytes_per_s
     xs = range(len(specs))
     fl = [s.peak_flops_per_s[dtype] / f0 for s in specs]
     bw = [s.mem_bandwidth_bytes_per_s / b0 for s in specs]
@@ -140,13 +140,11 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
     top = max(fl + bw)
     for i, s in enumerate(specs):
         ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
-        ax.text(
-            i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9
-        )
+        y = max(fl[i], bw[i]) + 0.03 * top
+        ax.text(i, y, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9)
     ax.set_xticks(list(xs), [s.name for s in specs])
-    ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel(f"growth relative to {first.name} (x)")
-    ax.set_title("Compute outgrew bandwidth")
+    ylabel = f"growth relative to {first.name} (x)"
+    ax.set(ylim=(0, top * 1.15), ylabel=ylabel, title="Compute outgrew bandwidth")
     ax.legend(loc="upper left")
     return ax
 
@@ -290,90 +288,51 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
 
 # ------------------------------------------------------------------ chapter 04
 
-# The decision procedure's boxes: name -> (x, y, width, text, colour), centred, in axes units.
-_FLOW = {
-    "measure": (0.5, 0.92, 0.34, "1 · Measure\nbl.benchmark: time per call", "#dbe9f6"),
-    "count": (0.5, 0.76, 0.34, "2 · Count\nbl.count: FLOPs, bytes, ops", "#dbe9f6"),
-    "compare": (
-        0.5,
-        0.58,
-        0.56,
-        "3 · Compare with the ceilings (bl.measure_ceilings):\n"
-        "which floor comes closest to the measured time?",
-        "#fff2cc",
-    ),
-    "compute": (0.17, 0.40, 0.28, "compute-bound?\nFLOPs / matmul FLOP/s", "#f8d7d3"),
-    "memory": (0.5, 0.40, 0.28, "memory-bound?\nbytes / bandwidth", "#f8d7d3"),
-    "overhead": (0.83, 0.40, 0.28, "overhead-bound?\nops x overhead per op", "#f8d7d3"),
-    "confirm": (
-        0.5,
-        0.23,
-        0.56,
-        "4 · Scale the batch: does the time follow the work?\n"
-        "5 · Look at the trace: is the device idle between ops?",
-        "#fff2cc",
-    ),
-    "act_work": (
-        0.23,
-        0.05,
-        0.45,
-        "6 · Act on compute / memory: tensor cores, lower\n"
-        "precision, fuse (torch.compile), fewer FLOPs or bytes",
-        "#d9ead3",
-    ),
-    "act_over": (
-        0.77,
-        0.05,
-        0.45,
-        "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
-        "#d9ead3",
-    ),
-}
-_FLOW_ARROWS = (
-    "measure count",
-    "count compare",
-    "compare compute",
-    "compare memory",
-    "compare overhead",
-    "compute confirm",
-    "memory confirm",
-    "overhead confirm",
-    "confirm act_work",
-    "confirm act_over",
+# The decision procedure, row by row from the top: (y, colour, box width, box centres x), in axes
+# units. Every box points to every box of the row below.
+_FLOW = (
+    (0.92, "#dbe9f6", 0.34, [0.5]),
+    (0.76, "#dbe9f6", 0.34, [0.5]),
+    (0.58, "#fff2cc", 0.56, [0.5]),
+    (0.40, "#f8d7d3", 0.28, [0.17, 0.5, 0.83]),
+    (0.23, "#fff2cc", 0.56, [0.5]),
+    (0.05, "#d9ead3", 0.45, [0.23, 0.77]),
+)
+#: The boxes' text, rows top down, boxes left to right.
+_FLOW_TEXT = (
+    "1 · Measure\nbl.benchmark: time per call",
+    "2 · Count\nbl.count: FLOPs, bytes, ops",
+    "3 · Compare with the ceilings (bl.measure_ceilings):\n"
+    "which floor comes closest to the measured time?",
+    "compute-bound?\nFLOPs / matmul FLOP/s",
+    "memory-bound?\nbytes / bandwidth",
+    "overhead-bound?\nops x overhead per op",
+    "4 · Scale the batch: does the time follow the work?\n"
+    "5 · Look at the trace: is the device idle between ops?",
+    "6 · Act on compute / memory: tensor cores, lower\n"
+    "precision, fuse (torch.compile), fewer FLOPs or bytes",
+    "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
 )
 
 
 def decision_flow(*, ax: Any = None) -> Any:
     """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes."""
     ax = _new_axes(ax, (11, 6.2))
-    for x, y, w, text, colour in _FLOW.values():
-        _box(ax, x, y, w, 0.11, colour, text)
-    for pair in _FLOW_ARROWS:
-        (x0, y0), (x1, y1) = (_FLOW[name][:2] for name in pair.split())
-        _arrow(ax, (x0, y0 - 0.06), (x1, y1 + 0.06))
+    texts = iter(_FLOW_TEXT)
+    for (y, colour, w, xs), (y_below, *_, below) in itertools.pairwise((*_FLOW, (0, "", 0, []))):
+        for x in xs:
+            _box(ax, x, y, w, 0.11, colour, next(texts))
+            for x_below in below:
+                _arrow(ax, (x, y - 0.06), (x_below, y_below + 0.06))
     grey = {"fontsize": 8, "ha": "center", "color": "0.25"}
     ax.text(0.27, 0.145, "time follows the work, device busy", **grey)
     ax.text(0.73, 0.145, "time flat, device idle", **grey)
-    for act, side in (("act_work", -1), ("act_over", 1)):  # a remedy can change the regime
-        x, y, w = _FLOW[act][:3]
-        bend = f"arc3,rad={0.35 * side}"
-        _arrow(
-            ax,
-            (x + side * w / 2, y),
-            (0.5 + side * 0.17, 0.92),
-            ls="--",
-            color="0.55",
-            connectionstyle=bend,
-        )
-    ax.text(
-        0.99,
-        0.80,
-        "then measure again:\na remedy often\nchanges the regime",
-        fontsize=8,
-        ha="right",
-        va="center",
-        color="0.4",
-    )
+    y, _, w, acts = _FLOW[-1]
+    for x, side in zip(acts, (-1, 1), strict=True):  # a remedy can change the regime
+        back = {"ls": "--", "color": "0.55", "connectionstyle": f"arc3,rad={0.35 * side}"}
+        _arrow(ax, (x + side * w / 2, y), (0.5 + side * 0.17, 0.92), **back)
+    note = "then measure again:\na remedy often\nchanges the regime"
+    ax.text(0.99, 0.80, note, fontsize=8, ha="right", va="center", color="0.4")
     ax.set(xlim=(-0.04, 1.04), ylim=(-0.02, 1.0), title="The decision procedure (chapter 04)")
     ax.axis("off")
     return ax

@@ -11,12 +11,7 @@ from brrrlib.figures._timelines import _new_axes
 __all__ = ["block_steps", "remedy_bars"]
 
 #: Colour of each matmul precision on chapter 04's roofline.
-_PRECISION_COLOURS = {
-    "fp32": "tab:blue",
-    "tf32": "tab:purple",
-    "bf16": "tab:green",
-    "fp16": "tab:olive",
-}
+_PRECISION_COLOURS = dict(fp32="tab:blue", tf32="tab:purple", bf16="tab:green", fp16="tab:olive")
 
 
 def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = None) -> Any:
@@ -25,33 +20,23 @@ def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = No
     if not rows:
         raise ValueError("comparisons holds no measurement: pass {name: bl.compare(before, after)}")
     ax = _new_axes(ax, (8, 0.9 + 0.7 * len(rows)))
-    speedups = [c.speedup for c in rows.values()]
-    lows = [1 / c.high for c in rows.values()]
-    highs = [1 / c.low for c in rows.values()]
-    colours = [
-        "tab:green" if lo > 1 else "tab:red" if hi < 1 else "tab:gray"
-        for lo, hi in zip(lows, highs, strict=True)
-    ]
+    bars = [(c.speedup, 1 / c.high, 1 / c.low) for c in rows.values()]  # speed-up, interval
+    speedups, lows, highs = zip(*bars, strict=True)
+    colours = ["tab:green" if lo > 1 else "tab:red" if hi < 1 else "tab:gray" for _, lo, hi in bars]
+    errors = [[s - lo for s, lo, _ in bars], [hi - s for s, _, hi in bars]]
     labels = [
-        f"{name}\n{_fmt.seconds(c.a.median_s)} → {_fmt.seconds(c.b.median_s)}"
-        for name, c in rows.items()
-    ]
-    errors = [
-        [s - lo for s, lo in zip(speedups, lows, strict=True)],
-        [hi - s for s, hi in zip(speedups, highs, strict=True)],
+        f"{k}\n{_fmt.seconds(c.a.median_s)} → {_fmt.seconds(c.b.median_s)}" for k, c in rows.items()
     ]
     ax.barh(labels, speedups, color=colours, xerr=errors, capsize=4)
     ax.axvline(1.0, color="k", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlim(min(0.5, min(lows) / 2), 4 * max(highs))
     skipped = [k for k, c in comparisons.items() if c is None]
     note = f"\n(not measured here: {', '.join(skipped)})" if skipped else ""
-    ax.set_xlabel(f"speed-up (x, log scale; 1 = no change; bars: 95% interval){note}")
+    xlabel = f"speed-up (x, log scale; 1 = no change; bars: 95% interval){note}"
+    ax.set(xscale="log", xlim=(min(0.5, min(lows) / 2), 4 * max(highs)), xlabel=xlabel)
     ax.invert_yaxis()
     for y, (s, hi) in enumerate(zip(speedups, highs, strict=True)):
         ax.text(hi * 1.05, y, f"{s:.1f}x", va="center", fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=10)
     return ax
 
 
@@ -73,9 +58,8 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
     per_sequence = [s / b for _c, s, b in steps.values()]
     labels = [f"{i} · {label}" for i, label in enumerate(steps, start=1)]
     right.barh(labels, per_sequence, color=[_colour(p.precision) for p in points])
-    right.set_xscale("log")
+    right.set(xscale="log", xlabel="time per sequence (s, log scale)")
     right.invert_yaxis()
-    right.set_xlabel("time per sequence (s, log scale)")
     right.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt.seconds(v)))
     right.set_title("Each step, re-measured", fontsize=10)
     for y, t in enumerate(per_sequence):
@@ -115,15 +99,10 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
         dx, ha = (-9, "right") if same_x % 2 else (9, "left")
         bold = {"fontsize": 9, "weight": "bold", "va": "center"}
         ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(dx, 0), ha=ha, **bold)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved (FLOP/s)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    ax.set_title(
-        f"The block on {ceilings.device_name}: each step under its own roof "
-        f"(bandwidth {_fmt.si(bw, 'B/s')})",
-        fontsize=10,
-    )
+    roofs = f"each step under its own roof (bandwidth {_fmt.si(bw, 'B/s')})"
+    ax.set_title(f"The block on {ceilings.device_name}: {roofs}", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")

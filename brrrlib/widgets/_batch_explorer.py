@@ -14,7 +14,7 @@ from torch import nn
 from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, note, peak
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, note, peak
 from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
@@ -130,17 +130,9 @@ def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torc
     with torch.no_grad():
         n = counting.count(model, x)
     weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    return Case(
-        functools.partial(model, x),
-        int(n.flops),
-        int(n.bytes_moved),
-        device,
-        f"batch {batch}",
-        no_grad=True,
-        size=batch,
-        weight_bytes=weights,
-        ops=int(n.ops),
-    )
+    kw = {"no_grad": True, "size": batch, "weight_bytes": weights, "ops": int(n.ops)}
+    fn, label = functools.partial(model, x), f"batch {batch}"
+    return Case(fn, int(n.flops), int(n.bytes_moved), device, label, **kw)
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -168,7 +160,6 @@ class BatchExplorer(_Explorer):
     ) -> None:
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        batch = _checks.positive_int("batch", batch)
         default = _model_device(model) if model is not None else machine.device()
         self.device = machine.resolve(device) if device is not None else default
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
@@ -194,14 +185,10 @@ class BatchExplorer(_Explorer):
                 max_batch //= 2
         top = _checks.positive_int("max_batch", max_batch)
         self.batch_options = tuple(sorted({*(2**k for k in range(top.bit_length())), top}))
-        self._batch_w = self._control("batch", self.batch_options, batch)
-        self._build([self._batch_w])
+        self._build([self._control("batch", self.batch_options, batch)])
 
     # -- state ----------------------------------------------------------------------
-    @property
-    def batch(self) -> int:
-        """The batch size under the slider."""
-        return self._batch_w.value
+    batch = control_value("batch", "The batch size under the slider.")
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -238,17 +225,14 @@ class BatchExplorer(_Explorer):
 
     def _measure(self) -> None:
         """The batch into the sweep, and half of it with it, in alternating rounds."""
-        b = self.batch
-        self.sweep = sweeps.sweep(
-            "batch",
-            [b],
-            ["batch"],
-            lambda x, _line: self._setup(batch=x, device=self.device),
-            pairs=[((b // 2, "batch"), (b, "batch"))] if b > 1 else [],
-            memory=lambda x, _line: x * self._sample_bytes,
-            device=self.device,
-            into=self.sweep,
-        )
+        b, nbytes = self.batch, self._sample_bytes
+        pairs = [((b // 2, "batch"), (b, "batch"))] if b > 1 else []
+        kw = {"pairs": pairs, "memory": lambda x, _: x * nbytes, "device": self.device}
+
+        def setup(x: int, _line: str) -> Case:
+            return self._setup(batch=x, device=self.device)
+
+        self.sweep = sweeps.sweep("batch", [b], ["batch"], setup, into=self.sweep, **kw)
 
     def _show(self, p: Point) -> None:
         knee, measured, d = self.model_knee, self.measured_knee, self.doubling(p.x)
@@ -278,12 +262,11 @@ class BatchExplorer(_Explorer):
         act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.x
         overhead_s, weights_s = ref.ops * c.op_overhead_s, ref.weight_bytes / bw
         per_sample_s = max(flops_per_sample / peak_, act_per_sample / bw)
+        compute = f"compute (FLOPs ÷ {self.peak_precision} matmul peak)"
         return {
             f"overhead floor ({ref.ops} ops × op overhead)": lambda b: overhead_s,
             "reading the weights (weights ÷ bandwidth)": lambda b: weights_s,
-            f"compute (FLOPs ÷ {self.peak_precision} matmul peak)": lambda b: (
-                b * flops_per_sample / peak_
-            ),
+            compute: lambda b: b * flops_per_sample / peak_,
             "memory (bytes ÷ bandwidth)": lambda b: weights_s + b * act_per_sample / bw,
             "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
         }
@@ -327,10 +310,9 @@ class BatchExplorer(_Explorer):
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.25, top=0.92, wspace=0.28)
         bs, model = self.batch_options, self._model_lines()
         colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
+        costs = list((model or {}).items())[:4]  # the four lines; "knee" is the fifth entry
         for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
-            for (label, cost), colour in zip(
-                list((model or {}).items())[:4], colours, strict=False
-            ):
+            for (label, cost), colour in zip(costs, colours, strict=False):
                 ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
                 dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
                 ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)

@@ -8,7 +8,7 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, _Explorer, legend_below, peak
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, peak
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
 
@@ -38,41 +38,33 @@ class DecodeExplorer(_Explorer):
                 "model must be a brrrlib.decoding.Decoder (decoding.build(shape)), "
                 f"got {type(model).__name__}"
             )
-        self.model = model
-        self.device = model.wte.weight.device
-        self.ceilings = (
-            ceilings if ceilings is not None else measure_ceilings(self.device, progress=False)
-        )
-        self.prediction = (
-            None if prediction is None else _checks.number("prediction", prediction, positive=True)
-        )
+        self.model, self.device = model, model.wte.weight.device
+        if ceilings is None:
+            ceilings = measure_ceilings(self.device, progress=False)
+        if prediction is not None:
+            prediction = _checks.number("prediction", prediction, positive=True)
+        self.ceilings, self.prediction = ceilings, prediction
         self._step = measure or (lambda m, b, s: decoding.measure_step(m, b, s, budget_s=0.1))
-        precision = decoding.precision_of(model)
-        self._precision = (
-            decoding.half_precision(self.ceilings) if precision == "int8" else precision
-        )
-        self._peak = peak(self.ceilings, self._precision)[0]
+        precision = decoding.precision_of(model)  # int8 weights: the matmuls run in 16 bits
+        self._precision = decoding.half_precision(ceilings) if precision == "int8" else precision
+        self._peak = peak(ceilings, self._precision)[0]
         self.points: dict[tuple[int, int], Any] = {}
         self.refused: dict[tuple[int, int], str] = {}
-        top = 256 if self.device.type == "cpu" else 1024
-        top = _checks.positive_int("max_batch", max_batch) if max_batch is not None else top
+        top = max_batch if max_batch is not None else (256 if self.device.type == "cpu" else 1024)
+        top = _checks.positive_int("max_batch", top)
         self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
-        self._batch_w = self._control("batch", self.batch_options, batch)
         most = f" (the model holds at most {model.shape.max_context} positions)"
-        self._context_w = self._control("context", self.context_options, context, note=most)
-        self._build([self._batch_w, self._context_w])
+        self._build(
+            [
+                self._control("batch", self.batch_options, batch),
+                self._control("context", self.context_options, context, note=most),
+            ]
+        )
 
     # -- state ----------------------------------------------------------------------
-    @property
-    def batch(self) -> int:
-        """The batch size under the slider."""
-        return self._batch_w.value
-
-    @property
-    def context(self) -> int:
-        """The context length under the slider."""
-        return self._context_w.value
+    batch = control_value("batch", "The batch size under the slider.")
+    context = control_value("context", "The context length under the slider.")
 
     @property
     def current(self) -> Any:

@@ -44,26 +44,18 @@ def _eager_into(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
     return eager_into
 
 
-def _eager_fresh(x: torch.Tensor, repeat: int) -> Callable[[], torch.Tensor]:
-    """``x = x * 2``, ``repeat`` times: every multiply allocates a fresh output."""
-
-    def eager_fresh() -> torch.Tensor:
-        y = x
-        for _ in range(repeat):
-            y = y * 2
-        return y
-
-    return eager_fresh
+def _times_two(y: torch.Tensor, repeat: int) -> torch.Tensor:
+    """``y = y * 2``, ``repeat`` times: eager, every multiply allocates a fresh output."""
+    for _ in range(repeat):
+        y = y * 2
+    return y
 
 
 def _chain(repeat: int) -> Callable[..., Any]:
     """The function torch.compile fuses: ``repeat`` multiplies, into ``out``."""
 
     def chain_into(x: torch.Tensor, out: torch.Tensor) -> None:
-        y = x
-        for _ in range(repeat):
-            y = y * 2
-        out.copy_(y)  # Inductor writes the fused result straight into out
+        out.copy_(_times_two(x, repeat))  # Inductor writes the fused result straight into out
 
     return chain_into
 
@@ -109,7 +101,7 @@ def repeat_case(
     flops = round(flops_per_element * size)
     label = f"{repeat} x (x * 2), {mode}{', fresh output' if fresh_output else ''}"
     if mode == "eager":
-        fn = (_eager_fresh if fresh_output else _eager_into)(x, repeat)
+        fn = functools.partial(_times_two, x, repeat) if fresh_output else _eager_into(x, repeat)
         nbytes = round(eager_bytes_per_element * size)
         return Case(fn, flops, nbytes, dev, label, size=size, ops=repeat)
     fn = functools.partial(_fused(repeat), x, torch.zeros_like(x))
@@ -201,14 +193,5 @@ def repeat_sweep(
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
     repeats = [_checks.positive_int("repeat", r) for r in repeats]
     title = f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})"
-    return repeat_points(
-        c,
-        size,
-        repeats,
-        MODES,
-        dev,
-        pairs=pairs,
-        max_point_s=max_point_s,
-        progress=progress,
-        title=title,
-    )
+    kw = {"pairs": pairs, "max_point_s": max_point_s, "progress": progress, "title": title}
+    return repeat_points(c, size, repeats, MODES, dev, **kw)

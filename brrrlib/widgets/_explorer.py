@@ -11,7 +11,7 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["COLOURS", "RING", "_Explorer", "legend_below", "note", "peak"]
+__all__ = ["COLOURS", "RING", "_Explorer", "control_value", "legend_below", "note", "peak"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
@@ -61,6 +61,11 @@ def _png(canvas) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
+
+
+def control_value(name: str, doc: str) -> property:
+    """A read-only property: the value of the control ``name`` (made by ``_control``)."""
+    return property(lambda self: self._menus[name][0].value, doc=doc)
 
 
 class _Explorer:

@@ -13,7 +13,7 @@ from brrrlib import _checks, _fmt, machine, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments as ex
-from brrrlib.widgets._explorer import COLOURS, _Explorer, note
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, note
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -42,9 +42,6 @@ class RepeatExplorer(_Explorer):
         import ipywidgets as W
 
         self.device = machine.resolve(device)
-        size = _checks.positive_int("size", size) if size is not None else None
-        style = {"button_width": "70px", "description_width": "initial"}
-        self._mode_w = self._control("mode", ex.MODES, mode, W.ToggleButtons, style=style)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self._setup = setup or ex.repeat_case
         self.sweeps: dict[int, Sweep] = {}
@@ -53,35 +50,29 @@ class RepeatExplorer(_Explorer):
         room = sweeps.MEMORY_HEADROOM * machine.available_memory_bytes(self.device)
         sizes = [s for s in (n // 64, n // 16, n // 4, n // 2, n, 2 * n, 4 * n) if s >= 2**10]
         fitting = [s for s in sizes if ex.repeat_bytes_needed(s, "eager") <= room] or sizes[:1]
+        size = _checks.positive_int("size", size) if size is not None else None
         self.size_options = tuple(sorted({*fitting, *([size] if size else [])}))
         if max_repeat is None:  # the power of two >= 6 x the knee
             knee = self.predicted_knee_repeat
             max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(6 * knee, 1)))))
         top = _checks.positive_int("max_repeat", max_repeat)
         self.repeat_options = tuple(sorted({*(r for r in _REPEATS if r <= top), top}))
-        repeat = _checks.positive_int("repeat", repeat)
-        self._repeat_w = self._control("repeat", self.repeat_options, repeat)
         llc = machine.last_level_cache_bytes(self.device)
         labels = [(_size_label(s, llc), s) for s in self.size_options]
         start = size or (n if n in fitting else fitting[-1])
-        self._size_w = self._control("size", self.size_options, start, W.Dropdown, options=labels)
-        self._build([self._repeat_w, self._size_w, self._mode_w])
+        style = {"button_width": "70px", "description_width": "initial"}
+        self._build(
+            [
+                self._control("repeat", self.repeat_options, repeat),
+                self._control("size", self.size_options, start, W.Dropdown, options=labels),
+                self._control("mode", ex.MODES, mode, W.ToggleButtons, style=style),
+            ]
+        )
 
     # -- state ----------------------------------------------------------------------
-    @property
-    def repeat(self) -> int:
-        """The repeat count under the slider."""
-        return self._repeat_w.value
-
-    @property
-    def size(self) -> int:
-        """The tensor size (elements) under the menu."""
-        return self._size_w.value
-
-    @property
-    def mode(self) -> str:
-        """``"eager"`` or ``"fused"``."""
-        return self._mode_w.value
+    repeat = control_value("repeat", "The repeat count under the slider.")
+    size = control_value("size", "The tensor size (elements) under the menu.")
+    mode = control_value("mode", '``"eager"`` or ``"fused"``.')
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -144,17 +135,10 @@ class RepeatExplorer(_Explorer):
         res = self.sweeps.get(size)
         other = res.point(repeat, "fused" if mode == "eager" else "eager") if res else None
         paired = other is not None and other.measured
-        self.sweeps[size] = ex.repeat_points(
-            c,
-            size,
-            [repeat],
-            [mode],
-            self.device,
-            setup=self._setup,
-            max_point_s=math.inf if force else ex.MAX_POINT_S,
-            pairs=[((repeat, "fused"), (repeat, "eager"))] if paired else [],
-            into=res,
-        )
+        pairs = [((repeat, "fused"), (repeat, "eager"))] if paired else []
+        kw = {"setup": self._setup, "pairs": pairs, "into": res}
+        kw["max_point_s"] = math.inf if force else ex.MAX_POINT_S
+        self.sweeps[size] = ex.repeat_points(c, size, [repeat], [mode], self.device, **kw)
 
     def _show(self, p: Point) -> None:
         c, res = self.ceilings, self.sweeps[self.size]
