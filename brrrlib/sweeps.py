@@ -227,8 +227,10 @@ class Sweep:
 
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' verdicts below."""
-        verdicts = [f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
-                    for q in self.pairs]  # fmt: skip
+        verdicts = [
+            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
+            for q in self.pairs
+        ]
         return "\n".join(
             [_fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8), *verdicts]
         )
@@ -348,8 +350,15 @@ def workload_sweep(
         dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
         flops, moved, ops = int(counts.flops), int(counts.bytes_moved), int(counts.ops)
         label = f"{line}, {x_name} = {x}"
-        return Case(functools.partial(fn, *args), flops, moved, dev or machine.resolve(None),
-                    label, size=x, ops=ops)  # fmt: skip
+        return Case(
+            functools.partial(fn, *args),
+            flops,
+            moved,
+            dev or machine.resolve(None),
+            label,
+            size=x,
+            ops=ops,
+        )
 
     return sweep(x_name, x_values, list(lines), setup, pairs=pairs, x_label=x_label)
 
@@ -390,9 +399,19 @@ class _Run:
         self.fresh.add(key)
         c, share = case, t.cpu_share if case.device.type == "cpu" else None
         model = self.predicted.get(key)
-        self.points[key] = Point(*key, str(c.device), t, c.flops, c.bytes_moved, model, size=c.size,
-                                 weight_bytes=c.weight_bytes, ops=c.ops, compile_s=c.compile_s,
-                                 cpu_share=share)  # fmt: skip
+        self.points[key] = Point(
+            *key,
+            str(c.device),
+            t,
+            c.flops,
+            c.bytes_moved,
+            model,
+            size=c.size,
+            weight_bytes=c.weight_bytes,
+            ops=c.ops,
+            compile_s=c.compile_s,
+            cpu_share=share,
+        )
 
     def alone(self, key) -> None:
         """3.: one point, timed by bl.benchmark."""
@@ -401,8 +420,13 @@ class _Run:
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
             with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-                t = timing.benchmark(case.fn, budget_s=self.budget_s, warmup_s=case.warmup_s,
-                                     device=case.device, label=case.label or None)  # fmt: skip
+                t = timing.benchmark(
+                    case.fn,
+                    budget_s=self.budget_s,
+                    warmup_s=case.warmup_s,
+                    device=case.device,
+                    label=case.label or None,
+                )
             self._keep(key, case, t)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
@@ -415,9 +439,14 @@ class _Run:
                 labels = tuple(
                     c.label or f"{k[1]} at {k[0]}" for c, k in ((case_a, a), (case_b, b))
                 )
-                c = timing.compare(case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S, labels=labels,
-                                   warmup_s=max(case_a.warmup_s, case_b.warmup_s),
-                                   device=case_a.device)  # fmt: skip
+                c = timing.compare(
+                    case_a.fn,
+                    case_b.fn,
+                    budget_s=COMPARE_BUDGET_S,
+                    labels=labels,
+                    warmup_s=max(case_a.warmup_s, case_b.warmup_s),
+                    device=case_a.device,
+                )
             self._keep(a, case_a, c.a)
             self._keep(b, case_b, c.b)
             self.pairs[(a, b)] = Pair(a, b, c, remeasured)
