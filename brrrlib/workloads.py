@@ -52,9 +52,7 @@ H100_RECORDED_S = MappingProxyType(
 
 
 def _device(device: torch.device | str | None) -> tuple[torch.device, bool]:
-    """The device to build on (the argument, else the course device), and whether it is an
-    accelerator (cuda, mps), where sizes must be much larger.
-    """
+    """The device (the argument, else the course device) and whether it is cuda or mps."""
     if device is None:
         from brrrlib.machine import device as course_device
 
@@ -268,10 +266,6 @@ def transformer_block(
     dev, big = _device(device)
     seq = _checks.positive_int("seq", seq if seq is not None else (256 if big else 16))
     d_model = _checks.positive_int("d_model", (1024 if big else 64) if d_model is None else d_model)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating torch.dtype (torch.bfloat16, ...), got {dtype!r}"
-        )
     with torch.random.fork_rng(devices=[]):  # seed the weights, leave the global stream alone
         torch.manual_seed(0)
         block = TinyBlock(d_model, n_heads)

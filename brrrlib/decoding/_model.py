@@ -172,10 +172,6 @@ def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int) -> torch.Ten
     """Greedy generation, as gpt-fast's ``generate`` without sampling: ``(B, T + new_tokens)``."""
     _checks.positive_int("new_tokens", new_tokens)
     B, T = prompt.shape
-    if T + new_tokens > model.shape.max_context:
-        raise ValueError(
-            f"prompt ({T}) + new_tokens ({new_tokens}) exceeds max_context={model.shape.max_context}"
-        )
     cache = new_cache(model, B, T + new_tokens)
     out = [prompt, model.prefill(prompt, cache).argmax(-1, keepdim=True)]  # (B, 1) each
     pos = torch.tensor([T], device=prompt.device)
