@@ -127,7 +127,7 @@ def doubled_batch(model: nn.Module, batch: int = 1) -> tuple[Callable[[], None],
     batch = _checks.positive_int("batch", batch)
     hint = "time bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
     x = _linear_input(model, hint)(2 * batch)
-    return tuple(functools.partial(_forward_no_grad, model, x[:n]) for n in (batch, 2 * batch))
+    return tuple(functools.partial(torch.no_grad()(model), x[:n]) for n in (batch, 2 * batch))
 
 
 def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Tensor]:
@@ -137,11 +137,6 @@ def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Ten
         raise ValueError(f"model has no nn.Linear, so the input width is unknown; {otherwise}")
     w = first.weight
     return lambda batch: torch.randn(batch, first.in_features, device=w.device, dtype=w.dtype)
-
-
-def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:
-    with torch.no_grad():
-        model(x)
 
 
 def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
