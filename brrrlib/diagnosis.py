@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = ["Diagnosis", "Floors", "above_floors", "diagnose", "floors", "matmul_now"]
 
@@ -597,15 +597,10 @@ def _check(fn, args, kwargs, ceilings, budget_s) -> None:
     """Refuse what cannot be diagnosed before measuring anything."""
     import torch
 
-    if not callable(fn):
-        raise TypeError(
-            f"fn must be callable (a function or nn.Module), got {type(fn).__name__}: "
-            "bl.diagnose(model, x), not bl.diagnose(model(x))"
-        )
+    _checks.function("fn", fn)
     if ceilings is not None and not hasattr(ceilings, "op_overhead_s"):  # a spec sheet has none
         raise TypeError(f"ceilings must be bl.measure_ceilings(), got {type(ceilings).__name__}")
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0:
-        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    _checks.seconds("budget_s", budget_s)
     found = {str(t.device) for t in _tensors((args, kwargs))}
     if isinstance(fn, torch.nn.Module):
         found |= {str(p.device) for p in fn.parameters()}
