@@ -113,9 +113,7 @@ class AboveFloor:
         return f"{self.regime} floor {self.share:.0%} of the time: {self.mechanism}{level}{by}"
 
 
-def above_floors(
-    counts: Any, seconds: float, ceilings: Any, *, probe: bool = True
-) -> tuple[AboveFloor, ...]:
+def above_floors(counts: Any, seconds: float, ceilings: Any) -> tuple[AboveFloor, ...]:
     """Each floor of ``counts`` above ``seconds``, with the mechanism that explains it."""
     from brrrlib import machine  # torch only when a floor is above the time
 
@@ -133,7 +131,7 @@ def above_floors(
             if held:
                 (level, size), mechanism = held[0], "cache"
                 ratio = size / counts.bytes_moved
-        elif regime == "compute" and probe and max(by_precision, key=by_precision.get) == "fp32":
+        elif regime == "compute" and max(by_precision, key=by_precision.get) == "fp32":
             now = matmul_now(ceilings)
             if now > ceilings.matmul_flops_per_s:
                 mechanism, ratio = "stale ceiling", now / ceilings.matmul_flops_per_s
