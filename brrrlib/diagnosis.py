@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = ["Diagnosis", "Floors", "above_floors", "diagnose", "floors", "matmul_now"]
 
@@ -44,13 +44,9 @@ class Floors:
     notes: tuple[str, ...] = ()
     special_s: Mapping[str, float] = field(default_factory=dict)
 
-    def seconds(self) -> dict[str, float]:
-        """``{"compute": s, "memory": s, "overhead": s}``."""
-        return {"compute": self.compute_s, "memory": self.memory_s, "overhead": self.overhead_s}
-
     def shares(self, measured_s: float) -> dict[str, float]:
         """Each floor as a fraction of the measured time: the share that regime explains."""
-        return {k: v / measured_s for k, v in self.seconds().items()}
+        return {r: getattr(self, f"{r}_s") / measured_s for r in REGIMES}
 
 
 def floors(counts: Any, ceilings: Any) -> Floors:
@@ -80,7 +76,7 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     split["vector"] = max(0, other_flops) / vector
     compute_s = sum(split.values()) + sum(special_s.values())
     memory_s = counts.bytes_moved / _bandwidth(ceilings, _pattern(counts, ceilings))
-    overhead_s = getattr(counts, "work_ops", counts.ops) * ceilings.op_overhead_s
+    overhead_s = counts.work_ops * ceilings.op_overhead_s
     return Floors(compute_s, memory_s, overhead_s, split, tuple(notes), special_s)
 
 
@@ -117,9 +113,7 @@ class AboveFloor:
         return f"{self.regime} floor {self.share:.0%} of the time: {self.mechanism}{level}{by}"
 
 
-def above_floors(
-    counts: Any, seconds: float, ceilings: Any, *, probe: bool = True
-) -> tuple[AboveFloor, ...]:
+def above_floors(counts: Any, seconds: float, ceilings: Any) -> tuple[AboveFloor, ...]:
     """Each floor of ``counts`` above ``seconds``, with the mechanism that explains it."""
     from brrrlib import machine  # torch only when a floor is above the time
 
@@ -137,12 +131,12 @@ def above_floors(
             if held:
                 (level, size), mechanism = held[0], "cache"
                 ratio = size / counts.bytes_moved
-        elif regime == "compute" and probe and max(by_precision, key=by_precision.get) == "fp32":
+        elif regime == "compute" and max(by_precision, key=by_precision.get) == "fp32":
             now = matmul_now(ceilings)
             if now > ceilings.matmul_flops_per_s:
                 mechanism, ratio = "stale ceiling", now / ceilings.matmul_flops_per_s
         elif regime == "overhead":
-            ops = max(getattr(counts, "work_ops", counts.ops), 1)
+            ops = max(counts.work_ops, 1)
             mechanism, ratio = "cheaper ops", ceilings.op_overhead_s / (seconds / ops)
         found.append(AboveFloor(regime, share, mechanism, ratio, level))
     return tuple(found)
@@ -179,11 +173,10 @@ class BatchEvidence:
 
 def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
     """Read a doubled-batch comparison against the counted growth (pure)."""
-    ops = (getattr(c, "work_ops", c.ops) for c in (doubled, counts))
     growth = {
         "compute": _fmt.ratio(doubled.flops, counts.flops),
         "memory": _fmt.ratio(doubled.bytes_moved, counts.bytes_moved),
-        "overhead": _fmt.ratio(*ops),
+        "overhead": _fmt.ratio(doubled.work_ops, counts.work_ops),
     }
     low, high = comparison.interval
     tol, narrow = FOLLOW_TOLERANCE, comparison.narrow
@@ -421,7 +414,7 @@ _HEADER = ("probe", "evidence", "share", "says")
 def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
     """The evidence table: each floor with its count and share, then the busy and batch probes."""
     c, fl, ceil, lead = d.counts, d.floors, d.ceilings, max(d.shares, key=d.shares.get)
-    ops, special = getattr(c, "work_ops", c.ops), getattr(c, "special_by_function", dict)()
+    ops, special = c.work_ops, getattr(c, "special_by_function", dict)()
     table = (
         ("compute", f"{d.precision} roof", _fmt.si(c.flops, "FLOP"), fl.compute_s),
         ("memory", f"{_pattern(c, ceil)} roof", _fmt.si(c.bytes_moved, "B"), fl.memory_s),
@@ -568,9 +561,7 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
     fl = floors(counts, ceilings)
     shares = fl.shares(main.median_s)
     busy = busy_evidence(tr)
-    batch = None
-    if comparison is not None and batch_counts is not None:
-        batch = batch_evidence(counts, batch_counts, comparison)
+    batch = batch_evidence(counts, batch_counts, comparison) if batch_counts is not None else None
     v = verdict(shares, busy, batch)
     remedies = precision_remedies(v.regime, counts.precision, ceilings) + REMEDIES[v.regime]
     if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
@@ -604,15 +595,10 @@ def _check(fn, args, kwargs, ceilings, budget_s) -> None:
     """Refuse what cannot be diagnosed before measuring anything."""
     import torch
 
-    if not callable(fn):
-        raise TypeError(
-            f"fn must be callable (a function or nn.Module), got {type(fn).__name__}: "
-            "bl.diagnose(model, x), not bl.diagnose(model(x))"
-        )
+    _checks.function("fn", fn)
     if ceilings is not None and not hasattr(ceilings, "op_overhead_s"):  # a spec sheet has none
         raise TypeError(f"ceilings must be bl.measure_ceilings(), got {type(ceilings).__name__}")
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0:
-        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    _checks.seconds("budget_s", budget_s)
     found = {str(t.device) for t in _tensors((args, kwargs))}
     if isinstance(fn, torch.nn.Module):
         found |= {str(p.device) for p in fn.parameters()}

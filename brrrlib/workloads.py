@@ -52,9 +52,7 @@ H100_RECORDED_S = MappingProxyType(
 
 
 def _device(device: torch.device | str | None) -> tuple[torch.device, bool]:
-    """The device to build on (the argument, else the course device), and whether it is an
-    accelerator (cuda, mps), where sizes must be much larger.
-    """
+    """The device (the argument, else the course device) and whether it is cuda or mps."""
     if device is None:
         from brrrlib.machine import device as course_device
 
@@ -129,7 +127,7 @@ def doubled_batch(model: nn.Module, batch: int = 1) -> tuple[Callable[[], None],
     batch = _checks.positive_int("batch", batch)
     hint = "time bl.compare(lambda: model(x), lambda: model(x2)) with your own inputs"
     x = _linear_input(model, hint)(2 * batch)
-    return tuple(functools.partial(_forward_no_grad, model, x[:n]) for n in (batch, 2 * batch))
+    return tuple(functools.partial(torch.no_grad()(model), x[:n]) for n in (batch, 2 * batch))
 
 
 def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Tensor]:
@@ -139,11 +137,6 @@ def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Ten
         raise ValueError(f"model has no nn.Linear, so the input width is unknown; {otherwise}")
     w = first.weight
     return lambda batch: torch.randn(batch, first.in_features, device=w.device, dtype=w.dtype)
-
-
-def _forward_no_grad(model: nn.Module, x: torch.Tensor) -> None:
-    with torch.no_grad():
-        model(x)
 
 
 def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
@@ -223,13 +216,10 @@ class TinyBlock(nn.Module):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        self.n_heads = n_heads
-        self.ln1 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.fc = nn.Linear(d_model, 4 * d_model)
-        self.fc_out = nn.Linear(4 * d_model, d_model)
+        self.n_heads, d = n_heads, d_model
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)  # seeded in this order
+        self.fc, self.fc_out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One block: attention sub-layer, then MLP sub-layer, each with a residual."""
@@ -268,10 +258,6 @@ def transformer_block(
     dev, big = _device(device)
     seq = _checks.positive_int("seq", seq if seq is not None else (256 if big else 16))
     d_model = _checks.positive_int("d_model", (1024 if big else 64) if d_model is None else d_model)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating torch.dtype (torch.bfloat16, ...), got {dtype!r}"
-        )
     with torch.random.fork_rng(devices=[]):  # seed the weights, leave the global stream alone
         torch.manual_seed(0)
         block = TinyBlock(d_model, n_heads)

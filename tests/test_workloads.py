@@ -3,27 +3,13 @@
 import pytest
 import torch
 from torch.nn import functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
+import brrrlib as bl
 from brrrlib import workloads
 
 
-class _OpCounter(TorchDispatchMode):
-    """Counts aten calls, the way the dispatcher sees them."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _ops(fn, args):
-    with _OpCounter() as counter:
-        fn(*args)
-    return counter.calls
+    return bl.count(fn, *args).ops
 
 
 def test_python_adds_counts_up():
@@ -172,31 +158,30 @@ def test_recorded_h100_times_hold_what_the_chapters_quote_in_their_order():
 
 
 def test_cos_cos_and_softmax_write_into_out_with_the_same_bytes():
-    from brrrlib import count
-
     x = torch.randn(64, 256)
     out = torch.empty_like(x)
     assert torch.equal(workloads.cos_cos(x, out), x.cos().cos()) and out.data_ptr() != x.data_ptr()
     assert torch.allclose(workloads.softmax_by_hand(x), torch.softmax(x, -1), atol=1e-7)
     assert torch.allclose(workloads.softmax_by_hand(x, out), torch.softmax(x, -1), atol=1e-7)
     # fresh or into out, the full-size passes are the same: 4 x 4 bytes (cos_cos), 8 x 4 (softmax)
-    assert count(workloads.cos_cos, x, out).bytes_moved == count(workloads.cos_cos, x).bytes_moved
-    sm = count(workloads.softmax_by_hand, x, out)
+    assert (
+        bl.count(workloads.cos_cos, x, out).bytes_moved
+        == bl.count(workloads.cos_cos, x).bytes_moved
+    )
+    sm = bl.count(workloads.softmax_by_hand, x, out)
     assert sm.ops == 5 and sm.bytes_moved // x.numel() == 32
-    assert sm.bytes_moved == count(workloads.softmax_by_hand, x).bytes_moved
+    assert sm.bytes_moved == bl.count(workloads.softmax_by_hand, x).bytes_moved
 
 
 @pytest.mark.parametrize("heads, n, d", [(2, 128, 32), (4, 64, 16)])
 def test_attention_by_hand_agrees_with_sdpa_and_moves_the_scores(heads, n, d):
-    from brrrlib import count
-
     hand, args = workloads.attention(n, heads, d)
     fused, _ = workloads.attention(n, heads, d, fused=True)
     assert fused is F.scaled_dot_product_attention and args[0].shape == (1, heads, n, d)
     want = F.scaled_dot_product_attention(*args)
     assert torch.allclose(hand(*args), want, atol=1e-5)
     assert torch.allclose(workloads.attention_by_hand(*args), want, atol=1e-5)  # fresh scores
-    extra = count(hand, *args).bytes_moved - count(fused, *args).bytes_moved
+    extra = bl.count(hand, *args).bytes_moved - bl.count(fused, *args).bytes_moved
     # six passes over the (heads, n, n) fp32 scores; the fused kernel also writes one
     # log-sum-exp per row (heads x n fp32) for a backward pass
     assert extra == 6 * heads * n * n * 4 - heads * n * 4
@@ -210,8 +195,6 @@ def test_attention_bad_sizes_name_the_argument():
 
 
 def test_square_matmul_is_one_mm_of_its_size():
-    import brrrlib as bl
-
     fn, (a, b) = workloads.square_matmul(n=32, device="cpu")
     assert a.shape == b.shape == (32, 32) and _ops(fn, (a, b)) == 1
     assert bl.count(fn, a, b).flops == 2 * 32**3
@@ -228,8 +211,6 @@ def _training_matmul_flops(batch, seq, d):
 
 @pytest.mark.parametrize("optimizer", ["for-loop", "foreach", "fused"])
 def test_training_step_counts_against_the_hand_count(optimizer):
-    import brrrlib as bl
-
     batch, seq, d = 4, 8, 32
     step, (x,) = workloads.training_step(batch, seq, d, optimizer=optimizer, device="cpu")
     counts = bl.count(step, x)
@@ -242,8 +223,6 @@ def test_training_step_counts_against_the_hand_count(optimizer):
 
 
 def test_training_step_optimizers_do_the_same_update_in_ever_fewer_ops():
-    import brrrlib as bl
-
     results, ops = {}, {}
     x = torch.randn(2, 4, 16)  # the same input for all three (the weights are seeded)
     for optimizer in workloads.OPTIMIZERS:
@@ -260,8 +239,6 @@ def test_training_step_optimizers_do_the_same_update_in_ever_fewer_ops():
 
 
 def test_training_step_autocast_runs_the_matmuls_in_16_bits_and_keeps_fp32_weights():
-    import brrrlib as bl
-
     step, (x,) = workloads.training_step(2, 4, 16, precision="bf16", device="cpu")
     counts = bl.count(step, x)
     assert set(counts.flops_by_precision("matmul")) == {"bf16"}

@@ -44,9 +44,7 @@ from brrrlib.decoding._steps import (  # noqa: F401
 #: "reduce-overhead")``'s, from its bandwidth achieved (5,203.5 MB read at 1,288 GB/s).
 H100_RECORDED = MappingProxyType(
     {
-        "shape": DecoderShape(
-            "large", layers=24, d_model=2048, heads=32, vocab=32768, max_context=2048
-        ),
+        "shape": LADDER[-1],  # 24 layers x 2048, 32 heads, vocab 32768, 2048 positions
         "prefill, 256 tokens": 18.7e-3,
         "decode, eager": 11.5e-3,
         "decode, compiled": 5203.5e6 / 1288e9,

@@ -86,22 +86,24 @@ def new_cache(model: Decoder, batch: int, length: int) -> KVCache:
 class _Block(nn.Module):
     """Pre-norm block, as nanoGPT's ``Block``: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
-    def __init__(self, shape: DecoderShape) -> None:
+    def __init__(self, d: int, heads: int, ffn: int) -> None:
         super().__init__()
-        d = shape.d_model
-        self.heads = shape.heads
+        self.heads = heads
         self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc_out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.fc, self.fc_out = nn.Linear(d, ffn), nn.Linear(ffn, d)
 
-    def forward(self, x, pos, k_cache, v_cache, mask):
+    def forward(self, x, pos=None, k_cache=None, v_cache=None, mask=None):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)  # 3 x (B, T, C)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        k_cache.index_copy_(2, pos, k)  # this step's keys and values into their slots
-        v_cache.index_copy_(2, pos, v)
-        if mask is None:  # prefill: the prompt attends to itself, causally
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        if pos is not None:  # this step's keys and values into their slots of the cache
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+        if pos is None:  # an encoder (the zoo's ViT): every token attends to every token
+            y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, T, hs)
+        elif mask is None:  # prefill: the prompt attends to itself, causally
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # decode: one query per sequence against every slot of the cache
             y = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
@@ -116,7 +118,7 @@ class Decoder(nn.Module):
         self.shape = shape
         d = shape.d_model
         self.wte, self.wpe = nn.Embedding(shape.vocab, d), nn.Embedding(shape.max_context, d)
-        self.blocks = nn.ModuleList(_Block(shape) for _ in range(shape.layers))
+        self.blocks = nn.ModuleList(_Block(d, shape.heads, 4 * d) for _ in range(shape.layers))
         self.ln_f = nn.LayerNorm(d)
         self.head: nn.Module | None = None
         self.register_buffer("slots", torch.arange(shape.max_context), persistent=False)
@@ -172,10 +174,6 @@ def generate(model: Decoder, prompt: torch.Tensor, new_tokens: int) -> torch.Ten
     """Greedy generation, as gpt-fast's ``generate`` without sampling: ``(B, T + new_tokens)``."""
     _checks.positive_int("new_tokens", new_tokens)
     B, T = prompt.shape
-    if T + new_tokens > model.shape.max_context:
-        raise ValueError(
-            f"prompt ({T}) + new_tokens ({new_tokens}) exceeds max_context={model.shape.max_context}"
-        )
     cache = new_cache(model, B, T + new_tokens)
     out = [prompt, model.prefill(prompt, cache).argmax(-1, keepdim=True)]  # (B, 1) each
     pos = torch.tensor([T], device=prompt.device)

@@ -131,10 +131,6 @@ def decode_step(
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a brrrlib.decoding.Decoder, got {type(model).__name__}")
     batch, context = _checks.positive_int("batch", batch), _checks.positive_int("context", context)
-    if context > model.shape.max_context:
-        raise ValueError(
-            f"context={context} is longer than the model's max_context={model.shape.max_context}"
-        )
     w = model.wte.weight
     need = step_memory_bytes(model.shape, batch, context, w.element_size())
     free = machine.available_memory_bytes(w.device)

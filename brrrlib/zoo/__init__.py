@@ -47,10 +47,8 @@ def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
     nbytes = hand.bytes_at(_ITEMSIZE[precision])
     intensity = roofline.arithmetic_intensity(hand.flops, nbytes)
     floor_s = roofline.lower_bound_s(hand.flops, nbytes, peak, bandwidth)
-    ridge, regime = (
-        roofline.ridge_point(peak, bandwidth),
-        roofline.regime(intensity, peak, bandwidth),
-    )
+    ridge = roofline.ridge_point(peak, bandwidth)
+    regime = roofline.regime(intensity, peak, bandwidth)
     launch_bound = floor_s < LAUNCH_BOUND_S_PER_OP * hand.work_ops
     return Prediction(spec.name, precision, intensity, ridge, floor_s, regime, launch_bound)
 

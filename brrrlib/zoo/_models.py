@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from brrrlib.decoding._model import _Block  # the GPT-2 block, here without a mask
 from brrrlib.zoo._tally import HandCount, Tally
 
 __all__ = [
@@ -144,24 +145,6 @@ class VisionConfig:
         return (self.image // self.patch) ** 2
 
 
-class _PreNormBlock(nn.Module):
-    """ViT's encoder block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))`` (no mask)."""
-
-    def __init__(self, d: int, heads: int, ffn: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln_1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.ln_2, self.fc, self.fc_out = nn.LayerNorm(d), nn.Linear(d, ffn), nn.Linear(ffn, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, T, hs)
-        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
-
-
 class ViT(nn.Module):
     """A Vision Transformer (Dosovitskiy et al. 2021): patches, a class token, encoder blocks."""
 
@@ -171,9 +154,7 @@ class ViT(nn.Module):
         self.cls = nn.Parameter(torch.randn(1, 1, cfg.d) * 0.02)
         self.pos = nn.Parameter(torch.randn(1, cfg.tokens + 1, cfg.d) * 0.02)
         ffn = cfg.ffn or 4 * cfg.d
-        self.blocks = nn.Sequential(
-            *(_PreNormBlock(cfg.d, cfg.heads, ffn) for _ in range(cfg.layers))
-        )
+        self.blocks = nn.Sequential(*(_Block(cfg.d, cfg.heads, ffn) for _ in range(cfg.layers)))
         self.ln, self.head = nn.LayerNorm(cfg.d), nn.Linear(cfg.d, cfg.classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

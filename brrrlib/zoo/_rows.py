@@ -28,9 +28,7 @@ class Row:
 
     @classmethod
     def decoder(cls, name, family, configs, workload, count, phase, size) -> Row:
-        """A decoder's row: ``configs`` holds its ``"tiny"``, ``"prefill"`` and ``"decode"`` configs;
-        ``workload(cfg, batch, tokens, cached)`` builds it, ``count`` (the same arguments) counts it.
-        """
+        """A decoder's row: ``configs[size or phase]``, built by ``workload``, counted by ``count``."""
         cfg, tiny = configs["tiny" if size == "tiny" else phase], size == "tiny"
         if phase == "prefill":
             tokens, cached, doing = 8 if tiny else 256, 0, "a prompt of {} tokens"
