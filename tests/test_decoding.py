@@ -18,7 +18,9 @@ import brrrlib as bl
 from brrrlib import decoding, machine, widgets
 from brrrlib import exercises as ex
 from brrrlib.timing import Timing
-from brrrlib.widgets import _decode_explorer  # its class takes a fake measure; decode_explorer() does not
+
+# the explorer's class takes a fake measure; the public decode_explorer() does not
+from brrrlib.widgets import _decode_explorer
 
 # A shape small enough to work out by hand: L = 2, C = 64, V = 1000, 128 positions.
 SHAPE = decoding.DecoderShape("tiny", layers=2, d_model=64, heads=4, vocab=1000, max_context=128)
