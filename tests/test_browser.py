@@ -93,6 +93,14 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exceptio
 _WAITED = "another program holds"
 
 
+def _row(readout: str) -> dict[str, str]:
+    """The readout's table (a header line, then one line of values, tab-separated) as a dict."""
+    lines = readout.splitlines()
+    if len(lines) < 2:
+        return {}
+    return dict(zip(lines[0].split("\t"), lines[1].split("\t"), strict=False))
+
+
 def _check_repeat_readout(before: str, _after: str) -> str | None:
     """Chapter 02, eager at repeat 1: the measured time within 4x of the model's.
 
@@ -101,13 +109,14 @@ def _check_repeat_readout(before: str, _after: str) -> str | None:
     and a busy machine shares its memory bus with the browser and the server. A model
     far off (a ceiling measured from cache read x7) lands outside.
     """
-    if "repeat 1 · eager" not in before:
+    row = _row(before)
+    if (row.get("repeat"), row.get("mode")) != ("1", "eager"):
         return f"the explorer did not open at repeat 1, eager: {before!r}"
-    found = re.search(r"measured ×([\d.]+) of it", before)
+    found = re.fullmatch(r"([\d.]+)x", row.get("measured/model", ""))
     if found is None:
         return f"the readout does not compare the point with the model: {before!r}"
     ratio = float(found.group(1))
-    if not 0.25 <= ratio <= 4.0 and _WAITED not in before:
+    if not 0.25 <= ratio <= 4.0 and _WAITED not in row.get("note", ""):
         return f"eager repeat 1 is ×{ratio} of the model, outside 4x: {before!r}"
     return None
 
@@ -133,10 +142,13 @@ def _check_batch_readout(_before: str, after: str) -> str | None:
 
 def _check_decode_readout(_before: str, after: str) -> str | None:
     """Chapter 06: a decode step measured at the new batch, its tokens/s set beside its floors."""
-    found = re.search(r"([\d,.]+) tokens/s", after)
-    if found is None or float(found.group(1).replace(",", "")) <= 0:
+    row = _row(after)
+    rate = row.get("tokens/s", "").replace(",", "")
+    if not re.fullmatch(r"[\d.]+", rate) or float(rate) <= 0:
         return f"the readout states no tokens per second: {after!r}"
-    floors = [re.search(rf"{kind} [\d.]+ [mµn]?s", after) for kind in ("memory", "compute")]
+    floors = [
+        re.fullmatch(r"[\d.]+ [mµn]?s", row.get(f"{k} floor", "")) for k in ("memory", "compute")
+    ]
     if not all(floors):
         return f"the readout does not set the step beside its memory and compute floors: {after!r}"
     return None
@@ -693,12 +705,46 @@ def test_batch_reading_check_can_fail(readout, rejected):
 @pytest.mark.parametrize(
     ("readout", "rejected"),
     [
-        ("repeat 1 · eager · 3.1 ms · model 2.9 ms (measured ×1.07 of it)", False),
-        ("repeat 1 · eager · 3.1 ms · model 2.9 ms (measured ×25.30 of it)", True),
-        ("repeat 1 · eager · 3.1 ms · model 0.6 ms (measured ×5.17 of it)", True),
-        ("repeat 2 · eager", True),  # no model
+        (
+            "repeat\tmode\ttime\tmodel\tmeasured/model\tnote\n1\teager\t3.1 ms\t2.9 ms\t1.07x\t-",
+            False,
+        ),
+        (
+            "repeat\tmode\ttime\tmodel\tmeasured/model\tnote\n1\teager\t3.1 ms\t2.9 ms\t25.30x\t-",
+            True,
+        ),
+        (
+            "repeat\tmode\ttime\tmodel\tmeasured/model\tnote\n1\teager\t3.1 ms\t0.6 ms\t5.17x\t-",
+            True,
+        ),
+        (
+            "repeat\tmode\ttime\tmodel\tmeasured/model\tnote\n1\teager\t3.1 ms\t0.6 ms\t5.17x\tthe calls waited for cores another program holds",
+            False,
+        ),
+        (
+            "repeat\tmode\ttime\tmodel\tmeasured/model\tnote\n2\teager\t3.1 ms\t2.9 ms\t1.07x\t-",
+            True,
+        ),  # not repeat 1
+        ("repeat 1 · eager", True),  # no table
     ],
 )
 def test_repeat_reading_check_can_fail(readout, rejected):
     """The repeat readout check rejects a model far off and a readout without one."""
     assert (_check_repeat_readout(readout, "") is not None) is rejected
+
+
+_DECODE_HEADER = "batch\tcontext\ttime per step\ttokens/s\tmemory floor\tcompute floor\tnote\n"
+
+
+@pytest.mark.parametrize(
+    ("readout", "rejected"),
+    [
+        (_DECODE_HEADER + "32\t64\t73.1 ms\t438\t23.7 ms\t22.6 ms\t-", False),
+        (_DECODE_HEADER + "32\t64\t73.1 ms\t0\t23.7 ms\t22.6 ms\t-", True),  # no tokens
+        (_DECODE_HEADER + "32\t64\t73.1 ms\t438\t-\t22.6 ms\t-", True),  # no memory floor
+        ("438 tokens/s", True),  # no table
+    ],
+)
+def test_decode_reading_check_can_fail(readout, rejected):
+    """The decode readout check rejects a readout without tokens per second or its floors."""
+    assert (_check_decode_readout("", readout) is not None) is rejected

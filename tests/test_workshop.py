@@ -191,6 +191,7 @@ def _python_every_account_runs(root: Path) -> tuple[str, float]:
     not_source = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
     ignore = shutil.ignore_patterns(*not_source, "_build", "test-artifacts")
     shutil.copytree(REPO, source, ignore=ignore)
+    source.chmod(0o755)  # the clone's own folder may be private (mktemp -d)
     subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True)
     try:
         _link_environment(env, source)
