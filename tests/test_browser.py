@@ -422,11 +422,18 @@ def _run_all_cells(page) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
 
 
-def _wait_for_run_all(page, timeout_s: float) -> dict:
-    """Wait until every code cell ran and the kernel is idle; fail fast on an error."""
+class KernelCrashed(Exception):
+    """The kernel died during Run All (JupyterLab restarted it): its server log's tail."""
+
+
+def _wait_for_run_all(page, timeout_s: float, lab: Lab | None = None) -> dict:
+    """Wait until every code cell ran and the kernel is idle; fail fast on an error or a crash."""
     deadline = time.monotonic() + timeout_s
+    logged = len(lab.log.read_text(errors="replace")) if lab else 0
     state = None
     while time.monotonic() < deadline:
+        if lab and "restarting kernel" in (new := lab.log.read_text(errors="replace")[logged:]):
+            raise KernelCrashed(new[-2000:])
         state = page.evaluate(_NOTEBOOK_STATE_JS)
         if state is not None:
             bad = _tracebacks(state)
@@ -549,9 +556,16 @@ def test_chapter_runs_and_slider_redraws(lab, browser, chapter, capsys):
     page.on("pageerror", lambda exc: page_errors.append(str(exc)))
     started = time.monotonic()
     try:
-        _open_notebook(page, lab, chapter.notebook)
-        _run_all_cells(page)
-        state = _wait_for_run_all(page, RUN_ALL_S)
+        try:
+            _open_notebook(page, lab, chapter.notebook)
+            _run_all_cells(page)
+            state = _wait_for_run_all(page, RUN_ALL_S, lab)
+        except KernelCrashed as crash:  # a native crash in the kernel: say so, run it once more
+            print(f"[browser] {chapter.notebook}: the kernel crashed; once more:\n{crash}")
+            _stop_kernels(lab)
+            _open_notebook(page, lab, chapter.notebook)
+            _run_all_cells(page)
+            state = _wait_for_run_all(page, RUN_ALL_S, lab)
         run_all_s = time.monotonic() - started
         bad = _tracebacks(state)
         assert not bad, f"{chapter.notebook} shows an error after Run All:\n" + "\n---\n".join(bad)
