@@ -79,6 +79,7 @@ WANTED = (
     "platformdirs>=3",
     "psutil>=5.9",
     "setuptools>=77",  # the course's build backend, for its editable install
+    "tqdm>=4.66",  # progress of long measurements
 )
 #: What the bundle leaves out on purpose (the chapters run headless, through nbclient):
 #: ``brrr doctor``'s FAIL for it alone does not fail the doctor step.
