@@ -81,7 +81,9 @@ def matmul(c, dev, time_it, peaks):
     sizes = (512, 1024, 2048) if dev.type == "cpu" else (4096, 8192, 16384)
     for key, peak in c.matmul_flops_per_s_by_dtype.items():
         best, best_at = 0.0, ""
-        with ceilings._matmul_precision("high" if key == "tf32" else "highest"):
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
+        try:
             for n in sizes:
                 if not c.fast_path(key) and n > sizes[0]:
                     break  # no fast path here: a slow path is slow at any size
@@ -97,6 +99,8 @@ def matmul(c, dev, time_it, peaks):
                     rate = 2 * n**3 / time_it(call)
                     if rate > best:
                         best, best_at = rate, f"{name}, n={n}"
+        finally:
+            torch.set_float32_matmul_precision(before)
         row(
             f"matmul {key}: best kernel, timed longer ({best_at})",
             best,
