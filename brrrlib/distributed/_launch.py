@@ -65,7 +65,8 @@ def run(job: dict[str, Any], world_size: int, *, timeout_s: float, port: int | N
             monitor_interval=0.05,
             local_addr="127.0.0.1",
             logs_specs=DefaultLogsSpecs(log_dir=str(folder / "logs"), redirects=Std.ALL),
-            shutdown_timeout=2,  # seconds from SIGTERM to SIGKILL
+            # seconds from SIGTERM to SIGKILL (torch 2.12 and later; before, the agent's 30)
+            **({"shutdown_timeout": 2} if hasattr(LaunchConfig, "shutdown_timeout") else {}),
         )
         code = _WORKER.format(root=str(Path(__file__).resolve().parents[2]))
         with _contained():
