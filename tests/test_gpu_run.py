@@ -239,6 +239,7 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
     "status, log, verdict",
     [
         (1, "  FAIL  jupyterlab is not installed\n", "ok"),
+        (1, "  FAIL  jupyterlab is not installed\n1 problem(s): fix the FAIL lines\n", "ok"),
         (1, "  FAIL  jupyterlab is not installed\n  FAIL  torch cannot see the GPU\n", "failed"),
         (1, "Traceback (most recent call last):\n", "failed"),
         (0, "  ok    torch\n", "ok"),
