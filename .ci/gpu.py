@@ -187,7 +187,7 @@ class Run:
     def __init__(self, out: Path, device: str, budget_s: float, quick: bool, bundle_dir):
         self.out, self.device, self.quick, self.bundle = out, device, quick, bundle_dir
         self.only_chapters: list[str] = list(CHAPTERS_CPU_QUICK) if quick else []
-        self.benchmarks: list[str] = []  # only these benchmarks (a second pass's); [] = all
+        self.only_benchmarks: list[str] = []  # only these benchmarks (a second pass's); [] = all
         self.start = time.monotonic()
         self.deadline = self.start + budget_s
         self.work = Path(tempfile.mkdtemp(prefix="brrr-gpu-run-"))
@@ -378,8 +378,8 @@ class Run:
             "ceilings": (["--json", str(self.work / "ceilings.json")], 150),
             "decode_roofline": (["--json", str(self.work / "decode.json")], 150),
         }
-        if self.benchmarks:
-            scripts = {k: v for k, v in scripts.items() if k in self.benchmarks}
+        if self.only_benchmarks:
+            scripts = {k: v for k, v in scripts.items() if k in self.only_benchmarks}
         done = {}
         for script, (args, most_s) in scripts.items():
             cmd = [sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), *args]
@@ -498,7 +498,7 @@ def run(opts: argparse.Namespace) -> int:
     if opts.chapters:
         r.only_chapters = opts.chapters.split(",")
     if opts.benchmarks:
-        r.benchmarks = opts.benchmarks.split(",")
+        r.only_benchmarks = opts.benchmarks.split(",")
     wanted = opts.steps.split(",") if opts.steps else list(STEPS)
     unknown = set(wanted) - set(STEPS)
     if unknown:
@@ -694,14 +694,18 @@ def unpack(srcs: list[Path] | Path, recordings: Path = RECORDINGS) -> Path:
 
 
 def _merge_run(one: Path, merged: Path) -> None:
-    """Lay one run's files over the runs before it (same GPU, commit and date, or refuse)."""
+    """Lay one run's files over the runs before it (same GPU and date, or refuse).
+
+    A later pass may run a later commit (a fix made between passes): the recording then
+    names each pass's commit, in order.
+    """
     new = json.loads((one / "summary.json").read_text())
     if not merged.exists():
         shutil.copytree(one, merged)
         (merged / "summary.json").write_text(json.dumps({**new, "runs": 1}, indent=1))
         return
     old = json.loads((merged / "summary.json").read_text())
-    for key in ("device", "commit", "date"):
+    for key in ("device", "date"):
         if old["environment"].get(key) != new["environment"].get(key):
             raise SystemExit(
                 f"unpack: the runs differ in {key} ({old['environment'].get(key)} vs "
@@ -724,6 +728,9 @@ def _merge_run(one: Path, merged: Path) -> None:
     for key in ("ceilings", "decode"):
         if "benchmarks" in ran_steps and new.get(key):
             old[key] = new[key]
+    commits = old["environment"]["commit"].split(", ")
+    if new["environment"]["commit"] != commits[-1]:
+        old["environment"]["commit"] = ", ".join([*commits, new["environment"]["commit"]])
     old["seconds"] = old.get("seconds", 0) + new.get("seconds", 0)
     old["runs"] = old.get("runs", 1) + 1
     (merged / "summary.json").write_text(json.dumps(old, indent=1))
@@ -823,7 +830,7 @@ def _notebooks_readme(label: dict, clean: dict, chapters: dict) -> str:
         f"# The chapters as executed on an {label['device_short']}, {label['date']}\n\n"
         f"Executed top to bottom in a Jupyter kernel by the site's executor (`docs/build.py`) "
         f"on an {label['device']} (driver {label['driver']}, CUDA {label['cuda']}, torch "
-        f"{label['torch']}, Python {label['python']}, {label['cpu_cores']} CPU cores) at commit "
+        f"{label['torch']}, Python {label['python']}, {label['cpu_cores']} CPU cores) at commit{'s' * (',' in label['commit'])} "
         f"`{label['commit']}`, by `python .ci/gpu.py run`, with their outputs, figures and the "
         "explorers' widget state kept; only machine paths were replaced. `run.json` says the "
         "same as data (the course site reads it for its labels).\n\n"
@@ -848,7 +855,7 @@ def _readme(label: dict, summary: dict, dest: Path) -> str:
         f"# Recorded on an {label['device_short']}, {label['date']}\n\n"
         f"What the course measured on an **{label['device']}** (driver {label['driver']}, "
         f"CUDA {label['cuda']}, torch {label['torch']}, Python {label['python']}, "
-        f"{label['cpu_cores']} CPU cores) at commit `{label['commit']}`, in "
+        f"{label['cpu_cores']} CPU cores) at commit{'s' * (',' in label['commit'])} `{label['commit']}`, in "
         f"{_passes(summary.get('runs', 1))} of `python .ci/gpu.py run` (CONTRIBUTING.md, "
         '"Re-record the GPU runs"). Shipped so '
         "that a learner without a GPU can see what a GPU does, clearly labelled as recorded. "

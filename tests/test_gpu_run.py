@@ -179,10 +179,12 @@ def test_the_summary_names_the_tests_that_failed(tmp_path):
     assert "FAILED tests.test_a::t1" in text and "t2" not in text
 
 
-def _packed_run(tmp_path: Path, name: str, commit: str, steps: dict, files: dict) -> Path:
+def _packed_run(
+    tmp_path: Path, name: str, commit: str, steps: dict, files: dict, device: str = ""
+) -> Path:
     """A run's OUT folder: ``recording.tar.gz`` holding a summary and ``files``."""
     work = tmp_path / f"{name}-work"
-    environment = {**H100_RUN, "commit": commit}
+    environment = {**H100_RUN, "commit": commit, "device": device or H100_RUN["device"]}
     summary = {"environment": environment, "steps": steps, "seconds": 100.0}
     for rel, text in {**files, "summary.json": json.dumps(summary)}.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -230,9 +232,12 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
     assert steps == {"record": "ok"}  # the second run's record replaced the first's skip
     assert "chapters    ok" in readme  # the second run's skipped chapters did not replace it
     assert "doctor      ok" in readme  # only the unbundled lab failed: not a failure
-    other = _packed_run(tmp_path, "other", "def5678", {"record": ok}, {})
-    with pytest.raises(SystemExit, match="commit"):
-        gpu.unpack([first, other], tmp_path / "recordings")
+    fixed = _packed_run(tmp_path, "fixed", "def5678", {"record": ok}, {})  # a fix between
+    readme = (gpu.unpack([first, fixed], tmp_path / "recordings") / "README.md").read_text()
+    assert "at commits `abc1234, def5678`" in readme
+    h200 = _packed_run(tmp_path, "h200", "abc1234", {"record": ok}, {}, device="NVIDIA H200")
+    with pytest.raises(SystemExit, match="device"):
+        gpu.unpack([first, h200], tmp_path / "recordings")
 
 
 @pytest.mark.parametrize(
