@@ -716,7 +716,13 @@ def _merge_run(one: Path, merged: Path) -> None:
         ran = run / "chapters.json"
         chapters.update(json.loads(ran.read_text()) if ran.is_file() else {})
     ran_steps = {k: v for k, v in new["steps"].items() if v["status"] != "skipped"}
+    ran = (
+        json.loads((one / "chapters.json").read_text()) if (one / "chapters.json").is_file() else {}
+    )
     for f in one.rglob("*"):
+        if f.suffix == ".ipynb" and f.relative_to(one).parts[0] == "chapters":
+            if str(f.relative_to(one / "chapters").with_suffix("")) not in ran:
+                continue  # packed beside the chapters this pass ran, not executed by it
         if f.is_file() and f.name not in ("summary.json", "summary.txt", "chapters.json"):
             target = merged / f.relative_to(one)
             target.parent.mkdir(parents=True, exist_ok=True)

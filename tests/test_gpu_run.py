@@ -221,10 +221,14 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
         "second",
         "abc1234",
         {"chapters": skipped, "record": {**ok, "detail": "1 files"}},
-        {"recorded/traces/short.json": "[]"},
+        {
+            "recorded/traces/short.json": "[]",
+            "chapters/00_the_factory.ipynb": '{"cells": [], "unexecuted": 1}',  # packed, not run
+        },
     )
     dest = gpu.unpack([first, second], tmp_path / "recordings")
-    assert (dest / "notebooks" / "00_the_factory.ipynb").is_file()  # from the first run
+    kept = (dest / "notebooks" / "00_the_factory.ipynb").read_text()
+    assert "unexecuted" not in kept  # the first run's executed copy, not the second's packed one
     assert (dest / "traces" / "short.json").is_file()  # from the second
     readme = (dest / "README.md").read_text()
     assert "two passes" in readme and "(2 runs)" in readme
