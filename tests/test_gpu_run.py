@@ -237,8 +237,8 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
     assert "chapters    ok" in readme  # the second run's skipped chapters did not replace it
     assert "doctor      ok" in readme  # only the unbundled lab failed: not a failure
     fixed = _packed_run(tmp_path, "fixed", "def5678", {"record": ok}, {})  # a fix between
-    readme = (gpu.unpack([first, fixed], tmp_path / "recordings") / "README.md").read_text()
-    assert "at commits `abc1234, def5678`" in readme
+    joined = gpu.unpack([first, fixed], tmp_path / "recordings") / "notebooks" / "run.json"
+    assert json.loads(joined.read_text())["commit"] == "abc1234, def5678"
     h200 = _packed_run(tmp_path, "h200", "abc1234", {"record": ok}, {}, device="NVIDIA H200")
     with pytest.raises(SystemExit, match="device"):
         gpu.unpack([first, h200], tmp_path / "recordings")
