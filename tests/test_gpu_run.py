@@ -223,12 +223,12 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
         {"chapters": skipped, "record": {**ok, "detail": "1 files"}},
         {
             "recorded/traces/short.json": "[]",
-            "chapters/00_the_factory.ipynb": '{"cells": [], "unexecuted": 1}',  # packed, not run
+            "chapters/00_the_factory.ipynb": '{"cells": [{}]}',  # packed beside, not run
         },
     )
     dest = gpu.unpack([first, second], tmp_path / "recordings")
-    kept = (dest / "notebooks" / "00_the_factory.ipynb").read_text()
-    assert "unexecuted" not in kept  # the first run's executed copy, not the second's packed one
+    kept = json.loads((dest / "notebooks" / "00_the_factory.ipynb").read_text())
+    assert kept["cells"] == []  # the first run's executed copy, not the second's packed one
     assert (dest / "traces" / "short.json").is_file()  # from the second
     readme = (dest / "README.md").read_text()
     assert "two passes" in readme and "(2 runs)" in readme
@@ -238,7 +238,7 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
     assert "doctor      ok" in readme  # only the unbundled lab failed: not a failure
     fixed = _packed_run(tmp_path, "fixed", "def5678", {"record": ok}, {})  # a fix between
     joined = gpu.unpack([first, fixed], tmp_path / "recordings") / "notebooks" / "run.json"
-    assert json.loads(joined.read_text())["commit"] == "abc1234, def5678"
+    assert json.loads(joined.read_text())["commit"].split(", ") == ["abc1234", "def5678"]
     h200 = _packed_run(tmp_path, "h200", "abc1234", {"record": ok}, {}, device="NVIDIA H200")
     with pytest.raises(SystemExit, match="device"):
         gpu.unpack([first, h200], tmp_path / "recordings")
