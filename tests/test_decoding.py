@@ -390,6 +390,10 @@ def test_a_right_answer_passes_and_a_wrong_one_fails(qid, capsys):
     assert f"{right:.6g}" not in out.split("computed:")[0]  # never shown before it is right
 
 
+def _question(qid):
+    return {q.id: q for q in ex.questions()}[qid]
+
+
 @pytest.mark.parametrize(
     ("qid", "ratio", "slip"),
     [
@@ -400,12 +404,12 @@ def test_a_right_answer_passes_and_a_wrong_one_fails(qid, capsys):
 )
 def test_typical_slips_get_their_nudge(qid, ratio, slip):  # bl.check says only yes or no
     assert ex.check(qid, RIGHT[qid]() * ratio) is False
-    assert ex._judge(qid, RIGHT[qid]() * ratio).slip == slip
+    assert _question(qid).judge(RIGHT[qid]() * ratio).slip == slip
 
 
 def test_tensor_parallel_slips_are_recognised():
     right = RIGHT["06.tp8_tokens_per_s"]()
     weights_only = _spec("H100").mem_bandwidth_bytes_per_s * 8 / (7e9 * 2)
     assert ex.check("06.tp8_tokens_per_s", weights_only) is False
-    assert ex._judge("06.tp8_tokens_per_s", weights_only).slip == "weights_alone"
+    assert _question("06.tp8_tokens_per_s").judge(weights_only).slip == "weights_alone"
     assert weights_only / right > 2  # the latency is most of the step at batch 1

@@ -150,7 +150,9 @@ def test_none_prompts_without_raising(capsys):
 
 
 # The checker's decision: check() prints the reply, and the slip it names only in words.
-_verdict = ex._judge
+def _verdict(qid, answer, ceilings=None):
+    """What check() decides for ``answer``, unprinted."""
+    return Q[qid].judge(answer, ceilings)
 
 
 def _slip(qid, answer, ceilings=None):

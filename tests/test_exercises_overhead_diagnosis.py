@@ -44,7 +44,12 @@ def _check(qid, answer, capsys, **kw):
 
 
 # The checker's decision: check() prints the reply, and the slip it names only in words.
-_verdict = exercises._judge
+QUESTIONS = {q.id: q for q in exercises.questions()}
+
+
+def _verdict(qid, answer, ceilings=None):
+    """What check() decides for ``answer``, unprinted."""
+    return QUESTIONS[qid].judge(answer, ceilings)
 
 
 def _slip(qid, answer, ceilings=None):

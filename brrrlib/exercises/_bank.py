@@ -15,6 +15,7 @@ from typing import Any
 import brrrlib.ceilings
 from brrrlib import _fmt
 from brrrlib._files import course_folder
+from brrrlib.exercises._judge import judge
 from brrrlib.hardware import spec
 
 __all__ = ["Context", "Question", "Worked", "chapter_prompts", "load", "solves"]
@@ -123,6 +124,10 @@ class Question:
         steps = tuple(dict.fromkeys([*ctx.steps, *worked.steps]))  # each step once, in order
         name = getattr(ctx._ceilings, "device_name", "") if ctx.used_ceilings else None
         return dataclasses.replace(worked, steps=steps, machine=name)
+
+    def judge(self, answer: Any, ceilings: Any = None) -> Any:
+        """What ``bl.check`` decides for ``answer``, unprinted: (right, slip, reply)."""
+        return judge(self, answer, ceilings)
 
     def __repr__(self) -> str:
         unit = f" [{self.unit}]" if self.unit else ""
