@@ -65,9 +65,8 @@ _KINDS = {"all_reduce": CollectiveSweep, "data_parallel": DataParallelRun}
 
 def _cores() -> int:
     """The cores this process may run on (a container's CPU set, where the OS says), at least 1."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0))) if affinity else os.cpu_count() or 1
 
 
 def local_world_sizes() -> tuple[int, ...]:
@@ -123,9 +122,7 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
     return _KINDS[data["kind"]].from_dict(data)
 
 
-def _run_local(
-    kind: str, what: Any, world_size: Any, backend: Any, budget_s: Any, timeout_s: Any, port: Any
-) -> Any:
+def _run_local(kind, what, world_size, backend, budget_s, timeout_s, port) -> Any:
     """``kind`` over ``world_size`` local processes, up to 64 (the arguments checked first)."""
     need(whole(world_size, 2, 64), "world_size", world_size, "a whole number from 2 to 64")
     need(port is None or whole(port, 1, 65535), "port", port, "None (a free one) or 1024-65535")
@@ -140,26 +137,18 @@ def _job(
     for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e5
         need(ok, name, value, "a positive number of seconds")
-    backend = _backend(backend, world_size)
+    job = {"kind": kind, "min_rounds": 5, "backend": _backend(backend, world_size)}
     if kind == "all_reduce":
         default = (*(4**k for k in range(1, 13)), 2**25)  # 4 B (one fp32) to 16 MiB, 32 MiB
         sizes = _numbers("sizes_bytes", what, default, 2**62, 64)
-        what = {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes}), "max_rounds": 50}
-        _check_memory(what["sizes_bytes"], world_size, backend)
+        job |= {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes}), "max_rounds": 50}
+        _check_memory(job["sizes_bytes"], world_size, job["backend"])
     else:
         batches = _numbers("batches", what, (8, 16, 32, 64, 128, 256), 65536, 16)
         # at least 6 rounds: then a median's 95% interval is narrower than the whole range
-        what = {"batches": batches, "model": DEFAULT_MODEL, "min_rounds": 6, "max_rounds": 20}
-    return {
-        "kind": kind,
-        "min_rounds": 5,
-        **what,
-        "backend": backend,
-        "threads": max(1, _cores() // world_size),
-        "budget_s": float(budget_s),
-        "group_timeout_s": max(10.0, min(60.0, float(timeout_s))),
-        "launcher": "local processes",
-    }
+        job |= {"batches": batches, "model": DEFAULT_MODEL, "min_rounds": 6, "max_rounds": 20}
+    job |= {"threads": max(1, _cores() // world_size), "budget_s": float(budget_s)}
+    return job | {"group_timeout_s": max(10.0, min(60.0, timeout_s)), "launcher": "local processes"}
 
 
 def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int) -> list[int]:
@@ -227,10 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     listed = args.sizes if kind == "all_reduce" else args.batches
     what = [_size(x) for x in listed.split(",")] if listed else None
     budget_s = args.budget_s or (2.0 if kind == "all_reduce" else 4.0)
-    job = {
-        **_job(kind, what, local, args.backend, budget_s, args.timeout_s),
-        "launcher": "torchrun",
-    }
+    job = _job(kind, what, local, args.backend, budget_s, args.timeout_s) | {"launcher": "torchrun"}
     _collectives_worker.watchdog(None, time.time() + args.timeout_s)
     result = _collectives_worker.run_job(job)
     if result is not None:  # rank 0
