@@ -1,5 +1,4 @@
-"""The bandwidth ladder: every road data takes on one machine, measured here or read from sheets;
-its measured rungs (a copy in cache, a file read from disk, pinned and pageable copies to a GPU)."""
+"""The bandwidth ladder: every road data takes on one machine, measured here or from spec sheets."""
 
 from __future__ import annotations
 
@@ -162,9 +161,6 @@ def _cache_rung() -> tuple[str, str, float, str]:
     return f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, how
 
 
-# ------------------------------------------------------------------ disk
-
-
 @dataclass(frozen=True, repr=False)
 class DiskRead(TableRepr):
     """Reads of one file from disk: every sample, and how the page cache was kept out."""
@@ -211,21 +207,20 @@ def measure_disk_read(
     need(nbytes <= free // 2, "nbytes", nbytes, f"at most half of the free {free} bytes")
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
-        block = os.urandom(min(nbytes, 2**20))  # 1. write the file, and flush it to disk
+        block = os.urandom(2**20)
         for offset in range(0, nbytes, len(block)):
             os.write(fd, block[: nbytes - offset])
         os.fsync(fd)
-        buf = memoryview(bytearray(8 * 2**20))
-        samples, method, evicted = [], "", False
+        buf, samples = memoryview(bytearray(8 * 2**20)), []
         for _ in range(repeats):
-            method, evicted = _drop_cached_pages(fd)  # 2. out of the page cache, and rewound
-            t0 = time.perf_counter()  # 3. read it all back
+            method, evicted = _drop_cached_pages(fd)
+            t0 = time.perf_counter()
             with open(fd, "rb", buffering=0, closefd=False) as f:
                 while f.readinto(buf):
                     pass
             samples.append(time.perf_counter() - t0)
     finally:
-        os.close(fd)  # 4. delete it
+        os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(path)
     return DiskRead(nbytes, tuple(samples), method, evicted, directory)
@@ -243,9 +238,6 @@ def _drop_cached_pages(fd: int) -> tuple[str, bool]:
         fcntl.fcntl(fd, getattr(fcntl, "F_NOCACHE", 48), 1)
         return "page cache bypassed (fcntl F_NOCACHE)", True
     return "read through the page cache (no way to drop it here)", False
-
-
-# ------------------------------------------------------------------ host to GPU
 
 
 @dataclass(frozen=True, repr=False)
