@@ -89,26 +89,21 @@ def run(job: dict[str, Any], world_size: int, *, timeout_s: float, port: int | N
 @contextlib.contextmanager
 def _contained() -> Iterator[None]:
     """The launcher's marks on this process undone: log lines, warnings, signal handlers, env."""
-    loggers = [logging.getLogger(f"torch.distributed.{n}") for n in ("elastic", "launcher")]
-    saved = [(lg, lg.handlers, lg.propagate) for lg in loggers]
-    main = threading.current_thread() is threading.main_thread()
     # the signals on which the launcher stops its workers (its default), restored after a run
-    stops = [
-        getattr(signal, s) for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, s)
-    ]
-    handlers = {s: signal.getsignal(s) for s in stops} if main else {}
-    for lg in loggers:
-        lg.handlers, lg.propagate = [logging.NullHandler()], False
+    stops = [getattr(signal, s, None) for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")]
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {s: signal.getsignal(s) for s in stops if s and main}
+    quiet = {"handlers": [logging.NullHandler()], "propagate": False}
     try:
-        with warnings.catch_warnings(), mock.patch.dict(os.environ):
+        with warnings.catch_warnings(), mock.patch.dict(os.environ), contextlib.ExitStack() as on:
+            for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
+                on.enter_context(mock.patch.multiple(logging.getLogger(name), **quiet))
             warnings.filterwarnings("ignore", module=r"torch\.distributed")
             yield
     finally:
         for s, handler in handlers.items():
             if handler is not None:  # None: set outside Python, cannot be restored
                 signal.signal(s, handler)
-        for lg, lg_handlers, propagate in saved:
-            lg.handlers, lg.propagate = lg_handlers, propagate
 
 
 def _failure(failures: dict, folder: Path, world_size: int, timeout_s: float) -> Exception:
@@ -119,8 +114,7 @@ def _failure(failures: dict, folder: Path, world_size: int, timeout_s: float) ->
             f"not done within timeout_s={timeout_s:g}; all {world_size} processes were stopped"
             f"{_tail(folder, 0)}"
         )
-    killed = {r for r, c in codes.items() if c < 0 and c != -signal.SIGTERM}  # not by the launcher
-    rank = min(codes, key=lambda r: (r not in killed, codes[r] == -signal.SIGTERM, r))
+    rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, codes[r] >= 0, r))
     f = failures[rank]
     how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exit code {f.exitcode}"
     return WorkerDied(
