@@ -24,17 +24,15 @@ __all__ = ["EXIT_DEADLINE", "MODES", "main", "mlp", "run_job", "watchdog"]
 EXIT_DEADLINE = 5
 #: The three ways a data-parallel step is run, in the order the result lists them.
 MODES = ("compute only", "all-reduce after backward", "overlapped buckets")
-#: Where a rank says what it is doing: stderr under the local launcher (its log file, quoted
-#: when a rank fails); nowhere under torchrun.
+#: Where a rank says what it does: stderr under the local launcher (quoted on failure), else none.
 _LOG: Any = None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one rank of the job in ``JOB.json``; rank 0 writes ``result.json`` beside it."""
     global _LOG
-    job_path = Path((sys.argv[1:] if argv is None else argv)[0])
+    _LOG, job_path = sys.stderr, Path((sys.argv[1:] if argv is None else argv)[0])
     job = json.loads(job_path.read_text())
-    _LOG = sys.stderr
     watchdog(job["parent_pid"], job["deadline_unix"])
     result = run_job(job)
     if result is not None:
@@ -64,13 +62,12 @@ def _say(text: str) -> None:
 def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
     """Join the process group, run ``job["kind"]``, leave the group; rank 0 returns the result."""
     torch.set_num_threads(int(job["threads"]))
-    dev = torch.device("cpu")
+    dev, device_id = torch.device("cpu"), None
     if job["backend"] == "nccl":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        dev = device_id = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
     _say("initialising the process group")
     timeout = datetime.timedelta(seconds=float(job["group_timeout_s"]))
-    device_id = dev if dev.type == "cuda" else None
     dist.init_process_group(job["backend"], timeout=timeout, device_id=device_id)
     try:
         measure = {"all_reduce": _all_reduce_sweep, "data_parallel": _data_parallel}[job["kind"]]
@@ -124,12 +121,10 @@ def _rounds(
     job: dict[str, Any], dev: torch.device, cases: list[tuple[str, Any]]
 ) -> tuple[list[list[float]], list[int]]:
     """Time every ``(name, call)`` of ``cases`` in rounds: per case its samples, and calls per block."""
-    estimates = []
-    for name, call in cases:  # 1. warm up, and estimate each case's time per call
+    for name, call in cases:  # 1. warm up, then estimate each case's time per call
         _say(f"warming up: {name}")
-        for _ in range(3):
-            call()
-        estimates.append(_time_block(dev, call, 3))
+        _time_block(dev, call, 3)
+    estimates = [_time_block(dev, call, 3) for _, call in cases]
     # 2. calls per block (a block long enough that the clock and the skew of ranks leaving the
     # barrier are small against it; up to 2000 calls), and rounds (the budget, within bounds)
     floor_s = 2e-3 if job["kind"] == "all_reduce" else 5e-3
@@ -147,11 +142,10 @@ def _rounds(
 
 def _all_reduce_sweep(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
     """Time all-reduce over each message size, in rounds that visit every size."""
-    bufs = [torch.zeros(max(1, int(n) // 4), device=dev) for n in job["sizes_bytes"]]
+    bufs = [torch.zeros(n // 4, device=dev) for n in job["sizes_bytes"]]  # multiples of 4 bytes
     cases = [(f"{4 * b.numel()} bytes", lambda b=b: dist.all_reduce(b)) for b in bufs]
     samples, calls = _rounds(job, dev, cases)
-    sizes = [4 * b.numel() for b in bufs]
-    return {"sizes_bytes": sizes, "samples_s": samples, "calls_per_sample": calls}
+    return {"sizes_bytes": job["sizes_bytes"], "samples_s": samples, "calls_per_sample": calls}
 
 
 def mlp(d_in: int, hidden: int, depth: int, d_out: int) -> torch.nn.Sequential:
