@@ -167,9 +167,7 @@ def _backend(backend: str | None, world_size: int) -> str:
     nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
     need(backend in (None, "gloo", "nccl"), "backend", backend, "'gloo', 'nccl' or None")
     if backend == "nccl" and not nccl_ok:
-        raise ValueError(
-            f"backend='nccl' needs a GPU per process, {world_size}; {gpus} here: use backend='gloo'"
-        )
+        raise ValueError(f"backend='nccl' needs {world_size} GPUs, {gpus} here: use backend='gloo'")
     return backend or ("nccl" if nccl_ok else "gloo")
 
 
@@ -184,9 +182,6 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
             f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available: "
             "drop the largest sizes or close other programs"
         )
-
-
-# ------------------------------------------------------------------ under torchrun
 
 
 def _size(text: str) -> int:

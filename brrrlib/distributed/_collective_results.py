@@ -10,14 +10,13 @@ from typing import Any, ClassVar
 from brrrlib import _fmt
 from brrrlib.distributed._collectives_worker import MODES
 from brrrlib.distributed._comm_model import AlphaBeta, TableRepr, fit_alpha_beta, ring_factor
+from brrrlib.timing import Comparison, Timing
 
 __all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun"]
 
 
 def _paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str]) -> str:
     """``a_s`` over ``b_s``, round by round, said as a :class:`brrrlib.Comparison` says it."""
-    from brrrlib.timing import Comparison, Timing
-
     ratios = tuple(a / b for a, b in zip(a_s, b_s, strict=True))
     a, b = Timing(b_s, "", label=labels[1]), Timing(a_s, "", label=labels[0])
     return Comparison(a=a, b=b, ratios=ratios).says()
@@ -143,10 +142,9 @@ class CollectiveSweep(GroupRun):
 
         ax_t, ax_b = plt.subplots(1, 2, figsize=(11, 4))[1]
         self.plot_time(ax_t, self.sizes_bytes)
-        sizes, measured = self.sizes_bytes, [b / 1e9 for b in self.busbw_bytes_per_s]
-        model = [ring_factor(self.world_size) * n / self.fit.time_s(n) / 1e9 for n in sizes]
-        ax_b.plot(sizes, measured, "o", label="measured")
-        ax_b.plot(sizes, model, "-", label="model")
+        sizes, factor = self.sizes_bytes, ring_factor(self.world_size)
+        ax_b.plot(sizes, [b / 1e9 for b in self.busbw_bytes_per_s], "o", label="measured")
+        ax_b.plot(sizes, [factor * n / self.fit.time_s(n) / 1e9 for n in sizes], label="model")
         ax_b.set(xscale="log", yscale="log", xlabel="message size (bytes)")
         ax_b.set(ylabel="bus bandwidth (GB/s)", title="busbw = size / time x 2(n-1)/n")
         ax_b.legend(fontsize=8)
@@ -243,10 +241,11 @@ class DataParallelRun(GroupRun):
 
     def _caption(self) -> str:
         found = self.measured_crossover_batch
+        buckets = ", ".join(f"{m} {n}" for m, n in self.buckets.items())
         return (
             f"{_fmt.si(self.params)} parameters, {_fmt.binary_bytes(self.grad_bytes)} of "
             f"gradients, all-reduce alone {_fmt.seconds(self.comm_s)}; {self.where()}; buckets "
-            f"{', '.join(f'{m} {n}' for m, n in self.buckets.items())}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
+            f"{buckets}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
         )
 
     def plot(self, *, predicted_crossover: float | None = None) -> Any:

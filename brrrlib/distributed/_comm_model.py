@@ -1,5 +1,4 @@
-"""The latency-bandwidth model of a collective, nccl-tests' ring factor, and what every result
-of this package shares: one table behind both reprs, and one way to refuse an argument."""
+"""The alpha-beta model of a collective, nccl-tests' ring factor, and what every result shares."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ class TableRepr:
     _align = ""  # "l" or "r" per column of the text table; numbers (right) after a label by default
 
     def __repr__(self) -> str:
-        table = _fmt.text_table(
-            self._header, self._rows(), self._align or "l" + "r" * len(self._header)
-        )
+        align = self._align or "l" + "r" * len(self._header)
+        table = _fmt.text_table(self._header, self._rows(), align)
         return f"{type(self).__name__}: {self._caption()}\n{table}"
 
     def _repr_html_(self) -> str:
