@@ -77,12 +77,8 @@ def local_world_sizes() -> tuple[int, ...]:
 def cores_note(world_size: int) -> str:
     """Why ``world_size`` processes would oversubscribe this machine's cores, or ``""``."""
     cores = _cores()
-    if world_size <= cores:
-        return ""
-    return (
-        f"{world_size} processes on {cores} cores: {world_size - cores} would always wait for a "
-        "core, and the times would measure the scheduler, not the link"
-    )
+    late = f"{world_size - cores} would always wait for a core, timing the scheduler, not the link"
+    return f"{world_size} processes on {cores} cores: {late}" if world_size > cores else ""
 
 
 def all_reduce_sweep(

@@ -62,8 +62,7 @@ class MessageSizeExplorer(_Explorer):
         busbw = _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s")
         self.readout = (
             f"{_fmt.binary_bytes(n)}: model {_fmt.seconds(t)} = alpha {share:.0%} + bytes "
-            f"{1 - share:.0%}: {regime}; "
-            f"busbw {busbw} of {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
+            f"{1 - share:.0%}: {regime}; busbw {busbw} of {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
         )
         if n in sweep.sizes_bytes:
             self.readout += f"; measured {_fmt.seconds(sweep.median_s[sweep.sizes_bytes.index(n)])}"
