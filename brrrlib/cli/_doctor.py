@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -15,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 from brrrlib import _fmt
@@ -36,8 +36,7 @@ REINSTALL = "reinstall the package (pip install brrrlib, or pip install -e . in 
 _REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
 _OPTIONAL = ("nbval", "pytest")  # the tests'
 _CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# A CUDA build for Windows (PyPI's Windows wheel is the CPU build): a CUDA version torch's
-# recent releases are built for; pytorch.org/get-started names the one for your driver.
+# PyPI's Windows wheel is the CPU build; pytorch.org/get-started names the CUDA for a driver.
 _CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
 _LINUX_COMPILERS = {  # a distribution's ID or ID_LIKE -> how it installs g++
     "debian ubuntu": "sudo apt install build-essential",
@@ -49,14 +48,13 @@ _LINUX_COMPILERS = {  # a distribution's ID or ID_LIKE -> how it installs g++
 
 
 class _Report:
-    """Doctor's findings, one tagged line each, advice under it; FAIL makes the exit status 1."""
+    """Prints findings as tagged lines, advice under them, and counts each tag."""
 
     def __init__(self, out) -> None:
-        self.out, self.failures, self.warnings = out, 0, 0
+        self.out, self.tags = out, Counter()
 
     def __call__(self, tag: str, text: str, advice: str = "") -> None:
-        self.failures += tag == "FAIL"
-        self.warnings += tag == "WARN"
+        self.tags[tag] += 1
         print(f"  {tag:<5} {text}" + (f"\n        -> {advice}" if advice else ""), file=self.out)
 
 
@@ -72,14 +70,19 @@ def package_version() -> str:
     return _version("brrrlib") or getattr(sys.modules.get("brrrlib"), "__version__", "unknown")
 
 
-def _torch_command() -> str:
-    """The command that installs the torch build this machine needs (CUDA, CPU or Apple's)."""
+def _torch_command(flag: str = "") -> str:
+    """``pip install{flag} torch`` for the build this machine needs (CUDA, CPU or Apple's)."""
     system, gpu = platform.system(), shutil.which("nvidia-smi") is not None
     if system == "Windows" and gpu:  # PyPI's Windows wheel is the CPU build
-        return f"pip install torch --index-url {_CUDA_INDEX} (pytorch.org/get-started: your CUDA)"
+        return f"pip install{flag} torch --index-url {_CUDA_INDEX} (pytorch.org: your CUDA's)"
     if system not in ("Windows", "Darwin") and not gpu:  # PyPI's Linux wheel is the CUDA build
-        return f"pip install torch --index-url {_CPU_INDEX}"
-    return "pip install torch"
+        return f"pip install{flag} torch --index-url {_CPU_INDEX}"
+    return f"pip install{flag} torch"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"2.10.0+cu128"`` -> ``(2, 10, 0)``."""
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
 def torch_problem() -> str | None:
@@ -89,21 +92,13 @@ def torch_problem() -> str | None:
     except Exception as err:  # a broken install fails in many ways: name it, never hide it
         if isinstance(err, ModuleNotFoundError) and err.name == "torch":
             return f"torch is not installed: {_torch_command()}"
-        return f"torch cannot be imported ({type(err).__name__}: {err}): reinstall it: " + (
-            _torch_command().replace("install", "install --force-reinstall", 1)
-        )
+        fix = _torch_command(" --force-reinstall")
+        return f"torch cannot be imported ({type(err).__name__}: {err}): reinstall it: {fix}"
     version = getattr(torch, "__version__", "0")
-    if _release(version) >= _release(_TORCH_FLOOR):
-        return None
-    return (
-        f"torch {version} is older than {_TORCH_FLOOR}, the oldest the course runs on: "
-        + _torch_command().replace("install", "install -U", 1)
-    )
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``"2.10.0+cu128"`` -> ``(2, 10, 0)``."""
-    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
+    if _release(version) < _release(_TORCH_FLOOR):
+        floor = f"torch {version} is older than {_TORCH_FLOOR}, the oldest the course runs on"
+        return f"{floor}: {_torch_command(' -U')}"
+    return None
 
 
 def compiler_problem() -> tuple[str, str] | None:
@@ -132,8 +127,8 @@ def _compiler_advice(system: str) -> str:
     except OSError:
         distro = {}
     family = set(f"{distro.get('ID', '')} {distro.get('ID_LIKE', '')}".split())
-    known = [cmd for ids, cmd in _LINUX_COMPILERS.items() if family & set(ids.split())]
-    return known[0] if known else "install g++ with your system's package manager"
+    known = (cmd for ids, cmd in _LINUX_COMPILERS.items() if family & set(ids.split()))
+    return next(known, "install g++ with your system's package manager")
 
 
 def _check_packages(r: _Report) -> bool:
@@ -168,13 +163,13 @@ def _check_device(r: _Report):
     except ValueError as err:
         return r("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
     r("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
-    gpu = "an NVIDIA GPU is here, but"
-    if dev.type == "cpu" and shutil.which("nvidia-smi") and torch.version.cuda is None:
-        where = f"--index-url {_CUDA_INDEX}" * (platform.system() == "Windows")
-        fix = f"pip install --force-reinstall torch {where or '(PyPI: the CUDA build on Linux)'}"
-        r("WARN", f"{gpu} torch {torch.__version__} is a CPU build", fix)
-    elif dev.type == "cpu" and shutil.which("nvidia-smi") and "BRRR_DEVICE" not in os.environ:
-        r("WARN", f"{gpu} CUDA {torch.version.cuda} is not available", "check the driver")
+    gpu = dev.type == "cpu" and shutil.which("nvidia-smi")
+    if gpu and torch.version.cuda is None:
+        cpu_build = f"an NVIDIA GPU is here, but torch {torch.__version__} is a CPU build"
+        r("WARN", cpu_build, _torch_command(" --force-reinstall"))
+    elif gpu and "BRRR_DEVICE" not in os.environ:
+        no_cuda = f"an NVIDIA GPU is here, but CUDA {torch.version.cuda} is not available"
+        r("WARN", no_cuda, "check the driver")
     return dev
 
 
@@ -197,10 +192,10 @@ def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
         what = f"torch.compile failed: {type(err).__name__}: {_fmt.error_line(err)}"
         r("FAIL", what, _compiler_advice(platform.system()))
         return False
-    if not right:
-        r("FAIL", "torch.compile gave a wrong result", "pip install -U torch")
-    else:
+    if right:
         r("ok", f"compiled a tiny function in {_fmt.seconds(time.perf_counter() - t0)}")
+    else:
+        r("FAIL", "torch.compile gave a wrong result", "pip install -U torch")
     return right
 
 
@@ -227,9 +222,9 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     print(textwrap.indent(f"{c!r}\n{table}", "        "), file=r.out)
     parts = cpu_parts(c.num_threads) if c.device == "cpu" else None
     if parts is not None:  # the CPU roofs as the clock each implies on the chip's parts
-        clocks = [parts.implied_clock_hz(c.matmul_flops_per_s, 2) / 1e9]
-        clocks.append(parts.implied_clock_hz(c.vector_flops_per_s, 1) / 1e9)
-        r("", f"{parts}: matmul, vector need {clocks[0]:.2f}, {clocks[1]:.2f} GHz")
+        matmul = parts.implied_clock_hz(c.matmul_flops_per_s, 2) / 1e9
+        vector = parts.implied_clock_hz(c.vector_flops_per_s, 1) / 1e9
+        r("", f"{parts}: matmul, vector need {matmul:.2f}, {vector:.2f} GHz")
     if c.noisy:
         r("WARN", "the ceilings were noisy (notes above)", "close programs; brrr doctor --refresh")
 
@@ -241,9 +236,8 @@ def _notebook_imports(nb: dict) -> set[str]:
         if cell.get("cell_type") != "code":
             continue
         lines = "".join(cell.get("source", [])).splitlines()  # %magic and !shell: pass
-        src = "\n".join(re.sub(r"^(\s*)[%!].*", r"\1pass", line) for line in lines)
         try:
-            tree = ast.parse(src)
+            tree = ast.parse("\n".join(re.sub(r"^(\s*)[%!].*", r"\1pass", s) for s in lines))
         except SyntaxError:
             continue  # a deliberately broken exercise cell: not an import problem
         for node in tree.body:
@@ -269,29 +263,25 @@ def _check_course(r: _Report, compile_ok: bool | None) -> None:
             continue
         missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
         name, compiles = path.name, "torch.compile" in text
+        untried = " (torch.compile not tried)" * (compiles and not compile_ok)
         if missing:
             r("FAIL", f"{name}: needs {', '.join(missing)}", f"pip install {' '.join(missing)}")
         elif compiles and compile_ok is False:
             r("FAIL", f"{name}: uses torch.compile, which fails here", "see above")
         else:
-            r(
-                "ok",
-                f"{name}: can run" + " (torch.compile not tried)" * (compiles and not compile_ok),
-            )
+            r("ok", f"{name}: can run{untried}")
 
 
 def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
     """Check that the course can run here, saying what to fix; 0 if it can, 1 if not."""
     r = _Report(out or sys.stdout)
     if _check_packages(r):  # without torch nothing else can run
-        dev = _check_device(r)
-        compile_ok = None
+        dev, compile_ok = _check_device(r), None
         if dev is not None:
             compile_ok = _check_compile(r, dev, quick)
             _check_ceilings(r, dev, refresh)
         _check_course(r, compile_ok)
-    verdict = (
-        f"{r.failures} problem(s): fix the FAIL lines" if r.failures else "all good: run brrr lab"
-    )
-    print(verdict + f" ({r.warnings} warning(s))" * bool(r.warnings), file=r.out)
-    return 1 if r.failures else 0
+    fails, warns = r.tags["FAIL"], r.tags["WARN"]
+    verdict = f"{fails} problem(s): fix the FAIL lines" if fails else "all good: run brrr lab"
+    print(verdict + f" ({warns} warning(s))" * bool(warns), file=r.out)
+    return 1 if fails else 0
