@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import importlib.util
 import inspect
 import os
@@ -32,19 +31,14 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     module_part, _, name = target.rpartition(":")
     if not module_part or not name:
         raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
-    module = _user_code(
-        lambda: _import(module_part),
-        f"importing {module_part!r}",
-        f"cannot import {module_part!r}:",
-    )
+    doing, failed = f"importing {module_part!r}", f"cannot import {module_part!r}:"
+    module = _user_code(lambda: _import(module_part), doing, failed)
     factory = _lookup(module, module_part, name)
     result = _user_code(factory, f"calling {name}()", f"calling {name}() raised")
     if not (isinstance(result, tuple) and len(result) in (2, 3)):
-        raise TargetError(
-            f"{name}() returned {type(result).__name__}; it must return (fn, args) or "
-            "(fn, args, kwargs)"
-        )
-    fn, args, kwargs = (*result, {}) if len(result) == 2 else result
+        got = type(result).__name__
+        raise TargetError(f"{name}() must return (fn, args) or (fn, args, kwargs), not {got}")
+    fn, args, kwargs = (*result, {})[:3]
     for i, ok, what in (
         (0, callable(fn), "callable"),
         (1, isinstance(args, (tuple, list)), "a tuple of arguments"),
@@ -73,6 +67,7 @@ def _user_code(call: Callable[[], Any], doing: str, failed: str) -> Any:
 
 
 def _import(module_part: str):
+    """Import a module by name or a ``.py`` file by path; the working folder is on sys.path."""
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     if not module_part.endswith(".py") and "/" not in module_part and "\\" not in module_part:
@@ -81,8 +76,7 @@ def _import(module_part: str):
     if not path.is_file():
         raise TargetError(f"no such file: {module_part}")
     spec = importlib.util.spec_from_file_location(f"_brrr_target_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
     spec.loader.exec_module(module)
     return module
@@ -114,7 +108,7 @@ def _lookup(module, module_part: str, name: str) -> Callable:
 
 
 def _describe(err: BaseException) -> str:
-    """``KeyError: 'x' (at model.py:12)``: the error and the innermost line of the learner's code."""
+    """``KeyError: 'x' (at model.py:12)``: the error and the learner's innermost line."""
     text = f"{type(err).__name__}: {err}"
     if isinstance(err, SystemExit):
         text = f"it called sys.exit({err.code!r})"
@@ -172,7 +166,7 @@ class CopyReport:
 
 
 def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
-    """Copy the course files ``dest`` lacks from ``source``; ``reset`` backs up and replaces yours."""
+    """Copy the course files ``dest`` lacks; ``reset`` backs up and replaces the changed ones."""
     backup_dir = Path(dest) / f".brrr-backup-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     copied, kept, backed_up = [], [], []
     for src in sorted(Path(source).rglob("*")):
@@ -278,19 +272,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = lab.add_mutually_exclusive_group()
-    where.add_argument(
-        "--dir", default="~/brrr-course", help="the workspace folder (~/brrr-course)"
-    )
-    where.add_argument(
-        "--copy-only", metavar="DIR", help="only copy into DIR: a JupyterHub's start hook"
-    )
+    where.add_argument("--dir", default="~/brrr-course", help="your workspace (~/brrr-course)")
+    where.add_argument("--copy-only", metavar="DIR", help="only copy into DIR: a hub's start hook")
     lab.add_argument(
-        "--reset", action="store_true", help="copy afresh; yours go to DIR/.brrr-backup-<date>/"
+        "--reset", action="store_true", help="copy afresh, yours to DIR/.brrr-backup-*"
     )
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument(
-        "--port", type=_port, help="JupyterLab's port on 127.0.0.1 (8888 or the next free one)"
-    )
+    lab.add_argument("--port", type=_port, help="its port on 127.0.0.1 (8888 or the next free one)")
     _workshop.add_parser(sub, _port)
     return p
 
