@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import socket
 import sys
 from pathlib import Path
 
 from jupyterhub.auth import Authenticator
-from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
 from traitlets import Unicode
 
@@ -18,8 +18,7 @@ from brrrlib.cli._workshop import COURSE_DIR, Share, Workshop, check_password
 
 __all__ = ["RosterAuthenticator", "configure", "copy_the_course"]
 
-#: Seconds a server may take to start on a busy machine before the hub gives up on it.
-START_TIMEOUT_S = 180
+START_TIMEOUT_S = 180  # a server's start on a busy machine, before the hub gives up on it
 
 
 class RosterAuthenticator(Authenticator):
@@ -45,8 +44,6 @@ class RosterAuthenticator(Authenticator):
 
 async def copy_the_course(spawner) -> None:
     """Before each start: copy the chapters the learner lacks into ``~/brrr-course``, as them."""
-    import pwd
-
     account = pwd.getpwnam(spawner.user.name)
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "brrrlib", "lab", "--copy-only", f"{account.pw_dir}/{COURSE_DIR}"),
@@ -84,9 +81,7 @@ def configure(c, hub: str) -> None:
     c.Authenticator.admin_users = {n for n, e in accounts.items() if e["admin"]}
     c.JupyterHub.shutdown_on_logout = True  # signing out frees the seat for another window
     # Where: the public address; the hub's and the proxy's own APIs on loopback.
-    host = f"[{settings['ip']}]" if ":" in settings["ip"] else settings["ip"]
-    scheme = "https" if settings["tls_cert"] else "http"
-    c.JupyterHub.bind_url = f"{scheme}://{host}:{settings['port']}"
+    c.JupyterHub.bind_url = settings["url"]
     if settings["tls_cert"]:
         c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = settings["tls_cert"], settings["tls_key"]
     c.JupyterHub.hub_bind_url = _loopback_url()
@@ -96,10 +91,8 @@ def configure(c, hub: str) -> None:
     c.JupyterHub.db_url = f"sqlite:///{workshop.hub / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(workshop.hub / "jupyterhub_cookie_secret")
     c.JupyterHub.pid_file = str(workshop.hub / "jupyterhub.pid")
-    c.JupyterHub.cleanup_servers = True  # the hub's exit stops every server and the proxy
-    c.JupyterHub.cleanup_proxy = True
-    # What runs: each learner's own account, this environment, the course in their home.
-    c.JupyterHub.spawner_class = LocalProcessSpawner
+    # What runs (JupyterHub's local spawner, which its exit stops): each learner's own
+    # account, this environment, the course in their home.
     c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
     c.Spawner.default_url = f"/lab/tree/{COURSE_DIR}"
     c.Spawner.pre_spawn_hook = copy_the_course

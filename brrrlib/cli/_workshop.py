@@ -33,8 +33,6 @@ _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 # choose from: 3 groups are 59 bits for a learner, 4 are 79 for the instructor.
 _ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}  # ~50 ms and 16 MiB per check
-
-
 _private = partial(write_atomic, mode=0o600)  # readable by root alone, never half-written
 
 
@@ -94,18 +92,14 @@ def _new_entry(admin: bool) -> tuple[dict, str]:
     return {"admin": admin, "salt": salt.hex(), "scrypt": key.hex()}, password
 
 
-def _system_problem(end: bool) -> str | None:
-    """Why this machine cannot hold a workshop here and now, or None."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return (
-            "needs Linux and root (an account per learner, their servers started as them): "
-            f"sudo {sys.executable} -m brrrlib workshop ... (elsewhere: course/INSTRUCTORS.md)"
-        )
-    if shutil.which("useradd") is None or shutil.which("userdel") is None:
-        return "useradd/userdel were not found (Debian, Ubuntu: apt install passwd)"
-    if not end and (importlib.util.find_spec("jupyterhub") is None or _proxy() is None):
-        return f"JupyterHub or its proxy ({PROXY}) is missing: {INSTALL}"
-    return None
+def _account(name: str):
+    """The system account ``name`` (its ``pwd`` entry), or None."""
+    import pwd  # Unix only: brrr's other commands run on Windows too
+
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
 
 
 def _proxy() -> str | None:
@@ -123,27 +117,33 @@ def _closed_folder(path: Path) -> Path | None:
     return None
 
 
-def _environment_problem() -> str | None:
-    """None if another account can run this environment's Python and the course, else why."""
-    import pwd
-
-    import brrrlib
-
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
+def _machine_problem(end: bool) -> str | None:
+    """Why this machine cannot hold a workshop (with ``end``: end one) now, or None."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return (
+            "needs Linux and root (an account per learner, their servers started as them): "
+            f"sudo {sys.executable} -m brrrlib workshop ... (elsewhere: course/INSTRUCTORS.md)"
+        )
+    if shutil.which("useradd") is None or shutil.which("userdel") is None:
+        return "useradd/userdel were not found (Debian, Ubuntu: apt install passwd)"
+    if end:
+        return None
+    if importlib.util.find_spec("jupyterhub") is None or _proxy() is None:
+        return f"JupyterHub or its proxy ({PROXY}) is missing: {INSTALL}"
+    nobody = _account("nobody")  # can another account run this Python and the course?
+    if nobody is None:
         return None  # nobody to try with: the first learner's start will say
     probe = [sys.executable, "-c", "import brrrlib.cli, jupyterhub, jupyterlab, ipykernel"]
     as_nobody = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], cwd="/", timeout=300)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/"}
     try:
         done = subprocess.run(probe, env=env, capture_output=True, text=True, **as_nobody)
+        if done.returncode == 0:
+            return None
         said = (done.stderr.strip().splitlines() or ["it failed"])[-1]
     except OSError as err:  # the Python itself cannot be run as that account
-        done, said = None, str(err)
-    if done is not None and done.returncode == 0:
-        return None
-    places = (Path(sys.executable), Path(sys.prefix), Path(brrrlib.__file__))
+        said = str(err)
+    places = (Path(sys.executable), Path(sys.prefix), Path(__file__))
     closed = next(filter(None, map(_closed_folder, places)), None)
     return (
         f"the learners' accounts cannot run {sys.executable}: "
@@ -154,14 +154,12 @@ def _environment_problem() -> str | None:
 
 
 def _listen(opts) -> dict:
-    """The address from ``--ip``/``--port``/``--tls-*``; beyond loopback only with TLS."""
+    """``--ip``, ``--port``, ``--tls-*`` and the hub's URL; beyond loopback only with TLS."""
     try:
         loopback = ipaddress.ip_address(opts.ip).is_loopback
     except ValueError:
-        raise WorkshopError(
-            f"--ip {opts.ip!r} is not an IP address: give 127.0.0.1 (the default) or this "
-            "machine's address on the room's network"
-        ) from None
+        why = f"--ip {opts.ip!r} is not an IP address: give 127.0.0.1 or this machine's address"
+        raise WorkshopError(why) from None
     if bool(opts.tls_cert) != bool(opts.tls_key):
         raise WorkshopError("--tls-cert and --tls-key go together: give both files, or neither")
     for option, path in (("--tls-cert", opts.tls_cert), ("--tls-key", opts.tls_key)):
@@ -169,12 +167,13 @@ def _listen(opts) -> dict:
             raise WorkshopError(f"{option} {path}: no such file")
     if not loopback and not opts.tls_cert and not opts.behind_tls_proxy:
         raise WorkshopError(
-            f"--ip {opts.ip} over plain HTTP sends every password and cell readable to the "
-            "network: give --tls-cert PEM --tls-key PEM, or --behind-tls-proxy if a proxy "
-            "with TLS forwards to it"
+            f"--ip {opts.ip} over plain HTTP shows every password and cell to the network: give "
+            "--tls-cert PEM --tls-key PEM, or --behind-tls-proxy if a TLS proxy forwards to it"
         )
+    host = f"[{opts.ip}]" if ":" in opts.ip else opts.ip
+    url = f"{'https' if opts.tls_cert else 'http'}://{host}:{opts.port}"
     keys = ("ip", "port", "tls_cert", "tls_key")
-    return {k: getattr(opts, k) for k in keys} | {"loopback": loopback}
+    return {k: getattr(opts, k) for k in keys} | {"loopback": loopback, "url": url}
 
 
 def _names(text: str | None) -> list[str]:
@@ -194,37 +193,25 @@ def _names(text: str | None) -> list[str]:
     return names
 
 
-def _exists(name: str) -> bool:
-    import pwd
-
-    try:
-        return bool(pwd.getpwnam(name))
-    except KeyError:
-        return False
-
-
 def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]:
     """Folders, accounts and their passwords; returns the accounts and the new passwords."""
-    import pwd
-
-    accounts = workshop.accounts()
+    root, accounts = workshop.root, workshop.accounts()
     if not accounts and not opts.learners:
-        raise WorkshopError(f"{workshop.root} holds no workshop yet: give --learners ada,bob or 20")
+        raise WorkshopError(f"{root} holds no workshop yet: give --learners ada,bob or 20")
     if not accounts and not _NAME.fullmatch(opts.instructor):
         raise WorkshopError(f"--instructor {opts.instructor!r} cannot be an account name")
     wanted = ([] if accounts else [opts.instructor]) + _names(opts.learners)
     if not accounts and opts.instructor in wanted[1:]:
         raise WorkshopError(f"--instructor {opts.instructor} is also among --learners")
-    taken = [n for n in wanted if n not in accounts and _exists(n)]
+    taken = [n for n in wanted if n not in accounts and _account(n)]
     if taken:  # the workshop makes accounts of its own, and never lends out an existing one
         raise WorkshopError(f"{taken[0]} is already an account on this machine: pick another")
-    closed = _closed_folder(workshop.root.parent)
+    closed = _closed_folder(root.parent)
     if closed is not None:
         raise WorkshopError(
-            f"--dir {workshop.root}: {closed} is closed to other accounts, so no learner could "
+            f"--dir {root}: {closed} is closed to other accounts, so no learner could "
             f"reach a home in it: choose a folder such as {DEFAULT_DIR}"
         )
-    root = workshop.root
     for folder, mode in ((root, 0o755), (workshop.hub, 0o700), (root / "home", 0o755)):
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(mode)
@@ -232,35 +219,29 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     for name in wanted:
         if name not in accounts:  # the first start's first name: the instructor, the only admin
             accounts[name], passwords[name] = _new_entry(admin=not accounts)
-    for name in (n for n in accounts if not _exists(n)):
+    for name in [n for n in accounts if not _account(n)]:
         _add_account(workshop, name)
-    instructor = pwd.getpwnam(next(n for n, e in accounts.items() if e["admin"]))
-    results = workshop.root / "results"
+    instructor = _account(next(n for n, e in accounts.items() if e["admin"]))
+    results = root / "results"
     results.mkdir(exist_ok=True)
     os.chown(results, instructor.pw_uid, instructor.pw_gid)
     results.chmod(0o1733)  # a drop box: add a file, replace only your own
     _private(workshop.hub / "accounts.json", json.dumps({"accounts": accounts}, indent=2))
     cards = workshop.hub / "cards.txt"
-    old = cards.read_text() if cards.exists() else ""
-    new = "".join(
-        f"{n}\t{p}\t{'instructor' * accounts[n]['admin']}\n" for n, p in passwords.items()
-    )
-    _private(cards, old + new)
+    new = [f"{n}\t{p}\t{'instructor' * accounts[n]['admin']}\n" for n, p in passwords.items()]
+    _private(cards, (cards.read_text() if cards.exists() else "") + "".join(new))
     return accounts, passwords
 
 
 def _add_account(workshop: Workshop, name: str) -> None:
     """A system account for ``name`` with its home in the workshop, locked (no password)."""
-    import pwd
-
     home = workshop.root / "home" / name
     cmd = ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash"]
-    done = subprocess.run(
-        [*cmd, "--comment", f"brrr workshop {workshop.root}", name], capture_output=True, text=True
-    )
+    cmd += ["--comment", f"brrr workshop {workshop.root}", name]
+    done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise WorkshopError(f"useradd {name} failed: {done.stderr.strip()}")
-    account = pwd.getpwnam(name)  # a home kept from before --end becomes the new account's
+    account = _account(name)  # a home kept from before --end becomes the new account's
     for folder, _dirs, files in os.walk(home):
         for path in (folder, *(os.path.join(folder, f) for f in files)):
             os.lchown(path, account.pw_uid, account.pw_gid)
@@ -273,7 +254,7 @@ def _end(workshop: Workshop, out) -> int:
     if not accounts:
         print(f"brrr workshop: {workshop.root} holds no workshop accounts", file=sys.stderr)
         return 2
-    removed = [n for n in accounts if _exists(n)]
+    removed = [n for n in accounts if _account(n)]
     for name in removed:
         done = subprocess.run(["userdel", name], capture_output=True, text=True)
         if done.returncode != 0:
@@ -287,17 +268,14 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> 
     """Write the hub's settings and config, say where it is, then become JupyterHub."""
     import psutil
 
-    share = Share(
-        len(os.sched_getaffinity(0)), max(1, sum(not e["admin"] for e in accounts.values()))
-    )
-    settings = {**listen, "proxy": _proxy(), "cores": share.cores, "learners": share.learners}
+    learners = max(1, sum(not e["admin"] for e in accounts.values()))
+    share = Share(len(os.sched_getaffinity(0)), learners)
+    settings = {**listen, "proxy": _proxy(), "cores": share.cores, "learners": learners}
     _private(workshop.hub / "workshop.json", json.dumps(settings, indent=2))
     config = f"from brrrlib.cli._hub import configure\n\nconfigure(c, {str(workshop.hub)!r})\n"
     _private(workshop.hub / "jupyterhub_config.py", config)
-    host = f"[{listen['ip']}]" if ":" in listen["ip"] else listen["ip"]
-    url = f"{'https' if listen['tls_cert'] else 'http'}://{host}:{listen['port']}/"
+    url, gb = listen["url"] + "/", psutil.virtual_memory().total / len(accounts) / 2**30
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
-    gb, learners = psutil.virtual_memory().total / len(accounts) / 2**30, share.learners
     rows = {
         "hub": url + (" (this machine only)" if listen["loopback"] else " (the network's)"),
         "accounts": f"{len(accounts) - learners} instructor, {learners} learners, {len(new)} new",
@@ -323,7 +301,7 @@ def run(opts, out) -> int:
     workshop = Workshop(Path(opts.dir).expanduser().resolve())
     try:
         listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
-        problem = _system_problem(end=opts.end) or (None if opts.end else _environment_problem())
+        problem = _machine_problem(end=opts.end)
         if problem:
             raise WorkshopError(problem)
         if opts.end:
