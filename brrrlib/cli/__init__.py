@@ -251,10 +251,11 @@ def _port(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="brrr", description="The course's commands.")
     p.add_argument("--version", action="version", version=f"brrr {package_version()}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(metavar="COMMAND")
     d = sub.add_parser("doctor", help="check that this machine can run the course (run this first)")
     d.add_argument("--refresh", action="store_true", help="measure the ceilings again (no cache)")
     d.add_argument("--quick", action="store_true", help="skip the torch.compile check")
+    d.set_defaults(run=lambda opts: doctor(refresh=opts.refresh, quick=opts.quick))
     g = sub.add_parser(
         "diagnose",
         help="say whether your workload is compute-, memory- or overhead-bound (bl.diagnose)",
@@ -262,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_DIAGNOSE_HELP,
     )
     g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
+    g.set_defaults(run=lambda opts: _diagnose(opts.target, sys.stdout))
     lab = sub.add_parser(
         "lab",
         help="copy the course notebooks to a workspace and open JupyterLab there",
@@ -274,11 +276,10 @@ def _parser() -> argparse.ArgumentParser:
     where = lab.add_mutually_exclusive_group()
     where.add_argument("--dir", default="~/brrr-course", help="your workspace (~/brrr-course)")
     where.add_argument("--copy-only", metavar="DIR", help="only copy into DIR: a hub's start hook")
-    lab.add_argument(
-        "--reset", action="store_true", help="copy afresh, yours to DIR/.brrr-backup-*"
-    )
+    lab.add_argument("--reset", action="store_true", help="copy afresh, yours to DIR/.brrr-backup")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.add_argument("--port", type=_port, help="its port on 127.0.0.1 (8888 or the next free one)")
+    lab.set_defaults(run=lambda opts: _lab(opts, sys.stdout))
     _workshop.add_parser(sub, _port)
     return p
 
@@ -287,17 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``brrr`` and ``python -m brrrlib``; returns the exit status."""
     parser = _parser()
     opts = parser.parse_args(argv)
-    commands = {
-        "doctor": lambda: doctor(refresh=opts.refresh, quick=opts.quick, out=sys.stdout),
-        "diagnose": lambda: _diagnose(opts.target, sys.stdout),
-        "lab": lambda: _lab(opts, sys.stdout),
-        "workshop": lambda: _workshop.run(opts, sys.stdout),
-    }
-    if opts.command not in commands:
+    if "run" not in opts:  # no command
         parser.print_help(sys.stdout)
         return 2
     try:
-        return commands[opts.command]()
+        return opts.run(opts)
     except KeyboardInterrupt:
         print("\nbrrr: interrupted", file=sys.stderr)
         return 130

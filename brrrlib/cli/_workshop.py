@@ -344,4 +344,5 @@ def add_parser(sub, port_type) -> argparse.ArgumentParser:
     w.add_argument("--tls-key", metavar="PEM", help="its private key")
     w.add_argument("--behind-tls-proxy", action="store_true", help="a TLS proxy forwards to it")
     w.add_argument("--end", action="store_true", help="remove the accounts (homes stay in DIR)")
+    w.set_defaults(run=lambda opts: run(opts, sys.stdout))
     return w
