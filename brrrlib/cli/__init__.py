@@ -276,9 +276,9 @@ def _parser() -> argparse.ArgumentParser:
     where = lab.add_mutually_exclusive_group()
     where.add_argument("--dir", default="~/brrr-course", help="your workspace (~/brrr-course)")
     where.add_argument("--copy-only", metavar="DIR", help="only copy into DIR: a hub's start hook")
-    lab.add_argument("--reset", action="store_true", help="copy afresh, yours to DIR/.brrr-backup")
+    lab.add_argument("--reset", action="store_true", help="copy afresh, old to DIR/.brrr-backup-*")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("--port", type=_port, help="its port on 127.0.0.1 (8888 or the next free one)")
+    lab.add_argument("--port", type=_port, help="the port on 127.0.0.1 (8888 or the next free one)")
     lab.set_defaults(run=lambda opts: _lab(opts, sys.stdout))
     _workshop.add_parser(sub, _port)
     return p
