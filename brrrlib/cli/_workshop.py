@@ -117,35 +117,35 @@ def _closed_folder(path: Path) -> Path | None:
     return None
 
 
-def _machine_problem(end: bool) -> str | None:
-    """Why this machine cannot hold a workshop (with ``end``: end one) now, or None."""
+def _check_machine(end: bool) -> None:
+    """WorkshopError when this machine cannot hold a workshop (with ``end``: end one) now."""
     if sys.platform != "linux" or os.geteuid() != 0:
-        return (
+        raise WorkshopError(
             "needs Linux and root (an account per learner, their servers started as them): "
             f"sudo {sys.executable} -m brrrlib workshop ... (elsewhere: course/INSTRUCTORS.md)"
         )
     if shutil.which("useradd") is None or shutil.which("userdel") is None:
-        return "useradd/userdel were not found (Debian, Ubuntu: apt install passwd)"
+        raise WorkshopError("useradd/userdel were not found (Debian, Ubuntu: apt install passwd)")
     if end:
-        return None
+        return
     if importlib.util.find_spec("jupyterhub") is None or _proxy() is None:
-        return f"JupyterHub or its proxy ({PROXY}) is missing: {INSTALL}"
+        raise WorkshopError(f"JupyterHub or its proxy ({PROXY}) is missing: {INSTALL}")
     nobody = _account("nobody")  # can another account run this Python and the course?
     if nobody is None:
-        return None  # nobody to try with: the first learner's start will say
+        return  # nobody to try with: the first learner's start will say
     probe = [sys.executable, "-c", "import brrrlib.cli, jupyterhub, jupyterlab, ipykernel"]
     as_nobody = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], cwd="/", timeout=300)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/"}
     try:
         done = subprocess.run(probe, env=env, capture_output=True, text=True, **as_nobody)
         if done.returncode == 0:
-            return None
+            return
         said = (done.stderr.strip().splitlines() or ["it failed"])[-1]
     except OSError as err:  # the Python itself cannot be run as that account
         said = str(err)
     places = (Path(sys.executable), Path(sys.prefix), Path(__file__))
     closed = next(filter(None, map(_closed_folder, places)), None)
-    return (
+    raise WorkshopError(
         f"the learners' accounts cannot run {sys.executable}: "
         + (f"{closed} is closed to other accounts" if closed else said)
         + ". Install the course with a Python every account can read, e.g. "
@@ -252,8 +252,7 @@ def _end(workshop: Workshop, out) -> int:
     """``--end``: remove the workshop's accounts; their homes and the reports stay."""
     accounts = workshop.accounts()
     if not accounts:
-        print(f"brrr workshop: {workshop.root} holds no workshop accounts", file=sys.stderr)
-        return 2
+        raise WorkshopError(f"{workshop.root} holds no workshop accounts")
     removed = [n for n in accounts if _account(n)]
     for name in removed:
         done = subprocess.run(["userdel", name], capture_output=True, text=True)
@@ -301,9 +300,7 @@ def run(opts, out) -> int:
     workshop = Workshop(Path(opts.dir).expanduser().resolve())
     try:
         listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
-        problem = _machine_problem(end=opts.end)
-        if problem:
-            raise WorkshopError(problem)
+        _check_machine(end=opts.end)
         if opts.end:
             return _end(workshop, out)
         accounts, new = _prepare(workshop, opts)
