@@ -239,6 +239,20 @@ def test_measured_step_counts_what_it_reads(model):
     assert s.flops == decoding.decode_flops(SHAPE, 2, 16)
 
 
+def test_the_batch_sweep_meets_every_batch_early_and_late(model, monkeypatch):
+    seen = []  # the batch of each decode call, in order
+    real = model.decode
+    monkeypatch.setattr(
+        model, "decode", lambda ids, *a, **k: (seen.append(len(ids)), real(ids, *a, **k))[1]
+    )
+    sweep = decoding.batch_sweep(model, [4, 1, 2], context=16, budget_s=0.02)
+    runs = [b for i, b in enumerate(seen) if i == 0 or seen[i - 1] != b]  # batch changes
+    assert runs == [1, 2, 4, 2, 1]  # smallest first, then largest first (4 twice in a row)
+    assert sweep.batches == (1, 2, 4)
+    for p in sweep.points:  # each batch keeps both passes' samples
+        assert len(p.timing.samples_s) >= 2 * 5  # bl.benchmark's five at least, per pass
+
+
 def test_a_step_that_does_not_fit_is_refused_before_allocating(model, monkeypatch):
     monkeypatch.setattr(machine, "available_memory_bytes", lambda device: 2**20)
     with pytest.raises(decoding.DoesNotFit, match="smaller batch"):
