@@ -32,7 +32,7 @@ _SHARE = re.compile(
 #: A share above 100% is kept only on a line that names what was measured to cause it: a
 #: cache level holding the data, a stale cached ceiling (a same-run probe beat it), ops
 #: cheaper than the overhead ceiling's, a same-run reference that this kernel beat, or
-#: that it is unexplained. "The ceiling was not the peak" explains nothing and fails.
+#: that it is unexplained. Blaming the ceiling itself names no mechanism and fails.
 _EXPLAINED = re.compile(
     r"\bcache\b|\bL[123]\b|stale ceiling|cheaper ops|same-run|unexplained|this kernel beat it",
     re.I,
