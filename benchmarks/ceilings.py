@@ -80,27 +80,19 @@ def sheet_peaks(c, dev) -> dict:
 def matmul(c, dev, time_it, peaks):
     sizes = (512, 1024, 2048) if dev.type == "cpu" else (4096, 8192, 16384)
     for key, peak in c.matmul_flops_per_s_by_dtype.items():
-        best, best_at = 0.0, ""
-        before = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
-        try:
+
+        def best_kernel(key=key):  # the kernels the ceiling screens, at each size: the fastest
+            found = (0.0, "")
             for n in sizes:
                 if not c.fast_path(key) and n > sizes[0]:
                     break  # no fast path here: a slow path is slow at any size
-                a, b = (torch.randn(n, n, device=dev).to(ceilings._DTYPES[key]) for _ in range(2))
-                out = torch.empty_like(a)
-                kernels = {
-                    "torch.mm": functools.partial(torch.mm, a, b, out=out),
-                    "F.linear": functools.partial(torch.nn.functional.linear, a, b),
-                }
-                if dev.type == "cpu":  # oneDNN's linear, which the ceiling screens too
-                    kernels.update(ceilings._onednn_linear(a, b))
+                kernels = ceilings._matmul_kernels(n, ceilings._DTYPES[key], dev)
                 for name, call in kernels.items():
-                    rate = 2 * n**3 / time_it(call)
-                    if rate > best:
-                        best, best_at = rate, f"{name}, n={n}"
-        finally:
-            torch.set_float32_matmul_precision(before)
+                    found = max(found, (2 * n**3 / time_it(call), f"{name}, n={n}"))
+            return found
+
+        mode = "high" if key == "tf32" else "highest"
+        best, best_at = ceilings._in_precision(mode, best_kernel)
         row(
             f"matmul {key}: best kernel, timed longer ({best_at})",
             best,

@@ -15,7 +15,7 @@ from typing import Any
 import brrrlib.ceilings
 from brrrlib import _fmt
 from brrrlib._files import course_folder
-from brrrlib.exercises._judge import judge
+from brrrlib.exercises._judge import Verdict, judge
 from brrrlib.hardware import spec
 
 __all__ = ["Context", "Question", "Worked", "chapter_prompts", "load", "solves"]
@@ -125,7 +125,7 @@ class Question:
         name = getattr(ctx._ceilings, "device_name", "") if ctx.used_ceilings else None
         return dataclasses.replace(worked, steps=steps, machine=name)
 
-    def judge(self, answer: Any, ceilings: Any = None) -> Any:
+    def judge(self, answer: Any, ceilings: Any = None) -> Verdict:
         """What ``bl.check`` decides for ``answer``, unprinted: (right, slip, reply)."""
         return judge(self, answer, ceilings)
 
