@@ -112,3 +112,18 @@ def test_tests_reach_few_private_names_each_for_a_stated_reason():
     assert len(refs) <= shape.MAX_PRIVATE_REFS
     unexplained = sorted({n.split(".")[-1] for _, _, n in refs} - set(shape.PRIVATE_REF_REASONS))
     assert unexplained == []  # each name a test reaches has its reason in library_shape.py
+
+
+def test_the_library_holds_less_english_each_change():
+    english = sum(shape.english_lines(p) for p in shape.modules().values())
+    assert english <= shape.MAX_ENGLISH_LINES
+
+
+def test_the_english_count_can_fail(tmp_path):
+    # a literal of two or more words counts on every line it spans, an f-string by its text;
+    # a docstring, one word, or a field's name do not
+    (tmp_path / "m.py").write_text(
+        'def f(x):\n    """A docstring of words."""\n    a = "one"\n    b = f"{x} is bad"\n'
+        '    c = (\n        "two words "\n        "and more"\n    )\n    d = f"{x}{a} x"\n'
+    )
+    assert shape.english_lines(tmp_path / "m.py") == 3
