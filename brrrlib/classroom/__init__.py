@@ -354,8 +354,6 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
     files = []  # linked folders are not entered: they may lead anywhere
     for where, _dirs, names in os.walk(folder, followlinks=False):
         files += [Path(where) / n for n in names if n.lower().endswith(".json")]
-    if not files:
-        raise ValueError(f"folder={str(folder)!r} holds no *.json files (bl.report() writes them)")
     reports, skipped = [], []
     for path in sorted(files):
         try:
@@ -366,8 +364,8 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
             skipped.append(f"  {exc}")
     if skipped:
         warnings.warn(f"skipped {len(skipped)} report(s):\n" + "\n".join(skipped), stacklevel=2)
-    if not reports:
-        raise ValueError(f"folder={str(folder)!r}: no readable report among {len(files)} files")
+    if not reports:  # bl.report() writes them
+        raise ValueError(f"folder={str(folder)!r}: no report among its {len(files)} *.json files")
     return sorted(reports, key=lambda r: (r.is_prediction, r.recorded, r.name.lower(), r.device))
 
 
