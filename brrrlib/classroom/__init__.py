@@ -420,9 +420,7 @@ def attainable_table(
     chosen = _check_reports(reports, precision)
     x = intensity_flops_per_byte
     if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
-        raise ValueError(
-            f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
-        )
+        raise ValueError(f"intensity_flops_per_byte must be a positive number, got {x!r}")
     peaks = [r.matmul_peak(precision) for r in chosen]
     rows = []
     for r, peak in zip(chosen, peaks, strict=True):
