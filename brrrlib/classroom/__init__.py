@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import hashlib
@@ -76,12 +77,9 @@ class Report:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError("name must be a non-empty string (what the class sees)")
+            raise ValueError("name must be a non-empty string")
         if not isinstance(self.machine, (Ceilings, DeviceSpec)):
-            raise TypeError(
-                "machine must be Ceilings (bl.measure_ceilings()) or a spec-sheet row "
-                f"(bl.spec('T4')), got {type(self.machine).__name__}"
-            )
+            raise TypeError(f"machine must be Ceilings or a DeviceSpec, got {self.machine!r:.40}")
         chapters = _file.check(self.chapters, _file.CHAPTERS, "chapters")
         chapters = {k: MappingProxyType(v) for k, v in chapters.items()}
         object.__setattr__(self, "chapters", MappingProxyType(chapters))
@@ -166,7 +164,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "report") -> Report:
-        """Check a decoded report file (schema 1 or 2) and build the Report; errors name ``where``."""
+        """Check a decoded report file and build the Report; errors name ``where``."""
         try:
             return cls(**_file.parse(data))
         except (TypeError, ValueError) as exc:
@@ -181,10 +179,9 @@ class Report:
 
 def _row(r: Report) -> tuple[str, ...]:
     fast = max(r.precisions, key=r.matmul_peak)
-    kind = "prediction" if r.is_prediction else "recorded" if r.recorded else "measured"
     return (
         r.label,
-        kind,
+        _status(r),
         f"{r.device} ({r.device_name})",
         _fmt.si(r.matmul_peak(), "FLOP/s"),
         f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
@@ -195,6 +192,10 @@ def _row(r: Report) -> tuple[str, ...]:
         f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
         ", ".join(sorted(r.chapters)) or "-",
     )
+
+
+def _status(r: Report) -> str:
+    return "predicted" if r.is_prediction else "recorded" if r.recorded else "measured"
 
 
 _COLUMNS = tuple(
@@ -228,8 +229,8 @@ def report(
         raise ValueError("extra needs chapter=, e.g. bl.report(chapter=2, extra={...})")
     try:
         extra = _file.check(extra or {}, _file.VALUES, "extra")
-    except ValueError as exc:  # the learner's argument: a TypeError, and what to pass
-        raise TypeError(f"{exc}: pass a dict of name -> number or text, e.g. float(x)") from None
+    except ValueError as exc:  # the learner's argument: a TypeError
+        raise TypeError(*exc.args) from None
     if ceilings is None:
         from brrrlib.ceilings import measure_ceilings
 
@@ -282,10 +283,8 @@ def _write(target: Path, rep: Report) -> None:
     try:
         _files.write_atomic(target, rep.to_json(), mode=0o644)  # the instructor reads it
     except OSError as exc:
-        raise OSError(
-            f"could not write the report to {target} ({exc.strerror or exc}): pass path= a "
-            "folder you can write to (on a hub: another name=, if another account has this one)"
-        ) from None
+        why = exc.strerror or exc
+        raise OSError(f"could not write the report to {target} ({why}): pass path=") from None
 
 
 def _target(path: Any, rep: Report, continue_earlier: bool) -> Path:
@@ -327,10 +326,7 @@ def _previous(target: Path, rep: Report) -> Report | None:
         return None
     previous = _read(target, target.parent)
     if _machine_of(previous) != _machine_of(rep):
-        raise ValueError(
-            f"path={str(target)!r} holds the report of another machine "
-            f"({previous.label}: {previous.device_name}); choose another path or name="
-        )
+        raise ValueError(f"path={str(target)!r} holds another machine's report ({previous.label})")
     return previous
 
 
@@ -354,14 +350,10 @@ def _read(path: Path, root: Path) -> Report:
 def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
     """Read every ``*.json`` report in ``folder`` (and its subfolders), validated."""
     if not isinstance(folder, (str, Path)) or not Path(folder).is_dir():
-        raise ValueError(
-            f"folder={folder!r} is not a folder: put the learners' brrr-results/*.json in one"
-        )
+        raise ValueError(f"folder={folder!r} is not a folder (of learners' brrr-results/*.json)")
     files = []  # linked folders are not entered: they may lead anywhere
     for where, _dirs, names in os.walk(folder, followlinks=False):
         files += [Path(where) / n for n in names if n.lower().endswith(".json")]
-    if not files:
-        raise ValueError(f"folder={str(folder)!r} holds no *.json files (bl.report() writes them)")
     reports, skipped = [], []
     for path in sorted(files):
         try:
@@ -372,8 +364,8 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
             skipped.append(f"  {exc}")
     if skipped:
         warnings.warn(f"skipped {len(skipped)} report(s):\n" + "\n".join(skipped), stacklevel=2)
-    if not reports:
-        raise ValueError(f"folder={str(folder)!r}: no readable report among {len(files)} files")
+    if not reports:  # bl.report() writes them
+        raise ValueError(f"folder={str(folder)!r}: no report among its {len(files)} *.json files")
     return sorted(reports, key=lambda r: (r.is_prediction, r.recorded, r.name.lower(), r.device))
 
 
@@ -428,9 +420,7 @@ def attainable_table(
     chosen = _check_reports(reports, precision)
     x = intensity_flops_per_byte
     if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
-        raise ValueError(
-            f"intensity_flops_per_byte must be a positive number (FLOPs per byte moved), got {x!r}"
-        )
+        raise ValueError(f"intensity_flops_per_byte must be a positive number, got {x!r}")
     peaks = [r.matmul_peak(precision) for r in chosen]
     rows = []
     for r, peak in zip(chosen, peaks, strict=True):
@@ -449,11 +439,11 @@ def plot_reports(
     """Every report's roofs on one roofline (:func:`brrrlib.roofline.plot`); returns the Axes."""
     chosen = _check_reports(reports, dtype)
     if title is None:
-        recorded = sum(r.recorded for r in chosen)
-        predicted = sum(r.is_prediction for r in chosen)
-        counts = [f"{len(chosen) - recorded - predicted} measured"]
-        counts += [f"{recorded} recorded"] * bool(recorded) + [f"{predicted} predicted"]
-        title = f"the class on one roofline, {dtype} roofs: {', '.join(counts)}"
+        counts = collections.Counter(map(_status, chosen))
+        kinds = ", ".join(
+            f"{counts[k]} {k}" for k in ("measured", "recorded", "predicted") if k in counts
+        )
+        title = f"the class on one roofline, {dtype} roofs: {kinds}"
     # roofline.plot labels a device by its name: give each the label the class sees.
     devices = [
         dataclasses.replace(r.machine, **{"name" if r.is_prediction else "device_name": r.label})

@@ -1,4 +1,4 @@
-"""The class report file: read it safely, check each field against its declared type, migrate v1."""
+"""The class report file: read it safely, check each field against its dataclass's type."""
 
 from __future__ import annotations
 
@@ -28,14 +28,6 @@ SPEC_FIELDS = tuple(
     for f in dataclasses.fields(DeviceSpec)
     if f.compare and f.name not in ("aliases", "notes")
 )
-#: Schema 1 counted a fused multiply-add as two FLOPs in the vector roof; read, it is halved.
-V1_VECTOR_METHOD = "fused multiply-adds, halved to one FLOP per operation (schema 1)"
-_V1_NOTES = (
-    "vector ceiling measured on fused multiply-adds (two FLOPs each) and halved when read, "
-    "to the course's one FLOP per operation",
-    "op overhead measured on a + b with a fresh output, not the in-place floor",
-    "flagged noisy when measured (schema 1 kept no per-ceiling spread)",
-)
 _NAMES = {float: "a finite number", Mapping: "an object", tuple: "a list", type(None): "null"}
 
 
@@ -53,22 +45,14 @@ def read_json(path: Path, root: Path) -> Any:
         raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if len(raw) > MAX_REPORT_BYTES:
         raise ValueError(f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report")
-    try:  # a 400-digit integer becomes inf, which the field's check refuses by name
-        return json.loads(raw.decode(), parse_int=_number, parse_constant=_no_constant)
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text; ask for the file again") from None
-    except RecursionError:
-        raise ValueError(f"{path}: JSON nested too deeply to be a report") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); ask for the file again") from None
+    try:  # a 400-digit integer or a NaN becomes a float the field's check refuses by name
+        return json.loads(raw.decode(), parse_int=_number)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
 def _number(digits: str) -> int | float:
     return int(digits) if len(digits) <= 18 else float(digits)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number a report can hold")
 
 
 def check(value: Any, hint: Any, where: str) -> Any:
@@ -109,75 +93,51 @@ def record(cls: type, data: Any, where: str, names: tuple[str, ...] = ()) -> Any
 
 
 def parse(data: Any) -> dict[str, Any]:
-    """A decoded report file (schema 1 or 2) as the Report's fields."""
+    """A decoded report file as the Report's fields (a schema 1 prediction is converted)."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ValueError(
-            f"not a brrr report (field 'schema' is not {SCHEMA!r}); bl.report() writes them"
-        )
-    version = data.get("schema_version")
-    if version not in (1, SCHEMA_VERSION):
-        raise ValueError(
-            f"schema_version {version!r}: this brrrlib reads 1 and {SCHEMA_VERSION} "
-            "(a newer file? pip install -U brrrlib)"
-        )
-    try:
-        return _fields(_from_v1(data) if version == 1 else data)
-    except KeyError as exc:
-        raise ValueError(f"missing field {exc}") from None
-    except AttributeError as exc:  # a schema 1 field of the wrong type
-        raise ValueError(f"schema 1: {exc}") from None
-
-
-def _fields(data: dict) -> dict[str, Any]:
-    kind = data.get("kind")
+        raise ValueError(f"not a brrr report (field 'schema' is not {SCHEMA!r})")
+    version, kind = data.get("schema_version"), data.get("kind")
+    if version != SCHEMA_VERSION and (version, kind) != (1, "prediction"):
+        raise ValueError(f"schema_version {version!r}, not {SCHEMA_VERSION}: re-run bl.report()")
     if kind not in ("measurement", "prediction"):
         raise ValueError(f"field 'kind' must be 'measurement' or 'prediction', got {kind!r:.60}")
-    if kind == "measurement":
-        machine = record(Ceilings, data["ceilings"], "ceilings")
-    else:
-        machine = record(DeviceSpec, data["spec"], "spec", SPEC_FIELDS)
-        if min(*machine.peak_flops_per_s.values(), machine.mem_bandwidth_bytes_per_s) <= 0:
-            raise ValueError("spec: the peaks and the bandwidth must be positive")
+    try:
+        if version == 1:
+            data = data | {"spec": _spec_v1(data)}
+        if kind == "measurement":
+            machine = record(Ceilings, data["ceilings"], "ceilings")
+        else:
+            machine = record(DeviceSpec, data["spec"], "spec", SPEC_FIELDS)
+            if min(*machine.peak_flops_per_s.values(), machine.mem_bandwidth_bytes_per_s) <= 0:
+                raise ValueError("spec: the peaks and the bandwidth must be positive")
+        name, chapters, created_at = data["name"], data["chapters"], data["created_at"]
+    except KeyError as exc:
+        raise ValueError(f"missing field {exc}") from None
     ridge = data.get("ridge_point_flops_per_byte")  # for readers without brrrlib
-    if check(ridge, float | None, "field 'ridge_point_flops_per_byte'") is not None and not (
+    if check(ridge, float | None, "ridge_point_flops_per_byte") is not None and not (
         math.isclose(ridge, machine.ridge_point_flops_per_byte(), rel_tol=1e-6)
     ):
         raise ValueError(
             f"ridge_point_flops_per_byte {ridge!r} is not matmul / bandwidth: edited by hand"
         )
     return {
-        "name": check(data["name"], str, "field 'name'"),
+        "name": check(name, str, "name"),
         "machine": machine,
-        "chapters": data["chapters"],  # Report checks them
-        "created_at": check(data["created_at"], str | None, "field 'created_at'"),
-        "notes": check(data.get("notes", []), tuple[str, ...], "field 'notes'"),
+        "chapters": chapters,  # Report checks them
+        "created_at": check(created_at, str | None, "created_at"),
+        "notes": check(data.get("notes", []), tuple[str, ...], "notes"),
     }
 
 
-def _from_v1(d: dict) -> dict:
-    """Schema 1's layout as schema 2's: a ``machine`` object and a flat fp32 ``ceilings``."""
+def _spec_v1(d: dict) -> dict[str, Any]:
+    """A schema 1 prediction's spec-sheet row (course/instructor/example_results/ holds three)."""
     m, c = d["machine"], d["ceilings"]
-    if c["dtype"] != "fp32":
-        raise ValueError("ceilings: field 'dtype' must be 'fp32' (schema 1 measured fp32 only)")
-    peaks = {"fp32": c["matmul_flops_per_s"], **c["matmul_flops_per_s_by_dtype"]}
-    keep = ("schema", "kind", "name", "created_at", "chapters", "ridge_point_flops_per_byte")
-    v2 = {k: d[k] for k in keep} | {"schema_version": SCHEMA_VERSION}
-    if d["kind"] == "prediction":
-        spec = {"name": m["device_name"], "peak_flops_per_s": peaks, "mem_bytes": 0, "vendor": ""}
-        spec["mem_bandwidth_bytes_per_s"] = c["mem_bandwidth_bytes_per_s"]
-        spec["source"] = d["source"].removeprefix("spec sheet: ")
-        spec["kind"] = "gpu" if m["device"] == "cuda" else m["device"]
-        return v2 | {"spec": spec}
-    ceilings = {
-        k: c[k] for k in ("matmul_flops_per_s", "mem_bandwidth_bytes_per_s", "op_overhead_s")
+    return {
+        "name": m["device_name"],
+        "peak_flops_per_s": {"fp32": c["matmul_flops_per_s"], **c["matmul_flops_per_s_by_dtype"]},
+        "mem_bandwidth_bytes_per_s": c["mem_bandwidth_bytes_per_s"],
+        "mem_bytes": 0,
+        "source": str(d["source"]).removeprefix("spec sheet: "),
+        "kind": "gpu" if m["device"] == "cuda" else m["device"],
+        "vendor": "",
     }
-    ceilings |= {k: m[k] for k in ("device", "device_name", "torch_version", "host")}
-    ceilings |= {
-        "vector_flops_per_s": c["vector_flops_per_s"] / 2,  # one FLOP per operation now
-        "matmul_flops_per_s_by_dtype": peaks,
-        "vector_method": V1_VECTOR_METHOD,
-        "num_threads": m["num_threads"] or 1,
-        "library_version": m["brrrlib_version"],
-        "measured_at": c["measured_at"] or "",
-    }
-    return v2 | {"ceilings": ceilings, "notes": list(_V1_NOTES[: 2 + (c["noisy"] is True)])}

@@ -39,7 +39,7 @@ def _get(question_id: Any) -> Question:
         raise TypeError(f"question_id must be a string such as '02.ridge', got {kind}")
     if question_id not in _BANK:
         valid = ", ".join(_BANK)
-        raise ValueError(f"unknown question_id {short.repr(question_id)}; valid ids: {valid}")
+        raise ValueError(f"question_id={short.repr(question_id)}: choose one of {valid}")
     return _BANK[question_id]
 
 
@@ -49,7 +49,7 @@ def questions(chapter: str | int | None = None) -> QuestionList:
     found = QuestionList(q for q in _BANK.values() if chapter is None or q.chapter == key)
     if not found:
         chapters = sorted({q.chapter for q in _BANK.values()})
-        raise ValueError(f"chapter {chapter!r} has no questions; chapters with some: {chapters}")
+        raise ValueError(f"chapter={chapter!r}: choose one of {chapters}")
     return found
 
 
@@ -57,10 +57,8 @@ def hint(question_id: str, level: int = 1) -> None:
     """Print a hint for a question; ``level=2`` (and up) gives a stronger one."""
     q = _get(question_id)
     n, last = min(positive_int("level", level), len(q.hints)), len(q.hints)
-    more = f"bl.hint({q.id!r}, level={n + 1}) gives a stronger hint"
-    if n == last:
-        more = f"that is the last hint; bl.solution({q.id!r}) shows the worked answer"
-    print(f"Hint {n}/{last} for {q.id}: {q.hints[n - 1]}\n  ({more})")
+    more = f"bl.hint({q.id!r}, level={n + 1})" if n < last else f"bl.solution({q.id!r})"
+    print(f"Hint {n}/{last} for {q.id}: {q.hints[n - 1]}\n  (next: {more})")
 
 
 def check(question_id: str, answer: Any, *, ceilings: Any = None) -> bool:

@@ -72,15 +72,13 @@ def _read_number(q: Any, answer: Any) -> tuple[float, str, str]:
         except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
             why = f"{short.repr(answer)} has no value to read ({type(exc).__name__})."
             return math.nan, "no_value", why
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        kind = type(answer).__name__
-        return math.nan, "not_a_number", f"{q.id} expects {_expects(q)}, not {kind}: no quotes."
+    real = isinstance(answer, numbers.Real) and not isinstance(answer, bool)
     try:
-        value = float(answer)
+        value = float(answer) if real else math.nan
     except OverflowError:  # an int or Fraction beyond any float
         value = math.inf
     if math.isnan(value):
-        return value, "not_a_number", f"{value} is not a number; {q.id} expects {_expects(q)}."
+        return value, "not_a_number", f"{q.id} expects {_expects(q)}, not {short.repr(answer)}."
     if value and not _SMALLEST <= abs(value) <= _LARGEST:
         return value, "out_of_range", f"{short.repr(answer)} is out of range for {q.id}."
     return value, "", ""
