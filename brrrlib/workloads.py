@@ -291,11 +291,9 @@ def training_step(
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer={optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
-    if precision not in amp:
-        raise ValueError(
-            f"precision={precision!r} is not one of {', '.join(amp)} (for TF32, call "
-            "torch.set_float32_matmul_precision('high') first)"
-        )
+    if precision not in amp:  # TF32 is a global switch, not an autocast dtype
+        tf32 = "torch.set_float32_matmul_precision('high')"
+        raise ValueError(f"precision={precision!r} is not one of {', '.join(amp)}; TF32: {tf32}")
     model, (x,) = transformer_block(batch, seq, d_model, n_heads, device=device)
     model.train().requires_grad_(True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **OPTIMIZERS[optimizer])

@@ -133,10 +133,8 @@ class Decoder(nn.Module):
     def prefill(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """The prompt ``(B, T)``, from position 0: fills the cache's first T slots."""
         if cache.length < idx.shape[1]:
-            raise ValueError(
-                f"the KV cache holds {cache.length} positions, the prompt has {idx.shape[1]}: "
-                "make one with new_cache(model, batch, length) for length >= the prompt"
-            )
+            need = f"new_cache(model, batch, length={idx.shape[1]})"
+            raise ValueError(f"the KV cache holds {cache.length} positions: make one with {need}")
         return self._run(idx, self.slots[: idx.shape[1]], cache, None)
 
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -254,10 +252,7 @@ def quantize_int8(model: Decoder) -> Decoder:
     """A copy of ``model`` (bf16 or fp16) whose matmuls read int8 weights."""
     dtype = model.wte.weight.dtype
     if dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(
-            f"quantize a 16-bit model (activations stay 16-bit); this one is {dtype}: "
-            "build it with dtype=torch.bfloat16 (or float16), or call model.to(torch.bfloat16)"
-        )
+        raise ValueError(f"model must be 16-bit, not {dtype}: build it with dtype=torch.bfloat16")
     out = copy.deepcopy(model)
     for block in out.blocks:
         for name in ("qkv", "proj", "fc", "fc_out"):

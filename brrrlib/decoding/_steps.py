@@ -100,8 +100,7 @@ def _out_of_memory(dev: torch.device, batch: int, context: int, doing: str) -> I
             raise
         machine.release_cached_memory(dev)
         raise DoesNotFit(
-            f"batch {batch} at context {context} ran out of memory while {doing}; the memory "
-            "was given back: choose a smaller step"
+            f"batch {batch}, context {context}: out of memory {doing}, given back"
         ) from None
 
 
@@ -136,10 +135,9 @@ def decode_step(
     need = step_memory_bytes(model.shape, batch, context, w.element_size())
     free = machine.available_memory_bytes(w.device)
     if need > MEMORY_HEADROOM * free:
+        at, needs = f"batch {batch}, context {context}", _fmt.binary_bytes(need)
         raise DoesNotFit(
-            f"batch {batch} at context {context} needs {_fmt.binary_bytes(need)} for its KV cache "
-            f"and activations, more than half of the {_fmt.binary_bytes(free)} free on "
-            f"{w.device.type}: choose a smaller batch or a shorter context"
+            f"{at} needs {needs}, over half the {_fmt.binary_bytes(free)} free: choose a smaller batch"
         )
     with _out_of_memory(w.device, batch, context, f"allocating {_fmt.binary_bytes(need)}"):
         cache = new_cache(model, batch, context)
@@ -238,11 +236,9 @@ class BatchSweep:
 def batch_sweep(
     model: Decoder, batches: Sequence[int], context: int = 32, *, budget_s: float = 0.15
 ) -> BatchSweep:
-    """:func:`measure_step` at each batch in two passes, smallest first, then largest first.
-
-    A machine whose speed drifts (a host warming up, a neighbour) meets every batch early and
-    late; each batch keeps the samples of both passes, half the budget in each.
-    """
+    """:func:`measure_step` at each batch in two passes, smallest first, then largest first."""
+    # a machine whose speed drifts (a host warming up, a neighbour) meets every batch early and
+    # late; each batch keeps the samples of both passes, half the budget in each
     points: dict[int, StepTiming] = {}
     skipped: list[tuple[int, str]] = []
     for b in sorted(batches):

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from brrrlib import _fmt, machine
+from brrrlib import _checks, _fmt, machine
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun
 from brrrlib.distributed._collectives_worker import mlp
@@ -77,8 +77,8 @@ def local_world_sizes() -> tuple[int, ...]:
 def cores_note(world_size: int) -> str:
     """Why ``world_size`` processes would oversubscribe this machine's cores, or ``""``."""
     cores = _cores()
-    late = f"{world_size - cores} would always wait for a core, timing the scheduler, not the link"
-    return f"{world_size} processes on {cores} cores: {late}" if world_size > cores else ""
+    late = world_size - cores  # always waiting for a core: they time the scheduler, not the link
+    return f"{world_size} processes on {cores} cores: {late} wait for a core" if late > 0 else ""
 
 
 def all_reduce_sweep(
@@ -120,8 +120,9 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
 
 def _run_local(kind, what, world_size, backend, budget_s, timeout_s, port) -> Any:
     """``kind`` over ``world_size`` local processes, up to 64 (the arguments checked first)."""
-    need(whole(world_size, 2, 64), "world_size", world_size, "a whole number from 2 to 64")
-    need(port is None or whole(port, 1, 65535), "port", port, "None (a free one) or 1024-65535")
+    whole("world_size", world_size, 2, 64)
+    if port is not None:  # None: the store binds a free one
+        whole("port", port, 1, 65535)
     job = _job(kind, what, world_size, backend, budget_s, timeout_s)
     return _KINDS[kind].from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
@@ -130,9 +131,8 @@ def _job(
     kind: str, what: Any, world_size: int, backend: Any, budget_s: Any, timeout_s: Any
 ) -> dict:
     """What every rank runs, each argument checked: ``kind`` over ``what`` (sizes, or batches)."""
-    for name, value in (("budget_s", budget_s), ("timeout_s", timeout_s)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e5
-        need(ok, name, value, "a positive number of seconds")
+    _checks.seconds("budget_s", budget_s)
+    _checks.seconds("timeout_s", timeout_s)
     job = {"kind": kind, "min_rounds": 5, "backend": _backend(backend, world_size)}
     if kind == "all_reduce":
         default = (*(4**k for k in range(1, 13)), 2**25)  # 4 B (one fp32) to 16 MiB, 32 MiB
@@ -152,9 +152,8 @@ def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int
     if value is None:
         return list(default)
     ok = isinstance(value, Sequence) and not isinstance(value, str) and 1 <= len(value) <= most
-    want = f"a list of 1 to {most} whole numbers from 1 to {high}"
-    need(ok and all(whole(v, 1, high) for v in value), name, value, want)
-    return sorted(set(value))
+    need(ok, name, value, f"a list of 1 to {most} numbers")
+    return sorted({whole(name, v, 1, high) for v in value})
 
 
 def _backend(backend: str | None, world_size: int) -> str:
@@ -173,11 +172,8 @@ def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
     processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
     needed = processes * (sum(sizes) + 2 * max(sizes))  # every buffer, and scratch
     if needed > 0.5 * machine.available_memory_bytes(dev):
-        raise ValueError(
-            f"sizes_bytes up to {_fmt.binary_bytes(max(sizes))} need about "
-            f"{_fmt.binary_bytes(needed)} on {dev.type}, over half of the memory available: "
-            "drop the largest sizes or close other programs"
-        )
+        big = _fmt.binary_bytes(max(sizes))
+        raise ValueError(f"sizes_bytes up to {big} need over half the {dev.type} memory free")
 
 
 def _size(text: str) -> int:
@@ -200,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         how = f"torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed {args.job}"
-        print(f"run this under torchrun, which starts the processes: {how}", file=sys.stderr)
+        print(f"run under torchrun: {how}", file=sys.stderr)
         return 2
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     kind = args.job.replace("-", "_")

@@ -59,11 +59,10 @@ class GroupRun(TableRepr):
         return {"kind": self.kind, **asdict(self)}
 
     def where(self) -> str:
-        """``2 processes (local processes, 1 node(s)), gloo on cpu, 1 thread(s) each``."""
-        return (
-            f"{self.world_size} processes ({self.launcher}, {len(set(self.hosts)) or 1} node(s)), "
-            f"{self.backend} on {self.device_name}, {self.threads_per_process} thread(s) each"
-        )
+        """``2 x gloo on cpu, 1 thread(s) each, 1 node(s)``."""
+        each, nodes = self.threads_per_process, len(set(self.hosts)) or 1
+        where = f"{self.world_size} x {self.backend} on {self.device_name}"
+        return f"{where}, {each} thread(s) each, {nodes} node(s)"
 
 
 @dataclass(frozen=True, repr=False)
@@ -129,11 +128,12 @@ class CollectiveSweep(GroupRun):
         ]
 
     def _caption(self) -> str:
-        alpha, bw = self.fit.alpha_s, self.fit.algorithm_bytes_per_s
+        # time: the median over rounds of the slowest rank; spread: IQR / median
+        alpha, bw = _fmt.seconds(self.fit.alpha_s), _fmt.si(self.fit.algorithm_bytes_per_s, "B/s")
+        rounds = len(self.samples_s[0])
         return (
-            f"all-reduce, {self.where()}; median of {len(self.samples_s[0])} rounds (slowest rank), "
-            f"spread IQR/median; verified {self.verified}; model alpha {_fmt.seconds(alpha)}, "
-            f"1/beta {_fmt.si(bw, 'B/s')}"
+            f"all-reduce, {self.where()}; {rounds} rounds; "
+            f"alpha {alpha}, 1/beta {bw}; verified {self.verified}"
         )
 
     def plot(self) -> Any:
@@ -240,12 +240,12 @@ class DataParallelRun(GroupRun):
         ]
 
     def _caption(self) -> str:
-        found = self.measured_crossover_batch
+        found, grads = self.measured_crossover_batch, _fmt.binary_bytes(self.grad_bytes)
         buckets = ", ".join(f"{m} {n}" for m, n in self.buckets.items())
+        crossover = f"{found:.0f}" if found else "-"
         return (
-            f"{_fmt.si(self.params)} parameters, {_fmt.binary_bytes(self.grad_bytes)} of "
-            f"gradients, all-reduce alone {_fmt.seconds(self.comm_s)}; {self.where()}; buckets "
-            f"{buckets}; crossover batch {f'{found:.0f}' if found else 'not in range'}"
+            f"{_fmt.si(self.params)} parameters, {grads} of gradients, all-reduce "
+            f"{_fmt.seconds(self.comm_s)}; {self.where()}; buckets {buckets}; crossover {crossover}"
         )
 
     def plot(self, *, predicted_crossover: float | None = None) -> Any:

@@ -18,15 +18,17 @@ __all__ += ["need", "ring_factor", "whole"]
 FLOPS_PER_PARAM_PER_SAMPLE = 6
 
 
-def whole(value: Any, low: float, high: float) -> bool:
-    """Whether ``value`` is a whole number (``True`` is not one) from ``low`` to ``high``."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 def need(ok: bool, name: str, value: Any, want: str) -> None:
     """Refuse the argument ``name`` unless ``ok``: ``ValueError("name must be want, got value")``."""
     if not ok:
         raise ValueError(f"{name} must be {want}, got {value!r}")
+
+
+def whole(name: str, value: Any, low: int, high: int) -> int:
+    """``value`` if a whole number (``True`` is not one) from ``low`` to ``high``, else refused."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    need(ok, name, value, f"a whole number from {low:,} to {high:,}")
+    return value
 
 
 class TableRepr:

@@ -114,19 +114,17 @@ def bandwidth_ladder(
 ) -> BandwidthLadder:
     """This machine's ladder, every rung measured here (from the results given, and a cache copy)."""
     found = [_cache_rung()] if measure_cache else []
-    if ceilings is not None:
-        name = f"DRAM, this machine ({ceilings.device_name})"
-        how = "bl.measure_ceilings(): a large copy, bytes read + written / time"
-        found.append((name, "memory", ceilings.bandwidth_for("copy"), how))
+    if ceilings is not None:  # a large copy: bytes read + written / time
+        name = f"DRAM ({ceilings.device_name})"
+        found.append((name, "memory", ceilings.bandwidth_for("copy"), "bl.measure_ceilings"))
     if copies is not None:
         name = f"host to {copies.device_name}, pinned"
         found.append((name, "host-device", copies.pinned_bytes_per_s, "bl.benchmark"))
-    if sweep is not None:
-        name = f"all-reduce busbw, {sweep.world_size} local processes ({sweep.backend})"
-        how = "all_reduce_sweep(): the largest busbw"
-        found.append((name, "device-device", sweep.peak_busbw_bytes_per_s, how))
+    if sweep is not None:  # the largest bus bandwidth measured
+        name = f"all-reduce busbw, {sweep.world_size} x {sweep.backend}"
+        found.append((name, "device-device", sweep.peak_busbw_bytes_per_s, "all_reduce_sweep"))
     if disk is not None:
-        found.append(("file read, this machine", "storage", disk.bytes_per_s, disk.method))
+        found.append(("file read", "storage", disk.bytes_per_s, disk.method))
     if not found:
         raise ValueError("nothing to put on the ladder: pass ceilings, disk, sweep or copies")
     where = getattr(ceilings, "device_name", "") or "this machine"
@@ -149,16 +147,16 @@ def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
 
 def _cache_rung() -> tuple[str, str, float, str]:
     """A copy that stays in cache, timed with bl.benchmark (bytes read + written / time)."""
-    dev, threads = machine.device(), torch.get_num_threads()
-    if dev.type == "cuda":
-        nbytes, where = max(2**20, machine.last_level_cache_bytes(dev) // 4), "the GPU's L2"
-    else:
-        nbytes, where = 128 * 2**10 * threads, f"L2, 128 KiB per thread, {threads} thread(s)"
+    dev = machine.device()
+    if dev.type == "cuda":  # a quarter of the GPU's L2
+        nbytes = max(2**20, machine.last_level_cache_bytes(dev) // 4)
+    else:  # 128 KiB per thread: each core's share stays in its L2
+        nbytes = 128 * 2**10 * torch.get_num_threads()
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
     t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
-    how = f"bl.benchmark: copy of {_fmt.binary_bytes(nbytes)}, in {where}"
-    return f"cache, this machine ({dev.type})", "cache", 2 * nbytes / t.median_s, how
+    how = f"bl.benchmark, {_fmt.binary_bytes(nbytes)} copy"
+    return f"cache ({dev.type})", "cache", 2 * nbytes / t.median_s, how
 
 
 @dataclass(frozen=True, repr=False)
@@ -186,7 +184,7 @@ class DiskRead(TableRepr):
 
     def _rows(self) -> list[tuple[str, ...]]:
         bandwidths = (self.bytes_per_s, *self.quartile_bytes_per_s)
-        cache = "dropped" if self.evicted else "KEPT: memory, not disk"
+        cache = "dropped" if self.evicted else "KEPT"  # kept: the reads measure memory
         size, reads = _fmt.binary_bytes(self.nbytes), str(len(self.samples_s))
         return [(size, reads, *(_fmt.si(b, "B/s") for b in bandwidths), cache)]
 
@@ -198,8 +196,8 @@ def measure_disk_read(
     nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
 ) -> DiskRead:
     """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times."""
-    need(whole(nbytes, 2**20, 2**32), "nbytes", nbytes, "a whole number from 1 MiB to 4 GiB")
-    need(whole(repeats, 1, 100), "repeats", repeats, "a whole number from 1 to 100")
+    whole("nbytes", nbytes, 2**20, 2**32)
+    whole("repeats", repeats, 1, 100)
     directory = directory or tempfile.gettempdir()
     ok = os.path.isdir(directory) and os.access(directory, os.W_OK)
     need(ok, "directory", directory, "a folder this program can write to")
@@ -227,17 +225,17 @@ def measure_disk_read(
 
 
 def _drop_cached_pages(fd: int) -> tuple[str, bool]:
-    """Rewind, and ask the OS to forget the file's cached pages; say how, and whether it could."""
+    """Rewind, and ask the OS to forget the file's cached pages; how, and whether it could."""
     os.lseek(fd, 0, os.SEEK_SET)
-    if hasattr(os, "posix_fadvise"):
+    if hasattr(os, "posix_fadvise"):  # before each read
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return "page cache dropped before each read (posix_fadvise DONTNEED)", True
-    with contextlib.suppress(ImportError, OSError):
+        return "posix_fadvise(DONTNEED)", True
+    with contextlib.suppress(ImportError, OSError):  # macOS: bypass the page cache
         import fcntl
 
         fcntl.fcntl(fd, getattr(fcntl, "F_NOCACHE", 48), 1)
-        return "page cache bypassed (fcntl F_NOCACHE)", True
-    return "read through the page cache (no way to drop it here)", False
+        return "fcntl(F_NOCACHE)", True
+    return "page-cache", False  # no way to drop it here
 
 
 @dataclass(frozen=True, repr=False)
@@ -264,7 +262,7 @@ class HostDeviceCopies(TableRepr):
             ("pageable", _fmt.seconds(pageable), _fmt.si(self.nbytes / pageable, "B/s"), "", ""),
             ("pinned", _fmt.seconds(pinned), _fmt.si(self.nbytes / pinned, "B/s"))
             + ("pageable", self.pinned_vs_pageable.says()),
-            ("overlapped with a matmul", "", "", "serial", self.overlap.says()),
+            ("beside a matmul", "", "", "serial", self.overlap.says()),
         ]
 
     def _caption(self) -> str:
@@ -273,11 +271,10 @@ class HostDeviceCopies(TableRepr):
 
 def host_device_copies(nbytes: int = 64 * 2**20) -> HostDeviceCopies:
     """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
-    need(whole(nbytes, 2**10, 2**32), "nbytes", nbytes, "a whole number from 1 KiB to 4 GiB")
+    whole("nbytes", nbytes, 2**10, 2**32)
     if not torch.cuda.is_available():
         raise RuntimeError(
-            "no CUDA GPU here to copy to: predict the copy from the GPU's host link, "
-            "nbytes / bl.hardware.link(...).bandwidth_bytes_per_s"
+            "no CUDA GPU here: predict the copy from the host link (bl.hardware.link)"
         )
     dev = torch.device("cuda")
     pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1. the buffers

@@ -73,7 +73,7 @@ def run(job: dict[str, Any], world_size: int, *, timeout_s: float, port: int | N
             elastic_launch(config, sys.executable)("-c", code, str(folder / "job.json"))
         return json.loads((folder / "result.json").read_text())
     except ChildFailedError as err:
-        raise _failure(err.failures, folder, world_size, timeout_s) from None
+        raise _failure(err.failures, folder, timeout_s) from None
     except RendezvousConnectionError as err:
         if "EADDRINUSE" not in str(err.__cause__):
             raise
@@ -106,20 +106,18 @@ def _contained() -> Iterator[None]:
                 signal.signal(s, handler)
 
 
-def _failure(failures: dict, folder: Path, world_size: int, timeout_s: float) -> Exception:
+def _failure(failures: dict, folder: Path, timeout_s: float) -> Exception:
     """The error of the first rank to fail: killed by a foreign signal, else the lowest not stopped."""
     codes = {rank: f.exitcode for rank, f in failures.items()}
     if EXIT_DEADLINE in codes.values():
-        return GroupTimeout(
-            f"not done within timeout_s={timeout_s:g}; all {world_size} processes were stopped"
-            f"{_tail(folder, 0)}"
-        )
+        tail = _tail(folder, 0)
+        return GroupTimeout(f"not done within timeout_s={timeout_s:g}; all were stopped{tail}")
     rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, codes[r] >= 0, r))
     f = failures[rank]
     how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exit code {f.exitcode}"
+    tail = _tail(folder, f.local_rank)
     return WorkerDied(
-        f"rank {rank} (pid {f.pid}) ended early ({how}); "
-        f"the other {world_size - 1} process(es) were stopped{_tail(folder, f.local_rank)}"
+        f"rank {rank} (pid {f.pid}) ended early ({how}); the others were stopped{tail}"
     )
 
 
