@@ -22,8 +22,8 @@ __all__ = [
     "categorize",
     "has_matmul_formula",
     "matmul_flops",
+    "flops_per_element",
     "moves_no_data",
-    "normalization_flops",
     "profiler_category",
     "special_function",
 ]
@@ -433,11 +433,8 @@ def matmul_flops(name: str, args: tuple, kwargs: dict, out: Any) -> int | None:
     return int(formula(*args, out_val=out, **kwargs))
 
 
-def normalization_flops(base: str, tensors: list[torch.Tensor]) -> int:
-    """Per-element convention of :data:`FLOPS_PER_ELEMENT` times the normalized input's size."""
-    if not tensors:
-        return 0
-    kind = next((k for k, names in _NORMALIZATIONS.items() if base in names), "norm")
-    # the first tensor argument is the input (forward) or the incoming gradient
-    # (backward); both have the normalized shape
-    return int(FLOPS_PER_ELEMENT[kind] * tensors[0].numel())
+def flops_per_element(base: str, category: str) -> float:
+    """:data:`FLOPS_PER_ELEMENT` of op ``base`` (``"native_layer_norm"``) in ``category``."""
+    if category == "normalization":
+        category = next((k for k, names in _NORMALIZATIONS.items() if base in names), "norm")
+    return FLOPS_PER_ELEMENT.get(category, 0)
