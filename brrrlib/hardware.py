@@ -289,44 +289,28 @@ class LinkSpec:
         return _fmt.html_table(("link", "kind", "each way"), [row], hover=[self.source])
 
 
-# Bandwidth each way in GB/s ("x2": the sheet adds both directions); PCIe: GT/s per lane x 16
-# lanes x 128/130 / 8 bits.
+# Bandwidth each way in GB/s ("x2": the sheet adds both directions), aliases, source. PCIe: 8,
+# 16, 32 GT/s per lane (generations 3, 4, 5) x 16 lanes x 128/130 / 8 bits; the GPU sheets print
+# both directions added (A100 'PCIe Gen4: 64 GB/s', H100 'PCIe Gen5: 128 GB/s'). NVLink: 12 links
+# (A100), 18 (H100). InfiniBand: one single-port adapter per GPU.
 _LINK_ROWS = """
-PCIe 3.0 x16           ; host-device   ; 15.75  ; pcie3, pcie 3, pcie gen3, pcie 3.0
-PCIe 4.0 x16           ; host-device   ; 31.5   ; pcie4, pcie 4, pcie gen4, pcie 4.0
-PCIe 5.0 x16           ; host-device   ; 63     ; pcie5, pcie 5, pcie gen5, pcie 5.0
-NVLink 3 (A100)        ; device-device ; 300 x2 ; nvlink 3, nvlink3, a100 nvlink, nvlink a100
-NVLink 4 (H100)        ; device-device ; 450 x2 ; nvlink 4, nvlink4, h100 nvlink, nvlink h100, nvlink
-HDR InfiniBand         ; node-node     ; 25     ; hdr, hdr ib, infiniband hdr, hdr infiniband 200
-NDR InfiniBand         ; node-node     ; 50     ; ndr, ndr ib, infiniband, infiniband ndr, ib
-100 GbE                ; node-node     ; 12.5   ; 100gbe, 100g ethernet, ethernet 100g
-400 GbE                ; node-node     ; 50     ; 400gbe, 400g ethernet, ethernet 400g
-NVMe SSD (PCIe 4.0 x4) ; storage       ; 7.45   ; nvme, ssd, nvme ssd, disk
+PCIe 3.0 x16           ; host-device   ; 15.75  ; pcie3, pcie 3, pcie gen3, pcie 3.0                  ; PCI-SIG, PCI Express Base Specification 3.0
+PCIe 4.0 x16           ; host-device   ; 31.5   ; pcie4, pcie 4, pcie gen4, pcie 4.0                  ; PCI-SIG, PCI Express Base Specification 4.0
+PCIe 5.0 x16           ; host-device   ; 63     ; pcie5, pcie 5, pcie gen5, pcie 5.0                  ; PCI-SIG, PCI Express Base Specification 5.0
+NVLink 3 (A100)        ; device-device ; 300 x2 ; nvlink 3, nvlink3, a100 nvlink, nvlink a100         ; NVIDIA A100 Tensor Core GPU datasheet, NVLink row
+NVLink 4 (H100)        ; device-device ; 450 x2 ; nvlink 4, nvlink4, h100 nvlink, nvlink h100, nvlink ; NVIDIA H100 Tensor Core GPU datasheet, SXM column, NVLink row
+HDR InfiniBand         ; node-node     ; 25     ; hdr, hdr ib, infiniband hdr, hdr infiniband 200     ; NVIDIA DGX A100 datasheet, ConnectX-6 networking row
+NDR InfiniBand         ; node-node     ; 50     ; ndr, ndr ib, infiniband, infiniband ndr, ib         ; NVIDIA DGX H100 datasheet, ConnectX-7 networking row
+100 GbE                ; node-node     ; 12.5   ; 100gbe, 100g ethernet, ethernet 100g                ; IEEE 802.3ba-2010
+400 GbE                ; node-node     ; 50     ; 400gbe, 400g ethernet, ethernet 400g                ; IEEE 802.3bs-2017
+NVMe SSD (PCIe 4.0 x4) ; storage       ; 7.45   ; nvme, ssd, nvme ssd, disk                           ; Samsung 990 PRO data sheet, sequential read
 """
-# PCIe: 8, 16, 32 GT/s per lane (generations 3, 4, 5); the GPU sheets print both directions
-# added (A100 'PCIe Gen4: 64 GB/s', H100 'PCIe Gen5: 128 GB/s'). NVLink: 12 links (A100), 18
-# (H100), both directions added. InfiniBand: one single-port adapter per GPU.
-_PCIE = "PCI-SIG, PCI Express Base Specification"
-_LINK_SOURCES = {
-    "PCIe 3.0 x16": f"{_PCIE} 3.0",
-    "PCIe 4.0 x16": f"{_PCIE} 4.0",
-    "PCIe 5.0 x16": f"{_PCIE} 5.0",
-    "NVLink 3 (A100)": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), NVLink row",
-    "NVLink 4 (H100)": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), SXM column, NVLink row",
-    "HDR InfiniBand": "NVIDIA DGX A100 datasheet, ConnectX-6 networking row",
-    "NDR InfiniBand": "NVIDIA DGX H100 datasheet, ConnectX-7 networking row",
-    "100 GbE": "IEEE 802.3ba-2010",
-    "400 GbE": "IEEE 802.3bs-2017",
-    "NVMe SSD (PCIe 4.0 x4)": "Samsung 990 PRO data sheet, sequential read",
-}
 
 
 def _link(row: str) -> LinkSpec:
-    name, kind, bandwidth, aliases = (c.strip() for c in row.split(";"))
+    name, kind, bandwidth, aliases, source = (c.strip() for c in row.split(";"))
     gb_s, both, _ = bandwidth.partition(" x2")
-    return LinkSpec(
-        name, kind, float(gb_s + "e9"), _LINK_SOURCES[name], tuple(aliases.split(", ")), bool(both)
-    )
+    return LinkSpec(name, kind, float(gb_s + "e9"), source, tuple(aliases.split(", ")), bool(both))
 
 
 _LINKS: tuple[LinkSpec, ...] = tuple(map(_link, _LINK_ROWS.strip().splitlines()))
