@@ -199,19 +199,16 @@ def _tags_of(op: Any) -> frozenset:
     overloads = packet.overloads()
     if overload_name in overloads:
         return frozenset(getattr(packet, overload_name).tags)
-    candidates = [getattr(packet, o) for o in overloads if "out" not in o]
-    candidates = [o for o in candidates if _takes_tensor_first(o)]
+    # a bare name: the overloads that take a tensor first (out= variants aside) vote
+    voters = [getattr(packet, o) for o in overloads if "out" not in o]
+    voters = [
+        o for o in voters if any(str(a.type)[:6] == "Tensor" for a in o._schema.arguments[:1])
+    ]
     votes = {
-        tag: sum(tag in o.tags for o in candidates)
-        for tag in (torch.Tag.pointwise, torch.Tag.reduction)
+        t: sum(t in o.tags for o in voters) for t in (torch.Tag.pointwise, torch.Tag.reduction)
     }
     best = max(votes, key=votes.get)
     return frozenset({best}) if votes[best] else frozenset()
-
-
-def _takes_tensor_first(overload: torch._ops.OpOverload) -> bool:
-    arguments = overload._schema.arguments
-    return bool(arguments) and str(arguments[0].type).startswith("Tensor")
 
 
 def categorize(op: Any) -> str:

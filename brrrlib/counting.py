@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -191,20 +192,12 @@ def _is_compiled(fn: Any) -> bool:
             and (hasattr(obj, "_orig_mod") or getattr(obj, "_compiled_call_impl", None) is not None)
         )
 
-    code = getattr(fn, "__code__", None)
-    named = [getattr(fn, "__self__", None)]
-    if code is not None:
-        named += [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
-        named += [fn.__globals__.get(n) for n in code.co_names]
-    return compiled(fn) or any(compiled(obj) for obj in named if obj is not None)
-
-
-def _filled(cell) -> bool:
     try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:  # an empty cell: the variable was never assigned
-        return False
-    return True
+        seen = inspect.getclosurevars(fn)
+        named = [*seen.nonlocals.values(), *seen.globals.values()]
+    except (TypeError, ValueError):  # not a Python function, or a closure cell not yet filled
+        named = []
+    return compiled(fn) or any(map(compiled, [getattr(fn, "__self__", None), *named]))
 
 
 def _view_of(func, base: str, args, kwargs) -> list | None:

@@ -212,16 +212,10 @@ class SpecTable:
 
 def spec_table(ceilings: Any = None, names: Any = None) -> SpecTable:
     """The table of ``names`` (default: every row), with a measured row when given ``ceilings``."""
-    if isinstance(names, str):
-        names = [names]
-    if names is not None and not all(isinstance(n, str) for n in names):
-        raise TypeError("names must be a device name such as 'A100' or a list of them")
-    rows = _SPECS if names is None else tuple(spec(n) for n in names)
     if ceilings is not None and not hasattr(ceilings, "matmul_flops_per_s_by_dtype"):
-        raise TypeError(
-            f"ceilings must come from bl.measure_ceilings(), got {type(ceilings).__name__}"
-        )
-    return SpecTable(rows, ceilings)
+        raise TypeError(f"ceilings must be bl.measure_ceilings(), got {type(ceilings).__name__}")
+    names = [names] if isinstance(names, str) else names
+    return SpecTable(_SPECS if names is None else tuple(map(spec, names)), ceilings)
 
 
 def _norm(name: str) -> str:
