@@ -22,15 +22,15 @@ __all__ = [
     "categorize",
     "has_matmul_formula",
     "matmul_flops",
+    "flops_per_element",
     "moves_no_data",
-    "normalization_flops",
     "profiler_category",
     "special_function",
 ]
 
+#: The op categories, in the order tables list them.
 CATEGORIES: tuple[str, ...] = ("matmul", "normalization", "pointwise", "reduction", "other")
-"""The op categories, in the order tables list them."""
-
+#: FLOPs per element of ops that are not matmuls (matmuls: ``2*M*K*N``, exact).
 FLOPS_PER_ELEMENT: Mapping[str, float] = {
     # One FLOP per output element, whatever it computes (torch's FlopCounterMode counts 0):
     # a gelu is so memory-bound that its bytes, counted exactly, set its time.
@@ -49,7 +49,6 @@ FLOPS_PER_ELEMENT: Mapping[str, float] = {
     # Data movement (views, copies, indexing) does no arithmetic.
     "other": 0,
 }
-"""FLOPs per element of ops that are not matmuls (matmuls: ``2*M*K*N``, exact)."""
 
 
 def _names(text: str) -> frozenset[str]:
@@ -58,6 +57,7 @@ def _names(text: str) -> frozenset[str]:
 
 #: The softmax kernels (one ``exp`` per input element).
 SOFTMAX = _names("_softmax _log_softmax _safe_softmax _masked_softmax")
+#: Ops that evaluate a special function once per element, and which one (a measured rate).
 SPECIAL: Mapping[str, str] = {
     name: function
     for function, names in {
@@ -70,13 +70,17 @@ SPECIAL: Mapping[str, str] = {
     }.items()
     for name in names.split()
 }
-"""Ops that evaluate a special function once per element, and which one (a measured rate)."""
+# Fused attention kernels (torch's formulas assume as many key/value heads as query heads on some
+# versions): (forward, layout, position of the packed offsets in the forward, in the backward);
+# the forward takes q, k, v first, its backward the gradient and then q, k, v.
+_SDPA = "flash_attention_for_cpu fused_attention_overrideable flash_attention efficient_attention"
+_ATTENTION = [
+    *((f"_scaled_dot_product_{k}", "BHSD", None, None) for k in f"{_SDPA} cudnn_attention".split()),
+    ("_flash_attention_forward", "BSHD", 3, 6),
+    ("_efficient_attention_forward", "BSHD", 4, 6),
+]
 #: Fused attention kernels: one exp per score (queries x keys per head) inside the kernel.
-FUSED_ATTENTION = _names(
-    "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention "
-    "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention "
-    "_flash_attention_forward _efficient_attention_forward"
-)
+FUSED_ATTENTION = frozenset(forward for forward, *_ in _ATTENTION)
 
 
 def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
@@ -171,7 +175,7 @@ def _op_name(op: Any) -> str:
         return op._qualified_op_name
     if not isinstance(op, str):
         raise TypeError(
-            f"categorize(op): expected an aten op or its name such as 'aten::mm', got {type(op).__name__}"
+            f"categorize(op): op must be an aten op or 'aten::mm', got {type(op).__name__}"
         )
     name = op.strip()
     if "::" not in name:
@@ -195,19 +199,16 @@ def _tags_of(op: Any) -> frozenset:
     overloads = packet.overloads()
     if overload_name in overloads:
         return frozenset(getattr(packet, overload_name).tags)
-    candidates = [getattr(packet, o) for o in overloads if "out" not in o]
-    candidates = [o for o in candidates if _takes_tensor_first(o)]
+    # a bare name: the overloads that take a tensor first (out= variants aside) vote
+    voters = [getattr(packet, o) for o in overloads if "out" not in o]
+    voters = [
+        o for o in voters if any(str(a.type)[:6] == "Tensor" for a in o._schema.arguments[:1])
+    ]
     votes = {
-        tag: sum(tag in o.tags for o in candidates)
-        for tag in (torch.Tag.pointwise, torch.Tag.reduction)
+        t: sum(t in o.tags for o in voters) for t in (torch.Tag.pointwise, torch.Tag.reduction)
     }
     best = max(votes, key=votes.get)
     return frozenset({best}) if votes[best] else frozenset()
-
-
-def _takes_tensor_first(overload: torch._ops.OpOverload) -> bool:
-    arguments = overload._schema.arguments
-    return bool(arguments) and str(arguments[0].type).startswith("Tensor")
 
 
 def categorize(op: Any) -> str:
@@ -323,19 +324,15 @@ def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
     return _attention_block_flops(lengths, lengths, e) + sum(4 * n * e * ffn_dim for n in lengths)
 
 
-def _tokens(x: torch.Tensor) -> int:
-    """Rows fed to a recurrent layer: every time step of every sequence (padded or packed)."""
-    return x.numel() // x.shape[-1] if x.dim() else 0
+def _rnn(matrices: Callable[[tuple], Any]) -> Callable[..., int]:
+    """A recurrent layer's formula: each weight matrix in ``matrices(args)`` meets every row."""
 
+    def flops(*args, **kwargs) -> int:
+        x = args[0]  # a row per time step of every sequence (padded or packed)
+        rows = x.numel() // x.shape[-1] if x.dim() else 0
+        return 2 * rows * sum(w.numel() for w in _touched.tensors(matrices(args)) if w.dim() == 2)
 
-def _mkldnn_rnn_flops(input, weight0, weight1, *args, **kwargs) -> int:
-    """``mkldnn_rnn_layer`` (nn.LSTM/GRU on CPU): per time step ``x @ W_ih.T`` and ``h @ W_hh.T``."""
-    return 2 * _tokens(input) * (weight0.numel() + weight1.numel())
-
-
-def _cudnn_rnn_flops(input, weight, *args, **kwargs) -> int:
-    """``_cudnn_rnn``: every weight matrix of every layer and direction meets every time step."""
-    return 2 * _tokens(input) * sum(w.numel() for w in weight if w.dim() == 2)
+    return flops
 
 
 def _twice(formula: Callable[..., int]) -> Callable[..., int]:
@@ -367,17 +364,6 @@ def _sparse_mm(a: torch.Tensor, b: torch.Tensor) -> int:
     return 2 * _touched.nnz(b) * (a.shape[-2] if a.dim() > 1 else 1)
 
 
-# Attention kernels (torch's formulas assume as many key/value heads as query heads on some
-# versions): (forward, layout, position of the packed offsets in the forward, in the backward);
-# the forward takes q, k, v first, its backward the gradient and then q, k, v.
-_SDPA = "flash_attention_for_cpu fused_attention_overrideable flash_attention efficient_attention"
-_ATTENTION = [
-    (f"_scaled_dot_product_{k}", "BHSD", None, None) for k in (_SDPA + " cudnn_attention").split()
-]
-_ATTENTION += [
-    ("_flash_attention_forward", "BSHD", 3, 6),
-    ("_efficient_attention_forward", "BSHD", 4, 6),
-]
 _OUR_FORMULAS: dict[str, Callable[..., int]] = {
     **{
         name: formula
@@ -390,10 +376,11 @@ _OUR_FORMULAS: dict[str, Callable[..., int]] = {
     # fused layers
     "_transformer_encoder_layer_fwd": _transformer_layer_flops,
     "_native_multi_head_attention": _native_mha_flops,
-    "mkldnn_rnn_layer": _mkldnn_rnn_flops,
-    "mkldnn_rnn_layer_backward": _twice(_mkldnn_rnn_flops),
-    "_cudnn_rnn": _cudnn_rnn_flops,
-    "_cudnn_rnn_backward": _twice(_cudnn_rnn_flops),
+    # nn.LSTM/GRU: on a CPU W_ih and W_hh at args[1:3], on CUDA every layer's in a list at args[1]
+    "mkldnn_rnn_layer": _rnn(lambda args: args[1:3]),
+    "mkldnn_rnn_layer_backward": _twice(_rnn(lambda args: args[1:3])),
+    "_cudnn_rnn": _rnn(lambda args: args[1]),
+    "_cudnn_rnn_backward": _twice(_rnn(lambda args: args[1])),
     # matrix products torch's table leaves out, and every product with a sparse operand:
     # 2*M*K*N with the two matrices at args[0:2] or, after the added tensor, args[1:3]
     **dict.fromkeys(
@@ -433,11 +420,8 @@ def matmul_flops(name: str, args: tuple, kwargs: dict, out: Any) -> int | None:
     return int(formula(*args, out_val=out, **kwargs))
 
 
-def normalization_flops(base: str, tensors: list[torch.Tensor]) -> int:
-    """Per-element convention of :data:`FLOPS_PER_ELEMENT` times the normalized input's size."""
-    if not tensors:
-        return 0
-    kind = next((k for k, names in _NORMALIZATIONS.items() if base in names), "norm")
-    # the first tensor argument is the input (forward) or the incoming gradient
-    # (backward); both have the normalized shape
-    return int(FLOPS_PER_ELEMENT[kind] * tensors[0].numel())
+def flops_per_element(base: str, category: str) -> float:
+    """:data:`FLOPS_PER_ELEMENT` of op ``base`` (``"native_layer_norm"``) in ``category``."""
+    if category == "normalization":
+        category = next((k for k, names in _NORMALIZATIONS.items() if base in names), "norm")
+    return FLOPS_PER_ELEMENT.get(category, 0)

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Collection
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["function", "number", "positive_int", "seconds"]
+__all__ = ["function", "number", "one_of", "positive_int", "ran", "seconds"]
 
 
 def function(name: str, fn: Any) -> None:
     """``fn`` must be callable: a learner often passes ``f(x)`` (its result) for ``f``."""
     if not callable(fn):
-        raise TypeError(
-            f"{name} must be callable (a function, lambda or module), got {type(fn).__name__}; "
-            "pass the function itself, not its result: benchmark(torch.mm, a, b)"
-        )
+        raise TypeError(f"{name} must be callable, got {type(fn).__name__}: pass f, not f(x)")
+
+
+def ran(name: str, result: Any) -> Any:
+    """``result``, unless it is a generator or coroutine: ``name``'s body never ran."""
+    if inspect.isgenerator(result) or inspect.iscoroutine(result):
+        result.close()
+        kind = type(result).__name__
+        raise TypeError(f"{name} returned a {kind}, which runs nothing: pass lambda: list(g())")
+    return result
+
+
+def one_of(name: str, value: Any, choices: Collection) -> Any:
+    """``value``, if it is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return value
 
 
 def seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:

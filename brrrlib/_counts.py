@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib._aten_ops import CATEGORIES
 
 __all__ = ["CategoryTimes", "Counts", "OpCount"]
@@ -112,10 +112,7 @@ class Counts:
 
     def flops_by_precision(self, category: str | None = None) -> dict[str, int]:
         """``{precision: FLOPs}``, of one category if given: ``{"bf16": ...}``."""
-        if category is not None and category not in CATEGORIES:
-            raise ValueError(
-                f"category must be one of {list(CATEGORIES)} or None, got {category!r}"
-            )
+        _checks.one_of("category", category, (*CATEGORIES, None))
         return _tally((r.precision, r.flops) for r in self.rows if category in (None, r.category))
 
     def special_by_function(self) -> dict[str, int]:
@@ -130,24 +127,20 @@ class Counts:
 
     def by_category(self) -> dict[str, dict[str, float]]:
         """``{category: {"calls", "flops", "bytes_moved", ...}}`` for every category."""
-        total_flops, total_bytes = self.flops, self.bytes_moved
-        times = self.times.as_dict() if self.times is not None else None
-        total_time = self.times.total_s if self.times is not None else 0.0
         out: dict[str, dict[str, float]] = {}
         for category in CATEGORIES:
             rows = [r for r in self.rows if r.category == category]
             flops, nbytes = sum(r.flops for r in rows), sum(r.bytes_moved for r in rows)
-            entry: dict[str, float] = {
+            out[category] = {
                 "calls": sum(r.calls for r in rows),
                 "flops": flops,
                 "bytes_moved": nbytes,
-                "flops_fraction": flops / total_flops if total_flops else 0.0,
-                "bytes_fraction": nbytes / total_bytes if total_bytes else 0.0,
+                "flops_fraction": _share(flops, self.flops),
+                "bytes_fraction": _share(nbytes, self.bytes_moved),
             }
-            if times is not None:
-                entry["time_s"] = times[category]
-                entry["time_fraction"] = times[category] / total_time if total_time else 0.0
-            out[category] = entry
+            if self.times is not None:
+                t = self.times.as_dict()[category]
+                out[category] |= {"time_s": t, "time_fraction": _share(t, self.times.total_s)}
         return out
 
     def _table(self) -> tuple[str, list[str], list[list[str]], list[str]]:
@@ -170,11 +163,8 @@ class Counts:
         )
         notes = [f"note: {n}" for n in self.notes]
         if times is not None:
-            notes.insert(
-                0,
-                f"time: {times.source} on {times.device}, median of {times.runs} runs, "
-                f"{_fmt.seconds(times.total_s)} per call",
-            )
+            runs = f"median of {times.runs} runs, {_fmt.seconds(times.total_s)} per call"
+            notes.insert(0, f"time: {times.source} on {times.device}, {runs}")
         return title, header, rows, notes
 
     def __repr__(self) -> str:
@@ -193,6 +183,10 @@ def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
         if value:
             out[key] = out.get(key, 0) + value
     return out
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole else 0.0
 
 
 def _intensity(flops: float, nbytes: float) -> float:

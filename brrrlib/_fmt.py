@@ -121,27 +121,22 @@ def html_table(
     """A notebook table of strings, every one escaped here; no header row when ``header`` is empty."""
     e, tags = html.escape, tags or {}
 
-    def cell(tag: str, i: int, text: str, tip: str = "") -> str:
-        title = f" title='{e(tip)}'" if tip else ""
-        inner = f"<{tags[i]}>{e(text)}</{tags[i]}>" if tag == "td" and i in tags else e(text)
-        return f"<{tag}{_ALIGN.get(align[i : i + 1], '')}{title}>{inner}</{tag}>"
-
-    body = "".join(
-        f"<tr{_MUTED if n < len(muted) and muted[n] else ''}>"
-        + "".join(
-            cell("td", i, c, hover[n] if i == 0 and n < len(hover) else "")
+    def tr(tag: str, row: Sequence[str], n: int = -1) -> str:
+        tip = f" title='{e(hover[n])}'" if 0 <= n < len(hover) else ""  # on the first cell
+        cells = (
+            f"<{tag}{_ALIGN.get(align[i : i + 1], '')}{'' if i else tip}>"
+            + (f"<{tags[i]}>{e(c)}</{tags[i]}>" if tag == "td" and i in tags else e(c))
+            + f"</{tag}>"
             for i, c in enumerate(row)
         )
-        + "</tr>"
-        for n, row in enumerate(rows)
-    )
-    head = "".join(cell("th", i, h) for i, h in enumerate(header))
-    cap = "<caption style='caption-side:bottom;text-align:left'><small>"
+        return f"<tr{_MUTED if 0 <= n < len(muted) and muted[n] else ''}>{''.join(cells)}</tr>"
+
+    cap = f"<caption style='caption-side:bottom;text-align:left'><small>{e(caption)}</small>"
     return (
         "<table>"
-        + (f"{cap}{e(caption)}</small></caption>" if caption else "")
-        + (f"<thead><tr>{head}</tr></thead>" if header else "")
-        + f"<tbody>{body}</tbody></table>"
+        + (f"{cap}</caption>" if caption else "")
+        + (f"<thead>{tr('th', header)}</thead>" if header else "")
+        + f"<tbody>{''.join(tr('td', row, n) for n, row in enumerate(rows))}</tbody></table>"
     )
 
 
@@ -241,23 +236,17 @@ class Progress:
         if enabled:
             from tqdm.auto import tqdm  # a widget inside a Jupyter kernel, else text
 
+            bar = {"total": total, "desc": prefix, "unit": "step", "leave": False}
             notebook = sys.modules.get("tqdm.notebook")
             if notebook is not None and issubclass(tqdm, notebook.tqdm_notebook):
                 from IPython.display import display
 
                 # shown under an id, so that closing it also empties the saved output (an
                 # executed notebook, the site's pages, would keep a bar stuck at 0% else)
-                self._bar = tqdm(total=total, desc=prefix, unit="step", leave=False, display=False)
+                self._bar = tqdm(**bar, display=False)
                 self._shown, self._file = display(self._bar.container, display_id=True), sys.stdout
             else:  # disable=None: no bar where stderr is not a terminal (tqdm's own test)
-                self._bar = tqdm(
-                    total=total,
-                    desc=prefix,
-                    unit="step",
-                    leave=False,
-                    disable=None,
-                    file=sys.stderr,
-                )
+                self._bar = tqdm(**bar, disable=None, file=sys.stderr)
 
     def __call__(self, message: str) -> None:
         self.step += 1

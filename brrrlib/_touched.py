@@ -97,6 +97,8 @@ def _accumulate(position: int) -> Callable:
 _ALWAYS, _NEVER = (lambda args: True), (lambda args: False)
 
 
+#: ``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch part of
+#: a tensor. Every other op reads its inputs and writes its outputs in full.
 TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
     # gathers: read the index and the elements looked up
     "embedding": _lookup(0, (1,)),  # (weight, indices): one row per index
@@ -123,8 +125,6 @@ TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
     "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
     "put_": _scatter_into(1, 2, lambda a: a[1].numel(), _accumulate(3)),  # (self, index, source)
 }
-"""``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch
-part of a tensor. Every other op reads its inputs and writes its outputs in full."""
 
 
 def tensors(tree: Any) -> list[torch.Tensor]:

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from brrrlib import _aten_ops, _touched
-from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize
+from brrrlib import _aten_ops, _checks, _touched
+from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize  # noqa: F401 (its FLOPs)
 from brrrlib._counts import CategoryTimes, Counts, OpCount
 
 __all__ = ["CategoryTimes", "Counts", "OpCount", "count", "saved_bytes"]
@@ -79,14 +79,10 @@ def _flops(category, name, base, args, kwargs, out, written) -> int:
         flops = _aten_ops.matmul_flops(name, args, kwargs, out) or 0
         # (a + bi)(c + di) is 4 real multiplies and 2 adds, then 2 adds to accumulate
         return 4 * flops if any(t.is_complex() for t in _tensors(args)) else flops
-    if category == "pointwise":
-        return int(FLOPS_PER_ELEMENT["pointwise"] * sum(t.numel() for t in _results(out, written)))
-    if category == "reduction":
-        first = next(iter(_tensors(args)), None)
-        return int(FLOPS_PER_ELEMENT["reduction"] * (first.numel() if first is not None else 0))
-    if category == "normalization":
-        return _aten_ops.normalization_flops(base, _tensors(args))
-    return 0
+    # per element computed, or per element of the first tensor argument: a reduction's or a
+    # normalization's input, or a backward's incoming gradient (the same shape)
+    counted = _results(out, written) if category == "pointwise" else _tensors(args)[:1]
+    return int(_aten_ops.flops_per_element(base, category) * sum(t.numel() for t in counted))
 
 
 _PRECISIONS = {
@@ -155,16 +151,15 @@ class _CountingMode(TorchDispatchMode):
 
 def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     """Run ``fn(*args, **kwargs)`` once and count every aten op it executes."""
-    _check_countable(fn)
+    _checks.function("fn", fn)
     mode = _CountingMode()
     # Under a dispatch mode dynamo gives up on a compiled frame and runs it eagerly from
     # then on; "force_eager" runs it eagerly for this one call and leaves its cache alone.
     with torch.compiler.set_stance("force_eager"), mode:
         result = fn(*args, **kwargs)
     did_work = any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values())
-    if not did_work and (inspect.isgenerator(result) or inspect.iscoroutine(result)):
-        result.close()
-        raise TypeError(_NOTHING_RAN.format(name=_name(fn)))
+    if not did_work:
+        _checks.ran(f"fn {_name(fn)}", result)
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
         (
@@ -176,38 +171,15 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     return Counts(rows=tuple(rows), notes=_notes(fn, mode))
 
 
-_NOTHING_RAN = (
-    "fn={name!r} returned a generator (or coroutine) without running anything: its body runs "
-    "only when iterated. Count a function that does the work, e.g. "
-    "bl.count(lambda: list(gen(x))) or bl.count(lambda: next(gen(x)))."
-)
-
-
-def _check_countable(fn: Any) -> None:
-    if not callable(fn):
-        raise TypeError(
-            f"count(fn, ...): fn must be callable (a function or nn.Module), got "
-            f"{type(fn).__name__}; to count an expression, wrap it: bl.count(lambda: x.cos())"
-        )
-    if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
-        raise TypeError(_NOTHING_RAN.format(name=_name(fn)))
-
-
 def _notes(fn: Any, mode: _CountingMode) -> tuple[str, ...]:
     notes = []
     for op, (calls, error) in mode.uncounted.items():
         s = "s" if calls > 1 else ""
         notes.append(f"{calls} op{s} uncounted: {op} ({type(error).__name__}: {error})")
     if _is_compiled(fn):
-        notes.append(
-            "fn is torch.compile'd: these counts describe its eager graph, op by op (unfused); "
-            "its fused kernels read and write less. bl.benchmark times what really runs."
-        )
+        notes.append("fn is torch.compile'd: counted op by op in its eager graph, unfused")
     if mode.on_meta:
-        notes.append(
-            "counted on meta tensors: shapes without data, nothing ran; a data-dependent size "
-            "(a boolean mask's True elements, packed sequence lengths) is taken at its largest"
-        )
+        notes.append("on meta tensors nothing ran: data-dependent sizes are taken at their largest")
     return tuple(notes)
 
 
@@ -220,20 +192,12 @@ def _is_compiled(fn: Any) -> bool:
             and (hasattr(obj, "_orig_mod") or getattr(obj, "_compiled_call_impl", None) is not None)
         )
 
-    code = getattr(fn, "__code__", None)
-    named = [getattr(fn, "__self__", None)]
-    if code is not None:
-        named += [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
-        named += [fn.__globals__.get(n) for n in code.co_names]
-    return compiled(fn) or any(compiled(obj) for obj in named if obj is not None)
-
-
-def _filled(cell) -> bool:
     try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:  # an empty cell: the variable was never assigned
-        return False
-    return True
+        seen = inspect.getclosurevars(fn)
+        named = [*seen.nonlocals.values(), *seen.globals.values()]
+    except (TypeError, ValueError):  # not a Python function, or a closure cell not yet filled
+        named = []
+    return compiled(fn) or any(map(compiled, [getattr(fn, "__self__", None), *named]))
 
 
 def _view_of(func, base: str, args, kwargs) -> list | None:

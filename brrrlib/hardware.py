@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = [
     "DeviceSpec",
@@ -40,9 +40,7 @@ def dtype_key(dtype: str | torch.dtype) -> str:
         raise TypeError(f"dtype must be a str or torch.dtype, got {type(dtype).__name__}")
     key = _DTYPE_ALIASES.get(dtype.strip().lower())
     if key is None:
-        raise ValueError(
-            f"dtype={dtype!r} is not in the spec table; use one of {', '.join(_DTYPE_KEYS)}"
-        )
+        raise ValueError(f"dtype must be one of {', '.join(_DTYPE_KEYS)}, got {dtype!r}")
     return key
 
 
@@ -60,7 +58,6 @@ class DeviceSpec:
     aliases: tuple[str, ...] = ()
     kind: str = "gpu"
     vendor: str = "NVIDIA"
-    notes: str = ""
     # Regular expressions matched against torch.cuda.get_device_name().
     _name_patterns: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
@@ -81,8 +78,7 @@ class DeviceSpec:
         key = dtype_key(dtype)
         if key not in self.peak_flops_per_s:
             raise KeyError(
-                f"{self.name} has no {key} peak: the hardware has no {key} tensor-core path. "
-                f"Available: {', '.join(self.peak_flops_per_s)}"
+                f"{self.name} has no {key} path; it has {', '.join(self.peak_flops_per_s)}"
             )
         return self.peak_flops_per_s[key]
 
@@ -106,15 +102,15 @@ _GiB = 2**30
 # bandwidth in GB/s, memory, the PCIe generation to its host as its sheet prints it, the
 # patterns matched against torch.cuda.get_device_name(), aliases.
 _DEVICE_ROWS = r"""
-A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB  ; 4 ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100-40gb, a100 40gb, a100-sxm4-40gb, a100 sxm
-A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB  ; 4 ; A100.*80GB            ; a100-80gb, a100 80gb, a100-sxm4-80gb
-H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB  ; 5 ; H100.*(SXM|HBM3)      ; h100, h100-sxm, h100 sxm5, h100-sxm5-80gb
-H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB  ; 5 ; H100.*PCIe            ; h100-pcie, h100 pcie
-H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB  ; 5 ; H200                  ; h200, h200-sxm, h200 sxm
-V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB  ; 3 ; V100                  ; v100, v100-sxm2, tesla v100
-T4             ; 8.1   -      -      65     ; 320  ; 16 GiB  ; 3 ; \bT4\b                ; tesla t4, t4
+A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB  ; 4 ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100 40gb, a100-sxm4-40gb, a100 sxm
+A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB  ; 4 ; A100.*80GB            ; a100 80gb, a100-sxm4-80gb
+H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB  ; 5 ; H100.*(SXM|HBM3)      ; h100, h100 sxm5, h100-sxm5-80gb
+H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB  ; 5 ; H100.*PCIe            ; h100 pcie
+H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB  ; 5 ; H200                  ; h200
+V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB  ; 3 ; V100                  ; v100, v100 sxm2, tesla v100
+T4             ; 8.1   -      -      65     ; 320  ; 16 GiB  ; 3 ; \bT4\b                ; tesla t4
 L4             ; 30.3  60     121    121    ; 300  ; 24 GiB  ; 4 ; \bL4\b                ; l4
-A10G           ; 35    35     70     70     ; 600  ; 24 GiB  ; 4 ; A10G                  ; a10g, aws a10g
+A10G           ; 35    35     70     70     ; 600  ; 24 GiB  ; 4 ; A10G                  ; aws a10g
 RTX 4090       ; 82.6  82.6   165.2  165.2  ; 1008 ; 24 GiB  ; 4 ; 4090                  ; 4090, rtx4090, rtx 4090, geforce rtx 4090
 RTX 3090       ; 35.6  35.6   71     71     ; 936  ; 24 GiB  ; 4 ; 3090                  ; 3090, rtx3090, rtx 3090, geforce rtx 3090
 MI300X         ; 163.4 653.7  1307.4 1307.4 ; 5300 ; 192 GB  ; 5 ; MI300X                ; mi300x, mi300, instinct mi300x
@@ -135,8 +131,9 @@ _DEVICE_SOURCES = {
     # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
     "T4": "NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
     # Sheet: TF32 120*, BF16/FP16 242* TFLOPS (* = with sparsity); halved.
-    "L4": "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/): FP32 30.3, TF32 120*, BF16/FP16 242* TFLOPS (* sparse), 24 GB at 300 GB/s, PCIe Gen4 x16",
-    "A10G": "AWS G5 variant of the A10; NVIDIA publishes no A10G datasheet. Dense figures as tabulated in Baseten, 'NVIDIA A10 vs A10G for ML model inference' (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)",
+    "L4": "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/)",
+    # AWS G5's variant of the A10 (125 TFLOPS bf16, the same 600 GB/s): NVIDIA has no sheet for it.
+    "A10G": "Baseten, 'NVIDIA A10 vs A10G for ML model inference' (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)",
     # GeForce: tensor FP16/BF16 with FP32 accumulate (what PyTorch uses) is
     # 165.2 dense (330.4 sparse); TF32 82.6 dense (165.2 sparse).
     "RTX 4090": "NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column",
@@ -147,9 +144,6 @@ _DEVICE_SOURCES = {
     "MI300X": "AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
 }
 _DEVICE_EXTRA = {
-    "A10G": {
-        "notes": "Less tensor throughput than the A10 (125 TFLOPS bf16) but the same 600 GB/s."
-    },
     **dict.fromkeys(("RTX 4090", "RTX 3090"), {"kind": "gpu (consumer)"}),
     "MI300X": {"vendor": "AMD"},
 }
@@ -218,16 +212,10 @@ class SpecTable:
 
 def spec_table(ceilings: Any = None, names: Any = None) -> SpecTable:
     """The table of ``names`` (default: every row), with a measured row when given ``ceilings``."""
-    if isinstance(names, str):
-        names = [names]
-    if names is not None and not all(isinstance(n, str) for n in names):
-        raise TypeError("names must be a device name such as 'A100' or a list of them")
-    rows = _SPECS if names is None else tuple(spec(n) for n in names)
     if ceilings is not None and not hasattr(ceilings, "matmul_flops_per_s_by_dtype"):
-        raise TypeError(
-            f"ceilings must come from bl.measure_ceilings(), got {type(ceilings).__name__}"
-        )
-    return SpecTable(rows, ceilings)
+        raise TypeError(f"ceilings must be bl.measure_ceilings(), got {type(ceilings).__name__}")
+    names = [names] if isinstance(names, str) else names
+    return SpecTable(_SPECS if names is None else tuple(map(spec, names)), ceilings)
 
 
 def _norm(name: str) -> str:
@@ -284,7 +272,6 @@ class LinkSpec:
     source: str
     aliases: tuple[str, ...] = ()
     both_directions_on_sheet: bool = False
-    notes: str = ""
 
     @property
     def sheet_bytes_per_s(self) -> float:
@@ -296,49 +283,28 @@ class LinkSpec:
         return _fmt.html_table(("link", "kind", "each way"), [row], hover=[self.source])
 
 
-# Bandwidth each way in GB/s ("x2": the sheet adds both directions); PCIe: GT/s per lane x 16
-# lanes x 128/130 / 8 bits.
+# Bandwidth each way in GB/s ("x2": the sheet adds both directions), aliases, source. PCIe: 8,
+# 16, 32 GT/s per lane (generations 3, 4, 5) x 16 lanes x 128/130 / 8 bits; the GPU sheets print
+# both directions added (A100 'PCIe Gen4: 64 GB/s', H100 'PCIe Gen5: 128 GB/s'). NVLink: 12 links
+# (A100), 18 (H100). InfiniBand: one single-port adapter per GPU.
 _LINK_ROWS = """
-PCIe 3.0 x16           ; host-device   ; 15.75  ; pcie3, pcie 3, pcie gen3, pcie 3.0
-PCIe 4.0 x16           ; host-device   ; 31.5   ; pcie4, pcie 4, pcie gen4, pcie 4.0
-PCIe 5.0 x16           ; host-device   ; 63     ; pcie5, pcie 5, pcie gen5, pcie 5.0
-NVLink 3 (A100)        ; device-device ; 300 x2 ; nvlink 3, nvlink3, a100 nvlink, nvlink a100
-NVLink 4 (H100)        ; device-device ; 450 x2 ; nvlink 4, nvlink4, h100 nvlink, nvlink h100, nvlink
-HDR InfiniBand         ; node-node     ; 25     ; hdr, hdr ib, infiniband hdr, hdr infiniband 200
-NDR InfiniBand         ; node-node     ; 50     ; ndr, ndr ib, infiniband, infiniband ndr, ib
-100 GbE                ; node-node     ; 12.5   ; 100gbe, 100g ethernet, ethernet 100g
-400 GbE                ; node-node     ; 50     ; 400gbe, 400g ethernet, ethernet 400g
-NVMe SSD (PCIe 4.0 x4) ; storage       ; 7.45   ; nvme, ssd, nvme ssd, disk
+PCIe 3.0 x16           ; host-device   ; 15.75  ; pcie3, pcie 3, pcie gen3, pcie 3.0                  ; PCI-SIG, PCI Express Base Specification 3.0
+PCIe 4.0 x16           ; host-device   ; 31.5   ; pcie4, pcie 4, pcie gen4, pcie 4.0                  ; PCI-SIG, PCI Express Base Specification 4.0
+PCIe 5.0 x16           ; host-device   ; 63     ; pcie5, pcie 5, pcie gen5, pcie 5.0                  ; PCI-SIG, PCI Express Base Specification 5.0
+NVLink 3 (A100)        ; device-device ; 300 x2 ; nvlink 3, nvlink3, a100 nvlink, nvlink a100         ; NVIDIA A100 Tensor Core GPU datasheet, NVLink row
+NVLink 4 (H100)        ; device-device ; 450 x2 ; nvlink 4, nvlink4, h100 nvlink, nvlink h100, nvlink ; NVIDIA H100 Tensor Core GPU datasheet, SXM column, NVLink row
+HDR InfiniBand         ; node-node     ; 25     ; hdr, hdr ib, infiniband hdr, hdr infiniband 200     ; NVIDIA DGX A100 datasheet, ConnectX-6 networking row
+NDR InfiniBand         ; node-node     ; 50     ; ndr, ndr ib, infiniband, infiniband ndr, ib         ; NVIDIA DGX H100 datasheet, ConnectX-7 networking row
+100 GbE                ; node-node     ; 12.5   ; 100gbe, 100g ethernet, ethernet 100g                ; IEEE 802.3ba-2010
+400 GbE                ; node-node     ; 50     ; 400gbe, 400g ethernet, ethernet 400g                ; IEEE 802.3bs-2017
+NVMe SSD (PCIe 4.0 x4) ; storage       ; 7.45   ; nvme, ssd, nvme ssd, disk                           ; Samsung 990 PRO data sheet, sequential read
 """
-_PCIE = "PCI-SIG, PCI Express Base Specification"
-_LINK_SOURCES = {
-    "PCIe 3.0 x16": f"{_PCIE} 3.0 (8 GT/s per lane, 128b/130b encoding); the NVIDIA T4 datasheet prints 'x16 PCIe Gen3'",
-    "PCIe 4.0 x16": f"{_PCIE} 4.0 (16 GT/s per lane, 128b/130b encoding); the NVIDIA A100 datasheet prints 'PCIe Gen4: 64 GB/s', both directions",
-    "PCIe 5.0 x16": f"{_PCIE} 5.0 (32 GT/s per lane, 128b/130b encoding); the NVIDIA H100 datasheet prints 'PCIe Gen5: 128 GB/s', both directions",
-    "NVLink 3 (A100)": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/): 'NVLink: 600 GB/s' (12 links, both directions added)",
-    "NVLink 4 (H100)": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), SXM column: 'NVLink: 900 GB/s' (18 links, both directions added)",
-    "HDR InfiniBand": "NVIDIA DGX A100 datasheet: 8 single-port ConnectX-6 adapters, 200 Gb/s HDR InfiniBand each (one per GPU)",
-    "NDR InfiniBand": "NVIDIA DGX H100 datasheet: 8 ConnectX-7 adapters, 400 Gb/s NDR InfiniBand each (one per GPU)",
-    "100 GbE": "IEEE 802.3ba-2010, 100 Gb/s Ethernet",
-    "400 GbE": "IEEE 802.3bs-2017, 400 Gb/s Ethernet",
-    "NVMe SSD (PCIe 4.0 x4)": "Samsung 990 PRO data sheet: sequential read up to 7,450 MB/s",
-}
-_LINK_NOTES = {
-    "NVLink 3 (A100)": "Between the 8 GPUs of one DGX A100 node (through NVSwitch).",
-    "NVLink 4 (H100)": "Between the 8 GPUs of one DGX H100 node (through NVSwitch).",
-    "HDR InfiniBand": "200 Gb/s per port; a DGX A100 has one port per GPU for the compute network.",
-    "NDR InfiniBand": "400 Gb/s per port; a DGX H100 has one port per GPU for the compute network.",
-    "NVMe SSD (PCIe 4.0 x4)": "Sequential read of a fast consumer drive; random 4 KiB reads are far slower.",
-}
 
 
 def _link(row: str) -> LinkSpec:
-    name, kind, bandwidth, aliases = (c.strip() for c in row.split(";"))
-    source, notes = _LINK_SOURCES[name], _LINK_NOTES.get(name, "")
+    name, kind, bandwidth, aliases, source = (c.strip() for c in row.split(";"))
     gb_s, both, _ = bandwidth.partition(" x2")
-    return LinkSpec(
-        name, kind, float(gb_s + "e9"), source, tuple(aliases.split(", ")), bool(both), notes
-    )
+    return LinkSpec(name, kind, float(gb_s + "e9"), source, tuple(aliases.split(", ")), bool(both))
 
 
 _LINKS: tuple[LinkSpec, ...] = tuple(map(_link, _LINK_ROWS.strip().splitlines()))
@@ -346,8 +312,7 @@ _LINKS: tuple[LinkSpec, ...] = tuple(map(_link, _LINK_ROWS.strip().splitlines())
 
 def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
     """Every link in the table, nearest rung first; ``kind`` keeps one of :data:`LINK_KINDS`."""
-    if kind is not None and kind not in LINK_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(LINK_KINDS)} or None, got {kind!r}")
+    _checks.one_of("kind", kind, (*LINK_KINDS, None))
     return tuple(x for x in _LINKS if kind in (None, x.kind))
 
 
@@ -364,9 +329,11 @@ def host_link(device: str) -> LinkSpec:
 #: A cluster node: ``gpus_per_node`` x ``gpu`` (a :func:`spec` row) joined by ``gpu_link``, and
 #: ``nics_per_node`` x ``nic_link`` for its cluster network (its storage NICs not counted).
 NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
+# The guides: 8 GPUs on NVSwitches, and 8 single-port ConnectX-6 (A100) or ConnectX-7 (H100)
+# adapters for the cluster network.
 _NODE_SOURCES = {
-    "DGX A100": "NVIDIA DGX A100 User Guide, Hardware Overview: 8 A100 GPUs on 6 NVSwitches; 8 single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand, for the cluster network",
-    "DGX H100": "NVIDIA DGX H100/H200 User Guide, Hardware Overview: 8 H100 GPUs on 4 NVSwitch chips; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand, for the cluster network",
+    "DGX A100": "NVIDIA DGX A100 User Guide, Hardware Overview",
+    "DGX H100": "NVIDIA DGX H100/H200 User Guide, Hardware Overview",
 }
 _NODES = tuple(
     NodeSpec(*row, _NODE_SOURCES[row[0]])
