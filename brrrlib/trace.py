@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib._aten_ops import (
     CATEGORIES,
     COMPILED_GRAPH,
@@ -60,15 +60,11 @@ COLORS = {
 
 # ------------------------------------------------------------------ running the profiler
 
-# Kineto's own log lines ("STAGE:2026-... ActivityProfiler...", "USDT:...", its config dump).
-_KINETO_LINE = re.compile(
-    r"^(?:(?:INFO|STAGE|USDT|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d .*\.cpp:\d+\]"
-    r"|\s+(?:Log file|Trace start time|Trace duration|Warmup duration|Max GPU buffer size"
-    r"|Enabled activities|Trace window|Warmup start time|Active start time|Max CPU buffer)"
-    r".*:)"
-)
-# torch.profiler's Python warnings about its own machinery, not about your code.
-_PROFILER_WARNINGS = (r".*Profiler clears events at the end of each cycle", r".*(?:kineto|CUPTI)")
+# Kineto's own log lines: "STAGE:2026-11-27 ... .cpp:51] ...", and its indented config dump
+# ("  Trace duration: 500ms"); only lines written while the profiler starts or stops are read.
+_KINETO_LINE = re.compile(r"^(?:[A-Z]+:\d{4}-\d\d-\d\d\s|\s+[A-Z][\w\s]*:\s)")
+# torch.profiler's Python warnings about its own machinery (acc_events, kineto), not about your code.
+_PROFILER_WARNINGS = r".*(?:acc_events|kineto|CUPTI)"
 
 
 def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) -> Any:
@@ -76,12 +72,18 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
     import torch
     from torch.profiler import ProfilerActivity, record_function
 
-    _check(fn, runs, warmup)
+    from brrrlib import machine
 
+    _checks.function("fn", fn)
+    _checks.positive_int("runs", runs)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
     cuda = torch.cuda.is_available()
+    # each sync waits for queued device work, so a run's marker ends when its work ends
+    device = "cuda" if cuda else "mps" if torch.backends.mps.is_available() else "cpu"
     for _ in range(warmup):  # 1. first calls pay allocation, lazy init, compilation
         fn(*args, **kwargs)
-    _sync(cuda)
+    machine.sync(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     prof = torch.profiler.profile(activities=activities, acc_events=True)
     with quiet_profiler():
@@ -94,50 +96,33 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
                 torch.ones(1, device="cuda").add_(1)
             if warmup:
                 fn(*args, **kwargs)
-            _sync(cuda)
+            machine.sync(device)
         for r in range(runs):  # 3. each run's marker ends with a sync: its span holds its work
             with record_function(f"{RUN_MARKER}{r}"):
                 fn(*args, **kwargs)
-                _sync(cuda)
+                machine.sync(device)
     finally:
         with quiet_profiler():  # 4. stopped even if fn raised
             prof.stop()
     return prof
 
 
-def _sync(cuda: bool) -> None:
-    """Wait for queued device work (CUDA, else MPS), so a run's marker ends when its work ends."""
-    import torch
-
-    from brrrlib.machine import sync
-
-    if cuda or torch.backends.mps.is_available():
-        sync(torch.device("cuda" if cuda else "mps"))
-
-
 @contextlib.contextmanager
 def quiet_profiler():
     """Keep kineto's log lines and the profiler's warnings about itself out of sight."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read once, when the profiler first starts
-    with warnings.catch_warnings():
-        for message in _PROFILER_WARNINGS:
-            warnings.filterwarnings("ignore", message=message)
-        with _kineto_lines_dropped():
-            yield
-
-
-@contextlib.contextmanager
-def _kineto_lines_dropped():
+    try:
+        fd = sys.__stderr__.fileno()
+    except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
+        fd = None
     # kineto writes to fd 2 below Python (redirect_stderr cannot catch it): capture the fd,
     # then write back every line that is not kineto's
-    try:
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-    except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        if sys.__stderr__ is not None:
-            sys.__stderr__.flush()
+    with warnings.catch_warnings(), tempfile.TemporaryFile(mode="w+b") as sink:
+        warnings.filterwarnings("ignore", message=_PROFILER_WARNINGS)
+        if fd is None:
+            yield
+            return
+        sys.__stderr__.flush()
         saved = os.dup(fd)
         os.dup2(sink.fileno(), fd)
         try:
@@ -185,61 +170,53 @@ _KERNEL_WORDS = (
 )
 
 
+def _event(name: str, cat: Any, start: float, end: float, thread: Any, corr: Any) -> _Event | None:
+    """An event by its chrome-trace category; None for one no lane holds."""
+    marker = name.startswith(RUN_MARKER) and cat == "user_annotation"
+    kind = "marker" if marker else _CHROME_KINDS.get(cat)
+    if kind:  # a CUDA launch and the kernels it launched share a correlation id
+        launch = kind in ("runtime", "kernel", "memcpy") and corr is not None
+        return _Event(name, kind, start, end, thread, int(corr) if launch else None)
+    return None
+
+
 def _profiler_events(prof: Any) -> list[_Event]:
     """The API's events; a launch and its kernels share an ``id`` (CUPTI's correlation)."""
     import torch
 
     out = []
-    for e in prof.events():
-        on_cpu = e.device_type == torch.autograd.DeviceType.CPU
-        marker = on_cpu and e.name.startswith(RUN_MARKER)
-        kind = "marker" if marker else _CHROME_KINDS.get(_api_category(e, on_cpu))
-        if kind and not e.is_async:
-            corr = e.id if kind in ("runtime", "kernel", "memcpy") else None
-            out.append(_Event(e.name, kind, e.time_range.start, e.time_range.end, e.thread, corr))
-    return out
+    for n in (n for n in prof.events() if not n.is_async):
+        cat = _category(n, n.device_type == torch.autograd.DeviceType.CPU)
+        out.append(_event(n.name, cat, n.time_range.start, n.time_range.end, n.thread, n.id))
+    return [e for e in out if e]
 
 
-def _api_category(e: Any, on_cpu: bool) -> str:
+def _category(e: Any, on_cpu: bool) -> str:
     """An API event's chrome-trace category: its ``activity_type`` (torch 2.12+), else guessed."""
     if getattr(e, "activity_type", None):
         return e.activity_type
     if not on_cpu:  # a kernel, a copy, or the device-lane copy of a run's marker
-        copy = e.name.startswith(("Memcpy", "Memset"))
-        return (
-            "gpu_user_annotation"
-            if e.name.startswith("brrr_")
-            else "gpu_memcpy"
-            if copy
-            else "kernel"
-        )
-    return (
-        "user_annotation"
-        if e.is_user_annotation
-        else "cuda_runtime"
-        if _CUDA_CALL.match(e.name)
-        else "cpu_op"
-    )
+        copy = "gpu_memcpy" if e.name.startswith(("Memcpy", "Memset")) else "kernel"
+        return "gpu_user_annotation" if e.name.startswith("brrr_") else copy
+    if e.is_user_annotation:
+        return "user_annotation"
+    return "cuda_runtime" if _CUDA_CALL.match(e.name) else "cpu_op"
 
 
 def _chrome_events(events: list[Mapping]) -> list[_Event]:
     """A chrome trace's complete events; a kernel without a correlation gets its ac2g flow's."""
     flows = {
-        (e.get("pid"), e.get("tid"), float(e["ts"])): int(e["id"])
+        (e.get("pid"), e.get("tid"), float(e["ts"])): e["id"]
         for e in events
         if e.get("ph") == "f" and e.get("cat") == "ac2g" and "id" in e and "ts" in e
     }
     out = []
     for e in (e for e in events if e.get("ph") == "X" and "ts" in e):
-        name, cat, ts = str(e.get("name", "?")), e.get("cat"), float(e["ts"])
-        marker = name.startswith(RUN_MARKER) and cat != "gpu_user_annotation"
-        kind = "marker" if marker else _CHROME_KINDS.get(cat)
-        thread = (e.get("pid"), e.get("tid"))
+        ts, thread = float(e["ts"]), (e.get("pid"), e.get("tid"))
         corr = (e.get("args") or {}).get("correlation", flows.get((*thread, ts)))
-        if kind:
-            end = ts + float(e.get("dur", 0.0))
-            out.append(_Event(name, kind, ts, end, thread, None if corr is None else int(corr)))
-    return out
+        end = ts + float(e.get("dur", 0.0))
+        out.append(_event(str(e.get("name", "?")), e.get("cat"), ts, end, thread, corr))
+    return [e for e in out if e]
 
 
 def _lanes(events: list[_Event]) -> tuple[list[Interval], list[tuple], str]:
@@ -671,15 +648,6 @@ def profile(
     return Trace(
         tuple(rows), tuple(spans), device, label or getattr(fn, "__name__", None), text, name
     )
-
-
-def _check(fn: Any, runs: Any, warmup: Any) -> None:
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}; pass the function itself")
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a positive integer, got {runs!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
 
 
 def time_by_category(
