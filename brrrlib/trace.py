@@ -503,14 +503,8 @@ class Trace:
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
         events = [
-            {
-                "ph": "X",
-                "name": i.name,
-                "cat": i.category,
-                "pid": 0,
-                "tid": 1 + (i.lane == "device"),
-            }
-            | {"ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
+            dict(ph="X", name=i.name, cat=i.category, pid=0, tid=2 if i.lane == "device" else 1)
+            | dict(ts=i.start_s * 1e6, dur=i.duration_s * 1e6)
             for i in self.intervals
         ]
         path = Path(path)
@@ -531,21 +525,14 @@ class Trace:
         scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
         lanes = {"host": 1.0, "device": 0.0}
         for i in (i for i in self.intervals if i.lane in lanes and i.run in runs):
-            x, w, y, name = (
-                (i.start_s - t0) * scale,
-                i.duration_s * scale,
-                lanes[i.lane],
-                _short(i.name),
-            )
-            color = COLORS.get(i.category, "tab:gray")
+            x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
+            name, color = _short(i.name), COLORS.get(i.category, "tab:gray")
             ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", lw=0.3)
             if w > 0.007 * len(name) * span * scale:  # label only where it fits
                 ax.text(x + w / 2, y, name, ha="center", va="center", fontsize=7, clip_on=True)
         idle = dict(fc="none", ec="tab:red", hatch="////", lw=0.0, alpha=0.5)
-        gaps = [
-            ((g.start_s - t0) * scale, g.duration_s * scale) for g in self.gaps if g.run in runs
-        ]
-        ax.broken_barh(gaps, (-0.35, 0.7), **idle)
+        gaps = [(g.start_s - t0, g.duration_s) for g in self.gaps if g.run in runs]
+        ax.broken_barh([(x * scale, w * scale) for x, w in gaps], (-0.35, 0.7), **idle)
         for r in runs[1:]:
             ax.axvline((self.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
         ax.set_yticks([0.0, 1.0], ["device", "host"])
@@ -556,13 +543,9 @@ class Trace:
         ax.set_title(", ".join([*title, f"busy {busy:.0%}"]), loc="left", fontsize=9)
         used = sorted({i.category for i in self.intervals if i.lane in lanes})
         keys = [Patch(color=COLORS.get(c, "tab:gray"), label=c) for c in used]
-        # the op colours and the idle hatch, right of the lanes: never over a bar
+        keys.append(Patch(label="idle", **idle))  # the keys right of the lanes: never over a bar
         ax.legend(
-            handles=[*keys, Patch(label="idle", **idle)],
-            loc="center left",
-            bbox_to_anchor=(1.005, 0.5),
-            fontsize=7,
-            frameon=False,
+            handles=keys, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False
         )
         return ax
 
@@ -704,13 +687,13 @@ def recorded(name: str) -> Trace:
 
 def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """Union of spans as sorted, disjoint spans."""
-    out: list[list[float]] = []
+    out: list[tuple[float, float]] = []
     for a, b in sorted(spans):
         if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
+            out[-1] = (out[-1][0], max(out[-1][1], b))
         else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+            out.append((a, b))
+    return out
 
 
 def _overlap(merged: list[tuple[float, float]], start: float, end: float) -> float:
