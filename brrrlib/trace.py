@@ -63,7 +63,7 @@ COLORS = {
 # Kineto's own log lines: "STAGE:2026-11-27 ... .cpp:51] ...", and its indented config dump
 # ("  Trace duration: 500ms"); only lines written while the profiler starts or stops are read.
 _KINETO_LINE = re.compile(r"^(?:[A-Z]+:\d{4}-\d\d-\d\d\s|\s+[A-Z][\w\s]*:\s)")
-# torch.profiler's Python warnings about its own machinery (acc_events, kineto), not about your code.
+# torch.profiler's warnings about its own machinery (acc_events, kineto), not about your code.
 _PROFILER_WARNINGS = r".*(?:acc_events|kineto|CUPTI)"
 
 
@@ -512,7 +512,7 @@ class Trace:
         return path
 
     def plot(self, ax=None, *, run: int | None = None):
-        """Draw host lane over device lane for ``run`` (default: all runs), idle hatched; returns the Axes."""
+        """Host lane over device lane for ``run`` (default: all), idle hatched; returns the Axes."""
         from matplotlib.patches import Patch
 
         if ax is None:
