@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib._aten_ops import (
     CATEGORIES,
     COMPILED_GRAPH,
@@ -60,15 +60,11 @@ COLORS = {
 
 # ------------------------------------------------------------------ running the profiler
 
-# Kineto's own log lines ("STAGE:2026-... ActivityProfiler...", "USDT:...", its config dump).
-_KINETO_LINE = re.compile(
-    r"^(?:(?:INFO|STAGE|USDT|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d .*\.cpp:\d+\]"
-    r"|\s+(?:Log file|Trace start time|Trace duration|Warmup duration|Max GPU buffer size"
-    r"|Enabled activities|Trace window|Warmup start time|Active start time|Max CPU buffer)"
-    r".*:)"
-)
-# torch.profiler's Python warnings about its own machinery, not about your code.
-_PROFILER_WARNINGS = (r".*Profiler clears events at the end of each cycle", r".*(?:kineto|CUPTI)")
+# Kineto's own log lines: "STAGE:2026-11-27 ... .cpp:51] ...", and its indented config dump
+# ("  Trace duration: 500ms"); only lines written while the profiler starts or stops are read.
+_KINETO_LINE = re.compile(r"^(?:[A-Z]+:\d{4}-\d\d-\d\d\s|\s+[A-Z][\w\s]*:\s)")
+# torch.profiler's warnings about its own machinery (acc_events, kineto), not about your code.
+_PROFILER_WARNINGS = r".*(?:acc_events|kineto|CUPTI)"
 
 
 def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) -> Any:
@@ -76,12 +72,18 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
     import torch
     from torch.profiler import ProfilerActivity, record_function
 
-    _check(fn, runs, warmup)
+    from brrrlib import machine
 
+    _checks.function("fn", fn)
+    _checks.positive_int("runs", runs)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
     cuda = torch.cuda.is_available()
+    # each sync waits for queued device work, so a run's marker ends when its work ends
+    device = "cuda" if cuda else "mps" if torch.backends.mps.is_available() else "cpu"
     for _ in range(warmup):  # 1. first calls pay allocation, lazy init, compilation
         fn(*args, **kwargs)
-    _sync(cuda)
+    machine.sync(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     prof = torch.profiler.profile(activities=activities, acc_events=True)
     with quiet_profiler():
@@ -94,50 +96,33 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
                 torch.ones(1, device="cuda").add_(1)
             if warmup:
                 fn(*args, **kwargs)
-            _sync(cuda)
+            machine.sync(device)
         for r in range(runs):  # 3. each run's marker ends with a sync: its span holds its work
             with record_function(f"{RUN_MARKER}{r}"):
                 fn(*args, **kwargs)
-                _sync(cuda)
+                machine.sync(device)
     finally:
         with quiet_profiler():  # 4. stopped even if fn raised
             prof.stop()
     return prof
 
 
-def _sync(cuda: bool) -> None:
-    """Wait for queued device work (CUDA, else MPS), so a run's marker ends when its work ends."""
-    import torch
-
-    from brrrlib.machine import sync
-
-    if cuda or torch.backends.mps.is_available():
-        sync(torch.device("cuda" if cuda else "mps"))
-
-
 @contextlib.contextmanager
 def quiet_profiler():
     """Keep kineto's log lines and the profiler's warnings about itself out of sight."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read once, when the profiler first starts
-    with warnings.catch_warnings():
-        for message in _PROFILER_WARNINGS:
-            warnings.filterwarnings("ignore", message=message)
-        with _kineto_lines_dropped():
-            yield
-
-
-@contextlib.contextmanager
-def _kineto_lines_dropped():
+    try:
+        fd = sys.__stderr__.fileno()
+    except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
+        fd = None
     # kineto writes to fd 2 below Python (redirect_stderr cannot catch it): capture the fd,
     # then write back every line that is not kineto's
-    try:
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-    except (AttributeError, OSError, ValueError):  # no real fd (embedded interpreters)
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        if sys.__stderr__ is not None:
-            sys.__stderr__.flush()
+    with warnings.catch_warnings(), tempfile.TemporaryFile(mode="w+b") as sink:
+        warnings.filterwarnings("ignore", message=_PROFILER_WARNINGS)
+        if fd is None:
+            yield
+            return
+        sys.__stderr__.flush()
         saved = os.dup(fd)
         os.dup2(sink.fileno(), fd)
         try:
@@ -185,41 +170,29 @@ _KERNEL_WORDS = (
 )
 
 
-def _profiler_events(prof: Any) -> list[_Event]:
-    """The API's events; a launch and its kernels share an ``id`` (CUPTI's correlation)."""
+def _profiler_events(prof: Any) -> list[dict]:
+    """The API's events as chrome-trace events; a launch and its kernels share an ``id``."""
     import torch
 
-    out = []
-    for e in prof.events():
-        on_cpu = e.device_type == torch.autograd.DeviceType.CPU
-        marker = on_cpu and e.name.startswith(RUN_MARKER)
-        kind = "marker" if marker else _CHROME_KINDS.get(_api_category(e, on_cpu))
-        if kind and not e.is_async:
-            corr = e.id if kind in ("runtime", "kernel", "memcpy") else None
-            out.append(_Event(e.name, kind, e.time_range.start, e.time_range.end, e.thread, corr))
-    return out
+    return [
+        {"ph": "X", "name": e.name, "tid": e.thread, "args": {"correlation": e.id}}
+        | {"cat": _category(e, e.device_type == torch.autograd.DeviceType.CPU)}
+        | {"ts": e.time_range.start, "dur": e.time_range.end - e.time_range.start}
+        for e in prof.events()
+        if not e.is_async
+    ]
 
 
-def _api_category(e: Any, on_cpu: bool) -> str:
+def _category(e: Any, on_cpu: bool) -> str:
     """An API event's chrome-trace category: its ``activity_type`` (torch 2.12+), else guessed."""
     if getattr(e, "activity_type", None):
         return e.activity_type
     if not on_cpu:  # a kernel, a copy, or the device-lane copy of a run's marker
-        copy = e.name.startswith(("Memcpy", "Memset"))
-        return (
-            "gpu_user_annotation"
-            if e.name.startswith("brrr_")
-            else "gpu_memcpy"
-            if copy
-            else "kernel"
-        )
-    return (
-        "user_annotation"
-        if e.is_user_annotation
-        else "cuda_runtime"
-        if _CUDA_CALL.match(e.name)
-        else "cpu_op"
-    )
+        copy = "gpu_memcpy" if e.name.startswith(("Memcpy", "Memset")) else "kernel"
+        return "gpu_user_annotation" if e.name.startswith("brrr_") else copy
+    if e.is_user_annotation:
+        return "user_annotation"
+    return "cuda_runtime" if _CUDA_CALL.match(e.name) else "cpu_op"
 
 
 def _chrome_events(events: list[Mapping]) -> list[_Event]:
@@ -232,7 +205,7 @@ def _chrome_events(events: list[Mapping]) -> list[_Event]:
     out = []
     for e in (e for e in events if e.get("ph") == "X" and "ts" in e):
         name, cat, ts = str(e.get("name", "?")), e.get("cat"), float(e["ts"])
-        marker = name.startswith(RUN_MARKER) and cat != "gpu_user_annotation"
+        marker = name.startswith(RUN_MARKER) and cat == "user_annotation"
         kind = "marker" if marker else _CHROME_KINDS.get(cat)
         thread = (e.get("pid"), e.get("tid"))
         corr = (e.get("args") or {}).get("correlation", flows.get((*thread, ts)))
@@ -326,8 +299,17 @@ def _enclosing(evs: list[_Event]) -> Iterable[tuple[_Event, tuple[_Event, ...]]]
 # ------------------------------------------------------------------ results
 
 
+class _Span:
+    """A stretch of time from ``start_s`` to ``end_s``."""
+
+    @property
+    def duration_s(self) -> float:
+        """Length in seconds."""
+        return self.end_s - self.start_s
+
+
 @dataclass(frozen=True)
-class Interval:
+class Interval(_Span):
     """One op on one lane, in seconds from the start of the first recorded run."""
 
     name: str
@@ -338,14 +320,9 @@ class Interval:
     run: int = 0
     correlation: int | None = None  # links a CUDA launch to its kernel
 
-    @property
-    def duration_s(self) -> float:
-        """Length of the interval in seconds."""
-        return self.end_s - self.start_s
-
 
 @dataclass(frozen=True)
-class Gap:
+class Gap(_Span):
     """A stretch where the device lane was idle inside a run: it waited for the host."""
 
     start_s: float
@@ -353,11 +330,6 @@ class Gap:
     run: int
     cause: str  # "dispatch" (host inside an op for most of it) or "python" (between ops)
     host_busy_fraction: float
-
-    @property
-    def duration_s(self) -> float:
-        """Length of the gap in seconds."""
-        return self.end_s - self.start_s
 
 
 @dataclass(frozen=True)
@@ -417,7 +389,7 @@ class Trace:
 
     def busy_s(self, run: int | None = None) -> float:
         """Seconds the device lane was busy (union of its intervals) in ``run`` or all runs."""
-        return sum(_length(self._merged["device", r]) for r in self._run_ids(run))
+        return sum(self._covered_s("device")[r] for r in self._run_ids(run))
 
     @property
     def busy_fraction(self) -> float:
@@ -427,12 +399,12 @@ class Trace:
     @property
     def busy_fraction_per_run(self) -> tuple[float, ...]:
         """``busy_fraction`` of each run separately."""
-        return tuple(_share(self.busy_s(r), w) for r, w in enumerate(self.wall_s))
+        return tuple(map(_share, self._covered_s("device"), self.wall_s))
 
     @property
     def outside_ops_s(self) -> tuple[float, ...]:
         """Per run, host seconds outside any op (Python between ops; profiler bookkeeping too)."""
-        return tuple(w - _length(self._merged["host", r]) for r, w in enumerate(self.wall_s))
+        return tuple(w - h for w, h in zip(self.wall_s, self._covered_s("host"), strict=True))
 
     @property
     def outside_ops_fraction(self) -> float:
@@ -455,31 +427,22 @@ class Trace:
 
     def idle_by_cause(self) -> dict[str, float]:
         """Idle seconds per gap cause, e.g. ``{"python": 0.8e-3, "dispatch": 0.2e-3}``."""
-        out: dict[str, float] = {}
+        out: Counter[str] = Counter()
         for g in self.gaps:
-            out[g.cause] = out.get(g.cause, 0.0) + g.duration_s
-        return out
+            out[g.cause] += g.duration_s
+        return dict(out)
 
     def top_ops(self, n: int = 10) -> tuple[OpTime, ...]:
         """The ``n`` op names with the most device time, summed over runs."""
-        acc: dict[str, list] = {}
+        seconds, calls = Counter(), Counter()
+        category = {i.name: i.category for i in self.device_intervals}
         for i in self.device_intervals:
-            row = acc.setdefault(i.name, [i.category, 0, 0.0])
-            row[1] += 1
-            row[2] += i.duration_s
-        total = sum(r[2] for r in acc.values()) or 1.0
-        rows = sorted(
-            (OpTime(k, c, n_, t, t / total) for k, (c, n_, t) in acc.items()),
-            key=lambda r: -r.total_s,
+            seconds[i.name] += i.duration_s
+            calls[i.name] += 1
+        total = sum(seconds.values()) or 1.0
+        return tuple(
+            OpTime(k, category[k], calls[k], t, t / total) for k, t in seconds.most_common(n)
         )
-        return tuple(rows[:n])
-
-    def _launched(self) -> list[tuple[float, Interval]]:
-        """(launch call start, kernel) for every kernel matched to its launch."""
-        launches = {i.correlation: i.start_s for i in self.intervals if i.lane == "launch"}
-        return [
-            (launches[k.correlation], k) for k in self.device_intervals if k.correlation in launches
-        ]
 
     @property
     def launch_delays_s(self) -> tuple[float, ...]:
@@ -497,6 +460,13 @@ class Trace:
         """Whether some kernel queued behind earlier work for at least ``RAN_AHEAD_MIN_S``."""
         return max(self.queued_s, default=0.0) >= RAN_AHEAD_MIN_S
 
+    def _launched(self) -> list[tuple[float, Interval]]:
+        """(launch call start, kernel) for every kernel matched to its launch."""
+        launches = {i.correlation: i.start_s for i in self.intervals if i.lane == "launch"}
+        return [
+            (launches[k.correlation], k) for k in self.device_intervals if k.correlation in launches
+        ]
+
     def _run_ids(self, run: int | None) -> range:
         if run is not None and not 0 <= run < len(self.runs):
             raise ValueError(f"run={run} is out of range: this trace has {len(self.runs)} runs")
@@ -511,6 +481,10 @@ class Trace:
             out[i.lane, i.run].append((max(i.start_s, start), min(i.end_s, end)))
         return {key: _merge((a, b) for a, b in spans if b > a) for key, spans in out.items()}
 
+    def _covered_s(self, lane: str) -> tuple[float, ...]:
+        """Per run, the seconds ``lane`` spent inside an interval: busy, or in an op."""
+        return tuple(sum(b - a for a, b in self._merged[lane, r]) for r in range(len(self.runs)))
+
     @classmethod
     def from_chrome_trace(
         cls, source: str | os.PathLike | Mapping | Sequence, *, label: str | None = None
@@ -520,10 +494,7 @@ class Trace:
         data = json.loads(text) if text else source
         events = data.get("traceEvents", []) if isinstance(data, Mapping) else data
         if not isinstance(events, (list, tuple)):
-            raise TypeError(
-                "source must be a chrome-trace path, a dict with 'traceEvents', or a list of "
-                f"events; got {type(source).__name__}"
-            )
+            raise TypeError(f"source must be a chrome-trace path, dict or list, got {events!r}")
         props = (data.get("deviceProperties") if isinstance(data, Mapping) else None) or [{}]
         rows, runs, device = _lanes(_chrome_events(list(events)))
         text = text or json.dumps({"traceEvents": list(events)})
@@ -531,10 +502,9 @@ class Trace:
 
     def export_chrome_trace(self, path: str | os.PathLike) -> Path:
         """Write the trace as chrome-trace JSON; open it in https://ui.perfetto.dev or chrome://tracing."""
-        tid = {"host": 1, "device": 2, "launch": 1}
         events = [
-            {"ph": "X", "name": i.name, "cat": i.category, "pid": 0, "tid": tid[i.lane]}
-            | {"ts": i.start_s * 1e6, "dur": i.duration_s * 1e6}
+            dict(ph="X", name=i.name, cat=i.category, pid=0, tid=2 if i.lane == "device" else 1)
+            | dict(ts=i.start_s * 1e6, dur=i.duration_s * 1e6)
             for i in self.intervals
         ]
         path = Path(path)
@@ -542,34 +512,68 @@ class Trace:
         return path
 
     def plot(self, ax=None, *, run: int | None = None):
-        """Draw host lane over device lane for ``run`` (default: all runs); returns the Axes."""
-        return _timeline_plot(self, ax, list(self._run_ids(run)))
+        """Host lane over device lane for ``run`` (default: all), idle hatched; returns the Axes."""
+        from matplotlib.patches import Patch
+
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(10, 2.8), layout="constrained")
+        runs = list(self._run_ids(run))
+        t0, t1 = (self.runs[runs[0]][0], self.runs[runs[-1]][1]) if runs else (0.0, 1.0)
+        span = max(t1 - t0, 1e-9)
+        scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
+        lanes = {"host": 1.0, "device": 0.0}
+        for i in (i for i in self.intervals if i.lane in lanes and i.run in runs):
+            x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
+            name, color = _short(i.name), COLORS.get(i.category, "tab:gray")
+            ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", lw=0.3)
+            if w > 0.007 * len(name) * span * scale:  # label only where it fits
+                ax.text(x + w / 2, y, name, ha="center", va="center", fontsize=7, clip_on=True)
+        idle = dict(fc="none", ec="tab:red", hatch="////", lw=0.0, alpha=0.5)
+        gaps = [(g.start_s - t0, g.duration_s) for g in self.gaps if g.run in runs]
+        ax.broken_barh([(x * scale, w * scale) for x, w in gaps], (-0.35, 0.7), **idle)
+        for r in runs[1:]:
+            ax.axvline((self.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
+        ax.set_yticks([0.0, 1.0], ["device", "host"])
+        ax.set(ylim=(-0.6, 1.6), xlim=(0, span * scale), xlabel=f"time since run start ({unit})")
+        busy = _share(sum(self.busy_s(r) for r in runs), sum(self.wall_s[r] for r in runs))
+        on = self.recorded_on.split(",")[0] if self.recorded_on else self.device
+        title = [self.label or "trace", on, *[f"run {r}" for r in runs if run is not None]]
+        ax.set_title(", ".join([*title, f"busy {busy:.0%}"]), loc="left", fontsize=9)
+        used = sorted({i.category for i in self.intervals if i.lane in lanes})
+        keys = [Patch(color=COLORS.get(c, "tab:gray"), label=c) for c in used]
+        keys.append(Patch(label="idle", **idle))  # the keys right of the lanes: never over a bar
+        ax.legend(
+            handles=keys, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False
+        )
+        return ax
 
     def _table(self) -> tuple[str, list[list[str]]]:
-        """The head line of numbers and the top eight ops by device time."""
-        idle, wall = self.idle_by_cause(), sum(self.wall_s)
-        on = ", ".join(filter(None, [self.device, self.recorded_on or self.device_name]))
-        head = [
-            f"{self.label or 'trace'} on {on}: {len(self.runs)} runs, "
-            f"median {_fmt.seconds(self.median_wall_s) if self.runs else '-'}",
-            f"device busy {_fmt.percent(self.busy_s(), wall)}",
-            *(f"idle {k} {_fmt.percent(v, wall)}" for k, v in sorted(idle.items())),
-            f"outside ops {_fmt.percent(self.outside_ops_fraction, 1.0)}",
-        ]
-        if self.launch_delays_s:
-            head.append(f"max queued {_fmt.seconds(max(self.queued_s))}")
-        if self.steady_runs[:1] == (1,):
-            head.append(f"run 0 {_fmt.times(self.first_run_inflation)}")
-        return "; ".join(head), [
+        """The trace's numbers, and its top eight ops by device time."""
+        wall, on = sum(self.wall_s), [self.device, self.recorded_on or self.device_name]
+        numbers = {
+            "runs": str(len(self.runs)),
+            "median": _fmt.seconds(self.median_wall_s) if self.runs else "-",
+            "busy": _fmt.percent(self.busy_s(), wall),
+            **{f"idle_{k}": _fmt.percent(v, wall) for k, v in sorted(self.idle_by_cause().items())},
+            "outside_ops": _fmt.percent(self.outside_ops_fraction, 1.0),
+            "max_queued": _fmt.seconds(max(self.queued_s)) if self.queued_s else "",
+            "run_0": _fmt.times(self.first_run_inflation) if self.steady_runs[:1] == (1,) else "",
+        }
+        head = ", ".join([self.label or "trace", *filter(None, on)]) + ": "
+        head += ", ".join(f"{k} {v}" for k, v in numbers.items() if v)
+        rows = [
             [
                 _short(o.name, 60),
                 o.category,
-                f"{o.calls}",
+                str(o.calls),
                 _fmt.seconds(o.total_s),
                 f"{o.share:.0%}",
             ]
             for o in self.top_ops(8)
         ]
+        return head, rows
 
     def __repr__(self) -> str:
         head, rows = self._table()
@@ -580,58 +584,11 @@ class Trace:
         return _fmt.html_table(_OP_HEADER, rows, caption=head, align="llrrr")
 
 
-_OP_HEADER = ("op", "category", "calls", "device time", "share")
+_OP_HEADER = ("op", "category", "calls", "time", "share")
 
 
 def _share(part: float, whole: float) -> float:
     return part / whole if whole > 0 else 0.0
-
-
-# ------------------------------------------------------------------ drawing a timeline
-
-
-def _timeline_plot(trace: Trace, ax, runs: list[int]):
-    """Draw ``runs`` of ``trace`` on ``ax`` (a new figure when None); return the Axes."""
-    from matplotlib.patches import Rectangle
-
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(10, 2.8), layout="constrained")
-    t0, t1 = (trace.runs[runs[0]][0], trace.runs[runs[-1]][1]) if runs else (0.0, 1.0)
-    span = max(t1 - t0, 1e-9)
-    scale, unit = (1e3, "ms") if span >= 1e-3 else (1e6, "µs")
-    lanes = {"host": 1.0, "device": 0.0}
-    for i in (i for i in trace.intervals if i.lane in lanes and i.run in runs):
-        x, w, y, name = (
-            (i.start_s - t0) * scale,
-            i.duration_s * scale,
-            lanes[i.lane],
-            _short(i.name),
-        )
-        color = COLORS.get(i.category, "tab:gray")
-        ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", lw=0.3)
-        if w > 0.007 * len(name) * span * scale:  # label only where it fits
-            ax.text(x + w / 2, y, name, ha="center", va="center", fontsize=7, clip_on=True)
-    idle = [((g.start_s - t0) * scale, g.duration_s * scale) for g in trace.gaps if g.run in runs]
-    ax.broken_barh(idle, (-0.35, 0.7), fc="none", ec="tab:red", hatch="////", lw=0.0, alpha=0.5)
-    for r in runs[1:]:
-        ax.axvline((trace.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
-    what = "GPU kernels" if trace.device == "cuda" else "CPU op bodies"
-    ax.set_yticks([0.0, 1.0], [f"device\n({what})", "host\n(dispatched ops)"])
-    ax.set(ylim=(-0.6, 1.6), xlim=(0, span * scale), xlabel=f"time since run start ({unit})")
-    on = f"recorded on {trace.recorded_on.split(',')[0]}" if trace.recorded_on else trace.device
-    busy = _share(sum(trace.busy_s(r) for r in runs), sum(trace.wall_s[r] for r in runs))
-    which = f"run {runs[0]}, " if len(runs) == 1 else ""
-    title = f"{trace.label or 'trace'} ({on}): {which}device busy {busy:.0%} (hatched = idle)"
-    ax.set_title(title, loc="left", fontsize=9)
-    used = sorted({i.category for i in trace.intervals if i.lane in lanes})
-    if used:  # the op colours, right of the lanes: never over a bar
-        handles = [Rectangle((0, 0), 1, 1, color=COLORS.get(c, "tab:gray")) for c in used]
-        ax.legend(
-            handles, used, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False
-        )
-    return ax
 
 
 def _short(name: str, n: int = 18) -> str:
@@ -657,29 +614,15 @@ def profile(
     import torch
 
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
-    rows, spans, device = _lanes(_profiler_events(prof))
-    host = [i for i in rows if i.lane == "host"]
-    if not any(i.lane == "device" for i in rows) and all(i.category == "runtime" for i in host):
-        raise ValueError(
-            f"fn={getattr(fn, '__name__', fn)!r} ran no torch operators: the trace is empty. "
-            "Profile a function that does tensor work (and call it, don't pass its result)."
-        )
+    rows, spans, device = _lanes(_chrome_events(_profiler_events(prof)))
+    label = label or getattr(fn, "__name__", None)
+    if all(i.category == "runtime" for i in rows):  # CUDA calls only, or nothing
+        raise ValueError(f"fn={label!r} ran no torch operators: pass one that does tensor work")
     with tempfile.TemporaryDirectory() as tmp, quiet_profiler():
         prof.export_chrome_trace(f"{tmp}/trace.json")  # the API has no whole trace for Perfetto
         text = Path(f"{tmp}/trace.json").read_text()
     name = torch.cuda.get_device_name() if device == "cuda" else ""
-    return Trace(
-        tuple(rows), tuple(spans), device, label or getattr(fn, "__name__", None), text, name
-    )
-
-
-def _check(fn: Any, runs: Any, warmup: Any) -> None:
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}; pass the function itself")
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a positive integer, got {runs!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    return Trace(tuple(rows), tuple(spans), device, label, text, name)
 
 
 def time_by_category(
@@ -744,17 +687,13 @@ def recorded(name: str) -> Trace:
 
 def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """Union of spans as sorted, disjoint spans."""
-    out: list[list[float]] = []
+    out: list[tuple[float, float]] = []
     for a, b in sorted(spans):
         if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
+            out[-1] = (out[-1][0], max(out[-1][1], b))
         else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-def _length(merged: list[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in merged)
+            out.append((a, b))
+    return out
 
 
 def _overlap(merged: list[tuple[float, float]], start: float, end: float) -> float:

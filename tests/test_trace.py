@@ -310,6 +310,8 @@ def test_plot_smoke(synthetic):
     ax = t.plot()
     assert "ms" in ax.get_xlabel()
     assert len(ax.get_yticklabels()) == 2
+    keys = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert keys[-1] == "idle" and {"matmul", "memcpy"} <= set(keys)  # op colours, then the hatch
     ax2 = synthetic.plot(run=0)
     assert "µs" in ax2.get_xlabel()
     plt.close("all")
