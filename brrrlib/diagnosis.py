@@ -26,6 +26,8 @@ BUSY_LOW, BUSY_HIGH = 0.5, 0.8
 #: "high" confidence: the verdict explains at least HIGH_SHARE and HIGH_MARGIN x the runner-up.
 HIGH_SHARE, HIGH_MARGIN = 0.25, 2.0
 MEDIUM_MARGIN = 1.3
+#: The strongest settling of a verdict: the device idle and the doubled batch's time flat.
+IDLE_AND_FLAT = "idle and flat batch"
 #: A call longer than this (seconds) is measured with fewer samples and rounds.
 SLOW_CALL_S = 0.5
 #: A slow call's diagnosis is planned to stay under this many seconds (``time_limit_s``).
@@ -242,7 +244,7 @@ def verdict(
     )
     settled_by = ""
     if flat and busy is not None and busy.busy < BUSY_LOW:
-        regime, runner_up, settled_by = "overhead", regime, "idle and flat batch"
+        regime, runner_up, settled_by = "overhead", regime, IDLE_AND_FLAT
     elif small:
         regime, runner_up, settled_by = "overhead", regime, "flat batch"
     elif batch is not None and margin < MEDIUM_MARGIN:
@@ -262,7 +264,7 @@ def verdict(
     top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
     if settled_by:  # the batch probe decided: sure only with an idle device besides
         levels = ("low", "medium", "high")
-        confidence = levels[(2 if settled_by == "idle and flat batch" else 1) - bool(against)]
+        confidence = levels[(2 if settled_by == IDLE_AND_FLAT else 1) - bool(against)]
     elif top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
         confidence = "high"
     else:
@@ -379,9 +381,9 @@ class Diagnosis:
         self.plot(ax=fig.add_subplot())
         img = _fmt.figure_img(fig, head, "480px")
         return (
-            f"<div><h3 style='margin:0'>{escape(head)}</h3>{img}"
+            f"<div><h3>{escape(head)}</h3>{img}"
             + _fmt.html_table(_HEADER, rows, tags={3: "b"})
-            + "".join(f"<p style='margin:0'>{escape(line)}</p>" for line in lines)
+            + "<br>".join(escape(line) for line in lines)
             + "</div>"
         )
 
@@ -416,7 +418,7 @@ def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
         says = "overhead" if b.busy < BUSY_LOW else "-" if b.busy < BUSY_HIGH else _WORK
         queued = f", queued {_fmt.seconds(b.queued_s)}" if b.queued_s >= 10e-6 else ""
         evidence = f"{b.busy:.0%} busy, {b.outside_ops:.0%} outside ops{queued}"
-        out.append((f"{b.device} busy (profile)", evidence, f"{b.idle:.0%} idle", says))
+        out.append((f"bl.profile ({b.device})", evidence, f"{b.idle:.0%} idle", says))
     if (b := d.batch) is not None:
         says = " or ".join(r for r in REGIMES if r in b.follows) or "-"
         g = b.growth
@@ -425,7 +427,7 @@ def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
             f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
         )
         says = _WORK if b.work_grew else says
-        out.append(("batch x2 (compare)", evidence, "flat" if b.flat else "", says))
+        out.append(("bl.compare (batch x2)", evidence, "flat" if b.flat else "", says))
     return out
 
 
@@ -468,7 +470,7 @@ def diagnose(
     ceilings = _ceilings_for(machine.of(args, kwargs), ceilings, say, progress)
     comparison = batch_counts = None
     if batch_probe:
-        say("bl.compare: batch x2")
+        say("bl.compare")
         comparison, batch_counts = _run_batch_probe(
             fn, args, kwargs, 4 * budget_s, rounds, notes, warm=slow
         )
@@ -545,8 +547,7 @@ def _ceilings_for(dev: Any, ceilings: Any, say: Any, progress: bool) -> Any:
         return measure_ceilings(dev, progress=progress)
     if ceilings.device != dev.type:
         raise ValueError(
-            f"ceilings are of a {ceilings.device} but fn ran on {dev.type}: pass "
-            f"ceilings=bl.measure_ceilings({dev.type!r}), or leave them out"
+            f"ceilings are of a {ceilings.device}, fn ran on {dev.type}: leave them out"
         )
     return ceilings
 
@@ -569,7 +570,7 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
             functools.partial(fn, *args2, **kwargs2),
             budget_s=budget_s,
             min_rounds=rounds,
-            labels=("batch", "batch x2"),
+            labels=("batch", "doubled"),
             warm=warm,
         )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
