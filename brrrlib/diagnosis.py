@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +26,8 @@ BUSY_LOW, BUSY_HIGH = 0.5, 0.8
 #: "high" confidence: the verdict explains at least HIGH_SHARE and HIGH_MARGIN x the runner-up.
 HIGH_SHARE, HIGH_MARGIN = 0.25, 2.0
 MEDIUM_MARGIN = 1.3
+#: The strongest settling of a verdict: the device idle and the doubled batch's time flat.
+IDLE_AND_FLAT = "idle and flat batch"
 #: A call longer than this (seconds) is measured with fewer samples and rounds.
 SLOW_CALL_S = 0.5
 #: A slow call's diagnosis is planned to stay under this many seconds (``time_limit_s``).
@@ -60,7 +61,7 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     for precision, flops in by_precision.items():
         key = precision if precision in measured else fastest
         if key != precision:
-            notes.append(f"no {precision} matmul ceiling: judged at {fastest}'s (optimistic)")
+            notes.append(f"{precision} matmuls judged at the {fastest} ceiling (optimistic)")
         split[precision] = flops / measured[key]
     other_flops = counts.flops - sum(by_precision.values())
     # Special functions (an exp per softmax element, an erf per gelu element) at their own
@@ -72,10 +73,14 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     vector = ceilings.vector_flops_per_s
     if str(getattr(ceilings, "vector_method", "")).startswith("eager"):
         vector = max(vector, ceilings.matmul_flops_per_s)
-        notes.append("vector ceiling from an eager op: judged at the matmul ceiling")
+        notes.append("vector FLOPs judged at the matmul ceiling (eager vector ceiling)")
     split["vector"] = max(0, other_flops) / vector
     compute_s = sum(split.values()) + sum(special_s.values())
-    memory_s = counts.bytes_moved / _bandwidth(ceilings, _pattern(counts, ceilings))
+    # measured ceilings know each access pattern's roof; a spec sheet has one
+    by_pattern = getattr(ceilings, "bandwidth_for", None)
+    pattern = _pattern(counts, ceilings)
+    bandwidth = by_pattern(pattern) if by_pattern else ceilings.mem_bandwidth_bytes_per_s
+    memory_s = counts.bytes_moved / bandwidth
     overhead_s = counts.work_ops * ceilings.op_overhead_s
     return Floors(compute_s, memory_s, overhead_s, split, tuple(notes), special_s)
 
@@ -89,12 +94,6 @@ def _pattern(counts: Any, ceilings: Any) -> str:
 
     dev = machine.resolve(getattr(ceilings, "device", None))
     return "read" if counts.bytes_moved > machine.last_level_cache_bytes(dev) else "write"
-
-
-def _bandwidth(ceilings: Any, pattern: str) -> float:
-    """The roof of ``pattern``: measured ceilings know each pattern's; a spec sheet has one."""
-    by_pattern = getattr(ceilings, "bandwidth_for", None)
-    return by_pattern(pattern) if by_pattern else ceilings.mem_bandwidth_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -245,7 +244,7 @@ def verdict(
     )
     settled_by = ""
     if flat and busy is not None and busy.busy < BUSY_LOW:
-        regime, runner_up, settled_by = "overhead", regime, "idle and flat batch"
+        regime, runner_up, settled_by = "overhead", regime, IDLE_AND_FLAT
     elif small:
         regime, runner_up, settled_by = "overhead", regime, "flat batch"
     elif batch is not None and margin < MEDIUM_MARGIN:
@@ -265,7 +264,7 @@ def verdict(
     top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
     if settled_by:  # the batch probe decided: sure only with an idle device besides
         levels = ("low", "medium", "high")
-        confidence = levels[(2 if settled_by == "idle and flat batch" else 1) - bool(against)]
+        confidence = levels[(2 if settled_by == IDLE_AND_FLAT else 1) - bool(against)]
     elif top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
         confidence = "high"
     else:
@@ -276,32 +275,22 @@ def verdict(
 #: What to do in each regime: the essay's table ("Making Deep Learning Go Brrrr", 2022).
 REMEDIES: Mapping[str, tuple[str, ...]] = {
     "compute": (
-        "Spend fewer FLOPs (a smaller model, or an algorithm that skips work), or buy a bigger "
-        "device once the matmuls run near this one's peak (the compute share above); well "
-        "below it, larger matmuls (a bigger batch) use this one better first.",
+        "Spend fewer FLOPs (a smaller model, less work); near this device's peak, buy a bigger "
+        "one; well below it, bigger matmuls (a larger batch) use this one better.",
     ),
     "memory": (
-        "Fuse operators so intermediates stay in registers/cache: torch.compile (or a "
-        "hand-written Triton kernel) turns a chain of elementwise ops into one pass.",
-        "Make fewer passes over the data: reuse what is loaded, avoid needless copies, "
-        ".contiguous() and recomputation of big intermediates from memory.",
+        "Fuse ops so intermediates stay in cache: torch.compile or a Triton kernel.",
+        "Make fewer passes over the data: no needless copies, .contiguous() or recomputation.",
     ),
     "overhead": (
-        "Launch fewer kernels: torch.compile fuses ops into fewer, bigger ones; its wrapper is "
-        "still Python, so on a GPU mode='reduce-overhead' adds CUDA graphs (every launch "
-        "replayed at once), or capture a CUDA graph yourself.",
-        "Do the same work in fewer, larger ops: vectorise Python loops, batch small ops "
-        "(torch._foreach_*, optimizers' foreach=True, or one fused=True kernel), one matmul "
-        "instead of many.",
-        "Give each op more work: a bigger batch costs almost nothing extra while overhead-bound.",
+        "Launch fewer kernels: torch.compile; on a GPU, mode='reduce-overhead' (CUDA graphs).",
+        "Do the work in fewer, larger ops: vectorise loops, torch._foreach_*, fused=True.",
+        "Give each op more work: a bigger batch costs almost nothing while overhead-bound.",
     ),
 }
-
 #: Added for memory-bound work whose bytes do not grow with the batch (weights dominate).
-REUSE_REMEDY = (
-    "Batch more: the bytes here are the weights, read once per call whatever the batch, so "
-    "more rows per call reuse each loaded weight (higher FLOP/byte) almost for free."
-)
+REUSE_REMEDY = "Batch more: each weight is read once per call, so more rows reuse it for free."
+_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]:
@@ -312,27 +301,16 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
     out = []
     if regime == "compute" and used in peaks:
         if used != "fp32" and not fast_path(used):
-            out.append(
-                f"Run the matmuls in fp32: {ceilings.precision_note(used)}, so {used} costs "
-                "time here instead of saving it."
-            )
+            out.append(f"Run the matmuls in fp32: {ceilings.precision_note(used)}.")
         if fast not in ("fp32", used):
             how = f"torch.autocast('{ceilings.device}', dtype=torch.{_TORCH_DTYPE.get(fast)})"
             if fast == "tf32":
                 how = "torch.set_float32_matmul_precision('high')"
-            out.append(
-                f"Use the faster units: matmuls in {fast} ({how}) measured "
-                f"{peaks[fast] / peaks[used]:.1f}x the {used} ceiling here."
-            )
+            speedup = peaks[fast] / peaks[used]
+            out.append(f"Use the faster units: {fast} matmuls ({how}), x{speedup:.1f} here.")
     if regime == "memory" and used in ("fp32", "fp64", "tf32") and fast in _TORCH_DTYPE:
-        out.append(
-            f"Store tensors in fewer bytes ({fast}, int8 weights where accuracy allows): half "
-            "the bytes per number, so twice the numbers per second through the same memory."
-        )
+        out.append(f"Store tensors in fewer bytes ({fast}, int8 weights): half the bytes to move.")
     return tuple(out)
-
-
-_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 @dataclass(frozen=True)
@@ -380,9 +358,11 @@ class Diagnosis:
         """The headline, the evidence table's rows, then floors above the time, notes, remedies."""
         v, t = self.verdict, self.timing
         by = f", settled by {v.settled_by}" if v.settled_by else ""
+        noisy = " NOISY" if t.noisy else ""  # the timing's own judgement of its spread
         head = (
             f"{self.label or 'workload'}: {self.regime.upper()}-bound ({self.confidence} confidence"
-            f"{by}): {_fmt.seconds(self.seconds)} per call (IQR {t.relative_iqr:.0%}) on {t.device}"
+            f"{by}): {_fmt.seconds(self.seconds)} per call (IQR {t.relative_iqr:.0%}{noisy}) on "
+            f"{t.device}"
         )
         lines = [*(f"  {a}" for a in self.above), *(f"  note: {n}" for n in self.notes)]
         return head, _rows(self), [*lines, "  what to do:", *(f"    - {r}" for r in self.remedies)]
@@ -399,16 +379,17 @@ class Diagnosis:
         head, rows, lines = self._page()
         fig = Figure(figsize=(5.0, 3.4), dpi=90)
         self.plot(ax=fig.add_subplot())
-        img = _fmt.figure_img(fig, f"Roofline of {self.ceilings.device_name}: {head}", "480px")
+        img = _fmt.figure_img(fig, head, "480px")
         return (
-            f"<div><h3 style='margin:0'>{escape(head)}</h3>{img}"
+            f"<div><h3>{escape(head)}</h3>{img}"
             + _fmt.html_table(_HEADER, rows, tags={3: "b"})
-            + "".join(f"<p style='margin:0'>{escape(line)}</p>" for line in lines)
+            + "<br>".join(escape(line) for line in lines)
             + "</div>"
         )
 
 
 _HEADER = ("probe", "evidence", "share", "says")
+_WORK = "compute or memory"  # what a busy device or a time outgrowing the work says
 
 
 def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
@@ -434,12 +415,10 @@ def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
         for r, roof, n, s in table
     ]
     if (b := d.busy) is not None:
-        says = (
-            "overhead" if b.busy < BUSY_LOW else "-" if b.busy < BUSY_HIGH else "compute or memory"
-        )
+        says = "overhead" if b.busy < BUSY_LOW else "-" if b.busy < BUSY_HIGH else _WORK
         queued = f", queued {_fmt.seconds(b.queued_s)}" if b.queued_s >= 10e-6 else ""
         evidence = f"{b.busy:.0%} busy, {b.outside_ops:.0%} outside ops{queued}"
-        out.append((f"{b.device} busy (profile)", evidence, f"{b.idle:.0%} idle", says))
+        out.append((f"bl.profile ({b.device})", evidence, f"{b.idle:.0%} idle", says))
     if (b := d.batch) is not None:
         says = " or ".join(r for r in REGIMES if r in b.follows) or "-"
         g = b.growth
@@ -447,8 +426,8 @@ def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
             f"FLOPs x{g['compute']:.2f}, bytes x{g['memory']:.2f}, ops x{g['overhead']:.2f}: "
             f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
         )
-        says = "compute or memory" if b.work_grew else says
-        out.append(("batch x2 (compare)", evidence, "flat" if b.flat else "", says))
+        says = _WORK if b.work_grew else says
+        out.append(("bl.compare (batch x2)", evidence, "flat" if b.flat else "", says))
     return out
 
 
@@ -467,107 +446,53 @@ def diagnose(
     """Measure ``fn(*args, **kwargs)`` and name its regime, with evidence and remedies."""
     import torch
 
-    from brrrlib import machine, timing
+    from brrrlib import counting, machine, timing
     from brrrlib import trace as trace_mod
 
     _check(fn, args, kwargs, ceilings, budget_s)
     label = label or _name_of(fn)
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
-    say("counting FLOPs, bytes and ops (bl.count)")
-    counts, call_s = _count(fn, args, kwargs, label)
-    plan = _plan(call_s, batch_probe, trace, time_limit_s)
-    notes = [plan.note] * plan.slow
-    if plan.slow:
-        say.say(plan.note)
+    say("bl.count")
+    t0 = time.perf_counter()
+    counts = counting.count(fn, *args, **kwargs)
+    if counts.ops == 0:
+        raise ValueError(f"fn={label!r} ran no torch operators: nothing to diagnose")
+    few = time.perf_counter() - t0 > SLOW_CALL_S  # counted slowly: the fewest samples
+    say("bl.benchmark")
+    main = timing.benchmark(
+        fn, *args, budget_s=budget_s, label=label, min_samples=3 if few else 5, **kwargs
+    )
+    slow, rounds = main.median_s > SLOW_CALL_S, _rounds(main.median_s, time_limit_s)
+    notes = [f"slow call ({_fmt.seconds(main.median_s)}): {rounds} batch rounds"] * slow
     if isinstance(fn, torch.nn.Module) and fn.training:
         if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in fn.modules()):
-            notes.append("training mode with dropout (new masks each call): model.eval() first")
-
-    def timed():
-        say("timing (bl.benchmark)")
-        return timing.benchmark(
-            fn, *args, budget_s=budget_s, label=label, min_samples=plan.samples, **kwargs
-        )
-
-    # a slow call's timing is the first side of its batch probe's rounds
-    main = None if plan.slow and batch_probe else timed()
+            notes.append("dropout in training mode: model.eval() first")
     ceilings = _ceilings_for(machine.of(args, kwargs), ceilings, say, progress)
     comparison = batch_counts = None
     if batch_probe:
-        say("batch probe: the call against its doubled batch (bl.compare)")
+        say("bl.compare")
         comparison, batch_counts = _run_batch_probe(
-            fn, args, kwargs, 4 * budget_s, plan.rounds, notes, slow=plan.slow
+            fn, args, kwargs, 4 * budget_s, rounds, notes, warm=slow
         )
-        if main is None and comparison is not None:
-            main = dataclasses.replace(comparison.a, label=label)
-    main = main or timed()  # a slow call whose batch probe could not run
     tr = None
     if trace:
-        say("tracing (bl.profile)")
+        say("bl.profile")
         tr = trace_mod.profile(
-            fn, *args, runs=plan.runs, warmup=int(not plan.slow), label=label, **kwargs
+            fn, *args, runs=3 - slow, warmup=int(not slow), label=label, **kwargs
         )
-    say("weighing the evidence")
+    say("verdict")
     return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label)
-
-
-def _count(fn, args, kwargs, label: str) -> tuple[Any, float]:
-    """``bl.count`` of one call (its errors surface here), and one call's seconds."""
-    from brrrlib import counting, machine
-
-    t0 = time.perf_counter()
-    counts = counting.count(fn, *args, **kwargs)
-    call_s = time.perf_counter() - t0
-    if counts.ops == 0:
-        raise ValueError(f"fn={label!r} ran no torch operators: nothing to diagnose")
-    if call_s > SLOW_CALL_S:  # time one plain, synced call (no counting around it)
-        dev = machine.of(args, kwargs)
-        machine.sync(dev)
-        t0 = time.perf_counter()
-        fn(*args, **kwargs)
-        machine.sync(dev)
-        call_s = time.perf_counter() - t0
-    return counts, call_s
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """How many calls a diagnosis makes: as usual, or as many as a slow call's time limit allows."""
-
-    slow: bool
-    samples: int = 5  # timed calls of the benchmark, at least
-    rounds: int = 10  # paired rounds of the batch probe, at least
-    runs: int = 3  # profiled runs
-    seconds: float = 0.0
-    note: str = ""
-
-
-def _plan(call_s: float, batch_probe: bool, trace: bool, limit_s: float) -> _Plan:
-    """The calls a slow call can afford within ``limit_s``, counted in units of one call."""
-    if call_s <= SLOW_CALL_S:
-        return _Plan(slow=False)
-    fixed, per = (2 + 5, 3) if batch_probe else (2 + 2, 1)
-    runs = 2 if trace else 0
-    n = 3
-    while n < 10 and (fixed + per * (n + 1) + runs) * call_s <= limit_s:
-        n += 1
-    total_s = (fixed + per * n + runs) * call_s
-    note = f"one call takes {call_s:.1f} s: fewer calls, {n} rounds, ~{total_s:.0f} s in all"
-    return _Plan(True, n, n, max(runs, 1), total_s, note)
 
 
 def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label):
     """The measurements weighed: floors, evidence, verdict, remedies."""
     fl = floors(counts, ceilings)
-    shares = fl.shares(main.median_s)
-    busy = busy_evidence(tr)
-    batch = batch_evidence(counts, batch_counts, comparison) if batch_counts is not None else None
+    shares, busy = fl.shares(main.median_s), busy_evidence(tr)
+    batch = batch_evidence(counts, batch_counts, comparison) if comparison is not None else None
     v = verdict(shares, busy, batch)
     remedies = precision_remedies(v.regime, counts.precision, ceilings) + REMEDIES[v.regime]
     if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
         remedies = (REUSE_REMEDY, *remedies)
-    if main.noisy:
-        notes.append(f"timing IQR {main.relative_iqr:.0%} of the median: too noisy to trust")
     notes = (*notes, *fl.notes, *getattr(counts, "notes", ()))
     above = above_floors(counts, main.median_s, ceilings)
     return Diagnosis(
@@ -591,6 +516,12 @@ def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label
     )
 
 
+def _rounds(call_s: float, limit_s: float) -> int:
+    """The batch probe's paired rounds: 10, or as many as a slow call fits in ``limit_s`` (3+)."""
+    # about 15 calls besides: counting both batches, timing, estimates, the trace; 3 a round
+    return max(3, min(10, int(limit_s / call_s - 15) // 3))
+
+
 def _check(fn, args, kwargs, ceilings, budget_s) -> None:
     """Refuse what cannot be diagnosed before measuring anything."""
     import torch
@@ -611,19 +542,17 @@ def _ceilings_for(dev: Any, ceilings: Any, say: Any, progress: bool) -> Any:
     """The given ceilings (checked to be of the workload's device), else this device's."""
     from brrrlib.ceilings import measure_ceilings
 
+    say(f"ceilings: {getattr(ceilings, 'device_name', 'bl.measure_ceilings')}")
     if ceilings is None:
-        say(f"ceilings of {dev} (bl.measure_ceilings; cached after the first time)")
         return measure_ceilings(dev, progress=progress)
     if ceilings.device != dev.type:
         raise ValueError(
-            f"ceilings are of a {ceilings.device} ({ceilings.device_name}) but fn ran on "
-            f"{dev.type}: pass ceilings=bl.measure_ceilings({dev.type!r}), or leave them out"
+            f"ceilings are of a {ceilings.device}, fn ran on {dev.type}: leave them out"
         )
-    say(f"ceilings given: {ceilings.device_name}")
     return ceilings
 
 
-def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
+def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
     """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
     from brrrlib import counting, machine
     from brrrlib.timing import compare
@@ -632,18 +561,17 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, slow=False):
     try:
         doubled = double_batch(args, kwargs)
         if doubled is None:
-            notes.append("batch probe skipped: no tensor argument has a batch dimension")
+            notes.append("batch probe skipped: no tensor argument to double")
             return None, None
         args2, kwargs2 = doubled
         batch_counts = counting.count(fn, *args2, **kwargs2)
         comparison = compare(
             functools.partial(fn, *args, **kwargs),
             functools.partial(fn, *args2, **kwargs2),
-            budget_s=1e-6 if slow else budget_s,
+            budget_s=budget_s,
             min_rounds=rounds,
-            labels=("batch", "batch x2"),
-            warm=slow,
-            warmup_s=0.0 if slow else 0.05,
+            labels=("batch", "doubled"),
+            warm=warm,
         )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
         fix = "pass weights inside fn (a closure), not as arguments"
