@@ -78,7 +78,6 @@ PRIVATE_REF_REASONS = {
     "_draw": "counts redraws of the base picture (a moved mark must not redraw it)",
     "_steps": "a decode step's cache allocation made to run out of memory",
     "_SLOW_ESTIMATE_S": "a slow call without waiting for one",
-    "_plan": "the diagnosis' time plan for a 2 s call, without a 2 s call",
     "_launch": "a job that runs until stopped, which no public call starts (the fault tests)",
     "_SETTLED": "a fresh process's one-time thread settling, without starting a process",
     "_measure_blocks": "the block timer on fake clocks: load-free times",
