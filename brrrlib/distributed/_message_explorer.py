@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import html
 import math
-from typing import Any
 
 from brrrlib import _fmt
 from brrrlib.distributed._collective_results import CollectiveSweep
@@ -58,21 +56,20 @@ class MessageSizeExplorer(_Explorer):
         n, fit, sweep = self.nbytes, self.fit, self.sweep
         t = fit.time_s(n)
         share = fit.alpha_s / t
+        measured = dict(zip(sweep.sizes_bytes, sweep.median_s, strict=True)).get(n)
+        cells = {
+            "message": _fmt.binary_bytes(n),
+            "model": _fmt.seconds(t),
+            "alpha": f"{share:.0%}",
+            "bytes": f"{1 - share:.0%}",
+            "busbw": _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s"),
+            "fit busbw": _fmt.si(fit.bus_bytes_per_s, "B/s"),
+            "measured": "-" if measured is None else _fmt.seconds(measured),
+        }
+        outside = not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
         regime = "latency-bound" if share > 0.5 else "bandwidth-bound"
-        busbw = _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s")
-        self.readout = (
-            f"{_fmt.binary_bytes(n)}: model {_fmt.seconds(t)} = alpha {share:.0%} + bytes "
-            f"{1 - share:.0%}: {regime}; busbw {busbw} of {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
-        )
-        if n in sweep.sizes_bytes:
-            self.readout += f"; measured {_fmt.seconds(sweep.median_s[sweep.sizes_bytes.index(n)])}"
-        if not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes):
-            self.readout += " (EXTRAPOLATED beyond the sizes measured)"
-        self._say(f"<div>{html.escape(self.readout)}</div>")
+        self._table(cells, regime + ", EXTRAPOLATED" * outside)
         self._redraw()
-
-    def _data_version(self) -> Any:
-        return 0  # the sweep never changes
 
     def _draw(self, fig) -> None:
         self.sweep.plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])
@@ -83,9 +80,6 @@ class MessageSizeExplorer(_Explorer):
     def _marks(self, fig) -> list:
         ax = fig.axes[0]
         return [*super()._marks(fig), (ax, ax.axvline(self.nbytes, color="black", lw=1))]
-
-    def __repr__(self) -> str:
-        return f"MessageSizeExplorer({self.readout})"
 
 
 def _log2(nbytes: float) -> int:
