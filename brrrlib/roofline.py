@@ -83,12 +83,9 @@ def _is_pair(x: Any) -> bool:
 
 
 def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
-    """A device's roofs to draw (label, FLOP/s), highest first, and its bandwidth.
-
-    ``device``: measured ``Ceilings`` (the matmul roof of ``dtype`` and the fp32 vector one), a
-    ``DeviceSpec`` (its ``dtype`` peak, and fp32 below it where tensor cores make the difference)
-    or a ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` pair.
-    """
+    """A device's roofs to draw (label, FLOP/s), highest first, and its bandwidth."""
+    # Ceilings: the matmul roof of dtype and the fp32 vector one; a DeviceSpec: its dtype peak and
+    # fp32 below it where tensor cores make the difference; a (FLOP/s, bytes/s) pair: one roof.
     dtype = dtype_key(dtype)
     if _is_pair(device):
         peak, bandwidth = _roof(*device)
@@ -215,11 +212,7 @@ def plot(
     keyed: bool = False,
     colours: Mapping[str, str] | None = None,
 ) -> Any:
-    """Draw the roofline of one or more devices with measured points; returns the Axes.
-
-    Points are labelled beside them, or with ``keyed`` marked in the legend (one entry per
-    label, coloured from ``colours``); one above the roof is a red cross: it cannot be right.
-    """
+    """The roofline of one or more devices with points (labelled, or ``keyed`` in the legend)."""
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.ticker import EngFormatter

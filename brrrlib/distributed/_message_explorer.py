@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib.distributed._collective_results import CollectiveSweep
 from brrrlib.distributed._comm_model import ring_factor
 from brrrlib.widgets._explorer import _Explorer
@@ -19,7 +19,6 @@ class MessageSizeExplorer(_Explorer):
     """The slider, a one-line readout and the plot; ``set(nbytes)`` does what the slider does."""
 
     _css_class = "brrr-message-explorer"
-    _name = "message size"
     _figsize = (8, 4)
     _measures = False
 
@@ -47,9 +46,7 @@ class MessageSizeExplorer(_Explorer):
 
     def set(self, nbytes: int) -> None:
         """Show ``nbytes`` (rounded to a power of two within 4 B - 1 GiB): readout and plot."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or not nbytes > 0:
-            raise ValueError(f"nbytes must be a positive number of bytes, got {nbytes!r}")
-        self._move([(self._slider, _log2(nbytes))])
+        self._move([(self._slider, _log2(_checks.number("nbytes", nbytes, positive=True)))])
         self._update()
 
     def _update(self) -> None:

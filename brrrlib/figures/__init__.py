@@ -154,8 +154,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
 def _lines(
     ax: Any, lines: Sequence[tuple], xlabel: str, ylabel: str, title: str = "", hlines=()
 ) -> Any:
-    """The one sweep figure: ``(label, xs, ys, style)`` lines on a log2 x axis, labelled;
-    ``(label, y, colour)`` in ``hlines`` dotted across."""
+    """``(label, xs, ys, style)`` lines on a log2 x axis; ``(label, y, colour)`` hlines dotted."""
     for label, xs, ys, style in lines:
         ax.plot(xs, ys, label=label, **style)
     for label, y, colour in hlines:
@@ -300,15 +299,12 @@ _FLOW = (
 _FLOW_TEXT = (
     "1 · Measure\nbl.benchmark: time per call",
     "2 · Count\nbl.count: FLOPs, bytes, ops",
-    "3 · Compare with the ceilings (bl.measure_ceilings):\n"
-    "which floor comes closest to the measured time?",
+    "3 · Compare with the ceilings\nbl.measure_ceilings: the closest floor",
     "compute-bound?\nFLOPs / matmul FLOP/s",
     "memory-bound?\nbytes / bandwidth",
     "overhead-bound?\nops x overhead per op",
-    "4 · Scale the batch: does the time follow the work?\n"
-    "5 · Look at the trace: is the device idle between ops?",
-    "6 · Act on compute / memory: tensor cores, lower\n"
-    "precision, fuse (torch.compile), fewer FLOPs or bytes",
+    "4 · Scale the batch: does the time follow the work?\n5 · Read the trace: is the device idle?",
+    "6 · Act on compute / memory: tensor cores,\nlower precision, fuse, fewer FLOPs or bytes",
     "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
 )
 

@@ -139,7 +139,6 @@ class BatchExplorer(_Explorer):
     """The batch-size slider of chapter 03: does doubling the batch double the time?"""
 
     _css_class = "brrr-batch-explorer"
-    _name = "batch explorer"
     _figsize = (10, 4.2)
 
     def __init__(
@@ -179,7 +178,7 @@ class BatchExplorer(_Explorer):
         self._build([self._control("batch", self.batch_options, batch)])
 
     # -- state ----------------------------------------------------------------------
-    batch = control_value("batch", "The batch size under the slider.")
+    batch = control_value("batch")
 
     @property
     def points(self) -> tuple[Point, ...]:

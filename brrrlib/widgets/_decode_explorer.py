@@ -19,7 +19,6 @@ class DecodeExplorer(_Explorer):
     """The decode sliders of chapter 06: a decode step's time and tokens/s against its floors."""
 
     _css_class = "brrr-decode-explorer"
-    _name = "decode explorer"
     _figsize = (10, 4.2)
     _redraw_on = ("context",)
 
@@ -59,8 +58,8 @@ class DecodeExplorer(_Explorer):
         )
 
     # -- state ----------------------------------------------------------------------
-    batch = control_value("batch", "The batch size under the slider.")
-    context = control_value("context", "The context length under the slider.")
+    batch = control_value("batch")
+    context = control_value("context")
 
     @property
     def current(self) -> Any:

@@ -149,19 +149,13 @@ def repeat_points(
     max_point_s: float = MAX_POINT_S,
     **kw: Any,
 ) -> Sweep:
-    """The points ``repeats`` x ``modes`` at ``size`` measured (``sweeps.sweep``'s ``kw``), each
-    with its model, skipped when it would take over ``max_point_s`` to measure, refused when it
-    does not fit in memory."""
+    """``repeats`` x ``modes`` at ``size`` measured with their model, skipped if over ``max_point_s``."""
 
     def skip(repeat: int, mode: str) -> str | None:
         call_s = repeat_model_s(ceilings, size, repeat, mode)
         if _CALLS_PER_POINT * call_s <= max_point_s:
             return None
-        return (
-            f"about {_CALLS_PER_POINT * call_s:.0f} s to measure ({_CALLS_PER_POINT} calls of "
-            f"{_fmt.seconds(call_s)}), over the {max_point_s:g} s allowed: max_point_s=math.inf, "
-            "or force=True in the explorer, measures it anyway"
-        )
+        return f"{_CALLS_PER_POINT * call_s:.0f} s > max_point_s={max_point_s:g}: force=True measures it"
 
     return sweeps.sweep(
         "repeat",

@@ -61,9 +61,9 @@ def _png(canvas) -> bytes:
     return buf.getvalue()
 
 
-def control_value(name: str, doc: str) -> property:
+def control_value(name: str) -> property:
     """A read-only property: the value of the control ``name`` (made by ``_control``)."""
-    return property(lambda self: self._menus[name][0].value, doc=doc)
+    return property(lambda self: self._menus[name][0].value, doc=f"The {name} under its control.")
 
 
 def up_to(name: str, top: Any, steps: Sequence[int] = ()) -> tuple[int, ...]:
@@ -74,15 +74,12 @@ def up_to(name: str, top: Any, steps: Sequence[int] = ()) -> tuple[int, ...]:
 
 
 class _Explorer:
-    """The VBox of controls, readout and picture; a move measures what is missing, then draws.
+    """The VBox of controls, readout and picture; a move measures what is missing, then draws."""
 
-    A subclass names its state: ``_point()`` (the sweep point under the controls, or None),
-    ``_measure()``, ``_forget()`` (for re-measure), ``_show(point)`` (the readout), and the
-    picture: ``_draw(fig)`` and ``_rings(point)``, redrawn when the data or a control in
-    ``_redraw_on`` changes.
-    """
-
-    _css_class = _name = ""
+    # A subclass names its state: _point() (the sweep point under the controls, or None),
+    # _measure(), _forget() (for re-measure), _show(point) (the readout), and the picture:
+    # _draw(fig) and _rings(point), redrawn when the data or a control in _redraw_on changes.
+    _css_class = ""
     _figsize = (10, 6.4)
     _measures = True  # with a re-measure button
     _busy = "measuring"
@@ -113,8 +110,7 @@ class _Explorer:
         self._update()
 
     def _control(self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw):
-        """The control ``name`` over ``options`` (a slider that measures when let go, not while
-        dragged, unless ``kind``), ``value`` checked first."""
+        """The control ``name`` over ``options``: by default a slider that measures when let go."""
         import ipywidgets as W
 
         _offered(name, value, options, note)
@@ -126,8 +122,7 @@ class _Explorer:
         return widget
 
     def _set(self, values: dict[str, Any], **kw: Any) -> Any:
-        """Move the named controls from code (None: leave one as it is), each value checked, and
-        measure if needed; returns the current point."""
+        """Move the named controls from code (None: leave as is), then measure; the current point."""
         for name, value in values.items():
             if value is not None:
                 _offered(name, value, *self._menus[name][1:])
@@ -175,8 +170,7 @@ class _Explorer:
         return self.current is None and self._key() not in self.refused
 
     def _update(self, **kw: Any) -> Any:
-        """Measure the point under the controls if needed (a failure is shown, not raised), then
-        show it or why there is none, and redraw."""
+        """Measure the point under the controls if needed (a failure is shown), show it, redraw."""
         failed = None
         if self._needs_measuring():
             self._say(f"{self._where()} · {self._busy}…", busy=True)
@@ -244,7 +238,7 @@ class _Explorer:
         return [(ax, ax.plot([x], [y], **RING)[0]) for ax, (x, y) in rings]
 
     def __repr__(self) -> str:
-        return f"{self._name}: {self.readout}"
+        return f"{self._css_class.removeprefix('brrr-')}: {self.readout}"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         """The live widget, with the current plot as a PNG and the readout as text beside it."""

@@ -26,7 +26,6 @@ class RepeatExplorer(_Explorer):
     """The repeat-count slider of chapter 02: eager against fused, against the roofline."""
 
     _css_class = "brrr-repeat-explorer"
-    _name = "repeat explorer"
     _redraw_on = ("size",)
 
     def __init__(
@@ -70,9 +69,9 @@ class RepeatExplorer(_Explorer):
         )
 
     # -- state ----------------------------------------------------------------------
-    repeat = control_value("repeat", "The repeat count under the slider.")
-    size = control_value("size", "The tensor size (elements) under the menu.")
-    mode = control_value("mode", '``"eager"`` or ``"fused"``.')
+    repeat = control_value("repeat")
+    size = control_value("size")  # elements
+    mode = control_value("mode")  # "eager" or "fused"
 
     @property
     def points(self) -> tuple[Point, ...]:
