@@ -215,7 +215,6 @@ def plot(
     """The roofline of one or more devices with points (labelled, or ``keyed`` in the legend)."""
     import matplotlib.pyplot as plt
     import numpy as np
-    from matplotlib.ticker import EngFormatter
 
     many = isinstance(ceilings, (list, tuple)) and not _is_pair(ceilings)
     devices = [*(ceilings if many else [ceilings]), *extra]
@@ -233,12 +232,20 @@ def plot(
     for i, (name, roofs, bandwidth) in enumerate(resolved):
         _draw_device(ax, grid, name, roofs, bandwidth, cycle[i % len(cycle)])
     _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
-    ax.set(xscale="log", yscale="log", xlim=(x_lo, x_hi), xlabel="arithmetic intensity (FLOP/byte)")
-    ax.set(ylabel="performance (FLOP/s)", title=f"{title or 'roofline'} ({dtype} roof)")
+    _dress(ax, f"{title or 'roofline'} ({dtype} roof)")
+    ax.set_xlim(x_lo, x_hi)
+    return ax
+
+
+def _dress(ax: Any, title: str) -> None:
+    """Log axes in FLOP/byte and FLOP/s, a light grid, the legend lower right."""
+    from matplotlib.ticker import EngFormatter
+
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
+    ax.set(ylabel="performance (FLOP/s)", title=title)
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return ax
 
 
 def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:

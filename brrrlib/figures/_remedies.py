@@ -74,7 +74,6 @@ def _colour(precision: str) -> str:
 def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
     """A roof per precision among ``points``; each point on its own roof, numbered."""
     import numpy as np
-    from matplotlib.ticker import EngFormatter
 
     from brrrlib import roofline
 
@@ -98,9 +97,4 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
         dx, ha = (-9, "right") if same_x % 2 else (9, "left")
         bold = {"fontsize": 9, "weight": "bold", "va": "center"}
         ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(dx, 0), ha=ha, **bold)
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("achieved (FLOP/s)")
-    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    ax.set_title(f"{ceilings.device_name}: {_fmt.si(bw, 'B/s')}", fontsize=10)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    roofline._dress(ax, f"{ceilings.device_name}: {_fmt.si(bw, 'B/s')}")
