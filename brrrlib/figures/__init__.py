@@ -151,10 +151,11 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
 # ------------------------------------------------------------------ chapters 01 and 02
 
 
-def _lines(
-    ax: Any, lines: Sequence[tuple], xlabel: str, ylabel: str, title: str = "", hlines=()
-) -> Any:
+def _lines(ax, lines: Sequence[tuple], xlabel: str, ylabel: str, title="", hlines=(), logy=True):
     """``(label, xs, ys, style)`` lines on a log2 x axis; ``(label, y, colour)`` hlines dotted."""
+    ax = _new_axes(ax, (7.5, 4.2))
+    if logy:
+        ax.set_yscale("log")
     for label, xs, ys, style in lines:
         ax.plot(xs, ys, label=label, **style)
     for label, y, colour in hlines:
@@ -190,11 +191,8 @@ def sweep_plot(
     lines = [(k, x, y, {"marker": "o", "color": f"C{i}"}) for i, (k, y) in enumerate(ys.items())]
     dashed = {"ls": "--", "lw": 1.2, "alpha": 0.8}
     lines += [(k, x, y, {"color": f"C{i}", **dashed}) for i, (k, y) in enumerate(models.items())]
-    ax = _new_axes(ax, (7, 4))
-    if logy:
-        ax.set_yscale("log")
     across = [(k, y, f"C{len(ys) + i}") for i, (k, y) in enumerate((hlines or {}).items())]
-    return _lines(ax, lines, xlabel, ylabel, title or "", across)
+    return _lines(ax, lines, xlabel, ylabel, title or "", across, logy)
 
 
 @dataclass(frozen=True)
@@ -261,8 +259,6 @@ def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any =
         n, flops = zip(*rec.matmul_line(p), strict=True)
         label = f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}"
         lines.append((label, n, [f / 1e12 for f in flops], {"marker": "o", "color": f"C{i}"}))
-    ax = _new_axes(ax, (7.5, 4.2))
-    ax.set_yscale("log")
     title = f"Recorded: {rec.label}"
     return _lines(ax, lines, "matrix size n (n × n @ n × n)", "achieved TFLOP/s", title)
 
@@ -277,8 +273,6 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
                 r, s = zip(*line, strict=True)
                 style = {"marker": "o", "ls": style, "color": colour}
                 lines.append((f"{mode}, {precision}", r, [t * 1e3 for t in s], style))
-    ax = _new_axes(ax, (7.5, 4.2))
-    ax.set_yscale("log")
     title = f"Recorded: {rec.label}\n{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
     return _lines(ax, lines, "repeat count (x = x * 2, repeated)", "time per call (ms)", title)
 

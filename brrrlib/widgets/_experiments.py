@@ -51,22 +51,16 @@ def _times_two(y: torch.Tensor, repeat: int) -> torch.Tensor:
     return y
 
 
-def _chain(repeat: int) -> Callable[..., Any]:
-    """The function torch.compile fuses: ``repeat`` multiplies, into ``out``."""
+@functools.cache
+def _fused(repeat: int) -> Callable[..., Any]:
+    """``torch.compile`` of ``repeat`` multiplies into ``out``: one kernel, one pass."""
 
     def chain_into(x: torch.Tensor, out: torch.Tensor) -> None:
         out.copy_(_times_two(x, repeat))  # Inductor writes the fused result straight into out
 
-    return chain_into
-
-
-@functools.cache
-def _fused(repeat: int) -> Callable[..., Any]:
-    """``torch.compile`` of :func:`_chain`: one kernel doing ``repeat`` multiplies per element."""
-    base = _chain(repeat)
-    fn = types.FunctionType(
-        base.__code__.replace(), base.__globals__, f"chain_{repeat}", None, base.__closure__
-    )
+    # A code object of its own per repeat: dynamo keeps its compiled code per code object.
+    code, closure = chain_into.__code__.replace(), chain_into.__closure__
+    fn = types.FunctionType(code, chain_into.__globals__, f"chain_{repeat}", None, closure)
     return torch.compile(fn, dynamic=False)
 
 

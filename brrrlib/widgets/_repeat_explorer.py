@@ -173,7 +173,6 @@ class RepeatExplorer(_Explorer):
         xy = [(p.line, p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts]
         roofline.plot(c, xy, ax=ax_r, keyed=True, colours=COLOURS)
         ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
-        ax_r.set_title("the points on the roofline", fontsize=10)
 
     def _rings(self, p: Point) -> list:
         rings = [(p.x, p.median_s), (p.x, p.achieved_flops_per_s), (p.x, p.achieved_bytes_per_s)]
