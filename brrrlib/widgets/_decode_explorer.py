@@ -144,24 +144,19 @@ class DecodeExplorer(_Explorer):
             batches, ms = [b for b, _p in measured], [p.seconds * 1e3 for _b, p in measured]
             ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label=f"measured, context {s}")
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
-        for ax in (ax_t, ax_r):
-            self._dress(ax, legend=ax is ax_t)
+        knee = self.knee(s)
+        marks = {"knee (model)": (knee if bs[0] <= knee <= bs[-1] else None, "black", ":")}
+        marks["your prediction"] = (self.prediction, _LINES["prediction"], "-.")
+        for ax in (ax_t, ax_r):  # the knee, the learner's prediction, the slider's batches
+            for label, (x, colour, style) in marks.items():
+                if x is not None:
+                    ax.axvline(x, color=colour, ls=style, lw=1, label=label if ax is ax_t else None)
+            ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
+            ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
+            ax.minorticks_off()
         ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
         ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
         legend_below(fig, ax_t, ax_r)
-
-    def _dress(self, ax, legend: bool) -> None:
-        """One panel's knee, the learner's prediction, log axes and the slider's batch ticks."""
-        bs, knee = self.batch_options, self.knee(self.context)
-        for x, colour, style, label in (
-            (knee if bs[0] <= knee <= bs[-1] else None, "black", ":", "knee (model)"),
-            (self.prediction, _LINES["prediction"], "-.", "your prediction"),
-        ):
-            if x is not None:
-                ax.axvline(x, color=colour, linestyle=style, lw=1, label=label if legend else None)
-        ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
-        ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
-        ax.minorticks_off()
 
     def _rings(self, p: Any) -> list:
         return [(p.batch, p.seconds * 1e3), (p.batch, p.tokens_per_s)]
