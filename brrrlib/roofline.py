@@ -83,22 +83,16 @@ def _is_pair(x: Any) -> bool:
 
 
 def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
-    """A device's roofs to draw (label, FLOP/s), highest first, and its bandwidth.
-
-    ``device``: measured ``Ceilings`` (the matmul roof of ``dtype`` and the fp32 vector one), a
-    ``DeviceSpec`` (its ``dtype`` peak, and fp32 below it where tensor cores make the difference)
-    or a ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` pair.
-    """
+    """A device's roofs to draw (label, FLOP/s), highest first, and its bandwidth."""
+    # Ceilings: the matmul roof of dtype and the fp32 vector one; a DeviceSpec: its dtype peak and
+    # fp32 below it where tensor cores make the difference; a (FLOP/s, bytes/s) pair: one roof.
     dtype = dtype_key(dtype)
     if _is_pair(device):
         peak, bandwidth = _roof(*device)
         return [(dtype, peak)], bandwidth
     if not hasattr(device, "mem_bandwidth_bytes_per_s"):
-        raise TypeError(
-            "device_or_spec: expected a DeviceSpec (bl.spec('A100')), Ceilings "
-            f"(bl.measure_ceilings()) or a (peak_flops_per_s, mem_bandwidth_bytes_per_s) pair, "
-            f"got {type(device).__name__}"
-        )
+        what = "bl.spec(...), bl.measure_ceilings() or a (FLOP/s, bytes/s) pair"
+        raise TypeError(f"device_or_spec must be {what}, got {type(device).__name__}")
     measured = hasattr(device, "vector_flops_per_s")
     if measured:
         by_dtype = getattr(device, "matmul_flops_per_s_by_dtype", None) or {}
@@ -106,11 +100,8 @@ def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
     else:
         peaks, missing = dict(device.peak_flops_per_s), "peak"
     if not peaks.get(dtype):
-        raise ValueError(
-            f"dtype: {_label(device)} has no {dtype!r} {missing} (it has "
-            f"{sorted(k for k, v in peaks.items() if v)}); pass one of those, or use a "
-            "spec-sheet device (bl.spec(...)) for other dtypes"
-        )
+        have = sorted(k for k, v in peaks.items() if v)
+        raise ValueError(f"dtype: {_label(device)} has no {dtype!r} {missing}; use one of {have}")
     peak, bandwidth = _roof(peaks[dtype], device.mem_bandwidth_bytes_per_s)
     if measured:
         return [(f"{dtype} matmul", peak), ("fp32 vector", device.vector_flops_per_s)], bandwidth
@@ -161,15 +152,9 @@ class RooflinePoint:
     def from_counts(cls, counts: Any, timing: Any, label: str | None = None) -> RooflinePoint:
         """A point from ``bl.count(...)`` and a ``Timing`` (its median) or seconds of that work."""
         if not (hasattr(counts, "flops") and hasattr(counts, "bytes_moved")):
-            raise TypeError(
-                f"counts: expected the result of bl.count(...), got {type(counts).__name__}"
-            )
-        if not hasattr(timing, "median_s"):
-            seconds = _checks.seconds("timing (a Timing from bl.benchmark, or seconds)", timing)
-        else:
-            seconds = timing.median_s
-            label = getattr(timing, "label", None) if label is None else label
-        label = "workload" if label is None else label
+            raise TypeError(f"counts must come from bl.count(...), got {type(counts).__name__}")
+        seconds = getattr(timing, "median_s", None) or _checks.seconds("timing", timing)
+        label = label or getattr(timing, "label", None) or "workload"
         precision = getattr(counts, "precision", "fp32")
         return cls(label, counts.flops, counts.bytes_moved, seconds, precision)
 
@@ -184,27 +169,20 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
     """(label, intensity, flops_per_s) from a RooflinePoint or such a tuple."""
     if isinstance(point, RooflinePoint):
         if point.flops == 0:
-            raise ValueError(
-                f"points: {point.label!r} did 0 FLOPs, so it has no place on log-log axes; "
-                "plot its bytes per second against the bandwidth instead"
-            )
+            raise ValueError(f"points: {point.label!r} did 0 FLOPs: no place on log-log axes")
         return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
-    if isinstance(point, (tuple, list)) and len(point) == 3:
-        label, intensity, rate = point
-        intensity = _checks.number("point intensity", intensity, positive=True)
-        return str(label), intensity, _checks.number("point flops_per_s", rate, positive=True)
-    raise TypeError(
-        "points: each point must be a RooflinePoint or a (label, intensity_flops_per_byte, "
-        f"flops_per_s) tuple, got {type(point).__name__}"
-    )
+    if not (isinstance(point, (tuple, list)) and len(point) == 3):
+        what = "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple"
+        raise TypeError(f"points must each be {what}, got {type(point).__name__}")
+    label, intensity, rate = point
+    intensity = _checks.number("point intensity", intensity, positive=True)
+    return str(label), intensity, _checks.number("point flops_per_s", rate, positive=True)
 
 
 def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
     """True when ``point`` claims more FLOP/s than ``ceilings``' roof allows: an error somewhere."""
     _, intensity, rate = _as_xy(point)
-    roofs, bandwidth = _roofs(
-        ceilings, getattr(point, "precision", "fp32") if dtype is None else dtype
-    )
+    roofs, bandwidth = _roofs(ceilings, dtype or getattr(point, "precision", "fp32"))
     top = max(r for _, r in roofs)
     return rate > attainable_flops_per_s(intensity, top, bandwidth) * (1 + ABOVE_ROOF_TOLERANCE)
 
@@ -234,21 +212,14 @@ def plot(
     keyed: bool = False,
     colours: Mapping[str, str] | None = None,
 ) -> Any:
-    """Draw the roofline of one or more devices with measured points; returns the Axes.
-
-    Points are labelled beside them, or with ``keyed`` marked in the legend (one entry per
-    label, coloured from ``colours``); one above the roof is a red cross: it cannot be right.
-    """
+    """The roofline of one or more devices with points (labelled, or ``keyed`` in the legend)."""
     import matplotlib.pyplot as plt
     import numpy as np
-    from matplotlib.ticker import EngFormatter
 
     many = isinstance(ceilings, (list, tuple)) and not _is_pair(ceilings)
     devices = [*(ceilings if many else [ceilings]), *extra]
     if not devices:
-        raise ValueError(
-            "ceilings: give at least one device (bl.spec('A100') or bl.measure_ceilings())"
-        )
+        raise ValueError("ceilings: give at least one device (bl.spec(...) or measured ceilings)")
     dtype = _points_precision(points, devices[0]) if dtype is None else dtype
     resolved = [(_label(d), *_roofs(d, dtype)) for d in devices]
     xy = [_as_xy(p) for p in points]
@@ -261,12 +232,20 @@ def plot(
     for i, (name, roofs, bandwidth) in enumerate(resolved):
         _draw_device(ax, grid, name, roofs, bandwidth, cycle[i % len(cycle)])
     _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
-    ax.set(xscale="log", yscale="log", xlim=(x_lo, x_hi), xlabel="arithmetic intensity (FLOP/byte)")
-    ax.set(ylabel="performance (FLOP/s)", title=f"{title or 'roofline'} ({dtype} roof)")
+    _dress(ax, f"{title or 'roofline'} ({dtype} roof)")
+    ax.set_xlim(x_lo, x_hi)
+    return ax
+
+
+def _dress(ax: Any, title: str) -> None:
+    """Log axes in FLOP/byte and FLOP/s, a light grid, the legend lower right."""
+    from matplotlib.ticker import EngFormatter
+
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
+    ax.set(ylabel="performance (FLOP/s)", title=title)
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return ax
 
 
 def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:

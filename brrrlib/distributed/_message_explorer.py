@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import html
 import math
-from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib.distributed._collective_results import CollectiveSweep
 from brrrlib.distributed._comm_model import ring_factor
 from brrrlib.widgets._explorer import _Explorer
@@ -21,7 +19,6 @@ class MessageSizeExplorer(_Explorer):
     """The slider, a one-line readout and the plot; ``set(nbytes)`` does what the slider does."""
 
     _css_class = "brrr-message-explorer"
-    _name = "message size"
     _figsize = (8, 4)
     _measures = False
 
@@ -49,30 +46,27 @@ class MessageSizeExplorer(_Explorer):
 
     def set(self, nbytes: int) -> None:
         """Show ``nbytes`` (rounded to a power of two within 4 B - 1 GiB): readout and plot."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or not nbytes > 0:
-            raise ValueError(f"nbytes must be a positive number of bytes, got {nbytes!r}")
-        self._move([(self._slider, _log2(nbytes))])
+        self._move([(self._slider, _log2(_checks.number("nbytes", nbytes, positive=True)))])
         self._update()
 
     def _update(self) -> None:
         n, fit, sweep = self.nbytes, self.fit, self.sweep
         t = fit.time_s(n)
         share = fit.alpha_s / t
+        measured = dict(zip(sweep.sizes_bytes, sweep.median_s, strict=True)).get(n)
+        cells = {
+            "message": _fmt.binary_bytes(n),
+            "model": _fmt.seconds(t),
+            "alpha": f"{share:.0%}",
+            "bytes": f"{1 - share:.0%}",
+            "busbw": _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s"),
+            "fit busbw": _fmt.si(fit.bus_bytes_per_s, "B/s"),
+            "measured": "-" if measured is None else _fmt.seconds(measured),
+        }
+        outside = not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
         regime = "latency-bound" if share > 0.5 else "bandwidth-bound"
-        busbw = _fmt.si(ring_factor(sweep.world_size) * n / t, "B/s")
-        self.readout = (
-            f"{_fmt.binary_bytes(n)}: model {_fmt.seconds(t)} = alpha {share:.0%} + bytes "
-            f"{1 - share:.0%}: {regime}; busbw {busbw} of {_fmt.si(fit.bus_bytes_per_s, 'B/s')}"
-        )
-        if n in sweep.sizes_bytes:
-            self.readout += f"; measured {_fmt.seconds(sweep.median_s[sweep.sizes_bytes.index(n)])}"
-        if not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes):
-            self.readout += " (EXTRAPOLATED beyond the sizes measured)"
-        self._say(f"<div>{html.escape(self.readout)}</div>")
+        self._table(cells, regime + ", EXTRAPOLATED" * outside)
         self._redraw()
-
-    def _data_version(self) -> Any:
-        return 0  # the sweep never changes
 
     def _draw(self, fig) -> None:
         self.sweep.plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])
@@ -83,9 +77,6 @@ class MessageSizeExplorer(_Explorer):
     def _marks(self, fig) -> list:
         ax = fig.axes[0]
         return [*super()._marks(fig), (ax, ax.axvline(self.nbytes, color="black", lw=1))]
-
-    def __repr__(self) -> str:
-        return f"MessageSizeExplorer({self.readout})"
 
 
 def _log2(nbytes: float) -> int:

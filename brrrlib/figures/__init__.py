@@ -101,7 +101,7 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     ax.axis("off")
     if ceilings is not None:
         name = getattr(ceilings, "device_name", "") or getattr(ceilings, "device", "")
-        ax.set_title(f"This machine ({name}), measured" if name else "This machine, measured")
+        ax.set_title(f"measured: {name}")
     return ax
 
 
@@ -143,8 +143,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
         y = max(fl[i], bw[i]) + 0.03 * top
         ax.text(i, y, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9)
     ax.set_xticks(list(xs), [s.name for s in specs])
-    ylabel = f"growth relative to {first.name} (x)"
-    ax.set(ylim=(0, top * 1.15), ylabel=ylabel, title="Compute outgrew bandwidth")
+    ax.set(ylim=(0, top * 1.15), ylabel=f"growth relative to {first.name} (x)")
     ax.legend(loc="upper left")
     return ax
 
@@ -152,11 +151,11 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
 # ------------------------------------------------------------------ chapters 01 and 02
 
 
-def _lines(
-    ax: Any, lines: Sequence[tuple], xlabel: str, ylabel: str, title: str = "", hlines=()
-) -> Any:
-    """The one sweep figure: ``(label, xs, ys, style)`` lines on a log2 x axis, labelled;
-    ``(label, y, colour)`` in ``hlines`` dotted across."""
+def _lines(ax, lines: Sequence[tuple], xlabel: str, ylabel: str, title="", hlines=(), logy=True):
+    """``(label, xs, ys, style)`` lines on a log2 x axis; ``(label, y, colour)`` hlines dotted."""
+    ax = _new_axes(ax, (7.5, 4.2))
+    if logy:
+        ax.set_yscale("log")
     for label, xs, ys, style in lines:
         ax.plot(xs, ys, label=label, **style)
     for label, y, colour in hlines:
@@ -164,7 +163,7 @@ def _lines(
     ax.set_xscale("log", base=2)
     _fmt.plain_x_ticks(ax)
     ax.set(xlabel=xlabel, ylabel=ylabel)
-    ax.set_title(title, **({"fontsize": 9} if title.startswith("Recorded") else {}))
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return ax
@@ -192,11 +191,8 @@ def sweep_plot(
     lines = [(k, x, y, {"marker": "o", "color": f"C{i}"}) for i, (k, y) in enumerate(ys.items())]
     dashed = {"ls": "--", "lw": 1.2, "alpha": 0.8}
     lines += [(k, x, y, {"color": f"C{i}", **dashed}) for i, (k, y) in enumerate(models.items())]
-    ax = _new_axes(ax, (7, 4))
-    if logy:
-        ax.set_yscale("log")
     across = [(k, y, f"C{len(ys) + i}") for i, (k, y) in enumerate((hlines or {}).items())]
-    return _lines(ax, lines, xlabel, ylabel, title or "", across)
+    return _lines(ax, lines, xlabel, ylabel, title or "", across, logy)
 
 
 @dataclass(frozen=True)
@@ -263,9 +259,7 @@ def recorded_matmul_ladder(recording: RecordedSweeps | None = None, *, ax: Any =
         n, flops = zip(*rec.matmul_line(p), strict=True)
         label = f"{p}: best {_fmt.si(rec.best_flops_per_s(p), 'FLOP/s')}"
         lines.append((label, n, [f / 1e12 for f in flops], {"marker": "o", "color": f"C{i}"}))
-    ax = _new_axes(ax, (7.5, 4.2))
-    ax.set_yscale("log")
-    title = f"Recorded, not measured here: {rec.label}"
+    title = f"Recorded: {rec.label}"
     return _lines(ax, lines, "matrix size n (n × n @ n × n)", "achieved TFLOP/s", title)
 
 
@@ -279,10 +273,7 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
                 r, s = zip(*line, strict=True)
                 style = {"marker": "o", "ls": style, "color": colour}
                 lines.append((f"{mode}, {precision}", r, [t * 1e3 for t in s], style))
-    ax = _new_axes(ax, (7.5, 4.2))
-    ax.set_yscale("log")
-    title = f"Recorded, not measured here: {rec.label}\n"
-    title += f"{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
+    title = f"Recorded: {rec.label}\n{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
     return _lines(ax, lines, "repeat count (x = x * 2, repeated)", "time per call (ms)", title)
 
 
@@ -302,15 +293,12 @@ _FLOW = (
 _FLOW_TEXT = (
     "1 · Measure\nbl.benchmark: time per call",
     "2 · Count\nbl.count: FLOPs, bytes, ops",
-    "3 · Compare with the ceilings (bl.measure_ceilings):\n"
-    "which floor comes closest to the measured time?",
+    "3 · Compare with the ceilings\nbl.measure_ceilings: the closest floor",
     "compute-bound?\nFLOPs / matmul FLOP/s",
     "memory-bound?\nbytes / bandwidth",
     "overhead-bound?\nops x overhead per op",
-    "4 · Scale the batch: does the time follow the work?\n"
-    "5 · Look at the trace: is the device idle between ops?",
-    "6 · Act on compute / memory: tensor cores, lower\n"
-    "precision, fuse (torch.compile), fewer FLOPs or bytes",
+    "4 · Scale the batch: does the time follow the work?\n5 · Read the trace: is the device idle?",
+    "6 · Act on compute / memory: tensor cores,\nlower precision, fuse, fewer FLOPs or bytes",
     "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
 )
 
@@ -331,8 +319,6 @@ def decision_flow(*, ax: Any = None) -> Any:
     for x, side in zip(acts, (-1, 1), strict=True):  # a remedy can change the regime
         back = {"ls": "--", "color": "0.55", "connectionstyle": f"arc3,rad={0.35 * side}"}
         _arrow(ax, (x + side * w / 2, y), (0.5 + side * 0.17, 0.92), **back)
-    note = "then measure again:\na remedy often\nchanges the regime"
-    ax.text(0.99, 0.80, note, fontsize=8, ha="right", va="center", color="0.4")
-    ax.set(xlim=(-0.04, 1.04), ylim=(-0.02, 1.0), title="The decision procedure (chapter 04)")
+    ax.set(xlim=(-0.04, 1.04), ylim=(-0.02, 1.0))
     ax.axis("off")
     return ax

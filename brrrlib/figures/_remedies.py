@@ -30,8 +30,8 @@ def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = No
     ax.barh(labels, speedups, color=colours, xerr=errors, capsize=4)
     ax.axvline(1.0, color="k", lw=0.8)
     skipped = [k for k, c in comparisons.items() if c is None]
-    note = f"\n(not measured here: {', '.join(skipped)})" if skipped else ""
-    xlabel = f"speed-up (x, log scale; 1 = no change; bars: 95% interval){note}"
+    note = f"\n(not measured: {', '.join(skipped)})" if skipped else ""
+    xlabel = f"speed-up (x), 95% interval{note}"
     ax.set(xscale="log", xlim=(min(0.5, min(lows) / 2), 4 * max(highs)), xlabel=xlabel)
     ax.invert_yaxis()
     for y, (s, hi) in enumerate(zip(speedups, highs, strict=True)):
@@ -61,7 +61,6 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
     right.set(xscale="log", xlabel="time per sequence (s, log scale)")
     right.invert_yaxis()
     right.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt.seconds(v)))
-    right.set_title("Each step, re-measured", fontsize=10)
     for y, t in enumerate(per_sequence):
         right.text(t, y, f" {_fmt.seconds(t)}", va="center", fontsize=8)
     right.set_xlim(min(per_sequence) / 2, max(per_sequence) * 6)
@@ -75,7 +74,6 @@ def _colour(precision: str) -> str:
 def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
     """A roof per precision among ``points``; each point on its own roof, numbered."""
     import numpy as np
-    from matplotlib.ticker import EngFormatter
 
     from brrrlib import roofline
 
@@ -86,7 +84,7 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
     grid = np.logspace(np.log10(min(xs + ridges) / 10), np.log10(max(xs + ridges) * 10), 300)
     for k in precisions:
         peak = ceilings.matmul_peak(k)
-        label = f"{k} matmul roof, measured: {_fmt.si(peak, 'FLOP/s')}"
+        label = f"{k} matmul: {_fmt.si(peak, 'FLOP/s')}"
         ax.plot(grid, np.minimum(peak, grid * bw), color=_colour(k), lw=2, label=label)
     for i, p in enumerate(points):
         x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
@@ -99,10 +97,4 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
         dx, ha = (-9, "right") if same_x % 2 else (9, "left")
         bold = {"fontsize": 9, "weight": "bold", "va": "center"}
         ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(dx, 0), ha=ha, **bold)
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("achieved (FLOP/s)")
-    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
-    roofs = f"each step under its own roof (bandwidth {_fmt.si(bw, 'B/s')})"
-    ax.set_title(f"The block on {ceilings.device_name}: {roofs}", fontsize=10)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    roofline._dress(ax, f"{ceilings.device_name}: {_fmt.si(bw, 'B/s')}")

@@ -24,10 +24,11 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
     """Bars: FLOPs each device (bf16 spec peaks, this machine measured) does per Python add."""
     from brrrlib.hardware import all_specs
 
-    rows = [(s.name, s.peak("bf16")) for s in all_specs() if "bf16" in s.peak_flops_per_s]
+    specs = [s for s in all_specs() if "bf16" in s.peak_flops_per_s]
+    rows = [(f"{s.name} (bf16)", s.peak("bf16")) for s in specs]
     by_dtype = dict(ceilings.matmul_flops_per_s_by_dtype)
     best = max(by_dtype, key=by_dtype.get)
-    rows.append((f"this machine, measured\n({ceilings.device_name}, {best})", by_dtype[best]))
+    rows.append((f"measured: {ceilings.device_name}\n{best}", by_dtype[best]))
     ax = _new_axes(ax, (7.5, 0.45 * len(rows) + 1.2))
     values = [peak / python_adds_per_s for _, peak in rows]
     colours = ["tab:blue"] * (len(rows) - 1) + ["tab:orange"]
@@ -35,9 +36,7 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
     ax.set_xscale("log")
     ax.invert_yaxis()
     ax.set_xlabel("FLOPs per Python addition (log scale)")
-    ax.set_title(
-        f"Python here: {_fmt.si(python_adds_per_s)} additions/s; blue: bf16 spec peaks", fontsize=10
-    )
+    ax.set_title(f"Python: {_fmt.si(python_adds_per_s)} additions/s", fontsize=10)
     ax.tick_params(axis="y", labelsize=8)
     for y, v in enumerate(values):
         ax.text(v, y, f" {_fmt.si(v)}", va="center", fontsize=8)

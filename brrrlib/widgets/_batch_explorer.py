@@ -14,6 +14,7 @@ from torch import nn
 from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
+from brrrlib.widgets import _explorer
 from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, note, peak
 from brrrlib.workloads import _linear_input
 
@@ -92,17 +93,13 @@ def _input_maker(
     model: nn.Module, make_input: Callable[[int], torch.Tensor] | None
 ) -> tuple[Callable[[int], torch.Tensor], int]:
     """``make_input`` (or one built from the first ``nn.Linear``), checked; and bytes per sample."""
-    hint = "pass make_input=lambda batch: torch.randn(batch, ...) (on the model's device)"
-    make = make_input if make_input is not None else _linear_input(model, hint)
-    if not callable(make):
-        raise TypeError("make_input must be a function batch -> input tensor")
+    example = "pass make_input=lambda batch: torch.randn(batch, 16)"
+    make = make_input if make_input is not None else _linear_input(model, example)
+    _checks.function("make_input", make)
     x = make(2)
     if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
-        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(
-            f"make_input(2) must return one tensor whose first dimension is the batch (2), got "
-            f"{got}; e.g. make_input=lambda batch: torch.randn(batch, 16)"
-        )
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"make_input(2) must return one tensor of batch 2, got {got}; {example}")
     sizes = [x.numel() * x.element_size()]  # the input and every leaf module's output
 
     def hook(_module, _inputs, out) -> None:
@@ -114,10 +111,8 @@ def _input_maker(
         with torch.no_grad():
             model(x)
     except Exception as exc:  # the learner's model or input: say which argument to fix
-        raise ValueError(
-            f"model(make_input(2)) failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-            "make_input must build the input this model takes for a given batch size"
-        ) from exc
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        raise ValueError(f"make_input must build the input this model takes ({why})") from exc
     finally:
         for h in hooks:
             h.remove()
@@ -141,10 +136,9 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 class BatchExplorer(_Explorer):
-    """The batch-size experiment of chapter 03, as a slider and a live plot."""
+    """The batch-size slider of chapter 03: does doubling the batch double the time?"""
 
     _css_class = "brrr-batch-explorer"
-    _name = "batch explorer"
     _figsize = (10, 4.2)
 
     def __init__(
@@ -165,10 +159,7 @@ class BatchExplorer(_Explorer):
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
         if _model_device(self.model).type != self.device.type:
-            raise ValueError(
-                f"model is on {_model_device(self.model)} but device={str(self.device)!r}; "
-                f"move it first: model.to({str(self.device)!r})"
-            )
+            raise ValueError(f"model is not on device={str(self.device)!r}: model.to(device) first")
         make, self._sample_bytes = _input_maker(self.model, make_input)
         self._setup = setup or (
             lambda *, batch, device: _batch_case(self.model, batch, make, device)
@@ -183,45 +174,31 @@ class BatchExplorer(_Explorer):
             room = sweeps.MEMORY_HEADROOM * machine.available_memory_bytes(self.device) / 4
             while max_batch > 1 and max_batch * self._sample_bytes > room:
                 max_batch //= 2
-        top = _checks.positive_int("max_batch", max_batch)
-        self.batch_options = tuple(sorted({*(2**k for k in range(top.bit_length())), top}))
+        self.batch_options = _explorer.up_to("max_batch", max_batch)
         self._build([self._control("batch", self.batch_options, batch)])
 
     # -- state ----------------------------------------------------------------------
-    batch = control_value("batch", "The batch size under the slider.")
+    batch = control_value("batch")
 
     @property
     def points(self) -> tuple[Point, ...]:
         """Every measured point, by batch."""
         return tuple(p for p in self.sweep.line("batch") if p.measured)
 
-    @property
-    def current(self) -> Point | None:
-        """The measured point under the slider, or None (refused or failed)."""
-        p = self.sweep.point(self.batch, "batch")
-        return p if p is not None and p.measured else None
-
     def set(self, *, batch: int) -> Point | None:
         """Move the slider from code and measure if needed; returns the current point."""
-        self._set(batch=batch)
-        return self._update()
-
-    def remeasure(self) -> Point | None:
-        """Forget the current batch and its pairing with half of it, and measure both again."""
-        self.sweep = self.sweep.without([(self.batch, "batch")])
-        return self._update()
+        return self._set({"batch": batch})
 
     # -- measuring ------------------------------------------------------------------
-    def _where(self) -> str:
-        return f"batch {self.batch}"
+    def _point(self) -> Point | None:
+        return self.sweep.point(self.batch, "batch")
+
+    def _forget(self) -> None:
+        self.sweep = self.sweep.without([(self.batch, "batch")])  # and its pairing with half
 
     def _needs_measuring(self) -> bool:
         b = self.batch
         return self.current is None or (b > 1 and self._doubled(b) is None)
-
-    def _missing(self) -> tuple[str, bool] | None:
-        p = self.sweep.point(self.batch, "batch")
-        return (p.reason, True) if p is not None and not p.measured else None
 
     def _measure(self) -> None:
         """The batch into the sweep, and half of it with it, in alternating rounds."""
@@ -302,9 +279,6 @@ class BatchExplorer(_Explorer):
         return self.sweep.comparison((b // 2, "batch"), (b, "batch")) if b > 1 else None
 
     # -- picture --------------------------------------------------------------------
-    def _data_version(self) -> Any:
-        return self._version
-
     def _draw(self, fig) -> None:
         ax_b, ax_s = fig.subplots(1, 2)
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.25, top=0.92, wspace=0.28)
@@ -327,15 +301,4 @@ class BatchExplorer(_Explorer):
         return [(p.x, p.median_s), (p.x, p.per_x_s)]
 
 
-def batch_explorer(
-    *,
-    model: nn.Module | None = None,
-    max_batch: int | None = None,
-    device: str | torch.device | None = None,
-    batch: int = 1,
-    make_input: Callable[[int], torch.Tensor] | None = None,
-) -> BatchExplorer:
-    """The batch-size slider of chapter 03: does doubling the batch double the time?"""
-    return BatchExplorer(
-        model=model, max_batch=max_batch, device=device, batch=batch, make_input=make_input
-    )
+batch_explorer = BatchExplorer

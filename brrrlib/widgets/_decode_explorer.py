@@ -8,7 +8,7 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, peak
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, peak, up_to
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
 
@@ -16,11 +16,11 @@ _LINES = {"memory": "tab:blue", "compute": "tab:orange", "prediction": "tab:purp
 
 
 class DecodeExplorer(_Explorer):
-    """A decoder's decode step at the batch and context under the sliders, against its floors."""
+    """The decode sliders of chapter 06: a decode step's time and tokens/s against its floors."""
 
     _css_class = "brrr-decode-explorer"
-    _name = "decode explorer"
     _figsize = (10, 4.2)
+    _redraw_on = ("context",)
 
     def __init__(
         self,
@@ -34,10 +34,7 @@ class DecodeExplorer(_Explorer):
         measure: Callable[..., Any] | None = None,
     ) -> None:
         if not isinstance(model, decoding.Decoder):
-            raise TypeError(
-                "model must be a brrrlib.decoding.Decoder (decoding.build(shape)), "
-                f"got {type(model).__name__}"
-            )
+            raise TypeError(f"model must come from decoding.build(), got {type(model).__name__}")
         self.model, self.device = model, model.wte.weight.device
         if ceilings is None:
             ceilings = measure_ceilings(self.device, progress=False)
@@ -49,10 +46,8 @@ class DecodeExplorer(_Explorer):
         self._precision = decoding.half_precision(ceilings) if precision == "int8" else precision
         self._peak = peak(ceilings, self._precision)[0]
         self.points: dict[tuple[int, int], Any] = {}
-        self.refused: dict[tuple[int, int], str] = {}
         top = max_batch if max_batch is not None else (256 if self.device.type == "cpu" else 1024)
-        top = _checks.positive_int("max_batch", top)
-        self.batch_options = tuple(2**k for k in range(top.bit_length()))  # powers of two <= top
+        self.batch_options = up_to("max_batch", top)
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
         most = f" (the model holds at most {model.shape.max_context} positions)"
         self._build(
@@ -63,43 +58,27 @@ class DecodeExplorer(_Explorer):
         )
 
     # -- state ----------------------------------------------------------------------
-    batch = control_value("batch", "The batch size under the slider.")
-    context = control_value("context", "The context length under the slider.")
+    batch = control_value("batch")
+    context = control_value("context")
 
     @property
     def current(self) -> Any:
         """The measured step under the sliders (a ``StepTiming``), or None (refused or failed)."""
-        return self.points.get((self.batch, self.context))
+        return self.points.get(self._key())
 
     def set(self, *, batch: int | None = None, context: int | None = None) -> Any:
         """Move the sliders from code and measure if needed; returns the current step or None."""
-        self._set(batch=batch, context=context)
-        return self._update()
-
-    def remeasure(self) -> Any:
-        """Forget the step under the sliders and measure it again."""
-        self.points.pop((self.batch, self.context), None)
-        self.refused.pop((self.batch, self.context), None)
-        return self._update()
+        return self._set({"batch": batch, "context": context})
 
     # -- measuring ------------------------------------------------------------------
-    def _where(self) -> str:
-        return f"batch {self.batch} · context {self.context}"
+    def _point(self) -> None:
+        return None  # a step that does not fit raises DoesNotFit, kept in ``refused``
 
-    def _needs_measuring(self) -> bool:
-        return self.current is None and (self.batch, self.context) not in self.refused
-
-    def _missing(self) -> tuple[str, bool] | None:
-        refused = self.refused.get((self.batch, self.context))
-        return None if refused is None else (refused, True)
+    def _forget(self) -> None:
+        self.points.pop(self._key(), None)
 
     def _measure(self) -> None:
-        """The step measured, or the reason kept in ``refused`` when it does not fit."""
-        key = (self.batch, self.context)
-        try:
-            self.points[key] = self._step(self.model, *key)
-        except decoding.DoesNotFit as exc:
-            self.refused[key] = str(exc)
+        self.points[self._key()] = self._step(self.model, *self._key())
 
     # -- the model --------------------------------------------------------------------
     def floors(self, batch: float, context: int) -> tuple[float, float]:
@@ -146,9 +125,6 @@ class DecodeExplorer(_Explorer):
         self._table(cells, f"{bound}-bound on paper" + ", yet faster than its floor" * below)
 
     # -- picture --------------------------------------------------------------------
-    def _data_version(self) -> Any:
-        return (self._version, self.context)
-
     def _draw(self, fig) -> None:
         ax_t, ax_r = fig.subplots(1, 2)
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
@@ -168,38 +144,22 @@ class DecodeExplorer(_Explorer):
             batches, ms = [b for b, _p in measured], [p.seconds * 1e3 for _b, p in measured]
             ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label=f"measured, context {s}")
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
-        for ax in (ax_t, ax_r):
-            self._dress(ax, legend=ax is ax_t)
+        knee = self.knee(s)
+        marks = {"knee (model)": (knee if bs[0] <= knee <= bs[-1] else None, "black", ":")}
+        marks["your prediction"] = (self.prediction, _LINES["prediction"], "-.")
+        for ax in (ax_t, ax_r):  # the knee, the learner's prediction, the slider's batches
+            for label, (x, colour, style) in marks.items():
+                if x is not None:
+                    ax.axvline(x, color=colour, ls=style, lw=1, label=label if ax is ax_t else None)
+            ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
+            ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
+            ax.minorticks_off()
         ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
         ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
         legend_below(fig, ax_t, ax_r)
-
-    def _dress(self, ax, legend: bool) -> None:
-        """One panel's knee, the learner's prediction, log axes and the slider's batch ticks."""
-        bs, knee = self.batch_options, self.knee(self.context)
-        for x, colour, style, label in (
-            (knee if bs[0] <= knee <= bs[-1] else None, "black", ":", "knee (model)"),
-            (self.prediction, _LINES["prediction"], "-.", "your prediction"),
-        ):
-            if x is not None:
-                ax.axvline(x, color=colour, linestyle=style, lw=1, label=label if legend else None)
-        ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
-        ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
-        ax.minorticks_off()
 
     def _rings(self, p: Any) -> list:
         return [(p.batch, p.seconds * 1e3), (p.batch, p.tokens_per_s)]
 
 
-def decode_explorer(
-    model: decoding.Decoder,
-    *,
-    batch: int = 1,
-    context: int = 64,
-    max_batch: int | None = None,
-    prediction: float | None = None,
-) -> DecodeExplorer:
-    """The decode slider of chapter 06: tokens/s and time per step against batch and context."""
-    return DecodeExplorer(
-        model, batch=batch, context=context, max_batch=max_batch, prediction=prediction
-    )
+decode_explorer = DecodeExplorer

@@ -51,22 +51,16 @@ def _times_two(y: torch.Tensor, repeat: int) -> torch.Tensor:
     return y
 
 
-def _chain(repeat: int) -> Callable[..., Any]:
-    """The function torch.compile fuses: ``repeat`` multiplies, into ``out``."""
+@functools.cache
+def _fused(repeat: int) -> Callable[..., Any]:
+    """``torch.compile`` of ``repeat`` multiplies into ``out``: one kernel, one pass."""
 
     def chain_into(x: torch.Tensor, out: torch.Tensor) -> None:
         out.copy_(_times_two(x, repeat))  # Inductor writes the fused result straight into out
 
-    return chain_into
-
-
-@functools.cache
-def _fused(repeat: int) -> Callable[..., Any]:
-    """``torch.compile`` of :func:`_chain`: one kernel doing ``repeat`` multiplies per element."""
-    base = _chain(repeat)
-    fn = types.FunctionType(
-        base.__code__.replace(), base.__globals__, f"chain_{repeat}", None, base.__closure__
-    )
+    # A code object of its own per repeat: dynamo keeps its compiled code per code object.
+    code, closure = chain_into.__code__.replace(), chain_into.__closure__
+    fn = types.FunctionType(code, chain_into.__globals__, f"chain_{repeat}", None, closure)
     return torch.compile(fn, dynamic=False)
 
 
@@ -149,19 +143,13 @@ def repeat_points(
     max_point_s: float = MAX_POINT_S,
     **kw: Any,
 ) -> Sweep:
-    """The points ``repeats`` x ``modes`` at ``size`` measured (``sweeps.sweep``'s ``kw``), each
-    with its model, skipped when it would take over ``max_point_s`` to measure, refused when it
-    does not fit in memory."""
+    """``repeats`` x ``modes`` at ``size`` measured with their model, skipped if over ``max_point_s``."""
 
     def skip(repeat: int, mode: str) -> str | None:
         call_s = repeat_model_s(ceilings, size, repeat, mode)
         if _CALLS_PER_POINT * call_s <= max_point_s:
             return None
-        return (
-            f"about {_CALLS_PER_POINT * call_s:.0f} s to measure ({_CALLS_PER_POINT} calls of "
-            f"{_fmt.seconds(call_s)}), over the {max_point_s:g} s allowed: max_point_s=math.inf, "
-            "or force=True in the explorer, measures it anyway"
-        )
+        return f"{_CALLS_PER_POINT * call_s:.0f} s > max_point_s={max_point_s:g}: force=True measures it"
 
     return sweeps.sweep(
         "repeat",

@@ -9,9 +9,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt, sweeps
 
-__all__ = ["COLOURS", "RING", "_Explorer", "control_value", "legend_below", "note", "peak"]
+__all__ = ["COLOURS", "RING", "_Explorer", "control_value", "legend_below", "note", "peak", "up_to"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: How the current point is marked on every panel.
@@ -34,10 +34,8 @@ def peak(ceilings: Any, precision: str) -> tuple[float, str]:
 
 def note(p: Any) -> str:
     """A sweep point's caveats: the sweep's reason, a wait for cores, a noisy timing ("-": none)."""
-    from brrrlib.sweeps import waited_words
-
     noisy = "noisy timing: re-measure" if p.timing.noisy else ""
-    return "; ".join(filter(None, (p.reason, waited_words(p), noisy))) or "-"
+    return "; ".join(filter(None, (p.reason, sweeps.waited_words(p), noisy))) or "-"
 
 
 def legend_below(fig, *axes) -> None:
@@ -63,24 +61,29 @@ def _png(canvas) -> bytes:
     return buf.getvalue()
 
 
-def control_value(name: str, doc: str) -> property:
+def control_value(name: str) -> property:
     """A read-only property: the value of the control ``name`` (made by ``_control``)."""
-    return property(lambda self: self._menus[name][0].value, doc=doc)
+    return property(lambda self: self._menus[name][0].value, doc=f"The {name} under its control.")
+
+
+def up_to(name: str, top: Any, steps: Sequence[int] = ()) -> tuple[int, ...]:
+    """A slider's options: ``steps`` (default: the powers of two) up to ``top``, and ``top``."""
+    top = _checks.positive_int(name, top)
+    steps = steps or [2**k for k in range(top.bit_length())]
+    return tuple(sorted({*(s for s in steps if s <= top), top}))
 
 
 class _Explorer:
-    """The VBox of controls, readout and picture; a move measures what is missing, then draws.
+    """The VBox of controls, readout and picture; a move measures what is missing, then draws."""
 
-    A subclass names its state: ``current`` (the point under the controls or None),
-    ``_missing()`` (why there is none: ``(reason, is_error)``, or None), ``_measure()``,
-    ``_where()`` (the controls in words), ``_show(point)`` (the readout), and the picture:
-    ``_data_version()``, ``_draw(fig)`` and ``_rings(point)``.
-    """
-
-    _css_class = _name = ""
+    # A subclass names its state: _point() (the sweep point under the controls, or None),
+    # _measure(), _forget() (for re-measure), _show(point) (the readout), and the picture:
+    # _draw(fig) and _rings(point), redrawn when the data or a control in _redraw_on changes.
+    _css_class = ""
     _figsize = (10, 6.4)
     _measures = True  # with a re-measure button
     _busy = "measuring"
+    _redraw_on: tuple[str, ...] = ()
 
     def _build(self, controls: list) -> None:
         import ipywidgets as W
@@ -97,6 +100,8 @@ class _Explorer:
         self.widget.add_class(self._css_class)
         self.error: str | None = None
         self.exception: BaseException | None = None  # the last failure, to re-raise or inspect
+        #: Why a point does not fit (its controls' values -> the reason): not tried again.
+        self.refused: dict[tuple, str] = {}
         self._version, self.readout = 0, ""
         self._base: tuple[Any, Any, Any] | None = None  # (data version, figure, saved pixels)
         self._suspended = False  # while _move sets the controls: one update after, not one each
@@ -105,8 +110,7 @@ class _Explorer:
         self._update()
 
     def _control(self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw):
-        """The control ``name`` over ``options`` (a slider that measures when let go, not while
-        dragged, unless ``kind``), ``value`` checked first."""
+        """The control ``name`` over ``options``: by default a slider that measures when let go."""
         import ipywidgets as W
 
         _offered(name, value, options, note)
@@ -117,12 +121,13 @@ class _Explorer:
         self._menus = {**getattr(self, "_menus", {}), name: (widget, options, note)}
         return widget
 
-    def _set(self, **values: Any) -> None:
-        """Move the named controls from code (None: leave one as it is), each value checked."""
+    def _set(self, values: dict[str, Any], **kw: Any) -> Any:
+        """Move the named controls from code (None: leave as is), then measure; the current point."""
         for name, value in values.items():
             if value is not None:
                 _offered(name, value, *self._menus[name][1:])
         self._move([(self._menus[name][0], value) for name, value in values.items()])
+        return self._update(**kw)
 
     def _move(self, changes: list) -> None:
         """Set ``(control, value)`` pairs from code, with one update afterwards, not one each."""
@@ -134,20 +139,45 @@ class _Explorer:
         finally:
             self._suspended = False
 
+    def remeasure(self) -> Any:
+        """Forget the point under the controls (and its pairing) and measure it again."""
+        self.refused.pop(self._key(), None)
+        self._forget()
+        return self._update()
+
+    # -- the point under the controls ---------------------------------------------------
+    def _key(self) -> tuple:
+        return tuple(w.value for w, *_ in self._menus.values())
+
+    def _where(self) -> str:
+        """The controls in words: ``repeat 4 · size 4 Mi (16 MiB) · mode eager``."""
+        return " · ".join(f"{name} {w.label}" for name, (w, *_) in self._menus.items())
+
+    @property
+    def current(self) -> Any:
+        """The measured point under the controls, or None (not measured, refused or failed)."""
+        p = self._point()
+        return p if p is not None and p.measured else None
+
     def _missing(self) -> tuple[str, bool] | None:
-        return None
+        """Why there is no point: ``(reason, is_error)``; a point skipped as too slow is no error."""
+        if self._key() in self.refused:
+            return self.refused[self._key()], True
+        p = self._point()
+        return None if p is None or p.measured else (p.reason, p.status != sweeps.TOO_SLOW)
 
     def _needs_measuring(self) -> bool:
-        return self.current is None
+        return self.current is None and self._key() not in self.refused
 
     def _update(self, **kw: Any) -> Any:
-        """Measure the point under the controls if needed (a failure is shown, not raised), then
-        show it or why there is none, and redraw."""
+        """Measure the point under the controls if needed (a failure is shown), show it, redraw."""
         failed = None
         if self._needs_measuring():
             self._say(f"{self._where()} · {self._busy}…", busy=True)
             try:
                 self._measure(**kw)
+            except MemoryError as exc:  # refused as too big, or out of memory: shown, kept
+                self.refused[self._key()] = str(exc)
             except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
                 self.exception, failed = exc, f"failed: {type(exc).__name__}: {exc}"
             self._version += 1
@@ -185,7 +215,7 @@ class _Explorer:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        version = self._data_version()
+        version = (self._version, *(self._menus[name][0].value for name in self._redraw_on))
         if self._base is None or self._base[0] != version:
             fig = Figure(figsize=self._figsize, dpi=72)
             canvas = FigureCanvasAgg(fig)
@@ -207,10 +237,13 @@ class _Explorer:
         rings = zip(fig.axes, self._rings(p) if p is not None else [], strict=False)
         return [(ax, ax.plot([x], [y], **RING)[0]) for ax, (x, y) in rings]
 
+    def __repr__(self) -> str:
+        return f"{self._css_class.removeprefix('brrr-')}: {self.readout}"
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         """The live widget, with the current plot as a PNG and the readout as text beside it."""
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         if self._plot.value:
             bundle["image/png"] = base64.b64encode(bytes(self._plot.value)).decode()
-        bundle["text/plain"] = f"{self._name}: {self.readout}"
+        bundle["text/plain"] = repr(self)
         return bundle

@@ -13,7 +13,7 @@ from brrrlib import _checks, _fmt, machine, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments as ex
-from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, note
+from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, note, up_to
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -23,10 +23,10 @@ _REPEATS = tuple(sorted({m * 2**k for k in range(11) for m in (2, 3)} | {1}))
 
 
 class RepeatExplorer(_Explorer):
-    """The repeat-count experiment of chapter 02, as a slider and a live plot."""
+    """The repeat-count slider of chapter 02: eager against fused, against the roofline."""
 
     _css_class = "brrr-repeat-explorer"
-    _name = "repeat explorer"
+    _redraw_on = ("size",)
 
     def __init__(
         self,
@@ -55,8 +55,7 @@ class RepeatExplorer(_Explorer):
         if max_repeat is None:  # the power of two >= 6 x the knee
             knee = self.predicted_knee_repeat
             max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(6 * knee, 1)))))
-        top = _checks.positive_int("max_repeat", max_repeat)
-        self.repeat_options = tuple(sorted({*(r for r in _REPEATS if r <= top), top}))
+        self.repeat_options = up_to("max_repeat", max_repeat, _REPEATS)
         llc = machine.last_level_cache_bytes(self.device)
         labels = [(_size_label(s, llc), s) for s in self.size_options]
         start = size or (n if n in fitting else fitting[-1])
@@ -70,9 +69,9 @@ class RepeatExplorer(_Explorer):
         )
 
     # -- state ----------------------------------------------------------------------
-    repeat = control_value("repeat", "The repeat count under the slider.")
-    size = control_value("size", "The tensor size (elements) under the menu.")
-    mode = control_value("mode", '``"eager"`` or ``"fused"``.')
+    repeat = control_value("repeat")
+    size = control_value("size")  # elements
+    mode = control_value("mode")  # "eager" or "fused"
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -83,12 +82,6 @@ class RepeatExplorer(_Explorer):
     def _point(self) -> Point | None:
         res = self.sweeps.get(self.size)
         return res.point(self.repeat, self.mode) if res is not None else None
-
-    @property
-    def current(self) -> Point | None:
-        """The measured point under the controls, or None (not measured, refused or failed)."""
-        p = self._point()
-        return p if p is not None and p.measured else None
 
     @property
     def predicted_knee_repeat(self) -> float:
@@ -104,18 +97,12 @@ class RepeatExplorer(_Explorer):
         force: bool = False,
     ) -> Point | None:
         """Move the controls from code (as the learner would) and measure if needed."""
-        self._set(repeat=repeat, size=size, mode=mode)
-        return self._update(force=force)
-
-    def remeasure(self) -> Point | None:
-        """Forget the point under the controls (and its pairing) and measure it again."""
-        if self.size in self.sweeps:
-            self.sweeps[self.size] = self.sweeps[self.size].without([(self.repeat, self.mode)])
-        return self._update()
+        return self._set({"repeat": repeat, "size": size, "mode": mode}, force=force)
 
     # -- measuring ------------------------------------------------------------------
-    def _where(self) -> str:
-        return f"repeat {self.repeat} · {self.mode} · {_fmt.elements(self.size)} elements"
+    def _forget(self) -> None:
+        if self.size in self.sweeps:
+            self.sweeps[self.size] = self.sweeps[self.size].without([(self.repeat, self.mode)])
 
     @property
     def _busy(self) -> str:
@@ -123,12 +110,6 @@ class RepeatExplorer(_Explorer):
             return "compiling, then measuring"
         call_s = ex.repeat_model_s(self.ceilings, self.size, self.repeat, "eager")
         return f"measuring (about {_fmt.seconds(8 * call_s)})"
-
-    def _missing(self) -> tuple[str, bool] | None:
-        p = self._point()
-        if p is None or p.measured:
-            return None
-        return p.reason, p.status == sweeps.NO_MEMORY
 
     def _measure(self, force: bool = False) -> None:
         size, repeat, mode, c = self.size, self.repeat, self.mode, self.ceilings
@@ -160,9 +141,6 @@ class RepeatExplorer(_Explorer):
         self._table(cells, f"eager / fused: {pair.says()}" if pair else "")
 
     # -- picture --------------------------------------------------------------------
-    def _data_version(self) -> Any:
-        return (self.size, self._version)
-
     def _draw(self, fig) -> None:
         c, knee, rs, n = self.ceilings, self.predicted_knee_repeat, self.repeat_options, self.size
         res = self.sweeps.get(n) or Sweep("repeat", ex.X_LABEL, ())
@@ -195,7 +173,6 @@ class RepeatExplorer(_Explorer):
         xy = [(p.line, p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts]
         roofline.plot(c, xy, ax=ax_r, keyed=True, colours=COLOURS)
         ax_r.legend(fontsize=6, loc="upper left", framealpha=0.6)
-        ax_r.set_title("the points on the roofline", fontsize=10)
 
     def _rings(self, p: Point) -> list:
         rings = [(p.x, p.median_s), (p.x, p.achieved_flops_per_s), (p.x, p.achieved_bytes_per_s)]
@@ -208,13 +185,4 @@ def _size_label(size: int, llc_bytes: int) -> str:
     return f"{_fmt.elements(size)} ({_fmt.binary_bytes(4 * size)}{cache})"
 
 
-def repeat_explorer(
-    *,
-    size: int | None = None,
-    max_repeat: int | None = None,
-    device: str | torch.device | None = None,
-    repeat: int = 1,
-    mode: str = "eager",
-) -> RepeatExplorer:
-    """The repeat-count slider of chapter 02: eager against fused, against the roofline."""
-    return RepeatExplorer(size=size, max_repeat=max_repeat, device=device, repeat=repeat, mode=mode)
+repeat_explorer = RepeatExplorer
