@@ -211,8 +211,7 @@ def benchmark(
 
 
 def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
-    """5.: measure ``n_samples`` (seconds, share) pairs, replace disturbed ones (judged against all
-    so far) until the deadline; returns (kept, dropped)."""
+    """5.: ``n_samples`` samples, disturbed ones replaced until the deadline; (kept, dropped)."""
     samples = measure(n_samples)
     while True:
         flags = _disturbed(samples)
@@ -244,9 +243,7 @@ def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
 def rounds(
     calls: Mapping[str, Callable[[], Any]], device: torch.device, n: int, samples: int = 3
 ) -> tuple[dict[str, list[float]], dict[str, float | None]]:
-    """Each call's seconds in ``n`` alternating rounds (:func:`_alternate`), and its median CPU
-    share; a round's time is the median of its undisturbed blocks (step 5's check).
-    """
+    """Each call's seconds in ``n`` alternating rounds (undisturbed blocks' median), CPU share."""
     plans = {name: _plan(call, device, name) for name, call in calls.items()}
     seconds, shares = {k: [] for k in calls}, {k: [] for k in calls}
     with _no_gc():
@@ -259,7 +256,7 @@ def rounds(
 
 
 def _plan(call, dev, name: str = "fn", warm: bool = False) -> tuple[Callable[[], Any], int, float]:
-    """Steps 1 and 2 for one call of a round: (the call, calls per ~1 ms block, seconds per call)."""
+    """Steps 1 and 2 for a call of the rounds: (the call, calls per ~1 ms block, seconds a call)."""
     if not warm:
         _first_call(call, dev, name)
     per_call_s, _ = _estimate(call, dev, _no_flush)
@@ -267,18 +264,16 @@ def _plan(call, dev, name: str = "fn", warm: bool = False) -> tuple[Callable[[],
 
 
 def _alternate(plans: Mapping[str, tuple], dev: torch.device, samples: int = 1):
-    """Endless rounds, each ``{name: samples blocks}`` of every call in turn, the order reversed
-    every round (A B, B A, A B ...): a slow phase of a shared machine meets them all alike."""
-    order = list(plans)
+    """Endless rounds of ``{name: blocks}``, the order reversed each round (A B, B A, A B ...)."""
+    order = list(plans)  # so that a slow phase of a shared machine meets every call alike
     while True:
         yield {k: _measure_blocks(plans[k][0], dev, _no_flush, plans[k][1], samples) for k in order}
         order.reverse()
 
 
 def _measure_blocks(call, dev, flush, number, n_samples) -> list[tuple[float, float | None]]:
-    """``n_samples`` blocks of ``number`` calls as (seconds per call, CPU share): CUDA events and
-    one synchronize after all blocks (share None), else the clocks (share ~1 unless preempted)."""
-    if dev.type == "cuda":
+    """``n_samples`` blocks of ``number`` calls as (seconds per call, CPU share or None on CUDA)."""
+    if dev.type == "cuda":  # events around each block, one synchronize after them all
         events = [[torch.cuda.Event(enable_timing=True) for _ in "se"] for _ in range(n_samples)]
         for start, end in events:
             flush()
@@ -478,8 +473,7 @@ class Comparison:
         if self.all_disturbed:
             caveats.append("every round was disturbed by another program")
         elif self.waited:
-            share = f"this thread ran {self.cpu_share:.0%} of the time"
-            caveats.append(f"the calls waited for cores another program holds ({share})")
+            caveats.append(waited_caveat(self.cpu_share))
         tail = "".join(f"; {c}" for c in caveats if c)
         if not self.enough_rounds:
             n = len(self.ratios)
@@ -502,6 +496,13 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return _fmt.html_table(_COMPARISON_HEADER, self._rows(), caption=self.says(), align="lrrr")
+
+
+def waited_caveat(cpu_share: float | None) -> str:
+    """What a CPU share under ``WAITED_SHARE`` means, in words ("" above it, or off the CPU)."""
+    if cpu_share is None or cpu_share >= WAITED_SHARE:
+        return ""
+    return f"the calls waited for cores another program holds (this thread ran {cpu_share:.0%})"
 
 
 _COMPARISON_HEADER = ("", "median", "rounds", "dropped", "device")
@@ -595,9 +596,7 @@ def compare(
 
 
 def _kept_rounds(rounds_a, rounds_b, dev: torch.device) -> tuple[list[int], bool, float | None]:
-    """The rounds in which neither side was disturbed (all, if none was quiet), whether none was,
-    and the calling thread's median CPU share over them (None off the CPU).
-    """
+    """The undisturbed rounds (all if none), whether none was, their median CPU share (CPU only)."""
     flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
     shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]
