@@ -105,10 +105,8 @@ class Ceilings:
         """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16")."""
         key = hardware.dtype_key(precision)
         if key not in self.matmul_flops_per_s_by_dtype:
-            raise KeyError(
-                f"no {key} matmul ceiling was measured on {self.device_name}; measured: "
-                f"{', '.join(self.matmul_flops_per_s_by_dtype)}"
-            )
+            have = ", ".join(self.matmul_flops_per_s_by_dtype)
+            raise KeyError(f"no {key} matmul ceiling was measured; measured: {have}")
         return self.matmul_flops_per_s_by_dtype[key]
 
     def bandwidth_for(self, pattern: str) -> float:

@@ -116,13 +116,11 @@ class Point:
         return None if no_model else self.median_s / self.predicted_s
 
     def __repr__(self) -> str:
-        head = f"Point(x={self.x}, line={self.line!r}, {self.device}"
-        if not self.measured:
-            return f"{head}, {self.status}: {self.reason})"
-        return (
-            f"{head}, {_fmt.seconds(self.median_s)}, {_fmt.si(self.achieved_bytes_per_s, 'B/s')}"
-            f", {_fmt.si(self.achieved_flops_per_s, 'FLOP/s')})"
-        )
+        said = [f"{self.status}: {self.reason}"]
+        if self.measured:
+            said = [_fmt.seconds(self.median_s), _fmt.si(self.achieved_bytes_per_s, "B/s")]
+            said.append(_fmt.si(self.achieved_flops_per_s, "FLOP/s"))
+        return f"Point({', '.join([f'x={self.x}', f'line={self.line!r}', self.device, *said])})"
 
 
 @dataclass(frozen=True)

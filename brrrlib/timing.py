@@ -415,8 +415,8 @@ class Comparison:
         """``(low, high)``: where the true ratio lies, at ``confidence``."""
         return _fmt.median_interval(self.ratios, self.confidence)
 
-    low = property(lambda self: self.interval[0], doc="The lower end of :attr:`interval`.")
-    high = property(lambda self: self.interval[1], doc="The upper end of :attr:`interval`.")
+    low = property(lambda self: self.interval[0], doc="``interval[0]``")
+    high = property(lambda self: self.interval[1], doc="``interval[1]``")
 
     @property
     def speedup(self) -> float:
