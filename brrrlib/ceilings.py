@@ -45,16 +45,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Spaced rounds: every ceiling's kernel once per round; each ceiling is its best round.
 ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 13
-
-#: Each ceiling's spread key as a person reads it.
-_NAMES = {
-    "matmul": "fp32 matmul",
-    "vector": "vector",
-    "special": "special functions",
-    "memory": "memory bandwidth",
-    "overhead": "op overhead",
-}
+_METHOD_VERSION = 14
 
 
 @dataclass(frozen=True)
@@ -114,16 +105,12 @@ class Ceilings:
         """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16")."""
         key = hardware.dtype_key(precision)
         if key not in self.matmul_flops_per_s_by_dtype:
-            raise KeyError(
-                f"no {key} matmul ceiling was measured on {self.device_name}; measured: "
-                f"{', '.join(self.matmul_flops_per_s_by_dtype)}"
-            )
+            have = ", ".join(self.matmul_flops_per_s_by_dtype)
+            raise KeyError(f"no {key} matmul ceiling was measured; measured: {have}")
         return self.matmul_flops_per_s_by_dtype[key]
 
     def bandwidth_for(self, pattern: str) -> float:
-        """Bytes per second of a pattern's fastest round: ``"read"``, ``"copy"`` (into another tensor),
-        ``"update"`` (in place) or ``"write"`` (the fastest writing form).
-        """
+        """Bytes per second of ``pattern``'s fastest form: "read", "copy", "update" or "write"."""
         if pattern not in PATTERN_FORMS:
             raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
         forms = self.bandwidth_by_form_bytes_per_s
@@ -157,9 +144,7 @@ class Ceilings:
         )
 
     def special_rate(self, function: str) -> float:
-        """Evaluations per second of ``function`` ("exp", ...); for one not measured, the fastest
-        measured (so a floor made from it stays a lower bound); the vector rate when none was.
-        """
+        """Evaluations per second of ``function`` ("exp", ...), else the fastest measured."""
         if function in self.special_per_s:
             return self.special_per_s[function]
         return max(self.special_per_s.values(), default=self.vector_flops_per_s)
@@ -172,15 +157,14 @@ class Ceilings:
     def noise_notes(self, uses: Iterable[str] | None = None) -> tuple[str, ...]:
         """One note per number to distrust (of the spread keys in ``uses``; all by default)."""
         wanted = set(self.spread) if uses is None else set(uses)
-        notes = []
-        if self.device == "cpu" and self.cpu_share < MIN_CPU_SHARE:
-            notes.append(f"the measuring thread ran {self.cpu_share:.0%} of the time")
-        for key, value in self.spread.items():
-            if key in wanted and value > SPREAD_LIMIT:
-                trust = "too noisy to trust; bl.measure_ceilings(refresh=True) when it is quiet"
-                trust = f"trust it to ±{value:.0%}" if value < UNTRUSTED_SPREAD else trust
-                what = _NAMES.get(key, key.replace("matmul_", "") + " matmul")
-                notes.append(f"the {what} varied {value:.0%} between rounds: {trust}")
+        notes = [f"CPU share {self.cpu_share:.0%}"] * (
+            self.device == "cpu" and self.cpu_share < MIN_CPU_SHARE
+        )
+        notes += [
+            f"{key} rounds varied {_spread(value)}"
+            for key, value in self.spread.items()
+            if key in wanted and value > SPREAD_LIMIT
+        ]
         return tuple(notes)
 
     def nearest_spec(self) -> hardware.DeviceSpec:
@@ -196,8 +180,7 @@ class Ceilings:
 
     def _rows(self) -> list[tuple[str, str, str]]:
         def spread(key: str) -> str:
-            v = self.spread.get(key, -1.0)
-            return "" if v < 0 else f"{v:.0%}" + " too noisy to trust" * (v >= UNTRUSTED_SPREAD)
+            return _spread(self.spread[key]) if key in self.spread else ""
 
         rows = []
         for k, v in self.matmul_flops_per_s_by_dtype.items():
@@ -244,6 +227,10 @@ class Ceilings:
         return cls(**data)
 
 
+def _spread(value: float) -> str:
+    return f"{value:.0%}" + " too noisy to trust" * (value >= UNTRUSTED_SPREAD)
+
+
 def measure_ceilings(
     device: str | torch.device | None = None, *, refresh: bool = False, progress: bool = True
 ) -> Ceilings:
@@ -274,17 +261,15 @@ _MEMO: dict[Path, Ceilings] = {}
 
 
 def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
-    """1. each ceiling's kernel, from a short screen; 2. all of them timed in spaced rounds
-    (:func:`brrrlib.timing.rounds`); 3. each ceiling is its best round.
-    """
+    """1. each ceiling's kernel, screened; 2. all timed in alternating rounds; 3. the best round."""
     precisions = PRECISIONS if dev.type == "cuda" else ("fp32", "bf16", "fp16")  # TF32: GPUs'
     say = _fmt.Progress(progress, total=len(precisions) + 2)
-    say.say(f"measuring the ceilings of {dev} ({name}); cached afterwards")
+    say.say(f"ceilings of {dev} ({name})")
     work, methods, sizes = {}, {}, {}  # key: (call, work per call: FLOPs, bytes, evaluations)
     for p in precisions:  # 1.
         call, sizes[p], methods[p] = _matmul(dev, p)
         work[_spread_key(p)] = (call, 2.0 * sizes[p] ** 3)
-        say(f"matmul {p}: {methods[p]}")
+        say(f"matmul {p}")
     call, flops, vector_method = _vector(dev)
     special, special_method = _special(dev)
     forms, nbytes = _memory(dev)
@@ -292,7 +277,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     work |= {"vector": (call, flops), "overhead": (functools.partial(a.add_, b), 1.0)}
     work |= {f"special {k}": v for k, v in special.items()}
     work |= {f"memory {k}": v for k, v in forms.items()}
-    say(f"vector: {vector_method}; special: {special_method}")
+    say("vector, special")
     deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
     while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s
         forms["copy_"][0]()
@@ -333,7 +318,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         host=socket.gethostname(),
         measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
-    say(f"{ROUNDS} spaced rounds: {', '.join(ceilings.noise_notes()) or 'steady'}")
+    say(f"{ROUNDS} rounds: {', '.join(ceilings.noise_notes()) or 'steady'}")
     return ceilings
 
 
@@ -343,10 +328,8 @@ def _check_physics(dev: torch.device, matmul: dict[str, float], vector: float) -
     for name, rate, per_lane in (("matmul fp32", matmul["fp32"], 2), ("vector fp32", vector, 1)):
         clock = found.implied_clock_hz(rate, per_lane) if found else 0.0
         if clock > parts.MAX_CLOCK_HZ:
-            raise RuntimeError(
-                f"{name} measured {_fmt.si(rate, 'FLOP/s')}: {clock / 1e9:.1f} GHz on {found}, "
-                "faster than any core; nothing cached (measure_ceilings(refresh=True) again)"
-            )
+            what = f"{name} {_fmt.si(rate, 'FLOP/s')} needs {clock / 1e9:.1f} GHz on {found}"
+            raise RuntimeError(f"{what}: a timing bug, not cached; measure again")
     return matmul
 
 
@@ -372,10 +355,8 @@ def _quick_s(call: Callable[[], Any], dev: torch.device, budget_s: float = 0.03)
 
 
 def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, str]:
-    """The fastest matmul PyTorch runs here in ``precision`` (FLOPs = 2 n^3; TF32 is fp32 with
-    ``torch.set_float32_matmul_precision("high")``): its call, its size and how it was found.
-    """
-    mode = "high" if precision == "tf32" else "highest"
+    """The fastest matmul torch runs here in ``precision``: its call, size and how it was found."""
+    mode = "high" if precision == "tf32" else "highest"  # TF32 is fp32 at "high" precision
     # the first size, the largest, a call's target seconds and the screen's budget in seconds
     slow = 6.0 if precision == "fp32" else 3.0
     plan = (256, 4096, 0.001, slow) if dev.type == "cpu" else (2048, 8192, 0.002, 2.0)
@@ -393,10 +374,9 @@ def _screen(
     target_s: float,
     budget_s: float,
 ) -> tuple[str, int, Callable[[], Any], str]:
-    """Double ``n`` until every kernel's call lasts ``target_s`` and the rate went flat (two
-    doublings gained under a quarter: a CPU's bf16 matmul read 1.1 TFLOP/s at n = 512 and 1024,
-    then 2.5 at 2048); the fastest (kernel, n, call) and what each kernel read.
-    """
+    """Double ``n`` until calls last ``target_s``, the rate flat: the fastest (kernel, n, ...)."""
+    # flat: two doublings gained under a quarter (a CPU's bf16 matmul read 1.1 TFLOP/s at
+    # n = 512 and 1024, then 2.5 at 2048)
     screened: dict[tuple[str, int], tuple[Callable[[], Any], float]] = {}
     alive, rates, spent = None, [0.0, 0.0], 0.0
     while True:
@@ -484,18 +464,18 @@ def precision_reason(
     overrides: Mapping[str, str],
 ) -> str:
     """Why a precision measured slower than fp32 (pure: the inputs are what the machine says)."""
+    what, wanted = _MATRIX_FLAGS.get(precision, (precision, ()))
+    has = ", ".join(f for f in wanted if f in flags)
     if device_type != "cpu":
         return f"this device has no {precision} units faster than its fp32 ones"
     if overrides:
         told = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         return f"torch was told to use narrower kernels ({told})"
-    what, wanted = _MATRIX_FLAGS.get(precision, (precision, ()))
-    if flags and not any(f in flags for f in wanted):
+    if flags and not has:
         return f"this CPU has no {what}, so torch converts to fp32 and back"
     if flags:
         return (
-            f"the CPU has them ({', '.join(f for f in wanted if f in flags)}), but this torch "
-            f"({kernels or 'unknown'} kernels) does not use them for this matmul"
+            f"the CPU has them ({has}), but this torch ({kernels or 'unknown'}) does not use them"
         )
     return f"no {precision} matrix instructions that torch uses here"
 

@@ -47,9 +47,7 @@ class Levels:
         return (*caches[:-1], (caches[-1][0], edge))
 
     def level_of(self, working_set_bytes: float) -> str:
-        """The nearest level whose capacity (:attr:`held`) holds ``working_set_bytes`` (``"memory"``
-        past all).
-        """
+        """The nearest level (:attr:`held`) that holds ``working_set_bytes``, else ``"memory"``."""
         for name, capacity in self.held:
             if working_set_bytes <= capacity:
                 return name
@@ -60,9 +58,7 @@ class Levels:
         return seconds_per_call < OVERHEAD_CALLS * self.op_overhead_s
 
     def roof(self, level: str, pattern: str = "read") -> float | None:
-        """Bytes per second of ``level``'s fastest point (``None``: none measured, or all overhead-
-        bound).
-        """
+        """Bytes per second of ``level``'s fastest point not overhead-bound (``None``: none)."""
         rates = [
             rate
             for p, size, rate, call_s in self.points
@@ -101,10 +97,10 @@ class Levels:
         ]
 
     def _note(self) -> str:
-        changed = [
-            (n, b) for (n, b), held in zip(self.caches, self.held, strict=True) if held[1] != b
-        ]
-        said = "".join(f"; {n}: {_fmt.binary_bytes(b)} reported" for n, b in changed)
+        pairs = zip(self.caches, self.held, strict=True)
+        said = "".join(
+            f"; {n}: {_fmt.binary_bytes(b)} reported" for (n, b), h in pairs if h[1] != b
+        )
         return f"one tiny op {_fmt.seconds(self.op_overhead_s)}{said}"
 
     def __repr__(self) -> str:
@@ -202,19 +198,17 @@ def _point(dev: torch.device, size: int, budget_s: float) -> list[tuple[str, int
 
 
 def _seconds(dev: torch.device, kernel, budget_s: float) -> float:
-    """Seconds per call, from samples of enough back-to-back calls to last ~1 ms (on CUDA captured in
-    one graph, so that the kernels run back to back without launch gaps).
-    """
-    kernel()  # the buffers now sit in the nearest cache that holds them
-    once = timing.benchmark(kernel, budget_s=1e-6, warmup_s=0.0, device=dev, min_samples=1)
-    calls = max(1, min(1000, int(1e-3 / max(once.median_s, 1e-9))))
+    """Seconds per call, back to back (on CUDA ~1 ms of calls in one graph: no launch gaps)."""
+    time = functools.partial(
+        timing.benchmark, budget_s=budget_s, warmup_s=0, device=dev, min_samples=3
+    )
+    if dev.type != "cuda":
+        return time(kernel).median_s
+    once = time(kernel, budget_s=1e-6, min_samples=1).median_s
+    calls = max(1, min(1000, int(1e-3 / max(once, 1e-9))))
 
     def batch() -> None:
         for _ in range(calls):
             kernel()
 
-    graph = dev.type == "cuda"
-    t = timing.benchmark(
-        batch, budget_s=budget_s, warmup_s=0, device=dev, min_samples=3, cuda_graph=graph
-    )
-    return t.median_s / calls
+    return time(batch, cuda_graph=True).median_s / calls

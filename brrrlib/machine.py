@@ -91,9 +91,7 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
 
 
 def of(args: Any = (), kwargs: Any = None) -> torch.device:
-    """The device of the first tensor (or module's parameter) among ``args`` and ``kwargs``, looking
-    one level into lists and tuples; :func:`device` when there is none.
-    """
+    """The device of the first tensor or module in ``args``, ``kwargs`` (or a list), else ours."""
     for value in (*args, *(kwargs or {}).values()):
         for v in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(v, torch.Tensor):
@@ -228,7 +226,7 @@ def release_cached_memory(dev: torch.device | None = None) -> None:
 
 
 def settle_threads() -> str:
-    """Run on as many threads as do not stall, once per process; the sentence it printed, or ""."""
+    """Run on as many threads as do not stall, once per process; what it printed, or ""."""
     if _SETTLED:
         return _SETTLED[0]
     _SETTLED.append("")
@@ -254,10 +252,7 @@ def settle_threads() -> str:
     torch.set_num_threads(keep)
     if keep == threads:
         return ""
-    _SETTLED[0] = (
-        f"another program holds a core: an add on 2 MiB took {_fmt.seconds(took[threads])} on "
-        f"{threads} threads, {_fmt.seconds(one)} on one; running on {keep} from here "
-        f"(torch.set_num_threads({threads}) to go back)"
-    )
+    took = f"{_fmt.seconds(took[threads])} on {threads} threads, {_fmt.seconds(one)} on one"
+    _SETTLED[0] = f"a core is busy (a 2 MiB add took {took}): running on {keep} threads"
     print(_SETTLED[0])
     return _SETTLED[0]

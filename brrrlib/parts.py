@@ -70,9 +70,7 @@ def cpu_parts(threads: int | None = None) -> CpuParts | None:
 
 
 def _clock_hz() -> float | None:
-    """The CPU's clock: the most Linux allows it (cpufreq, in kHz), else what /proc/cpuinfo reports
-    (a VM's nominal clock; its cores may run faster); None where neither says.
-    """
+    """The CPU's top clock from cpufreq, else /proc/cpuinfo's (a VM's nominal one); else None."""
     top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     for read, scale in ((top.read_text, 1e3), (lambda: machine._cpuinfo("cpu MHz") or "", 1e6)):
         try:

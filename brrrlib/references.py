@@ -71,9 +71,7 @@ class Share:
             f"{self.label}: {_fmt.si(self.rate, self.unit)} = {self.share:.0%} of a same-run "
             f"{self.reference} ({_fmt.si(self.reference_rate, self.unit)}; {within})"
         )
-        if self.above:
-            text += ": faster than the reference kernel for this pattern, measured"
-        return text
+        return text + ": above the reference" * self.above
 
     __repr__ = __str__
 

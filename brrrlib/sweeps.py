@@ -66,12 +66,11 @@ class Point:
     cpu_share: float | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in _STATUSES:
-            raise ValueError(f"status must be one of {_STATUSES}, got {self.status!r}")
-        if (self.status == MEASURED) != (self.timing is not None):
-            raise ValueError("a measured point needs a timing, and only a measured one has one")
-        if self.status != MEASURED and not self.reason:
-            raise ValueError("a point that was not measured needs a reason, in words")
+        ok = self.status in _STATUSES and (self.timing is not None) == (self.status == MEASURED)
+        if not ok or not (self.timing or self.reason):
+            raise ValueError(
+                f"status={self.status!r}: measured needs a timing, else needs a reason"
+            )
 
     @property
     def measured(self) -> bool:
@@ -117,13 +116,11 @@ class Point:
         return None if no_model else self.median_s / self.predicted_s
 
     def __repr__(self) -> str:
-        head = f"Point(x={self.x}, line={self.line!r}, {self.device}"
-        if not self.measured:
-            return f"{head}, {self.status}: {self.reason})"
-        return (
-            f"{head}, {_fmt.seconds(self.median_s)}, {_fmt.si(self.achieved_bytes_per_s, 'B/s')}"
-            f", {_fmt.si(self.achieved_flops_per_s, 'FLOP/s')})"
-        )
+        said = [f"{self.status}: {self.reason}"]
+        if self.measured:
+            said = [_fmt.seconds(self.median_s), _fmt.si(self.achieved_bytes_per_s, "B/s")]
+            said.append(_fmt.si(self.achieved_flops_per_s, "FLOP/s"))
+        return f"Point({', '.join([f'x={self.x}', f'line={self.line!r}', self.device, *said])})"
 
 
 @dataclass(frozen=True)
@@ -138,10 +135,8 @@ class Pair:
 
 def waited_words(*points: Point | None) -> str:
     """Words for measurements that waited for cores (see ``Point.waited``); "" if none did."""
-    if not (shares := [p.cpu_share for p in points if p is not None and p.waited]):
-        return ""
-    ran = f"this thread ran {min(shares):.0%} of the time"
-    return f"the calls waited for cores another program holds ({ran}); close it or re-measure"
+    said = timing.waited_caveat(min((p.cpu_share for p in points if p and p.waited), default=None))
+    return said and f"{said}; close it or re-measure"
 
 
 #: Seconds of timed runs for a point alone (bl.benchmark's budget_s): a slider move stays short.
@@ -227,13 +222,12 @@ class Sweep:
 
     def table(self) -> str:
         """The points as a text table, one row per point, with the pairs' verdicts below."""
-        verdicts = [
-            f"{self.x_name} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}"
-            for q in self.pairs
+        rows = _fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8)
+        x = self.x_name
+        says = [
+            f"{x} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}" for q in self.pairs
         ]
-        return "\n".join(
-            [_fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8), *verdicts]
-        )
+        return "\n".join([rows, *says])
 
     __repr__ = table
 
@@ -346,19 +340,9 @@ def workload_sweep(
 
     def setup(x: int, line: str) -> Case:
         fn, args = lines[line](x)[:2]
-        counts = counting.count(fn, *args)
-        dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        flops, moved, ops = int(counts.flops), int(counts.bytes_moved), int(counts.ops)
-        label = f"{line}, {x_name} = {x}"
-        return Case(
-            functools.partial(fn, *args),
-            flops,
-            moved,
-            dev or machine.resolve(None),
-            label,
-            size=x,
-            ops=ops,
-        )
+        n, label = counting.count(fn, *args), f"{line} {x_name}={x}"
+        call, dev = functools.partial(fn, *args), machine.of(args)
+        return Case(call, int(n.flops), int(n.bytes_moved), dev, label, size=x, ops=int(n.ops))
 
     return sweep(x_name, x_values, list(lines), setup, pairs=pairs, x_label=x_label)
 
@@ -385,9 +369,8 @@ class _Run:
         free = machine.available_memory_bytes(self.dev) if needed else 0
         if needed <= MEMORY_HEADROOM * free or not needed:
             return False
-        have = f"{MEMORY_HEADROOM:.0%} of {_fmt.binary_bytes(free)} free on {self.dev.type}"
-        why = f"needs {_fmt.binary_bytes(needed)}, over {have}: pick a smaller size"
-        self._unmeasured(keys[-1], NO_MEMORY, why)
+        need, room = _fmt.binary_bytes(needed), _fmt.binary_bytes(MEMORY_HEADROOM * free)
+        self._unmeasured(keys[-1], NO_MEMORY, f"needs {need} of {room}: pick a smaller size")
         return True
 
     def _unmeasured(self, key, status: str, reason: str) -> None:
@@ -397,21 +380,10 @@ class _Run:
 
     def _keep(self, key, case: Case, t: Timing) -> None:
         self.fresh.add(key)
-        c, share = case, t.cpu_share if case.device.type == "cpu" else None
-        model = self.predicted.get(key)
-        self.points[key] = Point(
-            *key,
-            str(c.device),
-            t,
-            c.flops,
-            c.bytes_moved,
-            model,
-            size=c.size,
-            weight_bytes=c.weight_bytes,
-            ops=c.ops,
-            compile_s=c.compile_s,
-            cpu_share=share,
-        )
+        names = ("flops", "bytes_moved", "size", "weight_bytes", "ops", "compile_s")
+        work = {k: getattr(case, k) for k in names} | {"predicted_s": self.predicted.get(key)}
+        share = t.cpu_share if case.device.type == "cpu" else None
+        self.points[key] = Point(*key, str(case.device), t, cpu_share=share, **work)
 
     def alone(self, key) -> None:
         """3.: one point, timed by bl.benchmark."""
@@ -420,13 +392,8 @@ class _Run:
         with _out_of_memory(self, [key]):
             case = self.setup(*key)
             with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-                t = timing.benchmark(
-                    case.fn,
-                    budget_s=self.budget_s,
-                    warmup_s=case.warmup_s,
-                    device=case.device,
-                    label=case.label or None,
-                )
+                how = dict(warmup_s=case.warmup_s, device=case.device, label=case.label or None)
+                t = timing.benchmark(case.fn, budget_s=self.budget_s, **how)
             self._keep(key, case, t)
 
     def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
@@ -439,13 +406,9 @@ class _Run:
                 labels = tuple(
                     c.label or f"{k[1]} at {k[0]}" for c, k in ((case_a, a), (case_b, b))
                 )
+                how = dict(warmup_s=max(case_a.warmup_s, case_b.warmup_s), device=case_a.device)
                 c = timing.compare(
-                    case_a.fn,
-                    case_b.fn,
-                    budget_s=COMPARE_BUDGET_S,
-                    labels=labels,
-                    warmup_s=max(case_a.warmup_s, case_b.warmup_s),
-                    device=case_a.device,
+                    case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S, labels=labels, **how
                 )
             self._keep(a, case_a, c.a)
             self._keep(b, case_b, c.b)
@@ -484,6 +447,6 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
             raise
         machine.release_cached_memory(run.dev)
         needed = sum(run.memory(*k) for k in keys) if run.memory else 0
-        size = f" (it needs about {_fmt.binary_bytes(needed)})" if needed else ""
-        why = f"out of memory on {run.dev.type}{size}: {_fmt.error_line(exc)}; pick a smaller size"
+        size = f" (needs {_fmt.binary_bytes(needed)})" * bool(needed)
+        why = f"out of memory{size}: {_fmt.error_line(exc)}; pick a smaller size"
         run._unmeasured(keys[-1], NO_MEMORY, why)

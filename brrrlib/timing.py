@@ -6,6 +6,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -136,40 +137,28 @@ def benchmark(
 
     The method (triton's ``do_bench``, plus blocks of calls on the CPU):
 
-    1. **First call**, untimed: it may compile (``torch.compile``), allocate
-       or load libraries; none of that is the steady-state cost.
-    2. **Estimate**: time 1, 2, 4, ... calls until they take ~1 ms (twice,
-       keeping the smaller). This gives the cost of one call and is already
-       warm-up.
+    1. **First call**, untimed: it may compile, allocate or load libraries.
+    2. **Estimate**: time 1, 2, 4, ... calls until they take ~1 ms (twice, keeping the
+       smaller): the cost of one call, and already warm-up.
     3. **Warm-up** for ``warmup_s`` seconds more (caches, clocks, allocator).
-    4. **Measure** for ``budget_s`` seconds: ``budget_s / estimate`` runs,
-       but at least 5. Each sample times a *block* of calls lasting about
-       1 ms or more, so on a 1 µs operation the clock's own ~0.1 µs cost is
-       amortised (``torch.utils.benchmark`` does the same). On CUDA a pair of
-       ``torch.cuda.Event`` s brackets each block and the device is
-       synchronised once at the end, never inside the timed region; on the
-       CPU the clock is ``time.perf_counter``. The garbage collector is off
-       while timing, as in ``timeit``.
-    5. **Drop disturbed samples** and measure replacements (for at most
-       twice the budget): a sample during which this thread got much less
-       CPU time than usual (another program had the core), or that took
-       more than 3x the median (a whole time slice went elsewhere). They are
-       kept apart in ``Timing.dropped_s``.
+    4. **Measure** for ``budget_s`` seconds, 5 samples at least. Each sample times a *block*
+       of calls lasting ~1 ms, so the clock's own ~0.1 µs is amortised (as in
+       ``torch.utils.benchmark``). On CUDA ``torch.cuda.Event`` pairs bracket the blocks and
+       the device is synchronised once, after them all; on the CPU ``time.perf_counter``
+       brackets each. The garbage collector is off, as in ``timeit``.
+    5. **Drop disturbed samples** and measure replacements (for at most twice the budget):
+       one during which this thread got much less CPU time than usual, or that took over 3x
+       the median (a time slice went to another program). They are kept in ``dropped_s``.
 
-    A block measures the *throughput* of back-to-back calls: on a GPU, if
-    Python launches kernels faster than they run, the queue fills and the
-    time is the kernels' time; if not (tiny kernels), the time is Python's
-    and the launch overhead shows, which is chapter 03's lesson.
+    A block measures the *throughput* of back-to-back calls: on a GPU the kernels' time if
+    Python queues them faster than they run, else Python's (chapter 03's launch overhead).
 
-    ``fn(*args, **kwargs)`` is called; the keywords below are ``benchmark``'s own (pass one to
-    ``fn`` with ``functools.partial``). ``budget_s``: seconds of timed runs; ``warmup_s``:
-    seconds of warm-up after the estimate; ``flush_cache``: write a buffer larger than the
-    last-level cache before every call (time excluded; one call per sample), as in a model
-    whose previous layer evicted your data; ``cuda_graph``: capture ``fn`` in a
-    ``torch.cuda.CUDAGraph`` (warmed up on a side stream) and time its replays, without Python
-    and launch overhead (static shapes, no host sync); ``device``: where ``fn`` runs (default:
-    its first tensor argument's, else :func:`brrrlib.device`); ``label``: its name in the
-    table; ``min_samples``: at least this many samples (lower it for calls of seconds).
+    Keywords (pass one meant for ``fn`` with ``functools.partial``): ``budget_s`` and
+    ``warmup_s``, as above; ``flush_cache``: write a buffer larger than the last-level cache
+    before every call (untimed; one call per sample); ``cuda_graph``: time replays of ``fn``
+    captured in a ``torch.cuda.CUDAGraph`` (no Python or launch overhead); ``device``: where
+    ``fn`` runs (default: its first tensor argument's, else :func:`brrrlib.device`);
+    ``label``: its name in the table; ``min_samples``: lower it for calls of seconds.
 
     Example::
 
@@ -186,10 +175,7 @@ def benchmark(
     dev = machine.of(args, kwargs) if device is None else machine.resolve(device)
     machine.check_available(dev, "device")
     if cuda_graph and dev.type != "cuda":
-        raise ValueError(
-            f"cuda_graph=True needs a CUDA device, but fn runs on {dev.type!r}; "
-            "CUDA graphs exist only on NVIDIA/ROCm GPUs: drop cuda_graph=True here"
-        )
+        raise ValueError(f"cuda_graph=True needs a CUDA device, fn runs on {dev.type!r}: drop it")
     flush = _no_flush
     if flush_cache:  # fill a buffer over the last-level cache (256 MB on CUDA, as triton)
         llc = 2**28 if dev.type == "cuda" else max(4 * machine.last_level_cache_bytes(dev), 2**25)
@@ -225,8 +211,7 @@ def benchmark(
 
 
 def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
-    """5.: measure ``n_samples`` (seconds, share) pairs, replace disturbed ones (judged against all
-    so far) until the deadline; returns (kept, dropped)."""
+    """5.: ``n_samples`` samples, disturbed ones replaced until the deadline; (kept, dropped)."""
     samples = measure(n_samples)
     while True:
         flags = _disturbed(samples)
@@ -258,33 +243,37 @@ def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
 def rounds(
     calls: Mapping[str, Callable[[], Any]], device: torch.device, n: int, samples: int = 3
 ) -> tuple[dict[str, list[float]], dict[str, float | None]]:
-    """Each call's seconds in ``n`` spaced rounds, and the calling thread's median CPU share.
-
-    Each call gets its first call and estimate (:func:`benchmark`'s steps 1 and 2), then every
-    round times ``samples`` blocks of each call in turn, so a slow phase of a shared machine
-    meets them all; a round's time is its undisturbed blocks' median (step 5's check), and a
-    ceiling is its best round.
-    """
-    plans = {}
-    for name, call in calls.items():
-        _first_call(call, device, name)
-        per_call_s, _ = _estimate(call, device, _no_flush)
-        plans[name] = (call, max(1, math.ceil(_MIN_BLOCK_S / per_call_s)))
+    """Each call's seconds in ``n`` alternating rounds (undisturbed blocks' median), CPU share."""
+    plans = {name: _plan(call, device, name) for name, call in calls.items()}
     seconds, shares = {k: [] for k in calls}, {k: [] for k in calls}
     with _no_gc():
-        for _ in range(n):
-            for name, (call, number) in plans.items():
-                blocks = _measure_blocks(call, device, _no_flush, number, samples)
-                quiet = [b for b, bad in zip(blocks, _disturbed(blocks), strict=True) if not bad]
+        for blocks in itertools.islice(_alternate(plans, device, samples), n):
+            for name, got in blocks.items():
+                quiet = [b for b, bad in zip(got, _disturbed(got), strict=True) if not bad]
                 seconds[name].append(_fmt.median([s for s, _ in quiet]))
                 shares[name] += [share for _, share in quiet if share is not None]
     return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
 
 
+def _plan(call, dev, name: str = "fn", warm: bool = False) -> tuple[Callable[[], Any], int, float]:
+    """Steps 1 and 2 for a call of the rounds: (the call, calls per ~1 ms block, seconds a call)."""
+    if not warm:
+        _first_call(call, dev, name)
+    per_call_s, _ = _estimate(call, dev, _no_flush)
+    return call, max(1, math.ceil(_MIN_BLOCK_S / per_call_s)), per_call_s
+
+
+def _alternate(plans: Mapping[str, tuple], dev: torch.device, samples: int = 1):
+    """Endless rounds of ``{name: blocks}``, the order reversed each round (A B, B A, A B ...)."""
+    order = list(plans)  # so that a slow phase of a shared machine meets every call alike
+    while True:
+        yield {k: _measure_blocks(plans[k][0], dev, _no_flush, plans[k][1], samples) for k in order}
+        order.reverse()
+
+
 def _measure_blocks(call, dev, flush, number, n_samples) -> list[tuple[float, float | None]]:
-    """``n_samples`` blocks of ``number`` calls as (seconds per call, CPU share): CUDA events and
-    one synchronize after all blocks (share None), else the clocks (share ~1 unless preempted)."""
-    if dev.type == "cuda":
+    """``n_samples`` blocks of ``number`` calls as (seconds per call, CPU share or None on CUDA)."""
+    if dev.type == "cuda":  # events around each block, one synchronize after them all
         events = [[torch.cuda.Event(enable_timing=True) for _ in "se"] for _ in range(n_samples)]
         for start, end in events:
             flush()
@@ -359,17 +348,13 @@ def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") ->
         machine.sync(dev)
     except Exception as err:
         if type(err).__name__ == "AcceleratorError" or "device-side assert" in str(err):
-            raise RuntimeError(
-                "a device-side assert (e.g. an index out of range in a kernel) lost the CUDA "
-                f"context: restart the kernel, fix the index, run again ({_fmt.error_line(err)})"
-            ) from err
+            why = "a device-side assert lost the CUDA context: restart the kernel, fix the index"
+            raise RuntimeError(f"{why} ({_fmt.error_line(err)})") from err
         raise
     if inspect.isgenerator(result) or inspect.iscoroutine(result):
         result.close()
-        raise TypeError(
-            f"{name} returned a {type(result).__name__}, which runs nothing until iterated or "
-            "awaited: time the work itself, e.g. lambda: list(gen(...))"
-        )
+        what = f"{name} returned a {type(result).__name__}, which runs nothing"
+        raise TypeError(f"{what}: time the work itself, e.g. lambda: list(gen(...))")
 
 
 def _no_flush() -> None:
@@ -430,8 +415,8 @@ class Comparison:
         """``(low, high)``: where the true ratio lies, at ``confidence``."""
         return _fmt.median_interval(self.ratios, self.confidence)
 
-    low = property(lambda self: self.interval[0], doc="The lower end of :attr:`interval`.")
-    high = property(lambda self: self.interval[1], doc="The upper end of :attr:`interval`.")
+    low = property(lambda self: self.interval[0], doc="``interval[0]``")
+    high = property(lambda self: self.interval[1], doc="``interval[1]``")
 
     @property
     def speedup(self) -> float:
@@ -488,8 +473,7 @@ class Comparison:
         if self.all_disturbed:
             caveats.append("every round was disturbed by another program")
         elif self.waited:
-            share = f"this thread ran {self.cpu_share:.0%} of the time"
-            caveats.append(f"the calls waited for cores another program holds ({share})")
+            caveats.append(waited_caveat(self.cpu_share))
         tail = "".join(f"; {c}" for c in caveats if c)
         if not self.enough_rounds:
             n = len(self.ratios)
@@ -514,6 +498,13 @@ class Comparison:
         return _fmt.html_table(_COMPARISON_HEADER, self._rows(), caption=self.says(), align="lrrr")
 
 
+def waited_caveat(cpu_share: float | None) -> str:
+    """What a CPU share under ``WAITED_SHARE`` means, in words ("" above it, or off the CPU)."""
+    if cpu_share is None or cpu_share >= WAITED_SHARE:
+        return ""
+    return f"the calls waited for cores another program holds (this thread ran {cpu_share:.0%})"
+
+
 _COMPARISON_HEADER = ("", "median", "rounds", "dropped", "device")
 
 
@@ -535,32 +526,25 @@ def compare(
 ) -> Comparison:
     """Time ``b()`` against ``a()`` in alternating rounds: the ratio with an interval.
 
-    Two separate benchmarks can disagree by more than the effect you are
-    looking for: the machine was busier during one of them. Measured in
-    rounds that alternate (A B, then B A, then A B ...), both sides meet the
-    same machine, and the per-round ratio cancels what they share. The method:
+    Two separate benchmarks can disagree by more than the effect you look for: the machine
+    was busier during one. In rounds that alternate (A B, B A, A B ...) both sides meet the
+    same machine, and each round's ratio cancels what they share. The method:
 
-    1. **First call and estimate** of each side, as :func:`benchmark` does;
-       calls per block so that each block lasts about 1 ms or more.
+    1. **First call and estimate** of each side, as :func:`benchmark` does, and calls per
+       block so that a block lasts ~1 ms or more.
     2. **Warm-up** both for ``warmup_s``.
-    3. **Rounds**: one block of each, alternating which goes first. Rounds in
-       which either side was disturbed (see :func:`benchmark`, step 5) are
-       dropped.
-    4. **Stop** after at least 10 kept rounds once the 95% interval of the
-       median ratio lies within 10% of it (``COMPARE_TOLERANCE``), or when
-       ``budget_s`` is spent. A quiet machine decides in a few dozen
-       milliseconds; a busy one uses the budget, and its interval may be
-       wide (``Comparison.narrow`` is False) or even contain x1 ("can't
-       tell": ``Comparison.decided`` is False): then no conclusion.
+    3. **Rounds**: one block of each, the first side alternating. A round in which either
+       side was disturbed (:func:`benchmark`, step 5) is dropped.
+    4. **Stop** after at least ``min_rounds`` kept rounds once the 95% interval of the median
+       ratio lies within 10% of it (``COMPARE_TOLERANCE``), or when ``budget_s`` is spent. A
+       busy machine may leave the interval wide (``narrow`` False) or around x1 ("can't
+       tell": ``decided`` False); then draw no conclusion.
 
-    ``a`` and ``b`` are called without arguments: pass ``lambda: f(x)`` or
-    ``functools.partial(f, x)``. ``device`` is where they run (default: the
-    device of a ``partial``'s tensor arguments, else :func:`brrrlib.device`).
-    ``min_rounds`` (default 10) can be lowered for calls that take seconds;
-    with fewer than 6 rounds the interval is (min, max), which covers less
-    than 95%, and the comparison does not decide. ``warm=True`` says both
-    calls already ran (compiled, allocated): step 1's untimed first call is
-    skipped, which saves a call of each side when they take seconds.
+    ``a`` and ``b`` take no arguments (``lambda: f(x)`` or ``functools.partial(f, x)``).
+    ``device``: where they run (default: a ``partial``'s tensors', else
+    :func:`brrrlib.device`). Lower ``min_rounds`` for calls of seconds; under 6 rounds the
+    interval is (min, max) and never decides. ``warm=True``: both already ran, so step 1's
+    first call is skipped.
 
     Example::
 
@@ -580,52 +564,39 @@ def compare(
     la, lb = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
         raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
-    sides = []
-    for name, call in (("a", a), ("b", b)):  # 1. first call and estimate
-        if not warm:
-            _first_call(call, dev, name)
-        per_call_s, _spent = _estimate(call, dev, _no_flush)
-        sides.append((call, per_call_s, max(1, math.ceil(_MIN_BLOCK_S / per_call_s))))
+    plans = {k: _plan(f, dev, k, warm) for k, f in (("a", a), ("b", b))}  # 1.
+    rounds_a, rounds_b = [], []  # (seconds, CPU share) per round
     with _no_gc():
-        for call, per_call_s, _number in sides:  # 2. warm-up (none for calls longer than it)
+        for call, _number, per_call_s in plans.values():  # 2. (none for calls longer than it)
             for _ in range(int(warmup_s / 2 / per_call_s)):
                 call()
         machine.sync(dev)
-        rounds_a, rounds_b = _rounds(sides, dev, budget_s, min_rounds)
+        deadline = _CLOCKS[0]() + budget_s
+        for i, blocks in enumerate(_alternate(plans, dev), 1):  # 3.
+            rounds_a += blocks["a"]
+            rounds_b += blocks["b"]
+            if i < min_rounds or (i - min_rounds) % 4:  # 4. asked every 4 rounds
+                continue
+            kept, _, share = _kept_rounds(rounds_a, rounds_b, dev)
+            ratios = [rounds_b[j][0] / rounds_a[j][0] for j in kept if rounds_a[j][0] > 0]
+            ran = share is None or share >= WAITED_SHARE  # else: waited, try more rounds
+            if len(ratios) >= min_rounds and ran and _narrow(ratios, COMPARE_TOLERANCE, 0.95):
+                break
+            if _CLOCKS[0]() >= deadline or i >= _MAX_SAMPLES:
+                break
     kept, all_disturbed, share = _kept_rounds(rounds_a, rounds_b, dev)
     ta, tb = [rounds_a[i][0] for i in kept], [rounds_b[i][0] for i in kept]
     ratios = tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True))
-    time_a = Timing(ta, str(dev), la, sides[0][2], cpu_share=share)
-    time_b = Timing(tb, str(dev), lb, sides[1][2], cpu_share=share)
+    time_a = Timing(ta, str(dev), la, plans["a"][1], cpu_share=share)
+    time_b = Timing(tb, str(dev), lb, plans["b"][1], cpu_share=share)
     dropped = len(rounds_a) - len(kept)
     return Comparison(
         time_a, time_b, ratios, 0.95, COMPARE_TOLERANCE, dropped, share, all_disturbed
     )
 
 
-def _rounds(sides, dev, budget_s, min_rounds):
-    """3. and 4.: alternate one block of each side until decided or out of budget."""
-    deadline = _CLOCKS[0]() + budget_s
-    rounds_a, rounds_b = [], []  # (seconds, CPU share) per round
-    (call_a, _, n_a), (call_b, _, n_b) = sides
-    while True:
-        for _ in range(min_rounds if not rounds_a else 4):
-            first_a = len(rounds_a) % 2 == 0
-            for is_a in (first_a, not first_a):
-                call, n, out = (call_a, n_a, rounds_a) if is_a else (call_b, n_b, rounds_b)
-                out += _measure_blocks(call, dev, _no_flush, n, 1)
-        kept, _, share = _kept_rounds(rounds_a, rounds_b, dev)
-        ratios = [rounds_b[i][0] / rounds_a[i][0] for i in kept if rounds_a[i][0] > 0]
-        ran = share is None or share >= WAITED_SHARE  # else: waited, try more rounds
-        done = len(ratios) >= min_rounds and ran and _narrow(ratios, COMPARE_TOLERANCE, 0.95)
-        if done or _CLOCKS[0]() >= deadline or len(rounds_a) >= _MAX_SAMPLES:
-            return rounds_a, rounds_b
-
-
 def _kept_rounds(rounds_a, rounds_b, dev: torch.device) -> tuple[list[int], bool, float | None]:
-    """The rounds in which neither side was disturbed (all, if none was quiet), whether none was,
-    and the calling thread's median CPU share over them (None off the CPU).
-    """
+    """The undisturbed rounds (all if none), whether none was, their median CPU share (CPU only)."""
     flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
     kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
     shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]

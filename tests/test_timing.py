@@ -427,7 +427,7 @@ def test_a_timing_carries_the_calling_threads_cpu_share(machine):
     assert t.cpu_share == pytest.approx(0.3) and t.dropped == 0
 
 
-def test_spaced_rounds_meet_every_call_once_a_round(machine):
+def test_alternating_rounds_meet_every_call_once_a_round(machine):
     order = []
 
     def call(name, seconds):
@@ -437,4 +437,4 @@ def test_spaced_rounds_meet_every_call_once_a_round(machine):
     seconds, _shares = timing.rounds(calls, torch.device("cpu"), n=3)
     assert seconds["a"] == [pytest.approx(1e-3)] * 3 and seconds["b"] == [pytest.approx(2e-3)] * 3
     runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
-    assert runs == list("abababab")  # first calls and estimates, then a's blocks, b's, 3 times
+    assert runs == list("ababab")  # first calls and estimates, then rounds a b, b a, a b
