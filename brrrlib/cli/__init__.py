@@ -23,7 +23,7 @@ __all__ = ["doctor", "main"]
 
 
 class TargetError(Exception):
-    """A ``MODULE:NAME`` target that cannot be loaded (``brrr diagnose`` exits 2)."""
+    """A ``MODULE:NAME`` target that cannot be loaded (``brrr diagnose`` says why, exits 2)."""
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
@@ -105,30 +105,25 @@ def _describe(err: BaseException) -> str:
     return text + (f" (at {Path(theirs[-1].filename).name}:{theirs[-1].lineno})" if theirs else "")
 
 
-def _diagnose(target: str, out) -> int:
+def _diagnose(target: str) -> int:
     problem = torch_problem()
     if problem:
         print(f"brrr diagnose: {problem}", file=sys.stderr)
         return 1
     import brrrlib
 
-    try:
-        fn, args, kwargs = load_target(target)
-        params = inspect.signature(brrrlib.diagnose).parameters.values()
-        own = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-        clash = sorted(own.intersection(kwargs))
-        if clash:
-            bind = f"functools.partial(fn, {clash[0]}={kwargs[clash[0]]!r:.40})"
-            raise TargetError(f"{', '.join(clash)}: bl.diagnose's own keywords; bind with {bind}")
-    except TargetError as err:
-        print(f"brrr diagnose: {err}", file=sys.stderr)
-        return 2
+    fn, args, kwargs = load_target(target)
+    own = inspect.signature(brrrlib.diagnose).parameters.keys() - {"args", "kwargs"}
+    clash = sorted(own.intersection(kwargs))
+    if clash:
+        bind = f"functools.partial(fn, {clash[0]}={kwargs[clash[0]]!r:.40})"
+        raise TargetError(f"{', '.join(clash)}: bl.diagnose's own keywords; bind with {bind}")
     try:
         result = brrrlib.diagnose(fn, *args, **kwargs)
     except (Exception, SystemExit) as err:  # the workload failed while measured: a real error
         print(f"brrr diagnose: {target} failed while measured: {_describe(err)}", file=sys.stderr)
         return 1
-    print(repr(result), file=out)
+    print(repr(result))
     return 0
 
 
@@ -168,7 +163,7 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
     return CopyReport(*map(tuple, (copied, kept, backed_up)), backup_dir if backed_up else None)
 
 
-def _lab(opts, out) -> int:
+def _lab(opts) -> int:
     src = course_source()
     if src is None:
         print(f"brrr lab: course notebooks not found: {REINSTALL}", file=sys.stderr)
@@ -182,7 +177,7 @@ def _lab(opts, out) -> int:
         why = getattr(err, "strerror", None) or err
         print(f"brrr lab: {option} {where}: {why}: choose a folder you can write", file=sys.stderr)
         return 2
-    print(f"brrr lab: {dest}: {report}", file=out, flush=True)
+    print(f"brrr lab: {dest}: {report}", flush=True)
     if opts.copy_only:  # a hub's start hook: the user is already in a JupyterLab
         return 0
     from jupyterlab.labapp import LabApp
@@ -221,7 +216,7 @@ def _port(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="brrr")
     p.add_argument("--version", action="version", version=f"brrr {package_version()}")
-    sub = p.add_subparsers(metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     d = sub.add_parser("doctor", help="check that this machine can run the course (run this first)")
     d.add_argument("--refresh", action="store_true", help="measure the ceilings again (no cache)")
     d.add_argument("--quick", action="store_true", help="skip the torch.compile check")
@@ -233,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_DIAGNOSE_HELP,
     )
     g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
-    g.set_defaults(run=lambda opts: _diagnose(opts.target, sys.stdout))
+    g.set_defaults(run=lambda opts: _diagnose(opts.target))
     lab = sub.add_parser(
         "lab",
         help="copy the course notebooks to a workspace and open JupyterLab there",
@@ -248,7 +243,7 @@ def _parser() -> argparse.ArgumentParser:
     lab.add_argument("--reset", action="store_true", help="copy afresh, old to DIR/.brrr-backup-*")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.add_argument("--port", type=_port, help="the port on 127.0.0.1 (8888 or the next free one)")
-    lab.set_defaults(run=lambda opts: _lab(opts, sys.stdout))
+    lab.set_defaults(run=_lab)
     _workshop.add_parser(sub, _port)
     return p
 
@@ -262,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return opts.run(opts)
+    except (TargetError, _workshop.WorkshopError) as err:  # a refusal: what to do instead
+        print(f"brrr {opts.command}: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\nbrrr: interrupted", file=sys.stderr)
         return 130

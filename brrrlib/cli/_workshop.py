@@ -234,7 +234,7 @@ def _add_account(workshop: Workshop, name: str) -> None:
     home.chmod(0o700)
 
 
-def _end(workshop: Workshop, out) -> int:
+def _end(workshop: Workshop) -> int:
     """``--end``: remove the workshop's accounts; their homes and the reports stay."""
     accounts = workshop.accounts()
     if not accounts:
@@ -245,11 +245,11 @@ def _end(workshop: Workshop, out) -> int:
         if done.returncode != 0:
             print(f"brrr workshop: userdel {name}: {done.stderr.strip()}", file=sys.stderr)
             return 1
-    print(f"brrr workshop: removed {len(removed)} account(s); {workshop.root} stays", file=out)
+    print(f"brrr workshop: removed {len(removed)} account(s); {workshop.root} stays")
     return 0
 
 
-def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> None:
+def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
     """Write the hub's settings and config, say where it is, then become JupyterHub."""
     import psutil
 
@@ -271,7 +271,7 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> 
         "class view": f"{link}/instructor/class_results.ipynb",
         "reports": str(workshop.root / "results"),
     }
-    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), file=out, flush=True)
+    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), flush=True)
     here = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": os.pathsep.join([here, os.environ.get("PATH", "")])}
     os.chdir(workshop.hub)
@@ -281,19 +281,14 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> 
     os.execve(sys.executable, hub, env)
 
 
-def run(opts, out) -> int:
-    """``brrr workshop``: prepare the workshop folder and accounts, then become JupyterHub."""
+def run(opts) -> int:
+    """``brrr workshop``: prepare the folder and accounts, then become JupyterHub; WorkshopError."""
     workshop = Workshop(Path(opts.dir).expanduser().resolve())
-    try:
-        listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
-        _check_machine(end=opts.end)
-        if opts.end:
-            return _end(workshop, out)
-        accounts, new = _prepare(workshop, opts)
-    except WorkshopError as err:
-        print(f"brrr workshop: {err}", file=sys.stderr)
-        return 2
-    _start(workshop, listen, accounts, new, out)
+    listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
+    _check_machine(end=opts.end)
+    if opts.end:
+        return _end(workshop)
+    _start(workshop, listen, *_prepare(workshop, opts))
     return 0  # not reached
 
 
@@ -319,4 +314,4 @@ def add_parser(sub, port_type) -> None:
     w.add_argument("--tls-key", metavar="PEM", help="its private key")
     w.add_argument("--behind-tls-proxy", action="store_true", help="a TLS proxy forwards to it")
     w.add_argument("--end", action="store_true", help="remove the accounts (homes stay in DIR)")
-    w.set_defaults(run=lambda opts: run(opts, sys.stdout))
+    w.set_defaults(run=run)
