@@ -262,7 +262,7 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
     url, gb = listen["url"] + "/", psutil.virtual_memory().total / len(accounts) / 2**30
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
     rows = {
-        "hub": url + " (loopback)" * listen["loopback"],
+        "hub": url + (" (loopback)" if listen["loopback"] else " (open to the network)"),
         "accounts": f"{len(accounts)} ({len(new)} new)",
         "cards": f"{workshop.hub / 'cards.txt'} (print, then delete)",
         "threads": f"{share.threads} per kernel = {share.cores} cores // {learners} learners",
