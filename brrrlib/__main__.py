@@ -1,4 +1,4 @@
-"""``python -m brrrlib``: the ``brrr`` command line (doctor, diagnose, lab)."""
+"""``python -m brrrlib``: the ``brrr`` command line."""
 
 from brrrlib.cli import main
 

@@ -23,7 +23,7 @@ __all__ = ["doctor", "main"]
 
 
 class TargetError(Exception):
-    """A ``MODULE:NAME`` target that cannot be loaded (``brrr diagnose`` exits 2)."""
+    """A ``MODULE:NAME`` target that cannot be loaded (``brrr diagnose`` says why, exits 2)."""
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
@@ -31,39 +31,26 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     module_part, _, name = target.rpartition(":")
     if not module_part or not name:
         raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
-    doing, failed = f"importing {module_part!r}", f"cannot import {module_part!r}:"
-    module = _user_code(lambda: _import(module_part), doing, failed)
-    factory = _lookup(module, module_part, name)
-    result = _user_code(factory, f"calling {name}()", f"calling {name}() raised")
-    if not (isinstance(result, tuple) and len(result) in (2, 3)):
-        got = type(result).__name__
-        raise TargetError(f"{name}() must return (fn, args) or (fn, args, kwargs), not {got}")
-    fn, args, kwargs = (*result, {})[:3]
-    for i, ok, what in (
-        (0, callable(fn), "callable"),
-        (1, isinstance(args, (tuple, list)), "a tuple of arguments"),
-        (2, isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs), "a dict"),
-    ):
-        if not ok:
-            raise TargetError(f"{name}()[{i}] must be {what}, got {result[i]!r:.80}")
+    module = _user_code(lambda: _import(module_part), f"importing {module_part!r}")
+    result = _user_code(_lookup(module, module_part, name), f"calling {name}()")
+    shaped = isinstance(result, tuple) and len(result) in (2, 3)
+    fn, args, kwargs = (*result, {})[:3] if shaped else (None, None, None)
+    if not (callable(fn) and isinstance(args, (tuple, list)) and isinstance(kwargs, dict)):
+        raise TargetError(
+            f"{name}() must return (fn, args) or (fn, args, kwargs), got {result!r:.80}"
+        )
     return fn, tuple(args), kwargs
 
 
-def _user_code(call: Callable[[], Any], doing: str, failed: str) -> Any:
+def _user_code(call: Callable[[], Any], doing: str) -> Any:
     """Run the learner's code (an import, a factory); any way it stops becomes a TargetError."""
     try:
         return call()
     except TargetError:
         raise
-    except SystemExit as err:
-        raise TargetError(
-            f"{doing} called sys.exit({err.code!r}) instead of returning: put the script part "
-            'of that file under `if __name__ == "__main__":`'
-        ) from None
-    except KeyboardInterrupt:
-        raise TargetError(f"{doing} was interrupted (KeyboardInterrupt)") from None
-    except Exception as err:  # the learner's code failed: say where, without a traceback
-        raise TargetError(f"{failed} {_describe(err)}") from err
+    except (Exception, SystemExit, KeyboardInterrupt) as err:  # say where, without a traceback
+        fix = ': put the script under `if __name__ == "__main__":`' * isinstance(err, SystemExit)
+        raise TargetError(f"{doing}: {_describe(err)}{fix}") from None
 
 
 def _import(module_part: str):
@@ -100,16 +87,14 @@ def _lookup(module, module_part: str, name: str) -> Callable:
         p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params
     ):
         raise TargetError(
-            f"{name} takes arguments, but brrr diagnose calls NAME with none: point at a "
-            "zero-argument function that builds the inputs, e.g. "
-            f"`def workload(): x = torch.randn(64, 1024); return {name}, (x,)`"
+            f"{name} takes arguments: point at a zero-argument function returning ({name}, args)"
         )
     return obj
 
 
 def _describe(err: BaseException) -> str:
     """``KeyError: 'x' (at model.py:12)``: the error and the learner's innermost line."""
-    text = f"{type(err).__name__}: {err}"
+    text = f"{type(err).__name__}: {err}".removesuffix(": ")
     if isinstance(err, SystemExit):
         text = f"it called sys.exit({err.code!r})"
     paths = sysconfig.get_paths()  # frames in Python, site-packages or brrrlib are not theirs
@@ -120,32 +105,25 @@ def _describe(err: BaseException) -> str:
     return text + (f" (at {Path(theirs[-1].filename).name}:{theirs[-1].lineno})" if theirs else "")
 
 
-def _diagnose(target: str, out) -> int:
+def _diagnose(target: str) -> int:
     problem = torch_problem()
     if problem:
         print(f"brrr diagnose: {problem}", file=sys.stderr)
         return 1
     import brrrlib
 
-    try:
-        fn, args, kwargs = load_target(target)
-        params = inspect.signature(brrrlib.diagnose).parameters.values()
-        own = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-        clash = sorted(own.intersection(kwargs))
-        if clash:
-            raise TargetError(
-                f"the workload's keyword argument(s) {', '.join(clash)} are bl.diagnose's own: "
-                f"bind them with functools.partial(fn, {clash[0]}={kwargs[clash[0]]!r:.40})"
-            )
-    except TargetError as err:
-        print(f"brrr diagnose: {err}", file=sys.stderr)
-        return 2
+    fn, args, kwargs = load_target(target)
+    own = inspect.signature(brrrlib.diagnose).parameters.keys() - {"args", "kwargs"}
+    clash = sorted(own.intersection(kwargs))
+    if clash:
+        bind = f"functools.partial(fn, {clash[0]}={kwargs[clash[0]]!r:.40})"
+        raise TargetError(f"{', '.join(clash)}: bl.diagnose's own keywords; bind with {bind}")
     try:
         result = brrrlib.diagnose(fn, *args, **kwargs)
     except (Exception, SystemExit) as err:  # the workload failed while measured: a real error
         print(f"brrr diagnose: {target} failed while measured: {_describe(err)}", file=sys.stderr)
         return 1
-    print(repr(result), file=out)
+    print(repr(result))
     return 0
 
 
@@ -159,10 +137,8 @@ class CopyReport:
     backup_dir: Path | None = None
 
     def __str__(self) -> str:
-        text = f"copied {len(self.copied)} file(s), kept {len(self.kept)} of yours unchanged"
-        if self.backed_up:
-            text += f"; backed up {len(self.backed_up)} old file(s) to {self.backup_dir}"
-        return text
+        backup = f", backed up {len(self.backed_up)} to {self.backup_dir}" if self.backed_up else ""
+        return f"copied {len(self.copied)} file(s), kept {len(self.kept)}{backup}"
 
 
 def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
@@ -187,10 +163,10 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
     return CopyReport(*map(tuple, (copied, kept, backed_up)), backup_dir if backed_up else None)
 
 
-def _lab(opts, out) -> int:
+def _lab(opts) -> int:
     src = course_source()
     if src is None:
-        print(f"brrr lab: the course notebooks were not found: {REINSTALL}", file=sys.stderr)
+        print(f"brrr lab: course notebooks not found: {REINSTALL}", file=sys.stderr)
         return 2
     option, where = ("--copy-only", opts.copy_only) if opts.copy_only else ("--dir", opts.dir)
     try:
@@ -201,16 +177,13 @@ def _lab(opts, out) -> int:
         why = getattr(err, "strerror", None) or err
         print(f"brrr lab: {option} {where}: {why}: choose a folder you can write", file=sys.stderr)
         return 2
-    print(f"brrr lab: workspace {dest}: {report}", file=out, flush=True)
+    print(f"brrr lab: {dest}: {report}", flush=True)
     if opts.copy_only:  # a hub's start hook: the user is already in a JupyterLab
         return 0
-    try:
-        from jupyterlab.labapp import LabApp
-    except ImportError:
-        print("brrr lab: jupyterlab is not installed here; pip install jupyterlab", file=sys.stderr)
-        return 1
-    # Options on the command line win over the user's Jupyter config: loopback, and Ctrl-C
-    # stops at once (Jupyter then shuts its kernels down); the token is Jupyter's own.
+    from jupyterlab.labapp import LabApp
+
+    # JupyterLab's own options, on the command line so they win over the user's config:
+    # loopback only, and its own Ctrl-C handler shuts the kernels down without asking.
     argv = [
         f"--ServerApp.root_dir={dest}",
         "--ServerApp.ip=127.0.0.1",
@@ -225,21 +198,13 @@ def _lab(opts, out) -> int:
 
 
 _DIAGNOSE_HELP = """\
-NAME is a zero-argument function that returns (fn, args) or (fn, args, kwargs);
-brrr diagnose measures fn(*args, **kwargs). For example, in mymodel.py:
-
-    def workload():
-        x = torch.randn(4096, 4096)
-        return torch.mm, (x, x)
-
-then:  brrr diagnose mymodel.py:workload   (or: brrrlib.workloads:mystery_a)
+NAME is a zero-argument function returning (fn, args) or (fn, args, kwargs), e.g. in mymodel.py
+    def workload(): x = torch.randn(4096, 4096); return torch.mm, (x, x)
 Exit status: 0 diagnosed, 1 the workload failed, 2 the target cannot be loaded."""
 
 _LAB_EPILOG = """\
-A remote machine (a GPU box over ssh): JupyterLab listens on its loopback only.
-  gpu-box$  brrr lab --no-browser --port 8888
-  laptop$   ssh -N -L 8888:127.0.0.1:8888 you@gpu-box
-then open the http://127.0.0.1:8888/lab?token=... address it printed."""
+Remote GPU: gpu-box$ brrr lab --no-browser --port 8888
+            laptop$  ssh -N -L 8888:127.0.0.1:8888 you@gpu-box   (then open the URL it printed)"""
 
 
 def _port(text: str) -> int:
@@ -249,9 +214,9 @@ def _port(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="brrr", description="The course's commands.")
+    p = argparse.ArgumentParser(prog="brrr")
     p.add_argument("--version", action="version", version=f"brrr {package_version()}")
-    sub = p.add_subparsers(metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     d = sub.add_parser("doctor", help="check that this machine can run the course (run this first)")
     d.add_argument("--refresh", action="store_true", help="measure the ceilings again (no cache)")
     d.add_argument("--quick", action="store_true", help="skip the torch.compile check")
@@ -263,13 +228,12 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_DIAGNOSE_HELP,
     )
     g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
-    g.set_defaults(run=lambda opts: _diagnose(opts.target, sys.stdout))
+    g.set_defaults(run=lambda opts: _diagnose(opts.target))
     lab = sub.add_parser(
         "lab",
         help="copy the course notebooks to a workspace and open JupyterLab there",
-        description="Copy the notebooks the workspace lacks (your edits are never overwritten)\n"
-        "and start JupyterLab there, on 127.0.0.1, with this Python as the kernel.\n"
-        "Ctrl-C stops it and its kernels.",
+        description="Copy the notebooks the workspace lacks (never over your edits), then run\n"
+        "JupyterLab there on 127.0.0.1; Ctrl-C stops it and its kernels.",
         epilog=_LAB_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -279,7 +243,7 @@ def _parser() -> argparse.ArgumentParser:
     lab.add_argument("--reset", action="store_true", help="copy afresh, old to DIR/.brrr-backup-*")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.add_argument("--port", type=_port, help="the port on 127.0.0.1 (8888 or the next free one)")
-    lab.set_defaults(run=lambda opts: _lab(opts, sys.stdout))
+    lab.set_defaults(run=_lab)
     _workshop.add_parser(sub, _port)
     return p
 
@@ -293,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return opts.run(opts)
+    except (TargetError, _workshop.WorkshopError) as err:  # a refusal: what to do instead
+        print(f"brrr {opts.command}: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\nbrrr: interrupted", file=sys.stderr)
         return 130

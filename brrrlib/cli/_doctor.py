@@ -33,7 +33,7 @@ __all__ = [
 # which counting uses, arrived in 2.10. pyproject.toml says the same (tests/test_cli.py checks).
 _TORCH_FLOOR = "2.10"
 REINSTALL = "reinstall the package (pip install brrrlib, or pip install -e . in the clone)"
-_REQUIRED = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
+_REQUIRED = ("numpy", "matplotlib", "ipywidgets", "jupyterlab")
 _OPTIONAL = ("nbval", "pytest")  # the tests'
 _CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # PyPI's Windows wheel is the CPU build; pytorch.org/get-started names the CUDA for a driver.
@@ -73,11 +73,12 @@ def package_version() -> str:
 def _torch_command(flag: str = "") -> str:
     """``pip install{flag} torch`` for the build this machine needs (CUDA, CPU or Apple's)."""
     system, gpu = platform.system(), shutil.which("nvidia-smi") is not None
+    index = ""
     if system == "Windows" and gpu:  # PyPI's Windows wheel is the CPU build
-        return f"pip install{flag} torch --index-url {_CUDA_INDEX} (pytorch.org: your CUDA's)"
-    if system not in ("Windows", "Darwin") and not gpu:  # PyPI's Linux wheel is the CUDA build
-        return f"pip install{flag} torch --index-url {_CPU_INDEX}"
-    return f"pip install{flag} torch"
+        index = f" --index-url {_CUDA_INDEX}"
+    elif system not in ("Windows", "Darwin") and not gpu:  # PyPI's Linux wheel is the CUDA build
+        index = f" --index-url {_CPU_INDEX}"
+    return f"pip install{flag} torch{index}"
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -93,11 +94,10 @@ def torch_problem() -> str | None:
         if isinstance(err, ModuleNotFoundError) and err.name == "torch":
             return f"torch is not installed: {_torch_command()}"
         fix = _torch_command(" --force-reinstall")
-        return f"torch cannot be imported ({type(err).__name__}: {err}): reinstall it: {fix}"
+        return f"torch is broken ({type(err).__name__}: {err}): {fix}"
     version = getattr(torch, "__version__", "0")
     if _release(version) < _release(_TORCH_FLOOR):
-        floor = f"torch {version} is older than {_TORCH_FLOOR}, the oldest the course runs on"
-        return f"{floor}: {_torch_command(' -U')}"
+        return f"torch {version} is older than {_TORCH_FLOOR}: {_torch_command(' -U')}"
     return None
 
 
@@ -118,10 +118,7 @@ def _compiler_advice(system: str) -> str:
     if system == "Darwin":
         return "xcode-select --install"
     if system == "Windows":
-        return (
-            "install Visual Studio Build Tools (Desktop development with C++) and "
-            "start brrr from the x64 Native Tools Command Prompt, or use WSL"
-        )
+        return "Visual Studio Build Tools (C++), then the x64 Native Tools prompt; or WSL"
     try:
         distro = platform.freedesktop_os_release()
     except OSError:
@@ -133,19 +130,14 @@ def _compiler_advice(system: str) -> str:
 
 def _check_packages(r: _Report) -> bool:
     """One line per package; True if torch imports (nothing else runs without it)."""
-    print("Python and packages", file=r.out)
-    r("ok", f"Python {platform.python_version()} ({sys.executable})")
-    problem = torch_problem()
+    print("Packages", file=r.out)
+    r("ok", f"Python {platform.python_version()} {sys.executable}")
+    problem = torch_problem()  # else its own version, with its build: 2.15.0+cu132, +cpu
+    r(*(("FAIL", problem) if problem else ("ok", f"torch {sys.modules['torch'].__version__}")))
     for name in _REQUIRED + _OPTIONAL:
         v = _version(name)
-        if name == "torch" and problem:
-            r("FAIL", problem)
-        elif name == "torch":  # its own version, with its build: 2.15.0+cu132, +cpu
-            r("ok", f"torch {sys.modules['torch'].__version__}")
-        elif v is None and name in _REQUIRED:
-            r("FAIL", f"{name} is not installed", f"pip install {name}  (or pip install -e .)")
-        elif v is None:
-            r("WARN", f"{name} is not installed (the tests need it)", "pip install -e '.[test]'")
+        if v is None:
+            r("FAIL" if name in _REQUIRED else "WARN", f"{name} missing", f"pip install {name}")
         else:
             r("ok", f"{name} {v}")
     r("ok", f"brrrlib {package_version()}")
@@ -161,15 +153,13 @@ def _check_device(r: _Report):
     try:
         dev = machine.device()
     except ValueError as err:
-        return r("FAIL", str(err), "fix or unset the BRRR_DEVICE environment variable")
-    r("ok", f"{dev.type}: {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
+        return r("FAIL", str(err), "unset BRRR_DEVICE")
+    r("ok", f"{dev.type} {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads")
     gpu = dev.type == "cpu" and shutil.which("nvidia-smi")
     if gpu and torch.version.cuda is None:
-        cpu_build = f"an NVIDIA GPU is here, but torch {torch.__version__} is a CPU build"
-        r("WARN", cpu_build, _torch_command(" --force-reinstall"))
+        r("WARN", f"NVIDIA GPU, torch {torch.__version__}", _torch_command(" --force-reinstall"))
     elif gpu and "BRRR_DEVICE" not in os.environ:
-        no_cuda = f"an NVIDIA GPU is here, but CUDA {torch.version.cuda} is not available"
-        r("WARN", no_cuda, "check the driver")
+        r("WARN", f"NVIDIA GPU, CUDA {torch.version.cuda} unavailable", "check the driver")
     return dev
 
 
@@ -177,13 +167,13 @@ def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
     """A C++ compiler (a lookup), then unless ``quick`` a tiny compile; None when not tried."""
     import torch
 
-    print("torch.compile (chapters 02 and 03)", file=r.out)
+    print("torch.compile", file=r.out)
     missing = compiler_problem()
     if missing:
         r("FAIL", *missing)
         return False
     if quick:
-        r("ok", "a C++ compiler is here (--quick: not tried)")
+        r("ok", "C++ compiler found (--quick)")
         return None
     t0, x = time.perf_counter(), torch.randn(1024, device=dev)
     try:
@@ -193,9 +183,9 @@ def _check_compile(r: _Report, dev, quick: bool) -> bool | None:
         r("FAIL", what, _compiler_advice(platform.system()))
         return False
     if right:
-        r("ok", f"compiled a tiny function in {_fmt.seconds(time.perf_counter() - t0)}")
+        r("ok", f"compiled in {_fmt.seconds(time.perf_counter() - t0)}")
     else:
-        r("FAIL", "torch.compile gave a wrong result", "pip install -U torch")
+        r("FAIL", "torch.compile: wrong result", "pip install -U torch")
     return right
 
 
@@ -203,11 +193,11 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
     from brrrlib.ceilings import measure_ceilings
     from brrrlib.parts import cpu_parts
 
-    print("Ceilings (bl.measure_ceilings, cached; --refresh measures again)", file=r.out)
+    print("Ceilings", file=r.out)
     try:
         c = measure_ceilings(dev, refresh=refresh, progress=True)
     except OSError as err:
-        return r("FAIL", f"ceilings not measured: {err}", "set BRRR_CACHE_DIR to a folder of yours")
+        return r("FAIL", f"ceilings: {err}", "set BRRR_CACHE_DIR to a folder of yours")
     s = c.nearest_spec()
     rows = [
         ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), "FLOP/s"),
@@ -226,7 +216,7 @@ def _check_ceilings(r: _Report, dev, refresh: bool) -> None:
         vector = parts.implied_clock_hz(c.vector_flops_per_s, 1) / 1e9
         r("", f"{parts}: matmul, vector need {matmul:.2f}, {vector:.2f} GHz")
     if c.noisy:
-        r("WARN", "the ceilings were noisy (notes above)", "close programs; brrr doctor --refresh")
+        r("WARN", "ceilings noisy (notes above)", "close programs; brrr doctor --refresh")
 
 
 def _notebook_imports(nb: dict) -> set[str]:
@@ -249,27 +239,26 @@ def _notebook_imports(nb: dict) -> set[str]:
 
 
 def _check_course(r: _Report, compile_ok: bool | None) -> None:
-    print("Course notebooks", file=r.out)
+    print("Notebooks", file=r.out)
     src = course_source()
     if src is None:
-        return r("FAIL", "course notebooks not found", REINSTALL)
-    r("ok", f"found in {src}")
+        return r("FAIL", "notebooks not found", REINSTALL)
+    r("ok", str(src))
     for path in sorted(src.glob("*.ipynb")):
         try:
             text = path.read_text(encoding="utf-8")
             imports = _notebook_imports(json.loads(text))
         except (OSError, ValueError) as err:
-            r("FAIL", f"{path.name}: unreadable ({err})", REINSTALL)
+            r("FAIL", f"{path.name}: {err}", REINSTALL)
             continue
-        missing = sorted(m for m in imports if importlib.util.find_spec(m) is None)
-        name, compiles = path.name, "torch.compile" in text
-        untried = " (torch.compile not tried)" * (compiles and not compile_ok)
+        missing = " ".join(sorted(m for m in imports if importlib.util.find_spec(m) is None))
+        compiles = "torch.compile" in text
         if missing:
-            r("FAIL", f"{name}: needs {', '.join(missing)}", f"pip install {' '.join(missing)}")
+            r("FAIL", f"{path.name} needs {missing}", f"pip install {missing}")
         elif compiles and compile_ok is False:
-            r("FAIL", f"{name}: uses torch.compile, which fails here", "see above")
+            r("FAIL", f"{path.name} needs torch.compile")
         else:
-            r("ok", f"{name}: can run{untried}")
+            r("ok", path.name + " (torch.compile untried)" * (compiles and compile_ok is None))
 
 
 def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
@@ -282,6 +271,6 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
             _check_ceilings(r, dev, refresh)
         _check_course(r, compile_ok)
     fails, warns = r.tags["FAIL"], r.tags["WARN"]
-    verdict = f"{fails} problem(s): fix the FAIL lines" if fails else "all good: run brrr lab"
-    print(verdict + f" ({warns} warning(s))" * bool(warns), file=r.out)
+    next_step = "fix the FAIL lines" if fails else "next: brrr lab"
+    print(f"{fails} FAIL, {warns} WARN; {next_step}", file=r.out)
     return 1 if fails else 0

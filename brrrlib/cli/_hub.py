@@ -24,7 +24,7 @@ START_TIMEOUT_S = 180  # a server's start on a busy machine, before the hub give
 class RosterAuthenticator(Authenticator):
     """Each account's own password, from ``accounts.json``; one window per learner."""
 
-    workshop = Unicode(config=True, help="The workshop folder brrr workshop made.")
+    workshop = Unicode(config=True, help="The workshop's folder (brrr workshop --dir).")
 
     async def authenticate(self, handler, data):
         name = self.normalize_username(data.get("username", ""))
@@ -34,11 +34,8 @@ class RosterAuthenticator(Authenticator):
             return None  # the login page says "Invalid username or password"
         user = handler.find_user(name)
         if not entry["admin"] and user is not None and user.spawner.active:
-            raise web.HTTPError(
-                409,
-                f"{name} is signed in elsewhere with a running server: sign out there "
-                "(File > Log Out), or ask the instructor to stop it on the admin page.",
-            )
+            why = f"{name} is signed in elsewhere: sign out there, or ask the instructor"
+            raise web.HTTPError(409, why)
         return name
 
 

@@ -120,16 +120,13 @@ def _closed_folder(path: Path) -> Path | None:
 def _check_machine(end: bool) -> None:
     """WorkshopError when this machine cannot hold a workshop (with ``end``: end one) now."""
     if sys.platform != "linux" or os.geteuid() != 0:
-        raise WorkshopError(
-            "needs Linux and root (an account per learner, their servers started as them): "
-            f"sudo {sys.executable} -m brrrlib workshop ... (elsewhere: course/INSTRUCTORS.md)"
-        )
+        raise WorkshopError(f"needs Linux and root: sudo {sys.executable} -m brrrlib workshop ...")
     if shutil.which("useradd") is None or shutil.which("userdel") is None:
-        raise WorkshopError("useradd/userdel were not found (Debian, Ubuntu: apt install passwd)")
+        raise WorkshopError("useradd/userdel missing: apt install passwd")
     if end:
         return
     if importlib.util.find_spec("jupyterhub") is None or _proxy() is None:
-        raise WorkshopError(f"JupyterHub or its proxy ({PROXY}) is missing: {INSTALL}")
+        raise WorkshopError(f"JupyterHub or {PROXY} missing: {INSTALL}")
     nobody = _account("nobody")  # can another account run this Python and the course?
     if nobody is None:
         return  # nobody to try with: the first learner's start will say
@@ -145,12 +142,9 @@ def _check_machine(end: bool) -> None:
         said = str(err)
     places = (Path(sys.executable), Path(sys.prefix), Path(__file__))
     closed = next(filter(None, map(_closed_folder, places)), None)
-    raise WorkshopError(
-        f"the learners' accounts cannot run {sys.executable}: "
-        + (f"{closed} is closed to other accounts" if closed else said)
-        + ". Install the course with a Python every account can read, e.g. "
-        "sudo /usr/bin/python3 -m venv /opt/brrr (course/INSTRUCTORS.md)"
-    )
+    why = f"{closed} is closed to other accounts" if closed else said
+    fix = "install the course in a Python every account can read: course/INSTRUCTORS.md"
+    raise WorkshopError(f"other accounts cannot run {sys.executable} ({why}): {fix}")
 
 
 def _listen(opts) -> dict:
@@ -158,18 +152,15 @@ def _listen(opts) -> dict:
     try:
         loopback = ipaddress.ip_address(opts.ip).is_loopback
     except ValueError:
-        why = f"--ip {opts.ip!r} is not an IP address: give 127.0.0.1 or this machine's address"
-        raise WorkshopError(why) from None
+        raise WorkshopError(f"--ip {opts.ip!r} is not an IP address") from None
     if bool(opts.tls_cert) != bool(opts.tls_key):
-        raise WorkshopError("--tls-cert and --tls-key go together: give both files, or neither")
+        raise WorkshopError("--tls-cert and --tls-key go together: give both, or neither")
     for option, path in (("--tls-cert", opts.tls_cert), ("--tls-key", opts.tls_key)):
         if path and not Path(path).is_file():
             raise WorkshopError(f"{option} {path}: no such file")
     if not loopback and not opts.tls_cert and not opts.behind_tls_proxy:
-        raise WorkshopError(
-            f"--ip {opts.ip} over plain HTTP shows every password and cell to the network: give "
-            "--tls-cert PEM --tls-key PEM, or --behind-tls-proxy if a TLS proxy forwards to it"
-        )
+        fix = "give --tls-cert and --tls-key, or --behind-tls-proxy"
+        raise WorkshopError(f"--ip {opts.ip} over plain HTTP shows the passwords: {fix}")
     host = f"[{opts.ip}]" if ":" in opts.ip else opts.ip
     url = f"{'https' if opts.tls_cert else 'http'}://{host}:{opts.port}"
     keys = ("ip", "port", "tls_cert", "tls_key")
@@ -181,15 +172,12 @@ def _names(text: str | None) -> list[str]:
     if text and text.strip().isdigit():
         n = int(text)
         if not 1 <= n <= 500:
-            raise WorkshopError(f"--learners {text}: give between 1 and 500 learners")
+            raise WorkshopError(f"--learners {text}: give 1 to 500")
         return [f"learner{i:0{max(2, len(str(n)))}d}" for i in range(1, n + 1)]
     names = list(dict.fromkeys(n.strip() for n in (text or "").split(",") if n.strip()))
     for name in names:
         if not _NAME.fullmatch(name):
-            raise WorkshopError(
-                f"--learners: {name!r} cannot be an account name: use lower-case letters, "
-                "digits, - and _, starting with a letter (at most 32)"
-            )
+            raise WorkshopError(f"--learners: {name!r} is not an account name ({_NAME.pattern})")
     return names
 
 
@@ -199,19 +187,17 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     if not accounts and not opts.learners:
         raise WorkshopError(f"{root} holds no workshop yet: give --learners ada,bob or 20")
     if not accounts and not _NAME.fullmatch(opts.instructor):
-        raise WorkshopError(f"--instructor {opts.instructor!r} cannot be an account name")
+        raise WorkshopError(f"--instructor {opts.instructor!r} is not an account name")
     wanted = ([] if accounts else [opts.instructor]) + _names(opts.learners)
     if not accounts and opts.instructor in wanted[1:]:
         raise WorkshopError(f"--instructor {opts.instructor} is also among --learners")
     taken = [n for n in wanted if n not in accounts and _account(n)]
     if taken:  # the workshop makes accounts of its own, and never lends out an existing one
-        raise WorkshopError(f"{taken[0]} is already an account on this machine: pick another")
+        raise WorkshopError(f"{taken[0]} is already an account here: pick another name")
     closed = _closed_folder(root.parent)
     if closed is not None:
-        raise WorkshopError(
-            f"--dir {root}: {closed} is closed to other accounts, so no learner could "
-            f"reach a home in it: choose a folder such as {DEFAULT_DIR}"
-        )
+        why = f"{closed} is closed to other accounts"
+        raise WorkshopError(f"--dir {root}: {why}: choose a folder such as {DEFAULT_DIR}")
     for folder, mode in ((root, 0o755), (workshop.hub, 0o700), (root / "home", 0o755)):
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(mode)
@@ -248,7 +234,7 @@ def _add_account(workshop: Workshop, name: str) -> None:
     home.chmod(0o700)
 
 
-def _end(workshop: Workshop, out) -> int:
+def _end(workshop: Workshop) -> int:
     """``--end``: remove the workshop's accounts; their homes and the reports stay."""
     accounts = workshop.accounts()
     if not accounts:
@@ -259,11 +245,11 @@ def _end(workshop: Workshop, out) -> int:
         if done.returncode != 0:
             print(f"brrr workshop: userdel {name}: {done.stderr.strip()}", file=sys.stderr)
             return 1
-    print(f"brrr workshop: removed {len(removed)} account(s); {workshop.root} stays", file=out)
+    print(f"brrr workshop: removed {len(removed)} account(s); {workshop.root} stays")
     return 0
 
 
-def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> None:
+def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
     """Write the hub's settings and config, say where it is, then become JupyterHub."""
     import psutil
 
@@ -276,16 +262,16 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> 
     url, gb = listen["url"] + "/", psutil.virtual_memory().total / len(accounts) / 2**30
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
     rows = {
-        "hub": url + (" (this machine only)" if listen["loopback"] else " (the network's)"),
-        "accounts": f"{len(accounts) - learners} instructor, {learners} learners, {len(new)} new",
-        "cards": f"{workshop.hub / 'cards.txt'} (print, hand out, delete)",
-        "threads": f"{share.threads} per kernel ({share.cores} cores / {learners} learners)",
-        "memory": f"{gb:.1f} GB per account" + " (under 2: a kernel peaks near 1)" * (gb < 2),
+        "hub": url + (" (loopback)" if listen["loopback"] else " (open to the network)"),
+        "accounts": f"{len(accounts)} ({len(new)} new)",
+        "cards": f"{workshop.hub / 'cards.txt'} (print, then delete)",
+        "threads": f"{share.threads} per kernel = {share.cores} cores // {learners} learners",
+        "memory": f"{gb:.1f} GB per account" + " (low: 2 advised)" * (gb < 2),
         "chapter": f"{link}/00_the_factory.ipynb",
         "class view": f"{link}/instructor/class_results.ipynb",
         "reports": str(workshop.root / "results"),
     }
-    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), file=out, flush=True)
+    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), flush=True)
     here = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": os.pathsep.join([here, os.environ.get("PATH", "")])}
     os.chdir(workshop.hub)
@@ -295,40 +281,27 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict, out) -> 
     os.execve(sys.executable, hub, env)
 
 
-def run(opts, out) -> int:
-    """``brrr workshop``: prepare the workshop folder and accounts, then become JupyterHub."""
+def run(opts) -> int:
+    """``brrr workshop``: prepare the folder and accounts, then become JupyterHub; WorkshopError."""
     workshop = Workshop(Path(opts.dir).expanduser().resolve())
-    try:
-        listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
-        _check_machine(end=opts.end)
-        if opts.end:
-            return _end(workshop, out)
-        accounts, new = _prepare(workshop, opts)
-    except WorkshopError as err:
-        print(f"brrr workshop: {err}", file=sys.stderr)
-        return 2
-    _start(workshop, listen, accounts, new, out)
+    listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
+    _check_machine(end=opts.end)
+    if opts.end:
+        return _end(workshop)
+    _start(workshop, listen, *_prepare(workshop, opts))
     return 0  # not reached
 
 
 _EPILOG = f"""\
-First start:   sudo .venv/bin/brrr workshop --learners ada,bob,cy   (or --learners 20)
-Again:         sudo .venv/bin/brrr workshop          (the same accounts and passwords)
-More learners: sudo .venv/bin/brrr workshop --learners dan,eve
-The room:      add --ip <this machine's address> --tls-cert PEM --tls-key PEM
-After class:   Ctrl-C, then sudo .venv/bin/brrr workshop --end
-Names and passwords: DIR/hub/cards.txt. Needs JupyterHub and its proxy:
-  {INSTALL}"""
+sudo .venv/bin/brrr workshop --learners ada,bob,cy   (again without --learners: the same)
+After class: Ctrl-C, then --end. Needs: {INSTALL}"""
 
 
-def add_parser(sub, port_type) -> argparse.ArgumentParser:
+def add_parser(sub, port_type) -> None:
     """The ``workshop`` subcommand's options."""
     w = sub.add_parser(
         "workshop",
         help="start a JupyterHub on this machine for a class (as root)",
-        description="A JupyterHub for a class on this machine (Linux, root): an account per\n"
-        "learner, each one's copy of the chapters, a fair thread count per kernel and a\n"
-        "shared folder for bl.report().",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -337,9 +310,8 @@ def add_parser(sub, port_type) -> argparse.ArgumentParser:
     w.add_argument("--instructor", default="instructor", help="the admin's name (first start)")
     w.add_argument("--ip", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
     w.add_argument("--port", type=port_type, default=8000, help="the port (8000)")
-    w.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (needed beyond loopback)")
+    w.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (beyond loopback)")
     w.add_argument("--tls-key", metavar="PEM", help="its private key")
     w.add_argument("--behind-tls-proxy", action="store_true", help="a TLS proxy forwards to it")
     w.add_argument("--end", action="store_true", help="remove the accounts (homes stay in DIR)")
-    w.set_defaults(run=lambda opts: run(opts, sys.stdout))
-    return w
+    w.set_defaults(run=run)
