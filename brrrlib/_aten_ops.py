@@ -179,10 +179,8 @@ def _tags_of(op: Any) -> frozenset:
     if isinstance(op, torch._ops.OpOverload):
         return frozenset(op.tags)
     namespace, _, base = _op_name(op).partition("::")
-    overload_name = None
-    if isinstance(op, str):
-        tail = op.strip().split("::")[-1].removeprefix("aten.")
-        overload_name = tail.split(".", 1)[1] if "." in tail else None
+    tail = op.strip().split("::")[-1].removeprefix("aten.") if isinstance(op, str) else ""
+    overload_name = tail.partition(".")[2]  # "" for a bare name or a packet
     packet = getattr(torch.ops.aten, base, None) if namespace == "aten" else None
     if not isinstance(packet, torch._ops.OpOverloadPacket):
         return frozenset()
@@ -302,11 +300,6 @@ def _attention_block_flops(lengths_q, lengths_k, embed_dim: int) -> int:
     )
 
 
-def _native_mha_flops(query, key, value, embed_dim, num_head, *args, **kwargs) -> int:
-    """``_native_multi_head_attention``: the fused inference path of nn.MultiheadAttention."""
-    return _attention_block_flops(_sequence_lengths(query), _sequence_lengths(key), int(embed_dim))
-
-
 def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
     """nn.TransformerEncoderLayer's fast path: the attention block plus two FFN matmuls."""
     ffn_weight_1 = args[11] if len(args) > 11 else kwargs["ffn_weight_1"]
@@ -362,7 +355,10 @@ _OUR_FORMULAS: dict[str, Callable[..., int]] = {
     },
     # fused layers
     "_transformer_encoder_layer_fwd": _transformer_layer_flops,
-    "_native_multi_head_attention": _native_mha_flops,
+    # nn.MultiheadAttention's fused inference path: (query, key, value, embed_dim, ...)
+    "_native_multi_head_attention": lambda q, k, v, e, *args, **kwargs: _attention_block_flops(
+        _sequence_lengths(q), _sequence_lengths(k), int(e)
+    ),
     # nn.LSTM/GRU: on a CPU W_ih and W_hh at args[1:3], on CUDA every layer's in a list at args[1]
     "mkldnn_rnn_layer": _rnn(lambda args: args[1:3]),
     "mkldnn_rnn_layer_backward": _rnn(lambda args: args[1:3], passes=2),

@@ -199,12 +199,8 @@ def _is_compiled(fn: Any) -> bool:
 def _view_of(func, base: str, args, kwargs) -> list | None:
     """``narrow_copy(x, ...)`` reads what ``narrow(x, ...)`` shows, not all of ``x``."""
     packet = getattr(torch.ops.aten, base.removesuffix("_copy"), None)
-    if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return None
-    view = getattr(packet, func._overloadname, None)
-    if view is None or not view.is_view:
-        return None
-    return _tensors(view(*args, **kwargs))
+    view = getattr(packet, func._overloadname, None) if packet is not None else None
+    return _tensors(view(*args, **kwargs)) if getattr(view, "is_view", False) else None
 
 
 _tensors = _touched.tensors

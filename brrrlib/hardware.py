@@ -63,10 +63,9 @@ class DeviceSpec:
 
     def __post_init__(self) -> None:
         peaks = dict(self.peak_flops_per_s)
-        unknown = set(peaks) - set(_DTYPE_KEYS)
-        if unknown or "fp32" not in peaks:
+        if "fp32" not in peaks or not set(peaks) <= set(_DTYPE_KEYS):
             raise ValueError(
-                f"{self.name}: peak_flops_per_s keys must include fp32 and be in {_DTYPE_KEYS}"
+                f"{self.name}: peak_flops_per_s keys: fp32, then any of tf32, bf16, fp16"
             )
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(peaks))
 
