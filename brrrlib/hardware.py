@@ -64,9 +64,7 @@ class DeviceSpec:
     def __post_init__(self) -> None:
         peaks = dict(self.peak_flops_per_s)
         if "fp32" not in peaks or not set(peaks) <= set(_DTYPE_KEYS):
-            raise ValueError(
-                f"{self.name}: peak_flops_per_s keys: fp32, then any of tf32, bf16, fp16"
-            )
+            raise ValueError(f"{self.name}: peak_flops_per_s needs fp32, may add tf32 bf16 fp16")
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(peaks))
 
     def __hash__(self) -> int:
