@@ -55,8 +55,66 @@ def _names(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+#: Op base names by what counting and tracing do with them (a name may be in several sets).
+_SETS: Mapping[str, frozenset[str]] = {
+    role: _names(names)
+    for role, names in {
+        # normalization kernels, by their per-element convention in FLOPS_PER_ELEMENT
+        "softmax": "_softmax _log_softmax _safe_softmax _masked_softmax",
+        "softmax_backward": "_softmax_backward_data _log_softmax_backward_data "
+        "_masked_softmax_backward",
+        "norm": "native_layer_norm native_group_norm native_batch_norm _native_batch_norm_legit "
+        "_native_batch_norm_legit_functional _native_batch_norm_legit_no_training "
+        "_batch_norm_with_update _batch_norm_no_update batch_norm_stats batch_norm_elemt "
+        "cudnn_batch_norm miopen_batch_norm",
+        "norm_backward": "native_layer_norm_backward native_group_norm_backward "
+        "native_batch_norm_backward batch_norm_backward cudnn_batch_norm_backward "
+        "miopen_batch_norm_backward",
+        "rms_norm": "_fused_rms_norm",
+        "rms_norm_backward": "_fused_rms_norm_backward",
+        # and the composites that call them
+        "norm_composite": "softmax log_softmax layer_norm group_norm batch_norm instance_norm "
+        "rms_norm _batch_norm_impl_index _batch_norm_impl_index_backward",
+        # Composites that wrap a matmul. The counter never charges them (it runs their
+        # decomposition), but the profiler lists them with a small self time of their own, which
+        # belongs with the work they wrap.
+        "matmul_wrapper": "linear matmul einsum bilinear tensordot conv1d conv2d conv3d "
+        "conv_transpose1d conv_transpose2d conv_transpose3d _convolution mkldnn_convolution "
+        "mkldnn_linear cudnn_convolution scaled_dot_product_attention "
+        "_scaled_dot_product_attention_math lstm gru rnn_tanh rnn_relu",
+        # tagged "pointwise", but only move data: a clone is a copy, not arithmetic
+        "copy": "clone copy_ _to_copy contiguous _copy_from _copy_from_and_resize",
+        # return an alias without being marked as views in their schema
+        "alias": "_unsafe_view lift_fresh _reshape_alias _neg_view _conj",
+        # the memory is not touched, so no bytes move
+        "allocation": "empty empty_like empty_strided new_empty new_empty_strided empty_permuted "
+        "resize_",
+        # reductions and scans without aten's "reduction" tag
+        "untagged_reduction": "cumsum cumprod logcumsumexp cummax cummin mode median",
+        # in place, but overwrite `self` without reading it (a fill is a write)
+        "write_only_self": "fill_ zero_ copy_ uniform_ normal_ random_ bernoulli_ exponential_ "
+        "geometric_ log_normal_ cauchy_",
+        # factories shaped like a tensor: they read its shape, not its data (written only)
+        "shaped_factory": "zeros_like ones_like full_like rand_like randn_like randint_like "
+        "new_zeros new_ones new_full",
+        # metadata queries: not work, not counted
+        "metadata": "size sym_size stride sym_stride storage_offset sym_storage_offset numel "
+        "sym_numel dim is_contiguous sym_is_contiguous is_strides_like_format "
+        "is_non_overlapping_and_dense device layout",
+        # profiler rows that make a view (with aliases and allocations: rows that move no data,
+        # on a CPU trace not "device work")
+        "profiler_view": "as_strided view reshape resolve_conj resolve_neg detach t transpose "
+        "permute expand unsqueeze squeeze select slice alias",
+    }.items()
+}
 #: The softmax kernels (one ``exp`` per input element).
-SOFTMAX = _names("_softmax _log_softmax _safe_softmax _masked_softmax")
+SOFTMAX = _SETS["softmax"]
+EXTRA_VIEWS, ALLOCATIONS, METADATA = _SETS["alias"], _SETS["allocation"], _SETS["metadata"]
+WRITE_ONLY_SELF, SHAPED_FACTORIES = _SETS["write_only_self"], _SETS["shaped_factory"]
+_NORMALIZATION = frozenset().union(
+    *(names for role, names in _SETS.items() if role in FLOPS_PER_ELEMENT), _SETS["norm_composite"]
+)
+_NO_DATA = _SETS["profiler_view"] | EXTRA_VIEWS | ALLOCATIONS
 #: Ops that evaluate a special function once per element, and which one (a measured rate).
 SPECIAL: Mapping[str, str] = {
     name: function
@@ -91,74 +149,6 @@ def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
     return name
 
 
-# ---------------------------------------------------------------- op-name tables
-
-#: Normalization kernels by their per-element convention in :data:`FLOPS_PER_ELEMENT`.
-_NORMALIZATIONS = {
-    "softmax": SOFTMAX,
-    "softmax_backward": _names(
-        "_softmax_backward_data _log_softmax_backward_data _masked_softmax_backward"
-    ),
-    "norm": _names(
-        "native_layer_norm native_group_norm native_batch_norm _native_batch_norm_legit "
-        "_native_batch_norm_legit_functional _native_batch_norm_legit_no_training "
-        "_batch_norm_with_update _batch_norm_no_update batch_norm_stats batch_norm_elemt "
-        "cudnn_batch_norm miopen_batch_norm"
-    ),
-    "norm_backward": _names(
-        "native_layer_norm_backward native_group_norm_backward native_batch_norm_backward "
-        "batch_norm_backward cudnn_batch_norm_backward miopen_batch_norm_backward"
-    ),
-    "rms_norm": _names("_fused_rms_norm"),
-    "rms_norm_backward": _names("_fused_rms_norm_backward"),
-}
-# Composite ops that wrap the ones above. The counter never charges them (it runs their
-# decomposition), but the profiler lists them with a small self time of their own, which
-# belongs with the work they wrap.
-_MATMUL_WRAPPERS = _names(
-    "linear matmul einsum bilinear tensordot conv1d conv2d conv3d conv_transpose1d "
-    "conv_transpose2d conv_transpose3d _convolution mkldnn_convolution mkldnn_linear "
-    "cudnn_convolution scaled_dot_product_attention _scaled_dot_product_attention_math lstm "
-    "gru rnn_tanh rnn_relu"
-)
-_NORMALIZATION = frozenset().union(
-    *_NORMALIZATIONS.values(),
-    _names(
-        "softmax log_softmax layer_norm group_norm batch_norm instance_norm rms_norm "
-        "_batch_norm_impl_index _batch_norm_impl_index_backward"
-    ),
-)
-# Reductions and scans without aten's "reduction" tag.
-_EXTRA_REDUCTIONS = _names("cumsum cumprod logcumsumexp cummax cummin mode median")
-# Ops tagged "pointwise" that only move data: a clone is a copy, not arithmetic.
-_COPIES = _names("clone copy_ _to_copy contiguous _copy_from _copy_from_and_resize")
-# Ops that return an alias without being marked as views in their schema.
-EXTRA_VIEWS = _names("_unsafe_view lift_fresh _reshape_alias _neg_view _conj")
-# Allocations: the memory is not touched, so no bytes move.
-ALLOCATIONS = _names(
-    "empty empty_like empty_strided new_empty new_empty_strided empty_permuted resize_"
-)
-# In-place ops that overwrite `self` without reading it (a fill is a write).
-WRITE_ONLY_SELF = _names(
-    "fill_ zero_ copy_ uniform_ normal_ random_ bernoulli_ exponential_ geometric_ "
-    "log_normal_ cauchy_"
-)
-# Factories shaped like a tensor: they read its shape, not its data (written only).
-SHAPED_FACTORIES = _names(
-    "zeros_like ones_like full_like rand_like randn_like randint_like new_zeros new_ones new_full"
-)
-# Metadata queries: not work, not counted.
-METADATA = _names(
-    "size sym_size stride sym_stride storage_offset sym_storage_offset numel sym_numel dim "
-    "is_contiguous sym_is_contiguous is_strides_like_format is_non_overlapping_and_dense "
-    "device layout"
-)
-# Profiler rows that make a view or read metadata (with ALLOCATIONS: rows that move no
-# data): on a CPU trace they are not "device work".
-_PROFILER_NO_DATA = _names(
-    "as_strided view _unsafe_view reshape resolve_conj resolve_neg detach t transpose permute "
-    "expand unsqueeze squeeze select slice alias lift_fresh"
-)
 #: Profiler name of the call into a torch.compile'd (inductor) graph: on a CPU its fused
 #: kernels run inside it.
 COMPILED_GRAPH = "## Call CompiledFxGraph"
@@ -189,10 +179,8 @@ def _tags_of(op: Any) -> frozenset:
     if isinstance(op, torch._ops.OpOverload):
         return frozenset(op.tags)
     namespace, _, base = _op_name(op).partition("::")
-    overload_name = None
-    if isinstance(op, str):
-        tail = op.strip().split("::")[-1].removeprefix("aten.")
-        overload_name = tail.split(".", 1)[1] if "." in tail else None
+    tail = op.strip().split("::")[-1].removeprefix("aten.") if isinstance(op, str) else ""
+    overload_name = tail.partition(".")[2]  # "" for a bare name or a packet
     packet = getattr(torch.ops.aten, base, None) if namespace == "aten" else None
     if not isinstance(packet, torch._ops.OpOverloadPacket):
         return frozenset()
@@ -220,17 +208,19 @@ def categorize(op: Any) -> str:
 def _categorize(name: str, tags: frozenset) -> str:
     # first match wins; a wrapper (linear, conv2d) goes with the work it wraps
     base = name.split("::", 1)[1]
-    if name in _matmul_formulas() or (name.startswith("aten::") and base in _MATMUL_WRAPPERS):
+    if name in _matmul_formulas() or (
+        name.startswith("aten::") and base in _SETS["matmul_wrapper"]
+    ):
         return "matmul"
     if base in _NORMALIZATION:
         return "normalization"
-    if base in _COPIES or base in EXTRA_VIEWS or base in ALLOCATIONS:
+    if base in _SETS["copy"] | EXTRA_VIEWS | ALLOCATIONS:
         return "other"
     if not tags and base.endswith("_") and not base.endswith("__"):
         tags = _tags_of(f"aten::{base[:-1]}")  # masked_fill_ is untagged, masked_fill is not
     if torch.Tag.pointwise in tags or base.startswith(("_foreach_", "_fused_")):
         return "pointwise"
-    if torch.Tag.reduction in tags or base in _EXTRA_REDUCTIONS:
+    if torch.Tag.reduction in tags or base in _SETS["untagged_reduction"]:
         return "reduction"
     return "other"
 
@@ -244,8 +234,7 @@ def profiler_category(name: str) -> str:
 
 def moves_no_data(name: str) -> bool:
     """A profiler row that only makes a view, allocates or reads metadata (``aten::view``)."""
-    base = name.removeprefix("aten::")
-    return name.startswith("aten::") and (base in _PROFILER_NO_DATA or base in ALLOCATIONS)
+    return name.startswith("aten::") and name.removeprefix("aten::") in _NO_DATA
 
 
 # ---------------------------------------------------------------- FLOP formulas
@@ -311,11 +300,6 @@ def _attention_block_flops(lengths_q, lengths_k, embed_dim: int) -> int:
     )
 
 
-def _native_mha_flops(query, key, value, embed_dim, num_head, *args, **kwargs) -> int:
-    """``_native_multi_head_attention``: the fused inference path of nn.MultiheadAttention."""
-    return _attention_block_flops(_sequence_lengths(query), _sequence_lengths(key), int(embed_dim))
-
-
 def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
     """nn.TransformerEncoderLayer's fast path: the attention block plus two FFN matmuls."""
     ffn_weight_1 = args[11] if len(args) > 11 else kwargs["ffn_weight_1"]
@@ -324,20 +308,16 @@ def _transformer_layer_flops(src, embed_dim, num_heads, *args, **kwargs) -> int:
     return _attention_block_flops(lengths, lengths, e) + sum(4 * n * e * ffn_dim for n in lengths)
 
 
-def _rnn(matrices: Callable[[tuple], Any]) -> Callable[..., int]:
-    """A recurrent layer's formula: each weight matrix in ``matrices(args)`` meets every row."""
+def _rnn(matrices: Callable[[tuple], Any], passes: int = 1) -> Callable[..., int]:
+    """A recurrent layer's formula: each weight matrix meets every row (a backward: twice)."""
 
     def flops(*args, **kwargs) -> int:
         x = args[0]  # a row per time step of every sequence (padded or packed)
         rows = x.numel() // x.shape[-1] if x.dim() else 0
-        return 2 * rows * sum(w.numel() for w in _touched.tensors(matrices(args)) if w.dim() == 2)
+        weights = sum(w.numel() for w in _touched.tensors(matrices(args)) if w.dim() == 2)
+        return 2 * passes * rows * weights
 
     return flops
-
-
-def _twice(formula: Callable[..., int]) -> Callable[..., int]:
-    """A backward's formula: gradients for inputs and for weights, 2x the forward's."""
-    return lambda *args, **kwargs: 2 * formula(*args, **kwargs)
 
 
 def _mm_like(index: int) -> Callable[..., int]:
@@ -375,12 +355,15 @@ _OUR_FORMULAS: dict[str, Callable[..., int]] = {
     },
     # fused layers
     "_transformer_encoder_layer_fwd": _transformer_layer_flops,
-    "_native_multi_head_attention": _native_mha_flops,
+    # nn.MultiheadAttention's fused inference path: (query, key, value, embed_dim, ...)
+    "_native_multi_head_attention": lambda q, k, v, e, *args, **kwargs: _attention_block_flops(
+        _sequence_lengths(q), _sequence_lengths(k), int(e)
+    ),
     # nn.LSTM/GRU: on a CPU W_ih and W_hh at args[1:3], on CUDA every layer's in a list at args[1]
     "mkldnn_rnn_layer": _rnn(lambda args: args[1:3]),
-    "mkldnn_rnn_layer_backward": _twice(_rnn(lambda args: args[1:3])),
+    "mkldnn_rnn_layer_backward": _rnn(lambda args: args[1:3], passes=2),
     "_cudnn_rnn": _rnn(lambda args: args[1]),
-    "_cudnn_rnn_backward": _twice(_rnn(lambda args: args[1])),
+    "_cudnn_rnn_backward": _rnn(lambda args: args[1], passes=2),
     # matrix products torch's table leaves out, and every product with a sparse operand:
     # 2*M*K*N with the two matrices at args[0:2] or, after the added tensor, args[1:3]
     **dict.fromkeys(
@@ -412,16 +395,12 @@ def has_matmul_formula(name: str) -> bool:
 
 def matmul_flops(name: str, args: tuple, kwargs: dict, out: Any) -> int | None:
     """FLOPs of matmul-like op ``name`` (``"aten::mm"``) called on ``args``; None if no formula."""
-    formula = _matmul_formulas().get(name)
-    if formula is None:
-        return None
-    if name.removeprefix("aten::") in _OUR_FORMULAS:
-        return int(formula(*args, **kwargs))
-    return int(formula(*args, out_val=out, **kwargs))
+    formula = _matmul_formulas().get(name)  # ours take torch's out_val too, and leave it
+    return None if formula is None else int(formula(*args, out_val=out, **kwargs))
 
 
 def flops_per_element(base: str, category: str) -> float:
     """:data:`FLOPS_PER_ELEMENT` of op ``base`` (``"native_layer_norm"``) in ``category``."""
     if category == "normalization":
-        category = next((k for k, names in _NORMALIZATIONS.items() if base in names), "norm")
+        category = next((k for k in FLOPS_PER_ELEMENT if base in _SETS.get(k, ())), "norm")
     return FLOPS_PER_ELEMENT.get(category, 0)

@@ -46,9 +46,7 @@ class CategoryTimes:
 
     def as_dict(self) -> dict[str, float]:
         """``{category: seconds}`` with every category present (0.0 if none)."""
-        out = dict.fromkeys(CATEGORIES, 0.0)
-        out.update(dict(self.times_s))
-        return out
+        return dict.fromkeys(CATEGORIES, 0.0) | dict(self.times_s)
 
     @property
     def total_s(self) -> float:
@@ -83,9 +81,8 @@ class Counts:
     @property
     def written_bytes(self) -> int | None:
         """The part of ``bytes_moved`` that was written (``None`` if a row does not say)."""
-        if any(r.written_bytes is None for r in self.rows):
-            return None
-        return sum(r.written_bytes for r in self.rows)
+        written = [r.written_bytes for r in self.rows]
+        return None if None in written else sum(written)
 
     @property
     def pattern(self) -> str:

@@ -23,19 +23,17 @@ def cache_dir() -> Path:
 
 def write_atomic(target: Path, text: str, *, mode: int = 0o644) -> None:
     """Write ``text`` to ``target`` via a renamed temporary file (never half a file); OSError."""
-    tmp = None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=".tmp", dir=target.parent)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, mode)  # mkstemp makes it private; others may need to read it
         os.replace(tmp, target)
-        tmp = None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def course_folder() -> Path | None:

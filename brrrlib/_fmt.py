@@ -5,11 +5,14 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import math
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 __all__ = [
     "Progress",
@@ -36,9 +39,7 @@ _SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """``value`` with an SI prefix and three significant digits: ``si(2.5e12, "FLOP/s")`` is "2.5
-    TFLOP/s", ``si(8.1e-6, "s")`` is "8.1 µs".
-    """
+    """``value`` with an SI prefix and three significant digits: "2.5 TFLOP/s", "8.1 µs"."""
     if not math.isfinite(value):
         return f"n/a {unit}".rstrip()
     if value == 0:
@@ -187,13 +188,7 @@ def quantile(xs: Sequence[float], q: float) -> float:
     """The ``q``-quantile of ``xs`` (0 <= q <= 1), linearly interpolated (numpy's default)."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"q must be between 0 and 1, got {q}")
-    s = sorted(xs)
-    if not s:
-        return math.nan
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    return float(np.quantile(xs, q)) if len(xs) else math.nan
 
 
 def median(xs: Sequence[float]) -> float:
@@ -207,19 +202,13 @@ def iqr(xs: Sequence[float]) -> float:
 
 
 def median_interval(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """A distribution-free confidence interval for the median of ``xs``."""
-    s = sorted(xs)
-    n = len(s)
+    """A distribution-free confidence interval for the median of ``xs``: order statistics."""
+    s, n = sorted(xs), len(xs)
     if n == 0:
         return (math.nan, math.nan)
-    alpha = (1 - confidence) / 2
-    k, below = 0, 0.0  # below = P(Binomial(n, 1/2) < k + 1)
-    while True:
-        below += math.comb(n, k) / 2**n
-        if below > alpha:
-            break
-        k += 1
-    k = max(k, 1)  # 1-based rank; k = 1 is (min, max)
+    # the 1-based rank k: the first with P(Binomial(n, 1/2) <= k - 1) > alpha; k = 1 is (min, max)
+    below = itertools.accumulate(math.comb(n, i) / 2**n for i in range(n + 1))
+    k = max(next(i for i, p in enumerate(below) if p > (1 - confidence) / 2), 1)
     return (s[k - 1], s[n - k])
 
 

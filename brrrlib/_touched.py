@@ -13,21 +13,17 @@ __all__ = ["TOUCHED_BYTES", "nnz", "tensor_bytes", "tensors"]
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes of the distinct elements of ``t``."""
-    if t.layout != torch.strided and not t.is_nested:
-        return sum(tensor_bytes(part) for part in _sparse_parts(t))
+    """Bytes of the distinct elements of ``t`` (a sparse tensor: of its indices and values)."""
+    if t.layout == torch.sparse_coo:
+        return tensor_bytes(t._indices()) + tensor_bytes(t._values())
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return sum(map(tensor_bytes, (t.crow_indices(), t.col_indices(), t.values())))
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return sum(map(tensor_bytes, (t.ccol_indices(), t.row_indices(), t.values())))
     if t.is_nested or t.numel() == 0:
         return t.numel() * t.element_size()
     elements = math.prod(s for s, st in zip(t.shape, t.stride(), strict=True) if st != 0)
     return elements * t.element_size()
-
-
-def _sparse_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    if t.layout == torch.sparse_coo:
-        return (t._indices(), t._values())
-    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return (t.crow_indices(), t.col_indices(), t.values())
-    return (t.ccol_indices(), t.row_indices(), t.values())
 
 
 def nnz(t: torch.Tensor) -> int:
@@ -50,8 +46,10 @@ def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None)
     return rule
 
 
-def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Callable) -> Callable:
-    """An in-place op that writes ``positions(args)`` elements of ``self`` (``args[0]``)."""
+def _scatter_into(
+    index: int, source: int | None, positions: Callable, adds: bool | int
+) -> Callable:
+    """An in-place op writing ``positions(args)`` elements of ``self``, read too if it ``adds``."""
 
     def rule(args, out) -> tuple[int, int]:
         self_, k = args[0], positions(args)
@@ -59,7 +57,8 @@ def _scatter_into(index: int, source: int | None, positions: Callable, rmw: Call
         if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
             src = args[source]
             read += min(tensor_bytes(src), k * src.element_size())
-        if rmw(args):
+        # ``adds``: True, False, or the position of an ``accumulate`` argument
+        if adds if isinstance(adds, bool) else len(args) > adds and bool(args[adds]):
             read += k * self_.element_size()
         return read, k * self_.element_size()
 
@@ -89,14 +88,6 @@ def _index_fill_positions(args) -> int:
     return index.numel() * (self_.numel() // max(self_.shape[dim], 1) if self_.dim() else 1)
 
 
-def _accumulate(position: int) -> Callable:
-    """``accumulate=True`` at ``args[position]``: the op reads what it adds to."""
-    return lambda args: len(args) > position and bool(args[position])
-
-
-_ALWAYS, _NEVER = (lambda args: True), (lambda args: False)
-
-
 #: ``{op base name: rule(args, out) -> (bytes read, bytes written)}`` for ops that touch part of
 #: a tensor. Every other op reads its inputs and writes its outputs in full.
 TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
@@ -114,16 +105,16 @@ TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
     # scatters: write the positions addressed, read what is written there
     **dict.fromkeys(
         ("index_put_", "_index_put_impl_"),
-        _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), _accumulate(3)),
+        _scatter_into(1, 2, lambda a: _indexed_numel(a[0], a[1]), 3),
     ),
     # (self, dim, index, source)
-    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), _ALWAYS),
-    "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), _NEVER),
-    "index_fill_": _scatter_into(2, None, _index_fill_positions, _NEVER),
-    "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), _NEVER),  # (self, dim, index, src)
-    "scatter_add_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
-    "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), _ALWAYS),
-    "put_": _scatter_into(1, 2, lambda a: a[1].numel(), _accumulate(3)),  # (self, index, source)
+    "index_add_": _scatter_into(2, 3, lambda a: a[3].numel(), True),
+    "index_copy_": _scatter_into(2, 3, lambda a: a[3].numel(), False),
+    "index_fill_": _scatter_into(2, None, _index_fill_positions, False),
+    "scatter_": _scatter_into(2, 3, lambda a: a[2].numel(), False),  # (self, dim, index, src)
+    "scatter_add_": _scatter_into(2, 3, lambda a: a[2].numel(), True),
+    "scatter_reduce_": _scatter_into(2, 3, lambda a: a[2].numel(), True),
+    "put_": _scatter_into(1, 2, lambda a: a[1].numel(), 3),  # (self, index, source)
 }
 
 

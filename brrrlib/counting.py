@@ -85,12 +85,7 @@ def _flops(category, name, base, args, kwargs, out, written) -> int:
     return int(_aten_ops.flops_per_element(base, category) * sum(t.numel() for t in counted))
 
 
-_PRECISIONS = {
-    torch.float32: "fp32",
-    torch.float64: "fp64",
-    torch.bfloat16: "bf16",
-    torch.float16: "fp16",
-}
+_PRECISIONS = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def _precision(base: str, category: str, args, out) -> str:
@@ -102,7 +97,8 @@ def _precision(base: str, category: str, args, out) -> str:
         return "int"
     if dtype == torch.float32 and category == "matmul" and _tf32(base, t):
         return "tf32"
-    return _PRECISIONS.get(dtype, "fp8" if "float8" in str(dtype) else str(dtype))
+    name = str(dtype).removeprefix("torch.")
+    return "fp8" if "float8" in name else _PRECISIONS.get(name, name)
 
 
 def _tf32(base: str, t: torch.Tensor) -> bool:
@@ -159,7 +155,7 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
         result = fn(*args, **kwargs)
     did_work = any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values())
     if not did_work:
-        _checks.ran(f"fn {_name(fn)}", result)
+        _checks.ran(f"fn {getattr(fn, '__name__', type(fn).__name__)}", result)
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
         (
@@ -203,12 +199,8 @@ def _is_compiled(fn: Any) -> bool:
 def _view_of(func, base: str, args, kwargs) -> list | None:
     """``narrow_copy(x, ...)`` reads what ``narrow(x, ...)`` shows, not all of ``x``."""
     packet = getattr(torch.ops.aten, base.removesuffix("_copy"), None)
-    if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return None
-    view = getattr(packet, func._overloadname, None)
-    if view is None or not view.is_view:
-        return None
-    return _tensors(view(*args, **kwargs))
+    view = getattr(packet, func._overloadname, None) if packet is not None else None
+    return _tensors(view(*args, **kwargs)) if getattr(view, "is_view", False) else None
 
 
 _tensors = _touched.tensors
@@ -223,10 +215,6 @@ def _results(out: Any, written: list) -> list[torch.Tensor]:
     if isinstance(out, (list, tuple)) and out:
         return _tensors(out)  # _foreach_add returns one result per tensor
     return written  # in-place _foreach_add_ returns nothing: its results are its mutated args
-
-
-def _name(fn: Any) -> str:
-    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def saved_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:

@@ -63,11 +63,8 @@ class DeviceSpec:
 
     def __post_init__(self) -> None:
         peaks = dict(self.peak_flops_per_s)
-        unknown = set(peaks) - set(_DTYPE_KEYS)
-        if unknown or "fp32" not in peaks:
-            raise ValueError(
-                f"{self.name}: peak_flops_per_s keys must include fp32 and be in {_DTYPE_KEYS}"
-            )
+        if "fp32" not in peaks or not set(peaks) <= set(_DTYPE_KEYS):
+            raise ValueError(f"{self.name}: peak_flops_per_s needs fp32, may add tf32 bf16 fp16")
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(peaks))
 
     def __hash__(self) -> int:
@@ -98,74 +95,49 @@ class DeviceSpec:
 
 _GB = 10**9
 _GiB = 2**30
-# Dense peaks in TFLOP/s ("-": the hardware has no such path; a sheet's sparse figure is halved),
-# bandwidth in GB/s, memory, the PCIe generation to its host as its sheet prints it, the
-# patterns matched against torch.cuda.get_device_name(), aliases.
+# Dense peaks in TFLOP/s ("-": the hardware has no such path; a sheet's "with sparsity" figure is
+# halved), bandwidth in GB/s, memory, the PCIe generation to its host as its sheet prints it, the
+# patterns matched against torch.cuda.get_device_name(), aliases, source. The A100 80GB computes as
+# the 40GB part; Volta (V100) and Turing (T4) tensor cores do fp16 only. GeForce sheets: fp16/bf16
+# with fp32 accumulate (what PyTorch uses). The A10G is AWS G5's A10 (125 TFLOPS bf16, the same
+# 600 GB/s), with no NVIDIA sheet.
 _DEVICE_ROWS = r"""
-A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB  ; 4 ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100 40gb, a100-sxm4-40gb, a100 sxm
-A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB  ; 4 ; A100.*80GB            ; a100 80gb, a100-sxm4-80gb
-H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB  ; 5 ; H100.*(SXM|HBM3)      ; h100, h100 sxm5, h100-sxm5-80gb
-H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB  ; 5 ; H100.*PCIe            ; h100 pcie
-H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB  ; 5 ; H200                  ; h200
-V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB  ; 3 ; V100                  ; v100, v100 sxm2, tesla v100
-T4             ; 8.1   -      -      65     ; 320  ; 16 GiB  ; 3 ; \bT4\b                ; tesla t4
-L4             ; 30.3  60     121    121    ; 300  ; 24 GiB  ; 4 ; \bL4\b                ; l4
-A10G           ; 35    35     70     70     ; 600  ; 24 GiB  ; 4 ; A10G                  ; aws a10g
-RTX 4090       ; 82.6  82.6   165.2  165.2  ; 1008 ; 24 GiB  ; 4 ; 4090                  ; 4090, rtx4090, rtx 4090, geforce rtx 4090
-RTX 3090       ; 35.6  35.6   71     71     ; 936  ; 24 GiB  ; 4 ; 3090                  ; 3090, rtx3090, rtx 3090, geforce rtx 3090
-MI300X         ; 163.4 653.7  1307.4 1307.4 ; 5300 ; 192 GB  ; 5 ; MI300X                ; mi300x, mi300, instinct mi300x
+A100 40GB SXM  ; 19.5  156    312    312    ; 1555 ; 40 GiB ; 4 ; A100.*40GB, A100-SXM4(?!.*80), ^NVIDIA A100$ ; a100, a100 40gb, a100-sxm4-40gb, a100 sxm ; NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 40GB SXM column
+A100 80GB SXM  ; 19.5  156    312    312    ; 2039 ; 80 GiB ; 4 ; A100.*80GB                                   ; a100 80gb, a100-sxm4-80gb                 ; NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 80GB SXM column
+H100 SXM       ; 67    494.5  989.5  989.5  ; 3350 ; 80 GiB ; 5 ; H100.*(SXM|HBM3)                             ; h100, h100 sxm5, h100-sxm5-80gb           ; NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 SXM column
+H100 PCIe      ; 51    378    756.5  756.5  ; 2000 ; 80 GiB ; 5 ; H100.*PCIe                                   ; h100 pcie                                 ; NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 PCIe column
+H200 SXM       ; 67    494.5  989.5  989.5  ; 4800 ; 141 GB ; 5 ; H200                                         ; h200                                      ; NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/), H200 SXM column
+V100 SXM2 32GB ; 15.7  -      -      125    ; 900  ; 32 GiB ; 3 ; V100                                         ; v100, v100 sxm2, tesla v100               ; NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column
+T4             ; 8.1   -      -      65     ; 320  ; 16 GiB ; 3 ; \bT4\b                                       ; tesla t4                                  ; NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3
+L4             ; 30.3  60     121    121    ; 300  ; 24 GiB ; 4 ; \bL4\b                                       ; l4                                        ; NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/)
+A10G           ; 35    35     70     70     ; 600  ; 24 GiB ; 4 ; A10G                                         ; aws a10g                                  ; Baseten, 'NVIDIA A10 vs A10G for ML model inference' (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)
+RTX 4090       ; 82.6  82.6   165.2  165.2  ; 1008 ; 24 GiB ; 4 ; 4090                                         ; 4090, rtx4090, rtx 4090, geforce rtx 4090 ; NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column
+RTX 3090       ; 35.6  35.6   71     71     ; 936  ; 24 GiB ; 4 ; 3090                                         ; 3090, rtx3090, rtx 3090, geforce rtx 3090 ; NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A, GeForce RTX 3090 column
+MI300X         ; 163.4 653.7  1307.4 1307.4 ; 5300 ; 192 GB ; 5 ; MI300X                                       ; mi300x, mi300, instinct mi300x            ; AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)
 """
-_DEVICE_SOURCES = {
-    # Sheet: TF32 156 | 312*, BF16/FP16 312 | 624* (* = with sparsity); dense used.
-    "A100 40GB SXM": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 40GB SXM column",
-    # Same compute as the 40GB part; HBM2e raises bandwidth to 2,039 GB/s.
-    "A100 80GB SXM": "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100/), A100 80GB SXM column",
-    # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
-    "H100 SXM": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 SXM column",
-    # Sheet: TF32 756*, BF16/FP16 1,513* TFLOPS (* = with sparsity); halved.
-    "H100 PCIe": "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/), H100 PCIe column",
-    # Sheet: TF32 989*, BF16/FP16 1,979* TFLOPS (* = with sparsity); halved.
-    "H200 SXM": "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/), H200 SXM column",
-    # Volta tensor cores do fp16 only: no tf32, no bf16.
-    "V100 SXM2 32GB": "NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column",
-    # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
-    "T4": "NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
-    # Sheet: TF32 120*, BF16/FP16 242* TFLOPS (* = with sparsity); halved.
-    "L4": "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/)",
-    # AWS G5's variant of the A10 (125 TFLOPS bf16, the same 600 GB/s): NVIDIA has no sheet for it.
-    "A10G": "Baseten, 'NVIDIA A10 vs A10G for ML model inference' (baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/)",
-    # GeForce: tensor FP16/BF16 with FP32 accumulate (what PyTorch uses) is
-    # 165.2 dense (330.4 sparse); TF32 82.6 dense (165.2 sparse).
-    "RTX 4090": "NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A, GeForce RTX 4090 column",
-    # GA102 whitepaper: FP16/BF16 tensor with FP32 accumulate 71 dense (142 sparse); TF32 35.6
-    # dense (71 sparse).
-    "RTX 3090": "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A, GeForce RTX 3090 column",
-    # Sheet: FP32 vector 163.4; TF32 653.7, BF16/FP16 1,307.4 dense (2,614.9 with sparsity).
-    "MI300X": "AMD Instinct MI300X accelerator datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
-}
-_DEVICE_EXTRA = {
-    **dict.fromkeys(("RTX 4090", "RTX 3090"), {"kind": "gpu (consumer)"}),
-    "MI300X": {"vendor": "AMD"},
-}
 
 
-def _device(name, peaks, bandwidth, mem, _pcie, patterns, aliases) -> DeviceSpec:
+def _device(name, peaks, bandwidth, mem, _pcie, patterns, aliases, source) -> DeviceSpec:
     size, unit = mem.split()
     return DeviceSpec(
         name,
         {k: float(v + "e12") for k, v in zip(_DTYPE_KEYS, peaks.split(), strict=True) if v != "-"},
         float(bandwidth + "e9"),
         int(size) * {"GiB": _GiB, "GB": _GB}[unit],
-        _DEVICE_SOURCES[name],
+        source,
         aliases=tuple(aliases.split(", ")),
+        kind="gpu (consumer)" if name.startswith("RTX") else "gpu",
+        vendor="AMD" if name.startswith("MI") else "NVIDIA",
         _name_patterns=tuple(patterns.split(", ")),
-        **_DEVICE_EXTRA.get(name, {}),
     )
 
 
-_ROWS = [[c.strip() for c in row.split(";")] for row in _DEVICE_ROWS.strip().splitlines()]
-_SPECS: tuple[DeviceSpec, ...] = tuple(_device(*row) for row in _ROWS)
-_HOST_PCIE = {row[0]: row[4] for row in _ROWS}
+def _rows(table: str) -> list[list[str]]:
+    return [[c.strip() for c in row.split(";")] for row in table.strip().splitlines()]
+
+
+_SPECS: tuple[DeviceSpec, ...] = tuple(_device(*row) for row in _rows(_DEVICE_ROWS))
+_HOST_PCIE = {row[0]: row[4] for row in _rows(_DEVICE_ROWS)}
 
 
 def all_specs() -> tuple[DeviceSpec, ...]:
@@ -301,13 +273,12 @@ NVMe SSD (PCIe 4.0 x4) ; storage       ; 7.45   ; nvme, ssd, nvme ssd, disk     
 """
 
 
-def _link(row: str) -> LinkSpec:
-    name, kind, bandwidth, aliases, source = (c.strip() for c in row.split(";"))
-    gb_s, both, _ = bandwidth.partition(" x2")
-    return LinkSpec(name, kind, float(gb_s + "e9"), source, tuple(aliases.split(", ")), bool(both))
-
-
-_LINKS: tuple[LinkSpec, ...] = tuple(map(_link, _LINK_ROWS.strip().splitlines()))
+_LINKS: tuple[LinkSpec, ...] = tuple(
+    LinkSpec(
+        name, kind, float(bw.removesuffix(" x2") + "e9"), src, tuple(aka.split(", ")), "x2" in bw
+    )
+    for name, kind, bw, aka, src in _rows(_LINK_ROWS)
+)
 
 
 def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
@@ -331,16 +302,13 @@ def host_link(device: str) -> LinkSpec:
 NodeSpec = namedtuple("NodeSpec", "name gpu gpus_per_node gpu_link nics_per_node nic_link source")
 # The guides: 8 GPUs on NVSwitches, and 8 single-port ConnectX-6 (A100) or ConnectX-7 (H100)
 # adapters for the cluster network.
-_NODE_SOURCES = {
-    "DGX A100": "NVIDIA DGX A100 User Guide, Hardware Overview",
-    "DGX H100": "NVIDIA DGX H100/H200 User Guide, Hardware Overview",
-}
+_NODE_ROWS = """
+DGX A100 ; A100 40GB SXM ; 8 ; NVLink 3 (A100) ; 8 ; HDR InfiniBand ; NVIDIA DGX A100 User Guide, Hardware Overview
+DGX H100 ; H100 SXM      ; 8 ; NVLink 4 (H100) ; 8 ; NDR InfiniBand ; NVIDIA DGX H100/H200 User Guide, Hardware Overview
+"""
 _NODES = tuple(
-    NodeSpec(*row, _NODE_SOURCES[row[0]])
-    for row in (
-        ("DGX A100", "A100 40GB SXM", 8, "NVLink 3 (A100)", 8, "HDR InfiniBand"),
-        ("DGX H100", "H100 SXM", 8, "NVLink 4 (H100)", 8, "NDR InfiniBand"),
-    )
+    NodeSpec(name, gpu, int(gpus), gpu_link, int(nics), nic, source)
+    for name, gpu, gpus, gpu_link, nics, nic, source in _rows(_NODE_ROWS)
 )
 
 
