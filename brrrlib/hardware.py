@@ -129,7 +129,7 @@ _DEVICE_SOURCES = {
     # Volta tensor cores do fp16 only: no tf32, no bf16.
     "V100 SXM2 32GB": "NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100/), V100 SXM2 column",
     # Sheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; Turing has no tf32, no bf16.
-    "T4": "NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/): FP32 8.1 TFLOPS, mixed-precision FP16/FP32 65 TFLOPS, 16 GB GDDR6 at 320+ GB/s, x16 PCIe Gen3",
+    "T4": "NVIDIA T4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/tesla-t4/)",
     # Sheet: TF32 120*, BF16/FP16 242* TFLOPS (* = with sparsity); halved.
     "L4": "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4/)",
     # AWS G5's variant of the A10 (125 TFLOPS bf16, the same 600 GB/s): NVIDIA has no sheet for it.

@@ -93,17 +93,15 @@ def record(cls: type, data: Any, where: str, names: tuple[str, ...] = ()) -> Any
 
 
 def parse(data: Any) -> dict[str, Any]:
-    """A decoded report file as the Report's fields (a schema 1 prediction is converted)."""
+    """A decoded report file as the Report's fields."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"not a brrr report (field 'schema' is not {SCHEMA!r})")
     version, kind = data.get("schema_version"), data.get("kind")
-    if version != SCHEMA_VERSION and (version, kind) != (1, "prediction"):
+    if version != SCHEMA_VERSION:
         raise ValueError(f"schema_version {version!r}, not {SCHEMA_VERSION}: re-run bl.report()")
     if kind not in ("measurement", "prediction"):
         raise ValueError(f"field 'kind' must be 'measurement' or 'prediction', got {kind!r:.60}")
     try:
-        if version == 1:
-            data = data | {"spec": _spec_v1(data)}
         if kind == "measurement":
             machine = record(Ceilings, data["ceilings"], "ceilings")
         else:
@@ -126,18 +124,4 @@ def parse(data: Any) -> dict[str, Any]:
         "chapters": chapters,  # Report checks them
         "created_at": check(created_at, str | None, "created_at"),
         "notes": check(data.get("notes", []), tuple[str, ...], "notes"),
-    }
-
-
-def _spec_v1(d: dict) -> dict[str, Any]:
-    """A schema 1 prediction's spec-sheet row (course/instructor/example_results/ holds three)."""
-    m, c = d["machine"], d["ceilings"]
-    return {
-        "name": m["device_name"],
-        "peak_flops_per_s": {"fp32": c["matmul_flops_per_s"], **c["matmul_flops_per_s_by_dtype"]},
-        "mem_bandwidth_bytes_per_s": c["mem_bandwidth_bytes_per_s"],
-        "mem_bytes": 0,
-        "source": str(d["source"]).removeprefix("spec sheet: "),
-        "kind": "gpu" if m["device"] == "cuda" else m["device"],
-        "vendor": "",
     }
