@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -20,10 +21,10 @@ from types import MappingProxyType
 from typing import Any
 
 from brrrlib import _files, _fmt, roofline
-from brrrlib.ceilings import Ceilings
+from brrrlib.ceilings import Ceilings, measure_ceilings
 from brrrlib.classroom import _report_file as _file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
-from brrrlib.hardware import DeviceSpec
+from brrrlib.hardware import DeviceSpec, spec
 
 __all__ = [
     "ClassTable",
@@ -131,8 +132,8 @@ class Report:
         """The file's layout, schema 2 (``path`` and ``recorded`` are not stored)."""
         m = self.machine
         if self.is_prediction:
-            spec = {k: getattr(m, k) for k in _file.SPEC_FIELDS}
-            body = {"spec": spec | {"peak_flops_per_s": dict(m.peak_flops_per_s)}}
+            row = {k: getattr(m, k) for k in _file.SPEC_FIELDS}
+            body = {"spec": row | {"peak_flops_per_s": dict(m.peak_flops_per_s)}}
         else:
             body = {"ceilings": m.to_dict()}
         return {
@@ -220,10 +221,7 @@ def report(
         extra = _file.check(extra or {}, _file.VALUES, "extra")
     except ValueError as exc:  # the learner's argument: a TypeError
         raise TypeError(*exc.args) from None
-    if ceilings is None:
-        from brrrlib.ceilings import measure_ceilings
-
-        ceilings = measure_ceilings()
+    ceilings = measure_ceilings() if ceilings is None else ceilings
     # On a JupyterHub every learner shares one host name; the hub's user name tells them apart.
     hub_user = os.environ.get("JUPYTERHUB_USER") or None
     rep = from_ceilings(ceilings, name=name if name is not None else hub_user)
@@ -256,8 +254,6 @@ def write_predictions(
     folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
 ) -> list[Path]:
     """Write spec-sheet *prediction* files (nothing measured) for spec-table devices to ``folder``."""
-    from brrrlib.hardware import spec
-
     written = []
     for device_name in (names,) if isinstance(names, str) else names:  # a name, not its letters
         row = spec(device_name)
@@ -322,13 +318,9 @@ def _previous(target: Path, rep: Report) -> Report | None:
 def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            other = _read(path, folder)
-        except ValueError:
-            continue  # not ours to judge here; load_reports names bad files
-        if _machine_of(other) == _machine_of(rep):
-            found.append(other)
-    return found
+        with contextlib.suppress(ValueError):  # not ours to judge here; load_reports names bad ones
+            found.append(_read(path, folder))
+    return [other for other in found if _machine_of(other) == _machine_of(rep)]
 
 
 def _read(path: Path, root: Path) -> Report:
