@@ -80,11 +80,8 @@ def record(cls: type, data: Any, where: str, names: tuple[str, ...] = ()) -> Any
     """``cls(**data)``, each field checked against ``cls``'s declared types."""
     hints = typing.get_type_hints(cls)
     check(data, Mapping[str, object], where)
-    unknown = sorted(set(data) - set(names or hints))
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown field(s) {unknown} (newer brrrlib? pip install -U brrrlib)"
-        )
+    if unknown := sorted(set(data) - set(names or hints)):  # written by a newer brrrlib
+        raise ValueError(f"{where}: unknown field(s) {unknown}: pip install -U brrrlib")
     fields = {k: check(v, hints[k], f"{where}: field {k!r}") for k, v in data.items()}
     try:
         return cls(**fields)
@@ -111,13 +108,10 @@ def parse(data: Any) -> dict[str, Any]:
         name, chapters, created_at = data["name"], data["chapters"], data["created_at"]
     except KeyError as exc:
         raise ValueError(f"missing field {exc}") from None
-    ridge = data.get("ridge_point_flops_per_byte")  # for readers without brrrlib
-    if check(ridge, float | None, "ridge_point_flops_per_byte") is not None and not (
-        math.isclose(ridge, machine.ridge_point_flops_per_byte(), rel_tol=1e-6)
-    ):
-        raise ValueError(
-            f"ridge_point_flops_per_byte {ridge!r} is not matmul / bandwidth: edited by hand"
-        )
+    key = "ridge_point_flops_per_byte"  # stored for readers without brrrlib
+    ridge = check(data.get(key), float | None, key)
+    if ridge is not None and abs(ridge / machine.ridge_point_flops_per_byte() - 1) > 1e-6:
+        raise ValueError(f"{key} {ridge!r} is not matmul / bandwidth: edited by hand")
     return {
         "name": check(name, str, "name"),
         "machine": machine,
