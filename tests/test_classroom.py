@@ -369,10 +369,10 @@ def test_a_prediction_holds_the_spec_table_row_and_says_prediction():
         Report("T4 (prediction)", "T4")
 
 
-def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(tmp_path):
+def test_shipped_example_results_are_predictions_of_todays_spec_table(tmp_path):
     shipped = sorted(EXAMPLES.glob("*.json"))
     assert len(shipped) == 3, f"expected example results in {EXAMPLES}"
-    assert all(json.loads(p.read_text())["schema_version"] == 1 for p in shipped)
+    assert all(json.loads(p.read_text())["schema_version"] == 2 for p in shipped)
     reports = load_reports(EXAMPLES)
     assert sorted(r.device_name for r in reports) == ["A100 40GB SXM", "H100 SXM", "T4"]
     for rep in reports:
@@ -384,16 +384,11 @@ def test_shipped_example_results_are_schema_1_predictions_of_todays_spec_table(t
         )
         assert rep.mem_bandwidth_bytes_per_s == row.mem_bandwidth_bytes_per_s
         assert rep.machine.source == row.source
-    # write_predictions writes them again, in the current schema, under the same names
-    fresh = {p.name: json.loads(p.read_text()) for p in write_predictions(tmp_path)}
-    assert sorted(fresh) == sorted(p.name for p in shipped)
-    for rep in reports:
-        assert fresh[rep.path.name]["schema_version"] == 2
-        new = Report.from_dict(fresh[rep.path.name])
-        assert (new.kind, new.name) == (rep.kind, rep.name)
-        assert dict(new.machine.peak_flops_per_s) == dict(rep.machine.peak_flops_per_s)
-        assert new.mem_bandwidth_bytes_per_s == rep.mem_bandwidth_bytes_per_s
-        assert Report.from_dict(json.loads(new.to_json())) == new  # deterministic, no date
+    # write_predictions writes them again, byte for byte, under the same names
+    fresh = {p.name: p.read_text() for p in write_predictions(tmp_path)}
+    assert fresh == {p.name: p.read_text() for p in shipped}, (
+        "course/instructor/example_results/ is out of date with the spec table"
+    )
     (one,) = write_predictions(tmp_path / "one", names="T4")  # a name, not its letters
     assert one.name == "prediction-T4-cuda.json"
 
@@ -497,16 +492,17 @@ def test_chapters_table_lists_measurements_or_says_there_are_none(tmp_path):
     assert table.rows == (("ada", "02", "knee_repeat", "16"),)
 
 
-def test_a_schema_1_measurement_names_its_file_and_the_fix(tmp_path):
-    """Schema 1 is read for predictions only (course/instructor/example_results/)."""
+def test_a_schema_1_file_names_its_file_and_the_fix(tmp_path):
     old = Path(__file__).parent / "data" / "report-schema1-h200.json"
     (tmp_path / old.name).write_bytes(old.read_bytes())
     with pytest.raises(ValueError, match=r"schema_version 1, not 2: re-run bl\.report\(\)") as info:
         load_reports(tmp_path)
     assert old.name in str(info.value)
     t4 = json.loads(_example("T4").read_text())
-    del t4["machine"]
-    with pytest.raises(ValueError, match="t4: missing field 'machine'"):
+    with pytest.raises(ValueError, match=r"t4: schema_version 1, not 2"):
+        Report.from_dict(t4 | {"schema_version": 1}, where="t4")
+    del t4["spec"]
+    with pytest.raises(ValueError, match="t4: missing field 'spec'"):
         Report.from_dict(t4, where="t4")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -20,10 +21,10 @@ from types import MappingProxyType
 from typing import Any
 
 from brrrlib import _files, _fmt, roofline
-from brrrlib.ceilings import Ceilings
+from brrrlib.ceilings import Ceilings, measure_ceilings
 from brrrlib.classroom import _report_file as _file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
-from brrrlib.hardware import DeviceSpec
+from brrrlib.hardware import DeviceSpec, spec
 
 __all__ = [
     "ClassTable",
@@ -74,12 +75,29 @@ class Report:
     recorded: bool = False
     notes: tuple[str, ...] = ()
     path: Path | None = field(default=None, compare=False)
+    # What the class compares, read from either kind of machine by __post_init__:
+    device: str = field(init=False, compare=False)
+    device_name: str = field(init=False, compare=False)
+    precisions: tuple[str, ...] = field(init=False, compare=False)  # its matmul roofs
+    vector_flops_per_s: float = field(init=False, compare=False)
+    op_overhead_s: float | None = field(init=False, compare=False)  # a sheet has none
+    mem_bandwidth_bytes_per_s: float = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("name must be a non-empty string")
-        if not isinstance(self.machine, (Ceilings, DeviceSpec)):
-            raise TypeError(f"machine must be Ceilings or a DeviceSpec, got {self.machine!r:.40}")
+        m = self.machine
+        if isinstance(m, DeviceSpec):  # vector: half the sheet's fp32, which counts an FMA as two
+            kind = "cuda" if m.kind == "gpu" else m.kind
+            read = (kind, m.name, tuple(m.peak_flops_per_s), m.peak("fp32") / 2, None)
+        elif isinstance(m, Ceilings):
+            by_dtype = tuple(m.matmul_flops_per_s_by_dtype)
+            read = (m.device, m.device_name, by_dtype, m.vector_flops_per_s, m.op_overhead_s)
+        else:
+            raise TypeError(f"machine must be Ceilings or a DeviceSpec, got {m!r:.40}")
+        read_fields = [f.name for f in dataclasses.fields(self) if not f.init]
+        for name, value in zip(read_fields, (*read, m.mem_bandwidth_bytes_per_s), strict=True):
+            object.__setattr__(self, name, value)
         chapters = _file.check(self.chapters, _file.CHAPTERS, "chapters")
         chapters = {k: MappingProxyType(v) for k, v in chapters.items()}
         object.__setattr__(self, "chapters", MappingProxyType(chapters))
@@ -101,38 +119,10 @@ class Report:
                 return f"{self.name} ({word})"
         return self.name
 
-    @property
-    def device(self) -> str:
-        m = self.machine
-        return m.device if isinstance(m, Ceilings) else "cuda" if m.kind == "gpu" else m.kind
-
-    @property
-    def device_name(self) -> str:
-        return self.machine.name if self.is_prediction else self.machine.device_name
-
-    @property
-    def precisions(self) -> tuple[str, ...]:
-        m = self.machine
-        return tuple(m.peak_flops_per_s if self.is_prediction else m.matmul_flops_per_s_by_dtype)
-
     def matmul_peak(self, precision: str = "fp32") -> float:
         """Matmul FLOP/s in ``precision``: measured, or the sheet's dense peak."""
         m = self.machine
         return m.peak(precision) if self.is_prediction else m.matmul_peak(precision)
-
-    @property
-    def mem_bandwidth_bytes_per_s(self) -> float:
-        return self.machine.mem_bandwidth_bytes_per_s
-
-    @property
-    def vector_flops_per_s(self) -> float:
-        """Measured, or half the sheet's fp32 peak (a sheet counts an FMA as two FLOPs)."""
-        m = self.machine
-        return m.peak("fp32") / 2 if self.is_prediction else m.vector_flops_per_s
-
-    @property
-    def op_overhead_s(self) -> float | None:
-        return None if self.is_prediction else self.machine.op_overhead_s
 
     def ridge_point_flops_per_byte(self, precision: str = "fp32") -> float:
         """``matmul_peak(precision) / mem_bandwidth_bytes_per_s``: below it, memory-bound."""
@@ -142,8 +132,8 @@ class Report:
         """The file's layout, schema 2 (``path`` and ``recorded`` are not stored)."""
         m = self.machine
         if self.is_prediction:
-            spec = {k: getattr(m, k) for k in _file.SPEC_FIELDS}
-            body = {"spec": spec | {"peak_flops_per_s": dict(m.peak_flops_per_s)}}
+            row = {k: getattr(m, k) for k in _file.SPEC_FIELDS}
+            body = {"spec": row | {"peak_flops_per_s": dict(m.peak_flops_per_s)}}
         else:
             body = {"ceilings": m.to_dict()}
         return {
@@ -231,10 +221,7 @@ def report(
         extra = _file.check(extra or {}, _file.VALUES, "extra")
     except ValueError as exc:  # the learner's argument: a TypeError
         raise TypeError(*exc.args) from None
-    if ceilings is None:
-        from brrrlib.ceilings import measure_ceilings
-
-        ceilings = measure_ceilings()
+    ceilings = measure_ceilings() if ceilings is None else ceilings
     # On a JupyterHub every learner shares one host name; the hub's user name tells them apart.
     hub_user = os.environ.get("JUPYTERHUB_USER") or None
     rep = from_ceilings(ceilings, name=name if name is not None else hub_user)
@@ -267,8 +254,6 @@ def write_predictions(
     folder: str | Path, names: Iterable[str] = ("T4", "A100", "H100")
 ) -> list[Path]:
     """Write spec-sheet *prediction* files (nothing measured) for spec-table devices to ``folder``."""
-    from brrrlib.hardware import spec
-
     written = []
     for device_name in (names,) if isinstance(names, str) else names:  # a name, not its letters
         row = spec(device_name)
@@ -333,13 +318,9 @@ def _previous(target: Path, rep: Report) -> Report | None:
 def _reports_of_this_machine(folder: Path, rep: Report) -> list[Report]:
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            other = _read(path, folder)
-        except ValueError:
-            continue  # not ours to judge here; load_reports names bad files
-        if _machine_of(other) == _machine_of(rep):
-            found.append(other)
-    return found
+        with contextlib.suppress(ValueError):  # not ours to judge here; load_reports names bad ones
+            found.append(_read(path, folder))
+    return [other for other in found if _machine_of(other) == _machine_of(rep)]
 
 
 def _read(path: Path, root: Path) -> Report:
@@ -441,7 +422,7 @@ def plot_reports(
     if title is None:
         counts = collections.Counter(map(_status, chosen))
         kinds = ", ".join(
-            f"{counts[k]} {k}" for k in ("measured", "recorded", "predicted") if k in counts
+            f"{counts[k]} {k}" for k in ("measured", "recorded", "predicted") if counts[k]
         )
         title = f"the class on one roofline, {dtype} roofs: {kinds}"
     # roofline.plot labels a device by its name: give each the label the class sees.
@@ -455,9 +436,9 @@ def plot_reports(
         _, ax = plt.subplots(figsize=(12, 5), layout="constrained")
     ax = roofline.plot(devices, ax=ax, dtype=dtype)
     ax.set_title(title)
-    predicted_labels = tuple(r.label + " " for r in chosen if r.is_prediction)
+    predicted = tuple(r.label + " " for r in chosen if r.is_prediction)
     for line in ax.get_lines():
-        if predicted_labels and line.get_label().startswith(predicted_labels):
+        if line.get_label().startswith(predicted):
             line.set_linestyle(":")  # nothing measured: dotted
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax

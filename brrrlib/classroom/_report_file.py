@@ -80,11 +80,8 @@ def record(cls: type, data: Any, where: str, names: tuple[str, ...] = ()) -> Any
     """``cls(**data)``, each field checked against ``cls``'s declared types."""
     hints = typing.get_type_hints(cls)
     check(data, Mapping[str, object], where)
-    unknown = sorted(set(data) - set(names or hints))
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown field(s) {unknown} (newer brrrlib? pip install -U brrrlib)"
-        )
+    if unknown := sorted(set(data) - set(names or hints)):  # written by a newer brrrlib
+        raise ValueError(f"{where}: unknown field(s) {unknown}: pip install -U brrrlib")
     fields = {k: check(v, hints[k], f"{where}: field {k!r}") for k, v in data.items()}
     try:
         return cls(**fields)
@@ -93,17 +90,15 @@ def record(cls: type, data: Any, where: str, names: tuple[str, ...] = ()) -> Any
 
 
 def parse(data: Any) -> dict[str, Any]:
-    """A decoded report file as the Report's fields (a schema 1 prediction is converted)."""
+    """A decoded report file as the Report's fields."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"not a brrr report (field 'schema' is not {SCHEMA!r})")
     version, kind = data.get("schema_version"), data.get("kind")
-    if version != SCHEMA_VERSION and (version, kind) != (1, "prediction"):
+    if version != SCHEMA_VERSION:
         raise ValueError(f"schema_version {version!r}, not {SCHEMA_VERSION}: re-run bl.report()")
     if kind not in ("measurement", "prediction"):
         raise ValueError(f"field 'kind' must be 'measurement' or 'prediction', got {kind!r:.60}")
     try:
-        if version == 1:
-            data = data | {"spec": _spec_v1(data)}
         if kind == "measurement":
             machine = record(Ceilings, data["ceilings"], "ceilings")
         else:
@@ -113,31 +108,14 @@ def parse(data: Any) -> dict[str, Any]:
         name, chapters, created_at = data["name"], data["chapters"], data["created_at"]
     except KeyError as exc:
         raise ValueError(f"missing field {exc}") from None
-    ridge = data.get("ridge_point_flops_per_byte")  # for readers without brrrlib
-    if check(ridge, float | None, "ridge_point_flops_per_byte") is not None and not (
-        math.isclose(ridge, machine.ridge_point_flops_per_byte(), rel_tol=1e-6)
-    ):
-        raise ValueError(
-            f"ridge_point_flops_per_byte {ridge!r} is not matmul / bandwidth: edited by hand"
-        )
+    key = "ridge_point_flops_per_byte"  # stored for readers without brrrlib
+    ridge = check(data.get(key), float | None, key)
+    if ridge is not None and abs(ridge / machine.ridge_point_flops_per_byte() - 1) > 1e-6:
+        raise ValueError(f"{key} {ridge!r} is not matmul / bandwidth: edited by hand")
     return {
         "name": check(name, str, "name"),
         "machine": machine,
         "chapters": chapters,  # Report checks them
         "created_at": check(created_at, str | None, "created_at"),
         "notes": check(data.get("notes", []), tuple[str, ...], "notes"),
-    }
-
-
-def _spec_v1(d: dict) -> dict[str, Any]:
-    """A schema 1 prediction's spec-sheet row (course/instructor/example_results/ holds three)."""
-    m, c = d["machine"], d["ceilings"]
-    return {
-        "name": m["device_name"],
-        "peak_flops_per_s": {"fp32": c["matmul_flops_per_s"], **c["matmul_flops_per_s_by_dtype"]},
-        "mem_bandwidth_bytes_per_s": c["mem_bandwidth_bytes_per_s"],
-        "mem_bytes": 0,
-        "source": str(d["source"]).removeprefix("spec sheet: "),
-        "kind": "gpu" if m["device"] == "cuda" else m["device"],
-        "vendor": "",
     }

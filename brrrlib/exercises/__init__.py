@@ -38,8 +38,7 @@ def _get(question_id: Any) -> Question:
         kind = type(question_id).__name__
         raise TypeError(f"question_id must be a string such as '02.ridge', got {kind}")
     if question_id not in _BANK:
-        valid = ", ".join(_BANK)
-        raise ValueError(f"question_id={short.repr(question_id)}: choose one of {valid}")
+        raise ValueError(f"question_id={short.repr(question_id)}: choose one of {', '.join(_BANK)}")
     return _BANK[question_id]
 
 

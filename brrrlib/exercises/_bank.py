@@ -1,5 +1,4 @@
-"""The question bank: each exercise's text is data (questions.json, the chapter's markdown), its
-answer a solver that computes it and records the numbers it used."""
+"""The question bank: each question's text is data, its answer a solver that records its steps."""
 
 from __future__ import annotations
 

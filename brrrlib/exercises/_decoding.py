@@ -1,5 +1,4 @@
-"""Solvers of chapter 06's questions: decode's floor, prefill, the KV cache, speculative decoding,
-tensor parallelism."""
+"""Solvers of chapter 06's questions: decode's floor, prefill, KV cache, drafts, tensor parallel."""
 
 from brrrlib.distributed._comm_model import ring_factor
 from brrrlib.exercises._bank import Context, Worked, solves

@@ -1,6 +1,4 @@
-"""The checker: what an answer is (a number in the unit, or an option), the slip it makes.
-
-``q`` is a ``_bank.Question``, ``worked`` its ``Worked``: the bank imports this module."""
+"""The checker: what an answer is (a number in the unit, or an option), the slip it makes."""
 
 from __future__ import annotations
 
@@ -9,7 +7,7 @@ import math
 import numbers
 import reprlib
 from collections import namedtuple
-from typing import Any
+from typing import Any  # q: a _bank.Question, worked: its Worked (the bank imports this module)
 
 __all__ = ["Verdict", "answer_text", "judge", "short"]
 

@@ -1,5 +1,4 @@
-"""Solvers of the questions on one device (chapters 00 to 03): the ridge point, compute, memory
-bandwidth, overhead."""
+"""Solvers of chapters 00 to 03's questions: the ridge point, compute, bandwidth, overhead."""
 
 from brrrlib.exercises._bank import Context, Worked, solves
 from brrrlib.hardware import ESSAY_PYTHON_ADDS_PER_S
