@@ -100,23 +100,12 @@ def _input_maker(
     if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise TypeError(f"make_input(2) must return one tensor of batch 2, got {got}; {example}")
-    sizes = [x.numel() * x.element_size()]  # the input and every leaf module's output
-
-    def hook(_module, _inputs, out) -> None:
-        if isinstance(out, torch.Tensor):
-            sizes.append(out.numel() * out.element_size())
-
-    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
-    try:
-        with torch.no_grad():
-            model(x)
+    try:  # bytes per sample: what a call moves beyond its weights (activations, read and written)
+        case = _batch_case(model, 2, lambda _batch: x, x.device)
     except Exception as exc:  # the learner's model or input: say which argument to fix
         why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         raise ValueError(f"make_input must build the input this model takes ({why})") from exc
-    finally:
-        for h in hooks:
-            h.remove()
-    return make, max(1, sum(sizes) // 2)
+    return make, max(1, (case.bytes_moved - case.weight_bytes) // 2)
 
 
 def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torch.device) -> Case:

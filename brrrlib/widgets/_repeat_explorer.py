@@ -117,9 +117,9 @@ class RepeatExplorer(_Explorer):
         other = res.point(repeat, "fused" if mode == "eager" else "eager") if res else None
         paired = other is not None and other.measured
         pairs = [((repeat, "fused"), (repeat, "eager"))] if paired else []
-        kw = {"setup": self._setup, "pairs": pairs, "into": res}
+        kw = {"ceilings": c, "setup": self._setup, "pairs": pairs, "into": res, "progress": False}
         kw["max_point_s"] = math.inf if force else ex.MAX_POINT_S
-        self.sweeps[size] = ex.repeat_points(c, size, [repeat], [mode], self.device, **kw)
+        self.sweeps[size] = ex.repeat_sweep(size, [repeat], self.device, modes=[mode], **kw)
 
     def _show(self, p: Point) -> None:
         c, res = self.ceilings, self.sweeps[self.size]
