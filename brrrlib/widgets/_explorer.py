@@ -181,11 +181,11 @@ class _Explorer:
             except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
                 self.exception, failed = exc, f"failed: {type(exc).__name__}: {exc}"
             self._version += 1
-        p, missing = self.current, self._missing()
+        p = self.current
         if p is not None:
             self.error = None
             self._show(p)
-        elif failed or missing:
+        elif failed or (missing := self._missing()):
             reason, is_error = (failed, True) if failed else missing
             self.error = f"{self._where()}: {reason}" if is_error else None
             self._say(f"<b>{html.escape(self._where())}</b>: {html.escape(reason)}")
