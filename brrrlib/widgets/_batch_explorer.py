@@ -119,11 +119,6 @@ def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torc
     return Case(fn, int(n.flops), int(n.bytes_moved), device, label, **kw)
 
 
-def _model_device(model: nn.Module) -> torch.device:
-    """The device of the model's first parameter (the default device if it has none)."""
-    return next((p.device for p in model.parameters()), machine.device())
-
-
 class BatchExplorer(_Explorer):
     """The batch-size slider of chapter 03: does doubling the batch double the time?"""
 
@@ -143,11 +138,11 @@ class BatchExplorer(_Explorer):
     ) -> None:
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        default = _model_device(model) if model is not None else machine.device()
-        self.device = machine.resolve(device) if device is not None else default
+        on = next((p.device for p in model.parameters()), None) if model is not None else None
+        self.device = machine.resolve(device if device is not None else on)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
-        if _model_device(self.model).type != self.device.type:
+        if any(p.device.type != self.device.type for p in self.model.parameters()):
             raise ValueError(f"model is not on device={str(self.device)!r}: model.to(device) first")
         make, self._sample_bytes = _input_maker(self.model, make_input)
         self._setup = setup or (

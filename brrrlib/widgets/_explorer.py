@@ -26,10 +26,8 @@ def _offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> N
 
 def peak(ceilings: Any, precision: str) -> tuple[float, str]:
     """The matmul ceiling of ``precision`` and its precision; fp32's where it was not measured."""
-    try:
-        return ceilings.matmul_peak(precision), precision
-    except KeyError:
-        return ceilings.matmul_flops_per_s, "fp32"
+    by_dtype = ceilings.matmul_flops_per_s_by_dtype
+    return (by_dtype[precision], precision) if precision in by_dtype else (by_dtype["fp32"], "fp32")
 
 
 def note(p: Any) -> str:
