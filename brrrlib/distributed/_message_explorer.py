@@ -27,7 +27,7 @@ class MessageSizeExplorer(_Explorer):
 
         if not isinstance(sweep, CollectiveSweep):
             raise TypeError(f"sweep must come from all_reduce_sweep(), got {type(sweep).__name__}")
-        self.sweep, self.fit, self.readout = sweep, sweep.fit, ""
+        self.sweep, self.fit = sweep, sweep.fit
         self._slider = W.IntSlider(
             value=_log2(sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]),
             min=_MIN_LOG2,
@@ -49,8 +49,8 @@ class MessageSizeExplorer(_Explorer):
         self._move([(self._slider, _log2(_checks.number("nbytes", nbytes, positive=True)))])
         self._update()
 
-    def _update(self) -> None:
-        n, fit, sweep = self.nbytes, self.fit, self.sweep
+    def _show(self, n: int) -> None:
+        fit, sweep = self.fit, self.sweep
         t = fit.time_s(n)
         share = fit.alpha_s / t
         measured = dict(zip(sweep.sizes_bytes, sweep.median_s, strict=True)).get(n)
@@ -66,7 +66,6 @@ class MessageSizeExplorer(_Explorer):
         outside = not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
         regime = "latency-bound" if share > 0.5 else "bandwidth-bound"
         self._table(cells, regime + ", EXTRAPOLATED" * outside)
-        self._redraw()
 
     def _draw(self, fig) -> None:
         self.sweep.plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])

@@ -65,12 +65,11 @@ def _arrow(ax: Any, start: tuple, end: tuple, **kw: Any) -> None:
 def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
     """(factory, trucks, manager) labels: fp32 and, when faster, the best other precision."""
     fp32 = ceilings.matmul_flops_per_s
-    others = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}))
-    others.pop("fp32", None)
-    best = max(others, key=others.get, default=None)
+    by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}), fp32=fp32)
+    best = max(by_dtype, key=by_dtype.get)
     flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
-    if best and others[best] > 1.2 * fp32:
-        flops += f"\n{best} {_fmt.si(others[best], 'FLOP/s')}"
+    if by_dtype[best] > 1.2 * fp32:
+        flops += f"\n{best} {_fmt.si(by_dtype[best], 'FLOP/s')}"
     op_s = getattr(ceilings, "op_overhead_s", None)
     overhead = _fmt.seconds(op_s) + " per op" if op_s else "cost per op"
     return flops, _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s"), overhead

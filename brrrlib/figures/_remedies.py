@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from brrrlib import _fmt
-from brrrlib.figures._timelines import _new_axes
+from brrrlib.figures._timelines import _bars, _new_axes
 
 __all__ = ["block_steps", "remedy_bars"]
 
@@ -27,15 +27,11 @@ def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = No
     labels = [
         f"{k}\n{_fmt.seconds(c.a.median_s)} → {_fmt.seconds(c.b.median_s)}" for k, c in rows.items()
     ]
-    ax.barh(labels, speedups, color=colours, xerr=errors, capsize=4)
+    skipped = ", ".join(k for k, c in comparisons.items() if c is None)
+    xlabel = "speed-up (x), 95% interval" + (f"; not measured: {skipped}" if skipped else "")
+    _bars(ax, labels, speedups, colours, "{:.1f}x".format, xlabel, ends=highs, xerr=errors)
     ax.axvline(1.0, color="k", lw=0.8)
-    skipped = [k for k, c in comparisons.items() if c is None]
-    note = f"\n(not measured: {', '.join(skipped)})" if skipped else ""
-    xlabel = f"speed-up (x), 95% interval{note}"
-    ax.set(xscale="log", xlim=(min(0.5, min(lows) / 2), 4 * max(highs)), xlabel=xlabel)
-    ax.invert_yaxis()
-    for y, (s, hi) in enumerate(zip(speedups, highs, strict=True)):
-        ax.text(hi * 1.05, y, f"{s:.1f}x", va="center", fontsize=9)
+    ax.set_xlim(min(0.5, min(lows) / 2), 4 * max(highs))
     ax.set_title(title, fontsize=10)
     return ax
 
@@ -57,13 +53,9 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
     _roofs_by_precision(left, ceilings, points)
     per_sequence = [s / b for _c, s, b in steps.values()]
     labels = [f"{i} · {label}" for i, label in enumerate(steps, start=1)]
-    right.barh(labels, per_sequence, color=[_colour(p.precision) for p in points])
-    right.set(xscale="log", xlabel="time per sequence (s, log scale)")
-    right.invert_yaxis()
+    colours = [_colour(p.precision) for p in points]
+    _bars(right, labels, per_sequence, colours, _fmt.seconds, "time per sequence (s)")
     right.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt.seconds(v)))
-    for y, t in enumerate(per_sequence):
-        right.text(t, y, f" {_fmt.seconds(t)}", va="center", fontsize=8)
-    right.set_xlim(min(per_sequence) / 2, max(per_sequence) * 6)
     return fig
 
 

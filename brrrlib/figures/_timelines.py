@@ -20,6 +20,16 @@ def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
     return ax
 
 
+def _bars(ax, labels, values, colours, says, xlabel, *, ends=(), **kw) -> None:
+    """Bars top down on a log x axis, each value ``says(value)`` past its end (or ``ends``)."""
+    ends = ends or values
+    ax.barh(labels, values, color=colours, capsize=4, **kw)
+    for y, (v, end) in enumerate(zip(values, ends, strict=True)):
+        ax.text(end, y, f" {says(v)}", va="center", fontsize=8)
+    ax.set(xscale="log", xlabel=f"{xlabel} (log scale)", xlim=(min(values) / 3, max(ends) * 8))
+    ax.invert_yaxis()
+
+
 def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = None) -> Any:
     """Bars: FLOPs each device (bf16 spec peaks, this machine measured) does per Python add."""
     from brrrlib.hardware import all_specs
@@ -32,15 +42,9 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
     ax = _new_axes(ax, (7.5, 0.45 * len(rows) + 1.2))
     values = [peak / python_adds_per_s for _, peak in rows]
     colours = ["tab:blue"] * (len(rows) - 1) + ["tab:orange"]
-    ax.barh([name for name, _ in rows], values, color=colours)
-    ax.set_xscale("log")
-    ax.invert_yaxis()
-    ax.set_xlabel("FLOPs per Python addition (log scale)")
+    _bars(ax, [name for name, _ in rows], values, colours, _fmt.si, "FLOPs per Python addition")
     ax.set_title(f"Python: {_fmt.si(python_adds_per_s)} additions/s", fontsize=10)
     ax.tick_params(axis="y", labelsize=8)
-    for y, v in enumerate(values):
-        ax.text(v, y, f" {_fmt.si(v)}", va="center", fontsize=8)
-    ax.set_xlim(min(values) / 3, max(values) * 8)
     return ax
 
 

@@ -100,23 +100,12 @@ def _input_maker(
     if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != 2:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise TypeError(f"make_input(2) must return one tensor of batch 2, got {got}; {example}")
-    sizes = [x.numel() * x.element_size()]  # the input and every leaf module's output
-
-    def hook(_module, _inputs, out) -> None:
-        if isinstance(out, torch.Tensor):
-            sizes.append(out.numel() * out.element_size())
-
-    hooks = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
-    try:
-        with torch.no_grad():
-            model(x)
+    try:  # bytes per sample: what a call moves beyond its weights (activations, read and written)
+        case = _batch_case(model, 2, lambda _batch: x, x.device)
     except Exception as exc:  # the learner's model or input: say which argument to fix
         why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         raise ValueError(f"make_input must build the input this model takes ({why})") from exc
-    finally:
-        for h in hooks:
-            h.remove()
-    return make, max(1, sum(sizes) // 2)
+    return make, max(1, (case.bytes_moved - case.weight_bytes) // 2)
 
 
 def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torch.device) -> Case:
@@ -128,11 +117,6 @@ def _batch_case(model: nn.Module, batch: int, make_input: Callable, device: torc
     kw = {"no_grad": True, "size": batch, "weight_bytes": weights, "ops": int(n.ops)}
     fn, label = functools.partial(model, x), f"batch {batch}"
     return Case(fn, int(n.flops), int(n.bytes_moved), device, label, **kw)
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    """The device of the model's first parameter (the default device if it has none)."""
-    return next((p.device for p in model.parameters()), machine.device())
 
 
 class BatchExplorer(_Explorer):
@@ -154,11 +138,11 @@ class BatchExplorer(_Explorer):
     ) -> None:
         if model is not None and not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        default = _model_device(model) if model is not None else machine.device()
-        self.device = machine.resolve(device) if device is not None else default
+        on = next((p.device for p in model.parameters()), None) if model is not None else None
+        self.device = machine.resolve(device if device is not None else on)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
         self.model = model if model is not None else _default_mlp(self.ceilings, self.device)
-        if _model_device(self.model).type != self.device.type:
+        if any(p.device.type != self.device.type for p in self.model.parameters()):
             raise ValueError(f"model is not on device={str(self.device)!r}: model.to(device) first")
         make, self._sample_bytes = _input_maker(self.model, make_input)
         self._setup = setup or (

@@ -90,13 +90,8 @@ class DecodeExplorer(_Explorer):
             + decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
         )
         flops = decoding.decode_flops(shape, 1, context) * batch
-        return nbytes / self._read_roof, flops / self._peak
-
-    @property
-    def _read_roof(self) -> float:
-        """A step reads its weights and cache and writes little: the read roof where measured."""
-        by_pattern = getattr(self.ceilings, "bandwidth_for", None)
-        return by_pattern("read") if by_pattern else self.ceilings.mem_bandwidth_bytes_per_s
+        # a step reads its weights and cache and writes little: the read roof
+        return nbytes / self.ceilings.bandwidth_for("read"), flops / self._peak
 
     def knee(self, context: int) -> float:
         """The batch where the compute floor meets the memory floor (``inf``: never)."""

@@ -15,7 +15,7 @@ from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Sweep
 
 __all__ = ["MAX_POINT_S", "MODES", "X_LABEL", "predicted_knee_repeat", "repeat_bytes_needed"]
-__all__ += ["repeat_case", "repeat_model_s", "repeat_points", "repeat_size", "repeat_sweep"]
+__all__ += ["repeat_case", "repeat_model_s", "repeat_size", "repeat_sweep"]
 
 MODES = ("eager", "fused")
 X_LABEL = "repeat (multiplies per element)"
@@ -132,39 +132,6 @@ def repeat_size(device: torch.device, ceilings: Any) -> int:
     return n
 
 
-def repeat_points(
-    ceilings: Any,
-    size: int,
-    repeats,
-    modes,
-    device: torch.device,
-    *,
-    setup: Callable[..., Case] = repeat_case,
-    max_point_s: float = MAX_POINT_S,
-    **kw: Any,
-) -> Sweep:
-    """``repeats`` x ``modes`` at ``size`` measured with their model, skipped if over ``max_point_s``."""
-
-    def skip(repeat: int, mode: str) -> str | None:
-        call_s = repeat_model_s(ceilings, size, repeat, mode)
-        if _CALLS_PER_POINT * call_s <= max_point_s:
-            return None
-        return f"{_CALLS_PER_POINT * call_s:.0f} s > max_point_s={max_point_s:g}: force=True measures it"
-
-    return sweeps.sweep(
-        "repeat",
-        repeats,
-        modes,
-        lambda r, m: setup(size=size, repeat=r, mode=m, device=device),
-        predict=lambda r, m: repeat_model_s(ceilings, size, r, m),
-        skip=skip,
-        memory=lambda _r, m: repeat_bytes_needed(size, m),
-        device=device,
-        x_label=X_LABEL,
-        **kw,
-    )
-
-
 def repeat_sweep(
     size: int | None = None,
     repeats: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
@@ -174,12 +141,34 @@ def repeat_sweep(
     pairs: Sequence[tuple[tuple[int, str], tuple[int, str]]] = (),
     max_point_s: float = MAX_POINT_S,
     progress: bool = True,
+    modes: Sequence[str] = MODES,
+    setup: Callable[..., Case] = repeat_case,
+    into: Sweep | None = None,
 ) -> Sweep:
-    """Chapter 02's repeat experiment as a fixed sweep: every mode at every repeat, with the model."""
+    """Chapter 02's repeat experiment: ``modes`` at every repeat, with the model; slow points skipped."""
     dev = machine.resolve(device)
     c = ceilings if ceilings is not None else measure_ceilings(dev, progress=False)
     size = _checks.positive_int("size", size) if size is not None else repeat_size(dev, c)
     repeats = [_checks.positive_int("repeat", r) for r in repeats]
-    title = f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})"
-    kw = {"pairs": pairs, "max_point_s": max_point_s, "progress": progress, "title": title}
-    return repeat_points(c, size, repeats, MODES, dev, **kw)
+
+    def skip(repeat: int, mode: str) -> str | None:
+        point_s = _CALLS_PER_POINT * repeat_model_s(c, size, repeat, mode)
+        if point_s <= max_point_s:
+            return None
+        return f"{point_s:.0f} s > max_point_s={max_point_s:g}: force=True measures it"
+
+    return sweeps.sweep(
+        "repeat",
+        repeats,
+        modes,
+        lambda r, m: setup(size=size, repeat=r, mode=m, device=dev),
+        pairs=pairs,
+        predict=lambda r, m: repeat_model_s(c, size, r, m),
+        skip=skip,
+        memory=lambda _r, m: repeat_bytes_needed(size, m),
+        device=dev,
+        into=into,
+        x_label=X_LABEL,
+        title=f"x = x * 2, repeated, on {_fmt.elements(size)} fp32 elements ({dev.type})",
+        progress=progress,
+    )

@@ -26,10 +26,8 @@ def _offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> N
 
 def peak(ceilings: Any, precision: str) -> tuple[float, str]:
     """The matmul ceiling of ``precision`` and its precision; fp32's where it was not measured."""
-    try:
-        return ceilings.matmul_peak(precision), precision
-    except KeyError:
-        return ceilings.matmul_flops_per_s, "fp32"
+    by_dtype = ceilings.matmul_flops_per_s_by_dtype
+    return (by_dtype[precision], precision) if precision in by_dtype else (by_dtype["fp32"], "fp32")
 
 
 def note(p: Any) -> str:
@@ -181,11 +179,11 @@ class _Explorer:
             except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
                 self.exception, failed = exc, f"failed: {type(exc).__name__}: {exc}"
             self._version += 1
-        p, missing = self.current, self._missing()
+        p = self.current
         if p is not None:
             self.error = None
             self._show(p)
-        elif failed or missing:
+        elif failed or (missing := self._missing()):
             reason, is_error = (failed, True) if failed else missing
             self.error = f"{self._where()}: {reason}" if is_error else None
             self._say(f"<b>{html.escape(self._where())}</b>: {html.escape(reason)}")

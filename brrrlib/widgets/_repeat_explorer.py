@@ -56,8 +56,11 @@ class RepeatExplorer(_Explorer):
             knee = self.predicted_knee_repeat
             max_repeat = min(1024, max(16, 2 ** math.ceil(math.log2(max(6 * knee, 1)))))
         self.repeat_options = up_to("max_repeat", max_repeat, _REPEATS)
-        llc = machine.last_level_cache_bytes(self.device)
-        labels = [(_size_label(s, llc), s) for s in self.size_options]
+        llc = machine.last_level_cache_bytes(self.device)  # both buffers of a pass fit in it?
+        cached = {s: ", fits in cache" * (8 * s <= llc) for s in self.size_options}
+        labels = [
+            (f"{_fmt.elements(s)} ({_fmt.binary_bytes(4 * s)}{cached[s]})", s) for s in cached
+        ]
         start = size or (n if n in fitting else fitting[-1])
         style = {"button_width": "70px", "description_width": "initial"}
         self._build(
@@ -117,9 +120,9 @@ class RepeatExplorer(_Explorer):
         other = res.point(repeat, "fused" if mode == "eager" else "eager") if res else None
         paired = other is not None and other.measured
         pairs = [((repeat, "fused"), (repeat, "eager"))] if paired else []
-        kw = {"setup": self._setup, "pairs": pairs, "into": res}
+        kw = {"ceilings": c, "setup": self._setup, "pairs": pairs, "into": res, "progress": False}
         kw["max_point_s"] = math.inf if force else ex.MAX_POINT_S
-        self.sweeps[size] = ex.repeat_points(c, size, [repeat], [mode], self.device, **kw)
+        self.sweeps[size] = ex.repeat_sweep(size, [repeat], self.device, modes=[mode], **kw)
 
     def _show(self, p: Point) -> None:
         c, res = self.ceilings, self.sweeps[self.size]
@@ -177,12 +180,6 @@ class RepeatExplorer(_Explorer):
     def _rings(self, p: Point) -> list:
         rings = [(p.x, p.median_s), (p.x, p.achieved_flops_per_s), (p.x, p.achieved_bytes_per_s)]
         return rings + [(p.intensity_flops_per_byte, p.achieved_flops_per_s)] * (p.flops > 0)
-
-
-def _size_label(size: int, llc_bytes: int) -> str:
-    """``4 Mi (16 MiB)``, and whether both buffers of a pass fit in the last-level cache."""
-    cache = ", fits in cache" if 8 * size <= llc_bytes else ""
-    return f"{_fmt.elements(size)} ({_fmt.binary_bytes(4 * size)}{cache})"
 
 
 repeat_explorer = RepeatExplorer
