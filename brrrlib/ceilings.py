@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _files, _fmt, hardware, machine, parts, timing
+from brrrlib import _checks, _files, _fmt, hardware, machine, parts, timing
 
 __all__ = ["Ceilings", "measure_ceilings"]
 
@@ -108,8 +108,7 @@ class Ceilings:
 
     def bandwidth_for(self, pattern: str) -> float:
         """Bytes per second of ``pattern``'s fastest form: "read", "copy", "update" or "write"."""
-        if pattern not in PATTERN_FORMS:
-            raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
+        _checks.one_of("pattern", pattern, PATTERN_FORMS)
         forms = self.bandwidth_by_form_bytes_per_s
         rates = [forms[f] for f in PATTERN_FORMS[pattern] if f in forms]
         return max(rates) if rates else self.mem_bandwidth_bytes_per_s
@@ -266,10 +265,6 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     work |= {f"special {k}": v for k, v in special.items()}
     work |= {f"memory {k}": v for k, v in forms.items()}
     say("vector, special")
-    deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
-    while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s
-        forms["copy_"][0]()
-        machine.sync(dev)
     seconds, shares = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
     rates = {k: [work[k][1] / s for s in v] for k, v in seconds.items()}
     best = {k: max(v) for k, v in rates.items()}  # 3.
@@ -531,7 +526,7 @@ PATTERN_FORMS = {
 
 
 def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float]], int]:
-    """Each form of a pass over a buffer far larger than the caches: (call, bytes moved), bytes."""
+    """Each form of a pass over a buffer far larger than the caches, warmed: (call, bytes), bytes."""
     # 8x the largest cache (in place, 2x still ran from a 32 MiB L3), at least 256 MiB, at
     # most a 16th of free memory (chapter 02 streams several), a power of two (reshaped)
     llc = machine.last_level_cache_bytes(dev)
@@ -549,6 +544,10 @@ def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float
         # matrix-vector product uses (faster than sum's reduction on some CPUs)
         "dot (read)": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
     }
+    deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
+    while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s
+        forms["copy_"][0]()
+        machine.sync(dev)
     return forms, n
 
 

@@ -65,16 +65,12 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
     """Raise a ``ValueError`` that says what to do when this machine has no ``dev``."""
     available = _available_device_types()
     if dev.type == "meta":
-        raise ValueError(
-            f"{argument}='meta': meta tensors hold shapes but no data, nothing to "
-            f"time; make them on a real device ({available[0]!r})"
-        )
+        raise ValueError(f"{argument}='meta': meta tensors hold shapes but no data, use a device")
     if dev.type not in available:
         missing = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}
-        what = missing.get(dev.type, f"no {dev.type} device")
+        what = missing.get(dev.type, f"no {dev.type} device") + "; available here: "
         raise ValueError(
-            f"{argument}={str(dev)!r} but this machine has {what}; available "
-            f"here: {', '.join(available)}"
+            f"{argument}={str(dev)!r} but this machine has {what}{', '.join(available)}"
         )
     if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
         raise ValueError(f"{argument}={str(dev)!r}: only {torch.cuda.device_count()} CUDA devices")

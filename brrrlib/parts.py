@@ -40,7 +40,7 @@ class CpuParts:
         return flops_per_s / (self.cores * self.fma_units * self.lanes * flops_per_lane)
 
     def check(self, what: str, flops_per_s: float, flops_per_lane: int = 2) -> None:
-        """Raise a ``RuntimeError`` when ``flops_per_s`` needs a clock no core has (a timing bug)."""
+        """A ``RuntimeError`` when ``flops_per_s`` needs a clock no core has (a timing bug)."""
         clock = self.implied_clock_hz(flops_per_s, flops_per_lane)
         if clock > MAX_CLOCK_HZ:
             rate = _fmt.si(flops_per_s, "FLOP/s")

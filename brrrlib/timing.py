@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import inspect
 import itertools
 import math
 import time
@@ -366,17 +365,13 @@ def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable
 def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") -> None:
     """The first, untimed call; a lost CUDA context (a device-side assert) is said in words."""
     try:
-        result = call()
+        _checks.ran(name, call())
         machine.sync(dev)
     except Exception as err:
         if type(err).__name__ == "AcceleratorError" or "device-side assert" in str(err):
             why = "a device-side assert lost the CUDA context: restart the kernel, fix the index"
             raise RuntimeError(f"{why} ({_fmt.error_line(err)})") from err
         raise
-    if inspect.isgenerator(result) or inspect.iscoroutine(result):
-        result.close()
-        what = f"{name} returned a {type(result).__name__}, which runs nothing"
-        raise TypeError(f"{what}: time the work itself, e.g. lambda: list(gen(...))")
 
 
 def _no_flush() -> None:
