@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _files, _fmt, hardware, machine, parts, timing
+from brrrlib import _checks, _files, _fmt, hardware, machine, parts, timing
 
 __all__ = ["Ceilings", "measure_ceilings"]
 
@@ -30,9 +30,6 @@ __all__ = ["Ceilings", "measure_ceilings"]
 SPREAD_LIMIT = 0.1
 #: From this spread on, a ceiling is too noisy to trust at all.
 UNTRUSTED_SPREAD = 0.5
-#: Below this share of the time the measuring thread ran in the fp32 matmul rounds, the CPU was
-#: shared so much that every number may read low.
-MIN_CPU_SHARE = 0.5
 #: A precision whose matmul peak is below this fraction of fp32's has no fast path here.
 SLOW_PATH_RATIO = 0.8
 #: A precision whose peak is above this multiple of fp32's is a fast path (tensor cores, AMX).
@@ -45,7 +42,7 @@ VECTOR_CHAINS = (16, 32, 64)
 #: Spaced rounds: every ceiling's kernel once per round; each ceiling is its best round.
 ROUNDS = 6
 #: Bumped whenever the way a ceiling is measured changes, so old cached files are not reused.
-_METHOD_VERSION = 14
+_METHOD_VERSION = 15
 
 
 @dataclass(frozen=True)
@@ -66,18 +63,18 @@ class Ceilings:
     bandwidth_by_form_bytes_per_s: Mapping[str, float] = field(default_factory=dict)
     overhead_rounds_s: tuple[float, ...] = ()
     cpu_share: float = 1.0
-    # read from files written before method 13 (recordings, class reports); no longer measured
+    num_threads: int = 1
+    # read from files written before method 15 (recordings, class reports); no longer measured
+    attempts: int = 1
     steal_share: float = 0.0
     parallel_op_s: float = 0.0
     parallel_op_one_thread_s: float = 0.0
-    num_threads: int = 1
     matmul_size: int = 0
     copy_bytes: int = 0
     vector_method: str = ""
     matmul_method: str = ""
     precision_notes: Mapping[str, str] = field(default_factory=dict)
     kernels: str = ""
-    attempts: int = 1
     torch_version: str = ""
     library_version: str = ""
     host: str = ""
@@ -111,8 +108,7 @@ class Ceilings:
 
     def bandwidth_for(self, pattern: str) -> float:
         """Bytes per second of ``pattern``'s fastest form: "read", "copy", "update" or "write"."""
-        if pattern not in PATTERN_FORMS:
-            raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERN_FORMS)}")
+        _checks.one_of("pattern", pattern, PATTERN_FORMS)
         forms = self.bandwidth_by_form_bytes_per_s
         rates = [forms[f] for f in PATTERN_FORMS[pattern] if f in forms]
         return max(rates) if rates else self.mem_bandwidth_bytes_per_s
@@ -157,15 +153,13 @@ class Ceilings:
     def noise_notes(self, uses: Iterable[str] | None = None) -> tuple[str, ...]:
         """One note per number to distrust (of the spread keys in ``uses``; all by default)."""
         wanted = set(self.spread) if uses is None else set(uses)
-        notes = [f"CPU share {self.cpu_share:.0%}"] * (
-            self.device == "cpu" and self.cpu_share < MIN_CPU_SHARE
-        )
-        notes += [
-            f"{key} rounds varied {_spread(value)}"
-            for key, value in self.spread.items()
-            if key in wanted and value > SPREAD_LIMIT
+        waited = timing.waited_caveat(self.cpu_share) if self.device == "cpu" else ""
+        spread = [
+            f"{k} rounds varied {_spread(v)}"
+            for k, v in self.spread.items()
+            if k in wanted and v > SPREAD_LIMIT
         ]
-        return tuple(notes)
+        return tuple(filter(None, [waited, *spread]))
 
     def nearest_spec(self) -> hardware.DeviceSpec:
         """The spec-sheet row to set beside these measurements."""
@@ -237,26 +231,19 @@ def measure_ceilings(
     """Measure this machine's ceilings, or return them from the cache."""
     dev = machine.physical(machine.resolve(device))
     if dev.type == "cpu":  # before the cache, which is keyed by the thread count
-        machine.settle_threads()
+        timing.settle_threads()
     name = machine.device_name(dev)
     path = _cache_path(dev, name)
-    found = None
-    if not refresh:  # a missing, stale or damaged file: measure again
+    if not refresh and path not in _MEMO:  # a missing, stale or damaged file: measure again
         with contextlib.suppress(OSError, ValueError, TypeError):
-            found = _MEMO.get(path) or Ceilings.from_dict(json.loads(path.read_text()))
-    if found is not None and (not found.noisy or path in _MEMO or found.attempts >= 2):
-        _MEMO[path] = found
-        return found
-    ceilings = _measure(dev, name, progress)
-    if found is not None:  # a noisy cached result, measured once more: keep the quieter
-        ceilings = min((ceilings, found), key=lambda c: (len(c.noise_notes()), -c.cpu_share))
-        ceilings = dataclasses.replace(ceilings, attempts=found.attempts + 1)
-    _MEMO[path] = ceilings
-    _save(path, ceilings)
-    return ceilings
+            _MEMO[path] = Ceilings.from_dict(json.loads(path.read_text()))
+    if refresh or path not in _MEMO:
+        _MEMO[path] = _measure(dev, name, progress)
+        _save(path, _MEMO[path])
+    return _MEMO[path]
 
 
-#: This process's measurements, by cache path: a noisy one is not measured twice per process.
+#: This process's ceilings, by cache path (read or measured once).
 _MEMO: dict[Path, Ceilings] = {}
 
 
@@ -278,10 +265,6 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     work |= {f"special {k}": v for k, v in special.items()}
     work |= {f"memory {k}": v for k, v in forms.items()}
     say("vector, special")
-    deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
-    while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s
-        forms["copy_"][0]()
-        machine.sync(dev)
     seconds, shares = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
     rates = {k: [work[k][1] / s for s in v] for k, v in seconds.items()}
     best = {k: max(v) for k, v in rates.items()}  # 3.
@@ -290,7 +273,10 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         group = k.split()[0]
         spread[group] = max(spread.get(group, 0.0), 1 - _fmt.median(v) / best[k])
     writes = [max(rates[f"memory {f}"][i] for f in _WRITE_FORMS) for i in range(ROUNDS)]
-    matmul = _check_physics(dev, {p: best[_spread_key(p)] for p in precisions}, best["vector"])
+    matmul = {p: best[_spread_key(p)] for p in precisions}
+    if dev.type == "cpu" and (cpu := parts.cpu_parts(torch.get_num_threads())):  # not cached:
+        cpu.check("matmul fp32", matmul["fp32"])  # a rate no clock gives is a timing bug
+        cpu.check("vector fp32", best["vector"], flops_per_lane=1)
     ceilings = Ceilings(
         device=dev.type,
         device_name=name,
@@ -320,17 +306,6 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     )
     say(f"{ROUNDS} rounds: {', '.join(ceilings.noise_notes()) or 'steady'}")
     return ceilings
-
-
-def _check_physics(dev: torch.device, matmul: dict[str, float], vector: float) -> dict:
-    """``matmul``; refuse an fp32 rate that needs a clock no core has (a timing bug)."""
-    found = parts.cpu_parts(torch.get_num_threads()) if dev.type == "cpu" else None
-    for name, rate, per_lane in (("matmul fp32", matmul["fp32"], 2), ("vector fp32", vector, 1)):
-        clock = found.implied_clock_hz(rate, per_lane) if found else 0.0
-        if clock > parts.MAX_CLOCK_HZ:
-            what = f"{name} {_fmt.si(rate, 'FLOP/s')} needs {clock / 1e9:.1f} GHz on {found}"
-            raise RuntimeError(f"{what}: a timing bug, not cached; measure again")
-    return matmul
 
 
 def _precision_notes(matmul: Mapping[str, float], dev: torch.device) -> dict[str, str]:
@@ -551,7 +526,7 @@ PATTERN_FORMS = {
 
 
 def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float]], int]:
-    """Each form of a pass over a buffer far larger than the caches: (call, bytes moved), bytes."""
+    """Each form of a pass over a buffer far larger than the caches, warmed: (call, bytes), bytes."""
     # 8x the largest cache (in place, 2x still ran from a 32 MiB L3), at least 256 MiB, at
     # most a 16th of free memory (chapter 02 streams several), a power of two (reshaped)
     llc = machine.last_level_cache_bytes(dev)
@@ -569,6 +544,10 @@ def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float
         # matrix-vector product uses (faster than sum's reduction on some CPUs)
         "dot (read)": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
     }
+    deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
+    while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s
+        forms["copy_"][0]()
+        machine.sync(dev)
     return forms, n
 
 
@@ -582,19 +561,11 @@ def _cache_path(dev: torch.device, device_name: str) -> Path:
     return _files.cache_dir() / ("ceilings-" + re.sub(r"[^A-Za-z0-9.]+", "_", key) + ".json")
 
 
-_WARNED_UNWRITABLE: set[Path] = set()  # folders warned about in this process
-
-
 def _save(path: Path, ceilings: Ceilings) -> None:
-    """Write the cache file; one that cannot be written costs the cache only (one warning)."""
+    """Write the cache file; one that cannot be written costs the cache only (a warning)."""
     try:
         _files.write_atomic(path, json.dumps(ceilings.to_dict(), indent=2))
     except OSError as err:
-        if path.parent not in _WARNED_UNWRITABLE:
-            _WARNED_UNWRITABLE.add(path.parent)
-            why = f"{type(err).__name__}: {err.strerror or err}"
-            warnings.warn(
-                f"could not cache the ceilings in {path.parent} ({why}); set "
-                "BRRR_CACHE_DIR to a writable folder",
-                stacklevel=3,
-            )
+        why = f"{type(err).__name__}: {err.strerror or err}"
+        where = f"could not cache the ceilings in {path.parent} ({why})"
+        warnings.warn(f"{where}; set BRRR_CACHE_DIR to a writable folder", stacklevel=3)

@@ -168,7 +168,7 @@ def measure_levels(device: str | torch.device | None = None, *, budget_s: float 
     """Sweep working sets from the first cache past the last, read and copy (module doc)."""
     dev = machine.physical(machine.resolve(device))
     if dev.type == "cpu":
-        machine.settle_threads()  # a stalled thread would time the wait, not the cache
+        timing.settle_threads()  # a stalled thread would time the wait, not the cache
     threads = torch.get_num_threads() if dev.type == "cpu" else 1
     caches = machine.caches(dev)
     largest = caches[-1][1] if caches else machine.last_level_cache_bytes(dev)

@@ -7,28 +7,18 @@ import difflib
 import os
 import platform
 import re
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
-
-from brrrlib import _fmt
 
 __all__ = [
     "caches",
     "device",
     "device_name",
     "last_level_cache_bytes",
-    "settle_threads",
     "sync",
 ]
-
-#: A parallel op this many times slower on all threads than on one (and 1 ms or more) stalls.
-STALL_RATIO = 4.0
-#: What :func:`settle_threads` said in this process ("" if nothing changed): it runs once.
-_SETTLED: list[str] = []
 
 _KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -75,16 +65,12 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
     """Raise a ``ValueError`` that says what to do when this machine has no ``dev``."""
     available = _available_device_types()
     if dev.type == "meta":
-        raise ValueError(
-            f"{argument}='meta': meta tensors hold shapes but no data, nothing to "
-            f"time; make them on a real device ({available[0]!r})"
-        )
+        raise ValueError(f"{argument}='meta': meta tensors hold shapes but no data, use a device")
     if dev.type not in available:
         missing = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}
-        what = missing.get(dev.type, f"no {dev.type} device")
+        what = missing.get(dev.type, f"no {dev.type} device") + "; available here: "
         raise ValueError(
-            f"{argument}={str(dev)!r} but this machine has {what}; available "
-            f"here: {', '.join(available)}"
+            f"{argument}={str(dev)!r} but this machine has {what}{', '.join(available)}"
         )
     if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
         raise ValueError(f"{argument}={str(dev)!r}: only {torch.cuda.device_count()} CUDA devices")
@@ -158,6 +144,16 @@ def cpu_flags() -> frozenset[str]:
     return frozenset((_cpuinfo("flags", "Features") or "").split())
 
 
+def cpu_clock_hz() -> float | None:
+    """The CPU's top clock from cpufreq, else /proc/cpuinfo's (a VM's nominal one); else None."""
+    top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    with contextlib.suppress(OSError, ValueError):
+        return float(top.read_text()) * 1e3
+    with contextlib.suppress(TypeError, ValueError):
+        return float(_cpuinfo("cpu MHz")) * 1e6  # None: a TypeError
+    return None
+
+
 def caches(dev: torch.device | None = None) -> tuple[tuple[str, int], ...]:
     """The data caches in front of memory, nearest first: ``(name, bytes this process holds)``."""
     if dev is not None and dev.type == "cuda":
@@ -223,36 +219,3 @@ def release_cached_memory(dev: torch.device | None = None) -> None:
         torch.cuda.empty_cache()
     if (dev is None or dev.type == "mps") and torch.backends.mps.is_available():
         torch.mps.empty_cache()
-
-
-def settle_threads() -> str:
-    """Run on as many threads as do not stall, once per process; what it printed, or ""."""
-    if _SETTLED:
-        return _SETTLED[0]
-    _SETTLED.append("")
-    threads = torch.get_num_threads()
-    if threads < 2:
-        return ""
-    x, zero, took = torch.ones(2**19), torch.zeros(1), {}
-
-    def median_s(k: int) -> float:
-        """An in-place add on 2 MiB (16 of torch's grains: split over ``k`` threads), five times."""
-        torch.set_num_threads(k)
-        x.add_(zero)
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            x.add_(zero)
-            times.append(time.perf_counter() - start)
-        took[k] = statistics.median(times)
-        return took[k]
-
-    one = median_s(1)
-    keep = next((k for k in range(threads, 1, -1) if median_s(k) < max(1e-3, STALL_RATIO * one)), 1)
-    torch.set_num_threads(keep)
-    if keep == threads:
-        return ""
-    took = f"{_fmt.seconds(took[threads])} on {threads} threads, {_fmt.seconds(one)} on one"
-    _SETTLED[0] = f"a core is busy (a 2 MiB add took {took}): running on {keep} threads"
-    print(_SETTLED[0])
-    return _SETTLED[0]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from brrrlib import machine
+from brrrlib import _fmt, machine
 
 __all__ = ["CpuParts", "cpu_parts"]
 
@@ -40,6 +39,13 @@ class CpuParts:
         """The clock ``flops_per_s`` needs, every unit busy (``flops_per_lane``: 2 FMA, 1 mul)."""
         return flops_per_s / (self.cores * self.fma_units * self.lanes * flops_per_lane)
 
+    def check(self, what: str, flops_per_s: float, flops_per_lane: int = 2) -> None:
+        """A ``RuntimeError`` when ``flops_per_s`` needs a clock no core has (a timing bug)."""
+        clock = self.implied_clock_hz(flops_per_s, flops_per_lane)
+        if clock > MAX_CLOCK_HZ:
+            rate = _fmt.si(flops_per_s, "FLOP/s")
+            raise RuntimeError(f"{what} {rate} needs {clock / 1e9:.1f} GHz on {self}: a timing bug")
+
     def __str__(self) -> str:
         clock = f" x {self.clock_hz / 1e9:.2f} GHz" if self.clock_hz else ""
         peak = f" = {self.peak_flops_per_s / 1e9:,.0f} GFLOP/s" if self.clock_hz else ""
@@ -65,16 +71,5 @@ def cpu_parts(threads: int | None = None) -> CpuParts | None:
     for flag, lanes, isa, units in VECTOR_UNITS:
         if flag in flags and not (flag == "asimd" and "sve" in flags):
             cores = min(threads or torch.get_num_threads(), os.cpu_count() or 1)
-            return CpuParts(cores, units, lanes, isa, _clock_hz())
-    return None
-
-
-def _clock_hz() -> float | None:
-    """The CPU's top clock from cpufreq, else /proc/cpuinfo's (a VM's nominal one); else None."""
-    top = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    for read, scale in ((top.read_text, 1e3), (lambda: machine._cpuinfo("cpu MHz") or "", 1e6)):
-        try:
-            return float(read()) * scale
-        except (OSError, ValueError):
-            pass
+            return CpuParts(cores, units, lanes, isa, machine.cpu_clock_hz())
     return None

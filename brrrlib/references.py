@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from brrrlib import _checks, _fmt, machine
-from brrrlib.timing import Comparison, benchmark, compare
+from brrrlib import _checks, _fmt, machine, timing
+from brrrlib.timing import Comparison, compare
 
 __all__ = ["Share", "share_of"]
 
@@ -88,8 +88,7 @@ def share_of(
 ) -> Share:
     """Time ``fn(*args)`` against a reference of ``pattern`` doing ``work``, in alternating rounds."""
     _checks.function("fn", fn)
-    if pattern not in PATTERNS:
-        raise ValueError(f"pattern={pattern!r}: choose one of {', '.join(PATTERNS)}")
+    _checks.one_of("pattern", pattern, PATTERNS)
     work = _checks.number("work", work, positive=True)
     # the device and dtype: the first tensor among the arguments, a partial's or a method's
     candidates = [*args, *getattr(fn, "args", ()), getattr(fn, "__self__", None)]
@@ -121,12 +120,9 @@ def _reference(
         reads = {"x.sum()": x.sum}
         if elements >= 2:
             reads["torch.dot(*x.chunk(2))"] = functools.partial(torch.dot, *x.chunk(2))
-        best = min(reads, key=lambda k: _quick_s(reads[k], dev))
+        seconds, _ = timing.rounds(reads, dev, n=3)  # the faster read, in alternating rounds
+        best = min(seconds, key=lambda k: min(seconds[k]))
         return best, reads[best], 4.0 * elements
     if pattern == "copy":
         return PATTERNS[pattern], functools.partial(torch.empty_like(x).copy_, x), 8.0 * elements
     return PATTERNS[pattern], functools.partial(x.mul_, 1.0), 8.0 * elements
-
-
-def _quick_s(call: Callable[[], Any], dev: torch.device) -> float:
-    return benchmark(call, budget_s=0.02, warmup_s=0.0, device=dev, min_samples=3).median_s

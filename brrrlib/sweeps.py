@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, counting, machine, timing
+from brrrlib import _checks, _fmt, counting, machine, timing
 from brrrlib.timing import Comparison, Timing
 
 __all__ = ["Sweep", "sweep", "workload_sweep"]
@@ -239,9 +239,7 @@ class Sweep:
         self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True
     ) -> Any:
         """Each line against ``x``, model dashed; ``y``: "time", "per_x", "flops" or "bytes"."""
-        if y not in _Y:
-            raise ValueError(f"y must be one of {', '.join(_Y)}, got {y!r}")
-        attr, label, unit, per = _Y[y]
+        attr, label, unit, per = _Y[_checks.one_of("y", y, _Y)]
         from matplotlib import ticker
 
         if ax is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import inspect
 import itertools
 import math
 import time
@@ -17,7 +16,7 @@ import torch
 
 from brrrlib import _checks, _fmt, machine
 
-__all__ = ["Comparison", "Timing", "benchmark", "compare"]
+__all__ = ["Comparison", "Timing", "benchmark", "compare", "settle_threads"]
 
 #: A timing whose IQR is over this fraction of its median is noisy (torch's _IQR_WARN_THRESHOLD).
 NOISY_IQR_RATIO = 0.1
@@ -29,11 +28,14 @@ _MIN_SAMPLES, _MAX_SAMPLES = 5, 10_000
 # estimated once: a time slice lost to another program (a few ms) cannot make it that slow.
 _ESTIMATE_S, _SLOW_ESTIMATE_S = 1e-3, 0.1
 # The one disturbance check: a sample is disturbed when the OS took the CPU away from it,
-# 1. its thread's CPU seconds over wall seconds fell below this fraction of a quiet sample's
-#    (only for workloads above the second share: one waiting on a sleep or a GPU is low anyway),
-_DISTURBED_CPU_SHARE, _BUSY_WORKLOAD_SHARE = 0.85, 0.5
+# 1. its thread's CPU seconds over wall seconds fell below WAITED_SHARE of a quiet sample's
+#    (only where quiet samples run above it: below, the calls waited anyway and say so),
 # 2. or it lasted more than this many times the median (a 4 ms slice on top of a 1 ms block).
 _DISTURBED_TIME_FACTOR = 3.0
+#: On a CPU, the calling thread running less than this share of the time means it waited.
+WAITED_SHARE = 0.8
+#: A parallel op this many times slower on k threads than on one (and 1 ms or more) stalls.
+STALL_RATIO = 4.0
 # Replacements for dropped samples take at most this many times the budget, after it.
 _REPLACE_BUDGET_FACTOR = 2.0
 # Wall time and this thread's CPU time (tests put fake clocks here).
@@ -231,10 +233,10 @@ def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
     shares = [share for _s, share in samples if share is not None]
     # disturbance only lowers a share: the undisturbed reference is a high one
     quiet_share = _fmt.quantile(shares, 0.9) if shares else 0.0
-    check_share = quiet_share > _BUSY_WORKLOAD_SHARE
+    check_share = quiet_share >= WAITED_SHARE
     typical_s = _fmt.median([s for s, _share in samples])
     return [
-        (check_share and share is not None and share < _DISTURBED_CPU_SHARE * quiet_share)
+        (check_share and share is not None and share < WAITED_SHARE * quiet_share)
         or s > _DISTURBED_TIME_FACTOR * typical_s
         for s, share in samples
     ]
@@ -253,6 +255,25 @@ def rounds(
                 seconds[name].append(_fmt.median([s for s, _ in quiet]))
                 shares[name] += [share for _, share in quiet if share is not None]
     return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
+
+
+@functools.cache
+def settle_threads() -> str:
+    """Run on as many threads as do not stall, once per process; what it printed, or ""."""
+    threads = torch.get_num_threads()
+    if threads < 2:
+        return ""
+    add = functools.partial(torch.ones(2**19).add_, torch.zeros(1))  # 2 MiB: 16 of torch's grains
+    on = {k: lambda k=k: (torch.set_num_threads(k), add()) for k in range(threads, 0, -1)}
+    seconds, _ = rounds(on, torch.device("cpu"), n=3, samples=1)
+    took = {k: _fmt.median(v) for k, v in seconds.items()}
+    keep = next(k for k, s in took.items() if s < max(1e-3, STALL_RATIO * took[1]))  # 1 passes
+    torch.set_num_threads(keep)
+    if keep == threads:
+        return ""
+    took = f"{_fmt.seconds(took[threads])} on {threads} threads, {_fmt.seconds(took[1])} on one"
+    print(said := f"a core is busy (a 2 MiB add took {took}): running on {keep} threads")
+    return said
 
 
 def _plan(call, dev, name: str = "fn", warm: bool = False) -> tuple[Callable[[], Any], int, float]:
@@ -344,17 +365,13 @@ def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable
 def _first_call(call: Callable[[], Any], dev: torch.device, name: str = "fn") -> None:
     """The first, untimed call; a lost CUDA context (a device-side assert) is said in words."""
     try:
-        result = call()
+        _checks.ran(name, call())
         machine.sync(dev)
     except Exception as err:
         if type(err).__name__ == "AcceleratorError" or "device-side assert" in str(err):
             why = "a device-side assert lost the CUDA context: restart the kernel, fix the index"
             raise RuntimeError(f"{why} ({_fmt.error_line(err)})") from err
         raise
-    if inspect.isgenerator(result) or inspect.iscoroutine(result):
-        result.close()
-        what = f"{name} returned a {type(result).__name__}, which runs nothing"
-        raise TypeError(f"{what}: time the work itself, e.g. lambda: list(gen(...))")
 
 
 def _no_flush() -> None:
@@ -380,8 +397,6 @@ def _no_gc():
 COMPARE_TOLERANCE = 0.1
 #: Fewer undisturbed rounds than this never decide: 6 is the least for a 95% interval.
 _MIN_DECIDING_ROUNDS = 6
-#: On a CPU, the calling thread running less than this share of the time means it waited.
-WAITED_SHARE = 0.8
 #: A comparison takes at least this many rounds: with 10, the 95% interval of
 #: the median is the 2nd smallest to the 2nd largest ratio.
 _MIN_ROUNDS = 10

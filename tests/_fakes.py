@@ -29,21 +29,13 @@ def disturbed(ceilings: Ceilings, regime: str | None = None) -> str:
 
     A ceiling read while other programs held the cores reads low, which makes
     its regime's floor read high. So what can spoil a verdict of ``regime``
-    is a disturbed ceiling of *another* regime, or a process that got under
-    half its CPU time (``MIN_CPU_SHARE``) (every ceiling low by an unknown factor). Only the
+    is a disturbed ceiling of *another* regime, or calls that waited for cores
+    (every ceiling low by an unknown factor): both are ``noise_notes``. Only the
     compute ceilings can read low unnoticed: the bandwidth is the fastest of
     its rounds and the op overhead the cheapest, so their rounds disagreeing
     (a shared machine's phases) leaves them a ceiling and a floor.
     """
-    from brrrlib.ceilings import MIN_CPU_SHARE, SPREAD_LIMIT
-
-    says = []
-    if ceilings.cpu_share < MIN_CPU_SHARE:
-        says.append(f"this process got {ceilings.cpu_share:.0%} of its CPU time")
-    if regime != "compute":
-        says += [f"{k} varied {v:.0%} between rounds" for k, v in ceilings.spread.items()
-                 if k in ("matmul", "vector") and v > SPREAD_LIMIT]  # fmt: skip
-    return "; ".join(says)
+    return "; ".join(ceilings.noise_notes(() if regime == "compute" else ("matmul", "vector")))
 
 
 def measured_for_verdicts() -> Ceilings:

@@ -1,7 +1,6 @@
 """machine: device choice, sync, the spec table, and facts about this machine."""
 
 import re
-import time
 
 import pytest
 import torch
@@ -217,38 +216,3 @@ def test_spec_table_lists_every_row_and_the_measured_one():
     assert bl.hardware.spec_table(names="A100").rows == (bl.spec("A100"),)  # one name, not letters
     with pytest.raises(TypeError, match="bl.measure_ceilings"):
         bl.hardware.spec_table("fake")
-
-
-def _clock(monkeypatch, seconds_by_threads):
-    """A perf_counter on which one timed op lasts ``seconds_by_threads[torch threads]``."""
-    now = [0.0]
-
-    def perf_counter():
-        now[0] += seconds_by_threads[torch.get_num_threads()] / 2  # two readings per op
-        return now[0]
-
-    monkeypatch.setattr(time, "perf_counter", perf_counter)
-    monkeypatch.setattr(machine, "_SETTLED", [])  # a fresh process: it runs once per process
-
-
-@pytest.mark.parametrize(
-    ("seconds_by_threads", "kept"),
-    [
-        ({4: 8e-3, 3: 6e-3, 2: 20e-6, 1: 40e-6}, 2),  # two of four threads wait: keep two
-        ({4: 8e-3, 3: 8e-3, 2: 8e-3, 1: 40e-6}, 1),
-        ({4: 12e-6, 3: 15e-6, 2: 20e-6, 1: 40e-6}, 4),  # a quiet machine keeps them all
-        ({4: 0.5e-3, 3: 0.5e-3, 2: 0.5e-3, 1: 40e-6}, 4),  # slow, but under a millisecond
-    ],
-)
-def test_the_threads_kept_are_the_most_that_do_not_stall(monkeypatch, seconds_by_threads, kept):
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(4)
-        _clock(monkeypatch, seconds_by_threads)
-        said = machine.settle_threads()
-        assert torch.get_num_threads() == kept
-        assert bool(said) == (kept < 4)
-        torch.set_num_threads(4)
-        assert machine.settle_threads() == said and torch.get_num_threads() == 4  # once
-    finally:
-        torch.set_num_threads(threads)

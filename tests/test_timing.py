@@ -281,19 +281,6 @@ def test_replacements_stop_at_twice_the_budget(machine):
     assert all(s == pytest.approx(11e-3) for s in t.dropped_s) and t.dropped > 0
 
 
-def test_disturbed_flags_by_hand():
-    disturbed = timing._disturbed  # the rule itself, on CUDA-like samples (no share) too
-    quiet = [(1.0, 1.0)] * 8
-    assert disturbed(quiet) == [False] * 8
-    assert disturbed(quiet + [(1.1, 0.7)]) == [False] * 8 + [True]  # lost CPU
-    assert disturbed(quiet + [(3.5, 1.0)]) == [False] * 8 + [True]  # > 3x the median
-    mostly_busy = [(5.0, 0.2)] * 6 + [(1.0, 1.0)] * 3  # 2 in 3 lost their core
-    assert disturbed(mostly_busy) == [True] * 6 + [False] * 3
-    waiting = [(1.0, 0.01)] * 8 + [(1.5, 0.0)]
-    assert disturbed(waiting) == [False] * 9  # no CPU criterion for a waiting workload
-    assert disturbed([(1.0, None), (9.0, None), (1.0, None)]) == [False, True, False]
-
-
 # ------------------------------------------------------------------- compare ---
 
 
@@ -438,3 +425,32 @@ def test_alternating_rounds_meet_every_call_once_a_round(machine):
     assert seconds["a"] == [pytest.approx(1e-3)] * 3 and seconds["b"] == [pytest.approx(2e-3)] * 3
     runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
     assert runs == list("ababab")  # first calls and estimates, then rounds a b, b a, a b
+
+
+@pytest.mark.parametrize(
+    ("seconds_by_threads", "kept"),
+    [
+        ({4: 8e-3, 3: 6e-3, 2: 20e-6, 1: 40e-6}, 2),  # two of four threads wait: keep two
+        ({4: 8e-3, 3: 8e-3, 2: 8e-3, 1: 40e-6}, 1),
+        ({4: 12e-6, 3: 15e-6, 2: 20e-6, 1: 40e-6}, 4),  # a quiet machine keeps them all
+        ({4: 0.5e-3, 3: 0.5e-3, 2: 0.5e-3, 1: 40e-6}, 4),  # slow, but under a millisecond
+    ],
+)
+def test_the_threads_kept_are_the_most_that_do_not_stall(
+    machine, monkeypatch, seconds_by_threads, kept
+):
+    # a seam: the probe's in-place add lasts what the fake machine says for the thread count
+    monkeypatch.setattr(torch.Tensor, "add_", lambda *_: machine.work(
+        seconds_by_threads[torch.get_num_threads()]))  # fmt: skip
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        bl.timing.settle_threads.cache_clear()  # a fresh process: it runs once per process
+        said = bl.timing.settle_threads()
+        assert torch.get_num_threads() == kept
+        assert bool(said) == (kept < 4)
+        torch.set_num_threads(4)
+        assert bl.timing.settle_threads() == said and torch.get_num_threads() == 4  # once
+    finally:
+        bl.timing.settle_threads.cache_clear()
+        torch.set_num_threads(threads)
