@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib.zoo import _rows
 from brrrlib.zoo._rows import Row
 from brrrlib.zoo._tally import HandCount, Tally
@@ -128,8 +128,7 @@ def names() -> tuple[str, ...]:
 
 def entry(name: str, size: str = "big") -> ZooEntry:
     """The entry for workload ``name`` at ``size`` (``"tiny"`` or ``"big"``)."""
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    _checks.one_of("size", size, SIZES)
     for e in entries():
         if e.name == name and e.size == size:
             return e
