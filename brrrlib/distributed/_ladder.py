@@ -268,9 +268,7 @@ def host_device_copies(nbytes: int = 64 * 2**20) -> HostDeviceCopies:
     """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
     whole("nbytes", nbytes, 2**10, 2**32)
     if not torch.cuda.is_available():
-        raise RuntimeError(
-            "no CUDA GPU here: predict the copy from the host link (bl.hardware.link)"
-        )
+        raise RuntimeError("no CUDA GPU: predict the copy from the host link (bl.hardware.link)")
     dev = torch.device("cuda")
     pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1. the buffers
     pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map_only
 
 from brrrlib import _checks, _fmt
 from brrrlib.zoo import _rows
@@ -142,10 +143,8 @@ def _build(build: Callable[[], tuple], name: str, device: str | torch.device | N
         model, args = build()
     model.eval().requires_grad_(False)
     if device is not None:
-        from torch.utils._pytree import tree_map
-
         model.to(device)
-        args = tree_map(lambda a: a.to(device) if isinstance(a, torch.Tensor) else a, args)
+        args = tree_map_only(torch.Tensor, lambda a: a.to(device), args)
 
     def fn(*inputs: Any) -> Any:
         with torch.no_grad():
