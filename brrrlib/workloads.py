@@ -223,19 +223,15 @@ class TinyBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One block: attention sub-layer, then MLP sub-layer, each with a residual."""
-        x = x + self._attention(self.ln1(x))
-        return x + self.fc_out(_gelu_tanh(self.fc(self.ln2(x))))
-
-    def _attention(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         hs = C // self.n_heads
-        q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C), then 3 x (B, nh, T, hs)
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)  # 3 x (B, T, C), then 3 x (B, nh, T, hs)
         q, k, v = (t.view(B, T, self.n_heads, hs).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.proj(y)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        return x + self.fc_out(_gelu_tanh(self.fc(self.ln2(x))))
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -288,8 +284,7 @@ def training_step(
 ):
     """One training step of a :class:`TinyBlock`: forward, loss, backward, AdamW (chapter 04)."""
     batch = _checks.positive_int("batch", batch)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer={optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    _checks.one_of("optimizer", optimizer, OPTIMIZERS)
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
     if precision not in amp:  # TF32 is a global switch, not an autocast dtype
         tf32 = "torch.set_float32_matmul_precision('high')"

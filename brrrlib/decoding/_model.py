@@ -200,10 +200,7 @@ def matmul_weights(shape: DecoderShape) -> int:
 
 def weight_bytes(shape: DecoderShape, precision: str = "fp32") -> int:
     """Bytes of weights one decode step reads: every parameter but the position table."""
-    if precision not in BYTES_PER_WEIGHT:
-        raise ValueError(
-            f"precision must be one of {', '.join(BYTES_PER_WEIGHT)}, got {precision!r}"
-        )
+    _checks.one_of("precision", precision, BYTES_PER_WEIGHT)
     read = parameters(shape) - shape.max_context * shape.d_model
     if precision != "int8":
         return read * BYTES_PER_WEIGHT[precision]

@@ -35,7 +35,6 @@ __all__ = [
     "measure_step",
     "precision_of",
     "shapes",
-    "step_memory_bytes",
 ]
 
 SMALL = DecoderShape("small", layers=4, d_model=64, heads=4, vocab=2048, max_context=1024)
@@ -104,12 +103,6 @@ def _out_of_memory(dev: torch.device, batch: int, context: int, doing: str) -> I
         ) from None
 
 
-def step_memory_bytes(shape: DecoderShape, batch: int, context: int, bytes_per_number: int) -> int:
-    """What a step allocates besides the weights: its KV cache and its largest activations."""
-    activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
-    return kv_cache_bytes(shape, batch, context, bytes_per_number) + activations * bytes_per_number
-
-
 @dataclass(frozen=True)
 class DecodeStep:
     """One decode step, ready to time: ``step()`` runs ``fn(ids, pos, cache)``."""
@@ -131,8 +124,10 @@ def decode_step(
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a brrrlib.decoding.Decoder, got {type(model).__name__}")
     batch, context = _checks.positive_int("batch", batch), _checks.positive_int("context", context)
-    w = model.wte.weight
-    need = step_memory_bytes(model.shape, batch, context, w.element_size())
+    w, shape = model.wte.weight, model.shape
+    # what a step allocates besides the weights: its KV cache and its largest activations
+    activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
+    need = (kv_cache_bytes(shape, batch, context, 1) + activations) * w.element_size()
     free = machine.available_memory_bytes(w.device)
     if need > MEMORY_HEADROOM * free:
         at, needs = f"batch {batch}, context {context}", _fmt.binary_bytes(need)

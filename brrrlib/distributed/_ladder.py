@@ -8,7 +8,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,6 @@ __all__ += ["host_device_copies", "measure_disk_read", "node_ladder", "plot_ladd
 #: The rungs' levels, nearest the compute units first, and each one's colour.
 _COLOURS = {"cache": "red", "memory": "orange", "host-device": "olive"}
 _COLOURS |= {"device-device": "green", "node-node": "blue", "storage": "purple"}
-_XLABEL = "bandwidth, one direction (GB/s, log scale)"
 
 
 @dataclass(frozen=True)
@@ -68,9 +66,8 @@ class BandwidthLadder(TableRepr):
 
     def plot(self, ax: Any = None) -> Any:
         """Horizontal bars on a log scale: measured solid, spec sheets hatched, levels coloured."""
-        import matplotlib.pyplot as plt
-
-        ax = plt.subplots(figsize=(9, 0.32 * len(self.rungs) + 1.2))[1] if ax is None else ax
+        if ax is None:
+            return plot_ladders(self)[0]
         for y, r in enumerate(self.rungs):
             gb_s, spec = r.bandwidth_bytes_per_s / 1e9, r.how == "spec"
             look = {"alpha": 0.45 if spec else 0.9, "hatch": "//" if spec else None, "lw": 0.5}
@@ -78,16 +75,10 @@ class BandwidthLadder(TableRepr):
             ax.text(gb_s * 1.08, y, _fmt.si(gb_s * 1e9, "B/s"), va="center", fontsize=8)
         labels = [f"{r.name} ({r.how})" for r in self.rungs]
         ax.set_yticks(range(len(self.rungs)), labels, fontsize=8)
-        ax.set(xscale="log", xlabel=_XLABEL, xlim=_span(self.rungs))
+        ax.set_xscale("log")
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
         ax.set_title(f"{self.machine}: measured solid, spec sheets hatched", fontsize=10)
         return ax
-
-
-def _span(rungs: Sequence[Rung]) -> tuple[float, float]:
-    """x limits in GB/s that leave room for the labels to the right of the widest bar."""
-    values = [r.bandwidth_bytes_per_s / 1e9 for r in rungs]
-    return min(values) / 2, max(values) * 8
 
 
 def plot_ladders(*ladders: BandwidthLadder) -> Any:
@@ -98,8 +89,12 @@ def plot_ladders(*ladders: BandwidthLadder) -> Any:
     layout = {"sharex": True, "height_ratios": heights, "squeeze": False}
     fig, axes = plt.subplots(len(ladders), figsize=(9, sum(heights)), **layout)
     for ax, ladder in zip(axes[:, 0], ladders, strict=True):
-        ladder.plot(ax).set_xlabel("")
-    axes[-1, 0].set(xlabel=_XLABEL, xlim=_span([r for x in ladders for r in x.rungs]))
+        ladder.plot(ax)
+    gb_s = [r.bandwidth_bytes_per_s / 1e9 for x in ladders for r in x.rungs]
+    # x limits that leave room for the labels to the right of the widest bar
+    axes[-1, 0].set(
+        xlabel="bandwidth, one direction (GB/s, log scale)", xlim=(min(gb_s) / 2, max(gb_s) * 8)
+    )
     fig.tight_layout()
     return axes[:, 0]
 
@@ -273,9 +268,7 @@ def host_device_copies(nbytes: int = 64 * 2**20) -> HostDeviceCopies:
     """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
     whole("nbytes", nbytes, 2**10, 2**32)
     if not torch.cuda.is_available():
-        raise RuntimeError(
-            "no CUDA GPU here: predict the copy from the host link (bl.hardware.link)"
-        )
+        raise RuntimeError("no CUDA GPU: predict the copy from the host link (bl.hardware.link)")
     dev = torch.device("cuda")
     pageable = torch.empty(nbytes, dtype=torch.uint8)  # 1. the buffers
     pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)

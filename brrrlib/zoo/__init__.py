@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map_only
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib.zoo import _rows
 from brrrlib.zoo._rows import Row
 from brrrlib.zoo._tally import HandCount, Tally
@@ -128,8 +129,7 @@ def names() -> tuple[str, ...]:
 
 def entry(name: str, size: str = "big") -> ZooEntry:
     """The entry for workload ``name`` at ``size`` (``"tiny"`` or ``"big"``)."""
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    _checks.one_of("size", size, SIZES)
     for e in entries():
         if e.name == name and e.size == size:
             return e
@@ -143,10 +143,8 @@ def _build(build: Callable[[], tuple], name: str, device: str | torch.device | N
         model, args = build()
     model.eval().requires_grad_(False)
     if device is not None:
-        from torch.utils._pytree import tree_map
-
         model.to(device)
-        args = tree_map(lambda a: a.to(device) if isinstance(a, torch.Tensor) else a, args)
+        args = tree_map_only(torch.Tensor, lambda a: a.to(device), args)
 
     def fn(*inputs: Any) -> Any:
         with torch.no_grad():

@@ -150,12 +150,9 @@ class Tally:
         self, n_indices: int, d: int, *, written: int | None = None, other_indices: int = 0
     ) -> None:
         """An embedding lookup: reads the ids and the ``n_indices`` rows it looks up."""
-        self._op(
-            0,
-            indices=n_indices + other_indices,
-            lookups=n_indices * d,
-            activations=n_indices * d if written is None else written,
-        )
+        rows = n_indices * d
+        written = rows if written is None else written
+        self._op(0, indices=n_indices + other_indices, lookups=rows, activations=written)
 
     def compare(self, n: int) -> None:
         """``ids == value`` on ``n`` int64 ids: ``n`` FLOPs; writes a boolean mask."""
