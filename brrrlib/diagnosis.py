@@ -59,13 +59,9 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     measured = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     measured.setdefault("fp32", ceilings.matmul_flops_per_s)
     fastest = max(measured, key=measured.get)
-    split: dict[str, float] = {}
-    notes = []
-    for precision, flops in by_precision.items():
-        key = precision if precision in measured else fastest
-        if key != precision:
-            notes.append(f"{precision} matmuls judged at the {fastest} ceiling (optimistic)")
-        split[precision] = flops / measured[key]
+    split = {p: f / measured.get(p, measured[fastest]) for p, f in by_precision.items()}
+    unmeasured = [p for p in by_precision if p not in measured]
+    notes = [f"{p} matmuls judged at the {fastest} ceiling (optimistic)" for p in unmeasured]
     other_flops = counts.flops - sum(by_precision.values())
     # Special functions (an exp per softmax element, an erf per gelu element) at their own
     # measured rates: one FLOP in the count, tens of instructions on a CPU.
@@ -288,37 +284,35 @@ class Diagnosis:
     def verdict(self) -> Verdict:
         """The three probes weighed: ranking by (a), then (c) and (b)."""
         shares, busy, batch = self.shares, self.busy, self.batch
+        follows = batch.follows if batch is not None else frozenset()
+        idle = busy is not None and busy.busy < BUSY_LOW
+        on_gpu = busy is not None and busy.device == "cuda"
         scores = dict(shares)
-        if busy is not None and busy.device == "cuda" and busy.busy < BUSY_HIGH:
+        if on_gpu and busy.busy < BUSY_HIGH:
             scores["overhead"] = max(scores["overhead"], busy.idle)
         regime, runner_up = sorted(REGIMES, key=lambda k: -scores[k])[:2]
-        margin = _fmt.ratio(scores[regime], scores[runner_up])
-        flat = regime != "overhead" and batch is not None and batch.flat
+        settles = [r for r in (regime, runner_up) if r in follows]
         # The time flat while the work doubled, and the device idle or every floor small: the
         # essay's batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
+        flat = regime != "overhead" and batch is not None and batch.flat
         small = (
             flat
             and max(shares.values()) < HIGH_SHARE
             and batch.growth["memory"] >= FOLLOW_TOLERANCE
         )
-        settled_by = ""
-        if flat and busy is not None and busy.busy < BUSY_LOW:
-            regime, runner_up, settled_by = "overhead", regime, IDLE_AND_FLAT
-        elif small:
-            regime, runner_up, settled_by = "overhead", regime, "flat batch"
-        elif batch is not None and margin < MEDIUM_MARGIN:
-            settles = [r for r in (regime, runner_up) if r in batch.follows]
-            if len(settles) == 1:
-                settled_by = "batch"
-                if settles[0] == runner_up:
-                    regime, runner_up = runner_up, regime
+        settled_by = IDLE_AND_FLAT if flat and idle else "flat batch" if small else ""
+        if settled_by:
+            regime, runner_up = "overhead", regime
+        elif len(settles) == 1 and _fmt.ratio(scores[regime], scores[runner_up]) < MEDIUM_MARGIN:
+            settled_by = "batch"
+            if settles[0] == runner_up:
+                regime, runner_up = runner_up, regime
         against: list[tuple[str, Any]] = []
-        if batch is not None and batch.follows and regime not in batch.follows:
-            against.append(("batch", " or ".join(r for r in REGIMES if r in batch.follows)))
-        gpu_busy = busy is not None and busy.device == "cuda" and busy.busy >= BUSY_HIGH
-        if regime == "overhead" and gpu_busy:
+        if follows and regime not in follows:
+            against.append(("batch", " or ".join(r for r in REGIMES if r in follows)))
+        if regime == "overhead" and on_gpu and busy.busy >= BUSY_HIGH:
             against.append(("busy", busy.busy))
-        if busy is not None and regime != "overhead" and busy.busy < BUSY_LOW:
+        if idle and regime != "overhead":
             against.append(("idle", busy.idle))
         top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
         if settled_by:  # the batch probe decided: sure only with an idle device besides
@@ -457,10 +451,8 @@ def diagnose(
     )
     # the batch probe's paired rounds: 10, or as many as a slow call fits in the time limit
     # (about 15 calls besides: counting both batches, timing, estimates, the trace; 3 a round)
-    slow, rounds = (
-        main.median_s > SLOW_CALL_S,
-        max(3, min(10, int(time_limit_s / main.median_s - 15) // 3)),
-    )
+    slow = main.median_s > SLOW_CALL_S
+    rounds = max(3, min(10, int(time_limit_s / main.median_s - 15) // 3))
     notes = [f"slow call ({_fmt.seconds(main.median_s)}): {rounds} batch rounds"] * slow
     if isinstance(fn, torch.nn.Module) and fn.training:
         if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in fn.modules()):
@@ -522,15 +514,10 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
         if doubled is None:
             notes.append("batch probe skipped: no tensor argument to double")
             return None, None
-        args2, kwargs2 = doubled
-        batch_counts = counting.count(fn, *args2, **kwargs2)
+        batch_counts = counting.count(fn, *doubled[0], **doubled[1])
+        calls = [functools.partial(fn, *a, **k) for a, k in ((args, kwargs), doubled)]
         comparison = compare(
-            functools.partial(fn, *args, **kwargs),
-            functools.partial(fn, *args2, **kwargs2),
-            budget_s=budget_s,
-            min_rounds=rounds,
-            labels=("batch", "doubled"),
-            warm=warm,
+            *calls, budget_s=budget_s, min_rounds=rounds, labels=("batch", "doubled"), warm=warm
         )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
         fix = "pass weights inside fn (a closure), not as arguments"

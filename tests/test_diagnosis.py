@@ -490,7 +490,7 @@ def test_out_of_memory_in_the_doubled_batch_says_memory(shared_ceilings):
     d = bl.diagnose(hungry, torch.ones(8, 4), progress=False, trace=False, ceilings=shared_ceilings)
     (note,) = [n for n in d.notes if "batch probe" in n]
     assert "OutOfMemoryError" in note and "released" in note
-    assert re.search(r"doubled inputs (\d+) B", note)[1] == str(16 * 4 * 4)  # 16 x 4 fp32
+    assert re.search(r"(\d+)\sB\b", note)[1] == str(16 * 4 * 4)  # the doubled input, 16 x 4 fp32
     assert "closure" not in note
 
 
