@@ -25,9 +25,9 @@ FOLLOW_TOLERANCE = 1.3
 FLAT = 1.3
 #: Device busy below this fraction is evidence for overhead; above BUSY_HIGH, against.
 BUSY_LOW, BUSY_HIGH = 0.5, 0.8
-#: "high" confidence: the verdict explains at least HIGH_SHARE and HIGH_MARGIN x the runner-up.
-HIGH_SHARE, HIGH_MARGIN = 0.25, 2.0
-MEDIUM_MARGIN = 1.3
+#: "high" confidence: the verdict explains at least HIGH_SHARE and HIGH_MARGIN x the runner-up;
+#: "medium": MEDIUM_MARGIN x the runner-up.
+HIGH_SHARE, HIGH_MARGIN, MEDIUM_MARGIN = 0.25, 2.0, 1.3
 #: The strongest settling of a verdict: the device idle and the doubled batch's time flat.
 IDLE_AND_FLAT = "idle and flat batch"
 #: A call longer than this (seconds) is measured with fewer samples and rounds.
@@ -62,13 +62,12 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     split = {p: f / measured.get(p, measured[fastest]) for p, f in by_precision.items()}
     unmeasured = [p for p in by_precision if p not in measured]
     notes = [f"{p} matmuls judged at the {fastest} ceiling (optimistic)" for p in unmeasured]
-    other_flops = counts.flops - sum(by_precision.values())
     # Special functions (an exp per softmax element, an erf per gelu element) at their own
     # measured rates: one FLOP in the count, tens of instructions on a CPU.
     rates = dict(getattr(ceilings, "special_per_s", {}) or {})
     special = getattr(counts, "special_by_function", dict)() if rates else {}
     special_s = {f: n / (rates.get(f) or max(rates.values())) for f, n in special.items()}
-    other_flops -= sum(special.values())
+    other_flops = counts.flops - sum(by_precision.values()) - sum(special.values())
     vector = ceilings.vector_flops_per_s
     if str(getattr(ceilings, "vector_method", "")).startswith("eager"):
         vector = max(vector, ceilings.matmul_flops_per_s)
@@ -275,9 +274,7 @@ class Diagnosis:
             return None
         growth = {r: _fmt.ratio(getattr(two, n), getattr(one, n)) for r, n in _COUNTED.items()}
         (low, high), narrow, tol = cmp.interval, cmp.narrow, FOLLOW_TOLERANCE
-        follows = frozenset(
-            r for r, g in growth.items() if narrow and 0 < g and low / tol <= g <= high * tol
-        )
+        follows = frozenset(r for r, g in growth.items() if narrow and low / tol <= g <= high * tol)
         return BatchEvidence(cmp.ratio, low, high, narrow, growth, follows, high < FLAT)
 
     @cached_property
@@ -295,11 +292,8 @@ class Diagnosis:
         # The time flat while the work doubled, and the device idle or every floor small: the
         # essay's batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
         flat = regime != "overhead" and batch is not None and batch.flat
-        small = (
-            flat
-            and max(shares.values()) < HIGH_SHARE
-            and batch.growth["memory"] >= FOLLOW_TOLERANCE
-        )
+        bytes_grew = batch is not None and batch.growth["memory"] >= FOLLOW_TOLERANCE
+        small = flat and bytes_grew and max(shares.values()) < HIGH_SHARE
         settled_by = IDLE_AND_FLAT if flat and idle else "flat batch" if small else ""
         if settled_by:
             regime, runner_up = "overhead", regime
@@ -433,7 +427,7 @@ def diagnose(
     import torch
 
     from brrrlib import counting, timing
-    from brrrlib import trace as trace_mod
+    from brrrlib import trace as tracing
     from brrrlib.ceilings import measure_ceilings
 
     dev = _check(fn, args, kwargs, ceilings, budget_s)
@@ -468,15 +462,11 @@ def diagnose(
         )
     if trace:
         say("bl.profile")
-        tr = trace_mod.profile(
-            fn, *args, runs=3 - slow, warmup=int(not slow), label=label, **kwargs
-        )
+        tr = tracing.profile(fn, *args, runs=3 - slow, warmup=int(not slow), label=label, **kwargs)
     say("verdict")
-    notes += [*floors(counts, ceilings).notes, *counts.notes]
+    notes = (*notes, *floors(counts, ceilings).notes, *counts.notes)
     above = above_floors(counts, main.median_s, ceilings)
-    return Diagnosis(
-        main, counts, ceilings, tr, comparison, batch_counts, tuple(notes), label, above
-    )
+    return Diagnosis(main, counts, ceilings, tr, comparison, batch_counts, notes, label, above)
 
 
 def _check(fn, args, kwargs, ceilings, budget_s) -> Any:
@@ -497,9 +487,7 @@ def _check(fn, args, kwargs, ceilings, budget_s) -> Any:
         raise ValueError(f"fn's tensors are on {where}: an op needs its inputs on one device")
     dev = machine.of(args, kwargs)
     if ceilings is not None and ceilings.device != dev.type:
-        raise ValueError(
-            f"ceilings are of a {ceilings.device}, fn runs on {dev.type}: leave them out"
-        )
+        raise ValueError(f"ceilings are of a {ceilings.device}, fn runs on {dev.type}: omit them")
     return dev
 
 
@@ -508,7 +496,6 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
     from brrrlib import counting, machine
     from brrrlib.timing import compare
 
-    doubled = None
     try:
         doubled = double_batch(args, kwargs)
         if doubled is None:
@@ -523,8 +510,8 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
         fix = "pass weights inside fn (a closure), not as arguments"
         if machine.is_out_of_memory(err):
             machine.release_cached_memory()
-            size = sum(t.numel() * t.element_size() for t in _tensors(doubled))
-            fix = f"doubled inputs {_fmt.binary_bytes(size)}; cached memory released"
+            size = sum(t.numel() * t.element_size() for t in _tensors((args, kwargs)) if t.dim())
+            fix = f"doubled inputs {_fmt.binary_bytes(2 * size)}; cached memory released"
         notes.append(f"batch probe skipped: {type(err).__name__}: {_fmt.error_line(err)}; {fix}")
         return None, None
     return comparison, batch_counts

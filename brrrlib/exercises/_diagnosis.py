@@ -42,10 +42,9 @@ def _block_counts(batch: int):
 @solves("04.block_lower_bound_us")
 def _block_lower_bound_us(ctx: Context) -> Worked:
     """The block's floors as ``bl.diagnosis.floors`` sets them; the largest is the lower bound."""
-    counts = _block_counts(16)
     ctx.measured("mem_bandwidth_bytes_per_s")
     ctx.measured("op_overhead_s")
-    fl = floors(counts, ctx.ceilings)
+    fl = floors(_block_counts(16), ctx.ceilings)
     floors_s = [ctx.note(f"{r} floor", getattr(fl, f"{r}_s"), "s") for r in REGIMES]
     lower_s = max(floors_s)
     slips = {"sum_of_floors": sum(floors_s) / lower_s}
