@@ -154,11 +154,7 @@ class BatchEvidence:
     growth: Mapping[str, float]
     follows: frozenset[str]
     flat: bool
-
-    @property
-    def work_grew(self) -> bool:
-        """True when the time grew more than any count did (cache spill, page faults...)."""
-        return self.narrow and not self.follows and self.low >= FOLLOW_TOLERANCE
+    work_grew: bool  # the time grew more than any count did (cache spill, page faults...)
 
 
 @dataclass(frozen=True)
@@ -181,13 +177,9 @@ class Verdict:
     confidence: str
     scores: Mapping[str, float]
     runner_up: str
+    margin: float  # the verdict's score over the runner-up's (inf when that explains nothing)
     against: tuple[tuple[str, Any], ...] = ()
     settled_by: str = ""
-
-    @property
-    def margin(self) -> float:
-        """The verdict's score over the runner-up's (inf when the runner-up explains nothing)."""
-        return _fmt.ratio(self.scores[self.regime], self.scores[self.runner_up])
 
 
 #: What to do in each regime: the essay's table ("Making Deep Learning Go Brrrr", 2022).
@@ -213,12 +205,9 @@ _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 
 def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]:
     """The essay's precision remedies that hold here: not the one in use, nor a slower one."""
-    peaks = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
-    fast_path = getattr(ceilings, "fast_path", lambda p: p in peaks)
-    fast = getattr(ceilings, "fast_precision", "fp32")
-    out = []
+    peaks, fast, out = ceilings.matmul_flops_per_s_by_dtype, ceilings.fast_precision, []
     if regime == "compute" and used in peaks:
-        if used != "fp32" and not fast_path(used):
+        if used != "fp32" and not ceilings.fast_path(used):
             out.append(f"Run the matmuls in fp32: {ceilings.precision_note(used)}.")
         if fast not in ("fp32", used):
             how = f"torch.autocast('{ceilings.device}', dtype=torch.{_TORCH_DTYPE.get(fast)})"
@@ -275,7 +264,8 @@ class Diagnosis:
         growth = {r: _fmt.ratio(getattr(two, n), getattr(one, n)) for r, n in _COUNTED.items()}
         (low, high), narrow, tol = cmp.interval, cmp.narrow, FOLLOW_TOLERANCE
         follows = frozenset(r for r, g in growth.items() if narrow and low / tol <= g <= high * tol)
-        return BatchEvidence(cmp.ratio, low, high, narrow, growth, follows, high < FLAT)
+        grew = narrow and not follows and low >= tol
+        return BatchEvidence(cmp.ratio, low, high, narrow, growth, follows, high < FLAT, grew)
 
     @cached_property
     def verdict(self) -> Verdict:
@@ -298,9 +288,8 @@ class Diagnosis:
         if settled_by:
             regime, runner_up = "overhead", regime
         elif len(settles) == 1 and _fmt.ratio(scores[regime], scores[runner_up]) < MEDIUM_MARGIN:
-            settled_by = "batch"
-            if settles[0] == runner_up:
-                regime, runner_up = runner_up, regime
+            settled_by = "batch"  # the regime whose count the time followed leads
+            regime, runner_up = sorted((regime, runner_up), key=lambda r: r not in follows)
         against: list[tuple[str, Any]] = []
         if follows and regime not in follows:
             against.append(("batch", " or ".join(r for r in REGIMES if r in follows)))
@@ -316,7 +305,7 @@ class Diagnosis:
             confidence = "high"
         else:
             confidence = "medium" if margin >= MEDIUM_MARGIN and len(against) <= 1 else "low"
-        return Verdict(regime, confidence, scores, runner_up, tuple(against), settled_by)
+        return Verdict(regime, confidence, scores, runner_up, margin, tuple(against), settled_by)
 
     regime = property(lambda self: self.verdict.regime, doc="The verdict's regime.")
     confidence = property(lambda self: self.verdict.confidence, doc="low, medium or high.")
@@ -398,9 +387,8 @@ class Diagnosis:
         head, rows, lines = self._page()
         fig = Figure(figsize=(5.0, 3.4), dpi=90)
         self.plot(ax=fig.add_subplot())
-        img = _fmt.figure_img(fig, head, "480px")
         return (
-            f"<div><h3>{escape(head)}</h3>{img}"
+            f"<div><h3>{escape(head)}</h3>{_fmt.figure_img(fig, head, '480px')}"
             + _fmt.html_table(_HEADER, rows, tags={3: "b"})
             + "<br>".join(escape(line) for line in lines)
             + "</div>"
@@ -493,8 +481,7 @@ def _check(fn, args, kwargs, ceilings, budget_s) -> Any:
 
 def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
     """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
-    from brrrlib import counting, machine
-    from brrrlib.timing import compare
+    from brrrlib import counting, machine, timing
 
     try:
         doubled = double_batch(args, kwargs)
@@ -503,7 +490,7 @@ def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
             return None, None
         batch_counts = counting.count(fn, *doubled[0], **doubled[1])
         calls = [functools.partial(fn, *a, **k) for a, k in ((args, kwargs), doubled)]
-        comparison = compare(
+        comparison = timing.compare(
             *calls, budget_s=budget_s, min_rounds=rounds, labels=("batch", "doubled"), warm=warm
         )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
@@ -530,11 +517,10 @@ def double_batch(args: tuple, kwargs: dict):
     import torch
     from torch.utils._pytree import tree_map
 
-    def double(v):
+    def double(v):  # a leaf keeps requires_grad; a graph's intermediate comes out detached
         if not isinstance(v, torch.Tensor) or v.dim() == 0:
             return v
-        out = torch.cat([v.detach(), v.detach()], dim=0)
-        return out.requires_grad_(v.requires_grad) if v.is_leaf else out
+        return torch.cat([v.detach()] * 2).requires_grad_(v.is_leaf and v.requires_grad)
 
     if not any(t.dim() for t in _tensors((args, kwargs))):
         return None
