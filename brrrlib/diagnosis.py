@@ -166,7 +166,7 @@ class BusyEvidence:
     outside_ops: float = 0.0
     queued_s: float = 0.0
 
-    idle = property(lambda self: 1.0 - self.busy, doc="The fraction of the wall time idle.")
+    idle = property(lambda self: 1.0 - self.busy)
 
 
 @dataclass(frozen=True)
@@ -234,15 +234,15 @@ class Diagnosis:
     label: str | None = None
     above: tuple[AboveFloor, ...] = ()  # measured: a floor above the time may time a torch.mm
 
-    seconds = property(lambda self: self.timing.median_s, doc="One call's time (median).")
-    precision = property(lambda self: self.counts.precision, doc="Most matmul FLOPs' precision.")
+    seconds = property(lambda self: self.timing.median_s)  # one call's, the median
+    precision = property(lambda self: self.counts.precision)  # the roof it is judged against
 
     @cached_property
     def floors(self) -> Floors:
         """The three floors of one call (probe a)."""
         return floors(self.counts, self.ceilings)
 
-    shares = property(lambda self: self.floors.shares(self.seconds), doc="Floors / the time.")
+    shares = property(lambda self: self.floors.shares(self.seconds))
 
     @cached_property
     def busy(self) -> BusyEvidence | None:
@@ -307,8 +307,8 @@ class Diagnosis:
             confidence = "medium" if margin >= MEDIUM_MARGIN and len(against) <= 1 else "low"
         return Verdict(regime, confidence, scores, runner_up, margin, tuple(against), settled_by)
 
-    regime = property(lambda self: self.verdict.regime, doc="The verdict's regime.")
-    confidence = property(lambda self: self.verdict.confidence, doc="low, medium or high.")
+    regime = property(lambda self: self.verdict.regime)
+    confidence = property(lambda self: self.verdict.confidence)
 
     @property
     def remedies(self) -> tuple[str, ...]:
