@@ -6,6 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from html import escape
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = ["Diagnosis", "Floors", "above_floors", "diagnose", "floors", "matmul_
 
 
 REGIMES = ("compute", "memory", "overhead")
+_COUNTED = {"compute": "flops", "memory": "bytes_moved", "overhead": "work_ops"}  # on Counts
 
 # Thresholds, named so the method can be read off them.
 #: A batch-probe growth within this factor of a count's growth "follows" it.
@@ -23,9 +25,9 @@ FOLLOW_TOLERANCE = 1.3
 FLAT = 1.3
 #: Device busy below this fraction is evidence for overhead; above BUSY_HIGH, against.
 BUSY_LOW, BUSY_HIGH = 0.5, 0.8
-#: "high" confidence: the verdict explains at least HIGH_SHARE and HIGH_MARGIN x the runner-up.
-HIGH_SHARE, HIGH_MARGIN = 0.25, 2.0
-MEDIUM_MARGIN = 1.3
+#: "high" confidence: the verdict explains at least HIGH_SHARE and HIGH_MARGIN x the runner-up;
+#: "medium": MEDIUM_MARGIN x the runner-up.
+HIGH_SHARE, HIGH_MARGIN, MEDIUM_MARGIN = 0.25, 2.0, 1.3
 #: The strongest settling of a verdict: the device idle and the doubled batch's time flat.
 IDLE_AND_FLAT = "idle and flat batch"
 #: A call longer than this (seconds) is measured with fewer samples and rounds.
@@ -44,6 +46,7 @@ class Floors:
     compute_by_precision_s: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     special_s: Mapping[str, float] = field(default_factory=dict)
+    pattern: str = "write"  # the memory roof: "read" for read-only bytes past the last cache
 
     def shares(self, measured_s: float) -> dict[str, float]:
         """Each floor as a fraction of the measured time: the share that regime explains."""
@@ -56,44 +59,33 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     measured = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
     measured.setdefault("fp32", ceilings.matmul_flops_per_s)
     fastest = max(measured, key=measured.get)
-    split: dict[str, float] = {}
-    notes = []
-    for precision, flops in by_precision.items():
-        key = precision if precision in measured else fastest
-        if key != precision:
-            notes.append(f"{precision} matmuls judged at the {fastest} ceiling (optimistic)")
-        split[precision] = flops / measured[key]
-    other_flops = counts.flops - sum(by_precision.values())
+    split = {p: f / measured.get(p, measured[fastest]) for p, f in by_precision.items()}
+    unmeasured = [p for p in by_precision if p not in measured]
+    notes = [f"{p} matmuls judged at the {fastest} ceiling (optimistic)" for p in unmeasured]
     # Special functions (an exp per softmax element, an erf per gelu element) at their own
     # measured rates: one FLOP in the count, tens of instructions on a CPU.
     rates = dict(getattr(ceilings, "special_per_s", {}) or {})
     special = getattr(counts, "special_by_function", dict)() if rates else {}
     special_s = {f: n / (rates.get(f) or max(rates.values())) for f, n in special.items()}
-    other_flops -= sum(special.values())
+    other_flops = counts.flops - sum(by_precision.values()) - sum(special.values())
     vector = ceilings.vector_flops_per_s
     if str(getattr(ceilings, "vector_method", "")).startswith("eager"):
         vector = max(vector, ceilings.matmul_flops_per_s)
         notes.append("vector FLOPs judged at the matmul ceiling (eager vector ceiling)")
     split["vector"] = max(0, other_flops) / vector
     compute_s = sum(split.values()) + sum(special_s.values())
+    pattern = getattr(counts, "pattern", "write")
+    if pattern == "read":  # a cache holds the bytes: the faster writing roof stays a floor
+        from brrrlib import machine
+
+        dev = machine.resolve(getattr(ceilings, "device", None))
+        pattern = "read" if counts.bytes_moved > machine.last_level_cache_bytes(dev) else "write"
     # measured ceilings know each access pattern's roof; a spec sheet has one
     by_pattern = getattr(ceilings, "bandwidth_for", None)
-    pattern = _pattern(counts, ceilings)
     bandwidth = by_pattern(pattern) if by_pattern else ceilings.mem_bandwidth_bytes_per_s
-    memory_s = counts.bytes_moved / bandwidth
     overhead_s = counts.work_ops * ceilings.op_overhead_s
-    return Floors(compute_s, memory_s, overhead_s, split, tuple(notes), special_s)
-
-
-def _pattern(counts: Any, ceilings: Any) -> str:
-    """The memory roof: "read" for read-only bytes past the last-level cache, else "write"."""
-    pattern = getattr(counts, "pattern", "write")
-    if pattern != "read":
-        return pattern
-    from brrrlib import machine
-
-    dev = machine.resolve(getattr(ceilings, "device", None))
-    return "read" if counts.bytes_moved > machine.last_level_cache_bytes(dev) else "write"
+    memory_s = counts.bytes_moved / bandwidth
+    return Floors(compute_s, memory_s, overhead_s, split, tuple(notes), special_s, pattern)
 
 
 @dataclass(frozen=True)
@@ -117,8 +109,7 @@ def above_floors(counts: Any, seconds: float, ceilings: Any) -> tuple[AboveFloor
     from brrrlib import machine  # torch only when a floor is above the time
 
     fl = floors(counts, ceilings)
-    by_precision = fl.compute_by_precision_s
-    found = []
+    by_precision, found = fl.compute_by_precision_s, []
     for regime, share in fl.shares(seconds).items():
         if share <= 1.0:
             continue
@@ -163,26 +154,7 @@ class BatchEvidence:
     growth: Mapping[str, float]
     follows: frozenset[str]
     flat: bool
-
-    @property
-    def work_grew(self) -> bool:
-        """True when the time grew more than any count did (cache spill, page faults...)."""
-        return self.narrow and not self.follows and self.low >= FOLLOW_TOLERANCE
-
-
-def batch_evidence(counts: Any, doubled: Any, comparison: Any) -> BatchEvidence:
-    """Read a doubled-batch comparison against the counted growth (pure)."""
-    growth = {
-        "compute": _fmt.ratio(doubled.flops, counts.flops),
-        "memory": _fmt.ratio(doubled.bytes_moved, counts.bytes_moved),
-        "overhead": _fmt.ratio(doubled.work_ops, counts.work_ops),
-    }
-    low, high = comparison.interval
-    tol, narrow = FOLLOW_TOLERANCE, comparison.narrow
-    follows = frozenset(
-        k for k, g in growth.items() if narrow and 0 < g and low / tol <= g <= high * tol
-    )
-    return BatchEvidence(comparison.ratio, low, high, narrow, growth, follows, high < FLAT)
+    work_grew: bool  # the time grew more than any count did (cache spill, page faults...)
 
 
 @dataclass(frozen=True)
@@ -194,20 +166,7 @@ class BusyEvidence:
     outside_ops: float = 0.0
     queued_s: float = 0.0
 
-    @property
-    def idle(self) -> float:
-        """The fraction of the wall time the device did nothing."""
-        return 1.0 - self.busy
-
-
-def busy_evidence(trace: Any) -> BusyEvidence | None:
-    """The device-busy evidence of a trace's steady runs (pure); None without runs."""
-    if trace is None or not trace.runs:
-        return None
-    steady, wall, outside = trace.steady_runs, trace.wall_s, trace.outside_ops_s
-    busy = _fmt.median([trace.busy_fraction_per_run[r] for r in steady])
-    shares = [outside[r] / wall[r] for r in steady if outside and wall[r] > 0] or [0.0]
-    return BusyEvidence(trace.device, busy, _fmt.median(shares), max(trace.queued_s, default=0.0))
+    idle = property(lambda self: 1.0 - self.busy)
 
 
 @dataclass(frozen=True)
@@ -218,58 +177,9 @@ class Verdict:
     confidence: str
     scores: Mapping[str, float]
     runner_up: str
+    margin: float  # the verdict's score over the runner-up's (inf when that explains nothing)
     against: tuple[tuple[str, Any], ...] = ()
     settled_by: str = ""
-
-    @property
-    def margin(self) -> float:
-        """The verdict's score over the runner-up's (inf when the runner-up explains nothing)."""
-        return _fmt.ratio(self.scores[self.regime], self.scores[self.runner_up])
-
-
-def verdict(
-    shares: Mapping[str, float], busy: BusyEvidence | None, batch: BatchEvidence | None
-) -> Verdict:
-    """Weigh the three probes (pure): ranking by (a), then (c) and (b)."""
-    scores = {k: float(v) for k, v in shares.items()}
-    if busy is not None and busy.device == "cuda" and busy.busy < BUSY_HIGH:
-        scores["overhead"] = max(scores["overhead"], busy.idle)
-    regime, runner_up = sorted(REGIMES, key=lambda k: -scores[k])[:2]
-    margin = _fmt.ratio(scores[regime], scores[runner_up])
-    flat = regime != "overhead" and batch is not None and batch.flat
-    # The time flat while the work doubled, and the device idle or every floor small: the
-    # essay's batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
-    small = (
-        flat and max(shares.values()) < HIGH_SHARE and batch.growth["memory"] >= FOLLOW_TOLERANCE
-    )
-    settled_by = ""
-    if flat and busy is not None and busy.busy < BUSY_LOW:
-        regime, runner_up, settled_by = "overhead", regime, IDLE_AND_FLAT
-    elif small:
-        regime, runner_up, settled_by = "overhead", regime, "flat batch"
-    elif batch is not None and margin < MEDIUM_MARGIN:
-        settles = [r for r in (regime, runner_up) if r in batch.follows]
-        if len(settles) == 1:
-            settled_by = "batch"
-            if settles[0] == runner_up:
-                regime, runner_up = runner_up, regime
-    against: list[tuple[str, Any]] = []
-    if batch is not None and batch.follows and regime not in batch.follows:
-        against.append(("batch", " or ".join(r for r in REGIMES if r in batch.follows)))
-    gpu_busy = busy is not None and busy.device == "cuda" and busy.busy >= BUSY_HIGH
-    if regime == "overhead" and gpu_busy:
-        against.append(("busy", busy.busy))
-    if busy is not None and regime != "overhead" and busy.busy < BUSY_LOW:
-        against.append(("idle", busy.idle))
-    top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
-    if settled_by:  # the batch probe decided: sure only with an idle device besides
-        levels = ("low", "medium", "high")
-        confidence = levels[(2 if settled_by == IDLE_AND_FLAT else 1) - bool(against)]
-    elif top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
-        confidence = "high"
-    else:
-        confidence = "medium" if margin >= MEDIUM_MARGIN and len(against) <= 1 else "low"
-    return Verdict(regime, confidence, scores, runner_up, tuple(against), settled_by)
 
 
 #: What to do in each regime: the essay's table ("Making Deep Learning Go Brrrr", 2022).
@@ -295,12 +205,9 @@ _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 
 def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]:
     """The essay's precision remedies that hold here: not the one in use, nor a slower one."""
-    peaks = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}) or {})
-    fast_path = getattr(ceilings, "fast_path", lambda p: p in peaks)
-    fast = getattr(ceilings, "fast_precision", "fp32")
-    out = []
+    peaks, fast, out = ceilings.matmul_flops_per_s_by_dtype, ceilings.fast_precision, []
     if regime == "compute" and used in peaks:
-        if used != "fp32" and not fast_path(used):
+        if used != "fp32" and not ceilings.fast_path(used):
             out.append(f"Run the matmuls in fp32: {ceilings.precision_note(used)}.")
         if fast not in ("fp32", used):
             how = f"torch.autocast('{ceilings.device}', dtype=torch.{_TORCH_DTYPE.get(fast)})"
@@ -315,35 +222,102 @@ def precision_remedies(regime: str, used: str, ceilings: Any) -> tuple[str, ...]
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The regime of a workload, with its evidence, confidence and remedies."""
+    """A workload's measurements, and the regime, evidence and remedies they give."""
 
-    regime: str
-    confidence: str
-    shares: Mapping[str, float]
-    remedies: tuple[str, ...]
-    verdict: Verdict
-    floors: Floors
-    timing: Any
-    counts: Any
+    timing: Any  # bl.benchmark of one call
+    counts: Any  # bl.count of one call
     ceilings: Any
-    busy: BusyEvidence | None = None
-    batch: BatchEvidence | None = None
-    trace: Any = None
-    batch_comparison: Any = None
-    batch_counts: Any = None
+    trace: Any = None  # bl.profile of a few calls (probe c)
+    batch_comparison: Any = None  # bl.compare against the doubled batch (probe b)
+    batch_counts: Any = None  # bl.count of the doubled batch
     notes: tuple[str, ...] = ()
     label: str | None = None
-    above: tuple[AboveFloor, ...] = ()
+    above: tuple[AboveFloor, ...] = ()  # measured: a floor above the time may time a torch.mm
+
+    seconds = property(lambda self: self.timing.median_s)  # one call's, the median
+    precision = property(lambda self: self.counts.precision)  # the roof it is judged against
+
+    @cached_property
+    def floors(self) -> Floors:
+        """The three floors of one call (probe a)."""
+        return floors(self.counts, self.ceilings)
+
+    shares = property(lambda self: self.floors.shares(self.seconds))
+
+    @cached_property
+    def busy(self) -> BusyEvidence | None:
+        """The device busy in the trace's steady runs (median); None without a trace."""
+        tr = self.trace
+        if tr is None or not tr.runs:
+            return None
+        steady, wall, outside = tr.steady_runs, tr.wall_s, tr.outside_ops_s
+        busy = _fmt.median([tr.busy_fraction_per_run[r] for r in steady])
+        shares = [outside[r] / wall[r] for r in steady if outside and wall[r] > 0] or [0.0]
+        return BusyEvidence(tr.device, busy, _fmt.median(shares), max(tr.queued_s, default=0.0))
+
+    @cached_property
+    def batch(self) -> BatchEvidence | None:
+        """The doubled batch's time read against its counted growth; None without the probe."""
+        cmp, one, two = self.batch_comparison, self.counts, self.batch_counts
+        if cmp is None:
+            return None
+        growth = {r: _fmt.ratio(getattr(two, n), getattr(one, n)) for r, n in _COUNTED.items()}
+        (low, high), narrow, tol = cmp.interval, cmp.narrow, FOLLOW_TOLERANCE
+        follows = frozenset(r for r, g in growth.items() if narrow and low / tol <= g <= high * tol)
+        grew = narrow and not follows and low >= tol
+        return BatchEvidence(cmp.ratio, low, high, narrow, growth, follows, high < FLAT, grew)
+
+    @cached_property
+    def verdict(self) -> Verdict:
+        """The three probes weighed: ranking by (a), then (c) and (b)."""
+        shares, busy, batch = self.shares, self.busy, self.batch
+        follows = batch.follows if batch is not None else frozenset()
+        idle = busy is not None and busy.busy < BUSY_LOW
+        on_gpu = busy is not None and busy.device == "cuda"
+        scores = dict(shares)
+        if on_gpu and busy.busy < BUSY_HIGH:
+            scores["overhead"] = max(scores["overhead"], busy.idle)
+        regime, runner_up = sorted(REGIMES, key=lambda k: -scores[k])[:2]
+        settles = [r for r in (regime, runner_up) if r in follows]
+        # The time flat while the work doubled, and the device idle or every floor small: the
+        # essay's batch test decides. (Flat bytes would be a GEMV's weights: memory, not overhead.)
+        flat = regime != "overhead" and batch is not None and batch.flat
+        bytes_grew = batch is not None and batch.growth["memory"] >= FOLLOW_TOLERANCE
+        small = flat and bytes_grew and max(shares.values()) < HIGH_SHARE
+        settled_by = IDLE_AND_FLAT if flat and idle else "flat batch" if small else ""
+        if settled_by:
+            regime, runner_up = "overhead", regime
+        elif len(settles) == 1 and _fmt.ratio(scores[regime], scores[runner_up]) < MEDIUM_MARGIN:
+            settled_by = "batch"  # the regime whose count the time followed leads
+            regime, runner_up = sorted((regime, runner_up), key=lambda r: r not in follows)
+        against: list[tuple[str, Any]] = []
+        if follows and regime not in follows:
+            against.append(("batch", " or ".join(r for r in REGIMES if r in follows)))
+        if regime == "overhead" and on_gpu and busy.busy >= BUSY_HIGH:
+            against.append(("busy", busy.busy))
+        if idle and regime != "overhead":
+            against.append(("idle", busy.idle))
+        top, margin = scores[regime], _fmt.ratio(scores[regime], scores[runner_up])
+        if settled_by:  # the batch probe decided: sure only with an idle device besides
+            levels = ("low", "medium", "high")
+            confidence = levels[(2 if settled_by == IDLE_AND_FLAT else 1) - bool(against)]
+        elif top >= HIGH_SHARE and margin >= HIGH_MARGIN and not against:
+            confidence = "high"
+        else:
+            confidence = "medium" if margin >= MEDIUM_MARGIN and len(against) <= 1 else "low"
+        return Verdict(regime, confidence, scores, runner_up, margin, tuple(against), settled_by)
+
+    regime = property(lambda self: self.verdict.regime)
+    confidence = property(lambda self: self.verdict.confidence)
 
     @property
-    def seconds(self) -> float:
-        """The measured time of one call (median)."""
-        return self.timing.median_s
-
-    @property
-    def precision(self) -> str:
-        """The precision of most matmul FLOPs: the roof this workload is judged against."""
-        return self.counts.precision
+    def remedies(self) -> tuple[str, ...]:
+        """What to do in this regime, precision first (and batching, where weights dominate)."""
+        regime, batch = self.regime, self.batch
+        out = precision_remedies(regime, self.precision, self.ceilings) + REMEDIES[regime]
+        if regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
+            return (REUSE_REMEDY, *out)
+        return out
 
     def plot(self, ax=None):
         """The workload on this machine's roofline, against the roof of its own precision."""
@@ -355,8 +329,8 @@ class Diagnosis:
         return roofline.plot(self.ceilings, points, ax=ax, title=name)
 
     def _page(self) -> tuple[str, list, list[str]]:
-        """The headline, the evidence table's rows, then floors above the time, notes, remedies."""
-        v, t = self.verdict, self.timing
+        """The headline; the evidence table's rows (floors, then the probes); the lines below."""
+        v, t, c, fl, ceil = self.verdict, self.timing, self.counts, self.floors, self.ceilings
         by = f", settled by {v.settled_by}" if v.settled_by else ""
         noisy = " NOISY" if t.noisy else ""  # the timing's own judgement of its spread
         head = (
@@ -364,8 +338,42 @@ class Diagnosis:
             f"{by}): {_fmt.seconds(self.seconds)} per call (IQR {t.relative_iqr:.0%}{noisy}) on "
             f"{t.device}"
         )
+        shares, special = self.shares, getattr(c, "special_by_function", dict)()
+        lead, per_op = max(shares, key=shares.get), _fmt.seconds(ceil.op_overhead_s)
+        table = (
+            ("compute", f"{self.precision} roof", _fmt.si(c.flops, "FLOP"), fl.compute_s),
+            ("memory", f"{fl.pattern} roof", _fmt.si(c.bytes_moved, "B"), fl.memory_s),
+            ("overhead", f"{per_op}/op", f"{c.work_ops} ops", fl.overhead_s),
+            *(
+                (f"  {k}", _fmt.si(special[k] / s, "/s"), _fmt.si(special[k]), s)
+                for k, s in fl.special_s.items()
+            ),
+        )
+        rows = [
+            (
+                f"{r}, {roof}",
+                f"{n} >= {_fmt.seconds(s)}",
+                f"{s / t.median_s:.0%}",
+                r if r == lead else "-",
+            )
+            for r, roof, n, s in table
+        ]
+        if (b := self.busy) is not None:
+            says = "overhead" if b.busy < BUSY_LOW else "-" if b.busy < BUSY_HIGH else _WORK
+            queued = f", queued {_fmt.seconds(b.queued_s)}" if b.queued_s >= 10e-6 else ""
+            evidence = f"{b.busy:.0%} busy, {b.outside_ops:.0%} outside ops{queued}"
+            rows.append((f"bl.profile ({b.device})", evidence, f"{b.idle:.0%} idle", says))
+        if (b := self.batch) is not None:
+            says = " or ".join(r for r in REGIMES if r in b.follows) or "-"
+            g = b.growth
+            evidence = (
+                f"FLOPs x{g['compute']:.2f}, bytes x{g['memory']:.2f}, ops x{g['overhead']:.2f}: "
+                f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
+            )
+            says = _WORK if b.work_grew else says
+            rows.append(("bl.compare (batch x2)", evidence, "flat" if b.flat else "", says))
         lines = [*(f"  {a}" for a in self.above), *(f"  note: {n}" for n in self.notes)]
-        return head, _rows(self), [*lines, "  what to do:", *(f"    - {r}" for r in self.remedies)]
+        return head, rows, [*lines, "  what to do:", *(f"    - {r}" for r in self.remedies)]
 
     def __str__(self) -> str:
         head, rows, lines = self._page()
@@ -379,9 +387,8 @@ class Diagnosis:
         head, rows, lines = self._page()
         fig = Figure(figsize=(5.0, 3.4), dpi=90)
         self.plot(ax=fig.add_subplot())
-        img = _fmt.figure_img(fig, head, "480px")
         return (
-            f"<div><h3>{escape(head)}</h3>{img}"
+            f"<div><h3>{escape(head)}</h3>{_fmt.figure_img(fig, head, '480px')}"
             + _fmt.html_table(_HEADER, rows, tags={3: "b"})
             + "<br>".join(escape(line) for line in lines)
             + "</div>"
@@ -390,45 +397,6 @@ class Diagnosis:
 
 _HEADER = ("probe", "evidence", "share", "says")
 _WORK = "compute or memory"  # what a busy device or a time outgrowing the work says
-
-
-def _rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
-    """The evidence table: each floor with its count and share, then the busy and batch probes."""
-    c, fl, ceil, lead = d.counts, d.floors, d.ceilings, max(d.shares, key=d.shares.get)
-    ops, special = c.work_ops, getattr(c, "special_by_function", dict)()
-    table = (
-        ("compute", f"{d.precision} roof", _fmt.si(c.flops, "FLOP"), fl.compute_s),
-        ("memory", f"{_pattern(c, ceil)} roof", _fmt.si(c.bytes_moved, "B"), fl.memory_s),
-        ("overhead", f"{_fmt.seconds(ceil.op_overhead_s)}/op", f"{ops} ops", fl.overhead_s),
-        *(
-            (f"  {k}", _fmt.si(special[k] / s, "/s"), _fmt.si(special[k]), s)
-            for k, s in fl.special_s.items()
-        ),
-    )
-    out = [
-        (
-            f"{r}, {roof}",
-            f"{n} >= {_fmt.seconds(s)}",
-            f"{s / d.seconds:.0%}",
-            r if r == lead else "-",
-        )
-        for r, roof, n, s in table
-    ]
-    if (b := d.busy) is not None:
-        says = "overhead" if b.busy < BUSY_LOW else "-" if b.busy < BUSY_HIGH else _WORK
-        queued = f", queued {_fmt.seconds(b.queued_s)}" if b.queued_s >= 10e-6 else ""
-        evidence = f"{b.busy:.0%} busy, {b.outside_ops:.0%} outside ops{queued}"
-        out.append((f"bl.profile ({b.device})", evidence, f"{b.idle:.0%} idle", says))
-    if (b := d.batch) is not None:
-        says = " or ".join(r for r in REGIMES if r in b.follows) or "-"
-        g = b.growth
-        evidence = (
-            f"FLOPs x{g['compute']:.2f}, bytes x{g['memory']:.2f}, ops x{g['overhead']:.2f}: "
-            f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
-        )
-        says = _WORK if b.work_grew else says
-        out.append(("bl.compare (batch x2)", evidence, "flat" if b.flat else "", says))
-    return out
 
 
 def diagnose(
@@ -446,11 +414,12 @@ def diagnose(
     """Measure ``fn(*args, **kwargs)`` and name its regime, with evidence and remedies."""
     import torch
 
-    from brrrlib import counting, machine, timing
-    from brrrlib import trace as trace_mod
+    from brrrlib import counting, timing
+    from brrrlib import trace as tracing
+    from brrrlib.ceilings import measure_ceilings
 
-    _check(fn, args, kwargs, ceilings, budget_s)
-    label = label or _name_of(fn)
+    dev = _check(fn, args, kwargs, ceilings, budget_s)
+    label = label or getattr(fn, "__name__", type(fn).__name__).replace("<lambda>", "workload")
     say = _fmt.Progress(progress, 4 + int(batch_probe) + int(trace), f"diagnose {label}")
     say("bl.count")
     t0 = time.perf_counter()
@@ -462,69 +431,37 @@ def diagnose(
     main = timing.benchmark(
         fn, *args, budget_s=budget_s, label=label, min_samples=3 if few else 5, **kwargs
     )
-    slow, rounds = main.median_s > SLOW_CALL_S, _rounds(main.median_s, time_limit_s)
+    # the batch probe's paired rounds: 10, or as many as a slow call fits in the time limit
+    # (about 15 calls besides: counting both batches, timing, estimates, the trace; 3 a round)
+    slow = main.median_s > SLOW_CALL_S
+    rounds = max(3, min(10, int(time_limit_s / main.median_s - 15) // 3))
     notes = [f"slow call ({_fmt.seconds(main.median_s)}): {rounds} batch rounds"] * slow
     if isinstance(fn, torch.nn.Module) and fn.training:
         if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in fn.modules()):
             notes.append("dropout in training mode: model.eval() first")
-    ceilings = _ceilings_for(machine.of(args, kwargs), ceilings, say, progress)
-    comparison = batch_counts = None
+    say(f"ceilings: {getattr(ceilings, 'device_name', 'bl.measure_ceilings')}")
+    if ceilings is None:
+        ceilings = measure_ceilings(dev, progress=progress)
+    comparison = batch_counts = tr = None
     if batch_probe:
         say("bl.compare")
         comparison, batch_counts = _run_batch_probe(
             fn, args, kwargs, 4 * budget_s, rounds, notes, warm=slow
         )
-    tr = None
     if trace:
         say("bl.profile")
-        tr = trace_mod.profile(
-            fn, *args, runs=3 - slow, warmup=int(not slow), label=label, **kwargs
-        )
+        tr = tracing.profile(fn, *args, runs=3 - slow, warmup=int(not slow), label=label, **kwargs)
     say("verdict")
-    return _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label)
-
-
-def _assemble(counts, main, ceilings, tr, comparison, batch_counts, notes, label):
-    """The measurements weighed: floors, evidence, verdict, remedies."""
-    fl = floors(counts, ceilings)
-    shares, busy = fl.shares(main.median_s), busy_evidence(tr)
-    batch = batch_evidence(counts, batch_counts, comparison) if comparison is not None else None
-    v = verdict(shares, busy, batch)
-    remedies = precision_remedies(v.regime, counts.precision, ceilings) + REMEDIES[v.regime]
-    if v.regime == "memory" and batch is not None and batch.growth["memory"] < FOLLOW_TOLERANCE:
-        remedies = (REUSE_REMEDY, *remedies)
-    notes = (*notes, *fl.notes, *getattr(counts, "notes", ()))
+    notes = (*notes, *floors(counts, ceilings).notes, *counts.notes)
     above = above_floors(counts, main.median_s, ceilings)
-    return Diagnosis(
-        v.regime,
-        v.confidence,
-        shares,
-        remedies,
-        v,
-        fl,
-        main,
-        counts,
-        ceilings,
-        busy,
-        batch,
-        tr,
-        comparison,
-        batch_counts,
-        notes,
-        label,
-        above,
-    )
+    return Diagnosis(main, counts, ceilings, tr, comparison, batch_counts, notes, label, above)
 
 
-def _rounds(call_s: float, limit_s: float) -> int:
-    """The batch probe's paired rounds: 10, or as many as a slow call fits in ``limit_s`` (3+)."""
-    # about 15 calls besides: counting both batches, timing, estimates, the trace; 3 a round
-    return max(3, min(10, int(limit_s / call_s - 15) // 3))
-
-
-def _check(fn, args, kwargs, ceilings, budget_s) -> None:
-    """Refuse what cannot be diagnosed before measuring anything."""
+def _check(fn, args, kwargs, ceilings, budget_s) -> Any:
+    """Refuse what cannot be diagnosed before measuring anything; the workload's device."""
     import torch
+
+    from brrrlib import machine
 
     _checks.function("fn", fn)
     if ceilings is not None and not hasattr(ceilings, "op_overhead_s"):  # a spec sheet has none
@@ -536,49 +473,32 @@ def _check(fn, args, kwargs, ceilings, budget_s) -> None:
     if len({torch.device(d).type for d in found}) > 1:
         where = ", ".join(sorted(found))
         raise ValueError(f"fn's tensors are on {where}: an op needs its inputs on one device")
-
-
-def _ceilings_for(dev: Any, ceilings: Any, say: Any, progress: bool) -> Any:
-    """The given ceilings (checked to be of the workload's device), else this device's."""
-    from brrrlib.ceilings import measure_ceilings
-
-    say(f"ceilings: {getattr(ceilings, 'device_name', 'bl.measure_ceilings')}")
-    if ceilings is None:
-        return measure_ceilings(dev, progress=progress)
-    if ceilings.device != dev.type:
-        raise ValueError(
-            f"ceilings are of a {ceilings.device}, fn ran on {dev.type}: leave them out"
-        )
-    return ceilings
+    dev = machine.of(args, kwargs)
+    if ceilings is not None and ceilings.device != dev.type:
+        raise ValueError(f"ceilings are of a {ceilings.device}, fn runs on {dev.type}: omit them")
+    return dev
 
 
 def _run_batch_probe(fn, args, kwargs, budget_s, rounds, notes, warm):
     """Compare ``fn`` with its doubled batch; (None, None) and a note when it cannot run."""
-    from brrrlib import counting, machine
-    from brrrlib.timing import compare
+    from brrrlib import counting, machine, timing
 
-    doubled = None
     try:
         doubled = double_batch(args, kwargs)
         if doubled is None:
             notes.append("batch probe skipped: no tensor argument to double")
             return None, None
-        args2, kwargs2 = doubled
-        batch_counts = counting.count(fn, *args2, **kwargs2)
-        comparison = compare(
-            functools.partial(fn, *args, **kwargs),
-            functools.partial(fn, *args2, **kwargs2),
-            budget_s=budget_s,
-            min_rounds=rounds,
-            labels=("batch", "doubled"),
-            warm=warm,
+        batch_counts = counting.count(fn, *doubled[0], **doubled[1])
+        calls = [functools.partial(fn, *a, **k) for a, k in ((args, kwargs), doubled)]
+        comparison = timing.compare(
+            *calls, budget_s=budget_s, min_rounds=rounds, labels=("batch", "doubled"), warm=warm
         )
     except Exception as err:  # noqa: BLE001 -- an assert, a KeyError, out of memory: skip, say why
         fix = "pass weights inside fn (a closure), not as arguments"
         if machine.is_out_of_memory(err):
             machine.release_cached_memory()
-            size = sum(t.numel() * t.element_size() for t in _tensors(doubled))
-            fix = f"doubled inputs {_fmt.binary_bytes(size)}; cached memory released"
+            size = sum(t.numel() * t.element_size() for t in _tensors((args, kwargs)) if t.dim())
+            fix = f"doubled inputs {_fmt.binary_bytes(2 * size)}; cached memory released"
         notes.append(f"batch probe skipped: {type(err).__name__}: {_fmt.error_line(err)}; {fix}")
         return None, None
     return comparison, batch_counts
@@ -597,17 +517,11 @@ def double_batch(args: tuple, kwargs: dict):
     import torch
     from torch.utils._pytree import tree_map
 
-    def double(v):
+    def double(v):  # a leaf keeps requires_grad; a graph's intermediate comes out detached
         if not isinstance(v, torch.Tensor) or v.dim() == 0:
             return v
-        out = torch.cat([v.detach(), v.detach()], dim=0)
-        return out.requires_grad_(v.requires_grad) if v.is_leaf else out
+        return torch.cat([v.detach()] * 2).requires_grad_(v.is_leaf and v.requires_grad)
 
     if not any(t.dim() for t in _tensors((args, kwargs))):
         return None
     return tree_map(double, (args, kwargs))
-
-
-def _name_of(fn) -> str:
-    name = getattr(fn, "__name__", None) or type(fn).__name__
-    return "workload" if name == "<lambda>" else name

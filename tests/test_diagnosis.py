@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from html import escape
 from types import SimpleNamespace
@@ -12,18 +13,14 @@ import pytest
 import torch
 
 import brrrlib as bl
-from brrrlib import _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.counting import Counts, OpCount
 from brrrlib.diagnosis import (
     REMEDIES,
     Diagnosis,
-    batch_evidence,
-    busy_evidence,
     double_batch,
     floors,
     precision_remedies,
-    verdict,
 )
 from brrrlib.timing import Comparison, Timing
 from brrrlib.trace import Interval, Trace
@@ -65,8 +62,17 @@ def _shares(counts, seconds, ceilings):
 
 def _verdict(counts, seconds, ceilings, trace=None, doubled=None, comparison=None):
     """The verdict bl.diagnose weighs from these measurements: floors, busy device, batch x2."""
-    batch = batch_evidence(counts, doubled, comparison) if doubled is not None else None
-    return verdict(_shares(counts, seconds, ceilings), busy_evidence(trace), batch)
+    return Diagnosis(_timing(seconds), counts, ceilings, trace, comparison, doubled).verdict
+
+
+def busy_evidence(trace):
+    """The busy-device evidence a Diagnosis reads off ``trace``."""
+    return Diagnosis(_timing(1.0), _counts(), CEIL, trace).busy
+
+
+def batch_evidence(counts, doubled, comparison):
+    """The batch evidence a Diagnosis reads off the doubled batch's counts and comparison."""
+    return Diagnosis(_timing(1.0), counts, CEIL, None, comparison, doubled).batch
 
 
 def test_an_exp_bound_softmax_reads_compute_and_a_fast_exp_reads_memory():
@@ -265,7 +271,7 @@ def test_an_undecided_batch_comparison_draws_no_conclusion():
 
 
 def test_ceilings_of_another_device_are_refused(shared_ceilings):
-    with pytest.raises(ValueError, match="ceilings are of a cuda.*fn ran on cpu"):
+    with pytest.raises(ValueError, match="ceilings are of a cuda.*fn runs on cpu"):
         bl.diagnose(tiny_ops, torch.ones(1), ceilings=GPU, progress=False)
 
 
@@ -484,15 +490,14 @@ def test_out_of_memory_in_the_doubled_batch_says_memory(shared_ceilings):
     d = bl.diagnose(hungry, torch.ones(8, 4), progress=False, trace=False, ceilings=shared_ceilings)
     (note,) = [n for n in d.notes if "batch probe" in n]
     assert "OutOfMemoryError" in note and "released" in note
-    assert _fmt.binary_bytes(16 * 4 * 4) in note  # the doubled input, 16 x 4 fp32
+    assert re.search(r"(\d+)\sB\b", note)[1] == str(16 * 4 * 4)  # the doubled input, 16 x 4 fp32
     assert "closure" not in note
 
 
 def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
-    from brrrlib import diagnosis, timing
+    from brrrlib import diagnosis
 
     monkeypatch.setattr(diagnosis, "SLOW_CALL_S", 0.01)  # a call of 20 ms counts as slow
-    monkeypatch.setattr(timing, "_SLOW_ESTIMATE_S", 0.01)  # in timing too: no 0.5 s calls
     calls = []
 
     def slow(x):
@@ -505,7 +510,8 @@ def test_a_slow_call_is_measured_with_fewer_calls(shared_ceilings, monkeypatch):
     # 3 timed samples, the fewest paired rounds (3), and no untimed first calls in the probe
     c = d.batch_comparison
     assert len(d.timing.samples_s) == 3 and len(c.ratios) + c.rounds_dropped == 3
-    assert len(calls) <= 20 and any("rounds" in n for n in d.notes)  # said in a note
+    # (21 calls here; 23 when the same call is not taken as slow)
+    assert len(calls) <= 22 and any("rounds" in n for n in d.notes)  # said in a note
     # a longer time limit affords the usual 10 rounds
     d = bl.diagnose(slow, torch.ones(4), trace=False, ceilings=shared_ceilings, progress=False,
                     budget_s=0.01, time_limit_s=60.0)  # fmt: skip

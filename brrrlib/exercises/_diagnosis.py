@@ -1,16 +1,15 @@
-"""Solvers of the questions on diagnosis: the mystery workloads, the block's floors, a decode
-step (chapter 04)."""
+"""Solvers of chapter 04's questions: the mystery workloads, a decode step, the block's floors."""
 
 from __future__ import annotations
 
 import functools
 
+from brrrlib.diagnosis import REGIMES, floors
 from brrrlib.exercises._bank import Context, Worked, solves
 
 __all__: list[str] = []  # the solvers register themselves with the bank
 
 _DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8B-sized model)
-_REGIMES = ("compute", "memory", "overhead")
 
 
 def _mystery(regime: str, ctx: Context) -> Worked:
@@ -43,13 +42,10 @@ def _block_counts(batch: int):
 @solves("04.block_lower_bound_us")
 def _block_lower_bound_us(ctx: Context) -> Worked:
     """The block's floors as ``bl.diagnosis.floors`` sets them; the largest is the lower bound."""
-    from brrrlib.diagnosis import floors
-
-    counts = _block_counts(16)
     ctx.measured("mem_bandwidth_bytes_per_s")
     ctx.measured("op_overhead_s")
-    fl = floors(counts, ctx.ceilings)
-    floors_s = [ctx.note(f"{r} floor", getattr(fl, f"{r}_s"), "s") for r in _REGIMES]
+    fl = floors(_block_counts(16), ctx.ceilings)
+    floors_s = [ctx.note(f"{r} floor", getattr(fl, f"{r}_s"), "s") for r in REGIMES]
     lower_s = max(floors_s)
     slips = {"sum_of_floors": sum(floors_s) / lower_s}
     if min(floors_s) / lower_s < 0.8:  # only a distinct slip when the floors differ
