@@ -60,8 +60,8 @@ class CategoryTimes:
         return f"CategoryTimes({on}: {parts})"
 
 
-@dataclass(frozen=True)
-class Counts:
+@dataclass(frozen=True, repr=False)
+class Counts(_fmt.Table):
     """FLOPs and bytes of one run of a function, per aten op (see :func:`brrrlib.counting.count`)."""
 
     rows: tuple[OpCount, ...]
@@ -140,8 +140,8 @@ class Counts:
                 out[category] |= {"time_s": t, "time_fraction": _share(t, self.times.total_s)}
         return out
 
-    def _table(self) -> tuple[str, list[str], list[list[str]], list[str]]:
-        """Title, header, one row per category, notes: what both reprs show."""
+    def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:
+        """Title and notes, header, one row per category, alignment: what both reprs show."""
         times, cats = self.times, self.by_category()
         header = ["category", "calls", "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte"]
         header += ["time", "% time"] if times is not None else []
@@ -162,15 +162,7 @@ class Counts:
         if times is not None:
             runs = f"median of {times.runs} runs, {_fmt.seconds(times.total_s)} per call"
             notes.insert(0, f"time: {times.source} on {times.device}, {runs}")
-        return title, header, rows, notes
-
-    def __repr__(self) -> str:
-        title, header, rows, notes = self._table()
-        return "\n".join([title, _fmt.text_table(header, rows, align="lrrrrrrrr"), *notes])
-
-    def _repr_html_(self) -> str:
-        title, header, rows, notes = self._table()
-        return _fmt.html_table(header, rows, caption="; ".join([title, *notes]), align="lrrrrrrrr")
+        return [title, *notes], header, rows, "lrrrrrrrr"
 
 
 def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:

@@ -343,8 +343,8 @@ class OpTime:
     share: float  # of all device time
 
 
-@dataclass(frozen=True)
-class Trace:
+@dataclass(frozen=True, repr=False)
+class Trace(_fmt.Table):
     """A profiled function: host and device intervals over ``len(runs)`` recorded runs."""
 
     intervals: tuple[Interval, ...]
@@ -549,7 +549,7 @@ class Trace:
         )
         return ax
 
-    def _table(self) -> tuple[str, list[list[str]]]:
+    def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:
         """The trace's numbers, and its top eight ops by device time."""
         wall, on = sum(self.wall_s), [self.device, self.recorded_on or self.device_name]
         numbers = {
@@ -573,18 +573,7 @@ class Trace:
             ]
             for o in self.top_ops(8)
         ]
-        return head, rows
-
-    def __repr__(self) -> str:
-        head, rows = self._table()
-        return head + "\n" + _fmt.text_table(_OP_HEADER, rows, align="llrrr")
-
-    def _repr_html_(self) -> str:
-        head, rows = self._table()
-        return _fmt.html_table(_OP_HEADER, rows, caption=head, align="llrrr")
-
-
-_OP_HEADER = ("op", "category", "calls", "time", "share")
+        return [head], ["op", "category", "calls", "time", "share"], rows, "llrrr"
 
 
 def _share(part: float, whole: float) -> float:
