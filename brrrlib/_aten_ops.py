@@ -165,7 +165,7 @@ def _op_name(op: Any) -> tuple[str, str]:
     if isinstance(op, torch._ops.OpOverloadPacket):
         return op._qualified_op_name, ""
     if not isinstance(op, str):
-        raise TypeError(f"op must be an aten op or a name like 'aten::mm', got {type(op).__name__}")
+        raise TypeError(f"categorize: op must be an aten op or 'aten::mm', got {type(op).__name__}")
     name = op.strip()
     if "::" not in name:
         name = "aten::" + name.removeprefix("aten.")

@@ -88,9 +88,9 @@ class Counts(_fmt.Table):
     def pattern(self) -> str:
         """The roof's pattern: ``"read"`` if at most 5% of the bytes are written, else ``"write"``."""
         written = self.written_bytes
-        if written is None or written > READ_ONLY_SHARE * self.bytes_moved:
-            return "write"
-        return "read"
+        return (
+            "write" if written is None or written > READ_ONLY_SHARE * self.bytes_moved else "read"
+        )
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -132,12 +132,12 @@ class Counts(_fmt.Table):
                 "calls": sum(r.calls for r in rows),
                 "flops": flops,
                 "bytes_moved": nbytes,
-                "flops_fraction": _share(flops, self.flops),
-                "bytes_fraction": _share(nbytes, self.bytes_moved),
+                "flops_fraction": _fmt.share(flops, self.flops),
+                "bytes_fraction": _fmt.share(nbytes, self.bytes_moved),
             }
             if self.times is not None:
                 t = self.times.as_dict()[category]
-                out[category] |= {"time_s": t, "time_fraction": _share(t, self.times.total_s)}
+                out[category] |= {"time_s": t, "time_fraction": _fmt.share(t, self.times.total_s)}
         return out
 
     def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:
@@ -172,10 +172,6 @@ def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
         if value:
             out[key] = out.get(key, 0) + value
     return out
-
-
-def _share(part: float, whole: float) -> float:
-    return part / whole if whole else 0.0
 
 
 def _intensity(flops: float, nbytes: float) -> float:

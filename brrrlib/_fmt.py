@@ -31,6 +31,7 @@ __all__ = [
     "text_table",
     "ratio",
     "seconds",
+    "share",
     "si",
     "times",
 ]
@@ -89,6 +90,11 @@ def times(x: float) -> str:
     if x >= 99.5:
         return f"{x:,.0f}x"
     return f"{x:.0f}x" if x >= 9.95 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
+def share(part: float, whole: float) -> float:
+    """``part / whole``, 0 when ``whole`` is 0 or less (nothing to take a share of)."""
+    return part / whole if whole > 0 else 0.0
 
 
 def ratio(num: float, den: float) -> float:

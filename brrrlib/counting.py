@@ -153,16 +153,14 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     # then on; "force_eager" runs it eagerly for this one call and leaves its cache alone.
     with torch.compiler.set_stance("force_eager"), mode:
         result = fn(*args, **kwargs)
-    did_work = any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values())
-    if not did_work:
+    if not any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values()):
         _checks.ran(f"fn {getattr(fn, '__name__', type(fn).__name__)}", result)
-    order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
         (
             OpCount(op, category, c, f, b, precision, sp, fn, written_bytes=w)
             for (op, category, precision, fn), (c, f, b, sp, w) in mode.rows.items()
         ),
-        key=lambda r: (order[r.category], -r.flops, -r.bytes_moved, r.op, r.precision),
+        key=lambda r: (CATEGORIES.index(r.category), -r.flops, -r.bytes_moved, r.op, r.precision),
     )
     return Counts(rows=tuple(rows), notes=_notes(fn, mode))
 
