@@ -18,7 +18,6 @@ __all__ = [
     "FLOPS_PER_ELEMENT",
     "FUSED_ATTENTION",
     "SOFTMAX",
-    "SPECIAL",
     "attention_flops",
     "categorize",
     "has_matmul_formula",
@@ -117,7 +116,7 @@ _NORMALIZATION = frozenset().union(
 )
 _NO_DATA = _SETS["profiler_view"] | EXTRA_VIEWS | ALLOCATIONS
 #: Ops that evaluate a special function once per element, and which one (a measured rate).
-SPECIAL: Mapping[str, str] = {
+_SPECIAL: Mapping[str, str] = {
     name: function
     for function, names in {
         "exp": "exp exp_ exp2 exp2_ expm1 expm1_ sigmoid sigmoid_ silu silu_ silu_backward elu "
@@ -144,7 +143,7 @@ FUSED_ATTENTION = frozenset(forward for forward, *_ in _ATTENTION)
 
 def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
     """The special function an op (base name, e.g. ``"gelu"``) evaluates per element, or ""."""
-    name = "exp" if base in FUSED_ATTENTION else SPECIAL.get(base, "")
+    name = "exp" if base in FUSED_ATTENTION else _SPECIAL.get(base, "")
     if name == "erf" and base.startswith("gelu") and kwargs.get("approximate") == "tanh":
         return "tanh"
     return name

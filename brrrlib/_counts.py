@@ -126,14 +126,13 @@ class Counts(_fmt.Table):
         """``{category: {"calls", "flops", "bytes_moved", ...}}`` for every category."""
         out: dict[str, dict[str, float]] = {}
         for category in CATEGORIES:
-            rows = [r for r in self.rows if r.category == category]
-            flops, nbytes = sum(r.flops for r in rows), sum(r.bytes_moved for r in rows)
+            part = Counts(tuple(r for r in self.rows if r.category == category))
             out[category] = {
-                "calls": sum(r.calls for r in rows),
-                "flops": flops,
-                "bytes_moved": nbytes,
-                "flops_fraction": _fmt.share(flops, self.flops),
-                "bytes_fraction": _fmt.share(nbytes, self.bytes_moved),
+                "calls": part.ops,
+                "flops": part.flops,
+                "bytes_moved": part.bytes_moved,
+                "flops_fraction": _fmt.share(part.flops, self.flops),
+                "bytes_fraction": _fmt.share(part.bytes_moved, self.bytes_moved),
             }
             if self.times is not None:
                 t = self.times.as_dict()[category]
