@@ -200,10 +200,8 @@ def categorize(op: Any) -> str:
 @lru_cache(maxsize=4096)
 def _categorize(name: str, tags: frozenset) -> str:
     # first match wins; a wrapper (linear, conv2d) goes with the work it wraps
-    base = name.split("::", 1)[1]
-    if name in _matmul_formulas() or (
-        name.startswith("aten::") and base in _SETS["matmul_wrapper"]
-    ):
+    namespace, _, base = name.partition("::")
+    if name in _matmul_formulas() or (namespace == "aten" and base in _SETS["matmul_wrapper"]):
         return "matmul"
     if base in _NORMALIZATION:
         return "normalization"

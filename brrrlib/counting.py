@@ -153,8 +153,8 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
         _checks.ran(f"fn {getattr(fn, '__name__', type(fn).__name__)}", result)
     rows = sorted(
         (
-            OpCount(op, category, c, f, b, precision, sp, fn, written_bytes=w)
-            for (op, category, precision, fn), (c, f, b, sp, w) in mode.rows.items()
+            OpCount(op, category, c, f, b, precision, sp, special, written_bytes=w)
+            for (op, category, precision, special), (c, f, b, sp, w) in mode.rows.items()
         ),
         key=lambda r: (CATEGORIES.index(r.category), -r.flops, -r.bytes_moved, r.op, r.precision),
     )
@@ -189,16 +189,15 @@ def _is_compiled(fn: Any) -> bool:
 def _view_of(func, base: str, args, kwargs) -> list | None:
     """``narrow_copy(x, ...)`` reads what ``narrow(x, ...)`` shows, not all of ``x``."""
     packet = getattr(torch.ops.aten, base.removesuffix("_copy"), None)
-    view = getattr(packet, func._overloadname, None) if packet is not None else None
+    view = getattr(packet, func._overloadname, None)  # None without a packet
     return _tensors(view(*args, **kwargs)) if getattr(view, "is_view", False) else None
 
 
 def _results(out: Any, written: list) -> list[torch.Tensor]:
     """The tensors an elementwise op computes: its result, not side outputs like a dropout mask."""
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
-        return [out[0]]  # native_dropout returns (output, mask)
+    first = out[0] if isinstance(out, tuple) and out else out
+    if isinstance(first, torch.Tensor):
+        return [first]  # one tensor, or the output of native_dropout's (output, mask)
     if isinstance(out, (list, tuple)) and out:
         return _tensors(out)  # _foreach_add returns one result per tensor
     return written  # in-place _foreach_add_ returns nothing: its results are its mutated args

@@ -502,9 +502,8 @@ class Trace(_fmt.Table):
             | dict(ts=i.start_s * 1e6, dur=i.duration_s * 1e6)
             for i in self.intervals
         ]
-        path = Path(path)
-        path.write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
-        return path
+        Path(path).write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
+        return Path(path)
 
     def plot(self, ax=None, *, run: int | None = None):
         """Host lane over device lane for ``run`` (default: all), idle hatched; returns the Axes."""
@@ -519,7 +518,7 @@ class Trace(_fmt.Table):
         lanes = {"host": 1.0, "device": 0.0}
         for i in (i for i in self.intervals if i.lane in lanes and i.run in runs):
             x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
-            name, color = _short(i.name), COLORS.get(i.category, "tab:gray")
+            name, color = _short(i.name, 18), COLORS.get(i.category, "tab:gray")
             ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", lw=0.3)
             if w > 0.007 * len(name) * span * scale:  # label only where it fits
                 ax.text(x + w / 2, y, name, ha="center", va="center", fontsize=7, clip_on=True)
@@ -557,19 +556,13 @@ class Trace(_fmt.Table):
         head = ", ".join([self.label or "trace", *filter(None, on)]) + ": "
         head += ", ".join(f"{k} {v}" for k, v in numbers.items() if v)
         rows = [
-            [
-                _short(o.name, 60),
-                o.category,
-                str(o.calls),
-                _fmt.seconds(o.total_s),
-                f"{o.share:.0%}",
-            ]
+            [_short(o.name), o.category, str(o.calls), _fmt.seconds(o.total_s), f"{o.share:.0%}"]
             for o in self.top_ops(8)
         ]
         return [head], ["op", "category", "calls", "time", "share"], rows, "llrrr"
 
 
-def _short(name: str, n: int = 18) -> str:
+def _short(name: str, n: int = 60) -> str:
     """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
     name = "compiled graph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
     if len(name) > n and ("<" in name or "(" in name):
@@ -607,11 +600,8 @@ def time_by_category(
     """Median self time per op category over ``runs`` profiled calls (chapter 01)."""
     events = _record(fn, args, kwargs, runs=runs, warmup=warmup).events()
     on_cpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU]
-    spans = {
-        int(e.name[len(RUN_MARKER) :]): e.time_range
-        for e in on_cpu
-        if e.name.startswith(RUN_MARKER)
-    }
+    markers = [e for e in on_cpu if e.name.startswith(RUN_MARKER)]
+    spans = {int(e.name.removeprefix(RUN_MARKER)): e.time_range for e in markers}
     # self seconds per (run, category), on the CPU and on the device (a kernel under its op's row)
     cpu_s, device_s = Counter(), Counter()
     for e in on_cpu:  # the markers and the profiler's memory rows ("[memory]") aside
@@ -622,12 +612,9 @@ def time_by_category(
     ran = [sum(device_s[r, c] for c in CATEGORIES) > 0 for r in range(runs)]
     on_device = torch.cuda.is_available() and all(ran)
     seconds = device_s if on_device else cpu_s
-    return CategoryTimes(
-        times_s=tuple((c, _fmt.median([seconds[r, c] for r in range(runs)])) for c in CATEGORIES),
-        source="device self time" if on_device else "cpu self time",
-        device="cuda" if on_device else "cpu",
-        runs=runs,
-    )
+    times_s = tuple((c, _fmt.median([seconds[r, c] for r in range(runs)])) for c in CATEGORIES)
+    source, device = ("device self time", "cuda") if on_device else ("cpu self time", "cpu")
+    return CategoryTimes(times_s, source, device, runs)
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
