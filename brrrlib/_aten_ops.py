@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -17,7 +18,6 @@ __all__ = [
     "FLOPS_PER_ELEMENT",
     "FUSED_ATTENTION",
     "SOFTMAX",
-    "SPECIAL",
     "attention_flops",
     "categorize",
     "has_matmul_formula",
@@ -116,7 +116,7 @@ _NORMALIZATION = frozenset().union(
 )
 _NO_DATA = _SETS["profiler_view"] | EXTRA_VIEWS | ALLOCATIONS
 #: Ops that evaluate a special function once per element, and which one (a measured rate).
-SPECIAL: Mapping[str, str] = {
+_SPECIAL: Mapping[str, str] = {
     name: function
     for function, names in {
         "exp": "exp exp_ exp2 exp2_ expm1 expm1_ sigmoid sigmoid_ silu silu_ silu_backward elu "
@@ -143,7 +143,7 @@ FUSED_ATTENTION = frozenset(forward for forward, *_ in _ATTENTION)
 
 def special_function(base: str, kwargs: Mapping[str, Any]) -> str:
     """The special function an op (base name, e.g. ``"gelu"``) evaluates per element, or ""."""
-    name = "exp" if base in FUSED_ATTENTION else SPECIAL.get(base, "")
+    name = "exp" if base in FUSED_ATTENTION else _SPECIAL.get(base, "")
     if name == "erf" and base.startswith("gelu") and kwargs.get("approximate") == "tanh":
         return "tanh"
     return name
@@ -157,60 +157,51 @@ COMPILED_GRAPH = "## Call CompiledFxGraph"
 # ---------------------------------------------------------------- categories
 
 
-def _op_name(op: Any) -> str:
-    """``aten::mm`` from an OpOverload, a packet, or a string in any common spelling."""
+def _op_name(op: Any) -> tuple[str, str]:
+    """(``"aten::mm"``, overload or "") of an OpOverload, a packet, or a name in any common spelling."""
     if isinstance(op, torch._ops.OpOverload):
-        return op._schema.name
+        return op._schema.name, op._overloadname
     if isinstance(op, torch._ops.OpOverloadPacket):
-        return op._qualified_op_name
+        return op._qualified_op_name, ""
     if not isinstance(op, str):
-        raise TypeError(
-            f"categorize(op): op must be an aten op or 'aten::mm', got {type(op).__name__}"
-        )
+        raise TypeError(f"categorize: op must be an aten op or 'aten::mm', got {type(op).__name__}")
     name = op.strip()
     if "::" not in name:
         name = "aten::" + name.removeprefix("aten.")
     namespace, _, rest = name.partition("::")
-    return f"{namespace}::{rest.split('.')[0]}"
+    base, _, overload = rest.partition(".")
+    return f"{namespace}::{base}", overload
 
 
 def _tags_of(op: Any) -> frozenset:
     """The aten tags of ``op``; a bare name (``"aten::max"``) gets its overloads' majority tag."""
     if isinstance(op, torch._ops.OpOverload):
         return frozenset(op.tags)
-    namespace, _, base = _op_name(op).partition("::")
-    tail = op.strip().split("::")[-1].removeprefix("aten.") if isinstance(op, str) else ""
-    overload_name = tail.partition(".")[2]  # "" for a bare name or a packet
+    name, overload = _op_name(op)
+    namespace, _, base = name.partition("::")
     packet = getattr(torch.ops.aten, base, None) if namespace == "aten" else None
     if not isinstance(packet, torch._ops.OpOverloadPacket):
         return frozenset()
-    overloads = packet.overloads()
-    if overload_name in overloads:
-        return frozenset(getattr(packet, overload_name).tags)
+    if overload in packet.overloads():
+        return frozenset(getattr(packet, overload).tags)
     # a bare name: the overloads that take a tensor first (out= variants aside) vote
-    voters = [getattr(packet, o) for o in overloads if "out" not in o]
-    voters = [
-        o for o in voters if any(str(a.type)[:6] == "Tensor" for a in o._schema.arguments[:1])
-    ]
-    votes = {
-        t: sum(t in o.tags for o in voters) for t in (torch.Tag.pointwise, torch.Tag.reduction)
-    }
-    best = max(votes, key=votes.get)
+    voters = [getattr(packet, o) for o in packet.overloads() if "out" not in o]
+    tensor_first = [o for o in voters if str(o._schema).partition("(")[2].startswith("Tensor")]
+    votes = Counter(t for o in tensor_first for t in o.tags)
+    best = max((torch.Tag.pointwise, torch.Tag.reduction), key=votes.__getitem__)
     return frozenset({best}) if votes[best] else frozenset()
 
 
 def categorize(op: Any) -> str:
     """One of :data:`CATEGORIES` for an ``OpOverload``, a packet, or a name (``"aten::mm"``)."""
-    return _categorize(_op_name(op), _tags_of(op))
+    return _categorize(_op_name(op)[0], _tags_of(op))
 
 
 @lru_cache(maxsize=4096)
 def _categorize(name: str, tags: frozenset) -> str:
     # first match wins; a wrapper (linear, conv2d) goes with the work it wraps
-    base = name.split("::", 1)[1]
-    if name in _matmul_formulas() or (
-        name.startswith("aten::") and base in _SETS["matmul_wrapper"]
-    ):
+    namespace, _, base = name.partition("::")
+    if name in _matmul_formulas() or (namespace == "aten" and base in _SETS["matmul_wrapper"]):
         return "matmul"
     if base in _NORMALIZATION:
         return "normalization"

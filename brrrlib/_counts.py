@@ -60,8 +60,8 @@ class CategoryTimes:
         return f"CategoryTimes({on}: {parts})"
 
 
-@dataclass(frozen=True)
-class Counts:
+@dataclass(frozen=True, repr=False)
+class Counts(_fmt.Table):
     """FLOPs and bytes of one run of a function, per aten op (see :func:`brrrlib.counting.count`)."""
 
     rows: tuple[OpCount, ...]
@@ -88,9 +88,9 @@ class Counts:
     def pattern(self) -> str:
         """The roof's pattern: ``"read"`` if at most 5% of the bytes are written, else ``"write"``."""
         written = self.written_bytes
-        if written is None or written > READ_ONLY_SHARE * self.bytes_moved:
-            return "write"
-        return "read"
+        return (
+            "write" if written is None or written > READ_ONLY_SHARE * self.bytes_moved else "read"
+        )
 
     @property
     def intensity_flops_per_byte(self) -> float:
@@ -126,22 +126,21 @@ class Counts:
         """``{category: {"calls", "flops", "bytes_moved", ...}}`` for every category."""
         out: dict[str, dict[str, float]] = {}
         for category in CATEGORIES:
-            rows = [r for r in self.rows if r.category == category]
-            flops, nbytes = sum(r.flops for r in rows), sum(r.bytes_moved for r in rows)
+            part = Counts(tuple(r for r in self.rows if r.category == category))
             out[category] = {
-                "calls": sum(r.calls for r in rows),
-                "flops": flops,
-                "bytes_moved": nbytes,
-                "flops_fraction": _share(flops, self.flops),
-                "bytes_fraction": _share(nbytes, self.bytes_moved),
+                "calls": part.ops,
+                "flops": part.flops,
+                "bytes_moved": part.bytes_moved,
+                "flops_fraction": _fmt.share(part.flops, self.flops),
+                "bytes_fraction": _fmt.share(part.bytes_moved, self.bytes_moved),
             }
             if self.times is not None:
                 t = self.times.as_dict()[category]
-                out[category] |= {"time_s": t, "time_fraction": _share(t, self.times.total_s)}
+                out[category] |= {"time_s": t, "time_fraction": _fmt.share(t, self.times.total_s)}
         return out
 
-    def _table(self) -> tuple[str, list[str], list[list[str]], list[str]]:
-        """Title, header, one row per category, notes: what both reprs show."""
+    def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:
+        """Title and notes, header, one row per category, alignment: what both reprs show."""
         times, cats = self.times, self.by_category()
         header = ["category", "calls", "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte"]
         header += ["time", "% time"] if times is not None else []
@@ -162,15 +161,7 @@ class Counts:
         if times is not None:
             runs = f"median of {times.runs} runs, {_fmt.seconds(times.total_s)} per call"
             notes.insert(0, f"time: {times.source} on {times.device}, {runs}")
-        return title, header, rows, notes
-
-    def __repr__(self) -> str:
-        title, header, rows, notes = self._table()
-        return "\n".join([title, _fmt.text_table(header, rows, align="lrrrrrrrr"), *notes])
-
-    def _repr_html_(self) -> str:
-        title, header, rows, notes = self._table()
-        return _fmt.html_table(header, rows, caption="; ".join([title, *notes]), align="lrrrrrrrr")
+        return [title, *notes], header, rows, "lrrrrrrrr"
 
 
 def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
@@ -180,10 +171,6 @@ def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
         if value:
             out[key] = out.get(key, 0) + value
     return out
-
-
-def _share(part: float, whole: float) -> float:
-    return part / whole if whole else 0.0
 
 
 def _intensity(flops: float, nbytes: float) -> float:

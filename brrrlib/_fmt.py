@@ -16,6 +16,7 @@ import numpy as np
 
 __all__ = [
     "Progress",
+    "Table",
     "binary_bytes",
     "elements",
     "error_line",
@@ -30,6 +31,7 @@ __all__ = [
     "text_table",
     "ratio",
     "seconds",
+    "share",
     "si",
     "times",
 ]
@@ -88,6 +90,11 @@ def times(x: float) -> str:
     if x >= 99.5:
         return f"{x:,.0f}x"
     return f"{x:.0f}x" if x >= 9.95 else f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
+def share(part: float, whole: float) -> float:
+    """``part / whole``, 0 when ``whole`` is 0 or less (nothing to take a share of)."""
+    return part / whole if whole > 0 else 0.0
 
 
 def ratio(num: float, den: float) -> float:
@@ -161,6 +168,18 @@ def text_table(
     return "\n".join(lines)
 
 
+class Table:
+    """One table repr: ``_table()`` gives (title and notes, header, rows, column alignment)."""
+
+    def __repr__(self) -> str:
+        (title, *notes), header, rows, align = self._table()
+        return "\n".join([title, text_table(header, rows, align), *notes])
+
+    def _repr_html_(self) -> str:
+        lines, header, rows, align = self._table()
+        return html_table(header, rows, caption="; ".join(lines), align=align)
+
+
 def figure_img(fig: Any, alt: str, max_width: str) -> str:
     """A matplotlib ``fig`` laid out tight, as an inline PNG ``<img>`` (base64 in the page)."""
     fig.tight_layout()
@@ -219,41 +238,38 @@ class Progress:
     """The steps of a measurement: a ``tqdm.auto`` bar and one line per step."""
 
     def __init__(self, enabled: bool, total: int, prefix: str = "brrr") -> None:
+        from tqdm.auto import tqdm  # a widget inside a Jupyter kernel, else text on stderr
+
         self.enabled, self.total, self.prefix = enabled, total, prefix
-        self.step, self.t0 = 0, time.perf_counter()
-        self._bar, self._file, self._shown = None, sys.stderr, None
-        if enabled:
-            from tqdm.auto import tqdm  # a widget inside a Jupyter kernel, else text
+        self.step, self.t0, self._shown = 0, time.perf_counter(), None
+        notebook = sys.modules.get("tqdm.notebook")
+        widget = notebook is not None and issubclass(tqdm, notebook.tqdm_notebook)
+        # disable=None: no bar where stderr is not a terminal (tqdm's own test)
+        bar = {"total": total, "desc": prefix, "unit": "step", "leave": False}
+        bar |= {"disable": None if enabled else True} | ({"display": False} if widget else {})
+        self._bar = tqdm(**bar)
+        # in a kernel the lines go to stdout (JupyterLab paints stderr pink) and the bar is shown
+        # under an id, so that closing it also empties the saved output (an executed notebook,
+        # the site's pages, would keep a bar stuck at 0% else)
+        self._file = sys.stdout if widget else sys.stderr
+        if widget and enabled:
+            from IPython.display import display
 
-            bar = {"total": total, "desc": prefix, "unit": "step", "leave": False}
-            notebook = sys.modules.get("tqdm.notebook")
-            if notebook is not None and issubclass(tqdm, notebook.tqdm_notebook):
-                from IPython.display import display
-
-                # shown under an id, so that closing it also empties the saved output (an
-                # executed notebook, the site's pages, would keep a bar stuck at 0% else)
-                self._bar = tqdm(**bar, display=False)
-                self._shown, self._file = display(self._bar.container, display_id=True), sys.stdout
-            else:  # disable=None: no bar where stderr is not a terminal (tqdm's own test)
-                self._bar = tqdm(**bar, disable=None, file=sys.stderr)
+            self._shown = display(self._bar.container, display_id=True)
 
     def __call__(self, message: str) -> None:
         self.step += 1
-        if self._bar is not None:
-            elapsed = time.perf_counter() - self.t0
-            self._bar.write(
-                f"{self.prefix} [{self.step}/{self.total}] {elapsed:5.1f}s  {message}",
-                file=self._file,
-            )
-            self._bar.update(1)
-            if self.step >= self.total:
-                self._bar.close()
-                if self._shown is not None:
-                    from IPython.display import Pretty
-
-                    self._shown.update(Pretty(""))
+        self._line(f" [{self.step}/{self.total}] {time.perf_counter() - self.t0:5.1f}s  {message}")
+        self._bar.update(1)
+        if self.step >= self.total:
+            self._bar.close()
+            if self._shown is not None:
+                self._shown.update({"text/plain": ""}, raw=True)
 
     def say(self, message: str) -> None:
         """A line without a step number (a heading or a note)."""
-        if self._bar is not None:
-            self._bar.write(f"{self.prefix}: {message}", file=self._file)
+        self._line(f": {message}")
+
+    def _line(self, text: str) -> None:
+        if self.enabled:
+            self._bar.write(self.prefix + text, file=self._file)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from brrrlib import _aten_ops, _checks, _touched
 from brrrlib._aten_ops import CATEGORIES, FLOPS_PER_ELEMENT, categorize  # noqa: F401 (its FLOPs)
 from brrrlib._counts import CategoryTimes, Counts, OpCount
+from brrrlib._touched import tensors as _tensors
 
 __all__ = ["CategoryTimes", "Counts", "OpCount", "count", "saved_bytes"]
 
@@ -29,7 +30,7 @@ def op_cost(func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) ->
         written = _tensors(out)
     else:
         read, written = _read_and_written(func, base, args, kwargs, out)
-        read_bytes, written_bytes = _nbytes(read), _nbytes(written)
+        read_bytes, written_bytes = (sum(map(_touched.tensor_bytes, ts)) for ts in (read, written))
     flops = _flops(category, name, base, args, kwargs, out, written)
     precision = _precision(base, category, args, out) if flops else ""
     function = _aten_ops.special_function(base, kwargs)
@@ -44,8 +45,7 @@ def _special_count(base: str, args, out, written) -> int:
         q, k = _tensors(args)[:2]
         return q.numel() // q.shape[-1] * k.shape[-2]  # batch x heads x L x S scores
     if base in _aten_ops.SOFTMAX or base == "logsumexp":
-        first = next(iter(_tensors(args)), None)
-        return first.numel() if first is not None else 0
+        return sum(t.numel() for t in _tensors(args)[:1])  # the first tensor's elements
     return sum(t.numel() for t in _results(out, written))
 
 
@@ -68,10 +68,6 @@ def _read_and_written(func, base: str, args, kwargs, out) -> tuple[list, list]:
     seen = {id(t) for t in written}
     written += [t for t in _tensors(out) if id(t) not in seen]
     return read, written
-
-
-def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(_touched.tensor_bytes(t) for t in tensors)
 
 
 def _flops(category, name, base, args, kwargs, out, written) -> int:
@@ -153,16 +149,14 @@ def count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Counts:
     # then on; "force_eager" runs it eagerly for this one call and leaves its cache alone.
     with torch.compiler.set_stance("force_eager"), mode:
         result = fn(*args, **kwargs)
-    did_work = any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values())
-    if not did_work:
+    if not any(flops or nbytes for _, flops, nbytes, _, _ in mode.rows.values()):
         _checks.ran(f"fn {getattr(fn, '__name__', type(fn).__name__)}", result)
-    order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
         (
-            OpCount(op, category, c, f, b, precision, sp, fn, written_bytes=w)
-            for (op, category, precision, fn), (c, f, b, sp, w) in mode.rows.items()
+            OpCount(op, category, c, f, b, precision, sp, special, written_bytes=w)
+            for (op, category, precision, special), (c, f, b, sp, w) in mode.rows.items()
         ),
-        key=lambda r: (order[r.category], -r.flops, -r.bytes_moved, r.op, r.precision),
+        key=lambda r: (CATEGORIES.index(r.category), -r.flops, -r.bytes_moved, r.op, r.precision),
     )
     return Counts(rows=tuple(rows), notes=_notes(fn, mode))
 
@@ -181,37 +175,29 @@ def _notes(fn: Any, mode: _CountingMode) -> tuple[str, ...]:
 
 def _is_compiled(fn: Any) -> bool:
     """Whether ``fn``, or a function it names directly, is a ``torch.compile`` result."""
-
-    def compiled(obj: Any) -> bool:
-        return hasattr(obj, "_torchdynamo_orig_callable") or (
-            isinstance(obj, torch.nn.Module)
-            and (hasattr(obj, "_orig_mod") or getattr(obj, "_compiled_call_impl", None) is not None)
-        )
-
     try:
         seen = inspect.getclosurevars(fn)
         named = [*seen.nonlocals.values(), *seen.globals.values()]
     except (TypeError, ValueError):  # not a Python function, or a closure cell not yet filled
         named = []
-    return compiled(fn) or any(map(compiled, [getattr(fn, "__self__", None), *named]))
+    # the marks of a compiled function, a compiled module, a module compiled in place
+    marks = ("_torchdynamo_orig_callable", "_orig_mod", "_compiled_call_impl")
+    objs = [fn, getattr(fn, "__self__", None), *named]
+    return any(getattr(obj, mark, None) is not None for obj in objs for mark in marks)
 
 
 def _view_of(func, base: str, args, kwargs) -> list | None:
     """``narrow_copy(x, ...)`` reads what ``narrow(x, ...)`` shows, not all of ``x``."""
     packet = getattr(torch.ops.aten, base.removesuffix("_copy"), None)
-    view = getattr(packet, func._overloadname, None) if packet is not None else None
+    view = getattr(packet, func._overloadname, None)  # None without a packet
     return _tensors(view(*args, **kwargs)) if getattr(view, "is_view", False) else None
-
-
-_tensors = _touched.tensors
 
 
 def _results(out: Any, written: list) -> list[torch.Tensor]:
     """The tensors an elementwise op computes: its result, not side outputs like a dropout mask."""
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
-        return [out[0]]  # native_dropout returns (output, mask)
+    first = out[0] if isinstance(out, tuple) and out else out
+    if isinstance(first, torch.Tensor):
+        return [first]  # one tensor, or the output of native_dropout's (output, mask)
     if isinstance(out, (list, tuple)) and out:
         return _tensors(out)  # _foreach_add returns one result per tensor
     return written  # in-place _foreach_add_ returns nothing: its results are its mutated args

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from brrrlib import _checks, _fmt
+import torch
+from torch.profiler import ProfilerActivity  # the profiler itself is read at call time
+
+from brrrlib import _checks, _fmt, machine
 from brrrlib._aten_ops import (
     CATEGORIES,
     COMPILED_GRAPH,
@@ -69,11 +72,6 @@ _PROFILER_WARNINGS = r".*(?:acc_events|kineto|CUPTI)"
 
 def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) -> Any:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler``; return the stopped profiler."""
-    import torch
-    from torch.profiler import ProfilerActivity, record_function
-
-    from brrrlib import machine
-
     _checks.function("fn", fn)
     _checks.positive_int("runs", runs)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -91,14 +89,14 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
     try:
         # 2. CUPTI sets itself up on the first kernel it sees (1-40 ms on an H100), and first
         # launches are slower under the profiler: both paid here, outside every run
-        with record_function(WARMUP_MARKER):
+        with torch.profiler.record_function(WARMUP_MARKER):
             if cuda:
                 torch.ones(1, device="cuda").add_(1)
             if warmup:
                 fn(*args, **kwargs)
             machine.sync(device)
         for r in range(runs):  # 3. each run's marker ends with a sync: its span holds its work
-            with record_function(f"{RUN_MARKER}{r}"):
+            with torch.profiler.record_function(f"{RUN_MARKER}{r}"):
                 fn(*args, **kwargs)
                 machine.sync(device)
     finally:
@@ -172,8 +170,6 @@ _KERNEL_WORDS = (
 
 def _profiler_events(prof: Any) -> list[dict]:
     """The API's events as chrome-trace events; a launch and its kernels share an ``id``."""
-    import torch
-
     return [
         {"ph": "X", "name": e.name, "tid": e.thread, "args": {"correlation": e.id}}
         | {"cat": _category(e, e.device_type == torch.autograd.DeviceType.CPU)}
@@ -343,8 +339,8 @@ class OpTime:
     share: float  # of all device time
 
 
-@dataclass(frozen=True)
-class Trace:
+@dataclass(frozen=True, repr=False)
+class Trace(_fmt.Table):
     """A profiled function: host and device intervals over ``len(runs)`` recorded runs."""
 
     intervals: tuple[Interval, ...]
@@ -394,12 +390,12 @@ class Trace:
     @property
     def busy_fraction(self) -> float:
         """Device busy time over wall time, all runs pooled: 1.0 means never idle."""
-        return _share(self.busy_s(), sum(self.wall_s))
+        return _fmt.share(self.busy_s(), sum(self.wall_s))
 
     @property
     def busy_fraction_per_run(self) -> tuple[float, ...]:
         """``busy_fraction`` of each run separately."""
-        return tuple(map(_share, self._covered_s("device"), self.wall_s))
+        return tuple(map(_fmt.share, self._covered_s("device"), self.wall_s))
 
     @property
     def outside_ops_s(self) -> tuple[float, ...]:
@@ -409,7 +405,7 @@ class Trace:
     @property
     def outside_ops_fraction(self) -> float:
         """``outside_ops_s`` over wall time, all runs pooled."""
-        return _share(sum(self.outside_ops_s), sum(self.wall_s))
+        return _fmt.share(sum(self.outside_ops_s), sum(self.wall_s))
 
     @property
     def gaps(self) -> tuple[Gap, ...]:
@@ -434,11 +430,10 @@ class Trace:
 
     def top_ops(self, n: int = 10) -> tuple[OpTime, ...]:
         """The ``n`` op names with the most device time, summed over runs."""
-        seconds, calls = Counter(), Counter()
+        seconds, calls = Counter(), Counter(i.name for i in self.device_intervals)
         category = {i.name: i.category for i in self.device_intervals}
         for i in self.device_intervals:
             seconds[i.name] += i.duration_s
-            calls[i.name] += 1
         total = sum(seconds.values()) or 1.0
         return tuple(
             OpTime(k, category[k], calls[k], t, t / total) for k, t in seconds.most_common(n)
@@ -507,18 +502,15 @@ class Trace:
             | dict(ts=i.start_s * 1e6, dur=i.duration_s * 1e6)
             for i in self.intervals
         ]
-        path = Path(path)
-        path.write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
-        return path
+        Path(path).write_text(self.chrome_trace or json.dumps({"traceEvents": events}))
+        return Path(path)
 
     def plot(self, ax=None, *, run: int | None = None):
         """Host lane over device lane for ``run`` (default: all), idle hatched; returns the Axes."""
+        import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
 
-        if ax is None:
-            import matplotlib.pyplot as plt
-
-            _, ax = plt.subplots(figsize=(10, 2.8), layout="constrained")
+        ax = ax or plt.subplots(figsize=(10, 2.8), layout="constrained")[1]
         runs = list(self._run_ids(run))
         t0, t1 = (self.runs[runs[0]][0], self.runs[runs[-1]][1]) if runs else (0.0, 1.0)
         span = max(t1 - t0, 1e-9)
@@ -526,7 +518,7 @@ class Trace:
         lanes = {"host": 1.0, "device": 0.0}
         for i in (i for i in self.intervals if i.lane in lanes and i.run in runs):
             x, w, y = (i.start_s - t0) * scale, i.duration_s * scale, lanes[i.lane]
-            name, color = _short(i.name), COLORS.get(i.category, "tab:gray")
+            name, color = _short(i.name, 18), COLORS.get(i.category, "tab:gray")
             ax.broken_barh([(x, w)], (y - 0.35, 0.7), facecolors=color, edgecolors="white", lw=0.3)
             if w > 0.007 * len(name) * span * scale:  # label only where it fits
                 ax.text(x + w / 2, y, name, ha="center", va="center", fontsize=7, clip_on=True)
@@ -537,7 +529,7 @@ class Trace:
             ax.axvline((self.runs[r][0] - t0) * scale, color="k", ls="--", lw=0.8)
         ax.set_yticks([0.0, 1.0], ["device", "host"])
         ax.set(ylim=(-0.6, 1.6), xlim=(0, span * scale), xlabel=f"time since run start ({unit})")
-        busy = _share(sum(self.busy_s(r) for r in runs), sum(self.wall_s[r] for r in runs))
+        busy = _fmt.share(sum(self.busy_s(r) for r in runs), sum(self.wall_s[r] for r in runs))
         on = self.recorded_on.split(",")[0] if self.recorded_on else self.device
         title = [self.label or "trace", on, *[f"run {r}" for r in runs if run is not None]]
         ax.set_title(", ".join([*title, f"busy {busy:.0%}"]), loc="left", fontsize=9)
@@ -549,7 +541,7 @@ class Trace:
         )
         return ax
 
-    def _table(self) -> tuple[str, list[list[str]]]:
+    def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:
         """The trace's numbers, and its top eight ops by device time."""
         wall, on = sum(self.wall_s), [self.device, self.recorded_on or self.device_name]
         numbers = {
@@ -564,34 +556,13 @@ class Trace:
         head = ", ".join([self.label or "trace", *filter(None, on)]) + ": "
         head += ", ".join(f"{k} {v}" for k, v in numbers.items() if v)
         rows = [
-            [
-                _short(o.name, 60),
-                o.category,
-                str(o.calls),
-                _fmt.seconds(o.total_s),
-                f"{o.share:.0%}",
-            ]
+            [_short(o.name), o.category, str(o.calls), _fmt.seconds(o.total_s), f"{o.share:.0%}"]
             for o in self.top_ops(8)
         ]
-        return head, rows
-
-    def __repr__(self) -> str:
-        head, rows = self._table()
-        return head + "\n" + _fmt.text_table(_OP_HEADER, rows, align="llrrr")
-
-    def _repr_html_(self) -> str:
-        head, rows = self._table()
-        return _fmt.html_table(_OP_HEADER, rows, caption=head, align="llrrr")
+        return [head], ["op", "category", "calls", "time", "share"], rows, "llrrr"
 
 
-_OP_HEADER = ("op", "category", "calls", "time", "share")
-
-
-def _share(part: float, whole: float) -> float:
-    return part / whole if whole > 0 else 0.0
-
-
-def _short(name: str, n: int = 18) -> str:
+def _short(name: str, n: int = 60) -> str:
     """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
     name = "compiled graph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
     if len(name) > n and ("<" in name or "(" in name):
@@ -611,8 +582,6 @@ def profile(
     fn: Callable, *args, runs: int = 3, warmup: int = 1, label: str | None = None, **kwargs
 ) -> Trace:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler`` and return its ``Trace``."""
-    import torch
-
     prof = _record(fn, args, kwargs, runs=runs, warmup=warmup)
     rows, spans, device = _lanes(_chrome_events(_profiler_events(prof)))
     label = label or getattr(fn, "__name__", None)
@@ -629,31 +598,23 @@ def time_by_category(
     fn: Callable[..., Any], *args: Any, runs: int = 5, warmup: int = 1, **kwargs: Any
 ) -> CategoryTimes:
     """Median self time per op category over ``runs`` profiled calls (chapter 01)."""
-    import torch
-
     events = _record(fn, args, kwargs, runs=runs, warmup=warmup).events()
-    use_device, on_cpu = torch.cuda.is_available(), torch.autograd.DeviceType.CPU
-    spans = {
-        int(e.name[len(RUN_MARKER) :]): (e.time_range.start, e.time_range.end)
-        for e in events
-        if e.name.startswith(RUN_MARKER) and e.device_type == on_cpu
-    }
-    # per run and category: [CPU self s, device self s]; a kernel counts under its op's row
-    samples = [{c: [0.0, 0.0] for c in CATEGORIES} for _ in range(runs)]
-    for e in events:  # the markers and the profiler's memory rows ("[memory]") aside
-        r = next((r for r, (a, b) in spans.items() if a <= e.time_range.start <= b), None)
-        if r is None or e.device_type != on_cpu or e.name.startswith(("brrr_", "[")):
-            continue
-        row = samples[r][categorize(e.key)]
-        row[0] += e.self_cpu_time_total * 1e-6
-        row[1] += e.self_device_time_total * 1e-6 if use_device else 0.0
-    on_device = use_device and all(sum(v[1] for v in s.values()) > 0 for s in samples)
-    return CategoryTimes(
-        times_s=tuple((c, _fmt.median([s[c][on_device] for s in samples])) for c in CATEGORIES),
-        source="device self time" if on_device else "cpu self time",
-        device="cuda" if on_device else "cpu",
-        runs=runs,
-    )
+    on_cpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU]
+    markers = [e for e in on_cpu if e.name.startswith(RUN_MARKER)]
+    spans = {int(e.name.removeprefix(RUN_MARKER)): e.time_range for e in markers}
+    # self seconds per (run, category), on the CPU and on the device (a kernel under its op's row)
+    cpu_s, device_s = Counter(), Counter()
+    for e in on_cpu:  # the markers and the profiler's memory rows ("[memory]") aside
+        r = next((r for r, t in spans.items() if t.start <= e.time_range.start <= t.end), None)
+        if r is not None and not e.name.startswith(("brrr_", "[")):
+            cpu_s[r, categorize(e.key)] += e.self_cpu_time_total * 1e-6
+            device_s[r, categorize(e.key)] += e.self_device_time_total * 1e-6
+    ran = [sum(device_s[r, c] for c in CATEGORIES) > 0 for r in range(runs)]
+    on_device = torch.cuda.is_available() and all(ran)
+    seconds = device_s if on_device else cpu_s
+    times_s = tuple((c, _fmt.median([seconds[r, c] for r in range(runs)])) for c in CATEGORIES)
+    source, device = ("device self time", "cuda") if on_device else ("cpu self time", "cpu")
+    return CategoryTimes(times_s, source, device, runs)
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
@@ -672,9 +633,7 @@ def recorded_names() -> tuple[str, ...]:
 def recorded(name: str) -> Trace:
     """A trace recorded on an H100 and shipped with brrrlib; read its ``steady_runs``."""
     stem = str(name).removesuffix(".json")
-    if stem not in recorded_names():
-        known = ", ".join(recorded_names())
-        raise ValueError(f"name={name!r} is not a recorded trace; recorded traces: {known}")
+    _checks.one_of("name (a recorded trace)", stem, recorded_names())
     trace = Trace.from_chrome_trace(_RECORDED / "traces" / f"{stem}.json", label=stem)
     torch_version = re.search(r"torch (\d[\w.+]*)", (_RECORDED / "README.md").read_text())
     date = _RECORDED.name.removeprefix("h100-")
