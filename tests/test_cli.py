@@ -442,11 +442,11 @@ def test_diagnose_the_readmes_example_target(workspace, capsys):
         ("wl_missing_module:fn", "importing 'wl_missing_module': ModuleNotFoundError"),
         ("wl_bad:nothing", "has no 'nothing'"),
         ("wl_bad:returns_one", "must return (fn, args)"),
-        ("wl_bad:not_callable", "not a callable"),
+        ("wl_bad:not_callable", "not_callable is not a zero-argument callable"),
         ("wl_bad:first_not_callable", "must return (fn, args)"),
         ("wl_bad:raises", "raises(): ZeroDivisionError: division by zero (at wl_bad.py:10)"),
-        ("wl_bad:needs_args", "needs_args takes arguments"),
-        ("wl_bad:model", "model takes arguments"),  # an nn.Module: wrap it in a factory
+        ("wl_bad:needs_args", "needs_args is not a zero-argument callable"),
+        ("wl_bad:model", "model is not a zero-argument callable"),  # an nn.Module: wrap it
         ("wl_bad:exits", "calling exits(): it called sys.exit(0)"),
         ("wl_bad:interrupted", "calling interrupted(): KeyboardInterrupt"),
         ("wl_broken:fn", "importing 'wl_broken': NameError"),

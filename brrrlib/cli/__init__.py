@@ -56,13 +56,11 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     except AttributeError:
         public = ", ".join(sorted(n for n in dir(module) if not n.startswith("_"))[:15])
         raise Refusal(f"{module_part} has no {name!r}; it defines: {public}") from None
-    if not callable(factory):
-        raise Refusal(f"{name} is a {type(factory).__name__}, not a callable returning (fn, args)")
     try:  # an nn.Module is called through its forward
         inspect.signature(getattr(factory, "forward", factory)).bind()
-    except TypeError:  # it needs an argument
-        fix = f"point at a zero-argument function returning ({name}, args)"
-        raise Refusal(f"{name} takes arguments: {fix}") from None
+    except TypeError:  # not callable, or it needs an argument
+        fix = "point at a function of no arguments returning (fn, args)"
+        raise Refusal(f"{name} is not a zero-argument callable: {fix}") from None
     except ValueError:  # a builtin without a signature: call it and see
         pass
     with _user_code(f"calling {name}()"):
