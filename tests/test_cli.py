@@ -26,7 +26,8 @@ import torch
 
 import brrrlib
 from brrrlib import cli
-from brrrlib.cli._doctor import compiler_problem, torch_problem
+from brrrlib.cli import torch_problem
+from brrrlib.cli._doctor import compiler_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -340,7 +341,7 @@ def notebooks(tmp_path, monkeypatch):
     """A course folder of hand-made notebooks that doctor checks (an install without the course
     needs one too); returns a function that writes ``name`` with the given code cells."""
     # a seam: the installed course folder cannot be swapped for a test's otherwise
-    monkeypatch.setattr(cli._doctor, "course_source", lambda: tmp_path)
+    monkeypatch.setattr(cli, "course_source", lambda: tmp_path)
 
     def write(name, *cells):
         code = [{"cell_type": "code", "source": c} for c in cells]
@@ -351,7 +352,7 @@ def notebooks(tmp_path, monkeypatch):
 
 
 def test_doctor_without_course_notebooks_fails(measured_ceilings, monkeypatch):
-    monkeypatch.setattr(cli._doctor, "course_source", lambda: None)  # an install without it
+    monkeypatch.setattr(cli, "course_source", lambda: None)  # an install without it
     code, text = _doctor_run(quick=True)
     assert code == 1 and _finding(text, "notebooks")[0] == "FAIL"
 
@@ -441,17 +442,17 @@ def test_diagnose_the_readmes_example_target(workspace, capsys):
         ("wl_missing_module:fn", "importing 'wl_missing_module': ModuleNotFoundError"),
         ("wl_bad:nothing", "has no 'nothing'"),
         ("wl_bad:returns_one", "must return (fn, args)"),
-        ("wl_bad:not_callable", "not a callable"),
+        ("wl_bad:not_callable", "not_callable is not a zero-argument callable"),
         ("wl_bad:first_not_callable", "must return (fn, args)"),
         ("wl_bad:raises", "raises(): ZeroDivisionError: division by zero (at wl_bad.py:10)"),
-        ("wl_bad:needs_args", "needs_args takes arguments"),
-        ("wl_bad:model", "model takes arguments"),  # an nn.Module: wrap it in a factory
+        ("wl_bad:needs_args", "needs_args is not a zero-argument callable"),
+        ("wl_bad:model", "model is not a zero-argument callable"),  # an nn.Module: wrap it
         ("wl_bad:exits", "calling exits(): it called sys.exit(0)"),
         ("wl_bad:interrupted", "calling interrupted(): KeyboardInterrupt"),
         ("wl_broken:fn", "importing 'wl_broken': NameError"),
         ("wl_exits_at_import.py:fn", "importing 'wl_exits_at_import.py': it called sys.exit(0)"),
         ("wl_interrupts:fn", "importing 'wl_interrupts': KeyboardInterrupt"),
-        ("nowhere/file.py:fn", "no such file"),
+        ("nowhere/file.py:fn", "FileNotFoundError"),
     ],
 )
 def test_diagnose_bad_targets_exit_2_with_a_clear_message(workspace, capsys, target, message):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import functools
 import importlib.util
 import inspect
 import os
@@ -11,46 +13,73 @@ import shutil
 import sys
 import sysconfig
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from brrrlib._files import course_folder as course_source
 from brrrlib.cli import _workshop
-from brrrlib.cli._doctor import REINSTALL, course_source, doctor, package_version, torch_problem
+from brrrlib.cli._doctor import CHECKS, REINSTALL, package_version, torch_problem
 
 __all__ = ["doctor", "main"]
 
 
-class TargetError(Exception):
-    """A ``MODULE:NAME`` target that cannot be loaded (``brrr diagnose`` says why, exits 2)."""
+def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
+    """Check that the course can run here, saying what to fix; 0 if it can, 1 if not."""
+    found, tags = {"refresh": refresh, "quick": quick, "course": course_source()}, Counter()
+    for header, check, needs in CHECKS:
+        if needs is None or found.get(needs):  # without torch nothing else runs
+            print(header, file=out)
+            for tag, text, *advice in check(found):
+                tags[tag] += 1
+                lines = [*text.splitlines(), *(f"-> {a}" for a in advice)]
+                print(f"  {tag:<5} " + "\n        ".join(lines), file=out)
+    next_step = "fix the FAIL lines" if tags["FAIL"] else "next: brrr lab"
+    print(f"{tags['FAIL']} FAIL, {tags['WARN']} WARN; {next_step}", file=out)
+    return 1 if tags["FAIL"] else 0
+
+
+class Refusal(Exception):
+    """What a command cannot do as asked (a diagnose target, a lab folder); main exits 2."""
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
     """Resolve ``MODULE:NAME`` (``brrr diagnose --help``) to ``(fn, args, kwargs)``."""
     module_part, _, name = target.rpartition(":")
     if not module_part or not name:
-        raise TargetError(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
-    module = _user_code(lambda: _import(module_part), f"importing {module_part!r}")
-    result = _user_code(_lookup(module, module_part, name), f"calling {name}()")
+        raise Refusal(f"target {target!r} must look like MODULE:NAME or path/to/file.py:NAME")
+    with _user_code(f"importing {module_part!r}"):
+        module = _import(module_part)
+    try:  # dotted names too
+        factory = functools.reduce(getattr, name.split("."), module)
+    except AttributeError:
+        public = ", ".join(sorted(n for n in dir(module) if not n.startswith("_"))[:15])
+        raise Refusal(f"{module_part} has no {name!r}; it defines: {public}") from None
+    try:  # an nn.Module is called through its forward
+        inspect.signature(getattr(factory, "forward", factory)).bind()
+    except TypeError:  # not callable, or it needs an argument
+        fix = "point at a function of no arguments returning (fn, args)"
+        raise Refusal(f"{name} is not a zero-argument callable: {fix}") from None
+    except ValueError:  # a builtin without a signature: call it and see
+        pass
+    with _user_code(f"calling {name}()"):
+        result = factory()
     shaped = isinstance(result, tuple) and len(result) in (2, 3)
     fn, args, kwargs = (*result, {})[:3] if shaped else (None, None, None)
     if not (callable(fn) and isinstance(args, (tuple, list)) and isinstance(kwargs, dict)):
-        raise TargetError(
-            f"{name}() must return (fn, args) or (fn, args, kwargs), got {result!r:.80}"
-        )
+        raise Refusal(f"{name}() must return (fn, args) or (fn, args, kwargs), got {result!r:.80}")
     return fn, tuple(args), kwargs
 
 
-def _user_code(call: Callable[[], Any], doing: str) -> Any:
-    """Run the learner's code (an import, a factory); any way it stops becomes a TargetError."""
+@contextlib.contextmanager
+def _user_code(doing: str):
+    """Around the learner's code (an import, a factory): any way it stops is a Refusal."""
     try:
-        return call()
-    except TargetError:
-        raise
+        yield
     except (Exception, SystemExit, KeyboardInterrupt) as err:  # say where, without a traceback
         fix = ': put the script under `if __name__ == "__main__":`' * isinstance(err, SystemExit)
-        raise TargetError(f"{doing}: {_describe(err)}{fix}") from None
+        raise Refusal(f"{doing}: {_describe(err)}{fix}") from None
 
 
 def _import(module_part: str):
@@ -60,36 +89,11 @@ def _import(module_part: str):
     if not module_part.endswith(".py") and "/" not in module_part and "\\" not in module_part:
         return importlib.import_module(module_part)
     path = Path(module_part).resolve()
-    if not path.is_file():
-        raise TargetError(f"no such file: {module_part}")
     spec = importlib.util.spec_from_file_location(f"_brrr_target_{path.stem}", path)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
-    spec.loader.exec_module(module)
+    spec.loader.exec_module(module)  # FileNotFoundError: no such file
     return module
-
-
-def _lookup(module, module_part: str, name: str) -> Callable:
-    """``module.NAME`` (dotted names too), checked to be a zero-argument callable."""
-    obj: Any = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            public = sorted(n for n in dir(module) if not n.startswith("_"))[:15]
-            raise TargetError(f"{module_part} has no {name!r}; it defines: {', '.join(public)}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise TargetError(f"{name} is a {type(obj).__name__}, not a callable returning (fn, args)")
-    try:  # an nn.Module is called through its forward
-        params = inspect.signature(getattr(obj, "forward", obj)).parameters.values()
-    except (TypeError, ValueError):
-        return obj  # a builtin without a signature: call it and see
-    if any(
-        p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params
-    ):
-        raise TargetError(
-            f"{name} takes arguments: point at a zero-argument function returning ({name}, args)"
-        )
-    return obj
 
 
 def _describe(err: BaseException) -> str:
@@ -117,7 +121,7 @@ def _diagnose(target: str) -> int:
     clash = sorted(own.intersection(kwargs))
     if clash:
         bind = f"functools.partial(fn, {clash[0]}={kwargs[clash[0]]!r:.40})"
-        raise TargetError(f"{', '.join(clash)}: bl.diagnose's own keywords; bind with {bind}")
+        raise Refusal(f"{', '.join(clash)}: bl.diagnose's own keywords; bind with {bind}")
     try:
         result = brrrlib.diagnose(fn, *args, **kwargs)
     except (Exception, SystemExit) as err:  # the workload failed while measured: a real error
@@ -166,8 +170,7 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
 def _lab(opts) -> int:
     src = course_source()
     if src is None:
-        print(f"brrr lab: course notebooks not found: {REINSTALL}", file=sys.stderr)
-        return 2
+        raise Refusal(f"course notebooks not found: {REINSTALL}")
     option, where = ("--copy-only", opts.copy_only) if opts.copy_only else ("--dir", opts.dir)
     try:
         dest = Path(where).expanduser().resolve()
@@ -175,8 +178,7 @@ def _lab(opts) -> int:
         report = copy_course(src, dest, reset=opts.reset)
     except (OSError, RuntimeError) as err:  # RuntimeError: "~" without a home
         why = getattr(err, "strerror", None) or err
-        print(f"brrr lab: {option} {where}: {why}: choose a folder you can write", file=sys.stderr)
-        return 2
+        raise Refusal(f"{option} {where}: {why}: choose a folder you can write") from None
     print(f"brrr lab: {dest}: {report}", flush=True)
     if opts.copy_only:  # a hub's start hook: the user is already in a JupyterLab
         return 0
@@ -184,14 +186,10 @@ def _lab(opts) -> int:
 
     # JupyterLab's own options, on the command line so they win over the user's config:
     # loopback only, and its own Ctrl-C handler shuts the kernels down without asking.
-    argv = [
-        f"--ServerApp.root_dir={dest}",
-        "--ServerApp.ip=127.0.0.1",
-        "--ServerApp.answer_yes=True",
-    ]
+    server = {"root_dir": dest, "ip": "127.0.0.1", "answer_yes": True}
     if opts.port:  # the port asked for, or an error: an ssh tunnel points at it
-        argv += [f"--ServerApp.port={opts.port}", "--ServerApp.port_retries=0"]
-    argv += ["--no-browser"] * opts.no_browser
+        server |= {"port": opts.port, "port_retries": 0}
+    argv = [f"--ServerApp.{k}={v}" for k, v in server.items()] + ["--no-browser"] * opts.no_browser
     argv += ["--allow-root"] * (hasattr(os, "geteuid") and os.geteuid() == 0)  # containers
     LabApp.launch_instance(argv=argv)  # JupyterLab runs in this process until it stops
     return 0
@@ -257,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return opts.run(opts)
-    except (TargetError, _workshop.WorkshopError) as err:  # a refusal: what to do instead
+    except (Refusal, _workshop.WorkshopError) as err:  # a refusal: what to do instead
         print(f"brrr {opts.command}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

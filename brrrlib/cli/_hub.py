@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import pwd
 import socket
@@ -65,10 +64,9 @@ def _loopback_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
-def configure(c, hub: str) -> None:
-    """Fill JupyterHub's config ``c`` from the workshop whose ``hub/`` folder is ``hub``."""
-    workshop = Workshop(Path(hub).parent)
-    settings = json.loads((workshop.hub / "workshop.json").read_text())
+def configure(c, settings: dict) -> None:
+    """Fill JupyterHub's config ``c`` from ``brrr workshop``'s settings (its folder: "root")."""
+    workshop = Workshop(Path(settings["root"]))
     accounts = workshop.accounts()
     share = Share(settings["cores"], settings["learners"])
     # Who gets in: the accounts, each with its password; the instructor alone is admin.
@@ -77,17 +75,13 @@ def configure(c, hub: str) -> None:
     c.Authenticator.allowed_users = set(accounts)
     c.Authenticator.admin_users = {n for n, e in accounts.items() if e["admin"]}
     c.JupyterHub.shutdown_on_logout = True  # signing out frees the seat for another window
-    # Where: the public address; the hub's and the proxy's own APIs on loopback.
+    # Where: the public address, with TLS if given; the hub's and the proxy's APIs on loopback.
     c.JupyterHub.bind_url = settings["url"]
-    if settings["tls_cert"]:
-        c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = settings["tls_cert"], settings["tls_key"]
+    c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = settings["tls_cert"], settings["tls_key"]
     c.JupyterHub.hub_bind_url = _loopback_url()
     c.ConfigurableHTTPProxy.api_url = _loopback_url()
     c.ConfigurableHTTPProxy.command = [settings["proxy"]]
-    c.ConfigurableHTTPProxy.pid_file = str(workshop.hub / "proxy.pid")
-    c.JupyterHub.db_url = f"sqlite:///{workshop.hub / 'jupyterhub.sqlite'}"
-    c.JupyterHub.cookie_secret_file = str(workshop.hub / "jupyterhub_cookie_secret")
-    c.JupyterHub.pid_file = str(workshop.hub / "jupyterhub.pid")
+    # Its database, cookie secret, proxy pid file: JupyterHub's defaults, in its working folder hub/
     # What runs (JupyterHub's local spawner, which its exit stops): each learner's own
     # account, this environment, the course in their home.
     c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]

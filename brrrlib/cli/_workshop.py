@@ -6,7 +6,6 @@ import argparse
 import hashlib
 import hmac
 import importlib.util
-import ipaddress
 import json
 import os
 import re
@@ -18,7 +17,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
+from ipaddress import ip_address
 from pathlib import Path
+
+import psutil
 
 from brrrlib._files import write_atomic
 
@@ -102,10 +104,9 @@ def _account(name: str):
         return None
 
 
-def _proxy() -> str | None:
-    """configurable-http-proxy: on PATH, or in this environment's bin (``npm -g --prefix``)."""
-    here = str(Path(sys.executable).parent)
-    return shutil.which(PROXY, path=os.pathsep.join([os.environ.get("PATH", ""), here]))
+def _path() -> str:
+    """PATH with this environment's bin first: its brrr, its proxy (``npm -g --prefix``)."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 def _closed_folder(path: Path) -> Path | None:
@@ -125,7 +126,7 @@ def _check_machine(end: bool) -> None:
         raise WorkshopError("useradd/userdel missing: apt install passwd")
     if end:
         return
-    if importlib.util.find_spec("jupyterhub") is None or _proxy() is None:
+    if importlib.util.find_spec("jupyterhub") is None or shutil.which(PROXY, path=_path()) is None:
         raise WorkshopError(f"JupyterHub or {PROXY} missing: {INSTALL}")
     nobody = _account("nobody")  # can another account run this Python and the course?
     if nobody is None:
@@ -149,22 +150,18 @@ def _check_machine(end: bool) -> None:
 
 def _listen(opts) -> dict:
     """``--ip``, ``--port``, ``--tls-*`` and the hub's URL; beyond loopback only with TLS."""
-    try:
-        loopback = ipaddress.ip_address(opts.ip).is_loopback
-    except ValueError:
-        raise WorkshopError(f"--ip {opts.ip!r} is not an IP address") from None
     if bool(opts.tls_cert) != bool(opts.tls_key):
         raise WorkshopError("--tls-cert and --tls-key go together: give both, or neither")
     for option, path in (("--tls-cert", opts.tls_cert), ("--tls-key", opts.tls_key)):
         if path and not Path(path).is_file():
             raise WorkshopError(f"{option} {path}: no such file")
+    loopback = opts.ip.is_loopback
     if not loopback and not opts.tls_cert and not opts.behind_tls_proxy:
         fix = "give --tls-cert and --tls-key, or --behind-tls-proxy"
         raise WorkshopError(f"--ip {opts.ip} over plain HTTP shows the passwords: {fix}")
-    host = f"[{opts.ip}]" if ":" in opts.ip else opts.ip
+    host = f"[{opts.ip}]" if opts.ip.version == 6 else opts.ip
     url = f"{'https' if opts.tls_cert else 'http'}://{host}:{opts.port}"
-    keys = ("ip", "port", "tls_cert", "tls_key")
-    return {k: getattr(opts, k) for k in keys} | {"loopback": loopback, "url": url}
+    return {"url": url, "loopback": loopback, "tls_cert": opts.tls_cert, "tls_key": opts.tls_key}
 
 
 def _names(text: str | None) -> list[str]:
@@ -198,20 +195,23 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     if closed is not None:
         why = f"{closed} is closed to other accounts"
         raise WorkshopError(f"--dir {root}: {why}: choose a folder such as {DEFAULT_DIR}")
-    for folder, mode in ((root, 0o755), (workshop.hub, 0o700), (root / "home", 0o755)):
+    results = root / "results"  # a drop box (1733): add a file, replace only your own
+    modes = {root: 0o755, workshop.hub: 0o700, root / "home": 0o755, results: 0o1733}
+    for folder, mode in modes.items():
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(mode)
     passwords = {}
     for name in wanted:
         if name not in accounts:  # the first start's first name: the instructor, the only admin
             accounts[name], passwords[name] = _new_entry(admin=not accounts)
-    for name in [n for n in accounts if not _account(n)]:
-        _add_account(workshop, name)
-    instructor = _account(next(n for n, e in accounts.items() if e["admin"]))
-    results = root / "results"
-    results.mkdir(exist_ok=True)
-    os.chown(results, instructor.pw_uid, instructor.pw_gid)
-    results.chmod(0o1733)  # a drop box: add a file, replace only your own
+    for name in [n for n in accounts if not _account(n)]:  # locked: no system password
+        home = root / "home" / name
+        useradd = ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash"]
+        _system(*useradd, "--comment", f"brrr workshop {root}", name)
+        _system("chown", "-R", "-h", f"{name}:", str(home))  # a home kept from before --end
+        home.chmod(0o700)
+    instructor = next(n for n, e in accounts.items() if e["admin"])
+    _system("chown", f"{instructor}:", str(results))
     _private(workshop.hub / "accounts.json", json.dumps({"accounts": accounts}, indent=2))
     cards = workshop.hub / "cards.txt"
     new = [f"{n}\t{p}\t{'instructor' * accounts[n]['admin']}\n" for n, p in passwords.items()]
@@ -219,19 +219,11 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     return accounts, passwords
 
 
-def _add_account(workshop: Workshop, name: str) -> None:
-    """A system account for ``name`` with its home in the workshop, locked (no password)."""
-    home = workshop.root / "home" / name
-    cmd = ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash"]
-    cmd += ["--comment", f"brrr workshop {workshop.root}", name]
+def _system(*cmd: str) -> None:
+    """Run an account command (useradd, userdel, chown) as root; WorkshopError if it fails."""
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise WorkshopError(f"useradd {name} failed: {done.stderr.strip()}")
-    account = _account(name)  # a home kept from before --end becomes the new account's
-    for folder, _dirs, files in os.walk(home):
-        for path in (folder, *(os.path.join(folder, f) for f in files)):
-            os.lchown(path, account.pw_uid, account.pw_gid)
-    home.chmod(0o700)
+        raise WorkshopError(f"{cmd[0]} {cmd[-1]}: {done.stderr.strip()}")
 
 
 def _end(workshop: Workshop) -> int:
@@ -241,23 +233,18 @@ def _end(workshop: Workshop) -> int:
         raise WorkshopError(f"{workshop.root} holds no workshop accounts")
     removed = [n for n in accounts if _account(n)]
     for name in removed:
-        done = subprocess.run(["userdel", name], capture_output=True, text=True)
-        if done.returncode != 0:
-            print(f"brrr workshop: userdel {name}: {done.stderr.strip()}", file=sys.stderr)
-            return 1
+        _system("userdel", name)
     print(f"brrr workshop: removed {len(removed)} account(s); {workshop.root} stays")
     return 0
 
 
 def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
     """Write the hub's settings and config, say where it is, then become JupyterHub."""
-    import psutil
-
     learners = max(1, sum(not e["admin"] for e in accounts.values()))
     share = Share(len(os.sched_getaffinity(0)), learners)
-    settings = {**listen, "proxy": _proxy(), "cores": share.cores, "learners": learners}
-    _private(workshop.hub / "workshop.json", json.dumps(settings, indent=2))
-    config = f"from brrrlib.cli._hub import configure\n\nconfigure(c, {str(workshop.hub)!r})\n"
+    proxy, root = shutil.which(PROXY, path=_path()), str(workshop.root)
+    settings = {**listen, "root": root, "proxy": proxy, "cores": share.cores, "learners": learners}
+    config = f"from brrrlib.cli._hub import configure\n\nconfigure(c, {settings!r})\n"
     _private(workshop.hub / "jupyterhub_config.py", config)
     url, gb = listen["url"] + "/", psutil.virtual_memory().total / len(accounts) / 2**30
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
@@ -272,8 +259,7 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
         "reports": str(workshop.root / "results"),
     }
     print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), flush=True)
-    here = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": os.pathsep.join([here, os.environ.get("PATH", "")])}
+    env = {**os.environ, "PATH": _path()}
     os.chdir(workshop.hub)
     # JupyterHub takes this process over: Ctrl-C (or SIGTERM) reaches it, and it stops
     # every learner's server and the proxy before it exits.
@@ -308,10 +294,10 @@ def add_parser(sub, port_type) -> None:
     w.add_argument("--dir", default=DEFAULT_DIR, help=f"the workshop's folder ({DEFAULT_DIR})")
     w.add_argument("--learners", metavar="NAMES|N", help="ada,bob,cy or N; new names are added")
     w.add_argument("--instructor", default="instructor", help="the admin's name (first start)")
-    w.add_argument("--ip", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
+    w.add_argument("--ip", type=ip_address, default="127.0.0.1", help="the address (127.0.0.1)")
     w.add_argument("--port", type=port_type, default=8000, help="the port (8000)")
-    w.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (beyond loopback)")
-    w.add_argument("--tls-key", metavar="PEM", help="its private key")
+    w.add_argument("--tls-cert", metavar="PEM", default="", help="TLS cert (beyond loopback)")
+    w.add_argument("--tls-key", metavar="PEM", default="", help="its private key")
     w.add_argument("--behind-tls-proxy", action="store_true", help="a TLS proxy forwards to it")
     w.add_argument("--end", action="store_true", help="remove the accounts (homes stay in DIR)")
     w.set_defaults(run=run)
