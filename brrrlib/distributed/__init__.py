@@ -104,10 +104,7 @@ def data_parallel_steps(
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
     """Read a result saved by ``python -m brrrlib.distributed ... --out PATH`` (or ``to_dict``)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"path={str(path)!r} is not a saved result ({err})") from None
+    data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("kind") not in _KINDS:
         raise ValueError(f"path={str(path)!r} holds no all_reduce or data_parallel result")
     return _KINDS[data["kind"]].from_dict(data)
