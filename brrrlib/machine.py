@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from brrrlib import _fmt
+
 __all__ = [
     "caches",
     "device",
@@ -199,6 +201,14 @@ def available_memory_bytes(dev: torch.device) -> int:
     import psutil
 
     return int(psutil.virtual_memory().available)
+
+
+def _refuse_over_half(nbytes: float, dev: torch.device, what: str, remedy: str, error=ValueError):
+    """Raise ``error`` when ``what`` needs over half the memory free on ``dev`` right now."""
+    free = available_memory_bytes(dev)
+    if nbytes > free / 2:
+        needs, has = _fmt.binary_bytes(nbytes), _fmt.binary_bytes(free)
+        raise error(f"{what} needs {needs}, over half the {has} free on {dev.type}: {remedy}")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

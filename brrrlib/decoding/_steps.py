@@ -54,8 +54,6 @@ CLEARLY_FASTER = 1.25
 #: The largest rung a CPU gets: a chapter on a laptop stays quick.
 CPU_RUNGS = 3
 _KEYS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-#: A step may use at most this fraction of the memory free right now.
-MEMORY_HEADROOM = 0.5
 #: A batch sweep stops after a step this long (seconds): the next would take about twice as long.
 MAX_STEP_S = 2.0
 
@@ -128,12 +126,8 @@ def decode_step(
     # what a step allocates besides the weights: its KV cache and its largest activations
     activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
     need = (kv_cache_bytes(shape, batch, context, 1) + activations) * w.element_size()
-    free = machine.available_memory_bytes(w.device)
-    if need > MEMORY_HEADROOM * free:
-        at, needs = f"batch {batch}, context {context}", _fmt.binary_bytes(need)
-        raise DoesNotFit(
-            f"{at} needs {needs}, over half the {_fmt.binary_bytes(free)} free: choose a smaller batch"
-        )
+    at = f"batch {batch}, context {context}"
+    machine._refuse_over_half(need, w.device, at, "choose a smaller batch", DoesNotFit)
     with _out_of_memory(w.device, batch, context, f"allocating {_fmt.binary_bytes(need)}"):
         cache = new_cache(model, batch, context)
     ids = torch.zeros(batch, 1, dtype=torch.long, device=w.device)  # any token: speed ignores it

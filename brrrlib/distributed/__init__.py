@@ -1,9 +1,4 @@
-"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism.
-
-On a cluster, one rank per process under torchrun (rank 0 prints the table; ``load`` reads
-``--out``): ``torchrun --standalone --nproc-per-node=8 -m brrrlib.distributed all-reduce --out
-ar.json``, or ``data-parallel``.
-"""
+"""Beyond one device: collectives measured over processes, the alpha-beta model, data parallelism."""
 
 from __future__ import annotations
 
@@ -109,10 +104,7 @@ def data_parallel_steps(
 
 def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
     """Read a result saved by ``python -m brrrlib.distributed ... --out PATH`` (or ``to_dict``)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"path={str(path)!r} is not a saved result ({err})") from None
+    data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("kind") not in _KINDS:
         raise ValueError(f"path={str(path)!r} holds no all_reduce or data_parallel result")
     return _KINDS[data["kind"]].from_dict(data)
@@ -133,18 +125,23 @@ def _job(
     """What every rank runs, each argument checked: ``kind`` over ``what`` (sizes, or batches)."""
     _checks.seconds("budget_s", budget_s)
     _checks.seconds("timeout_s", timeout_s)
-    job = {"kind": kind, "min_rounds": 5, "backend": _backend(backend, world_size)}
-    if kind == "all_reduce":
-        default = (*(4**k for k in range(1, 13)), 2**25)  # 4 B (one fp32) to 16 MiB, 32 MiB
-        sizes = _numbers("sizes_bytes", what, default, 2**62, 64)
-        job |= {"sizes_bytes": sorted({4 * math.ceil(s / 4) for s in sizes}), "max_rounds": 50}
-        _check_memory(job["sizes_bytes"], world_size, job["backend"])
-    else:
+    backend = _backend(backend, world_size)
+    job = {"kind": kind, "backend": backend, "launcher": "local processes"}
+    job |= {"threads": max(1, _cores() // world_size), "budget_s": float(budget_s)}
+    job["group_timeout_s"] = max(10.0, min(60.0, timeout_s))
+    if kind == "data_parallel":
         batches = _numbers("batches", what, (8, 16, 32, 64, 128, 256), 65536, 16)
         # at least 6 rounds: then a median's 95% interval is narrower than the whole range
-        job |= {"batches": batches, "model": DEFAULT_MODEL, "min_rounds": 6, "max_rounds": 20}
-    job |= {"threads": max(1, _cores() // world_size), "budget_s": float(budget_s)}
-    return job | {"group_timeout_s": max(10.0, min(60.0, timeout_s)), "launcher": "local processes"}
+        return job | {"batches": batches, "model": DEFAULT_MODEL, "min_rounds": 6, "max_rounds": 20}
+    default = (*(4**k for k in range(1, 13)), 2**25)  # 4 B (one fp32) to 16 MiB, 32 MiB
+    listed = _numbers("sizes_bytes", what, default, 2**62, 64)
+    sizes = sorted({4 * math.ceil(s / 4) for s in listed})  # whole fp32 elements
+    # every buffer and scratch, on each GPU for one process, else in host memory for all
+    nccl, biggest = backend == "nccl", f"sizes_bytes up to {_fmt.binary_bytes(sizes[-1])}"
+    needed = (1 if nccl else world_size) * (sum(sizes) + 2 * sizes[-1])
+    dev = torch.device("cuda", 0) if nccl else torch.device("cpu")
+    machine._refuse_over_half(needed, dev, biggest, "choose smaller sizes")
+    return job | {"sizes_bytes": sizes, "min_rounds": 5, "max_rounds": 50}
 
 
 def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int) -> list[int]:
@@ -166,29 +163,19 @@ def _backend(backend: str | None, world_size: int) -> str:
     return backend or ("nccl" if nccl_ok else "gloo")
 
 
-def _check_memory(sizes: list[int], world_size: int, backend: str) -> None:
-    """Refuse messages that would need over half of the memory available now."""
-    dev = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
-    processes = 1 if backend == "nccl" else world_size  # each GPU holds one process's buffers
-    needed = processes * (sum(sizes) + 2 * max(sizes))  # every buffer, and scratch
-    if needed > 0.5 * machine.available_memory_bytes(dev):
-        big = _fmt.binary_bytes(max(sizes))
-        raise ValueError(f"sizes_bytes up to {big} need over half the {dev.type} memory free")
-
-
-def _size(text: str) -> int:
-    """``"4"``, ``"64K"``, ``"1M"``, ``"2G"``: bytes (K, M, G = 1024, 1024^2, 1024^3)."""
-    text = text.strip()
-    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
+def _sizes(text: str) -> list[int]:
+    """``"4,64K,1M"``: whole numbers, K, M and G scaling by 1024, 1024^2 and 1024^3."""
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}
+    words = [w.strip().upper() for w in text.split(",")]
+    return [int(float(w.rstrip("KMG")) * scale.get(w[-1:], 1)) for w in words]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m brrrlib.distributed {all-reduce,data-parallel}``, one rank under torchrun."""
     parser = argparse.ArgumentParser(prog="python -m brrrlib.distributed", description=__doc__)
     parser.add_argument("job", choices=("all-reduce", "data-parallel"))
-    parser.add_argument("--sizes", help="all-reduce: bytes, comma-separated (K, M, G suffixes)")
-    parser.add_argument("--batches", help="data-parallel: samples per process, comma-separated")
+    parser.add_argument("--sizes", type=_sizes, help="all-reduce: bytes, comma-separated (64K, 1M)")
+    parser.add_argument("--batches", type=_sizes, help="data-parallel: samples per process, 8,16")
     parser.add_argument("--budget-s", type=float, help="seconds of rounds (default 2, or 4)")
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
@@ -200,10 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     kind = args.job.replace("-", "_")
-    listed = args.sizes if kind == "all_reduce" else args.batches
-    what = [_size(x) for x in listed.split(",")] if listed else None
-    budget_s = args.budget_s or (2.0 if kind == "all_reduce" else 4.0)
-    job = _job(kind, what, local, args.backend, budget_s, args.timeout_s) | {"launcher": "torchrun"}
+    what, budget_s = (args.sizes, 2.0) if kind == "all_reduce" else (args.batches, 4.0)
+    job = _job(kind, what, local, args.backend, args.budget_s or budget_s, args.timeout_s)
+    job["launcher"] = "torchrun"
     _collectives_worker.watchdog(None, time.time() + args.timeout_s)
     result = _collectives_worker.run_job(job)
     if result is not None:  # rank 0

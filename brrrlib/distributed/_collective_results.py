@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib.distributed._collectives_worker import MODES
 from brrrlib.distributed._comm_model import AlphaBeta, TableRepr, fit_alpha_beta, ring_factor
 from brrrlib.timing import Comparison, Timing
@@ -130,9 +130,8 @@ class CollectiveSweep(GroupRun):
     def _caption(self) -> str:
         # time: the median over rounds of the slowest rank; spread: IQR / median
         alpha, bw = _fmt.seconds(self.fit.alpha_s), _fmt.si(self.fit.algorithm_bytes_per_s, "B/s")
-        rounds = len(self.samples_s[0])
         return (
-            f"all-reduce, {self.where()}; {rounds} rounds; "
+            f"all-reduce, {self.where()}; {len(self.samples_s[0])} rounds; "
             f"alpha {alpha}, 1/beta {bw}; verified {self.verified}"
         )
 
@@ -176,6 +175,7 @@ class DataParallelRun(GroupRun):
     grad_bytes: int
     model: dict[str, int]
     buckets: dict[str, int] = field(default_factory=dict)
+    _header = ("batch", *MODES, "comm share (no overlap)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,9 +189,7 @@ class DataParallelRun(GroupRun):
 
     def step_s(self, mode: str) -> tuple[float, ...]:
         """Median seconds per step in ``mode``, per batch."""
-        if mode not in self.samples_s:
-            raise ValueError(f"mode must be one of {self.modes}, got {mode!r}")
-        return tuple(map(_fmt.median, self.samples_s[mode]))
+        return tuple(map(_fmt.median, self.samples_s[_checks.one_of("mode", mode, self.modes)]))
 
     @property
     def compute_s(self) -> tuple[float, ...]:
@@ -228,12 +226,8 @@ class DataParallelRun(GroupRun):
                 return math.exp(x0 - y0 * (x1 - x0) / (y1 - y0))
         return None
 
-    @property
-    def _header(self) -> tuple[str, ...]:
-        return ("batch", *self.modes, "comm share (no overlap)")
-
     def _rows(self) -> list[tuple[str, ...]]:
-        cols, exposed = [self.step_s(m) for m in self.modes], self.exposed_comm_s(MODES[1])
+        cols, exposed = [self.step_s(m) for m in MODES], self.exposed_comm_s(MODES[1])
         return [
             (str(b), *(_fmt.seconds(c[i]) for c in cols), _fmt.percent(exposed[i], cols[1][i]))
             for i, b in enumerate(self.batches)

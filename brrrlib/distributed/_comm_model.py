@@ -86,9 +86,8 @@ class AlphaBeta(TableRepr):
     @property
     def _ratios(self) -> list[tuple[float, float]]:
         """``(size, model / measured)`` of every fitted size."""
-        return [
-            (n, self.time_s(n) / t) for n, t in zip(self.sizes_bytes, self.times_s, strict=True)
-        ]
+        pairs = zip(self.sizes_bytes, self.times_s, strict=True)
+        return [(n, self.time_s(n) / t) for n, t in pairs]
 
     @property
     def max_relative_error(self) -> float:

@@ -110,15 +110,13 @@ def _failure(failures: dict, folder: Path, timeout_s: float) -> Exception:
     """The error of the first rank to fail: killed by a foreign signal, else the lowest not stopped."""
     codes = {rank: f.exitcode for rank, f in failures.items()}
     if EXIT_DEADLINE in codes.values():
-        tail = _tail(folder, 0)
-        return GroupTimeout(f"not done within timeout_s={timeout_s:g}; all were stopped{tail}")
+        stopped = f"not done within timeout_s={timeout_s:g}; all were stopped"
+        return GroupTimeout(stopped + _tail(folder, 0))
     rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, codes[r] >= 0, r))
     f = failures[rank]
     how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exit code {f.exitcode}"
-    tail = _tail(folder, f.local_rank)
-    return WorkerDied(
-        f"rank {rank} (pid {f.pid}) ended early ({how}); the others were stopped{tail}"
-    )
+    stopped = f"rank {rank} (pid {f.pid}) ended early ({how}); the others were stopped"
+    return WorkerDied(stopped + _tail(folder, f.local_rank))
 
 
 def _tail(folder: Path, local_rank: int, lines: int = 8) -> str:
