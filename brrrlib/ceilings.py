@@ -265,7 +265,8 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     work |= {f"special {k}": v for k, v in special.items()}
     work |= {f"memory {k}": v for k, v in forms.items()}
     say("vector, special")
-    seconds, shares = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
+    got, _ = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
+    seconds = {k: [s for s, _ in v] for k, v in got.items()}
     rates = {k: [work[k][1] / s for s in v] for k, v in seconds.items()}
     best = {k: max(v) for k, v in rates.items()}  # 3.
     spread: dict[str, float] = {}  # of a group (special, memory): its noisiest member's
@@ -291,7 +292,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         bandwidth_rounds_bytes_per_s=tuple(writes),
         bandwidth_by_form_bytes_per_s={f: best[f"memory {f}"] for f in forms},
         overhead_rounds_s=tuple(seconds["overhead"]),
-        cpu_share=shares["matmul"] if dev.type == "cpu" else 1.0,
+        cpu_share=_fmt.median([s for _, s in got["matmul"]]) if dev.type == "cpu" else 1.0,
         num_threads=torch.get_num_threads(),
         matmul_size=sizes["fp32"],
         copy_bytes=nbytes,
@@ -322,13 +323,6 @@ def _spread_key(precision: str) -> str:
     return "matmul" if precision == "fp32" else f"matmul_{precision}"
 
 
-def _quick_s(call: Callable[[], Any], dev: torch.device, budget_s: float = 0.03) -> float:
-    """A short benchmark's median, no warm-up, 3 samples at least."""
-    return timing.benchmark(
-        call, budget_s=budget_s, warmup_s=0.0, device=dev, min_samples=3
-    ).median_s
-
-
 def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, str]:
     """The fastest matmul torch runs here in ``precision``: its call, size and how it was found."""
     mode = "high" if precision == "tf32" else "highest"  # TF32 is fp32 at "high" precision
@@ -336,7 +330,9 @@ def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, 
     slow = 6.0 if precision == "fp32" else 3.0
     plan = (256, 4096, 0.001, slow) if dev.type == "cpu" else (2048, 8192, 0.002, 2.0)
     kernels_at = functools.partial(_matmul_kernels, dtype=_DTYPES[precision], dev=dev)
-    screen = functools.partial(_screen, kernels_at, functools.partial(_quick_s, dev=dev), *plan)
+    screen = functools.partial(
+        _screen, kernels_at, functools.partial(timing.quick_s, device=dev), *plan
+    )
     kernel, n, call, method = _in_precision(mode, screen)
     return functools.partial(_in_precision, mode, call), n, f"{kernel} at n={n}; screened: {method}"
 
@@ -465,7 +461,7 @@ def _vector(dev: torch.device) -> tuple[Callable[[], Any], float, str]:
             compiled = torch.compile(functools.partial(_multiply_chain, steps=steps), dynamic=False)
             call = functools.partial(compiled, x)
             call()
-            rates[steps] = (call, numel * steps / _quick_s(call, dev))
+            rates[steps] = (call, numel * steps / timing.quick_s(call, dev))
         steps = max(rates, key=lambda k: rates[k][1])
         tried = ", ".join(f"{k}: {_fmt.si(v[1], 'FLOP/s')}" for k, v in rates.items())
         how = (
@@ -508,7 +504,7 @@ def _special(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], floa
     found, won = {}, []
     for name, ops in _SPECIAL_OPS.items():
         calls = {label: functools.partial(op, x, out=out) for label, op in ops}
-        label = min(calls, key=lambda k: (calls[k](), _quick_s(calls[k], dev))[1])
+        label = min(calls, key=lambda k: (calls[k](), timing.quick_s(calls[k], dev))[1])
         found[name] = (calls[label], float(numel))
         won.append(f"{name} by {label}")
     return found, ", ".join(won)

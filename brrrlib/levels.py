@@ -181,7 +181,9 @@ def measure_levels(device: str | torch.device | None = None, *, budget_s: float 
         points += _point(dev, size, budget_s)
         size *= 2
     a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
-    tiny = _seconds(dev, functools.partial(a.add_, b), budget_s)  # timed as the points are
+    tiny = timing.quick_s(
+        functools.partial(a.add_, b), dev, budget_s, graph=True
+    )  # timed as the points are
     return Levels(dev.type, machine.device_name(dev), threads, caches, tuple(points), tiny)
 
 
@@ -191,24 +193,8 @@ def _point(dev: torch.device, size: int, budget_s: float) -> list[tuple[str, int
     half = torch.ones(size // 8, device=dev)
     out = torch.empty_like(half)
     read_s = min(
-        _seconds(dev, f, budget_s) for f in (x.sum, functools.partial(torch.dot, *x.chunk(2)))
+        timing.quick_s(f, dev, budget_s, graph=True)
+        for f in (x.sum, functools.partial(torch.dot, *x.chunk(2)))
     )
-    copy_s = _seconds(dev, functools.partial(out.copy_, half), budget_s)
+    copy_s = timing.quick_s(functools.partial(out.copy_, half), dev, budget_s, graph=True)
     return [("read", size, size / read_s, read_s), ("copy", size, size / copy_s, copy_s)]
-
-
-def _seconds(dev: torch.device, kernel, budget_s: float) -> float:
-    """Seconds per call, back to back (on CUDA ~1 ms of calls in one graph: no launch gaps)."""
-    time = functools.partial(
-        timing.benchmark, budget_s=budget_s, warmup_s=0, device=dev, min_samples=3
-    )
-    if dev.type != "cuda":
-        return time(kernel).median_s
-    once = time(kernel, budget_s=1e-6, min_samples=1).median_s
-    calls = max(1, min(1000, int(1e-3 / max(once, 1e-9))))
-
-    def batch() -> None:
-        for _ in range(calls):
-            kernel()
-
-    return time(batch, cuda_graph=True).median_s / calls

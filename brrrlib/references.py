@@ -120,8 +120,8 @@ def _reference(
         reads = {"x.sum()": x.sum}
         if elements >= 2:
             reads["torch.dot(*x.chunk(2))"] = functools.partial(torch.dot, *x.chunk(2))
-        seconds, _ = timing.rounds(reads, dev, n=3)  # the faster read, in alternating rounds
-        best = min(seconds, key=lambda k: min(seconds[k]))
+        got, _ = timing.rounds(reads, dev, n=3)  # the faster read, in alternating rounds
+        best = min(got, key=lambda k: min(s for s, _ in got[k]))
         return best, reads[best], 4.0 * elements
     if pattern == "copy":
         return PATTERNS[pattern], functools.partial(torch.empty_like(x).copy_, x), 8.0 * elements

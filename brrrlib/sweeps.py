@@ -310,11 +310,11 @@ def sweep(
     # 2. pairs, measured together
     for a, b in pairs:
         if (a, b) not in run.pairs:
-            run.pair(a, b)
+            run.measure(a, b)
     # 3. every other point, alone
     for key in keys:
         if key not in run.points or not run.points[key].measured:
-            run.alone(key)
+            run.measure(key)
         say(repr(run.points[key]))
     # 4. implausible neighbours, measured again paired
     for line in lines:
@@ -383,35 +383,29 @@ class _Run:
         share = t.cpu_share if case.device.type == "cpu" else None
         self.points[key] = Point(*key, str(case.device), t, cpu_share=share, **work)
 
-    def alone(self, key) -> None:
-        """3.: one point, timed by bl.benchmark."""
-        if self.refused([key]):
-            return
-        with _out_of_memory(self, [key]):
-            case = self.setup(*key)
-            with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-                how = dict(warmup_s=case.warmup_s, device=case.device, label=case.label or None)
-                t = timing.benchmark(case.fn, budget_s=self.budget_s, **how)
-            self._keep(key, case, t)
-
-    def pair(self, a, b, *, remeasured: bool = False) -> Pair | None:
-        """2. and 4.: two points timed together by bl.compare, in alternating rounds."""
-        if self.refused([a, b]):
+    def measure(self, *keys, remeasured: bool = False) -> Pair | None:
+        """2. to 4.: one point timed by bl.benchmark, or two together by bl.compare."""
+        if self.refused(keys):
             return None
-        with _out_of_memory(self, [a, b]):
-            case_a, case_b = self.setup(*a), self.setup(*b)
-            with torch.no_grad() if case_a.no_grad else contextlib.nullcontext():
-                labels = tuple(
-                    c.label or f"{k[1]} at {k[0]}" for c, k in ((case_a, a), (case_b, b))
-                )
-                how = dict(warmup_s=max(case_a.warmup_s, case_b.warmup_s), device=case_a.device)
-                c = timing.compare(
-                    case_a.fn, case_b.fn, budget_s=COMPARE_BUDGET_S, labels=labels, **how
-                )
-            self._keep(a, case_a, c.a)
-            self._keep(b, case_b, c.b)
-            self.pairs[(a, b)] = Pair(a, b, c, remeasured)
-        return self.pairs.get((a, b))
+        with _out_of_memory(self, keys):
+            cases = [self.setup(*k) for k in keys]
+            how = dict(warmup_s=max(c.warmup_s for c in cases), device=cases[0].device)
+            with torch.no_grad() if cases[0].no_grad else contextlib.nullcontext():
+                if len(cases) == 1:
+                    label = cases[0].label or None
+                    timed = [
+                        timing.benchmark(cases[0].fn, budget_s=self.budget_s, label=label, **how)
+                    ]
+                else:
+                    zipped = zip(cases, keys, strict=True)
+                    labels = tuple(c.label or f"{k[1]} at {k[0]}" for c, k in zipped)
+                    fns = (c.fn for c in cases)
+                    pair = timing.compare(*fns, budget_s=COMPARE_BUDGET_S, labels=labels, **how)
+                    self.pairs[keys] = Pair(*keys, pair, remeasured)
+                    timed = [pair.a, pair.b]
+            for key, case, t in zip(keys, cases, timed, strict=True):
+                self._keep(key, case, t)
+        return self.pairs.get(keys)
 
     def recheck(self, line: str) -> None:
         """4.: neighbours on ``line`` where more work took clearly less time, measured paired."""
@@ -427,7 +421,7 @@ class _Run:
                 implausible = hi.timing.quantile(0.75) < (1 - SLACK) * lo.timing.quantile(0.25)
             if not ({a, b} & self.fresh) or not implausible:
                 continue
-            q = self.pair(a, b, remeasured=True)
+            q = self.measure(a, b, remeasured=True)
             if q is not None and q.comparison.below(1 - SLACK):
                 self.points[b] = replace(
                     self.points[b],

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -212,6 +211,21 @@ def benchmark(
     return Timing(samples, str(dev), label, number, flush_cache, cuda_graph, dropped_s, share)
 
 
+def quick_s(call: Callable[[], Any], device: torch.device, budget_s=0.03, graph=False) -> float:
+    """A short benchmark's median; ``graph``: on CUDA, of ~1 ms of calls in one graph (no gaps)."""
+    time = functools.partial(benchmark, budget_s=budget_s, warmup_s=0, device=device, min_samples=3)
+    if not graph or device.type != "cuda":
+        return time(call).median_s
+    once = time(call, budget_s=1e-6, min_samples=1).median_s
+    calls = max(1, min(1000, int(1e-3 / max(once, 1e-9))))
+
+    def batch() -> None:
+        for _ in range(calls):
+            call()
+
+    return time(batch, cuda_graph=True).median_s / calls
+
+
 def _measure_until_undisturbed(measure, n_samples: int, min_kept: int, deadline: float):
     """5.: ``n_samples`` samples, disturbed ones replaced until the deadline; (kept, dropped)."""
     samples = measure(n_samples)
@@ -243,18 +257,41 @@ def _disturbed(samples: Sequence[tuple[float, float | None]]) -> list[bool]:
 
 
 def rounds(
-    calls: Mapping[str, Callable[[], Any]], device: torch.device, n: int, samples: int = 3
-) -> tuple[dict[str, list[float]], dict[str, float | None]]:
-    """Each call's seconds in ``n`` alternating rounds (undisturbed blocks' median), CPU share."""
-    plans = {name: _plan(call, device, name) for name, call in calls.items()}
-    seconds, shares = {k: [] for k in calls}, {k: [] for k in calls}
+    calls: Mapping[str, Callable[[], Any]],
+    device: torch.device,
+    n: int,
+    samples: int = 3,
+    *,
+    warm: bool = False,
+    warmup_s: float = 0.0,
+    until: Callable[[dict, dict, float], bool] | None = None,
+) -> tuple[dict[str, list[tuple[float, float | None]]], dict[str, int]]:
+    """Alternating rounds: per call, each round's (seconds, CPU share); its calls per block."""
+    plans = {}  # steps 1 and 2 for each call: (calls per ~1 ms block, seconds a call)
+    for name, call in calls.items():
+        if not warm:
+            _first_call(call, device, name)
+        per_call_s, _ = _estimate(call, device, _no_flush)
+        plans[name] = (max(1, math.ceil(_MIN_BLOCK_S / per_call_s)), per_call_s)
+    got, numbers = {k: [] for k in calls}, {k: number for k, (number, _) in plans.items()}
+    order = list(calls)  # reversed each round (A B, B A, ...): a slow phase meets all alike
     with _no_gc():
-        for blocks in itertools.islice(_alternate(plans, device, samples), n):
-            for name, got in blocks.items():
-                quiet = [b for b, bad in zip(got, _disturbed(got), strict=True) if not bad]
-                seconds[name].append(_fmt.median([s for s, _ in quiet]))
-                shares[name] += [share for _, share in quiet if share is not None]
-    return seconds, {k: min(1.0, _fmt.median(v)) if v else None for k, v in shares.items()}
+        for name, (_, per_call_s) in plans.items():  # warm-up (none for calls longer than it)
+            for _ in range(int(warmup_s / len(plans) / per_call_s)):
+                calls[name]()
+        machine.sync(device)
+        start = _CLOCKS[0]()
+        for _ in range(n):
+            for name in order:  # a round's value: its undisturbed blocks' median
+                blocks = _measure_blocks(calls[name], device, _no_flush, plans[name][0], samples)
+                quiet = [b for b, bad in zip(blocks, _disturbed(blocks), strict=True) if not bad]
+                shares = [share for _, share in quiet if share is not None]
+                share = min(1.0, _fmt.median(shares)) if shares else None
+                got[name].append((_fmt.median([s for s, _ in quiet]), share))
+            order.reverse()
+            if until is not None and until(got, numbers, _CLOCKS[0]() - start):
+                break
+    return got, numbers
 
 
 @functools.cache
@@ -265,8 +302,8 @@ def settle_threads() -> str:
         return ""
     add = functools.partial(torch.ones(2**19).add_, torch.zeros(1))  # 2 MiB: 16 of torch's grains
     on = {k: lambda k=k: (torch.set_num_threads(k), add()) for k in range(threads, 0, -1)}
-    seconds, _ = rounds(on, torch.device("cpu"), n=3, samples=1)
-    took = {k: _fmt.median(v) for k, v in seconds.items()}
+    got, _ = rounds(on, torch.device("cpu"), n=3, samples=1)
+    took = {k: _fmt.median([s for s, _ in v]) for k, v in got.items()}
     keep = next(k for k, s in took.items() if s < max(1e-3, STALL_RATIO * took[1]))  # 1 passes
     torch.set_num_threads(keep)
     if keep == threads:
@@ -274,22 +311,6 @@ def settle_threads() -> str:
     took = f"{_fmt.seconds(took[threads])} on {threads} threads, {_fmt.seconds(took[1])} on one"
     print(said := f"a core is busy (a 2 MiB add took {took}): running on {keep} threads")
     return said
-
-
-def _plan(call, dev, name: str = "fn", warm: bool = False) -> tuple[Callable[[], Any], int, float]:
-    """Steps 1 and 2 for a call of the rounds: (the call, calls per ~1 ms block, seconds a call)."""
-    if not warm:
-        _first_call(call, dev, name)
-    per_call_s, _ = _estimate(call, dev, _no_flush)
-    return call, max(1, math.ceil(_MIN_BLOCK_S / per_call_s)), per_call_s
-
-
-def _alternate(plans: Mapping[str, tuple], dev: torch.device, samples: int = 1):
-    """Endless rounds of ``{name: blocks}``, the order reversed each round (A B, B A, A B ...)."""
-    order = list(plans)  # so that a slow phase of a shared machine meets every call alike
-    while True:
-        yield {k: _measure_blocks(plans[k][0], dev, _no_flush, plans[k][1], samples) for k in order}
-        order.reverse()
 
 
 def _measure_blocks(call, dev, flush, number, n_samples) -> list[tuple[float, float | None]]:
@@ -446,7 +467,10 @@ class Comparison:
     @property
     def narrow(self) -> bool:
         """True when the interval lies within ``tolerance`` of the ratio: the size is known."""
-        return self.enough_rounds and _narrow(self.ratios, self.tolerance, self.confidence)
+        lo, hi, r = *self.interval, self.ratio
+        return (
+            self.enough_rounds and lo >= r / (1 + self.tolerance) and hi <= r * (1 + self.tolerance)
+        )
 
     def excludes(self, x: float) -> bool:
         """True when the whole interval lies on one side of ``x`` (and enough rounds back it)."""
@@ -576,50 +600,31 @@ def compare(
         device = machine.of([v for f in parts for v in (f.func, *f.args, *f.keywords.values())])
     dev = machine.resolve(device)
     machine.check_available(dev, "device")
-    la, lb = labels if labels is not None else ("A", "B")
+    labels = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
         raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
-    plans = {k: _plan(f, dev, k, warm) for k, f in (("a", a), ("b", b))}  # 1.
-    rounds_a, rounds_b = [], []  # (seconds, CPU share) per round
-    with _no_gc():
-        for call, _number, per_call_s in plans.values():  # 2. (none for calls longer than it)
-            for _ in range(int(warmup_s / 2 / per_call_s)):
-                call()
-        machine.sync(dev)
-        deadline = _CLOCKS[0]() + budget_s
-        for i, blocks in enumerate(_alternate(plans, dev), 1):  # 3.
-            rounds_a += blocks["a"]
-            rounds_b += blocks["b"]
-            if i < min_rounds or (i - min_rounds) % 4:  # 4. asked every 4 rounds
-                continue
-            kept, _, share = _kept_rounds(rounds_a, rounds_b, dev)
-            ratios = [rounds_b[j][0] / rounds_a[j][0] for j in kept if rounds_a[j][0] > 0]
-            ran = share is None or share >= WAITED_SHARE  # else: waited, try more rounds
-            if len(ratios) >= min_rounds and ran and _narrow(ratios, COMPARE_TOLERANCE, 0.95):
-                break
-            if _CLOCKS[0]() >= deadline or i >= _MAX_SAMPLES:
-                break
-    kept, all_disturbed, share = _kept_rounds(rounds_a, rounds_b, dev)
-    ta, tb = [rounds_a[i][0] for i in kept], [rounds_b[i][0] for i in kept]
-    ratios = tuple(y / x if x > 0 else math.inf for x, y in zip(ta, tb, strict=True))
-    time_a = Timing(ta, str(dev), la, plans["a"][1], cpu_share=share)
-    time_b = Timing(tb, str(dev), lb, plans["b"][1], cpu_share=share)
-    dropped = len(rounds_a) - len(kept)
-    return Comparison(
-        time_a, time_b, ratios, 0.95, COMPARE_TOLERANCE, dropped, share, all_disturbed
-    )
+    on = {"a": a, "b": b}
 
+    def measured(got: dict, numbers: Mapping[str, int]) -> Comparison:  # 3.
+        flags = [x or y for x, y in zip(*(_disturbed(got[k]) for k in on), strict=True)]
+        kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
+        shares = [min(got["a"][i][1], got["b"][i][1]) for i in kept if dev.type == "cpu"]
+        share = _fmt.median(shares) if shares else None  # the thread's, on the CPU only
+        t = {k: [got[k][i][0] for i in kept] for k in on}
+        ratios = tuple(y / x if x > 0 else math.inf for x, y in zip(*t.values(), strict=True))
+        ta, tb = (
+            Timing(t[k], str(dev), n, numbers[k], cpu_share=share)
+            for k, n in zip(on, labels, strict=True)
+        )
+        return Comparison(
+            ta, tb, ratios, 0.95, COMPARE_TOLERANCE, len(flags) - len(kept), share, all(flags)
+        )
 
-def _kept_rounds(rounds_a, rounds_b, dev: torch.device) -> tuple[list[int], bool, float | None]:
-    """The undisturbed rounds (all if none), whether none was, their median CPU share (CPU only)."""
-    flags = [x or y for x, y in zip(_disturbed(rounds_a), _disturbed(rounds_b), strict=True)]
-    kept = [i for i, bad in enumerate(flags) if not bad] or list(range(len(flags)))
-    shares = [min(rounds_a[i][1], rounds_b[i][1]) for i in kept if rounds_a[i][1] is not None]
-    share = _fmt.median(shares) if shares and dev.type == "cpu" else None
-    return kept, all(flags), share
+    def enough(got: dict, numbers: Mapping[str, int], spent_s: float) -> bool:
+        i = len(got["a"])  # 4., asked every 4 rounds; a comparison that waited tries more
+        if i < min_rounds or (i - min_rounds) % 4:
+            return False
+        c = measured(got, numbers)
+        return (len(c.ratios) >= min_rounds and c.narrow and not c.waited) or spent_s >= budget_s
 
-
-def _narrow(ratios: Sequence[float], tolerance: float, confidence: float) -> bool:
-    """True when the median's interval lies within ``tolerance`` of it on both sides."""
-    r, (lo, hi) = _fmt.median(ratios), _fmt.median_interval(ratios, confidence)
-    return lo >= r / (1 + tolerance) and hi <= r * (1 + tolerance)
+    return measured(*rounds(on, dev, _MAX_SAMPLES, 1, warm=warm, warmup_s=warmup_s, until=enough))
