@@ -167,28 +167,31 @@ class Report:
         return reports_table([self])._repr_html_()
 
 
-def _row(r: Report) -> dict[str, str]:
+def _row(r: Report) -> tuple[str, ...]:
     fast = max(r.precisions, key=r.matmul_peak)
-    return {
-        "machine": r.label,
-        "kind": _status(r),
-        "device": f"{r.device} ({r.device_name})",
-        "matmul fp32": _fmt.si(r.matmul_peak(), "FLOP/s"),
-        "fastest matmul": f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
-        "vector": _fmt.si(r.vector_flops_per_s, "FLOP/s"),
-        "bandwidth": _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
-        "op overhead": "n/a" if r.op_overhead_s is None else _fmt.seconds(r.op_overhead_s),
-        "ridge fp32": _fmt.si(r.ridge_point_flops_per_byte()),
-        "ridge fastest": f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
-        "chapters": ", ".join(sorted(r.chapters)) or "-",
-    }
-
-
-_STATUSES = ("measured", "recorded", "predicted")
+    return (
+        r.label,
+        _status(r),
+        f"{r.device} ({r.device_name})",
+        _fmt.si(r.matmul_peak(), "FLOP/s"),
+        f"{fast} {_fmt.si(r.matmul_peak(fast), 'FLOP/s')}",
+        _fmt.si(r.vector_flops_per_s, "FLOP/s"),
+        _fmt.si(r.mem_bandwidth_bytes_per_s, "B/s"),
+        "n/a" if r.op_overhead_s is None else _fmt.seconds(r.op_overhead_s),
+        _fmt.si(r.ridge_point_flops_per_byte()),
+        f"{_fmt.si(r.ridge_point_flops_per_byte(fast))} ({fast})",
+        ", ".join(sorted(r.chapters)) or "-",
+    )
 
 
 def _status(r: Report) -> str:
-    return _STATUSES[2 if r.is_prediction else int(r.recorded)]
+    return "predicted" if r.is_prediction else "recorded" if r.recorded else "measured"
+
+
+_COLUMNS = tuple(
+    "machine,kind,device,matmul fp32,fastest matmul,vector,bandwidth,op overhead,ridge fp32,"
+    "ridge fastest,chapters".split(",")
+)
 
 
 def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
@@ -374,9 +377,8 @@ def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
 def reports_table(reports: Sequence[Report]) -> ClassTable:
     """One row per machine: its roofs, ridge points and which chapters it reported."""
     chosen = _check_reports(reports)
-    rows = [_row(r) for r in chosen]
-    cells = tuple(tuple(row.values()) for row in rows)
-    return ClassTable(chosen, tuple(rows[0]), cells, muted=tuple(r.is_prediction for r in chosen))
+    muted = tuple(r.is_prediction for r in chosen)
+    return ClassTable(chosen, _COLUMNS, tuple(map(_row, chosen)), muted=muted)
 
 
 def chapters_table(reports: Sequence[Report]) -> ClassTable:
@@ -405,7 +407,7 @@ def attainable_table(
     for r, peak in zip(chosen, peaks, strict=True):
         rate = roofline.attainable_flops_per_s(float(x), peak, r.mem_bandwidth_bytes_per_s)
         rows.append(
-            (r.label, _fmt.si(peak, "FLOP/s"), _fmt.si(rate, "FLOP/s"), _fmt.percent(rate, peak))
+            (r.label, *(_fmt.si(v, "FLOP/s") for v in (peak, rate)), _fmt.percent(rate, peak))
         )
     columns = ("machine", f"{precision} matmul peak", f"attainable at {x:g} FLOP/B", "of peak")
     caption = f"peaks differ {round(max(peaks) / min(peaks)):,}x"
@@ -419,7 +421,9 @@ def plot_reports(
     chosen = _check_reports(reports, dtype)
     if title is None:
         counts = collections.Counter(map(_status, chosen))
-        kinds = ", ".join(f"{counts[k]} {k}" for k in _STATUSES if counts[k])
+        kinds = ", ".join(
+            f"{counts[k]} {k}" for k in ("measured", "recorded", "predicted") if counts[k]
+        )
         title = f"the class on one roofline, {dtype} roofs: {kinds}"
     # roofline.plot labels a device by its name: give each the label the class sees.
     devices = [
