@@ -106,8 +106,7 @@ def small_matmuls(n: int = 64, size: int | None = None, *, batched: bool = False
     dev, big = _device(device)
     size = _checks.positive_int("size", size if size is not None else (64 if big else 16))
     n = _checks.positive_int("n", n)
-    a = torch.randn(n, size, size, device=dev)
-    b = torch.randn(n, size, size, device=dev)
+    a, b = (torch.randn(n, size, size, device=dev) for _ in range(2))
     return (torch.bmm if batched else _matmul_loop), (a, b)
 
 
@@ -318,9 +317,7 @@ def checkpointed(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]
     """``fn`` under activation checkpointing: its forward saves only its inputs for backward."""
     from torch.utils.checkpoint import checkpoint
 
-    def run(*args: Any) -> torch.Tensor:
-        return checkpoint(fn, *args, use_reentrant=False)
-
+    run = functools.partial(checkpoint, fn, use_reentrant=False)
     run.__name__ = f"checkpointed({getattr(fn, '__name__', 'fn')})"
     return run
 

@@ -46,13 +46,9 @@ def read_json(path: Path, root: Path) -> Any:
     if len(raw) > MAX_REPORT_BYTES:
         raise ValueError(f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report")
     try:  # a 400-digit integer or a NaN becomes a float the field's check refuses by name
-        return json.loads(raw.decode(), parse_int=_number)
+        return json.loads(raw.decode(), parse_int=lambda d: int(d) if len(d) <= 18 else float(d))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
-
-
-def _number(digits: str) -> int | float:
-    return int(digits) if len(digits) <= 18 else float(digits)
 
 
 def check(value: Any, hint: Any, where: str) -> Any:
