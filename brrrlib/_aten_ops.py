@@ -18,7 +18,6 @@ __all__ = [
     "FLOPS_PER_ELEMENT",
     "FUSED_ATTENTION",
     "SOFTMAX",
-    "attention_flops",
     "categorize",
     "has_matmul_formula",
     "matmul_flops",
@@ -165,12 +164,9 @@ def _op_name(op: Any) -> tuple[str, str]:
         return op._qualified_op_name, ""
     if not isinstance(op, str):
         raise TypeError(f"categorize: op must be an aten op or 'aten::mm', got {type(op).__name__}")
-    name = op.strip()
-    if "::" not in name:
-        name = "aten::" + name.removeprefix("aten.")
-    namespace, _, rest = name.partition("::")
-    base, _, overload = rest.partition(".")
-    return f"{namespace}::{base}", overload
+    name = op.strip() if "::" in op else "aten::" + op.strip().removeprefix("aten.")
+    name, _, overload = name.partition(".")
+    return name, overload
 
 
 def _tags_of(op: Any) -> frozenset:
@@ -238,23 +234,6 @@ def _dims(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
     return math.prod(batch), heads, seq, d
 
 
-def attention_flops(
-    q, k, v, *, layout: str = "BHSD", backward: bool = False, cum_q=None, cum_k=None
-) -> int:
-    """QK^T and PV FLOPs of attention, per query head even when heads share keys (GQA)."""
-    if cum_q is not None:  # packed (total tokens, heads, dim) with sequence offsets
-        heads, d, dv = q.shape[-2], q.shape[-1], v.shape[-1]
-        lq = _lengths(cum_q, q.shape[-3])
-        lk = _lengths(cum_k if cum_k is not None else cum_q, k.shape[-3])
-        pairs = sum(a * b for a, b in zip(lq, lk, strict=True))
-    else:
-        batch, heads, sq, d = _dims(q, layout)
-        sk, dv = _dims(k, layout)[2], v.shape[-1]
-        pairs = batch * sq * sk
-    per_pair = 3 * d + 2 * dv if backward else d + dv
-    return 2 * heads * pairs * per_pair
-
-
 def _lengths(offsets: torch.Tensor, total: int) -> list[int]:
     if offsets.device.type == "meta":
         return [total] * (offsets.numel() - 1)  # no data: every sequence at most all tokens
@@ -262,13 +241,22 @@ def _lengths(offsets: torch.Tensor, total: int) -> list[int]:
 
 
 def _attention(first: int, layout: str, backward: bool, cum: int | None = None) -> Callable:
-    """A formula for an attention op whose q, k, v are ``args[first:first + 3]``."""
+    """QK^T and PV FLOPs per query head (GQA too) of an op with q, k, v at ``args[first:]``."""
 
     def flops(*args, **kwargs) -> int:
         q, k, v = args[first : first + 3]
-        cum_q = args[cum] if cum is not None and len(args) > cum else None
-        cum_k = args[cum + 1] if cum is not None and len(args) > cum + 1 else None
-        return attention_flops(q, k, v, layout=layout, backward=backward, cum_q=cum_q, cum_k=cum_k)
+        # packed (total tokens, heads, dim) inputs carry sequence offsets at args[cum:cum + 2]
+        cum_q, cum_k = [*args[cum : cum + 2], None, None][:2] if cum is not None else (None, None)
+        if cum_q is not None:
+            heads, d, dv = q.shape[-2], q.shape[-1], v.shape[-1]
+            lq = _lengths(cum_q, q.shape[-3])
+            lk = _lengths(cum_k if cum_k is not None else cum_q, k.shape[-3])
+            pairs = sum(a * b for a, b in zip(lq, lk, strict=True))
+        else:
+            batch, heads, sq, d = _dims(q, layout)
+            sk, dv = _dims(k, layout)[2], v.shape[-1]
+            pairs = batch * sq * sk
+        return 2 * heads * pairs * (3 * d + 2 * dv if backward else d + dv)
 
     return flops
 
@@ -317,22 +305,15 @@ def _mm_like(index: int) -> Callable[..., int]:
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> int:
-    if a.layout != torch.strided or b.layout != torch.strided:
-        return _sparse_mm(a, b)
-    batch = math.prod(a.shape[:-2])
+    """2*M*K*N; with a sparse operand, a multiply-add per stored value and dense column (or row)."""
     rows = a.shape[-2] if a.dim() > 1 else 1
     cols = b.shape[-1] if b.dim() > 1 else 1
-    return 2 * batch * rows * a.shape[-1] * cols
-
-
-def _sparse_mm(a: torch.Tensor, b: torch.Tensor) -> int:
-    """One multiply-add per stored value and dense column (or row); sparse @ sparse, on average."""
     a_sparse, b_sparse = a.layout != torch.strided, b.layout != torch.strided
-    if a_sparse and b_sparse:
+    if a_sparse and b_sparse:  # sparse @ sparse, on average
         return 2 * _touched.nnz(a) * _touched.nnz(b) // max(a.shape[-1], 1)
-    if a_sparse:
-        return 2 * _touched.nnz(a) * (b.shape[-1] if b.dim() > 1 else 1)
-    return 2 * _touched.nnz(b) * (a.shape[-2] if a.dim() > 1 else 1)
+    if a_sparse or b_sparse:
+        return 2 * _touched.nnz(a) * cols if a_sparse else 2 * _touched.nnz(b) * rows
+    return 2 * math.prod(a.shape[:-2]) * rows * a.shape[-1] * cols
 
 
 _OUR_FORMULAS: dict[str, Callable[..., int]] = {

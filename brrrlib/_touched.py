@@ -31,17 +31,14 @@ def nnz(t: torch.Tensor) -> int:
     return t._nnz() if t.layout == torch.sparse_coo else int(t.values().numel())
 
 
-def _lookup(source: int, indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
-    """An op that reads one element of ``args[source]`` per output element (a gather)."""
+def _lookup(indices: tuple[int, ...], rows: Callable | None = None) -> Callable:
+    """An op that reads one element of ``args[0]`` per output element (a gather)."""
 
     def rule(args, out) -> tuple[int, int]:
-        src = args[source]
-        index_bytes = sum(
-            tensor_bytes(t) for i in indices if i < len(args) for t in tensors(args[i])
-        )
+        index_bytes = sum(map(tensor_bytes, tensors([args[i] for i in indices if i < len(args)])))
         looked_up = rows(args) if rows else tensors(out)[0].numel()
-        written = sum(tensor_bytes(t) for t in tensors(out))
-        return index_bytes + looked_up * src.element_size(), written
+        written = sum(map(tensor_bytes, tensors(out)))
+        return index_bytes + looked_up * args[0].element_size(), written
 
     return rule
 
@@ -53,7 +50,7 @@ def _scatter_into(
 
     def rule(args, out) -> tuple[int, int]:
         self_, k = args[0], positions(args)
-        read = sum(tensor_bytes(t) for t in tensors(args[index]))
+        read = sum(map(tensor_bytes, tensors(args[index])))
         if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
             src = args[source]
             read += min(tensor_bytes(src), k * src.element_size())
@@ -92,15 +89,15 @@ def _index_fill_positions(args) -> int:
 #: a tensor. Every other op reads its inputs and writes its outputs in full.
 TOUCHED_BYTES: Mapping[str, Callable[..., tuple[int, int]]] = {
     # gathers: read the index and the elements looked up
-    "embedding": _lookup(0, (1,)),  # (weight, indices): one row per index
-    "index_select": _lookup(0, (2,)),  # (self, dim, index)
-    "gather": _lookup(0, (2,)),  # (self, dim, index)
-    "take": _lookup(0, (1,)),  # (self, index)
-    "index": _lookup(0, (1,)),  # advanced indexing (self, indices): x[idx], x[mask]
+    "embedding": _lookup((1,)),  # (weight, indices): one row per index
+    "index_select": _lookup((2,)),  # (self, dim, index)
+    "gather": _lookup((2,)),  # (self, dim, index)
+    "take": _lookup((1,)),  # (self, index)
+    "index": _lookup((1,)),  # advanced indexing (self, indices): x[idx], x[mask]
     # (weight, indices, offsets, ..., per_sample_weights): a row per index, summed per bag
     **dict.fromkeys(
         ("_embedding_bag", "_embedding_bag_forward_only"),
-        _lookup(0, (1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
+        _lookup((1, 2, 6), rows=lambda a: a[1].numel() * a[0].shape[-1]),
     ),
     # scatters: write the positions addressed, read what is written there
     **dict.fromkeys(

@@ -216,10 +216,8 @@ def spec(name: str) -> DeviceSpec:
 
 def spec_for_device_name(device_name: str) -> DeviceSpec | None:
     """The table row whose name patterns match a GPU name reported by torch."""
-    for s in _SPECS:
-        if any(re.search(p, device_name, flags=re.IGNORECASE) for p in s._name_patterns):
-            return s
-    return None
+    matches = (s for s in _SPECS if any(re.search(p, device_name, re.I) for p in s._name_patterns))
+    return next(matches, None)
 
 
 #: Additions per second of a plain Python loop, as the essay quotes it (Horace He, "Making

@@ -542,13 +542,14 @@ def test_cuda_attention_kernels_count_grouped_query_heads():
 
 def test_varlen_attention_adds_up_its_sequences():
     # a seam: the packed (varlen) kernels run on CUDA only, so their formula is called directly
-    from brrrlib._aten_ops import attention_flops
+    from brrrlib._aten_ops import matmul_flops
 
     # two sequences of 3 and 5 tokens packed as (8 tokens, heads, dim)
     q = torch.empty(8, 4, 16)
     kv = torch.empty(8, 2, 16)
     offsets = torch.tensor([0, 3, 8])
-    flops = attention_flops(q, kv, kv, layout="BSHD", cum_q=offsets, cum_k=offsets)
+    args = (q, kv, kv, offsets, offsets, 5, 5, 0.0, False, False)
+    flops = matmul_flops("aten::_flash_attention_forward", args, {}, None)
     assert flops == 2 * 4 * (3 * 3 + 5 * 5) * (16 + 16)
 
 
