@@ -226,14 +226,12 @@ def plot(
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
     xs = [r[k][1] / bw for _, r, bw in resolved for k in (0, -1)] + [x for _, x, _ in xy]
-    x_lo, x_hi = min(xs) / 30, max(xs) * 30
-    grid = np.logspace(math.log10(x_lo), math.log10(x_hi), 400)
-    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    grid = np.geomspace(min(xs) / 30, max(xs) * 30, 400)
     for i, (name, roofs, bandwidth) in enumerate(resolved):
-        _draw_device(ax, grid, name, roofs, bandwidth, cycle[i % len(cycle)])
+        _draw_device(ax, grid, name, roofs, bandwidth, f"C{i}")
     _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
     _dress(ax, f"{title or 'roofline'} ({dtype} roof)")
-    ax.set_xlim(x_lo, x_hi)
+    ax.set_xlim(grid[0], grid[-1])
     return ax
 
 
@@ -251,7 +249,7 @@ def _dress(ax: Any, title: str) -> None:
 def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:
     """One device: each roof as min(peak, intensity x bandwidth), and its ridge point."""
     for j, (roof, peak) in enumerate(roofs):
-        label = f"{name} {roof}: {_fmt.si(peak, 'FLOP/s')}"
+        label = f"{name} {roof}".strip() + f": {_fmt.si(peak, 'FLOP/s')}"
         label += "" if j else f", {_fmt.si(bandwidth, 'B/s')}"
         style = {"ls": "--", "lw": 1.3} if j else {"ls": "-", "lw": 2}
         ax.plot(grid, [min(peak, x * bandwidth) for x in grid], color=colour, label=label, **style)

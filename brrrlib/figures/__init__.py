@@ -78,9 +78,8 @@ def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """The essay's factory as boxes and arrows, labelled with ``ceilings``' numbers (chapter 00)."""
     ax = _new_axes(ax, (9.5, 3.8))
-    flops, bw, overhead = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
-    if ceilings is not None:
-        flops, bw, overhead = _factory_numbers(ceilings)
+    words = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
+    flops, bw, overhead = words if ceilings is None else _factory_numbers(ceilings)
     warehouse = "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)\nholds every tensor"
     _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", warehouse)
     _box(ax, 7.43, 1.35, 4.85, 1.9, "#f8dcc4", "")
@@ -129,18 +128,15 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
     if len(specs) < 2:
         raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
     ax = _new_axes(ax, (7, 4))
-    first = specs[0]
-    f0, b0 = first.peak_flops_per_s[dtype], first.mem_bandwidth_bytes_per_s
-    xs = range(len(specs))
-    fl = [s.peak_flops_per_s[dtype] / f0 for s in specs]
-    bw = [s.mem_bandwidth_bytes_per_s / b0 for s in specs]
+    xs, first = range(len(specs)), specs[0]
+    fl = [s.peak_flops_per_s[dtype] / first.peak_flops_per_s[dtype] for s in specs]
+    bw = [s.mem_bandwidth_bytes_per_s / first.mem_bandwidth_bytes_per_s for s in specs]
     ax.bar([i - 0.2 for i in xs], fl, width=0.4, label=f"peak {dtype} FLOP/s")
     ax.bar([i + 0.2 for i in xs], bw, width=0.4, label="memory bandwidth")
     top = max(fl + bw)
     for i, s in enumerate(specs):
         ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
-        y = max(fl[i], bw[i]) + 0.03 * top
-        ax.text(i, y, f"ridge {ridge:.0f} FLOP/B", ha="center", fontsize=9)
+        ax.text(i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center")
     ax.set_xticks(list(xs), [s.name for s in specs])
     ax.set(ylim=(0, top * 1.15), ylabel=f"growth relative to {first.name} (x)")
     ax.legend(loc="upper left")
@@ -153,15 +149,13 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
 def _lines(ax, lines: Sequence[tuple], xlabel: str, ylabel: str, title="", hlines=(), logy=True):
     """``(label, xs, ys, style)`` lines on a log2 x axis; ``(label, y, colour)`` hlines dotted."""
     ax = _new_axes(ax, (7.5, 4.2))
-    if logy:
-        ax.set_yscale("log")
     for label, xs, ys, style in lines:
         ax.plot(xs, ys, label=label, **style)
     for label, y, colour in hlines:
         ax.axhline(y, ls=":", lw=1.2, color=colour, label=label)
     ax.set_xscale("log", base=2)
+    ax.set(yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
     _fmt.plain_x_ticks(ax)
-    ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

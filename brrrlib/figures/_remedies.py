@@ -64,20 +64,17 @@ def _colour(precision: str) -> str:
 
 
 def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
-    """A roof per precision among ``points``; each point on its own roof, numbered."""
+    """A roof per precision among ``points``, ridge marked; each point on its own roof, numbered."""
     import numpy as np
 
     from brrrlib import roofline
 
     bw = ceilings.mem_bandwidth_bytes_per_s
-    precisions = sorted({p.precision for p in points}, key=lambda k: ceilings.matmul_peak(k))
-    xs = [p.intensity_flops_per_byte for p in points]
-    ridges = [ceilings.ridge_point_flops_per_byte(k) for k in precisions]
-    grid = np.logspace(np.log10(min(xs + ridges) / 10), np.log10(max(xs + ridges) * 10), 300)
-    for k in precisions:
-        peak = ceilings.matmul_peak(k)
-        label = f"{k} matmul: {_fmt.si(peak, 'FLOP/s')}"
-        ax.plot(grid, np.minimum(peak, grid * bw), color=_colour(k), lw=2, label=label)
+    peaks = sorted((ceilings.matmul_peak(k), k) for k in {p.precision for p in points})
+    xs = [p.intensity_flops_per_byte for p in points] + [peak / bw for peak, _ in peaks]
+    grid = np.geomspace(min(xs) / 10, max(xs) * 10, 300)
+    for peak, k in peaks:
+        roofline._draw_device(ax, grid, f"{k} matmul", [("", peak)], bw, _colour(k))
     for i, p in enumerate(points):
         x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
         bad = roofline.above_roof(p, ceilings, p.precision)
@@ -89,4 +86,4 @@ def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
         dx, ha = (-9, "right") if same_x % 2 else (9, "left")
         bold = {"fontsize": 9, "weight": "bold", "va": "center"}
         ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(dx, 0), ha=ha, **bold)
-    roofline._dress(ax, f"{ceilings.device_name}: {_fmt.si(bw, 'B/s')}")
+    roofline._dress(ax, ceilings.device_name)

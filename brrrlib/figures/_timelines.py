@@ -12,12 +12,9 @@ __all__ = ["flops_per_python_add", "timelines"]
 
 def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
     """``ax``, or the Axes of a new figure of ``figsize`` (every figure here starts so)."""
-    if ax is not None:
-        return ax
     import matplotlib.pyplot as plt
 
-    _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
+    return ax if ax is not None else plt.subplots(figsize=figsize, layout="constrained")[1]
 
 
 def _bars(ax, labels, values, colours, says, xlabel, *, ends=(), **kw) -> None:
