@@ -226,20 +226,14 @@ class _LlamaBlock(nn.Module):
         k = self.wk(h).view(B, T, self.kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.wv(h).view(B, T, self.kv_heads, -1).transpose(1, 2)
         q, k = _rotate(q, *rope), _rotate(k, *rope)
-        y = _attend(q, k, v, cache, gqa=self.heads != self.kv_heads)
+        if cache is not None:  # decode: this token's k and v into the cache's last slot
+            cache[0][:, :, -1:], cache[1][:, :, -1:] = k, v
+            k, v = cache
+        gqa = self.heads != self.kv_heads
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=gqa)
         x = x + self.wo(y.transpose(1, 2).reshape(B, T, C))
         h = self.norm_2(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
-
-
-def _attend(q, k, v, cache, gqa: bool = False) -> torch.Tensor:
-    """Causal attention over the prompt, or one query over the KV cache."""
-    if cache is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    k_cache, v_cache = cache
-    k_cache[:, :, -1:] = k
-    v_cache[:, :, -1:] = v
-    return F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
