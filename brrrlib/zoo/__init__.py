@@ -65,9 +65,7 @@ class ZooEntry(Row):
         hand = self.count()
         per_op = _fmt.si(hand.bytes_moved / max(hand.work_ops, 1), "B")
         reason = self.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
-        default = (
-            f"{hand.work_ops} ops moving {per_op} each on average: fixed costs outweigh the work"
-        )
+        default = f"{hand.work_ops} ops, {per_op} per op on average: fixed costs outweigh the work"
         object.__setattr__(self, "hand", hand)
         object.__setattr__(self, "predictions", tuple(predict(hand, gpu) for gpu in GPUS))
         object.__setattr__(self, "cpu_reason", reason or default)
@@ -77,25 +75,14 @@ class ZooEntry(Row):
         """The entry of ``row`` (nothing built until ``factory()``)."""
         return cls(**vars(row))
 
-    @property
-    def label(self) -> str:
-        """``"name/size"``, e.g. ``"llama_decode/big"``."""
-        return f"{self.name}/{self.size}"
+    label = property(lambda self: f"{self.name}/{self.size}")  # "llama_decode/big"
+    hand_flops = property(lambda self: self.hand.flops)  # of one call
+    hand_bytes = property(lambda self: self.hand.bytes_moved)  # of one call, unfused eager
 
     @property
     def formula(self) -> str:
         """The FLOP formula of the count's docstring, on one line."""
         return " ".join(inspect.getdoc(self.formula_of).split())
-
-    @property
-    def hand_flops(self) -> int:
-        """FLOPs of one call, counted by hand."""
-        return self.hand.flops
-
-    @property
-    def hand_bytes(self) -> int:
-        """Bytes one call moves (unfused eager), counted by hand."""
-        return self.hand.bytes_moved
 
     def factory(self, device: str | torch.device | None = None) -> tuple[Callable[..., Any], tuple]:
         """The model and its inputs, seeded, on ``device`` (default CPU), the model run under no_grad."""

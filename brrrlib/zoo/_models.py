@@ -139,10 +139,7 @@ class VisionConfig:
     ffn: int | None = None  # the MLP's hidden width (default 4*d)
     classes: int = 1000
 
-    @property
-    def tokens(self) -> int:
-        """Patches per image: ``(image / patch)^2``."""
-        return (self.image // self.patch) ** 2
+    tokens = property(lambda self: (self.image // self.patch) ** 2)  # patches per image
 
 
 class ViT(nn.Module):
@@ -200,10 +197,7 @@ class DecoderConfig:
     kv_heads: int | None = None
     ffn: int | None = None  # hidden width of the SwiGLU MLP, ~8/3*d in Llama (default 4*d)
 
-    @property
-    def head_size(self) -> int:
-        """C // nh."""
-        return self.d // self.heads
+    head_size = property(lambda self: self.d // self.heads)  # hs = C // nh
 
 
 class _LlamaBlock(nn.Module):

@@ -22,10 +22,7 @@ class HandCount:
     work_ops: int
     itemsize: int = _ITEMSIZE
 
-    @property
-    def bytes_moved(self) -> int:
-        """All bytes read and written, op by op (the unfused eager cost)."""
-        return sum(self.bytes_by_kind.values())
+    bytes_moved = property(lambda self: sum(self.bytes_by_kind.values()))  # op by op, unfused
 
     def bytes_at(self, itemsize: int) -> int:
         """The bytes moved if every floating-point tensor had ``itemsize`` bytes (2 for bf16)."""
