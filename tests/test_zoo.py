@@ -15,7 +15,7 @@ import zoo_more
 
 import brrrlib as bl
 from brrrlib import zoo
-from brrrlib.diagnosis import floors, verdict
+from brrrlib.diagnosis import Diagnosis
 
 ENTRIES = zoo_more.every()  # brrrlib.zoo's entries, then the ten more of benchmarks/zoo_more
 LABELS = [e.label for e in ENTRIES]
@@ -252,9 +252,9 @@ def test_predictions_are_the_spec_sheets_arithmetic():
 def _weighed(label: str, ceilings):
     """diagnose's first probe alone: one count, one short benchmark, the floors and verdict."""
     fn, args = _built(label)
-    seconds = bl.benchmark(fn, *args, budget_s=0.05, min_samples=5, label=label).median_s
-    fl = floors(_counted(label), ceilings)
-    return fl, fl.shares(seconds), verdict(fl.shares(seconds), None, None)
+    timing = bl.benchmark(fn, *args, budget_s=0.05, min_samples=5, label=label)
+    d = Diagnosis(timing, _counted(label), ceilings)
+    return d.floors, d.shares, d.verdict
 
 
 #: Workloads whose compute runs in oneDNN's convolution and LSTM kernels. On an AMD EPYC

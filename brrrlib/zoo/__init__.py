@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -55,51 +55,52 @@ def predict(hand: HandCount, gpu: str, precision: str = "fp32") -> Prediction:
 
 
 @dataclass(frozen=True)
-class ZooEntry:
-    """One workload of the zoo at one size: how to build it, its hand count, its regimes."""
+class ZooEntry(Row):
+    """A :class:`Row` counted by hand, its regimes predicted, ``cpu_reason`` formatted."""
 
-    name: str
-    size: str
-    summary: str
-    factory: Callable[[], tuple[Callable[..., Any], tuple]]
-    hand: HandCount
-    formula: str
-    expected_cpu: str
-    cpu_reason: str
-    predictions: tuple[Prediction, ...]  # fp32, on each of GPUS
+    hand: HandCount = field(init=False)
+    predictions: tuple[Prediction, ...] = field(init=False)  # fp32, on each of GPUS
 
-    @property
-    def label(self) -> str:
-        """``"name/size"``, e.g. ``"llama_decode/big"``."""
-        return f"{self.name}/{self.size}"
-
-    @property
-    def hand_flops(self) -> int:
-        """FLOPs of one call, counted by hand."""
-        return self.hand.flops
-
-    @property
-    def hand_bytes(self) -> int:
-        """Bytes one call moves (unfused eager), counted by hand."""
-        return self.hand.bytes_moved
+    def __post_init__(self) -> None:
+        hand = self.count()
+        per_op = _fmt.si(hand.bytes_moved / max(hand.work_ops, 1), "B")
+        reason = self.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
+        default = f"{hand.work_ops} ops, {per_op} per op on average: fixed costs outweigh the work"
+        object.__setattr__(self, "hand", hand)
+        object.__setattr__(self, "predictions", tuple(predict(hand, gpu) for gpu in GPUS))
+        object.__setattr__(self, "cpu_reason", reason or default)
 
     @classmethod
     def from_row(cls, row: Row) -> ZooEntry:
-        """The entry of ``row``: its hand count and predictions made (nothing built until ``factory()``)."""
-        hand = row.count()
-        per_op = _fmt.si(hand.bytes_moved / max(hand.work_ops, 1), "B")
-        return cls(
-            row.name,
-            row.size,
-            row.summary,
-            functools.partial(_build, row.build, f"{row.name}_{row.size}"),
-            hand,
-            " ".join(inspect.getdoc(row.formula_of).split()),
-            row.expected_cpu,
-            row.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
-            or f"{hand.work_ops} ops moving {per_op} each on average: fixed costs outweigh the work",
-            tuple(predict(hand, gpu) for gpu in GPUS),
-        )
+        """The entry of ``row`` (nothing built until ``factory()``)."""
+        return cls(**vars(row))
+
+    label = property(lambda self: f"{self.name}/{self.size}")  # "llama_decode/big"
+    hand_flops = property(lambda self: self.hand.flops)  # of one call
+    hand_bytes = property(lambda self: self.hand.bytes_moved)  # of one call, unfused eager
+
+    @property
+    def formula(self) -> str:
+        """The FLOP formula of the count's docstring, on one line."""
+        return " ".join(inspect.getdoc(self.formula_of).split())
+
+    def factory(self, device: str | torch.device | None = None) -> tuple[Callable[..., Any], tuple]:
+        """The model and its inputs, seeded, on ``device`` (default CPU), the model run under no_grad."""
+        with torch.random.fork_rng(devices=[]):  # the same weights every time; global RNG untouched
+            torch.manual_seed(0)
+            model, args = self.build()
+        model.eval().requires_grad_(False)
+        if device is not None:
+            model.to(device)
+            args = tree_map_only(torch.Tensor, lambda a: a.to(device), args)
+
+        def fn(*inputs: Any) -> Any:
+            with torch.no_grad():
+                return model(*inputs)
+
+        fn.__name__ = fn.__qualname__ = f"{self.name}_{self.size}"
+        fn.model = model  # type: ignore[attr-defined]
+        return fn, args
 
     def prediction(self, gpu: str) -> Prediction:
         """The stored prediction for ``gpu`` (``"A100"`` or ``"H100"``)."""
@@ -119,7 +120,7 @@ class ZooEntry:
 @functools.cache
 def entries() -> tuple[ZooEntry, ...]:
     """Every entry, workload by workload, tiny before big (nothing is built until ``factory()``)."""
-    return tuple(ZooEntry.from_row(row) for row in _rows.rows())
+    return tuple(map(ZooEntry.from_row, _rows.rows()))
 
 
 def names() -> tuple[str, ...]:
@@ -134,22 +135,3 @@ def entry(name: str, size: str = "big") -> ZooEntry:
         if e.name == name and e.size == size:
             return e
     raise KeyError(f"no zoo workload {name!r}; the zoo has {', '.join(names())}")
-
-
-def _build(build: Callable[[], tuple], name: str, device: str | torch.device | None = None):
-    """The model and its inputs, seeded, on ``device`` (default CPU), the model run under no_grad."""
-    with torch.random.fork_rng(devices=[]):  # the same weights every time; global RNG untouched
-        torch.manual_seed(0)
-        model, args = build()
-    model.eval().requires_grad_(False)
-    if device is not None:
-        model.to(device)
-        args = tree_map_only(torch.Tensor, lambda a: a.to(device), args)
-
-    def fn(*inputs: Any) -> Any:
-        with torch.no_grad():
-            return model(*inputs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.model = model  # type: ignore[attr-defined]
-    return fn, args

@@ -139,10 +139,7 @@ class VisionConfig:
     ffn: int | None = None  # the MLP's hidden width (default 4*d)
     classes: int = 1000
 
-    @property
-    def tokens(self) -> int:
-        """Patches per image: ``(image / patch)^2``."""
-        return (self.image // self.patch) ** 2
+    tokens = property(lambda self: (self.image // self.patch) ** 2)  # patches per image
 
 
 class ViT(nn.Module):
@@ -200,10 +197,7 @@ class DecoderConfig:
     kv_heads: int | None = None
     ffn: int | None = None  # hidden width of the SwiGLU MLP, ~8/3*d in Llama (default 4*d)
 
-    @property
-    def head_size(self) -> int:
-        """C // nh."""
-        return self.d // self.heads
+    head_size = property(lambda self: self.d // self.heads)  # hs = C // nh
 
 
 class _LlamaBlock(nn.Module):
@@ -226,20 +220,14 @@ class _LlamaBlock(nn.Module):
         k = self.wk(h).view(B, T, self.kv_heads, -1).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.wv(h).view(B, T, self.kv_heads, -1).transpose(1, 2)
         q, k = _rotate(q, *rope), _rotate(k, *rope)
-        y = _attend(q, k, v, cache, gqa=self.heads != self.kv_heads)
+        if cache is not None:  # decode: this token's k and v into the cache's last slot
+            cache[0][:, :, -1:], cache[1][:, :, -1:] = k, v
+            k, v = cache
+        gqa = self.heads != self.kv_heads
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=gqa)
         x = x + self.wo(y.transpose(1, 2).reshape(B, T, C))
         h = self.norm_2(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
-
-
-def _attend(q, k, v, cache, gqa: bool = False) -> torch.Tensor:
-    """Causal attention over the prompt, or one query over the KV cache."""
-    if cache is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    k_cache, v_cache = cache
-    k_cache[:, :, -1:] = k
-    v_cache[:, :, -1:] = v
-    return F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

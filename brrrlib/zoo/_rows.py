@@ -24,7 +24,7 @@ class Row:
     count: Callable[[], object]
     formula_of: Callable
     expected_cpu: str
-    cpu_reason: str = ""
+    cpu_reason: str = ""  # a template: ZooEntry fills in {intensity}; "": the overhead reason
 
     @classmethod
     def decoder(cls, name, family, configs, workload, count, phase, size) -> Row:
@@ -35,9 +35,7 @@ class Row:
             reason = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
         else:
             tokens, cached, doing = 1, 7 if tiny else cfg.ctx - 1, "1 token after {} cached"
-            reason = (
-                "reads every weight and the KV cache for 2 FLOPs per weight: ~{intensity} FLOP/B"
-            )
+            reason = "reads each weight and the KV cache, 2 FLOPs per weight: ~{intensity} FLOP/B"
         shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{getattr(cfg, 'kv_heads', cfg.heads)}"
         return cls(
             f"{name}_{phase}",
@@ -74,6 +72,7 @@ _LLAMA = {
     "decode": m.DecoderConfig(layers=8, d=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000),
 }
 _TINY_RESNET = m.ResNetConfig(blocks=(1, 1, 1, 1), width=8, image=32, classes=10)
+_TINY_VIT = m.VisionConfig(image=32, patch=8, layers=2, d=64, heads=2, classes=10)
 _RESNETS = (  # the tiny one takes 2 images: a CPU's convolution library switches kernels
     # between a batch of 1 and 2 (twice the time for twice the images), not beyond
     ("tiny", _TINY_RESNET, 2, "ResNet, 4 bottleneck blocks 8-256 wide; 2 images of 32 x 32", ""),
@@ -86,13 +85,7 @@ _RESNETS = (  # the tiny one takes 2 images: a CPU's convolution library switche
     ),
 )
 _VITS = (
-    (
-        "tiny",
-        m.VisionConfig(image=32, patch=8, layers=2, d=64, heads=2, classes=10),
-        1,
-        "ViT, 2 layers x 64; one 32 x 32 image in 8-pixel patches",
-        "",
-    ),
+    ("tiny", _TINY_VIT, 1, "ViT, 2 layers x 64; one 32 x 32 image in 8-pixel patches", ""),
     (
         "big",
         m.VisionConfig(image=224, patch=16, layers=12, d=192, heads=3),  # ViT-Ti/16

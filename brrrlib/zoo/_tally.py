@@ -10,6 +10,7 @@ __all__ = ["HandCount", "Tally"]
 
 _KINDS = ("weights", "activations", "kv_cache", "lookups", "indices", "masks")
 _FIXED_BYTES = {"indices": 8, "masks": 1}  # int64 ids, positions and edge lists; bool masks
+_ITEMSIZE = 4  # every other tensor is counted as fp32
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,9 @@ class HandCount:
     flops: int
     bytes_by_kind: Mapping[str, int]
     work_ops: int
-    itemsize: int = 4
+    itemsize: int = _ITEMSIZE
 
-    @property
-    def bytes_moved(self) -> int:
-        """All bytes read and written, op by op (the unfused eager cost)."""
-        return sum(self.bytes_by_kind.values())
+    bytes_moved = property(lambda self: sum(self.bytes_by_kind.values()))  # op by op, unfused
 
     def bytes_at(self, itemsize: int) -> int:
         """The bytes moved if every floating-point tensor had ``itemsize`` bytes (2 for bf16)."""
@@ -46,7 +44,6 @@ class HandCount:
 class Tally:
     """A running hand count (a builder; :meth:`done` returns the frozen :class:`HandCount`)."""
 
-    itemsize: int = 4
     flops: int = 0
     work_ops: int = 0
     _bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_KINDS, 0))
@@ -55,23 +52,22 @@ class Tally:
         self.flops += int(flops)
         self.work_ops += 1
         for kind, n in elements.items():
-            self._bytes[kind] += int(n) * _FIXED_BYTES.get(kind, self.itemsize)
+            self._bytes[kind] += int(n) * _FIXED_BYTES.get(kind, _ITEMSIZE)
 
     # -- matrix products ------------------------------------------------------------
-    def linear(self, rows: int, k: int, n: int, *, bias: bool = True, batch: int = 1) -> None:
+    def linear(self, rows: int, k: int, n: int, *, bias: bool = True) -> None:
         """``x @ W.T (+ b)``: ``2*rows*k*n`` FLOPs; reads x, W (and b), writes y."""
-        rows *= batch
         self._op(2 * rows * k * n, activations=rows * k + rows * n, weights=k * n + bias * n)
 
     def bmm(self, batch: int, m: int, k: int, n: int) -> None:
         """A product of two activations, ``(batch, m, k) @ (batch, k, n)``."""
         self._op(2 * batch * m * k * n, activations=batch * (m * k + k * n + m * n))
 
-    def conv2d(self, b, cin, h, w, cout, k, *, stride=1, pad=None, groups=1, bias=False):
+    def conv2d(self, b, cin, h, w, cout, k, *, stride=1, pad=None, bias=False):
         """A 2-D convolution; returns the output's ``(height, width)``."""
         pad = k // 2 if pad is None else pad
         ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-        out, per_out = b * cout * ho * wo, (cin // groups) * k * k  # products per output
+        out, per_out = b * cout * ho * wo, cin * k * k  # products per output
         read, weights = b * cin * h * w, cout * per_out + bias * cout
         self._op(2 * out * per_out, activations=read + out, weights=weights)
         return ho, wo
@@ -146,9 +142,7 @@ class Tally:
         elements[kind] = elements.get(kind, 0) + read + written
         self._op(0, **elements)
 
-    def lookup(
-        self, n_indices: int, d: int, *, written: int | None = None, other_indices: int = 0
-    ) -> None:
+    def lookup(self, n_indices, d, *, written=None, other_indices=0) -> None:
         """An embedding lookup: reads the ids and the ``n_indices`` rows it looks up."""
         rows = n_indices * d
         written = rows if written is None else written
@@ -164,6 +158,4 @@ class Tally:
 
     def done(self) -> HandCount:
         """The frozen result."""
-        return HandCount(
-            self.flops, MappingProxyType(dict(self._bytes)), self.work_ops, self.itemsize
-        )
+        return HandCount(self.flops, MappingProxyType(dict(self._bytes)), self.work_ops)
