@@ -19,9 +19,6 @@ from brrrlib import decoding, machine, widgets
 from brrrlib import exercises as ex
 from brrrlib.timing import Timing
 
-# the explorer's class takes a fake measure; the public decode_explorer() does not
-from brrrlib.widgets import _decode_explorer
-
 # A shape small enough to work out by hand: L = 2, C = 64, V = 1000, 128 positions.
 SHAPE = decoding.DecoderShape("tiny", layers=2, d_model=64, heads=4, vocab=1000, max_context=128)
 # Per block 12*64^2 + 13*64 = 49,984; tokens 64,000; positions 8,192; final norm 128.
@@ -304,7 +301,7 @@ class FakeMeasure:
 
 def _explorer(model, fake, **kw):
     ceilings = fake_ceilings(mem_bandwidth_bytes_per_s=10e9, matmul_flops_per_s=2e10)
-    return _decode_explorer.DecodeExplorer(model, ceilings=ceilings, measure=fake, **kw)
+    return widgets.decode_explorer(model, ceilings=ceilings, measure=fake, **kw)
 
 
 def test_explorer_measures_once_per_point_and_displays_without_widgets(model):
