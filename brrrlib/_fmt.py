@@ -12,8 +12,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 __all__ = [
     "Progress",
     "Table",
@@ -207,6 +205,8 @@ def quantile(xs: Sequence[float], q: float) -> float:
     """The ``q``-quantile of ``xs`` (0 <= q <= 1), linearly interpolated (numpy's default)."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"q must be between 0 and 1, got {q}")
+    import numpy as np  # here: `brrr --help` imports this module before numpy is installed
+
     return float(np.quantile(xs, q)) if len(xs) else math.nan
 
 

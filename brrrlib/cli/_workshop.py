@@ -20,8 +20,6 @@ from functools import partial
 from ipaddress import ip_address
 from pathlib import Path
 
-import psutil
-
 from brrrlib._files import write_atomic
 
 __all__ = ["Share", "Workshop", "WorkshopError", "add_parser", "check_password", "run"]
@@ -246,6 +244,8 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
     settings = {**listen, "root": root, "proxy": proxy, "cores": share.cores, "learners": learners}
     config = f"from brrrlib.cli._hub import configure\n\nconfigure(c, {settings!r})\n"
     _private(workshop.hub / "jupyterhub_config.py", config)
+    import psutil  # here, not at the top: `brrr --help` works before the course's packages
+
     url, gb = listen["url"] + "/", psutil.virtual_memory().total / len(accounts) / 2**30
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
     rows = {
