@@ -200,7 +200,7 @@ def _packed_run(
 def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
     ok, skipped = {"status": "ok", "seconds": 1}, {"status": "skipped", "seconds": 0}
     chapter = {"00_the_factory": {"seconds": 1, "errors": [], "rule_breaks": []}}
-    doctor_log = "  ok    torch\n  FAIL  jupyterlab is not installed\n"
+    doctor_log = "  ok    torch\n  FAIL  jupyterlab missing\n"
     first = _packed_run(
         tmp_path,
         "first",
@@ -247,9 +247,9 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
 @pytest.mark.parametrize(
     "status, log, verdict",
     [
-        (1, "  FAIL  jupyterlab is not installed\n", "ok"),
-        (1, "  FAIL  jupyterlab is not installed\n1 problem(s): fix the FAIL lines\n", "ok"),
-        (1, "  FAIL  jupyterlab is not installed\n  FAIL  torch cannot see the GPU\n", "failed"),
+        (1, "  FAIL  jupyterlab missing\n", "ok"),
+        (1, "  FAIL  jupyterlab missing\n1 FAIL, 0 WARN; fix the FAIL lines\n", "ok"),
+        (1, "  FAIL  jupyterlab missing\n  FAIL  torch 2.11.0 cannot see the GPU\n", "failed"),
         (1, "Traceback (most recent call last):\n", "failed"),
         (0, "  ok    torch\n", "ok"),
     ],
