@@ -8,13 +8,20 @@ from collections.abc import Collection
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["function", "number", "one_of", "positive_int", "ran", "seconds"]
+__all__ = ["function", "kind", "number", "one_of", "positive_int", "ran", "seconds"]
 
 
 def function(name: str, fn: Any) -> None:
     """``fn`` must be callable: a learner often passes ``f(x)`` (its result) for ``f``."""
     if not callable(fn):
         raise TypeError(f"{name} must be callable, got {type(fn).__name__}: pass f, not f(x)")
+
+
+def kind(name: str, value: Any, types: type | tuple[type, ...], what: str) -> Any:
+    """``value``, if it is an instance of ``types``; ``what`` says how to make one."""
+    if not isinstance(value, types):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return value
 
 
 def ran(name: str, result: Any) -> Any:
