@@ -121,9 +121,10 @@ def test_the_library_holds_less_english_each_change():
 
 def test_the_english_count_can_fail(tmp_path):
     # a literal of two or more words counts on every line it spans, an f-string by its text;
-    # a docstring, one word, or a field's name do not
+    # a docstring, one word, a field's name or a list of op names do not
     (tmp_path / "m.py").write_text(
         'def f(x):\n    """A docstring of words."""\n    a = "one"\n    b = f"{x} is bad"\n'
         '    c = (\n        "two words "\n        "and more"\n    )\n    d = f"{x}{a} x"\n'
+        '    e = "mm bmm _int_mm"\n    g = "mm and _int_mm"\n'
     )
-    assert shape.english_lines(tmp_path / "m.py") == 3
+    assert shape.english_lines(tmp_path / "m.py") == 4
