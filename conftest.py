@@ -60,8 +60,10 @@ def output_text(outputs) -> str:
     """The text a cell's outputs show (streams and plain-text reprs; a list is a notebook's)."""
     parts = []
     for out in outputs or ():
-        text = out.get("text") if out.get("output_type") == "stream" else (
-            (out.get("data") or {}).get("text/plain")
+        text = (
+            out.get("text")
+            if out.get("output_type") == "stream"
+            else ((out.get("data") or {}).get("text/plain"))
         )
         parts.append("".join(text) if isinstance(text, list) else str(text or ""))
     return "\n".join(parts)

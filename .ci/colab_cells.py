@@ -100,7 +100,7 @@ def setup_cell_source() -> str:
         if re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0] not in COLAB_HAS
     )
     floor_tuple = ", ".join(floor.split("."))
-    return f'''# Setup. In Google Colab this checks Colab's torch, installs the course library (once
+    return f"""# Setup. In Google Colab this checks Colab's torch, installs the course library (once
 # per session) and lets Colab draw the course's widgets. Anywhere else it only imports
 # the library. (Written by .ci/colab_cells.py from pyproject.toml: edit it there.)
 import sys
@@ -137,7 +137,7 @@ if "google.colab" in sys.modules:
 
 import brrrlib as bl
 
-print(f"brrrlib {{bl.__version__}}, Python {{sys.version.split()[0]}}")'''
+print(f"brrrlib {{bl.__version__}}, Python {{sys.version.split()[0]}}")"""
 
 
 def _lines(text: str) -> list[str]:
@@ -191,7 +191,9 @@ def render_readme(path: Path) -> str:
     for chapter in chapters():
         if chapter.name not in rows:
             last += 1
-            row = f"| `course/{chapter.name}` | {_title(chapter)} | {badge_markdown(chapter.name)} |"
+            row = (
+                f"| `course/{chapter.name}` | {_title(chapter)} | {badge_markdown(chapter.name)} |"
+            )
             lines.insert(last, row)
     return "\n".join(lines)
 
