@@ -36,12 +36,8 @@ def dtype_key(dtype: str | torch.dtype) -> str:
     """Normalise 'float32', torch.bfloat16, 'BF16', ... to a table key."""
     if isinstance(dtype, torch.dtype):
         dtype = str(dtype).removeprefix("torch.")
-    if not isinstance(dtype, str):
-        raise TypeError(f"dtype must be a str or torch.dtype, got {type(dtype).__name__}")
-    key = _DTYPE_ALIASES.get(dtype.strip().lower())
-    if key is None:
-        raise ValueError(f"dtype must be one of {', '.join(_DTYPE_KEYS)}, got {dtype!r}")
-    return key
+    _checks.kind("dtype", dtype, str, "torch.dtype")
+    return _DTYPE_ALIASES.get(dtype.strip().lower()) or _checks.one_of("dtype", dtype, _DTYPE_KEYS)
 
 
 @dataclass(frozen=True)
@@ -72,12 +68,9 @@ class DeviceSpec:
 
     def peak(self, dtype: str | torch.dtype = "fp32") -> float:
         """Peak FLOP/s for ``dtype`` ("fp32", "tf32", "bf16", "fp16" or a torch dtype)."""
-        key = dtype_key(dtype)
-        if key not in self.peak_flops_per_s:
-            raise KeyError(
-                f"{self.name} has no {key} path; it has {', '.join(self.peak_flops_per_s)}"
-            )
-        return self.peak_flops_per_s[key]
+        return self.peak_flops_per_s[
+            _checks.one_of("dtype", dtype_key(dtype), self.peak_flops_per_s)
+        ]
 
     @property
     def fast_precision(self) -> str:
@@ -160,7 +153,7 @@ class SpecTable:
             for s in self.rows
         ]
         if (m := self.measured) is not None:
-            here = f"this machine ({m.device}, measured)"
+            here = f"{m.device} (measured)"
             rows.append((here, m.matmul_flops_per_s_by_dtype, m.mem_bandwidth_bytes_per_s, 0))
         return [
             (
@@ -194,10 +187,9 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", " ", name.strip().lower())
 
 
-def _lookup(rows: tuple[Any, ...], name: str, what: str, example: str) -> Any:
+def _lookup(rows: tuple[Any, ...], name: str, what: str) -> Any:
     """The row called ``name`` or an alias (any case); a ValueError names the closest rows."""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str such as {example!r}, got {type(name).__name__}")
+    _checks.kind("name", name, str, "str")
     table: dict[str, Any] = {}
     for row in rows:
         for n in (row.name, *getattr(row, "aliases", ())):
@@ -211,7 +203,7 @@ def _lookup(rows: tuple[Any, ...], name: str, what: str, example: str) -> Any:
 
 def spec(name: str) -> DeviceSpec:
     """A spec-sheet device by name or alias (``spec("A100")``); ValueError names the closest."""
-    return _lookup(_SPECS, name, "device", "A100")
+    return _lookup(_SPECS, name, "device")
 
 
 def spec_for_device_name(device_name: str) -> DeviceSpec | None:
@@ -287,12 +279,12 @@ def links(kind: str | None = None) -> tuple[LinkSpec, ...]:
 
 def link(name: str) -> LinkSpec:
     """A link by name or alias (``link("NDR")``); ValueError names the closest."""
-    return _lookup(_LINKS, name, "link", "NVLink 4")
+    return _lookup(_LINKS, name, "link")
 
 
 def host_link(device: str) -> LinkSpec:
     """The link between ``device`` and its host, as its sheet prints it: PCIe 3.0 x16 on a T4."""
-    return link(f"PCIe {_HOST_PCIE[spec(device).name]}.0 x16")
+    return link(f"pcie{_HOST_PCIE[spec(device).name]}")
 
 
 #: A cluster node: ``gpus_per_node`` x ``gpu`` (a :func:`spec` row) joined by ``gpu_link``, and
@@ -312,4 +304,4 @@ _NODES = tuple(
 
 def node(name: str) -> NodeSpec:
     """A node of the table, by name (case-insensitive): ``node("DGX H100")``. Chapter 05."""
-    return _lookup(_NODES, name, "node", "DGX H100")
+    return _lookup(_NODES, name, "node")

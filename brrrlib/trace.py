@@ -74,8 +74,8 @@ def _record(fn: Callable, args: tuple, kwargs: dict, *, runs: int, warmup: int) 
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler``; return the stopped profiler."""
     _checks.function("fn", fn)
     _checks.positive_int("runs", runs)
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
+    if warmup != 0:  # 0: no warmup
+        _checks.positive_int("warmup", warmup)
     cuda = torch.cuda.is_available()
     # each sync waits for queued device work, so a run's marker ends when its work ends
     device = "cuda" if cuda else "mps" if torch.backends.mps.is_available() else "cpu"
@@ -463,8 +463,8 @@ class Trace(_fmt.Table):
         ]
 
     def _run_ids(self, run: int | None) -> range:
-        if run is not None and not 0 <= run < len(self.runs):
-            raise ValueError(f"run={run} is out of range: this trace has {len(self.runs)} runs")
+        if run is not None:
+            _checks.one_of("run", run, range(len(self.runs)))
         return range(len(self.runs)) if run is None else range(run, run + 1)
 
     @functools.cached_property
@@ -633,7 +633,7 @@ def recorded_names() -> tuple[str, ...]:
 def recorded(name: str) -> Trace:
     """A trace recorded on an H100 and shipped with brrrlib; read its ``steady_runs``."""
     stem = str(name).removesuffix(".json")
-    _checks.one_of("name (a recorded trace)", stem, recorded_names())
+    _checks.one_of("name", stem, recorded_names())
     trace = Trace.from_chrome_trace(_RECORDED / "traces" / f"{stem}.json", label=stem)
     torch_version = re.search(r"torch (\d[\w.+]*)", (_RECORDED / "README.md").read_text())
     date = _RECORDED.name.removeprefix("h100-")

@@ -105,7 +105,7 @@ def test_an_inflated_first_run_is_named_and_skipped():
 
 
 def test_run_out_of_range_is_a_clear_error(synthetic):
-    with pytest.raises(ValueError, match="run=3"):
+    with pytest.raises(ValueError, match="run"):
         synthetic.busy_s(3)
 
 
@@ -185,7 +185,7 @@ def test_recorded_traces_are_listed_and_say_where_they_were_made():
     assert recorded("short_chain_1k.json").runs == t.runs
     with pytest.raises(ValueError, match="short_chain_1k") as info:
         recorded("short_chain")
-    assert "recorded" in str(info.value)
+    assert str(info.value).startswith("name")
 
 
 def test_recorded_cuda_lanes_of_32_tiny_ops():

@@ -119,8 +119,7 @@ def decode_step(
     model: Decoder, batch: int = 1, context: int = 256, *, fn: Callable[..., Any] | None = None
 ) -> DecodeStep:
     """A decode step of ``model`` for ``batch`` sequences with ``context`` cached positions."""
-    if not isinstance(model, Decoder):
-        raise TypeError(f"model must be a brrrlib.decoding.Decoder, got {type(model).__name__}")
+    _checks.kind("model", model, Decoder, "brrrlib.decoding.Decoder")
     batch, context = _checks.positive_int("batch", batch), _checks.positive_int("context", context)
     w, shape = model.wte.weight, model.shape
     # what a step allocates besides the weights: its KV cache and its largest activations

@@ -64,11 +64,11 @@ class ZooEntry(Row):
     def __post_init__(self) -> None:
         hand = self.count()
         per_op = _fmt.si(hand.bytes_moved / max(hand.work_ops, 1), "B")
-        reason = self.cpu_reason.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
-        default = f"{hand.work_ops} ops, {per_op} per op on average: fixed costs outweigh the work"
+        template = self.cpu_reason or f"{hand.work_ops} ops, {per_op}/op, ~{{intensity}} FLOP/B"
+        reason = template.format(intensity=f"{hand.intensity_flops_per_byte:.2g}")
         object.__setattr__(self, "hand", hand)
         object.__setattr__(self, "predictions", tuple(predict(hand, gpu) for gpu in GPUS))
-        object.__setattr__(self, "cpu_reason", reason or default)
+        object.__setattr__(self, "cpu_reason", reason)
 
     @classmethod
     def from_row(cls, row: Row) -> ZooEntry:

@@ -24,7 +24,9 @@ class Row:
     count: Callable[[], object]
     formula_of: Callable
     expected_cpu: str
-    cpu_reason: str = ""  # a template: ZooEntry fills in {intensity}; "": the overhead reason
+    cpu_reason: str = (
+        ""  # a template: ZooEntry fills in {intensity}; "": ops, bytes per op, intensity
+    )
 
     @classmethod
     def decoder(cls, name, family, configs, workload, count, phase, size) -> Row:
@@ -32,10 +34,8 @@ class Row:
         cfg, tiny = configs["tiny" if size == "tiny" else phase], size == "tiny"
         if phase == "prefill":
             tokens, cached, doing = 8 if tiny else 256, 0, "a prompt of {} tokens"
-            reason = "every weight matrix meets all 256 tokens at once: ~{intensity} FLOP/B"
         else:
             tokens, cached, doing = 1, 7 if tiny else cfg.ctx - 1, "1 token after {} cached"
-            reason = "reads each weight and the KV cache, 2 FLOPs per weight: ~{intensity} FLOP/B"
         shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{getattr(cfg, 'kv_heads', cfg.heads)}"
         return cls(
             f"{name}_{phase}",
@@ -45,12 +45,11 @@ class Row:
             partial(count, cfg, 1, tokens, cached),
             count,
             "overhead" if tiny else "compute" if phase == "prefill" else "memory",
-            "" if tiny else reason,
         )
 
 
 def _vision(name, model, count, sizes) -> list[Row]:
-    """A vision model's rows from ``(size, config, images, summary, reason)``: tiny overhead-bound."""
+    """A vision model's rows from ``(size, config, images, summary)``: tiny overhead-bound."""
     return [
         Row(
             name,
@@ -60,9 +59,8 @@ def _vision(name, model, count, sizes) -> list[Row]:
             partial(count, cfg, b),
             count,
             "overhead" if size == "tiny" else "compute",
-            reason,
         )
-        for size, cfg, b, summary, reason in sizes
+        for size, cfg, b, summary in sizes
     ]
 
 
@@ -75,23 +73,16 @@ _TINY_RESNET = m.ResNetConfig(blocks=(1, 1, 1, 1), width=8, image=32, classes=10
 _TINY_VIT = m.VisionConfig(image=32, patch=8, layers=2, d=64, heads=2, classes=10)
 _RESNETS = (  # the tiny one takes 2 images: a CPU's convolution library switches kernels
     # between a batch of 1 and 2 (twice the time for twice the images), not beyond
-    ("tiny", _TINY_RESNET, 2, "ResNet, 4 bottleneck blocks 8-256 wide; 2 images of 32 x 32", ""),
-    (
-        "big",
-        m.ResNetConfig(),
-        1,
-        "ResNet-50 (torchvision's layout); one 224 x 224 image",
-        "8.2 GFLOPs of convolutions, each filter reused at every pixel: ~{intensity} FLOP/B",
-    ),
+    ("tiny", _TINY_RESNET, 2, "ResNet, 4 bottleneck blocks 8-256 wide; 2 images of 32 x 32"),
+    ("big", m.ResNetConfig(), 1, "ResNet-50 (torchvision's layout); one 224 x 224 image"),
 )
 _VITS = (
-    ("tiny", _TINY_VIT, 1, "ViT, 2 layers x 64; one 32 x 32 image in 8-pixel patches", ""),
+    ("tiny", _TINY_VIT, 1, "ViT, 2 layers x 64; one 32 x 32 image in 8-pixel patches"),
     (
         "big",
         m.VisionConfig(image=224, patch=16, layers=12, d=192, heads=3),  # ViT-Ti/16
         1,
         "ViT-Ti/16, 12 layers x 192; one 224 x 224 image (197 tokens)",
-        "197 tokens through 12 layers of matmuls: ~{intensity} FLOP/B",
     ),
 )
 
