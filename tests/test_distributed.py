@@ -238,7 +238,7 @@ def test_paired_ratios_say_only_what_their_interval_allows():
         assert sweep.time_ratio(8, 4) == c.says()  # one way of saying a ratio, everywhere
     s = _sweep()
     assert s.time_ratio(s.sizes_bytes[-1], 4).startswith("x")  # 6 rounds, 3% spread: decided
-    with pytest.raises(ValueError, match="among those measured"):
+    with pytest.raises(ValueError, match="size_a"):
         s.time_ratio(3, 4)
 
 
@@ -403,7 +403,7 @@ def test_chapter_05_exercises_check_against_the_tables(capsys):
         ({"world_size": 1}, "world_size must be a whole number from 2"),
         ({"world_size": "2"}, "world_size"),
         ({"sizes_bytes": [0, 4]}, "sizes_bytes"),
-        ({"sizes_bytes": 1024}, "sizes_bytes must be a list"),
+        ({"sizes_bytes": 1024}, "sizes_bytes"),
         ({"sizes_bytes": [2**42]}, "sizes_bytes up to 4 TiB"),  # more than any memory
         ({"backend": "mpi"}, "backend must be"),
         ({"port": 70000}, "port"),

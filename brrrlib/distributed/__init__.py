@@ -19,7 +19,7 @@ from brrrlib import _checks, _fmt, machine
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun
 from brrrlib.distributed._collectives_worker import mlp
-from brrrlib.distributed._comm_model import need, whole
+from brrrlib.distributed._comm_model import whole
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
     bandwidth_ladder,
@@ -126,7 +126,7 @@ def _job(
     _checks.seconds("budget_s", budget_s)
     _checks.seconds("timeout_s", timeout_s)
     backend = _backend(backend, world_size)
-    job = {"kind": kind, "backend": backend, "launcher": "local processes"}
+    job = {"kind": kind, "backend": backend, "launcher": CollectiveSweep.launcher}
     job |= {"threads": max(1, _cores() // world_size), "budget_s": float(budget_s)}
     job["group_timeout_s"] = max(10.0, min(60.0, timeout_s))
     if kind == "data_parallel":
@@ -148,8 +148,8 @@ def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int
     """``value`` sorted, without repeats: a list of 1 to ``most`` whole numbers from 1 to ``high``."""
     if value is None:
         return list(default)
-    ok = isinstance(value, Sequence) and not isinstance(value, str) and 1 <= len(value) <= most
-    need(ok, name, value, f"a list of 1 to {most} numbers")
+    _checks.kind(name, value, (list, tuple, range), "list")
+    whole(f"len({name})", len(value), 1, most)
     return sorted({whole(name, v, 1, high) for v in value})
 
 
@@ -157,7 +157,7 @@ def _backend(backend: str | None, world_size: int) -> str:
     """gloo on CPUs; nccl when CUDA has one GPU per process (asked for, or by default)."""
     gpus = torch.cuda.device_count()
     nccl_ok = dist.is_available() and dist.is_nccl_available() and gpus >= world_size
-    need(backend in (None, "gloo", "nccl"), "backend", backend, "'gloo', 'nccl' or None")
+    _checks.one_of("backend", backend, (None, "gloo", "nccl"))
     if backend == "nccl" and not nccl_ok:
         raise ValueError(f"backend='nccl' needs {world_size} GPUs, {gpus} here: use backend='gloo'")
     return backend or ("nccl" if nccl_ok else "gloo")
@@ -174,12 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m brrrlib.distributed {all-reduce,data-parallel}``, one rank under torchrun."""
     parser = argparse.ArgumentParser(prog="python -m brrrlib.distributed", description=__doc__)
     parser.add_argument("job", choices=("all-reduce", "data-parallel"))
-    parser.add_argument("--sizes", type=_sizes, help="all-reduce: bytes, comma-separated (64K, 1M)")
-    parser.add_argument("--batches", type=_sizes, help="data-parallel: samples per process, 8,16")
+    parser.add_argument("--sizes", type=_sizes, metavar="4,64K,1M")
+    parser.add_argument("--batches", type=_sizes, metavar="8,16")
     parser.add_argument("--budget-s", type=float, help="seconds of rounds (default 2, or 4)")
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
-    parser.add_argument("--out", help="save the result as JSON (read it with distributed.load)")
+    parser.add_argument("--out", metavar="RESULT.json")
     args = parser.parse_args(argv)
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         how = f"torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed {args.job}"

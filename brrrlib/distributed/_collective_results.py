@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from brrrlib import _checks, _fmt
 from brrrlib.distributed._collectives_worker import MODES
-from brrrlib.distributed._comm_model import AlphaBeta, TableRepr, fit_alpha_beta, ring_factor
+from brrrlib.distributed._comm_model import AlphaBeta, fit_alpha_beta, ring_factor
 from brrrlib.timing import Comparison, Timing
 
 __all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun"]
@@ -30,7 +30,7 @@ def _frozen(value: Any) -> Any:
 
 
 @dataclass(frozen=True, repr=False, kw_only=True)
-class GroupRun(TableRepr):
+class GroupRun(_fmt.Table):
     """Where a collective measurement ran: what both result types record beside their samples."""
 
     kind: ClassVar[str] = ""
@@ -60,9 +60,8 @@ class GroupRun(TableRepr):
 
     def where(self) -> str:
         """``2 x gloo on cpu, 1 thread(s) each, 1 node(s)``."""
-        each, nodes = self.threads_per_process, len(set(self.hosts)) or 1
-        where = f"{self.world_size} x {self.backend} on {self.device_name}"
-        return f"{where}, {each} thread(s) each, {nodes} node(s)"
+        n, each, nodes = self.world_size, self.threads_per_process, len(set(self.hosts)) or 1
+        return f"{n} x {self.backend} on {self.device_name}, {each} thread(s) each, {nodes} node(s)"
 
 
 @dataclass(frozen=True, repr=False)
@@ -74,7 +73,6 @@ class CollectiveSweep(GroupRun):
     samples_s: tuple[tuple[float, ...], ...]  # per size: seconds per call, one per round
     calls_per_sample: tuple[int, ...] = ()
     dtype: str = "float32"
-    _header = ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,26 +112,23 @@ class CollectiveSweep(GroupRun):
 
     def time_ratio(self, size_a: int, size_b: int) -> str:
         """How many times longer ``size_a`` takes than ``size_b``, paired by round, in words."""
-        if size_a not in self.sizes_bytes or size_b not in self.sizes_bytes:
-            raise ValueError(f"both sizes must be among those measured: {self.sizes_bytes}")
+        _checks.one_of("size_a", size_a, self.sizes_bytes)
+        _checks.one_of("size_b", size_b, self.sizes_bytes)
         a, b = (self.samples_s[self.sizes_bytes.index(n)] for n in (size_a, size_b))
         return _paired(a, b, (_fmt.binary_bytes(size_a), _fmt.binary_bytes(size_b)))
 
-    def _rows(self) -> list[tuple[str, ...]]:
+    def _table(self) -> tuple:
+        # time: the median over rounds of the slowest rank; spread: IQR / median; model: self.fit
         columns = (self.median_s, self.relative_iqr, self.algbw_bytes_per_s, self.busbw_bytes_per_s)
-        return [
+        rows = [
             (_fmt.binary_bytes(n), f"{n // 4:,}", self.dtype, _fmt.seconds(t), f"{q:.0%}")
             + (_fmt.si(a, "B/s"), _fmt.si(b, "B/s"), _fmt.seconds(self.fit.time_s(n)))
             for n, t, q, a, b in zip(self.sizes_bytes, *columns, strict=True)
         ]
-
-    def _caption(self) -> str:
-        # time: the median over rounds of the slowest rank; spread: IQR / median
-        alpha, bw = _fmt.seconds(self.fit.alpha_s), _fmt.si(self.fit.algorithm_bytes_per_s, "B/s")
-        return (
-            f"all-reduce, {self.where()}; {len(self.samples_s[0])} rounds; "
-            f"alpha {alpha}, 1/beta {bw}; verified {self.verified}"
-        )
+        rounds, ok = len(self.samples_s[0]), self.verified
+        title = f"CollectiveSweep: {self.where()}; {rounds} rounds; verified {ok}"
+        header = ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
+        return [title], header, rows, "lrrrrrrr"
 
     def plot(self) -> Any:
         """Two panels: time vs size with the fitted model, and bus bandwidth vs size; the axes."""
@@ -144,8 +139,7 @@ class CollectiveSweep(GroupRun):
         sizes, factor = self.sizes_bytes, ring_factor(self.world_size)
         ax_b.plot(sizes, [b / 1e9 for b in self.busbw_bytes_per_s], "o", label="measured")
         ax_b.plot(sizes, [factor * n / self.fit.time_s(n) / 1e9 for n in sizes], label="model")
-        ax_b.set(xscale="log", yscale="log", xlabel="message size (bytes)")
-        ax_b.set(ylabel="bus bandwidth (GB/s)", title="busbw = size / time x 2(n-1)/n")
+        ax_b.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)")
         ax_b.legend(fontsize=8)
         return ax_t, ax_b
 
@@ -156,10 +150,10 @@ class CollectiveSweep(GroupRun):
         high = [_fmt.quantile(r, 0.75) * 1e6 - m for m, r in zip(med, self.samples_s, strict=True)]
         ax.errorbar(self.sizes_bytes, med, yerr=[low, high], fmt="o", label="median, IQR")
         model = [self.fit.time_s(n) * 1e6 for n in model_sizes]
-        ax.plot(model_sizes, model, "-", label="alpha + beta x size")
+        ax.plot(model_sizes, model, "-", label="model")
         ax.axhline(self.fit.alpha_s * 1e6, ls=":", color="gray", label="alpha")
-        ax.set(xscale="log", yscale="log", xlabel="message size (bytes)")
-        ax.set(ylabel="time per all-reduce (µs)", title=f"{self.world_size} x {self.backend}")
+        ax.set(xscale="log", yscale="log", title=f"{self.world_size} x {self.backend}")
+        ax.set(xlabel="message size (bytes)", ylabel="time per all-reduce (µs)")
         ax.legend(fontsize=8, loc="upper left")
 
 
@@ -175,7 +169,6 @@ class DataParallelRun(GroupRun):
     grad_bytes: int
     model: dict[str, int]
     buckets: dict[str, int] = field(default_factory=dict)
-    _header = ("batch", *MODES, "comm share (no overlap)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -226,21 +219,18 @@ class DataParallelRun(GroupRun):
                 return math.exp(x0 - y0 * (x1 - x0) / (y1 - y0))
         return None
 
-    def _rows(self) -> list[tuple[str, ...]]:
+    def _table(self) -> tuple:
+        # exposed: the share of a step (all-reduce after backward) spent beyond compute
         cols, exposed = [self.step_s(m) for m in MODES], self.exposed_comm_s(MODES[1])
-        return [
+        rows = [
             (str(b), *(_fmt.seconds(c[i]) for c in cols), _fmt.percent(exposed[i], cols[1][i]))
             for i, b in enumerate(self.batches)
         ]
-
-    def _caption(self) -> str:
-        found, grads = self.measured_crossover_batch, _fmt.binary_bytes(self.grad_bytes)
-        buckets = ", ".join(f"{m} {n}" for m, n in self.buckets.items())
+        found, comm = self.measured_crossover_batch, _fmt.seconds(self.comm_s)
         crossover = f"{found:.0f}" if found else "-"
-        return (
-            f"{_fmt.si(self.params)} parameters, {grads} of gradients, all-reduce "
-            f"{_fmt.seconds(self.comm_s)}; {self.where()}; buckets {buckets}; crossover {crossover}"
-        )
+        numbers = f"params {_fmt.si(self.params)}, comm_s {comm}, crossover {crossover}"
+        header = ("batch", *MODES, "exposed")
+        return [f"DataParallelRun: {self.where()}; {numbers}"], header, rows, "lrrrr"
 
     def plot(self, *, predicted_crossover: float | None = None) -> Any:
         """Step time against batch per process for every mode, the all-reduce alone, the crossovers."""
@@ -249,12 +239,12 @@ class DataParallelRun(GroupRun):
         ax = plt.subplots(figsize=(8, 4.5))[1]
         for mode, marker in zip(self.modes, "os^", strict=False):
             ax.plot(self.batches, [t * 1e3 for t in self.step_s(mode)], marker=marker, label=mode)
-        ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="gradient all-reduce alone")
+        ax.axhline(self.comm_s * 1e3, ls=":", color="gray", label="comm_s")
         crossovers = {"measured": self.measured_crossover_batch, "predicted": predicted_crossover}
         for (how, x), ls in zip(crossovers.items(), ("-", "--"), strict=True):
             if x:
                 ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
-        ax.set(xscale="log", yscale="log", xlabel="batch per process (samples)")
-        ax.set(ylabel="time per step (ms)", title=f"DDP, {self.world_size} x {self.backend}")
+        ax.set(xscale="log", yscale="log", title=f"DDP, {self.world_size} x {self.backend}")
+        ax.set(xlabel="batch per process (samples)", ylabel="time per step (ms)")
         ax.legend(fontsize=8)
         return ax

@@ -46,7 +46,6 @@ def watchdog(parent_pid: int | None, deadline_unix: float) -> None:
     def watch() -> None:
         while parent_pid is None or os.getppid() == parent_pid:
             if time.time() > deadline_unix:
-                print("deadline passed", file=sys.stderr, flush=True)
                 os._exit(EXIT_DEADLINE)
             time.sleep(0.2)
         os._exit(1)
@@ -55,8 +54,8 @@ def watchdog(parent_pid: int | None, deadline_unix: float) -> None:
 
 
 def _say(text: str) -> None:
-    if _LOG is not None:
-        print(f"rank {os.environ.get('RANK')}: {text}", file=_LOG, flush=True)
+    if _LOG is not None:  # each rank's own log file: the launcher quotes its tail on a failure
+        print(text, file=_LOG, flush=True)
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
@@ -66,7 +65,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any] | None:
     if job["backend"] == "nccl":
         dev = device_id = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
-    _say("initialising the process group")
+    _say("init_process_group")
     timeout = datetime.timedelta(seconds=float(job["group_timeout_s"]))
     dist.init_process_group(job["backend"], timeout=timeout, device_id=device_id)
     try:
@@ -122,7 +121,7 @@ def _rounds(
 ) -> tuple[list[list[float]], list[int]]:
     """Time every ``(name, call)`` of ``cases`` in rounds: per case its samples, and calls per block."""
     for name, call in cases:  # 1. warm up, then estimate each case's time per call
-        _say(f"warming up: {name}")
+        _say(f"warm-up {name}")
         _time_block(dev, call, 3)
     estimates = [_time_block(dev, call, 3) for _, call in cases]
     # 2. calls per block (a block long enough that the clock and the skew of ranks leaving the
@@ -133,7 +132,7 @@ def _rounds(
     round_s = sum(c * s for c, s in zip(calls, per_call, strict=True))
     rounds = max(job["min_rounds"], min(job["max_rounds"], int(job["budget_s"] / round_s)))
     samples = torch.zeros(rounds, len(cases), dtype=torch.float64)
-    _say(f"timing {rounds} rounds of {len(cases)} case(s)")
+    _say(f"rounds {rounds}")
     for r in range(rounds):  # 3. every case once a round, in alternating order
         for i in range(len(cases)) if r % 2 == 0 else reversed(range(len(cases))):
             samples[r, i] = _time_block(dev, cases[i][1], calls[i])
@@ -184,7 +183,7 @@ def _data_parallel(job: dict[str, Any], dev: torch.device) -> dict[str, Any]:
         for x in inputs
         for mode, (model, sync) in modes.items()
     ]
-    cases.append(("the gradient all-reduce", lambda: dist.all_reduce(grads)))
+    cases.append(("all_reduce(grads)", lambda: dist.all_reduce(grads)))
     table, _calls = _rounds(job, dev, cases)  # 3.
     return {
         "batches": [len(x) for x in inputs],
@@ -204,3 +203,7 @@ def _buckets(model: Any) -> int:
         sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
         return len([s for s in str(sizes).split(",") if s.strip()])
     return 0
+
+
+if __name__ == "__main__":  # each rank, started by the launcher: python _collectives_worker.py JOB
+    sys.exit(main())

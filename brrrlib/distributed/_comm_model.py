@@ -10,40 +10,18 @@ from typing import Any
 
 from brrrlib import _fmt
 
-__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "TableRepr", "fit_alpha_beta"]
-__all__ += ["need", "ring_factor", "whole"]
+__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "fit_alpha_beta", "ring_factor", "whole"]
 
 #: Training FLOPs per parameter per sample (token): 2 forward (a multiply and an add per
 #: weight), 4 backward (input and weight gradients); Kaplan et al. 2020, section 2.1.
 FLOPS_PER_PARAM_PER_SAMPLE = 6
 
 
-def need(ok: bool, name: str, value: Any, want: str) -> None:
-    """Refuse the argument ``name`` unless ``ok``: ``ValueError("name must be want, got value")``."""
-    if not ok:
-        raise ValueError(f"{name} must be {want}, got {value!r}")
-
-
 def whole(name: str, value: Any, low: int, high: int) -> int:
     """``value`` if a whole number (``True`` is not one) from ``low`` to ``high``, else refused."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-    need(ok, name, value, f"a whole number from {low:,} to {high:,}")
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}")
     return value
-
-
-class TableRepr:
-    """One table behind both reprs, from the subclass's ``_header``, ``_rows()`` and ``_caption()``."""
-
-    _header: tuple[str, ...] = ()
-    _align = ""  # "l" or "r" per column of the text table; numbers (right) after a label by default
-
-    def __repr__(self) -> str:
-        align = self._align or "l" + "r" * len(self._header)
-        table = _fmt.text_table(self._header, self._rows(), align)
-        return f"{type(self).__name__}: {self._caption()}\n{table}"
-
-    def _repr_html_(self) -> str:
-        return _fmt.html_table(self._header, self._rows(), caption=self._caption())
 
 
 def ring_factor(world_size: int) -> float:
@@ -52,7 +30,7 @@ def ring_factor(world_size: int) -> float:
 
 
 @dataclass(frozen=True, repr=False)
-class AlphaBeta(TableRepr):
+class AlphaBeta(_fmt.Table):
     """The latency-bandwidth model of a collective: ``t(S) = alpha_s + beta_s_per_byte x S``."""
 
     alpha_s: float
@@ -61,8 +39,6 @@ class AlphaBeta(TableRepr):
     sizes_bytes: tuple[float, ...] = ()
     times_s: tuple[float, ...] = ()
     plateau_sizes: int = 0  # how many of the smallest sizes gave alpha (their median)
-    _header = ("alpha", "1/beta", "busbw", "alpha/beta", "plateau sizes", "worst misfit")
-    _align = "rrrrrr"
 
     def time_s(self, nbytes: float) -> float:
         """The model's time for one all-reduce of ``nbytes``."""
@@ -99,15 +75,19 @@ class AlphaBeta(TableRepr):
         """``(size, model / measured)`` of every fitted size the model misses by over half."""
         return tuple((n, r) for n, r in self._ratios if abs(r - 1) > 0.5)
 
-    def _rows(self) -> list[tuple[str, ...]]:
+    def _table(self) -> tuple:
         bandwidths = (_fmt.si(b, "B/s") for b in (self.algorithm_bytes_per_s, self.bus_bytes_per_s))
-        return [
-            (_fmt.seconds(self.alpha_s), *bandwidths, _fmt.binary_bytes(self.half_bandwidth_bytes))
-            + (str(self.plateau_sizes), f"{self.max_relative_error:.0%}")
-        ]
-
-    def _caption(self) -> str:
-        return f"t = alpha + beta x size, n = {self.world_size}, {len(self.times_s)} sizes"
+        row = (
+            _fmt.seconds(self.alpha_s),
+            *bandwidths,
+            _fmt.binary_bytes(self.half_bandwidth_bytes),
+        )
+        row += (str(self.plateau_sizes), f"{self.max_relative_error:.0%}")
+        title = (
+            f"AlphaBeta: t = alpha + beta x size, n = {self.world_size}, {len(self.times_s)} sizes"
+        )
+        header = ("alpha", "1/beta", "busbw", "alpha/beta", "plateau_sizes", "max_relative_error")
+        return [title], header, [row], "rrrrrr"
 
 
 def fit_alpha_beta(

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from brrrlib import _fmt, hardware, machine, timing
-from brrrlib.distributed._comm_model import TableRepr, need, whole
+from brrrlib.distributed._comm_model import whole
 
 __all__ = ["BandwidthLadder", "DiskRead", "HostDeviceCopies", "Rung", "bandwidth_ladder"]
 __all__ += ["host_device_copies", "measure_disk_read", "node_ladder", "plot_ladders"]
@@ -36,26 +36,23 @@ class Rung:
 
 
 @dataclass(frozen=True, repr=False)
-class BandwidthLadder(TableRepr):
+class BandwidthLadder(_fmt.Table):
     """The rungs of one ``machine``, widest first; a table and a picture."""
 
     machine: str
     rungs: tuple[Rung, ...]
-    _header = ("level", "rung", "bandwidth", "how", "source")
-    _align = "llrll"
 
     def __post_init__(self) -> None:
         widest = sorted(self.rungs, key=lambda r: -r.bandwidth_bytes_per_s)
         object.__setattr__(self, "rungs", tuple(widest))
 
-    def _rows(self) -> list[tuple[str, ...]]:
-        return [
+    def _table(self) -> tuple:
+        rows = [
             (r.level, r.name, _fmt.si(r.bandwidth_bytes_per_s, "B/s"), r.how, r.source)
             for r in self.rungs
         ]
-
-    def _caption(self) -> str:
-        return f"{self.machine}, one direction, widest first"
+        title = f"BandwidthLadder: {self.machine}, one direction"
+        return [title], ("level", "rung", "bandwidth", "how", "source"), rows, "llrll"
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""
@@ -77,7 +74,7 @@ class BandwidthLadder(TableRepr):
         ax.set_yticks(range(len(self.rungs)), labels, fontsize=8)
         ax.set_xscale("log")
         ax.set_ylim(len(self.rungs) - 0.5, -0.5)  # widest at the top
-        ax.set_title(f"{self.machine}: measured solid, spec sheets hatched", fontsize=10)
+        ax.set_title(self.machine, fontsize=10)  # the labels say measured (solid) or spec (hatched)
         return ax
 
 
@@ -122,7 +119,7 @@ def bandwidth_ladder(
         found.append(("file read", "storage", disk.bytes_per_s, disk.method))
     if not found:
         raise ValueError("nothing to put on the ladder: pass ceilings, disk, sweep or copies")
-    where = getattr(ceilings, "device_name", "") or "this machine"
+    where = getattr(ceilings, "device_name", "") or machine.device_name(machine.device())
     rungs = tuple(Rung(name, level, bw, "measured", how) for name, level, bw, how in found)
     return BandwidthLadder(f"this machine ({where})", rungs)
 
@@ -149,13 +146,13 @@ def _cache_rung() -> tuple[str, str, float, str]:
         nbytes = 128 * 2**10 * torch.get_num_threads()
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
-    t = timing.benchmark(dst.copy_, src, budget_s=0.2, label="copy in cache")
+    t = timing.benchmark(dst.copy_, src, budget_s=0.2)
     how = f"bl.benchmark, {_fmt.binary_bytes(nbytes)} copy"
     return f"cache ({dev.type})", "cache", 2 * nbytes / t.median_s, how
 
 
 @dataclass(frozen=True, repr=False)
-class DiskRead(TableRepr):
+class DiskRead(_fmt.Table):
     """Reads of one file from disk: every sample, and how the page cache was kept out."""
 
     nbytes: int
@@ -163,8 +160,6 @@ class DiskRead(TableRepr):
     method: str
     evicted: bool
     directory: str
-    _header = ("size", "reads", "median", "slow quartile", "fast quartile", "page cache")
-    _align = "rrrrrl"
 
     @property
     def bytes_per_s(self) -> float:
@@ -177,14 +172,12 @@ class DiskRead(TableRepr):
         slow, fast = (_fmt.quantile(self.samples_s, q) for q in (0.75, 0.25))
         return self.nbytes / slow, self.nbytes / fast
 
-    def _rows(self) -> list[tuple[str, ...]]:
-        bandwidths = (self.bytes_per_s, *self.quartile_bytes_per_s)
-        cache = "dropped" if self.evicted else "KEPT"  # kept: the reads measure memory
+    def _table(self) -> tuple:
+        bandwidths = (_fmt.si(b, "B/s") for b in (self.bytes_per_s, *self.quartile_bytes_per_s))
         size, reads = _fmt.binary_bytes(self.nbytes), str(len(self.samples_s))
-        return [(size, reads, *(_fmt.si(b, "B/s") for b in bandwidths), cache)]
-
-    def _caption(self) -> str:
-        return f"{self.directory}; {self.method}"
+        row = (size, reads, *bandwidths, str(self.evicted))  # False: the reads measure memory
+        header = ("size", "reads", "median", "slow", "fast", "evicted")
+        return [f"DiskRead: {self.directory}; {self.method}"], header, [row], "rrrrrl"
 
 
 def measure_disk_read(
@@ -194,10 +187,10 @@ def measure_disk_read(
     whole("nbytes", nbytes, 2**20, 2**32)
     whole("repeats", repeats, 1, 100)
     directory = directory or tempfile.gettempdir()
-    ok = os.path.isdir(directory) and os.access(directory, os.W_OK)
-    need(ok, "directory", directory, "a folder this program can write to")
-    free = shutil.disk_usage(directory).free
-    need(nbytes <= free // 2, "nbytes", nbytes, f"at most half of the free {free} bytes")
+    if not (os.path.isdir(directory) and os.access(directory, os.W_OK)):
+        raise ValueError(f"directory must be a folder this program can write to, got {directory!r}")
+    if nbytes > (free := shutil.disk_usage(directory).free) // 2:
+        raise ValueError(f"nbytes must be at most half of the free {free} bytes, got {nbytes}")
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
         block = os.urandom(2**20)
@@ -234,7 +227,7 @@ def _drop_cached_pages(fd: int) -> tuple[str, bool]:
 
 
 @dataclass(frozen=True, repr=False)
-class HostDeviceCopies(TableRepr):
+class HostDeviceCopies(_fmt.Table):
     """Host-to-device copies of ``nbytes`` on the GPU ``device_name``: two timings, two comparisons."""
 
     nbytes: int
@@ -243,25 +236,22 @@ class HostDeviceCopies(TableRepr):
     pinned: timing.Timing
     pinned_vs_pageable: timing.Comparison
     overlap: timing.Comparison  # a copy beside a matmul as long, against one after the other
-    _header = ("copy", "time", "bandwidth", "against", "ratio")
-    _align = "lrrll"
 
     @property
     def pinned_bytes_per_s(self) -> float:
         """Median bandwidth of the pinned copy."""
         return self.nbytes / self.pinned.median_s
 
-    def _rows(self) -> list[tuple[str, ...]]:
+    def _table(self) -> tuple:
         pageable, pinned = self.pageable.median_s, self.pinned.median_s
-        return [
+        rows = [
             ("pageable", _fmt.seconds(pageable), _fmt.si(self.nbytes / pageable, "B/s"), "", ""),
             ("pinned", _fmt.seconds(pinned), _fmt.si(self.nbytes / pinned, "B/s"))
             + ("pageable", self.pinned_vs_pageable.says()),
-            ("beside a matmul", "", "", "serial", self.overlap.says()),
+            ("overlapped", "", "", "serial", self.overlap.says()),
         ]
-
-    def _caption(self) -> str:
-        return f"{_fmt.binary_bytes(self.nbytes)} host to {self.device_name}"
+        title = f"HostDeviceCopies: {_fmt.binary_bytes(self.nbytes)} host to {self.device_name}"
+        return [title], ("copy", "time", "bandwidth", "against", "ratio"), rows, "lrrll"
 
 
 def host_device_copies(nbytes: int = 64 * 2**20) -> HostDeviceCopies:

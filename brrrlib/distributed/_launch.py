@@ -18,16 +18,9 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from brrrlib.distributed._collectives_worker import EXIT_DEADLINE
+from brrrlib.distributed import _collectives_worker
 
 __all__ = ["GroupTimeout", "PortInUse", "WorkerDied", "run"]
-
-#: What each worker runs (``python -c``: ``-m`` would import the worker module twice), with
-#: the folder that holds brrrlib first on its path, as on this process's.
-_WORKER = (
-    "import sys; sys.path.insert(0, {root!r}); "
-    "from brrrlib.distributed._collectives_worker import main; sys.exit(main())"
-)
 
 
 class PortInUse(RuntimeError):
@@ -68,9 +61,10 @@ def run(job: dict[str, Any], world_size: int, *, timeout_s: float, port: int | N
             # seconds from SIGTERM to SIGKILL (torch 2.12 and later; before, the agent's 30)
             **({"shutdown_timeout": 2} if hasattr(LaunchConfig, "shutdown_timeout") else {}),
         )
-        code = _WORKER.format(root=str(Path(__file__).resolve().parents[2]))
-        with _contained():
-            elastic_launch(config, sys.executable)("-c", code, str(folder / "job.json"))
+        with _contained():  # each worker runs the module's file as a script: it needs no brrrlib
+            elastic_launch(config, sys.executable)(
+                _collectives_worker.__file__, str(folder / "job.json")
+            )
         return json.loads((folder / "result.json").read_text())
     except ChildFailedError as err:
         raise _failure(err.failures, folder, timeout_s) from None
@@ -109,7 +103,7 @@ def _contained() -> Iterator[None]:
 def _failure(failures: dict, folder: Path, timeout_s: float) -> Exception:
     """The error of the first rank to fail: killed by a foreign signal, else the lowest not stopped."""
     codes = {rank: f.exitcode for rank, f in failures.items()}
-    if EXIT_DEADLINE in codes.values():
+    if _collectives_worker.EXIT_DEADLINE in codes.values():
         stopped = f"not done within timeout_s={timeout_s:g}; all were stopped"
         return GroupTimeout(stopped + _tail(folder, 0))
     rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, codes[r] >= 0, r))

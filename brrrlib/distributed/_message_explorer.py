@@ -25,8 +25,7 @@ class MessageSizeExplorer(_Explorer):
     def __init__(self, sweep: CollectiveSweep) -> None:
         import ipywidgets as W
 
-        if not isinstance(sweep, CollectiveSweep):
-            raise TypeError(f"sweep must come from all_reduce_sweep(), got {type(sweep).__name__}")
+        _checks.kind("sweep", sweep, CollectiveSweep, "bl.distributed.all_reduce_sweep()")
         self.sweep, self.fit = sweep, sweep.fit
         self._slider = W.IntSlider(
             value=_log2(sweep.sizes_bytes[len(sweep.sizes_bytes) // 2]),
