@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from html import escape
@@ -60,8 +60,7 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     measured.setdefault("fp32", ceilings.matmul_flops_per_s)
     fastest = max(measured, key=measured.get)
     split = {p: f / measured.get(p, measured[fastest]) for p, f in by_precision.items()}
-    unmeasured = [p for p in by_precision if p not in measured]
-    notes = [f"{p} matmuls judged at the {fastest} ceiling (optimistic)" for p in unmeasured]
+    judged = {p: fastest for p in by_precision if p not in measured}  # at a faster roof
     # Special functions (an exp per softmax element, an erf per gelu element) at their own
     # measured rates: one FLOP in the count, tens of instructions on a CPU.
     rates = dict(getattr(ceilings, "special_per_s", {}) or {})
@@ -71,7 +70,7 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     vector = ceilings.vector_flops_per_s
     if str(getattr(ceilings, "vector_method", "")).startswith("eager"):
         vector = max(vector, ceilings.matmul_flops_per_s)
-        notes.append("vector FLOPs judged at the matmul ceiling (eager vector ceiling)")
+        judged["vector"] = "matmul"  # the eager vector ceiling is below the compiled one
     split["vector"] = max(0, other_flops) / vector
     compute_s = sum(split.values()) + sum(special_s.values())
     pattern = getattr(counts, "pattern", "write")
@@ -85,7 +84,10 @@ def floors(counts: Any, ceilings: Any) -> Floors:
     bandwidth = by_pattern(pattern) if by_pattern else ceilings.mem_bandwidth_bytes_per_s
     overhead_s = counts.work_ops * ceilings.op_overhead_s
     memory_s = counts.bytes_moved / bandwidth
-    return Floors(compute_s, memory_s, overhead_s, split, tuple(notes), special_s, pattern)
+    notes = tuple(
+        f"{k} FLOPs judged at the {roof} ceiling (optimistic)" for k, roof in judged.items()
+    )
+    return Floors(compute_s, memory_s, overhead_s, split, notes, special_s, pattern)
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,7 @@ class Diagnosis:
             regime, runner_up = sorted((regime, runner_up), key=lambda r: r not in follows)
         against: list[tuple[str, Any]] = []
         if follows and regime not in follows:
-            against.append(("batch", " or ".join(r for r in REGIMES if r in follows)))
+            against.append(("batch", _either(follows)))
         if regime == "overhead" and on_gpu and busy.busy >= BUSY_HIGH:
             against.append(("busy", busy.busy))
         if idle and regime != "overhead":
@@ -332,12 +334,10 @@ class Diagnosis:
         """The headline; the evidence table's rows (floors, then the probes); the lines below."""
         v, t, c, fl, ceil = self.verdict, self.timing, self.counts, self.floors, self.ceilings
         by = f", settled by {v.settled_by}" if v.settled_by else ""
-        noisy = " NOISY" if t.noisy else ""  # the timing's own judgement of its spread
-        head = (
-            f"{self.label or 'workload'}: {self.regime.upper()}-bound ({self.confidence} confidence"
-            f"{by}): {_fmt.seconds(self.seconds)} per call (IQR {t.relative_iqr:.0%}{noisy}) on "
-            f"{t.device}"
-        )
+        name, regime = self.label or "workload", self.regime.upper()
+        noisy = "NOISY" if t.noisy else "-"  # the timing's own judgement of its spread
+        head = f"{name} on {t.device}: {regime}-bound ({self.confidence} confidence{by})"
+        head += f" {noisy}" * t.noisy
         shares, special = self.shares, getattr(c, "special_by_function", dict)()
         lead, per_op = max(shares, key=shares.get), _fmt.seconds(ceil.op_overhead_s)
         table = (
@@ -349,7 +349,8 @@ class Diagnosis:
                 for k, s in fl.special_s.items()
             ),
         )
-        rows = [
+        rows = [("bl.benchmark", _fmt.seconds(self.seconds), f"IQR {t.relative_iqr:.0%}", noisy)]
+        rows += [
             (
                 f"{r}, {roof}",
                 f"{n} >= {_fmt.seconds(s)}",
@@ -362,18 +363,14 @@ class Diagnosis:
             says = "overhead" if b.busy < BUSY_LOW else "-" if b.busy < BUSY_HIGH else _WORK
             queued = f", queued {_fmt.seconds(b.queued_s)}" if b.queued_s >= 10e-6 else ""
             evidence = f"{b.busy:.0%} busy, {b.outside_ops:.0%} outside ops{queued}"
-            rows.append((f"bl.profile ({b.device})", evidence, f"{b.idle:.0%} idle", says))
+            rows.append(("bl.profile", evidence, f"{b.idle:.0%} idle", says))
         if (b := self.batch) is not None:
-            says = " or ".join(r for r in REGIMES if r in b.follows) or "-"
-            g = b.growth
-            evidence = (
-                f"FLOPs x{g['compute']:.2f}, bytes x{g['memory']:.2f}, ops x{g['overhead']:.2f}: "
-                f"time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
-            )
-            says = _WORK if b.work_grew else says
-            rows.append(("bl.compare (batch x2)", evidence, "flat" if b.flat else "", says))
+            grew = ", ".join(f"{_COUNTED[r]} x{g:.2f}" for r, g in b.growth.items())
+            evidence = f"{grew}: time x{b.time_ratio:.2f} (x{b.low:.2f}-x{b.high:.2f})"
+            says = _WORK if b.work_grew else _either(b.follows) or "-"
+            rows.append(("bl.compare", evidence, "flat" if b.flat else "", says))
         lines = [*(f"  {a}" for a in self.above), *(f"  note: {n}" for n in self.notes)]
-        return head, rows, [*lines, "  what to do:", *(f"    - {r}" for r in self.remedies)]
+        return head, rows, [*lines, "  remedies:", *(f"    - {r}" for r in self.remedies)]
 
     def __str__(self) -> str:
         head, rows, lines = self._page()
@@ -396,7 +393,14 @@ class Diagnosis:
 
 
 _HEADER = ("probe", "evidence", "share", "says")
-_WORK = "compute or memory"  # what a busy device or a time outgrowing the work says
+
+
+def _either(regimes: Collection[str]) -> str:
+    """``"compute or memory"``: the regimes a probe could not tell apart, in REGIMES' order."""
+    return " or ".join(r for r in REGIMES if r in regimes)
+
+
+_WORK = _either(("compute", "memory"))  # what a busy device or a time outgrowing the work says
 
 
 def diagnose(
@@ -462,10 +466,11 @@ def _check(fn, args, kwargs, ceilings, budget_s) -> Any:
     import torch
 
     from brrrlib import machine
+    from brrrlib.ceilings import Ceilings
 
     _checks.function("fn", fn)
-    if ceilings is not None and not hasattr(ceilings, "op_overhead_s"):  # a spec sheet has none
-        raise TypeError(f"ceilings must be bl.measure_ceilings(), got {type(ceilings).__name__}")
+    if ceilings is not None:  # a spec sheet has no overhead ceiling
+        _checks.kind("ceilings", ceilings, Ceilings, "bl.measure_ceilings()")
     _checks.seconds("budget_s", budget_s)
     found = {str(t.device) for t in _tensors((args, kwargs))}
     if isinstance(fn, torch.nn.Module):

@@ -198,7 +198,7 @@ def test_names_give_distinct_safe_file_names(tmp_path):
         ({"path": "results.txt"}, ValueError, "ending in .json"),
         ({"path": 3}, TypeError, "path must be"),
         ({"name": "  "}, ValueError, "name"),
-        ({"ceilings": "fake"}, TypeError, "ceilings must be what bl.measure_ceilings"),
+        ({"ceilings": "fake"}, TypeError, "ceilings"),
     ],
 )
 def test_report_bad_input_names_the_argument(tmp_path, monkeypatch, kwargs, error, match):

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from brrrlib import _files, _fmt, roofline
+from brrrlib import _checks, _files, _fmt, roofline
 from brrrlib.ceilings import Ceilings, measure_ceilings
 from brrrlib.classroom import _report_file as _file
 from brrrlib.classroom._report_file import SCHEMA, SCHEMA_VERSION
@@ -86,15 +86,15 @@ class Report:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("name must be a non-empty string")
-        m = self.machine
+        m = _checks.kind(
+            "machine", self.machine, (Ceilings, DeviceSpec), "Ceilings or a DeviceSpec"
+        )
         if isinstance(m, DeviceSpec):  # vector: half the sheet's fp32, which counts an FMA as two
             kind = "cuda" if m.kind == "gpu" else m.kind
             read = (kind, m.name, tuple(m.peak_flops_per_s), m.peak("fp32") / 2, None)
-        elif isinstance(m, Ceilings):
+        else:
             by_dtype = tuple(m.matmul_flops_per_s_by_dtype)
             read = (m.device, m.device_name, by_dtype, m.vector_flops_per_s, m.op_overhead_s)
-        else:
-            raise TypeError(f"machine must be Ceilings or a DeviceSpec, got {m!r:.40}")
         read_fields = [f.name for f in dataclasses.fields(self) if not f.init]
         for name, value in zip(read_fields, (*read, m.mem_bandwidth_bytes_per_s), strict=True):
             object.__setattr__(self, name, value)
@@ -196,10 +196,7 @@ _COLUMNS = tuple(
 
 def from_ceilings(ceilings: Ceilings, *, name: str | None = None) -> Report:
     """A measurement :class:`Report` of ``ceilings`` (pure: writes nothing)."""
-    if not isinstance(ceilings, Ceilings):
-        raise TypeError(
-            f"ceilings must be what bl.measure_ceilings() returns, got {type(ceilings).__name__}"
-        )
+    _checks.kind("ceilings", ceilings, Ceilings, "bl.measure_ceilings()")
     name = name if name is not None else (ceilings.host or socket.gethostname())
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return Report(name.strip() if isinstance(name, str) else name, ceilings, created_at=now)
@@ -240,14 +237,12 @@ def _chapter_key(chapter: Any) -> str | None:
     """``2`` or ``"2"`` -> ``"02"``: the key a chapter's numbers are stored under."""
     if chapter is None:
         return None
-    if isinstance(chapter, bool) or not isinstance(chapter, (int, str)):
-        raise TypeError(f"chapter must be a chapter number like 2 or '02', got {chapter!r}")
+    typed = isinstance(chapter, (int, str)) and not isinstance(chapter, bool)
     text = str(chapter).strip()
-    if text.isdigit() and len(text) <= 3:
-        return f"{int(text):02d}"
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", text):
-        raise ValueError(f"chapter={chapter!r}: use a chapter number like 2 or '02'")
-    return text
+    if not typed or not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", text):
+        error = ValueError if typed else TypeError
+        raise error(f"chapter={chapter!r}: use a chapter number like 2 or '02'")
+    return f"{int(text):02d}" if text.isdigit() and len(text) <= 3 else text
 
 
 def write_predictions(
@@ -365,9 +360,8 @@ def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
     reports = [reports] if isinstance(reports, Report) else reports
     if not isinstance(reports, Sequence) or not reports:
         raise ValueError("reports: give a non-empty list of reports, e.g. load_reports(folder)")
-    for r in reports:
-        if not isinstance(r, Report):
-            raise TypeError(f"reports must hold Report objects, got {type(r).__name__}")
+    for i, r in enumerate(reports):
+        _checks.kind(f"reports[{i}]", r, Report, "bl.classroom.Report")
     chosen = tuple(r for r in reports if precision in r.precisions)
     if not chosen:
         raise ValueError(f"precision={precision!r}: no report carries a {precision} matmul peak")

@@ -37,14 +37,13 @@ def read_json(path: Path, root: Path) -> Any:
     if not real.is_relative_to(root.resolve()):
         raise ValueError(f"{path}: a link to {real}, outside the class folder; not followed")
     try:
-        if not stat.S_ISREG(os.stat(real).st_mode):  # a fifo named x.json would block the kernel
-            raise ValueError(f"{path}: not a regular file")
+        info = os.stat(real)  # a fifo named x.json would block the kernel: never opened
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
+            raise ValueError(f"{path}: not a file within the {MAX_REPORT_BYTES:,}-byte limit")
         with open(real, "rb") as f:
-            raw = f.read(MAX_REPORT_BYTES + 1)
+            raw = f.read(MAX_REPORT_BYTES)  # grown since: cut short, not valid JSON
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_REPORT_BYTES:
-        raise ValueError(f"{path}: over the {MAX_REPORT_BYTES:,}-byte limit for a report")
     try:  # a 400-digit integer or a NaN becomes a float the field's check refuses by name
         return json.loads(raw.decode(), parse_int=lambda d: int(d) if len(d) <= 18 else float(d))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
