@@ -216,13 +216,11 @@ class Ceilings:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
         """The inverse of :meth:`to_dict`; unknown keys are an error (``TypeError``)."""
-        if not isinstance(data, Mapping):
-            raise TypeError(f"ceilings must be a JSON object, got {type(data).__name__}")
-        return cls(**data)
+        return cls(**_checks.kind("ceilings", data, Mapping, "a JSON object"))
 
 
 def _spread(value: float) -> str:
-    return f"{value:.0%}" + " too noisy to trust" * (value >= UNTRUSTED_SPREAD)
+    return f"{value:.0%}" + " UNTRUSTED" * (value >= UNTRUSTED_SPREAD)
 
 
 def measure_ceilings(
@@ -420,11 +418,8 @@ def _kernels(dev: torch.device) -> str:
     return str(torch.backends.cpu.get_cpu_capability()) if dev.type == "cpu" else ""
 
 
-#: The matrix instructions of a precision, and the CPU flags (Linux names: x86, ARM) that say so.
-_MATRIX_FLAGS = {
-    "bf16": ("bf16 matrix instructions (AVX-512 BF16 or AMX)", ("avx512_bf16", "amx_bf16", "bf16")),
-    "fp16": ("fp16 matrix instructions (AVX-512 FP16 or AMX-FP16)", ("avx512_fp16", "amx_fp16")),
-}
+#: The CPU flags (Linux names: x86, ARM) of a precision's matrix instructions.
+_MATRIX_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
 
 
 def precision_reason(
@@ -434,21 +429,14 @@ def precision_reason(
     kernels: str,
     overrides: Mapping[str, str],
 ) -> str:
-    """Why a precision measured slower than fp32 (pure: the inputs are what the machine says)."""
-    what, wanted = _MATRIX_FLAGS.get(precision, (precision, ()))
-    has = ", ".join(f for f in wanted if f in flags)
-    if device_type != "cpu":
-        return f"this device has no {precision} units faster than its fp32 ones"
-    if overrides:
-        told = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        return f"torch was told to use narrower kernels ({told})"
-    if flags and not has:
-        return f"this CPU has no {what}, so torch converts to fp32 and back"
-    if flags:
-        return (
-            f"the CPU has them ({has}), but this torch ({kernels or 'unknown'}) does not use them"
-        )
-    return f"no {precision} matrix instructions that torch uses here"
+    """Why a precision measured slower than fp32, as the evidence: overrides or CPU flags."""
+    wanted = _MATRIX_FLAGS.get(precision, ())
+    has = "/".join(f for f in wanted if f in flags)
+    if device_type != "cpu":  # a GPU's ratio says it all
+        return ""
+    if overrides or not flags:  # torch was told to use narrower kernels; no /proc/cpuinfo: ""
+        return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    return f"torch {kernels or '?'} ignores {has}" if has else f"CPU lacks {'/'.join(wanted)}"
 
 
 def _vector(dev: torch.device) -> tuple[Callable[[], Any], float, str]:

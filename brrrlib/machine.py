@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = [
     "caches",
@@ -42,40 +42,39 @@ def resolve(device: Any = None, *, argument: str = "device") -> torch.device:
     """Turn a ``device=`` argument into an available ``torch.device``; None means :func:`device`."""
     if device is None:
         return globals()["device"]()
-    if isinstance(device, torch.device):
-        dev = device
-    elif isinstance(device, str):
-        try:
-            dev = torch.device(device.strip().lower())
-        except RuntimeError:
-            dev = None
-        if dev is None or dev.type not in _KNOWN_DEVICE_TYPES:
-            close = difflib.get_close_matches(device.strip().lower(), _KNOWN_DEVICE_TYPES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            known, here = ", ".join(_KNOWN_DEVICE_TYPES), ", ".join(_available_device_types())
-            raise ValueError(
-                f"{argument}={device!r} is not a device brrr knows{hint}: {known} "
-                f"(available here: {here})"
-            )
-    else:
-        raise TypeError(f"{argument} must be None, a str or a torch.device, got {device!r}")
-    check_available(dev, argument)
-    return dev
+    _checks.kind(argument, device, (str, torch.device), "None, a str or a torch.device")
+    name = str(device).strip().lower()
+    with contextlib.suppress(RuntimeError):
+        device = torch.device(name)
+    if not isinstance(device, torch.device) or device.type not in _KNOWN_DEVICE_TYPES:
+        close = difflib.get_close_matches(name, _KNOWN_DEVICE_TYPES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        _refuse(
+            argument, name, f"is not a device brrr knows{hint}: {', '.join(_KNOWN_DEVICE_TYPES)}"
+        )
+    check_available(device, argument)
+    return device
+
+
+def _refuse(argument: str, device: str, why: str) -> None:
+    """A ``ValueError``: ``argument=device`` and why not, then the device types this machine has."""
+    here = ", ".join(_available_device_types())
+    raise ValueError(f"{argument}={device!r} {why}; available here: {here}")
 
 
 def check_available(dev: torch.device, argument: str = "device") -> None:
     """Raise a ``ValueError`` that says what to do when this machine has no ``dev``."""
-    available = _available_device_types()
     if dev.type == "meta":
-        raise ValueError(f"{argument}='meta': meta tensors hold shapes but no data, use a device")
-    if dev.type not in available:
+        _refuse(argument, "meta", "tensors hold shapes but no data: use a real device")
+    if dev.type not in _available_device_types():
         missing = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}
-        what = missing.get(dev.type, f"no {dev.type} device") + "; available here: "
-        raise ValueError(
-            f"{argument}={str(dev)!r} but this machine has {what}{', '.join(available)}"
+        _refuse(
+            argument, str(dev), f"but this machine has {missing.get(dev.type, f'no {dev.type}')}"
         )
     if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f"{argument}={str(dev)!r}: only {torch.cuda.device_count()} CUDA devices")
+        _refuse(
+            argument, str(dev), f"but this machine has {torch.cuda.device_count()} CUDA devices"
+        )
 
 
 def of(args: Any = (), kwargs: Any = None) -> torch.device:

@@ -47,11 +47,11 @@ class CpuParts:
             raise RuntimeError(f"{what} {rate} needs {clock / 1e9:.1f} GHz on {self}: a timing bug")
 
     def __str__(self) -> str:
-        clock = f" x {self.clock_hz / 1e9:.2f} GHz" if self.clock_hz else ""
-        peak = f" = {self.peak_flops_per_s / 1e9:,.0f} GFLOP/s" if self.clock_hz else ""
+        hz, peak = self.clock_hz, self.peak_flops_per_s
+        clock = f" x {hz / 1e9:.2f} GHz = {peak / 1e9:,.0f} GFLOP/s" if hz else ""
         return (
             f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes} fp32 lanes "
-            f"({self.isa}) x 2 FLOPs{clock}{peak}"
+            f"({self.isa}) x 2 FLOPs{clock}"
         )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import html
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -150,15 +149,15 @@ SLACK = 0.1
 
 # y= of Sweep.plot: (the Point attribute, the axis label, the unit, the model's divisor or None)
 _Y = {
-    "time": ("median_s", "time per call (s)", "s", lambda x: 1),
-    "per_x": ("per_x_s", "time per {x} (s)", "s", lambda x: x),
-    "flops": ("achieved_flops_per_s", "achieved FLOP/s", "FLOP/s", None),
-    "bytes": ("achieved_bytes_per_s", "achieved bandwidth (B/s)", "B/s", None),
+    "time": ("median_s", "s/call", "s", lambda x: 1),
+    "per_x": ("per_x_s", "s/{x}", "s", lambda x: x),
+    "flops": ("achieved_flops_per_s", "FLOP/s", "FLOP/s", None),
+    "bytes": ("achieved_bytes_per_s", "B/s", "B/s", None),
 }
 
 
 #: A sweep table's columns after x.
-_COLUMNS = "line", "median", "model", "measured/model", "FLOP/s", "B/s", "CPU share", "note"
+_COLUMNS = "line", "median", "model", "measured/model", "FLOP/s", "B/s", "CPU", "note"
 
 
 @dataclass(frozen=True, repr=False)
@@ -220,20 +219,23 @@ class Sweep:
 
         return [row(p) for p in sorted(self.points, key=lambda p: (self.lines.index(p.line), p.x))]
 
-    def table(self) -> str:
-        """The points as a text table, one row per point, with the pairs' verdicts below."""
-        rows = _fmt.text_table((self.x_name, *_COLUMNS), self._rows(), "r" * 8)
+    def _table(self) -> tuple[list[str], tuple[str, ...], list[tuple[str, ...]], str]:
         x = self.x_name
         says = [
             f"{x} {q.b[0]} {q.b[1]} vs {q.a[0]} {q.a[1]}: {q.comparison.says()}" for q in self.pairs
         ]
-        return "\n".join([rows, *says])
+        return says, (x, *_COLUMNS), self._rows(), "r" * 8
+
+    def table(self) -> str:
+        """The points as a text table, one row per point, with the pairs' verdicts below."""
+        says, header, rows, align = self._table()
+        return "\n".join([_fmt.text_table(header, rows, align), *says])
 
     __repr__ = table
 
-    def _repr_html_(self) -> str:  # the text table, in the notebook theme's colours
-        style = "color:var(--jp-ui-font-color1, inherit);background:var(--jp-layout-color1, transparent)"
-        return f"<pre style='{style}'>{html.escape(self.table())}</pre>"
+    def _repr_html_(self) -> str:
+        says, header, rows, align = self._table()
+        return _fmt.html_table(header, rows, caption="; ".join(says), align=align)
 
     def plot(
         self, ax: Any = None, *, y: str = "time", colours: dict | None = None, legend: bool = True
@@ -253,10 +255,10 @@ class Sweep:
             model = sorted((x, s) for x, line, s in self.predicted if line == name and per)
             if model:
                 xs, ys = [x for x, _ in model], [s / per(x) for x, s in model]
-                ax.plot(xs, ys, "--", color=colour, lw=1.0, alpha=0.7, label=f"{name}, model")
+                ax.plot(xs, ys, "--", color=colour, lw=1.0, alpha=0.7, label=f"{name} (model)")
             if pts := [p for p in self.line(name) if p.measured]:
                 xs, ys = [p.x for p in pts], [getattr(p, attr) for p in pts]
-                ax.plot(xs, ys, "o-", color=colour, lw=1.2, label=f"{name}, measured")
+                ax.plot(xs, ys, "o-", color=colour, lw=1.2, label=f"{name} (measured)")
         ax.set_xlabel(self.x_label or self.x_name)
         ax.set_ylabel(label.format(x=self.x_name))
         _fmt.plain_x_ticks(ax)  # y: "20 ms", "5 GB/s"; 1-2-5 ticks over up to three decades

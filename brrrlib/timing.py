@@ -58,8 +58,7 @@ class Timing:
         samples = tuple(map(float, self.samples_s))
         if not samples or not all(math.isfinite(s) and s >= 0 for s in samples):
             raise ValueError(f"samples_s must be 1 or more seconds >= 0, got {samples[:5]}")
-        if int(self.calls_per_sample) < 1:
-            raise ValueError(f"calls_per_sample must be >= 1, got {self.calls_per_sample}")
+        _checks.positive_int("calls_per_sample", self.calls_per_sample)
         object.__setattr__(self, "samples_s", samples)
         object.__setattr__(self, "dropped_s", tuple(map(float, self.dropped_s)))
 
@@ -103,10 +102,10 @@ class Timing:
         return len(self.dropped_s)
 
     def _row(self) -> tuple[str, ...]:
-        s, flags = _fmt.seconds, {"cache flushed": self.flush_cache, "CUDA graph": self.cuda_graph}
+        s, flags = _fmt.seconds, ("flush_cache", "cuda_graph")  # the arguments it was timed with
         iqr = f"{s(self.iqr_s)} ({self.relative_iqr:.0%}){' NOISY' if self.noisy else ''}"
         n = f"{len(self.samples_s)} x {self.calls_per_sample}"
-        where = ", ".join([self.device, *(x for x, on in flags.items() if on)])
+        where = ", ".join([self.device, *(f for f in flags if getattr(self, f))])
         return (self.label or "", s(self.median_s), iqr, s(self.min_s), n, str(self.dropped), where)
 
     def __repr__(self) -> str:
@@ -170,8 +169,7 @@ def benchmark(
     _checks.function("fn", fn)
     budget_s = _checks.seconds("budget_s", budget_s, zero_ok=False)
     warmup_s = _checks.seconds("warmup_s", warmup_s, zero_ok=True)
-    if label is not None and not isinstance(label, str):
-        raise TypeError(f"label must be a str or None, got {type(label).__name__}")
+    _checks.kind("label", label, (str, type(None)), "a str or None")
     min_samples = _checks.positive_int("min_samples", min_samples)
     dev = machine.of(args, kwargs) if device is None else machine.resolve(device)
     machine.check_available(dev, "device")
@@ -421,6 +419,8 @@ _MIN_DECIDING_ROUNDS = 6
 #: A comparison takes at least this many rounds: with 10, the 95% interval of
 #: the median is the 2nd smallest to the 2nd largest ratio.
 _MIN_ROUNDS = 10
+#: What ``direction`` and ``versus`` answer when the interval cannot decide.
+CANT_TELL = "can't tell"
 
 
 @dataclass(frozen=True, repr=False)
@@ -485,13 +485,13 @@ class Comparison:
     def direction(self) -> str:
         """``"slower"`` (B takes longer), ``"faster"`` (B takes less), or ``"can't tell"``."""
         if not self.decided:
-            return "can't tell"
+            return CANT_TELL
         return "slower" if self.low > 1 else "faster"
 
     def versus(self, x: float) -> str:
         """``"above"``, ``"below"`` or ``"can't tell"``: ``versus(2.0)`` asks "did it double?"."""
         if not self.excludes(x):
-            return "can't tell"
+            return CANT_TELL
         return "above" if self.low > x else "below"
 
     def above(self, x: float) -> bool:
@@ -599,7 +599,6 @@ def compare(
         parts = [f for f in (a, b) if isinstance(f, functools.partial)]
         device = machine.of([v for f in parts for v in (f.func, *f.args, *f.keywords.values())])
     dev = machine.resolve(device)
-    machine.check_available(dev, "device")
     labels = labels if labels is not None else ("A", "B")
     if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
         raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
