@@ -23,9 +23,9 @@ for _letter, _regime in (("a", "memory"), ("b", "overhead"), ("c", "compute")):
 
 @solves("04.decode_token_ms")
 def _decode_token_ms(ctx: Context) -> Worked:
-    nbytes = ctx.note("bf16 weights", _DECODER_PARAMS * 2, "B")
-    memory_s = ctx.note("memory floor", nbytes / ctx.bandwidth("H100"), "s")
-    compute_s = ctx.note("compute floor", 2 * _DECODER_PARAMS / ctx.peak("H100", "bf16"), "s")
+    nbytes = ctx.note("8e9 x 2 bytes", _DECODER_PARAMS * 2, "B")  # bf16
+    memory_s = ctx.note("memory_s", nbytes / ctx.bandwidth("H100"), "s")
+    compute_s = ctx.note("compute_s", 2 * _DECODER_PARAMS / ctx.peak("H100", "bf16"), "s")
     return Worked(memory_s * 1e3, slips={"compute_floor": compute_s / memory_s})
 
 
@@ -45,7 +45,7 @@ def _block_lower_bound_us(ctx: Context) -> Worked:
     ctx.measured("mem_bandwidth_bytes_per_s")
     ctx.measured("op_overhead_s")
     fl = floors(_block_counts(16), ctx.ceilings)
-    floors_s = [ctx.note(f"{r} floor", getattr(fl, f"{r}_s"), "s") for r in REGIMES]
+    floors_s = [ctx.note(f"fl.{r}_s", getattr(fl, f"{r}_s"), "s") for r in REGIMES]
     lower_s = max(floors_s)
     slips = {"sum_of_floors": sum(floors_s) / lower_s}
     if min(floors_s) / lower_s < 0.8:  # only a distinct slip when the floors differ
