@@ -64,7 +64,6 @@ def solution(question_id: str, *, ceilings: Any = None) -> None:
     q = _get(question_id)
     worked = q.solve(ceilings)
     here = "" if worked.machine is None else f" (on this machine, {worked.machine})"
-    print(f"{q!r}\n  method: {q.hints[-1]}")
-    for i, step in enumerate(worked.steps, 1):
-        print(f"  {i}. {step}")
-    print(f"  answer: {answer_text(q, worked.value)}{here}\n  {q.explain}")
+    steps = "".join(f"\n  {i}. {step}" for i, step in enumerate(worked.steps, 1))
+    print(f"{q!r}\n  method: {q.hints[-1]}{steps}\n  answer: {answer_text(q, worked.value)}{here}")
+    print(f"  {q.explain}")

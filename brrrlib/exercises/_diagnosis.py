@@ -12,13 +12,9 @@ __all__: list[str] = []  # the solvers register themselves with the bank
 _DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8B-sized model)
 
 
-def _mystery(regime: str, ctx: Context) -> Worked:
-    """A mystery workload (workloads.mystery_*) is built to be ``regime``-bound."""
-    return Worked(regime, (f"largest floor: {regime}",))
-
-
+# Each mystery workload (workloads.mystery_*) is built to be bound by one regime.
 for _letter, _regime in (("a", "memory"), ("b", "overhead"), ("c", "compute")):
-    solves(f"04.mystery_{_letter}")(functools.partial(_mystery, _regime))
+    solves(f"04.mystery_{_letter}")(lambda ctx, r=_regime: Worked(r, (f"largest floor: {r}",)))
 
 
 @solves("04.decode_token_ms")

@@ -107,10 +107,7 @@ def _judge_number(q: Any, value: float, worked: Any) -> tuple[str, str]:
     power = 3 * round(lr / math.log(1000))
     if power and abs(lr - power * math.log(10)) <= math.log1p(_UNIT_SLIP_REL_TOL):
         prefix = _PREFIXES.get(power, f"1e{-power}")
-        return (
-            "units",
-            f"Off by about 1e{abs(power)}: answer in plain {q.unit}, not {prefix}-units.",
-        )
+        return "units", f"Off by 1e{abs(power)}: answer in plain {q.unit}, not {prefix}-units."
     if _close(-math.log(value), expected, q.rel_tol) and abs(lr) > math.log(10):
         return "upside_down", "Your ratio looks upside down: divide the other way round."
     band = _BAND_WORDS[bisect.bisect_right(_BANDS, math.exp(min(abs(lr), 700)))]
