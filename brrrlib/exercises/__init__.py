@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from brrrlib import _fmt
-from brrrlib._checks import positive_int
+from brrrlib._checks import kind, one_of, positive_int
 from brrrlib.exercises import _decoding, _diagnosis, _distributed, _one_device  # noqa: F401
 from brrrlib.exercises._bank import Question, load
-from brrrlib.exercises._judge import answer_text, short
+from brrrlib.exercises._judge import answer_text, expects
 
 __all__ = ["check", "hint", "questions", "solution"]
 
@@ -28,28 +28,20 @@ class QuestionList(tuple):
         return "\n".join(map(repr, self))
 
     def _repr_html_(self) -> str:
-        rows = [(q.id, q.prompt, q.unit or ", ".join(q.choices)) for q in self]
-        header = ("id", "question", "unit / options")
-        return _fmt.html_table(header, rows, align=" l", tags={0: "code"})
+        rows = [(q.id, q.prompt, expects(q)) for q in self]
+        return _fmt.html_table(("id", "question", "answer"), rows, align=" l", tags={0: "code"})
 
 
 def _get(question_id: Any) -> Question:
-    if not isinstance(question_id, str):
-        kind = type(question_id).__name__
-        raise TypeError(f"question_id must be a string such as '02.ridge', got {kind}")
-    if question_id not in _BANK:
-        raise ValueError(f"question_id={short.repr(question_id)}: choose one of {', '.join(_BANK)}")
-    return _BANK[question_id]
+    kind("question_id", question_id, str, "str")
+    return _BANK[one_of("question_id", question_id, _BANK)]
 
 
 def questions(chapter: str | int | None = None) -> QuestionList:
     """List the exercises, for one chapter (``"02"`` or ``2``) or for all."""
-    key = str(chapter).zfill(2)
-    found = QuestionList(q for q in _BANK.values() if chapter is None or q.chapter == key)
-    if not found:
-        chapters = sorted({q.chapter for q in _BANK.values()})
-        raise ValueError(f"chapter={chapter!r}: choose one of {chapters}")
-    return found
+    if chapter is not None:
+        chapter = one_of("chapter", str(chapter).zfill(2), dict.fromkeys(k[:2] for k in _BANK))
+    return QuestionList(q for q in _BANK.values() if chapter in (None, q.chapter))
 
 
 def hint(question_id: str, level: int = 1) -> None:
@@ -72,7 +64,6 @@ def solution(question_id: str, *, ceilings: Any = None) -> None:
     q = _get(question_id)
     worked = q.solve(ceilings)
     here = "" if worked.machine is None else f" (on this machine, {worked.machine})"
-    print(f"Worked answer to {q.id}: {q.prompt}\n  method: {q.hints[-1]}")
-    for i, step in enumerate(worked.steps, 1):
-        print(f"  {i}. {step}")
-    print(f"  answer: {answer_text(q, worked.value)}{here}\n  {q.explain}")
+    steps = "".join(f"\n  {i}. {step}" for i, step in enumerate(worked.steps, 1))
+    print(f"{q!r}\n  method: {q.hints[-1]}{steps}\n  answer: {answer_text(q, worked.value)}{here}")
+    print(f"  {q.explain}")

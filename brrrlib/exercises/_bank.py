@@ -14,7 +14,7 @@ from typing import Any
 import brrrlib.ceilings
 from brrrlib import _fmt
 from brrrlib._files import course_folder
-from brrrlib.exercises._judge import Verdict, judge
+from brrrlib.exercises._judge import Verdict, expects, judge
 from brrrlib.hardware import spec
 
 __all__ = ["Context", "Question", "Worked", "chapter_prompts", "load", "solves"]
@@ -69,24 +69,17 @@ class Context:
 
     def peak(self, device: str, dtype: str) -> float:
         """The spec sheet's peak FLOP/s of ``device`` in ``dtype`` (a step)."""
-        label = f"{device} {dtype} peak, bl.spec('{device}')"
-        return self.note(label, spec(device).peak(dtype), "FLOP/s")
+        return self.note(f"bl.spec({device!r}).peak({dtype!r})", spec(device).peak(dtype), "FLOP/s")
 
     def bandwidth(self, device: str) -> float:
         """The spec sheet's memory bandwidth of ``device``, bytes/s (a step)."""
         bytes_per_s = spec(device).mem_bandwidth_bytes_per_s
-        return self.note(f"{device} memory bandwidth, bl.spec('{device}')", bytes_per_s, "B/s")
+        return self.note(f"bl.spec({device!r}).mem_bandwidth_bytes_per_s", bytes_per_s, "B/s")
 
-    def bandwidth_step(self, device: str) -> str:
-        """The step that quotes ``device``'s bandwidth."""
-        self.bandwidth(device)
-        return self.steps[-1]
-
-    def measured(self, what: str) -> tuple[float, str]:
-        """A field of ``bl.measure_ceilings()`` on this machine, and its step."""
+    def measured(self, what: str) -> float:
+        """A field of ``bl.measure_ceilings()`` on this machine (a step)."""
         unit = {"matmul_flops_per_s": "FLOP/s", "mem_bandwidth_bytes_per_s": "B/s"}.get(what, "s")
-        label = f"bl.measure_ceilings().{what} on this machine"
-        return self.note(label, getattr(self.ceilings, what), unit), self.steps[-1]
+        return self.note(f"bl.measure_ceilings().{what}", getattr(self.ceilings, what), unit)
 
 
 @dataclass(frozen=True)
@@ -129,9 +122,7 @@ class Question:
         return judge(self, answer, ceilings)
 
     def __repr__(self) -> str:
-        unit = f" [{self.unit}]" if self.unit else ""
-        options = f" (one of: {', '.join(self.choices)})" if self.choices else ""
-        return f"{self.id}: {self.prompt}{unit}{options}"
+        return f"{self.id}: {self.prompt} [{expects(self)}]"
 
 
 def load() -> dict[str, Question]:

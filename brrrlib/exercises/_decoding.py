@@ -2,6 +2,7 @@
 
 from brrrlib.distributed._comm_model import ring_factor
 from brrrlib.exercises._bank import Context, Worked, solves
+from brrrlib.exercises._distributed import NVLINK, weight_bytes
 from brrrlib.hardware import link
 
 __all__: list[str] = []  # the solvers register themselves with the bank
@@ -12,29 +13,22 @@ _PARAMS, _LAYERS, _WIDTH, _BF16 = 7e9, 32, 4096, 2
 _GPUS, _ALPHA_S = 8, 10e-6
 
 
-def _weight_bytes(ctx: Context) -> float:
-    return ctx.note("weights: 7e9 parameters x 2 bytes", _PARAMS * _BF16, "B")
-
-
 @solves("06.decode_floor_tokens")
 def _decode_floor_tokens(ctx: Context) -> Worked:
-    steps = ("each token reads every weight once",)
-    return Worked(ctx.bandwidth("H100") / _weight_bytes(ctx), steps)
+    return Worked(ctx.bandwidth("H100") / weight_bytes(ctx))
 
 
 @solves("06.prefill_over_decode")
 def _prefill_over_decode(ctx: Context) -> Worked:
-    prefill = ctx.peak("H100", "bf16") / (2 * _PARAMS)  # 2 FLOPs a parameter a token
-    ctx.note("prefill tokens/s: peak / 2 FLOPs a parameter", prefill)
-    decode = ctx.note("decode tokens/s", ctx.bandwidth("H100") / _weight_bytes(ctx))
+    prefill = ctx.note("prefill = peak / (2 x 7e9)", ctx.peak("H100", "bf16") / (2 * _PARAMS))
+    decode = ctx.note("decode = bandwidth / bytes", ctx.bandwidth("H100") / weight_bytes(ctx))
     return Worked(prefill / decode)
 
 
 @solves("06.kv_context")
 def _kv_context(ctx: Context) -> Worked:
-    label = "KV bytes per token: 2 x 32 layers x 4,096 x 2"
-    per_token = ctx.note(label, 2 * _LAYERS * _WIDTH * _BF16, "B")
-    return Worked(_weight_bytes(ctx) / per_token, slips={"one_layer": _LAYERS})
+    per_token = ctx.note("2 x 32 x 4096 x 2 bytes", 2 * _LAYERS * _WIDTH * _BF16, "B")
+    return Worked(weight_bytes(ctx) / per_token, slips={"one_layer": _LAYERS})
 
 
 @solves("06.spec_tokens_per_check")
@@ -42,22 +36,21 @@ def _spec_tokens_per_check(ctx: Context) -> Worked:
     n, p = 5, 0.7  # drafted tokens, and the chance each is accepted
     kept = [p**i for i in range(n + 1)]  # the check's own token, then drafted token i
     tokens = sum(kept)
-    steps = ("token i is kept if all up to it are: " + " + ".join(f"{k:.3g}" for k in kept),)
+    steps = (" + ".join(f"{k:.3g}" for k in kept),)
     slips = {"all_accepted": n + 1, "independent": 1 + n * p, "drafts_only": tokens - 1}
     return Worked(tokens, steps, {k: v / tokens for k, v in slips.items()})
 
 
 def _tp_token_s(bandwidth: float, allreduces: int = 2, shard: int = _GPUS) -> float:
     """A token's time on 8 GPUs: 1 / ``shard`` of the weights each, ``allreduces`` a layer."""
-    one = _ALPHA_S + ring_factor(_GPUS) * _WIDTH * _BF16 / link("NVLink 4").bandwidth_bytes_per_s
+    one = _ALPHA_S + ring_factor(_GPUS) * _WIDTH * _BF16 / link(NVLINK).bandwidth_bytes_per_s
     return _PARAMS * _BF16 / shard / bandwidth + allreduces * _LAYERS * one
 
 
 @solves("06.tp8_tokens_per_s")
 def _tp8_tokens_per_s(ctx: Context) -> Worked:
     bw = ctx.bandwidth("H100")
-    label = "a token: 1/8 of the weights + 2 x 32 all-reduces of 8 KB (alpha 10 µs + bytes / link)"
-    token_s = ctx.note(label, _tp_token_s(bw), "s")
+    token_s = ctx.note("bytes / 8 / bandwidth + 64 x (alpha + 8 KB / link)", _tp_token_s(bw), "s")
     wrong = {"weights_alone": _tp_token_s(bw, 0), "one_allreduce": _tp_token_s(bw, 1)}
     wrong["all_weights"] = _tp_token_s(bw, shard=1)
     return Worked(1 / token_s, slips={k: token_s / v for k, v in wrong.items()})

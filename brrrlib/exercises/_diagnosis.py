@@ -12,20 +12,16 @@ __all__: list[str] = []  # the solvers register themselves with the bank
 _DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8B-sized model)
 
 
-def _mystery(regime: str, ctx: Context) -> Worked:
-    """A mystery workload (workloads.mystery_*) is built to be ``regime``-bound."""
-    return Worked(regime, (f"largest floor: {regime}",))
-
-
+# Each mystery workload (workloads.mystery_*) is built to be bound by one regime.
 for _letter, _regime in (("a", "memory"), ("b", "overhead"), ("c", "compute")):
-    solves(f"04.mystery_{_letter}")(functools.partial(_mystery, _regime))
+    solves(f"04.mystery_{_letter}")(lambda ctx, r=_regime: Worked(r, (f"largest floor: {r}",)))
 
 
 @solves("04.decode_token_ms")
 def _decode_token_ms(ctx: Context) -> Worked:
-    nbytes = ctx.note("bf16 weights", _DECODER_PARAMS * 2, "B")
-    memory_s = ctx.note("memory floor", nbytes / ctx.bandwidth("H100"), "s")
-    compute_s = ctx.note("compute floor", 2 * _DECODER_PARAMS / ctx.peak("H100", "bf16"), "s")
+    nbytes = ctx.note("8e9 x 2 bytes", _DECODER_PARAMS * 2, "B")  # bf16
+    memory_s = ctx.note("memory_s", nbytes / ctx.bandwidth("H100"), "s")
+    compute_s = ctx.note("compute_s", 2 * _DECODER_PARAMS / ctx.peak("H100", "bf16"), "s")
     return Worked(memory_s * 1e3, slips={"compute_floor": compute_s / memory_s})
 
 
@@ -45,7 +41,7 @@ def _block_lower_bound_us(ctx: Context) -> Worked:
     ctx.measured("mem_bandwidth_bytes_per_s")
     ctx.measured("op_overhead_s")
     fl = floors(_block_counts(16), ctx.ceilings)
-    floors_s = [ctx.note(f"{r} floor", getattr(fl, f"{r}_s"), "s") for r in REGIMES]
+    floors_s = [ctx.note(f"fl.{r}_s", getattr(fl, f"{r}_s"), "s") for r in REGIMES]
     lower_s = max(floors_s)
     slips = {"sum_of_floors": sum(floors_s) / lower_s}
     if min(floors_s) / lower_s < 0.8:  # only a distinct slip when the floors differ

@@ -9,7 +9,7 @@ import reprlib
 from collections import namedtuple
 from typing import Any  # q: a _bank.Question, worked: its Worked (the bank imports this module)
 
-__all__ = ["Verdict", "answer_text", "judge", "short"]
+__all__ = ["Verdict", "answer_text", "expects", "judge", "short"]
 
 #: A number this close (as a ratio) to a power of 1000 times the right one is a units slip.
 _UNIT_SLIP_REL_TOL = 0.25
@@ -26,60 +26,65 @@ short = reprlib.Repr()
 short.maxstring, short.maxother, short.maxlist = 40, 40, 4
 
 #: The checker's decision on one answer: right or not, the slip it diagnosed, its reply.
-Verdict = namedtuple("Verdict", "right slip reply")
+Verdict = namedtuple("Verdict", ["right", "slip", "reply"])
 
 
 def judge(q: Any, answer: Any, ceilings: Any = None) -> Verdict:
     """What ``bl.check`` decides and replies (nothing is solved for an answer it cannot read)."""
     if answer is None or answer is ...:
-        reply = f"{q.id}: fill in your answer first ({_expects(q)}), then run this cell again."
-        return Verdict(False, "unanswered", reply)
-    value, slip, message = (_read_choice if q.kind == "choice" else _read_number)(q, answer)
-    if not slip:
+        return Verdict(False, "unanswered", _unreadable(q, answer))
+    value, slip = (_read_choice if q.kind == "choice" else _read_number)(q, answer)
+    if slip == "out_of_range":
+        message = f"{short.repr(answer)} is out of range for {q.id}."
+    elif slip:
+        message = _unreadable(q, answer)
+    elif q.kind == "choice":
         worked = q.solve(ceilings)
-        if q.kind == "choice":
-            slip, message = ("", q.explain) if value == worked.value else (value, q.nudges[value])
-        else:
-            slip, message = _judge_number(q, value, worked)
+        slip, message = ("", q.explain) if value == worked.value else (value, q.nudges[value])
+    else:
+        slip, message = _judge_number(q, value, q.solve(ceilings))
     if not slip:
         return Verdict(True, "", f"Correct! {message}".rstrip())
     return Verdict(False, slip, f"Not yet. {message}\n  (bl.hint({q.id!r}) helps)")
 
 
-def _expects(q: Any) -> str:
-    return f"one of: {', '.join(map(repr, q.choices))}" if q.choices else f"a number, in {q.unit}"
+def expects(q: Any) -> str:
+    """What an answer to ``q`` is: one of its options, or a number in its unit."""
+    options = ", ".join(map(repr, q.choices))
+    return f"one of: {options}" if q.choices else f"a number > 0, in {q.unit}"
 
 
-def _read_choice(q: Any, answer: Any) -> tuple[str, str, str]:
-    """The option an answer names (case, ``-bound`` and synonyms aside), the slip, and why."""
+def _unreadable(q: Any, answer: Any) -> str:
+    return f"{q.id} expects {expects(q)}, not {short.repr(answer)}."
+
+
+def _read_choice(q: Any, answer: Any) -> tuple[str, str]:
+    """The option an answer names (case, ``-bound`` and synonyms aside), and the slip."""
     if not isinstance(answer, str):
-        return "", "not_an_option", f"{q.id} expects {_expects(q)}, not {short.repr(answer)}."
+        return "", "not_an_option"
     words = answer.lower().replace("_", " ").replace("-", " ").split()
     option = " ".join(words[:-1] if words[-1:] == ["bound"] else words)
     option = _SYNONYMS.get(option, option)
-    if option not in q.choices:
-        return option, "not_an_option", f"{short.repr(answer)} is not {_expects(q)}."
-    return option, "", ""
+    return option, "" if option in q.choices else "not_an_option"
 
 
-def _read_number(q: Any, answer: Any) -> tuple[float, str, str]:
-    """The answer as a float, the slip that stops it being checked (``""``: none), and why."""
+def _read_number(q: Any, answer: Any) -> tuple[float, str]:
+    """The answer as a float, and the slip that stops it being checked (``""``: none)."""
     if hasattr(answer, "item") and getattr(answer, "ndim", None) == 0:
         try:
             answer = answer.item()  # a NumPy scalar or 0-d tensor
-        except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
-            why = f"{short.repr(answer)} has no value to read ({type(exc).__name__})."
-            return math.nan, "no_value", why
+        except (RuntimeError, ValueError, TypeError, NotImplementedError):
+            return math.nan, "no_value"  # a tensor on the meta device
     real = isinstance(answer, numbers.Real) and not isinstance(answer, bool)
     try:
         value = float(answer) if real else math.nan
     except OverflowError:  # an int or Fraction beyond any float
         value = math.inf
     if math.isnan(value):
-        return value, "not_a_number", f"{q.id} expects {_expects(q)}, not {short.repr(answer)}."
+        return value, "not_a_number"
     if value and not _SMALLEST <= abs(value) <= _LARGEST:
-        return value, "out_of_range", f"{short.repr(answer)} is out of range for {q.id}."
-    return value, "", ""
+        return value, "out_of_range"
+    return value, ""
 
 
 def _close(log_ratio: float, ratio: float, rel_tol: float) -> bool:
@@ -90,7 +95,7 @@ def _close(log_ratio: float, ratio: float, rel_tol: float) -> bool:
 def _judge_number(q: Any, value: float, worked: Any) -> tuple[str, str]:
     """The slip (``""`` when right) and what to say about it."""
     if value <= 0:  # every quantity in the bank is positive
-        return ("zero" if value == 0 else "sign"), "The quantity asked for is positive."
+        return ("zero" if value == 0 else "sign"), _unreadable(q, value)
     expected = float(worked.value)
     # Compare logarithms: a ratio of two extreme numbers may not fit a float, its log does.
     lr = math.log(value) - math.log(expected)
@@ -102,10 +107,7 @@ def _judge_number(q: Any, value: float, worked: Any) -> tuple[str, str]:
     power = 3 * round(lr / math.log(1000))
     if power and abs(lr - power * math.log(10)) <= math.log1p(_UNIT_SLIP_REL_TOL):
         prefix = _PREFIXES.get(power, f"1e{-power}")
-        return "units", (
-            f"Your number is {'too large' if power > 0 else 'too small'} by about 1e{abs(power)}: "
-            f"did you answer in {prefix}-units? The answer is wanted in plain {q.unit}."
-        )
+        return "units", f"Off by 1e{abs(power)}: answer in plain {q.unit}, not {prefix}-units."
     if _close(-math.log(value), expected, q.rel_tol) and abs(lr) > math.log(10):
         return "upside_down", "Your ratio looks upside down: divide the other way round."
     band = _BAND_WORDS[bisect.bisect_right(_BANDS, math.exp(min(abs(lr), 700)))]

@@ -10,7 +10,7 @@ FP32_BYTES = 4
 #: The essay's BERT table (% of FLOPs, % of runtime) per operator class, from Ivanov et al.,
 #: "Data Movement Is All You Need" (https://arxiv.org/abs/2007.00072), as quoted in
 #: https://horace.io/brrr_intro.html ("Compute" section); measured on V100s (fp16 tensor cores).
-_ESSAY_BERT = {"tensor contraction": (99.80, 61.0), "statistical normalization": (0.17, 25.5)}
+_ESSAY_BERT = {"matmul": (99.80, 61.0), "normalization": (0.17, 25.5)}
 # FLOPs per element of gelu's default (erf) form, F.gelu(x) = 0.5*x*(1 + erf(x/sqrt(2))),
 # counted by hand (an FMA counts 2, as on a spec sheet): 4 for the outer arithmetic; erf by the
 # usual polynomial method (Abramowitz & Stegun 7.1.26, as ATen's vectorized CPU kernel does it):
@@ -32,8 +32,7 @@ def _ridge_a100(ctx: Context) -> Worked:
 
 @solves("00.ridge_here")
 def _ridge_here(ctx: Context) -> Worked:
-    flops, _ = ctx.measured("matmul_flops_per_s")
-    return Worked(flops / ctx.measured("mem_bandwidth_bytes_per_s")[0])
+    return Worked(ctx.measured("matmul_flops_per_s") / ctx.measured("mem_bandwidth_bytes_per_s"))
 
 
 @solves("00.growth")
@@ -46,16 +45,15 @@ def _growth(ctx: Context) -> Worked:
 @solves("00.regime_tiny")
 def _regime_tiny(ctx: Context) -> Worked:
     flops, nbytes = 10, 10 * 2 * FP32_BYTES  # read 10 floats, write 10
-    ctx.note(f"an A100 does {flops} FLOPs in", flops / ctx.peak("A100", "fp32"), "s")
-    ctx.note(f"and moves {nbytes} bytes in", nbytes / ctx.bandwidth("A100"), "s")
-    return Worked("overhead", ("one op's fixed cost is microseconds (chapter 03 measures it)",))
+    ctx.note(f"{flops} FLOPs / peak", flops / ctx.peak("A100", "fp32"), "s")
+    ctx.note(f"{nbytes} bytes / bandwidth", nbytes / ctx.bandwidth("A100"), "s")
+    return Worked("overhead")
 
 
 @solves("01.matmul_flops")
 def _matmul_flops(ctx: Context) -> Worked:
     m, k, n = 512, 1024, 256
-    steps = (f"M, K, N = {m}, {k}, {n}", "each of M x N outputs: K multiplies and K adds")
-    return Worked(2 * m * k * n, steps)
+    return Worked(2 * m * k * n, (f"2 x M x K x N = 2 x {m} x {k} x {n}",))
 
 
 @solves("01.tensor_core_ratio")
@@ -67,25 +65,25 @@ def _tensor_core_ratio(ctx: Context) -> Worked:
 
 @solves("01.matmul_time_here")
 def _matmul_time_here(ctx: Context) -> Worked:
-    flops = ctx.note("FLOPs = 2 x 2048^3", 2 * 2048**3, "FLOP")
-    return Worked(flops / ctx.measured("matmul_flops_per_s")[0])
+    flops = ctx.note("2 x 2048^3", 2 * 2048**3, "FLOP")
+    return Worked(flops / ctx.measured("matmul_flops_per_s"))
 
 
 @solves("01.critical_batch")
 def _critical_batch(ctx: Context) -> Worked:
     # [B, D] x [D, D] in bf16: 2BD^2 FLOPs over 2(2BD + D^2) bytes, about B per byte while B << D
     ridge = ctx.peak("H100", "bf16") / ctx.bandwidth("H100")
-    step = "intensity ~ B FLOP/byte (D = 8192): compute-bound from B = the bf16 ridge point"
-    return Worked(ridge, (step,), {"fp32_ridge": _ratio(ctx, "H100", "fp32", "bf16")})
+    return Worked(ridge, slips={"fp32_ridge": _ratio(ctx, "H100", "fp32", "bf16")})
 
 
 @solves("01.bert_gap")
 def _bert_gap(ctx: Context) -> Worked:
     (mm_flops, mm_time), (norm_flops, norm_time) = _ESSAY_BERT.values()
-    ctx.note("matmuls' rate: 99.80% of FLOPs / 61.0% of time", f"{mm_flops / mm_time:.3g}")
-    ctx.note("normalization's: 0.17% / 25.5%", f"{norm_flops / norm_time:.3g}")
-    units = [f"{_ratio(ctx, s, ctx.spec(s).fast_precision):.0f}x ({s})" for s in ("V100", "A100")]
-    ctx.note("slower units alone would explain", " or ".join(units))
+    for name, (flops, time) in _ESSAY_BERT.items():
+        ctx.note(f"{name} {flops}% / {time}%", f"{flops / time:.3g}")
+    for s in ("V100", "A100"):  # what slower units alone would explain
+        fast = ctx.spec(s).fast_precision
+        ctx.note(f"{s} {fast}/fp32", _ratio(ctx, s, fast), "x")
     gap = (mm_flops / mm_time) / (norm_flops / norm_time)
     return Worked(gap, slips={"flops_only": mm_flops / norm_flops / gap})
 
@@ -97,61 +95,58 @@ def _flops_per_element(ctx: Context) -> float:
 
 @solves("02.ridge")
 def _ridge(ctx: Context) -> Worked:
-    steps = ("bytes per element: 4 read + 4 written = 8",)
-    return Worked(_flops_per_element(ctx), steps, {"bf16_peak": _ratio(ctx, "A100", "bf16")})
+    return Worked(_flops_per_element(ctx), slips={"bf16_peak": _ratio(ctx, "A100", "bf16")})
 
 
 @solves("02.fusion_speedup")
 def _fusion_speedup(ctx: Context) -> Worked:
     ops, per_op = 3, 2 * FP32_BYTES  # y = x.sin().cos().exp(): each kernel reads 4, writes 4 bytes
-    steps = (f"eager: {ops} kernels x {per_op} bytes per element", f"fused: {per_op} bytes")
+    steps = (f"({ops} x {per_op} B) / {per_op} B",)
     return Worked(ops * per_op / per_op, steps, {"temporaries_once": (ops + 1) / (2 * ops)})
 
 
 @solves("02.unary_time_here")
 def _unary_time_here(ctx: Context) -> Worked:
-    nbytes = ctx.note("bytes = 2^24 elements x (4 read + 4 written)", 2**24 * 2 * FP32_BYTES, "B")
-    return Worked(nbytes / ctx.measured("mem_bandwidth_bytes_per_s")[0])
+    nbytes = ctx.note("2^24 x (4 + 4)", 2**24 * 2 * FP32_BYTES, "B")
+    return Worked(nbytes / ctx.measured("mem_bandwidth_bytes_per_s"))
 
 
 @solves("02.gelu_vs_relu")
 def _gelu_vs_relu(ctx: Context) -> Worked:
-    budget = ctx.note("A100 fp32 FLOPs per element moved (02.ridge)", _flops_per_element(ctx))
-    gelu = ctx.note("gelu's FLOPs per element (relu's: 1)", _GELU_FLOPS_PER_ELEMENT)
+    budget = ctx.note("02.ridge", _flops_per_element(ctx))
+    gelu = ctx.note("gelu FLOPs per element", _GELU_FLOPS_PER_ELEMENT)
     return Worked("same" if gelu < budget else "relu")
 
 
 @solves("02.layernorm_bytes")
 def _layernorm_bytes(ctx: Context) -> Worked:
     n, width = 4096 * 1024, 1024  # elements of x, (4096, 1024)
-    xy = ctx.note("x and y, 4096 x 1024 fp32 each", 2 * FP32_BYTES * n, "B")
-    params = ctx.note(f"weight and bias, {width} fp32 each, read once", 2 * FP32_BYTES * width, "B")
-    return Worked((xy + params) / n, ("bytes / elements of x",))
+    xy = ctx.note("x, y: 2 x 4096 x 1024 x 4", 2 * FP32_BYTES * n, "B")
+    params = ctx.note(f"weight, bias: 2 x {width} x 4", 2 * FP32_BYTES * width, "B")
+    return Worked((xy + params) / n)
 
 
 @solves("03.python_vs_h100")
 def _python_vs_h100(ctx: Context) -> Worked:
     peak = ctx.peak("H100", "bf16")
-    adds = ctx.note("a Python loop's additions per second, in the essay", ESSAY_PYTHON_ADDS_PER_S)
+    adds = ctx.note("bl.hardware.ESSAY_PYTHON_ADDS_PER_S", ESSAY_PYTHON_ADDS_PER_S)
     fp32, a100 = _ratio(ctx, "H100", "fp32", "bf16"), ctx.spec("A100").peak("bf16") / peak
     return Worked(peak / adds, slips={"fp32_peak": fp32, "a100_peak": a100})
 
 
 @solves("03.break_even_numel")
 def _break_even_numel(ctx: Context) -> Worked:
-    overhead, _ = ctx.measured("op_overhead_s")
-    bandwidth, _ = ctx.measured("mem_bandwidth_bytes_per_s")
+    overhead = ctx.measured("op_overhead_s")
     per_element = 3 * FP32_BYTES  # a + b: two reads and one write
-    steps = ("n x 12 bytes / bandwidth = overhead",)
-    return Worked(overhead * bandwidth / per_element, steps, {"bytes": per_element})
+    n = overhead * ctx.measured("mem_bandwidth_bytes_per_s") / per_element
+    return Worked(n, slips={"bytes": per_element})
 
 
 @solves("03.sync_per_op_us")
 def _sync_per_op_us(ctx: Context) -> Worked:
     host, kernel = 15.0, 15.0  # µs: the host's time to launch one op, the kernel's on the GPU
-    ahead = max(host, kernel)
-    steps = (f"running ahead: max(host, kernel) = {ahead:g} µs per op",)
-    return Worked(host + kernel, steps, {"no_sync": ahead / (host + kernel)})
+    steps = (f"host + kernel = {host:g} + {kernel:g} µs",)
+    return Worked(host + kernel, steps, {"no_sync": max(host, kernel) / (host + kernel)})
 
 
 @solves("03.overhead_fraction")
@@ -163,5 +158,5 @@ def _overhead_fraction(ctx: Context) -> Worked:
 
 @solves("03.weight_read_us")
 def _weight_read_us(ctx: Context) -> Worked:
-    nbytes = ctx.note("weight bytes = 4096 x 4096 x 4", 4096 * 4096 * FP32_BYTES, "B")
-    return Worked(nbytes / ctx.bandwidth("A100") * 1e6, ("x 1e6 for µs",))
+    nbytes = ctx.note("4096 x 4096 x 4", 4096 * 4096 * FP32_BYTES, "B")
+    return Worked(nbytes / ctx.bandwidth("A100") * 1e6)
