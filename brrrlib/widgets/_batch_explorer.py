@@ -135,9 +135,7 @@ class BatchExplorer(_Explorer):
         if any(p.device.type != self.device.type for p in self.model.parameters()):
             raise ValueError(f"model is not on device={str(self.device)!r}: model.to(device) first")
         make, self._sample_bytes = _input_maker(self.model, make_input)
-        self._setup = setup or (
-            lambda *, batch, device: _batch_case(self.model, batch, make, device)
-        )
+        self._setup = setup or functools.partial(_batch_case, self.model, make_input=make)
         dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
         self.precision = _precision(dtype or torch.float32, self.device)
         #: The compute roof and its precision (fp32's where the model's was not measured).

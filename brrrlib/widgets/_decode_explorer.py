@@ -83,10 +83,8 @@ class DecodeExplorer(_Explorer):
         """``(memory floor, compute floor)`` in seconds for a step, from the hand counts."""
         shape, precision = self.model.shape, decoding.precision_of(self.model)
         itemsize = self.model.wte.weight.element_size()
-        nbytes = (
-            decoding.weight_bytes(shape, precision)
-            + decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
-        )
+        kv_bytes = decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
+        nbytes = decoding.weight_bytes(shape, precision) + kv_bytes
         flops = decoding.decode_flops(shape, 1, context) * batch
         # a step reads its weights and cache and writes little: the read roof
         return nbytes / self.ceilings.bandwidth_for("read"), flops / self._peak
