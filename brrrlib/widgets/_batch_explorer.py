@@ -15,7 +15,7 @@ from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _explorer
-from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, note, peak
+from brrrlib.widgets._explorer import COLOURS, KNEE, _Explorer, control_value, legend_below, note
 from brrrlib.workloads import _linear_input
 
 __all__ = ["BatchExplorer", "Doubling", "batch_explorer"]
@@ -26,15 +26,6 @@ KNEE_RATIO = 1.5
 #: A fixed cost at least this share of the call is the call's time: the fixed cost's cause names
 #: the regime (overhead, or reading the weights) only then.
 FIXED_DOMINATES = 0.5
-#: The verdict line for each reading of a doubling.
-_SAYS = {
-    "overhead": "a fixed cost is most of the call, and it is overhead",
-    "weights": "a fixed cost is most of the call, and it is reading the weights",
-    "knee": "at the knee: the fixed cost and the work are about equal",
-    "work": "the work is most of the call: past the knee",
-    "other code": "different code at the two sizes (or a cache): no regime to read",
-    "can't tell": "no reading until the interval narrows",
-}
 
 
 @dataclass(frozen=True)
@@ -57,18 +48,18 @@ class Doubling:
 
 def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
     """Read one doubling (pure): ``cmp`` is batch ``batch`` against ``batch // 2``."""
-    versus = cmp.versus(2.0)
+    versus, unsure = cmp.versus(2.0), "can't tell"  # as the comparison says it
     lo, hi = 2 - cmp.high, 2 - cmp.low  # the fixed cost's share of the smaller call
     if not cmp.decided or cmp.waited:
-        reading = "can't tell"
+        reading = unsure
     elif cmp.direction == "faster" or versus == "above":
         reading = "other code"
     elif versus == "below" and lo > FIXED_DOMINATES:
         reading = "weights" if weights_share >= FIXED_DOMINATES else "overhead"
-    elif (versus == "below" and hi < FIXED_DOMINATES) or (versus == "can't tell" and cmp.narrow):
+    elif (versus == "below" and hi < FIXED_DOMINATES) or (versus == unsure and cmp.narrow):
         reading = "work"  # most of the call, or twice the time within a narrow interval
     else:
-        reading = "knee" if cmp.narrow else "can't tell"
+        reading = "knee" if cmp.narrow else unsure
     return Doubling(batch, cmp.ratio, cmp.low, cmp.high, cmp.narrow, versus, reading)
 
 
@@ -136,8 +127,7 @@ class BatchExplorer(_Explorer):
         ceilings: Any = None,
         setup: Callable[..., Case] | None = None,
     ) -> None:
-        if model is not None and not isinstance(model, nn.Module):
-            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        _checks.kind("model", model, (nn.Module, type(None)), "a torch.nn.Module")
         on = next((p.device for p in model.parameters()), None) if model is not None else None
         self.device = machine.resolve(device if device is not None else on)
         self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.device)
@@ -145,13 +135,11 @@ class BatchExplorer(_Explorer):
         if any(p.device.type != self.device.type for p in self.model.parameters()):
             raise ValueError(f"model is not on device={str(self.device)!r}: model.to(device) first")
         make, self._sample_bytes = _input_maker(self.model, make_input)
-        self._setup = setup or (
-            lambda *, batch, device: _batch_case(self.model, batch, make, device)
-        )
+        self._setup = setup or functools.partial(_batch_case, self.model, make_input=make)
         dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
         self.precision = _precision(dtype or torch.float32, self.device)
         #: The compute roof and its precision (fp32's where the model's was not measured).
-        self.peak_flops_per_s, self.peak_precision = peak(self.ceilings, self.precision)
+        self.peak_flops_per_s, self.peak_precision = _explorer.peak(self.ceilings, self.precision)
         self.sweep = Sweep("batch", "batch size (samples per call)", ())
         if max_batch is None:  # 4096 on a CPU, 65536 on a GPU, less if memory is short
             max_batch = 4096 if self.device.type == "cpu" else 65536
@@ -199,18 +187,18 @@ class BatchExplorer(_Explorer):
         knee, measured, d = self.model_knee, self.measured_knee, self.doubling(p.x)
         cells = {
             "batch": str(p.x),
-            "time per batch": _fmt.seconds(p.median_s),
+            "time": _fmt.seconds(p.median_s),
             "per sample": _fmt.seconds(p.per_x_s),
             "FLOP/s": _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
             "weights": _fmt.binary_bytes(p.weight_bytes),
             "fixed share (2 - ratio)": "-" if d is None else _fmt.percent(d.fixed_share[0], 1),
-            "knee: model": f"{knee:.3g}" if math.isfinite(knee) else "none",
-            "knee: measured": f"{measured[0]}-{measured[1]}" if measured else "-",
+            "reading": "-" if d is None else d.reading,
+            KNEE: f"{knee:.3g}" if math.isfinite(knee) else "none",
+            "knee (measured)": f"{measured[0]}-{measured[1]}" if measured else "-",
             "note": note(p),
         }
         cmp = self._doubled(p.x)
-        verdict = "" if cmp is None else f"batch {p.x // 2} → {p.x}: {cmp.says()}"
-        self._table(cells, f"{verdict}; {_SAYS[d.reading]}" if d else verdict)
+        self._table(cells, "" if cmp is None else f"batch {p.x // 2} → {p.x}: {cmp.says()}")
 
     # -- the model --------------------------------------------------------------------
     def _model_lines(self) -> dict[str, Any] | None:
@@ -223,12 +211,13 @@ class BatchExplorer(_Explorer):
         act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.x
         overhead_s, weights_s = ref.ops * c.op_overhead_s, ref.weight_bytes / bw
         per_sample_s = max(flops_per_sample / peak_, act_per_sample / bw)
-        compute = f"compute (FLOPs ÷ {self.peak_precision} matmul peak)"
         return {
-            f"overhead floor ({ref.ops} ops × op overhead)": lambda b: overhead_s,
-            "reading the weights (weights ÷ bandwidth)": lambda b: weights_s,
-            compute: lambda b: b * flops_per_sample / peak_,
-            "memory (bytes ÷ bandwidth)": lambda b: weights_s + b * act_per_sample / bw,
+            f"overhead ({ref.ops} ops)": lambda b: overhead_s,
+            "weights ÷ bandwidth": lambda b: weights_s,
+            f"{_explorer.COMPUTE_FLOOR} ({self.peak_precision})": lambda b: (
+                b * flops_per_sample / peak_
+            ),
+            _explorer.MEMORY_FLOOR: lambda b: weights_s + b * act_per_sample / bw,
             "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
         }
 
@@ -269,16 +258,16 @@ class BatchExplorer(_Explorer):
         bs, model = self.batch_options, self._model_lines()
         colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
         costs = list((model or {}).items())[:4]  # the four lines; "knee" is the fifth entry
-        for ax, y, title in ((ax_b, "time", "time per batch"), (ax_s, "per_x", "time per sample")):
+        for ax, y in ((ax_b, "time"), (ax_s, "per_x")):
             for (label, cost), colour in zip(costs, colours, strict=False):
                 ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
                 dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
                 ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
             if model is not None and bs[0] <= model["knee"] <= bs[-1]:
-                ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1)
+                label = KNEE if ax is ax_b else None
+                ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1, label=label)
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
-            ax.set(ylabel=f"{title} (s)")
-            ax.set_title(title, fontsize=10)
+        ax_s.set_ylabel("time per sample (s)")
         legend_below(fig, ax_b)
 
     def _rings(self, p: Point) -> list:

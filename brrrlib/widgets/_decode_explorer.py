@@ -8,11 +8,10 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, decoding
 from brrrlib.ceilings import measure_ceilings
-from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, legend_below, peak, up_to
+from brrrlib.widgets import _explorer
+from brrrlib.widgets._explorer import COLOURS, COMPUTE_FLOOR, KNEE, MEMORY_FLOOR, _Explorer, up_to
 
 __all__ = ["DecodeExplorer", "decode_explorer"]
-
-_LINES = {"memory": "tab:blue", "compute": "tab:orange", "prediction": "tab:purple"}
 
 
 class DecodeExplorer(_Explorer):
@@ -33,9 +32,8 @@ class DecodeExplorer(_Explorer):
         ceilings: Any = None,
         measure: Callable[..., Any] | None = None,
     ) -> None:
-        if not isinstance(model, decoding.Decoder):
-            raise TypeError(f"model must come from decoding.build(), got {type(model).__name__}")
-        self.model, self.device = model, model.wte.weight.device
+        self.model = _checks.kind("model", model, decoding.Decoder, "decoding.build(...)")
+        self.device = model.wte.weight.device
         if ceilings is None:
             ceilings = measure_ceilings(self.device, progress=False)
         if prediction is not None:
@@ -44,7 +42,7 @@ class DecodeExplorer(_Explorer):
         self._step = measure or (lambda m, b, s: decoding.measure_step(m, b, s, budget_s=0.1))
         precision = decoding.precision_of(model)  # int8 weights: the matmuls run in 16 bits
         self._precision = decoding.half_precision(ceilings) if precision == "int8" else precision
-        self._peak = peak(ceilings, self._precision)[0]
+        self._peak = _explorer.peak(ceilings, self._precision)[0]
         self.points: dict[tuple[int, int], Any] = {}
         top = max_batch if max_batch is not None else (256 if self.device.type == "cpu" else 1024)
         self.batch_options = up_to("max_batch", top)
@@ -58,8 +56,8 @@ class DecodeExplorer(_Explorer):
         )
 
     # -- state ----------------------------------------------------------------------
-    batch = control_value("batch")
-    context = control_value("context")
+    batch = _explorer.control_value("batch")
+    context = _explorer.control_value("context")
 
     @property
     def current(self) -> Any:
@@ -85,10 +83,8 @@ class DecodeExplorer(_Explorer):
         """``(memory floor, compute floor)`` in seconds for a step, from the hand counts."""
         shape, precision = self.model.shape, decoding.precision_of(self.model)
         itemsize = self.model.wte.weight.element_size()
-        nbytes = (
-            decoding.weight_bytes(shape, precision)
-            + decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
-        )
+        kv_bytes = decoding.kv_cache_bytes(shape, 1, context, itemsize) * batch
+        nbytes = decoding.weight_bytes(shape, precision) + kv_bytes
         flops = decoding.decode_flops(shape, 1, context) * batch
         # a step reads its weights and cache and writes little: the read roof
         return nbytes / self.ceilings.bandwidth_for("read"), flops / self._peak
@@ -106,14 +102,14 @@ class DecodeExplorer(_Explorer):
         cells = {
             "batch": str(p.batch),
             "context": str(p.context),
-            "time per step": _fmt.seconds(p.seconds),
+            "time": _fmt.seconds(p.seconds),
             "tokens/s": f"{p.tokens_per_s:,.0f}",
-            "memory floor": _fmt.seconds(memory_s),
-            "compute floor": _fmt.seconds(compute_s),
+            MEMORY_FLOOR: _fmt.seconds(memory_s),
+            COMPUTE_FLOOR: _fmt.seconds(compute_s),
             "measured/floor": _fmt.times(p.seconds / floor_s),
             "KV cache/weights": _fmt.percent(p.kv_bytes, p.weight_bytes),
-            "knee (model)": f"{knee:.3g}" if math.isfinite(knee) else "none",
-            "note": "noisy: re-measure" if p.timing.noisy else "-",
+            KNEE: f"{knee:.3g}" if math.isfinite(knee) else "none",
+            "note": _explorer.NOISY if p.timing.noisy else "-",
         }
         bound = "memory" if memory_s >= compute_s else "compute"
         below = p.seconds < floor_s  # a floor's input does not hold: a cache, or a stale roof
@@ -128,30 +124,29 @@ class DecodeExplorer(_Explorer):
         memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
         measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
         # left: time per step against its two floors; right: tokens/s under the roof they make
-        for floor, name, label in (
-            (memory, "memory", "memory floor: (weights + KV cache) ÷ bandwidth"),
-            (compute, "compute", f"compute floor: FLOPs ÷ {self._precision} matmul peak"),
-        ):
-            ax_t.plot(grid, [t * 1e3 for t in floor], "--", color=_LINES[name], label=label)
+        ax_t.plot(grid, [t * 1e3 for t in memory], "--", color="tab:blue", label=MEMORY_FLOOR)
+        compute_label = f"{COMPUTE_FLOOR} ({self._precision})"
+        ax_t.plot(grid, [t * 1e3 for t in compute], "--", color="tab:orange", label=compute_label)
         roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
-        ax_r.plot(grid, roof, "--", color="gray", label="at most: batch ÷ the larger floor")
+        ax_r.plot(grid, roof, "--", color="gray", label="batch ÷ the larger floor")
         if measured:
             batches, ms = [b for b, _p in measured], [p.seconds * 1e3 for _b, p in measured]
-            ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label=f"measured, context {s}")
+            ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label="measured")
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
         knee = self.knee(s)
-        marks = {"knee (model)": (knee if bs[0] <= knee <= bs[-1] else None, "black", ":")}
-        marks["your prediction"] = (self.prediction, _LINES["prediction"], "-.")
+        marks = {KNEE: (knee if bs[0] <= knee <= bs[-1] else None, "black", ":")}
+        marks["your prediction"] = (self.prediction, "tab:purple", "-.")
         for ax in (ax_t, ax_r):  # the knee, the learner's prediction, the slider's batches
             for label, (x, colour, style) in marks.items():
                 if x is not None:
                     ax.axvline(x, color=colour, ls=style, lw=1, label=label if ax is ax_t else None)
             ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
+            ax.set_title(f"context {s}", fontsize=10)
             ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)
             ax.minorticks_off()
-        ax_t.set(ylabel="time per step (ms)", title=f"time per decode step, context {s}")
-        ax_r.set(ylabel="tokens per second", title=f"tokens per second, context {s}")
-        legend_below(fig, ax_t, ax_r)
+        ax_t.set_ylabel("time per step (ms)")
+        ax_r.set_ylabel("tokens/s")
+        _explorer.legend_below(fig, ax_t, ax_r)
 
     def _rings(self, p: Any) -> list:
         return [(p.batch, p.seconds * 1e3), (p.batch, p.tokens_per_s)]

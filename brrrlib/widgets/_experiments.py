@@ -122,13 +122,9 @@ def predicted_knee_repeat(ceilings: Any, element_size: int = 4) -> float:
 
 def repeat_size(device: torch.device, ceilings: Any) -> int:
     """The default tensor size (elements) of the repeat experiment on ``device``."""
-    cache = machine.last_level_cache_bytes(device)
-    n = 2**16
-    while (
-        4 * n < 2 * cache
-        or 8 * n / ceilings.mem_bandwidth_bytes_per_s < 20 * ceilings.op_overhead_s
-    ):
-        n *= 2
+    cache, c, n = machine.last_level_cache_bytes(device), ceilings, 2**16
+    while 4 * n < 2 * cache or 8 * n < 20 * c.op_overhead_s * c.mem_bandwidth_bytes_per_s:
+        n *= 2  # twice the cache at least, and a pass 20x an op's overhead
     return n
 
 

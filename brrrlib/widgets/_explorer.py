@@ -11,9 +11,13 @@ from typing import Any
 
 from brrrlib import _checks, _fmt, sweeps
 
-__all__ = ["COLOURS", "RING", "_Explorer", "control_value", "legend_below", "note", "peak", "up_to"]
+__all__ = ["COLOURS", "COMPUTE_FLOOR", "KNEE", "MEMORY_FLOOR", "NOISY", "RING", "_Explorer"]
+__all__ += ["control_value", "legend_below", "note", "peak", "up_to"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
+#: Names the explorers' tables and plots share.
+KNEE, NOISY = "knee (model)", "noisy timing: re-measure"
+MEMORY_FLOOR, COMPUTE_FLOOR = "memory floor", "compute floor"
 #: How the current point is marked on every panel.
 RING = dict(marker="o", markersize=14, markerfacecolor="none", markeredgecolor="black", mew=2)
 
@@ -32,7 +36,7 @@ def peak(ceilings: Any, precision: str) -> tuple[float, str]:
 
 def note(p: Any) -> str:
     """A sweep point's caveats: the sweep's reason, a wait for cores, a noisy timing ("-": none)."""
-    noisy = "noisy timing: re-measure" if p.timing.noisy else ""
+    noisy = NOISY if p.timing.noisy else ""
     return "; ".join(filter(None, (p.reason, sweeps.waited_words(p), noisy))) or "-"
 
 

@@ -13,7 +13,7 @@ from brrrlib import _checks, _fmt, machine, roofline, sweeps
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments as ex
-from brrrlib.widgets._explorer import COLOURS, _Explorer, control_value, note, up_to
+from brrrlib.widgets._explorer import COLOURS, KNEE, _Explorer, control_value, note, up_to
 
 __all__ = ["RepeatExplorer", "repeat_explorer"]
 
@@ -148,7 +148,7 @@ class RepeatExplorer(_Explorer):
         c, knee, rs, n = self.ceilings, self.predicted_knee_repeat, self.repeat_options, self.size
         res = self.sweeps.get(n) or Sweep("repeat", ex.X_LABEL, ())
         model = [(r, m, ex.repeat_model_s(c, n, r, m)) for r in rs for m in ex.MODES]
-        view = replace(res, predicted=tuple(model))
+        view = replace(res, predicted=tuple(model), title=f"{_fmt.elements(n)} elements")
         ax_t, ax_f, ax_b, ax_r = fig.subplots(2, 2).ravel()
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.08, top=0.95, hspace=0.35, wspace=0.28)
         for mode in ex.MODES:  # the model's rates, dashed: FLOPs and bytes of a call over its time
@@ -158,20 +158,16 @@ class RepeatExplorer(_Explorer):
             passes = [r if mode == "eager" else 1 for r in rs]
             ax_b.plot(rs, [8 * n * k / s for k, s in zip(passes, t, strict=True)], **style)
         grey = {"color": "grey", "fontsize": 8, "textcoords": "offset points"}
-        red = {"color": "tab:red", "fontsize": 8}
-        for ax, y, title, roof in (
-            (ax_t, "time", f"runtime, {_fmt.elements(n)} elements", None),
-            (ax_f, "flops", "achieved FLOP/s", ("vector FLOP/s roof", c.vector_flops_per_s)),
-            (ax_b, "bytes", "achieved bandwidth", ("bandwidth roof", c.mem_bandwidth_bytes_per_s)),
+        for ax, y, roof in (
+            (ax_t, "time", None),
+            (ax_f, "flops", ("vector FLOP/s roof", c.vector_flops_per_s)),
+            (ax_b, "bytes", ("bandwidth roof", c.mem_bandwidth_bytes_per_s)),
         ):
-            view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)
-            ax.set_title(title, fontsize=10)
-            ax.axvline(knee, color="tab:red", linestyle=":", linewidth=1)
+            ax.axvline(knee, color="tab:red", ls=":", lw=1, label=f"{KNEE}: {knee:.0f}")
+            view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)  # its title: the size
             if roof:
                 ax.axhline(roof[1], color="grey", linewidth=1)
                 ax.annotate(roof[0], (rs[0], roof[1]), xytext=(2, -2), va="top", **grey)
-        knee_at = (knee, 0.02)
-        ax_t.annotate(f" knee ≈ {knee:.0f}", knee_at, xycoords=("data", "axes fraction"), **red)
         pts = [p for p in view.points if p.measured and p.flops > 0]
         xy = [(p.line, p.intensity_flops_per_byte, p.achieved_flops_per_s) for p in pts]
         roofline.plot(c, xy, ax=ax_r, keyed=True, colours=COLOURS)
