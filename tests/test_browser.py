@@ -128,7 +128,7 @@ def _check_batch_readout(_before: str, after: str) -> str | None:
     that waited for cores another program held, state the direction and take no reading
     until it narrows: a busy machine's honest answers.
     """
-    undecided = ("can't tell", "can&#x27;t tell", "wide interval", "no regime to read", _WAITED)
+    undecided = ("can't tell", "can&#x27;t tell", "wide interval", "other code", _WAITED)
     if any(words in after for words in undecided):
         return None
     found = re.search(r"batch 1 → 2(?: cost ×|: x)([\d.,]+) time", after)
@@ -697,7 +697,7 @@ def test_harness_sees_a_traceback(lab, browser):
         ("batch 2 · 30 µs per batch", True),  # no ratio
         ("Doubling the batch 1 → 2 cost ×1.04 time (…)", False),
         ("batch 1 → 2: x1.04 time (95% interval x0.98-x1.10)", False),  # the readout's line
-        ("batch 1 → 2: x0.79 time (…); different code at the two sizes: no regime to read", False),
+        ("batch 1 → 2: x0.79 time (…); reading: other code", False),
         ("batch 1 → 2: x0.70 time (95% interval x0.68-x0.72): batch 2 is 1.43x faster", True),
         ("Doubling the batch 1 → 2: can't tell (x0.7-x3.1)", False),
         (
@@ -750,7 +750,7 @@ def test_repeat_reading_check_can_fail(readout, rejected):
     assert (_check_repeat_readout(readout, "") is not None) is rejected
 
 
-_DECODE_HEADER = "batch\tcontext\ttime per step\ttokens/s\tmemory floor\tcompute floor\tnote\n"
+_DECODE_HEADER = "batch\tcontext\ttime\ttokens/s\tmemory floor\tcompute floor\tnote\n"
 
 
 @pytest.mark.parametrize(
