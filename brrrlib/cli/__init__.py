@@ -35,13 +35,25 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
                 tags[tag] += 1
                 lines = [*text.splitlines(), *(f"-> {a}" for a in advice)]
                 print(f"  {tag:<5} " + "\n        ".join(lines), file=out)
-    next_step = "fix the FAIL lines" if tags["FAIL"] else "next: brrr lab"
-    print(f"{tags['FAIL']} FAIL, {tags['WARN']} WARN; {next_step}", file=out)
-    return 1 if tags["FAIL"] else 0
+    fails = tags["FAIL"]
+    print(f"{fails} FAIL, {tags['WARN']} WARN" + "; next: brrr lab" * (not fails), file=out)
+    return 1 if fails else 0
+
+
+#: What ``brrr diagnose MODULE:NAME`` points at: its help and its refusals say it.
+_NAME_IS = "a function of no arguments returning (fn, args) or (fn, args, kwargs)"
 
 
 class Refusal(Exception):
     """What a command cannot do as asked (a diagnose target, a lab folder); main exits 2."""
+
+    status = 2
+
+
+class _Failed(Refusal):
+    """What went wrong while a command ran (no torch, the workload raised); main exits 1."""
+
+    status = 1
 
 
 def load_target(target: str) -> tuple[Callable, tuple, dict]:
@@ -59,8 +71,7 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     try:  # an nn.Module is called through its forward
         inspect.signature(getattr(factory, "forward", factory)).bind()
     except TypeError:  # not callable, or it needs an argument
-        fix = "point at a function of no arguments returning (fn, args)"
-        raise Refusal(f"{name} is not a zero-argument callable: {fix}") from None
+        raise Refusal(f"{name} must be {_NAME_IS}") from None
     except ValueError:  # a builtin without a signature: call it and see
         pass
     with _user_code(f"calling {name}()"):
@@ -68,7 +79,7 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
     shaped = isinstance(result, tuple) and len(result) in (2, 3)
     fn, args, kwargs = (*result, {})[:3] if shaped else (None, None, None)
     if not (callable(fn) and isinstance(args, (tuple, list)) and isinstance(kwargs, dict)):
-        raise Refusal(f"{name}() must return (fn, args) or (fn, args, kwargs), got {result!r:.80}")
+        raise Refusal(f"{name} must be {_NAME_IS}; it returned {result!r:.80}")
     return fn, tuple(args), kwargs
 
 
@@ -112,8 +123,7 @@ def _describe(err: BaseException) -> str:
 def _diagnose(target: str) -> int:
     problem = torch_problem()
     if problem:
-        print(f"brrr diagnose: {problem}", file=sys.stderr)
-        return 1
+        raise _Failed(problem)
     import brrrlib
 
     fn, args, kwargs = load_target(target)
@@ -125,8 +135,7 @@ def _diagnose(target: str) -> int:
     try:
         result = brrrlib.diagnose(fn, *args, **kwargs)
     except (Exception, SystemExit) as err:  # the workload failed while measured: a real error
-        print(f"brrr diagnose: {target} failed while measured: {_describe(err)}", file=sys.stderr)
-        return 1
+        raise _Failed(f"{target} failed while measured: {_describe(err)}") from None
     print(repr(result))
     return 0
 
@@ -139,10 +148,6 @@ class CopyReport:
     kept: tuple[str, ...] = ()
     backed_up: tuple[str, ...] = ()
     backup_dir: Path | None = None
-
-    def __str__(self) -> str:
-        backup = f", backed up {len(self.backed_up)} to {self.backup_dir}" if self.backed_up else ""
-        return f"copied {len(self.copied)} file(s), kept {len(self.kept)}{backup}"
 
 
 def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
@@ -179,7 +184,10 @@ def _lab(opts) -> int:
     except (OSError, RuntimeError) as err:  # RuntimeError: "~" without a home
         why = getattr(err, "strerror", None) or err
         raise Refusal(f"{option} {where}: {why}: choose a folder you can write") from None
-    print(f"brrr lab: {dest}: {report}", flush=True)
+    backup = f" backup_dir={report.backup_dir}" * bool(report.backed_up)
+    print(
+        f"brrr lab: {dest}: copied={len(report.copied)} kept={len(report.kept)}{backup}", flush=True
+    )
     if opts.copy_only:  # a hub's start hook: the user is already in a JupyterLab
         return 0
     from jupyterlab.labapp import LabApp
@@ -195,11 +203,12 @@ def _lab(opts) -> int:
     return 0
 
 
-_DIAGNOSE_HELP = """\
-NAME is a zero-argument function returning (fn, args) or (fn, args, kwargs), e.g. in mymodel.py
+_DIAGNOSE_HELP = f"""\
+NAME is {_NAME_IS}, e.g. in mymodel.py
     def workload(): x = torch.randn(4096, 4096); return torch.mm, (x, x)
 Exit status: 0 diagnosed, 1 the workload failed, 2 the target cannot be loaded."""
 
+_LAB = "copy the notebooks a workspace lacks (never over your edits), open JupyterLab there"
 _LAB_EPILOG = """\
 Remote GPU: gpu-box$ brrr lab --no-browser --port 8888
             laptop$  ssh -N -L 8888:127.0.0.1:8888 you@gpu-box   (then open the URL it printed)"""
@@ -225,13 +234,12 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_DIAGNOSE_HELP,
     )
-    g.add_argument("target", metavar="MODULE:NAME", help="e.g. mymodel.py:workload")
+    g.add_argument("target", metavar="MODULE:NAME")
     g.set_defaults(run=lambda opts: _diagnose(opts.target))
     lab = sub.add_parser(
         "lab",
-        help="copy the course notebooks to a workspace and open JupyterLab there",
-        description="Copy the notebooks the workspace lacks (never over your edits), then run\n"
-        "JupyterLab there on 127.0.0.1; Ctrl-C stops it and its kernels.",
+        help=_LAB,
+        description=_LAB + " on 127.0.0.1; Ctrl-C stops it",
         epilog=_LAB_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -257,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return opts.run(opts)
     except (Refusal, _workshop.WorkshopError) as err:  # a refusal: what to do instead
         print(f"brrr {opts.command}: {err}", file=sys.stderr)
-        return 2
+        return getattr(err, "status", 2)
     except KeyboardInterrupt:
         print("\nbrrr: interrupted", file=sys.stderr)
         return 130

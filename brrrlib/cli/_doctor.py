@@ -48,13 +48,18 @@ def package_version() -> str:
     return _version("brrrlib") or getattr(sys.modules.get("brrrlib"), "__version__", "unknown")
 
 
+def _pip(what: str) -> str:
+    """The one way doctor says to install something: ``pip install {what}``."""
+    return f"pip install {what}"
+
+
 def _torch_command(flag: str = "") -> str:
-    """``pip install{flag} torch`` for the build this machine needs (CUDA, CPU or Apple's)."""
+    """``pip install {flag}torch`` for the build this machine needs (CUDA, CPU or Apple's)."""
     system, gpu = platform.system(), shutil.which("nvidia-smi") is not None
     # PyPI's wheel is the CPU build on Windows, the CUDA build on Linux, MPS's on a Mac
     wheel = ("cu128" if gpu else "") if system == "Windows" else ("" if gpu else "cpu")
     index = f" --index-url {_INDEX}{wheel}" if wheel and system != "Darwin" else ""
-    return f"pip install{flag} torch{index}"
+    return _pip(f"{flag}torch{index}")
 
 
 def torch_problem() -> str | None:
@@ -64,13 +69,13 @@ def torch_problem() -> str | None:
     except Exception as err:  # a broken install fails in many ways: name it, never hide it
         if isinstance(err, ModuleNotFoundError) and err.name == "torch":
             return f"torch is not installed: {_torch_command()}"
-        fix = _torch_command(" --force-reinstall")
+        fix = _torch_command("--force-reinstall ")
         return f"torch is broken ({type(err).__name__}: {err}): {fix}"
     version = getattr(torch, "__version__", "0")  # 2.10.0+cu128, 2.10.0a0+git...: (2, 10, 0)
     release = tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
     if release < _TORCH_FLOOR:
         floor = ".".join(map(str, _TORCH_FLOOR))
-        return f"torch {version} is older than {floor}: {_torch_command(' -U')}"
+        return f"torch {version} is older than {floor}: {_torch_command('-U ')}"
     return None
 
 
@@ -109,7 +114,7 @@ def _packages(found: dict):
     yield ("FAIL", problem) if problem else ("ok", f"torch {sys.modules['torch'].__version__}")
     for name in _REQUIRED + _OPTIONAL:
         v, bad = _version(name), "FAIL" if name in _REQUIRED else "WARN"
-        yield ("ok", f"{name} {v}") if v else (bad, f"{name} missing", f"pip install {name}")
+        yield ("ok", f"{name} {v}") if v else (bad, f"{name} missing", _pip(name))
     yield "ok", f"brrrlib {package_version()}"
 
 
@@ -124,12 +129,11 @@ def _device(found: dict):
     except ValueError as err:
         yield "FAIL", str(err), "unset BRRR_DEVICE"
         return
-    yield "ok", f"{dev.type} {machine.device_name(dev)}, {torch.get_num_threads()} CPU threads"
-    gpu = dev.type == "cpu" and shutil.which("nvidia-smi")
-    if gpu and torch.version.cuda is None:
-        yield "WARN", f"NVIDIA GPU, torch {torch.__version__}", _torch_command(" --force-reinstall")
-    elif gpu and "BRRR_DEVICE" not in os.environ:
-        yield "WARN", f"NVIDIA GPU, CUDA {torch.version.cuda} unavailable", "check the driver"
+    yield "ok", f"{dev.type} {machine.device_name(dev)}, threads={torch.get_num_threads()}"
+    gpu, cuda = dev.type == "cpu" and shutil.which("nvidia-smi"), torch.version.cuda
+    if gpu and not (cuda and "BRRR_DEVICE" in os.environ):  # cuda None: a CPU build of torch
+        fix = "check the driver" if cuda else _torch_command("--force-reinstall ")
+        yield "WARN", f"NVIDIA GPU unused: torch {torch.__version__}, CUDA {cuda}", fix
 
 
 def _compile(found: dict):
@@ -149,7 +153,7 @@ def _compile(found: dict):
         yield "FAIL", what, _compiler_advice(platform.system())
         return
     found["compiles"] = right
-    wrong = ("FAIL", "torch.compile: wrong result", "pip install -U torch")
+    wrong = ("FAIL", "torch.compile: wrong result", _torch_command("-U "))
     yield ("ok", f"compiled in {_fmt.seconds(time.perf_counter() - t0)}") if right else wrong
 
 
@@ -164,17 +168,17 @@ def _ceilings(found: dict):
         yield "FAIL", f"ceilings: {err}", "set BRRR_CACHE_DIR to a folder of yours"
         return
     s = c.nearest_spec()
-    rows = [
-        ("matmul fp32", c.matmul_flops_per_s, s.peak("fp32"), "FLOP/s"),
-        ("vector fp32", c.vector_flops_per_s, s.peak("fp32") / 2, "FLOP/s"),
-        ("bandwidth", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, "B/s"),
-        ("ridge point", c.ridge_point_flops_per_byte(), s.ridge_point_flops_per_byte(), "FLOP/B"),
+    rows = [  # (ceiling, precision, here, spec sheet, unit)
+        ("matmul", "fp32", c.matmul_flops_per_s, s.peak("fp32"), "FLOP/s"),
+        ("vector", "fp32", c.vector_flops_per_s, s.peak("fp32") / 2, "FLOP/s"),
+        ("bandwidth", "", c.mem_bandwidth_bytes_per_s, s.mem_bandwidth_bytes_per_s, "B/s"),
+        ("ridge", "fp32", c.ridge_point_flops_per_byte(), s.ridge_point_flops_per_byte(), "FLOP/B"),
     ]
     if "bf16" in s.peak_flops_per_s and "bf16" in c.matmul_flops_per_s_by_dtype:
-        rows.append(("matmul bf16", c.matmul_peak("bf16"), s.peak("bf16"), "FLOP/s"))
-    table = [(n, _fmt.si(h, u), _fmt.si(t, u), _fmt.times(t / h)) for n, h, t, u in rows]
-    header = ("", "here", f"{s.name} (spec)", "spec/here")
-    yield "", f"{c!r}\n" + _fmt.text_table(header, table, align="lrrr")
+        rows.append(("matmul", "bf16", c.matmul_peak("bf16"), s.peak("bf16"), "FLOP/s"))
+    table = [(n, p, _fmt.si(h, u), _fmt.si(t, u), _fmt.times(t / h)) for n, p, h, t, u in rows]
+    header = ("", "", "here", f"{s.name} (spec)", "spec/here")
+    yield "", f"{c!r}\n" + _fmt.text_table(header, table, align="llrrr")
     parts = cpu_parts(c.num_threads) if c.device == "cpu" else None
     if parts is not None:  # the CPU roofs as the clock each implies on the chip's parts
         matmul = parts.implied_clock_hz(c.matmul_flops_per_s, 2) / 1e9
@@ -218,7 +222,7 @@ def _notebooks(found: dict):
         missing = " ".join(sorted(m for m in imports if importlib.util.find_spec(m) is None))
         needs = "torch.compile" in text
         if missing:
-            yield "FAIL", f"{path.name} needs {missing}", f"pip install {missing}"
+            yield "FAIL", f"{path.name} needs {missing}", _pip(missing)
         elif needs and compiles is False:
             yield "FAIL", f"{path.name} needs torch.compile"
         else:

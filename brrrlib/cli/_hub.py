@@ -54,7 +54,7 @@ async def copy_the_course(spawner) -> None:
     said = (await proc.communicate())[0].decode(errors="replace").strip()
     if proc.returncode != 0:
         raise RuntimeError(f"copying the course for {account.pw_name} failed: {said[-800:]}")
-    spawner.log.info("%s: %s", account.pw_name, said)
+    spawner.log.info("%s", said)  # brrr lab: /home/NAME/brrr-course: copied=...
 
 
 def _loopback_url() -> str:

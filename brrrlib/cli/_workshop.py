@@ -107,12 +107,12 @@ def _path() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
-def _closed_folder(path: Path) -> Path | None:
-    """The first folder on the way to ``path`` (links followed) other accounts cannot enter."""
-    real = Path(os.path.realpath(path))
-    for folder in (*reversed(real.parents), real):
-        if folder.is_dir() and not folder.stat().st_mode & stat.S_IXOTH:
-            return folder
+def _closed(*paths: Path) -> str | None:
+    """The first folder on the way to ``paths`` (links followed) other accounts cannot enter."""
+    for real in (Path(os.path.realpath(p)) for p in paths):
+        for folder in (*reversed(real.parents), real):
+            if folder.is_dir() and not folder.stat().st_mode & stat.S_IXOTH:
+                return f"{folder} is closed to other accounts"
     return None
 
 
@@ -136,44 +136,43 @@ def _check_machine(end: bool) -> None:
         done = subprocess.run(probe, env=env, capture_output=True, text=True, **as_nobody)
         if done.returncode == 0:
             return
-        said = (done.stderr.strip().splitlines() or ["it failed"])[-1]
+        said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     except OSError as err:  # the Python itself cannot be run as that account
         said = str(err)
-    places = (Path(sys.executable), Path(sys.prefix), Path(__file__))
-    closed = next(filter(None, map(_closed_folder, places)), None)
-    why = f"{closed} is closed to other accounts" if closed else said
+    why = _closed(Path(sys.executable), Path(sys.prefix), Path(__file__)) or said
     fix = "install the course in a Python every account can read: course/INSTRUCTORS.md"
     raise WorkshopError(f"other accounts cannot run {sys.executable} ({why}): {fix}")
 
 
 def _listen(opts) -> dict:
     """``--ip``, ``--port``, ``--tls-*`` and the hub's URL; beyond loopback only with TLS."""
-    if bool(opts.tls_cert) != bool(opts.tls_key):
-        raise WorkshopError("--tls-cert and --tls-key go together: give both, or neither")
+    loopback, half = opts.ip.is_loopback, bool(opts.tls_cert) != bool(opts.tls_key)
+    if half or not (loopback or opts.tls_cert or opts.behind_tls_proxy):
+        fix = "give both --tls-cert and --tls-key, or --behind-tls-proxy"
+        raise WorkshopError(f"--ip {opts.ip}: plain HTTP shows the passwords: {fix}")
     for option, path in (("--tls-cert", opts.tls_cert), ("--tls-key", opts.tls_key)):
         if path and not Path(path).is_file():
             raise WorkshopError(f"{option} {path}: no such file")
-    loopback = opts.ip.is_loopback
-    if not loopback and not opts.tls_cert and not opts.behind_tls_proxy:
-        fix = "give --tls-cert and --tls-key, or --behind-tls-proxy"
-        raise WorkshopError(f"--ip {opts.ip} over plain HTTP shows the passwords: {fix}")
     host = f"[{opts.ip}]" if opts.ip.version == 6 else opts.ip
     url = f"{'https' if opts.tls_cert else 'http'}://{host}:{opts.port}"
     return {"url": url, "loopback": loopback, "tls_cert": opts.tls_cert, "tls_key": opts.tls_key}
 
 
-def _names(text: str | None) -> list[str]:
+def _name(text: str) -> str:
+    """``--instructor``, and each of ``--learners``: a new account's name."""
+    if not _NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an account name ({_NAME.pattern})")
+    return text
+
+
+def _names(text: str) -> list[str]:
     """``--learners``: names separated by commas, or a number N (learner01 ... learnerNN)."""
-    if text and text.strip().isdigit():
+    if text.strip().isdigit():
         n = int(text)
         if not 1 <= n <= 500:
-            raise WorkshopError(f"--learners {text}: give 1 to 500")
+            raise argparse.ArgumentTypeError(f"{n}: give 1 to 500")
         return [f"learner{i:0{max(2, len(str(n)))}d}" for i in range(1, n + 1)]
-    names = list(dict.fromkeys(n.strip() for n in (text or "").split(",") if n.strip()))
-    for name in names:
-        if not _NAME.fullmatch(name):
-            raise WorkshopError(f"--learners: {name!r} is not an account name ({_NAME.pattern})")
-    return names
+    return list(dict.fromkeys(_name(n.strip()) for n in text.split(",") if n.strip()))
 
 
 def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]:
@@ -181,18 +180,15 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     root, accounts = workshop.root, workshop.accounts()
     if not accounts and not opts.learners:
         raise WorkshopError(f"{root} holds no workshop yet: give --learners ada,bob or 20")
-    if not accounts and not _NAME.fullmatch(opts.instructor):
-        raise WorkshopError(f"--instructor {opts.instructor!r} is not an account name")
-    wanted = ([] if accounts else [opts.instructor]) + _names(opts.learners)
+    wanted = ([] if accounts else [opts.instructor]) + opts.learners
     if not accounts and opts.instructor in wanted[1:]:
         raise WorkshopError(f"--instructor {opts.instructor} is also among --learners")
     taken = [n for n in wanted if n not in accounts and _account(n)]
     if taken:  # the workshop makes accounts of its own, and never lends out an existing one
         raise WorkshopError(f"{taken[0]} is already an account here: pick another name")
-    closed = _closed_folder(root.parent)
-    if closed is not None:
-        why = f"{closed} is closed to other accounts"
-        raise WorkshopError(f"--dir {root}: {why}: choose a folder such as {DEFAULT_DIR}")
+    closed = _closed(root.parent)
+    if closed:
+        raise WorkshopError(f"--dir {root}: {closed}: choose a folder such as {DEFAULT_DIR}")
     results = root / "results"  # a drop box (1733): add a file, replace only your own
     modes = {root: 0o755, workshop.hub: 0o700, root / "home": 0o755, results: 0o1733}
     for folder, mode in modes.items():
@@ -249,16 +245,16 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
     url, gb = listen["url"] + "/", psutil.virtual_memory().total / len(accounts) / 2**30
     link = f"{url}hub/user-redirect/lab/tree/{COURSE_DIR}"
     rows = {
-        "hub": url + (" (loopback)" if listen["loopback"] else " (open to the network)"),
-        "accounts": f"{len(accounts)} ({len(new)} new)",
+        "hub": url + " (open to the network)" * (not listen["loopback"]),
+        "accounts": f"{len(accounts)} new={len(new)}",
         "cards": f"{workshop.hub / 'cards.txt'} (print, then delete)",
-        "threads": f"{share.threads} per kernel = {share.cores} cores // {learners} learners",
-        "memory": f"{gb:.1f} GB per account" + " (low: 2 advised)" * (gb < 2),
+        "threads": f"{share.threads} = {share.cores} cores // {learners} learners",
+        "GB each": f"{gb:.1f}" + " (low: 2 advised)" * (gb < 2),
         "chapter": f"{link}/00_the_factory.ipynb",
-        "class view": f"{link}/instructor/class_results.ipynb",
-        "reports": str(workshop.root / "results"),
+        "class": f"{link}/instructor/class_results.ipynb",
+        "reports": workshop.root / "results",
     }
-    print("\n".join(f"brrr workshop: {k:<10} {v}" for k, v in rows.items()), flush=True)
+    print("\n".join(f"brrr workshop: {k:<8} {v}" for k, v in rows.items()), flush=True)
     env = {**os.environ, "PATH": _path()}
     os.chdir(workshop.hub)
     # JupyterHub takes this process over: Ctrl-C (or SIGTERM) reaches it, and it stops
@@ -270,7 +266,7 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
 def run(opts) -> int:
     """``brrr workshop``: prepare the folder and accounts, then become JupyterHub; WorkshopError."""
     workshop = Workshop(Path(opts.dir).expanduser().resolve())
-    listen, _ = _listen(opts), _names(opts.learners)  # what was asked, before the machine
+    listen = _listen(opts)  # what was asked, before the machine
     _check_machine(end=opts.end)
     if opts.end:
         return _end(workshop)
@@ -291,13 +287,19 @@ def add_parser(sub, port_type) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    w.add_argument("--dir", default=DEFAULT_DIR, help=f"the workshop's folder ({DEFAULT_DIR})")
-    w.add_argument("--learners", metavar="NAMES|N", help="ada,bob,cy or N; new names are added")
-    w.add_argument("--instructor", default="instructor", help="the admin's name (first start)")
-    w.add_argument("--ip", type=ip_address, default="127.0.0.1", help="the address (127.0.0.1)")
-    w.add_argument("--port", type=port_type, default=8000, help="the port (8000)")
-    w.add_argument("--tls-cert", metavar="PEM", default="", help="TLS cert (beyond loopback)")
-    w.add_argument("--tls-key", metavar="PEM", default="", help="its private key")
-    w.add_argument("--behind-tls-proxy", action="store_true", help="a TLS proxy forwards to it")
+    w.add_argument("--dir", default=DEFAULT_DIR, help="%(default)s")
+    w.add_argument("--learners", type=_names, default=[], metavar="NAMES|N", help="ada,bob,cy or N")
+    w.add_argument(
+        "--instructor",
+        type=_name,
+        default="instructor",
+        metavar="NAME",
+        help="the admin (first start)",
+    )
+    w.add_argument("--ip", type=ip_address, default="127.0.0.1", help="%(default)s")
+    w.add_argument("--port", type=port_type, default=8000, help="%(default)s")
+    w.add_argument("--tls-cert", metavar="PEM", default="")
+    w.add_argument("--tls-key", metavar="PEM", default="")
+    w.add_argument("--behind-tls-proxy", action="store_true")
     w.add_argument("--end", action="store_true", help="remove the accounts (homes stay in DIR)")
     w.set_defaults(run=run)
