@@ -111,14 +111,13 @@ def regimes_roofline(
 
     if not points:
         raise ValueError("points: give at least one RooflinePoint to place under the roof")
-    precisions = {getattr(p, "precision", "fp32") for p in points}
-    dtype = precisions.pop() if len(precisions) == 1 else None
+    precisions = list(dict.fromkeys(getattr(p, "precision", "fp32") for p in points))
     keyed = []
     for p in points:
         x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
         keyed.append((f"{p.label}: {_fmt.si(y, 'FLOP/s')} at {x:.3g} FLOP/byte", x, y))
     ax = _new_axes(ax, (10.5, 4.6))
-    roofline.plot(ceilings, keyed, extra=beside, ax=ax, dtype=dtype, keyed=True)
+    roofline.plot(ceilings, keyed, extra=beside, ax=ax, dtype=precisions, keyed=True)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
