@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -193,15 +194,12 @@ def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
 
 def _points_precisions(points: Sequence[Any], device: Any) -> list[str]:
     """The roofs to draw for these points: each precision among them that ``device`` has."""
-
-    def has_roof(precision: str) -> bool:
-        try:
-            return bool(_roofs(device, precision))
-        except ValueError:
-            return False
-
-    precisions = dict.fromkeys(getattr(p, "precision", "fp32") for p in points)
-    return [p for p in precisions if has_roof(p)] or ["fp32"]
+    found = []
+    for precision in dict.fromkeys(getattr(p, "precision", "fp32") for p in points):
+        with contextlib.suppress(ValueError):  # no such roof here: not drawn
+            _roofs(device, precision)
+            found.append(precision)
+    return found or ["fp32"]
 
 
 def plot(
@@ -230,8 +228,8 @@ def plot(
         roofs, bandwidth = _roofs(device, precision)
         resolved.append((_label(device), roofs[:1] if len(dtypes) > 1 else roofs, bandwidth))
     xy = [_as_xy(p) for p in points]
-    own = [getattr(p, "precision", "") for p in points]
-    judged = [p if p in dtypes else dtypes[0] for p in own]
+    # each point judged on the roof of its own precision where that is drawn
+    judged = [d if (d := getattr(p, "precision", "")) in dtypes else dtypes[0] for p in points]
     over = [above_roof(p, devices[0], d) for p, d in zip(points, judged, strict=True)]
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")

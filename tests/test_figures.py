@@ -201,7 +201,7 @@ def test_recorded_figures_say_they_are_recorded_with_axes_in_units():
     best = f"{rec.best_flops_per_s('fp32') / 1e12:.1f}"
     assert legend[0].startswith("fp32:") and best in legend[0] and len(legend) == 4
     sweep = figures.recorded_repeat_sweep(rec)
-    assert rec.label in sweep.get_title() and f"{2**27 >> 20} Mi" in sweep.get_title()
+    assert rec.label in sweep.get_title() and f"{2**27 >> 20} Mi" in sweep.get_ylabel()
     assert "(ms)" in sweep.get_ylabel() and "repeat" in sweep.get_xlabel()
     legend = {tuple(t.get_text().split(", ")) for t in sweep.get_legend().get_texts()}
     assert legend == set(itertools.product(("eager", "fused"), ("fp32", "bf16")))

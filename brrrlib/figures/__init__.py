@@ -70,22 +70,21 @@ def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
     flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
     if by_dtype[best] > 1.2 * fp32:
         flops += f"\n{best} {_fmt.si(by_dtype[best], 'FLOP/s')}"
-    op_s = getattr(ceilings, "op_overhead_s", None)
-    overhead = _fmt.seconds(op_s) + " per op" if op_s else "cost per op"
-    return flops, _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s"), overhead
+    bandwidth = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
+    return flops, bandwidth, _fmt.seconds(ceilings.op_overhead_s)
 
 
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """The essay's factory as boxes and arrows, labelled with ``ceilings``' numbers (chapter 00)."""
     ax = _new_axes(ax, (9.5, 3.8))
-    words = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
+    words = ("FLOP/s", "bandwidth", "cost")
     flops, bw, overhead = words if ceilings is None else _factory_numbers(ceilings)
     warehouse = "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)\nholds every tensor"
     _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", warehouse)
     _box(ax, 7.43, 1.35, 4.85, 1.9, "#f8dcc4", "")
     ax.text(7.43, 2.03, "Factory", ha="center", va="center", weight="bold")
     _box(ax, 6.08, 1.23, 1.75, 1.25, "#fff6d5", "store\nregisters, caches\n(SRAM): small, fast")
-    _box(ax, 8.4, 3.55, 2.9, 1.2, "#e4e4e4", f"Manager\nPython + framework\n{overhead}")
+    _box(ax, 8.4, 3.55, 2.9, 1.2, "#e4e4e4", f"Manager\nPython + framework\n{overhead} per op")
     ax.text(8.4, 1.2, f"compute units\n{flops}", ha="center", va="center", fontsize=9)
     for start, end, label, dy in (
         ((2.85, 1.65), (4.95, 1.65), f"trucks: {bw}", 0.22),
@@ -98,8 +97,7 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     ax.set(xlim=(0, 10), ylim=(0, 4.4))
     ax.axis("off")
     if ceilings is not None:
-        name = getattr(ceilings, "device_name", "") or getattr(ceilings, "device", "")
-        ax.set_title(f"measured: {name}")
+        ax.set_title(f"measured: {ceilings.device_name}")
     return ax
 
 
@@ -138,7 +136,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
         ax.text(i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center")
     ax.set_xticks(list(xs), [s.name for s in specs])
     ax.set(ylim=(0, top * 1.15), ylabel=f"growth relative to {first.name} (x)")
-    ax.legend(loc="upper left")
+    ax.legend()
     return ax
 
 
@@ -157,7 +155,7 @@ def _lines(ax, lines: Sequence[tuple], xlabel: str, ylabel: str, title="", hline
     _fmt.plain_x_ticks(ax)
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8)
     return ax
 
 
@@ -265,8 +263,10 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
                 r, s = zip(*line, strict=True)
                 style = {"marker": "o", "ls": style, "color": colour}
                 lines.append((f"{mode}, {precision}", r, [t * 1e3 for t in s], style))
-    title = f"Recorded: {rec.label}\n{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
-    return _lines(ax, lines, "repeat count (x = x * 2, repeated)", "time per call (ms)", title)
+    per_call = f"time per call of {_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements (ms)"
+    return _lines(
+        ax, lines, "repeat count (x = x * 2, repeated)", per_call, f"Recorded: {rec.label}"
+    )
 
 
 # ------------------------------------------------------------------ chapter 04
