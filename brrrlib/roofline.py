@@ -132,7 +132,7 @@ class RooflinePoint:
     precision: str = "fp32"  # the roof it is judged against
 
     def __post_init__(self) -> None:
-        _checks.kind("label", self.label, str, "a str")
+        _checks.kind("label", self.label, str, "str")
         _checks.number("flops", self.flops, positive=False)
         _checks.number("bytes_moved", self.bytes_moved, positive=True)
         _checks.number("seconds", self.seconds, positive=True)
@@ -174,8 +174,7 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
             raise ValueError(f"points: {point.label!r} did 0 FLOPs: no place on log-log axes")
         return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
     if not (isinstance(point, (tuple, list)) and len(point) == 3):
-        what = "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple"
-        raise TypeError(f"points must each be {what}, got {type(point).__name__}")
+        _checks.kind("points", point, (), "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple")
     label, intensity, rate = point
     intensity = _checks.number("intensity_flops_per_byte", intensity, positive=True)
     return str(label), intensity, _checks.number("achieved_flops_per_s", rate, positive=True)

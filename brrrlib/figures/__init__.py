@@ -62,23 +62,20 @@ def _arrow(ax: Any, start: tuple, end: tuple, **kw: Any) -> None:
 # ------------------------------------------------------------------ chapter 00
 
 
-def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
-    """(factory, trucks, manager) labels: fp32 and, when faster, the best other precision."""
-    fp32 = ceilings.matmul_flops_per_s
-    by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}), fp32=fp32)
-    best = max(by_dtype, key=by_dtype.get)
-    flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
-    if by_dtype[best] > 1.2 * fp32:
-        flops += f"\n{best} {_fmt.si(by_dtype[best], 'FLOP/s')}"
-    bandwidth = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
-    return flops, bandwidth, _fmt.seconds(ceilings.op_overhead_s)
-
-
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """The essay's factory as boxes and arrows, labelled with ``ceilings``' numbers (chapter 00)."""
     ax = _new_axes(ax, (9.5, 3.8))
-    words = ("FLOP/s", "bandwidth", "cost")
-    flops, bw, overhead = words if ceilings is None else _factory_numbers(ceilings)
+    flops, bw, overhead = "FLOP/s", "bandwidth", "cost"
+    if ceilings is not None:  # fp32 and, when clearly faster, the fastest other precision
+        fp32 = ceilings.matmul_flops_per_s
+        by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}), fp32=fp32)
+        best = max(by_dtype, key=by_dtype.get)
+        flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
+        if by_dtype[best] > 1.2 * fp32:
+            flops += f"\n{best} {_fmt.si(by_dtype[best], 'FLOP/s')}"
+        bw = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
+        overhead = _fmt.seconds(ceilings.op_overhead_s)
+        ax.set_title(f"measured: {ceilings.device_name}")
     warehouse = "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)\nholds every tensor"
     _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", warehouse)
     _box(ax, 7.43, 1.35, 4.85, 1.9, "#f8dcc4", "")
@@ -96,8 +93,6 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
         ax.text(x + 0.15 * (dy == 0), y, label, ha="left" if dy == 0 else "center", fontsize=9)
     ax.set(xlim=(0, 10), ylim=(0, 4.4))
     ax.axis("off")
-    if ceilings is not None:
-        ax.set_title(f"measured: {ceilings.device_name}")
     return ax
 
 
@@ -264,9 +259,8 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
                 style = {"marker": "o", "ls": style, "color": colour}
                 lines.append((f"{mode}, {precision}", r, [t * 1e3 for t in s], style))
     per_call = f"time per call of {_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements (ms)"
-    return _lines(
-        ax, lines, "repeat count (x = x * 2, repeated)", per_call, f"Recorded: {rec.label}"
-    )
+    title = f"Recorded: {rec.label}"
+    return _lines(ax, lines, "repeat count (x = x * 2, repeated)", per_call, title)
 
 
 # ------------------------------------------------------------------ chapter 04
