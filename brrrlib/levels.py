@@ -71,16 +71,17 @@ class Levels:
         return {name: self.roof(name, pattern) for name in [*dict(self.caches), MEMORY]}
 
     def rows(self) -> list[list[str]]:
-        """The table: level, capacity, each pattern's roof."""
-        patterns = self._patterns()
+        """The table: level, capacity as the sweep found it and as reported, each pattern's roof."""
+        reported = dict(self.caches)
         capacity = {**dict(self.held), MEMORY: None}
         return [
             [
                 name,
                 _fmt.binary_bytes(capacity[name]) if capacity[name] else "beyond",
+                _fmt.binary_bytes(reported[name]) if name in reported else "",
                 *(
                     _fmt.si(r, "B/s") if (r := self.roof(name, p)) else "overhead-bound"
-                    for p in patterns
+                    for p in self._patterns()
                 ),
             ]
             for name in capacity
@@ -90,26 +91,17 @@ class Levels:
         return sorted({p for p, *_ in self.points}, key=["read", "copy"].index)
 
     def _header(self) -> list[str]:
-        return [
-            "level",
-            f"holds ({self.threads} threads)",
-            *(f"{p} roof" for p in self._patterns()),
-        ]
+        return ["level", "holds", "reported", *(f"{p} roof" for p in self._patterns())]
 
-    def _note(self) -> str:
-        pairs = zip(self.caches, self.held, strict=True)
-        said = "".join(
-            f"; {n}: {_fmt.binary_bytes(b)} reported" for (n, b), h in pairs if h[1] != b
-        )
-        return f"one tiny op {_fmt.seconds(self.op_overhead_s)}{said}"
+    def _title(self) -> str:
+        tiny = _fmt.seconds(self.op_overhead_s)
+        return f"{self.device_name} ({self.device}, {self.threads} threads), one tiny op {tiny}"
 
     def __repr__(self) -> str:
-        title = f"Levels of {self.device_name} ({self.device}): {self._note()}"
-        return title + "\n" + _fmt.text_table(self._header(), self.rows(), align="lrrr")
+        return self._title() + "\n" + _fmt.text_table(self._header(), self.rows(), align="lrrrr")
 
     def _repr_html_(self) -> str:
-        table = _fmt.html_table(self._header(), self.rows(), align="lrrr")
-        return f"{table}<p>{self._note()}</p>"
+        return _fmt.html_table(self._header(), self.rows(), caption=self._title(), align="lrrrr")
 
     def plot(self, ax=None, peak_flops_per_s: float | None = None):
         """Bandwidth against working set, a line per pattern, each cache's capacity marked."""
@@ -128,19 +120,19 @@ class Levels:
             grey = dict(color="grey", alpha=0.15, label="overhead-bound")
             ax.axvspan(min(bound) / 1.2, max(bound) * 1.2, **grey)
         reported = dict(self.caches)
-        where = dict(xycoords=("data", "axes fraction"), textcoords="offset points", ha="right")
         for name, capacity in self.held:  # what held, and what the system reports where not
-            marks = [(capacity, name, ":", -12)]
+            marks = [(capacity, name, ":", 0.98)]
             if reported[name] != capacity:
-                marks.append((reported[name], f"{name} reported", "--", -24))
-            for at, text, style, dy in marks:
+                marks.append((reported[name], f"{name} reported", "--", 0.92))
+            for at, text, style, y in marks:
                 ax.axvline(at, color="grey", lw=0.8, ls=style)
-                ax.annotate(text, (at, 1), xytext=(-3, dy), fontsize=8, **where)
+                top = {"transform": ax.get_xaxis_transform(), "ha": "right", "va": "top"}
+                ax.text(at, y, text, fontsize=8, **top)
         ax.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel="bandwidth (GB/s)")
         plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(plain)
-        ax.set_title(f"bandwidth by working set, {self.device_name}", fontsize=10)
+        ax.set_title(self.device_name, fontsize=10)
         ax.legend(fontsize=8)
         if roof_ax is not None:
             _roofline(roof_ax, self, peak_flops_per_s)
@@ -149,19 +141,15 @@ class Levels:
 
 
 def _roofline(ax, levels: Levels, peak_flops_per_s: float) -> None:
-    """One diagonal per measured level under the compute peak (FLOP/s against FLOP/byte)."""
+    """One diagonal per measured level under the compute peak: the read roofs."""
+    from brrrlib import roofline
+
     intensity = [2.0**k for k in range(-5, 9)]
     for level, roof in levels.roofs("read").items():
         if roof:
-            ax.plot(
-                intensity,
-                [min(peak_flops_per_s, roof * i) / 1e9 for i in intensity],
-                label=f"{level}: {roof / 1e9:.0f} GB/s",
-            )
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("attainable (GFLOP/s)")
-    ax.set_title("cache-aware roofline (read roofs)", fontsize=10)
-    ax.legend(fontsize=8)
+            attainable = [min(peak_flops_per_s, roof * i) for i in intensity]
+            ax.plot(intensity, attainable, label=f"{level} read: {_fmt.si(roof, 'B/s')}")
+    roofline._dress(ax, "")
 
 
 def measure_levels(device: str | torch.device | None = None, *, budget_s: float = 0.03) -> Levels:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -9,6 +11,7 @@ from numbers import Real
 from typing import Any
 
 from brrrlib import _checks, _fmt
+from brrrlib._counts import Counts
 from brrrlib.hardware import dtype_key
 
 __all__ = [
@@ -24,6 +27,8 @@ __all__ = [
 ABOVE_ROOF_TOLERANCE = 0.10
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _TEXT = {"textcoords": "offset points", "fontsize": 8}
+#: The x axis of every roofline.
+INTENSITY_LABEL = "arithmetic intensity (FLOP/byte)"
 
 
 def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float, float]:
@@ -92,16 +97,16 @@ def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
         return [(dtype, peak)], bandwidth
     if not hasattr(device, "mem_bandwidth_bytes_per_s"):
         what = "bl.spec(...), bl.measure_ceilings() or a (FLOP/s, bytes/s) pair"
-        raise TypeError(f"device_or_spec must be {what}, got {type(device).__name__}")
+        _checks.kind("device_or_spec", device, (), what)
     measured = hasattr(device, "vector_flops_per_s")
     if measured:
         by_dtype = getattr(device, "matmul_flops_per_s_by_dtype", None) or {}
-        peaks, missing = {**by_dtype, "fp32": device.matmul_flops_per_s}, "matmul measurement"
+        peaks = {**by_dtype, "fp32": device.matmul_flops_per_s}
     else:
-        peaks, missing = dict(device.peak_flops_per_s), "peak"
+        peaks = dict(device.peak_flops_per_s)
     if not peaks.get(dtype):
         have = sorted(k for k, v in peaks.items() if v)
-        raise ValueError(f"dtype: {_label(device)} has no {dtype!r} {missing}; use one of {have}")
+        raise ValueError(f"dtype: {_label(device)} has no {dtype!r} roof; use one of {have}")
     peak, bandwidth = _roof(peaks[dtype], device.mem_bandwidth_bytes_per_s)
     if measured:
         return [(f"{dtype} matmul", peak), ("fp32 vector", device.vector_flops_per_s)], bandwidth
@@ -127,8 +132,7 @@ class RooflinePoint:
     precision: str = "fp32"  # the roof it is judged against
 
     def __post_init__(self) -> None:
-        if not isinstance(self.label, str):
-            raise TypeError(f"label must be a string, got {type(self.label).__name__}")
+        _checks.kind("label", self.label, str, "str")
         _checks.number("flops", self.flops, positive=False)
         _checks.number("bytes_moved", self.bytes_moved, positive=True)
         _checks.number("seconds", self.seconds, positive=True)
@@ -151,12 +155,10 @@ class RooflinePoint:
     @classmethod
     def from_counts(cls, counts: Any, timing: Any, label: str | None = None) -> RooflinePoint:
         """A point from ``bl.count(...)`` and a ``Timing`` (its median) or seconds of that work."""
-        if not (hasattr(counts, "flops") and hasattr(counts, "bytes_moved")):
-            raise TypeError(f"counts must come from bl.count(...), got {type(counts).__name__}")
+        _checks.kind("counts", counts, Counts, "bl.count(...)")
         seconds = getattr(timing, "median_s", None) or _checks.seconds("timing", timing)
         label = label or getattr(timing, "label", None) or "workload"
-        precision = getattr(counts, "precision", "fp32")
-        return cls(label, counts.flops, counts.bytes_moved, seconds, precision)
+        return cls(label, counts.flops, counts.bytes_moved, seconds, counts.precision)
 
     def __repr__(self) -> str:
         return (
@@ -172,11 +174,10 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
             raise ValueError(f"points: {point.label!r} did 0 FLOPs: no place on log-log axes")
         return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
     if not (isinstance(point, (tuple, list)) and len(point) == 3):
-        what = "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple"
-        raise TypeError(f"points must each be {what}, got {type(point).__name__}")
+        _checks.kind("points", point, (), "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple")
     label, intensity, rate = point
-    intensity = _checks.number("point intensity", intensity, positive=True)
-    return str(label), intensity, _checks.number("point flops_per_s", rate, positive=True)
+    intensity = _checks.number("intensity_flops_per_byte", intensity, positive=True)
+    return str(label), intensity, _checks.number("achieved_flops_per_s", rate, positive=True)
 
 
 def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
@@ -190,15 +191,14 @@ def above_roof(point: Any, ceilings: Any, dtype: str | None = None) -> bool:
 # ---------------------------------------------------------------- plot
 
 
-def _points_precision(points: Sequence[Any], device: Any) -> str:
-    """The roof to draw for these points: their precision (the fastest when they differ)."""
-    usable = []
-    for p in sorted({getattr(p, "precision", "fp32") for p in points} - {"fp32"}):
-        try:
-            usable.append((_roofs(device, p)[0][0][1], p))
-        except (ValueError, TypeError):
-            continue
-    return max(usable)[1] if usable else "fp32"
+def _points_precisions(points: Sequence[Any], device: Any) -> list[str]:
+    """The roofs to draw for these points: each precision among them that ``device`` has."""
+    found = []
+    for precision in dict.fromkeys(getattr(p, "precision", "fp32") for p in points):
+        with contextlib.suppress(ValueError):  # no such roof here: not drawn
+            _roofs(device, precision)
+            found.append(precision)
+    return found or ["fp32"]
 
 
 def plot(
@@ -206,13 +206,13 @@ def plot(
     points: Sequence[Any] = (),
     *,
     ax: Any = None,
-    dtype: str | None = None,
+    dtype: Any = None,
     extra: Sequence[Any] = (),
     title: str | None = None,
     keyed: bool = False,
     colours: Mapping[str, str] | None = None,
 ) -> Any:
-    """The roofline of one or more devices with points (labelled, or ``keyed`` in the legend)."""
+    """Devices' roofs, of ``dtype``, a list of them or the points' own; points labelled or ``keyed``."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -220,17 +220,25 @@ def plot(
     devices = [*(ceilings if many else [ceilings]), *extra]
     if not devices:
         raise ValueError("ceilings: give at least one device (bl.spec(...) or measured ceilings)")
-    dtype = _points_precision(points, devices[0]) if dtype is None else dtype
-    resolved = [(_label(d), *_roofs(d, dtype)) for d in devices]
+    dtypes = _points_precisions(points, devices[0]) if dtype is None else dtype
+    dtypes = [dtype_key(t) for t in (dtypes if isinstance(dtypes, (list, tuple)) else [dtypes])]
+    resolved = []
+    for device, precision in itertools.product(devices, dtypes):
+        roofs, bandwidth = _roofs(device, precision)
+        resolved.append((_label(device), roofs[:1] if len(dtypes) > 1 else roofs, bandwidth))
     xy = [_as_xy(p) for p in points]
+    # each point judged on the roof of its own precision where that is drawn
+    judged = [d if (d := getattr(p, "precision", "")) in dtypes else dtypes[0] for p in points]
+    over = [above_roof(p, devices[0], d) for p, d in zip(points, judged, strict=True)]
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
     xs = [r[k][1] / bw for _, r, bw in resolved for k in (0, -1)] + [x for _, x, _ in xy]
     grid = np.geomspace(min(xs) / 30, max(xs) * 30, 400)
     for i, (name, roofs, bandwidth) in enumerate(resolved):
         _draw_device(ax, grid, name, roofs, bandwidth, f"C{i}")
-    _draw_points(ax, xy, devices[0], dtype, keyed, colours or {})
-    _dress(ax, f"{title or 'roofline'} ({dtype} roof)")
+    _draw_points(ax, xy, over, keyed, colours or {})
+    roof = "roofs" if len(dtypes) > 1 else "roof"
+    _dress(ax, f"{title or 'roofline'} ({', '.join(dtypes)} {roof})")
     ax.set_xlim(grid[0], grid[-1])
     return ax
 
@@ -239,7 +247,7 @@ def _dress(ax: Any, title: str) -> None:
     """Log axes in FLOP/byte and FLOP/s, a light grid, the legend lower right."""
     from matplotlib.ticker import EngFormatter
 
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)")
+    ax.set(xscale="log", yscale="log", xlabel=INTENSITY_LABEL)
     ax.set(ylabel="performance (FLOP/s)", title=title)
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
@@ -260,19 +268,22 @@ def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:
     ax.annotate(text, (ridge, top), xytext=(-6, 6), ha="right", color=colour, **_TEXT)
 
 
-def _draw_points(ax, xy, device: Any, dtype: str, keyed: bool, colours: Mapping[str, str]) -> None:
+def _draw_points(ax, xy, over: Sequence[bool], keyed: bool, colours: Mapping[str, str]) -> None:
     """The points: keyed in the legend or labelled beside; one above the roof as a red cross."""
     for i, key in enumerate(dict.fromkeys(label for label, _, _ in xy) if keyed else ()):
         xs, ys = zip(*[(x, y) for label, x, y in xy if label == key], strict=True)
         style = {"marker": _MARKERS[i % len(_MARKERS)], "mec": colours.get(key, f"C{3 + i}")}
         ax.plot(xs, ys, ls="none", ms=8, mfc="white", mew=2, zorder=6, label=key, **style)
-    for label, x, y in xy:
-        colour = "red" if above_roof((label, x, y), device, dtype) else "black"
-        if colour == "red":
+    for i, ((label, x, y), bad) in enumerate(zip(xy, over, strict=True)):
+        if bad:
             ax.plot([x], [y], "X", color="red", ms=11, zorder=7)
             label += "\nabove the roof: a counting or timing error"
         elif keyed:
             continue
         else:
-            ax.plot([x], [y], "o", color="black", ms=6, zorder=5)
-        ax.annotate(label, (x, y), xytext=(6, 4), color=colour, **_TEXT)
+            ax.plot([x], [y], "o", color=colours.get(label, "black"), mec="black", ms=7, zorder=5)
+        # Points at one intensity (eager and compiled, fp32 and TF32) stack in one column: their
+        # labels go right and left of it in turn, so no label covers another.
+        left = sum(abs(math.log10(x / x0)) < 0.05 for _, x0, _ in xy[:i]) % 2
+        side = {"xytext": (-6, 4), "ha": "right"} if left else {"xytext": (6, 4)}
+        ax.annotate(label, (x, y), color="red" if bad else "black", **side, **_TEXT)

@@ -62,30 +62,26 @@ def _arrow(ax: Any, start: tuple, end: tuple, **kw: Any) -> None:
 # ------------------------------------------------------------------ chapter 00
 
 
-def _factory_numbers(ceilings: Any) -> tuple[str, str, str]:
-    """(factory, trucks, manager) labels: fp32 and, when faster, the best other precision."""
-    fp32 = ceilings.matmul_flops_per_s
-    by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}), fp32=fp32)
-    best = max(by_dtype, key=by_dtype.get)
-    flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
-    if by_dtype[best] > 1.2 * fp32:
-        flops += f"\n{best} {_fmt.si(by_dtype[best], 'FLOP/s')}"
-    op_s = getattr(ceilings, "op_overhead_s", None)
-    overhead = _fmt.seconds(op_s) + " per op" if op_s else "cost per op"
-    return flops, _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s"), overhead
-
-
 def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
     """The essay's factory as boxes and arrows, labelled with ``ceilings``' numbers (chapter 00)."""
     ax = _new_axes(ax, (9.5, 3.8))
-    words = ("FLOP/s", "bandwidth, bytes/s", "cost per op")
-    flops, bw, overhead = words if ceilings is None else _factory_numbers(ceilings)
+    flops, bw, overhead = "FLOP/s", "bandwidth", "cost"
+    if ceilings is not None:  # fp32 and, when clearly faster, the fastest other precision
+        fp32 = ceilings.matmul_flops_per_s
+        by_dtype = dict(getattr(ceilings, "matmul_flops_per_s_by_dtype", {}), fp32=fp32)
+        best = max(by_dtype, key=by_dtype.get)
+        flops = f"fp32 {_fmt.si(fp32, 'FLOP/s')}"
+        if by_dtype[best] > 1.2 * fp32:
+            flops += f"\n{best} {_fmt.si(by_dtype[best], 'FLOP/s')}"
+        bw = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
+        overhead = _fmt.seconds(ceilings.op_overhead_s)
+        ax.set_title(f"measured: {ceilings.device_name}")
     warehouse = "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)\nholds every tensor"
     _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", warehouse)
     _box(ax, 7.43, 1.35, 4.85, 1.9, "#f8dcc4", "")
     ax.text(7.43, 2.03, "Factory", ha="center", va="center", weight="bold")
     _box(ax, 6.08, 1.23, 1.75, 1.25, "#fff6d5", "store\nregisters, caches\n(SRAM): small, fast")
-    _box(ax, 8.4, 3.55, 2.9, 1.2, "#e4e4e4", f"Manager\nPython + framework\n{overhead}")
+    _box(ax, 8.4, 3.55, 2.9, 1.2, "#e4e4e4", f"Manager\nPython + framework\n{overhead} per op")
     ax.text(8.4, 1.2, f"compute units\n{flops}", ha="center", va="center", fontsize=9)
     for start, end, label, dy in (
         ((2.85, 1.65), (4.95, 1.65), f"trucks: {bw}", 0.22),
@@ -97,9 +93,6 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
         ax.text(x + 0.15 * (dy == 0), y, label, ha="left" if dy == 0 else "center", fontsize=9)
     ax.set(xlim=(0, 10), ylim=(0, 4.4))
     ax.axis("off")
-    if ceilings is not None:
-        name = getattr(ceilings, "device_name", "") or getattr(ceilings, "device", "")
-        ax.set_title(f"measured: {name}")
     return ax
 
 
@@ -111,14 +104,13 @@ def regimes_roofline(
 
     if not points:
         raise ValueError("points: give at least one RooflinePoint to place under the roof")
-    precisions = {getattr(p, "precision", "fp32") for p in points}
-    dtype = precisions.pop() if len(precisions) == 1 else None
+    precisions = list(dict.fromkeys(getattr(p, "precision", "fp32") for p in points))
     keyed = []
     for p in points:
         x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
         keyed.append((f"{p.label}: {_fmt.si(y, 'FLOP/s')} at {x:.3g} FLOP/byte", x, y))
     ax = _new_axes(ax, (10.5, 4.6))
-    roofline.plot(ceilings, keyed, extra=beside, ax=ax, dtype=dtype, keyed=True)
+    roofline.plot(ceilings, keyed, extra=beside, ax=ax, dtype=precisions, keyed=True)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
@@ -139,7 +131,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
         ax.text(i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center")
     ax.set_xticks(list(xs), [s.name for s in specs])
     ax.set(ylim=(0, top * 1.15), ylabel=f"growth relative to {first.name} (x)")
-    ax.legend(loc="upper left")
+    ax.legend()
     return ax
 
 
@@ -158,7 +150,7 @@ def _lines(ax, lines: Sequence[tuple], xlabel: str, ylabel: str, title="", hline
     _fmt.plain_x_ticks(ax)
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8)
     return ax
 
 
@@ -266,8 +258,9 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
                 r, s = zip(*line, strict=True)
                 style = {"marker": "o", "ls": style, "color": colour}
                 lines.append((f"{mode}, {precision}", r, [t * 1e3 for t in s], style))
-    title = f"Recorded: {rec.label}\n{_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements per call"
-    return _lines(ax, lines, "repeat count (x = x * 2, repeated)", "time per call (ms)", title)
+    per_call = f"time per call of {_fmt.elements(RECORDED_REPEAT_ELEMENTS)} elements (ms)"
+    title = f"Recorded: {rec.label}"
+    return _lines(ax, lines, "repeat count (x = x * 2, repeated)", per_call, title)
 
 
 # ------------------------------------------------------------------ chapter 04

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from brrrlib import _fmt
 from brrrlib.figures._timelines import _bars, _new_axes
 
 __all__ = ["block_steps", "remedy_bars"]
-
-#: Colour of each matmul precision on chapter 04's roofline.
-_PRECISION_COLOURS = dict(fp32="tab:blue", tf32="tab:purple", bf16="tab:green", fp16="tab:olive")
 
 
 def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = None) -> Any:
@@ -50,40 +47,14 @@ def block_steps(ceilings: Any, steps: Mapping[str, tuple[Any, float, int]]) -> A
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(13, 4.8), layout="constrained", gridspec_kw={"width_ratios": [3, 2]}
     )
-    _roofs_by_precision(left, ceilings, points)
+    precisions = list(dict.fromkeys(p.precision for p in points))
+    colours = [f"C{precisions.index(p.precision)}" for p in points]  # the colour of its roof
+    by_label = {p.label: c for p, c in zip(points, colours, strict=True)}
+    roofline.plot(
+        ceilings, points, ax=left, dtype=precisions, title=ceilings.device_name, colours=by_label
+    )
     per_sequence = [s / b for _c, s, b in steps.values()]
     labels = [f"{i} · {label}" for i, label in enumerate(steps, start=1)]
-    colours = [_colour(p.precision) for p in points]
     _bars(right, labels, per_sequence, colours, _fmt.seconds, "time per sequence (s)")
     right.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt.seconds(v)))
     return fig
-
-
-def _colour(precision: str) -> str:
-    return _PRECISION_COLOURS.get(precision, "tab:gray")
-
-
-def _roofs_by_precision(ax: Any, ceilings: Any, points: Sequence[Any]) -> None:
-    """A roof per precision among ``points``, ridge marked; each point on its own roof, numbered."""
-    import numpy as np
-
-    from brrrlib import roofline
-
-    bw = ceilings.mem_bandwidth_bytes_per_s
-    peaks = sorted((ceilings.matmul_peak(k), k) for k in {p.precision for p in points})
-    xs = [p.intensity_flops_per_byte for p in points] + [peak / bw for peak, _ in peaks]
-    grid = np.geomspace(min(xs) / 10, max(xs) * 10, 300)
-    for peak, k in peaks:
-        roofline._draw_device(ax, grid, f"{k} matmul", [("", peak)], bw, _colour(k))
-    for i, p in enumerate(points):
-        x, y = p.intensity_flops_per_byte, p.achieved_flops_per_s
-        bad = roofline.above_roof(p, ceilings, p.precision)
-        colour = "red" if bad else _colour(p.precision)
-        ax.plot([x], [y], "X" if bad else "o", color=colour, ms=9, mec="black", zorder=5)
-        # Steps at the same intensity (eager and compiled, fp32 and TF32) stack in one column:
-        # their numbers go left and right of it in turn, so no number covers another.
-        same_x = sum(abs(np.log10(q.intensity_flops_per_byte / x)) < 0.05 for q in points[:i])
-        dx, ha = (-9, "right") if same_x % 2 else (9, "left")
-        bold = {"fontsize": 9, "weight": "bold", "va": "center"}
-        ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(dx, 0), ha=ha, **bold)
-    roofline._dress(ax, ceilings.device_name)

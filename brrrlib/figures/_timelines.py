@@ -23,7 +23,7 @@ def _bars(ax, labels, values, colours, says, xlabel, *, ends=(), **kw) -> None:
     ax.barh(labels, values, color=colours, capsize=4, **kw)
     for y, (v, end) in enumerate(zip(values, ends, strict=True)):
         ax.text(end, y, f" {says(v)}", va="center", fontsize=8)
-    ax.set(xscale="log", xlabel=f"{xlabel} (log scale)", xlim=(min(values) / 3, max(ends) * 8))
+    ax.set(xscale="log", xlabel=xlabel, xlim=(min(values) / 3, max(ends) * 8))
     ax.invert_yaxis()
 
 
@@ -39,8 +39,8 @@ def flops_per_python_add(python_adds_per_s: float, ceilings: Any, *, ax: Any = N
     ax = _new_axes(ax, (7.5, 0.45 * len(rows) + 1.2))
     values = [peak / python_adds_per_s for _, peak in rows]
     colours = ["tab:blue"] * (len(rows) - 1) + ["tab:orange"]
-    _bars(ax, [name for name, _ in rows], values, colours, _fmt.si, "FLOPs per Python addition")
-    ax.set_title(f"Python: {_fmt.si(python_adds_per_s)} additions/s", fontsize=10)
+    per_add = f"FLOPs per Python addition (Python: {_fmt.si(python_adds_per_s)} additions/s)"
+    _bars(ax, [name for name, _ in rows], values, colours, _fmt.si, per_add)
     ax.tick_params(axis="y", labelsize=8)
     return ax
 
