@@ -97,7 +97,7 @@ def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
         return [(dtype, peak)], bandwidth
     if not hasattr(device, "mem_bandwidth_bytes_per_s"):
         what = "bl.spec(...), bl.measure_ceilings() or a (FLOP/s, bytes/s) pair"
-        _checks.kind("device_or_spec", device, (), what)
+        raise TypeError(f"device_or_spec must be {what}, got {type(device).__name__}")
     measured = hasattr(device, "vector_flops_per_s")
     if measured:
         by_dtype = getattr(device, "matmul_flops_per_s_by_dtype", None) or {}
@@ -174,7 +174,8 @@ def _as_xy(point: Any) -> tuple[str, float, float]:
             raise ValueError(f"points: {point.label!r} did 0 FLOPs: no place on log-log axes")
         return point.label, point.intensity_flops_per_byte, point.achieved_flops_per_s
     if not (isinstance(point, (tuple, list)) and len(point) == 3):
-        _checks.kind("points", point, (), "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple")
+        what = "a RooflinePoint or a (label, FLOP/byte, FLOP/s) tuple"
+        raise TypeError(f"points must be {what}, got {type(point).__name__}")
     label, intensity, rate = point
     intensity = _checks.number("intensity_flops_per_byte", intensity, positive=True)
     return str(label), intensity, _checks.number("achieved_flops_per_s", rate, positive=True)
