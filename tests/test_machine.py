@@ -134,7 +134,7 @@ def test_spec_aliases_are_case_insensitive(alias, name):
 def test_unknown_spec_lists_closest_matches():
     with pytest.raises(ValueError, match=r"no device named 'A1000'.*closest: .*A100"):
         bl.spec("A1000")
-    with pytest.raises(TypeError, match="name must be a str"):
+    with pytest.raises(TypeError, match="name must be str"):
         bl.spec(100)
 
 
