@@ -318,14 +318,13 @@ def test_a_ladder_holds_one_machine_widest_first():
     links = [hardware.link("nvlink4"), hardware.host_link("H100"), hardware.link("ndr")]
     assert [r.name for r in node.rungs[1:4]] == [link.name for link in links]
     assert node.get("NDR").bandwidth_bytes_per_s == 50e9 and "ConnectX-7" in node.get("NDR").source
-    with pytest.raises(KeyError, match="NVLink"):
+    with pytest.raises(ValueError, match="NVLink"):
         node.get("carrier pigeon")
     top, bottom = distributed.plot_ladders(here, node)
     assert "GB/s" in bottom.get_xlabel() and top.get_xlim() == bottom.get_xlim()
     assert top.get_xlim()[0] < 20 / 2 and top.get_xlim()[1] > 3350  # both ladders fit
     cache = distributed.bandwidth_ladder().get("cache")  # measured: a copy that stays in cache
-    assert cache.how == "measured" and cache.level == "cache"
-    assert _fmt.binary_bytes(128 * 2**10 * torch.get_num_threads()) in cache.source  # per thread
+    assert cache.how == "measured" and cache.level == "cache" and cache.source == "bl.benchmark"
     with pytest.raises(ValueError, match="nothing to put"):
         distributed.bandwidth_ladder(measure_cache=False)
 
@@ -404,7 +403,7 @@ def test_chapter_05_exercises_check_against_the_tables(capsys):
         ({"world_size": "2"}, "world_size"),
         ({"sizes_bytes": [0, 4]}, "sizes_bytes"),
         ({"sizes_bytes": 1024}, "sizes_bytes"),
-        ({"sizes_bytes": [2**42]}, "sizes_bytes up to 4 TiB"),  # more than any memory
+        ({"sizes_bytes": [2**42]}, r"max\(sizes_bytes\)"),  # more than any memory
         ({"backend": "mpi"}, "backend must be"),
         ({"port": 70000}, "port"),
         ({"budget_s": -1}, "budget_s"),
@@ -490,7 +489,7 @@ def _job(**overrides):
     """A job that runs until stopped (a million rounds of a 4 MiB all-reduce)."""
     job = {"kind": "all_reduce", "sizes_bytes": [4 * 2**20], "min_rounds": 10**6,
            "max_rounds": 10**6, "backend": "gloo", "threads": 1, "budget_s": 600.0,
-           "group_timeout_s": 10.0, "launcher": "local processes"}  # fmt: skip
+           "group_timeout_s": 10.0, "launcher": "elastic_launch"}  # fmt: skip
     job.update(overrides)
     return job
 
@@ -559,7 +558,7 @@ def test_a_worker_killed_mid_collective_stops_the_group_with_a_clear_message(cap
 
 
 def test_a_worker_that_raises_is_named_with_its_error():
-    with pytest.raises(distributed.WorkerDied, match=r"rank \d .*exit code 1(.|\n)*KeyError"):
+    with pytest.raises(distributed.WorkerDied, match=r"rank \d .*exitcode=1(.|\n)*KeyError"):
         _launch.run(_job(kind="all_gather"), 2, timeout_s=120, port=None)  # no such job
     assert not _children()
 

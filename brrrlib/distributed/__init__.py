@@ -137,7 +137,7 @@ def _job(
     listed = _numbers("sizes_bytes", what, default, 2**62, 64)
     sizes = sorted({4 * math.ceil(s / 4) for s in listed})  # whole fp32 elements
     # every buffer and scratch, on each GPU for one process, else in host memory for all
-    nccl, biggest = backend == "nccl", f"sizes_bytes up to {_fmt.binary_bytes(sizes[-1])}"
+    nccl, biggest = backend == "nccl", f"max(sizes_bytes)={_fmt.binary_bytes(sizes[-1])}"
     needed = (1 if nccl else world_size) * (sum(sizes) + 2 * sizes[-1])
     dev = torch.device("cuda", 0) if nccl else torch.device("cpu")
     machine._refuse_over_half(needed, dev, biggest, "choose smaller sizes")
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         how = f"torchrun --standalone --nproc-per-node=2 -m brrrlib.distributed {args.job}"
-        print(f"run under torchrun: {how}", file=sys.stderr)
+        print(f"usage: {how}", file=sys.stderr)
         return 2
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     kind = args.job.replace("-", "_")

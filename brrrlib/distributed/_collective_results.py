@@ -14,6 +14,8 @@ from brrrlib.timing import Comparison, Timing
 
 __all__ = ["CollectiveSweep", "DataParallelRun", "GroupRun"]
 
+_WHERE = ("world_size", "backend", "device_name", "threads_per_process")
+
 
 def _paired(a_s: Sequence[float], b_s: Sequence[float], labels: tuple[str, str]) -> str:
     """``a_s`` over ``b_s``, round by round, said as a :class:`brrrlib.Comparison` says it."""
@@ -38,7 +40,7 @@ class GroupRun(_fmt.Table):
     backend: str
     device: str = "cpu"
     device_name: str = "cpu"
-    launcher: str = "local processes"
+    launcher: str = "elastic_launch"  # torch's API under torchrun, called here; or "torchrun"
     hosts: tuple[str, ...] = ()
     threads_per_process: int = 1
     verified: bool = False
@@ -58,10 +60,10 @@ class GroupRun(_fmt.Table):
         """A JSON-ready dict; :meth:`from_dict` reads it back."""
         return {"kind": self.kind, **asdict(self)}
 
-    def where(self) -> str:
-        """``2 x gloo on cpu, 1 thread(s) each, 1 node(s)``."""
-        n, each, nodes = self.world_size, self.threads_per_process, len(set(self.hosts)) or 1
-        return f"{n} x {self.backend} on {self.device_name}, {each} thread(s) each, {nodes} node(s)"
+    def where(self, **more: Any) -> str:
+        """``world_size=2, backend=gloo, ..., nodes=1``, then ``more``: a result's title."""
+        said = {k: getattr(self, k) for k in _WHERE} | {"nodes": len(set(self.hosts)) or 1}
+        return ", ".join(f"{k}={v}" for k, v in {**said, **more}.items())
 
 
 @dataclass(frozen=True, repr=False)
@@ -125,10 +127,9 @@ class CollectiveSweep(GroupRun):
             + (_fmt.si(a, "B/s"), _fmt.si(b, "B/s"), _fmt.seconds(self.fit.time_s(n)))
             for n, t, q, a, b in zip(self.sizes_bytes, *columns, strict=True)
         ]
-        rounds, ok = len(self.samples_s[0]), self.verified
-        title = f"CollectiveSweep: {self.where()}; {rounds} rounds; verified {ok}"
+        where = self.where(rounds=len(self.samples_s[0]), verified=self.verified)
         header = ("size", "count", "type", "time", "spread", "algbw", "busbw", "model")
-        return [title], header, rows, "lrrrrrrr"
+        return [f"CollectiveSweep: {where}"], header, rows, "lrrrrrrr"
 
     def plot(self) -> Any:
         """Two panels: time vs size with the fitted model, and bus bandwidth vs size; the axes."""
@@ -148,13 +149,13 @@ class CollectiveSweep(GroupRun):
         med = [t * 1e6 for t in self.median_s]
         low = [m - _fmt.quantile(r, 0.25) * 1e6 for m, r in zip(med, self.samples_s, strict=True)]
         high = [_fmt.quantile(r, 0.75) * 1e6 - m for m, r in zip(med, self.samples_s, strict=True)]
-        ax.errorbar(self.sizes_bytes, med, yerr=[low, high], fmt="o", label="median, IQR")
+        ax.errorbar(self.sizes_bytes, med, yerr=[low, high], fmt="o", label="measured")
         model = [self.fit.time_s(n) * 1e6 for n in model_sizes]
         ax.plot(model_sizes, model, "-", label="model")
         ax.axhline(self.fit.alpha_s * 1e6, ls=":", color="gray", label="alpha")
         ax.set(xscale="log", yscale="log", title=f"{self.world_size} x {self.backend}")
         ax.set(xlabel="message size (bytes)", ylabel="time per all-reduce (µs)")
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8)
 
 
 @dataclass(frozen=True, repr=False)
@@ -226,11 +227,10 @@ class DataParallelRun(GroupRun):
             (str(b), *(_fmt.seconds(c[i]) for c in cols), _fmt.percent(exposed[i], cols[1][i]))
             for i, b in enumerate(self.batches)
         ]
-        found, comm = self.measured_crossover_batch, _fmt.seconds(self.comm_s)
-        crossover = f"{found:.0f}" if found else "-"
-        numbers = f"params {_fmt.si(self.params)}, comm_s {comm}, crossover {crossover}"
-        header = ("batch", *MODES, "exposed")
-        return [f"DataParallelRun: {self.where()}; {numbers}"], header, rows, "lrrrr"
+        found = self.measured_crossover_batch
+        more = {"params": _fmt.si(self.params), "comm_s": _fmt.seconds(self.comm_s)}
+        title = f"DataParallelRun: {self.where(**more, crossover=f'{found:.0f}' if found else '-')}"
+        return [title], ("batch", *MODES, "exposed"), rows, "lrrrr"
 
     def plot(self, *, predicted_crossover: float | None = None) -> Any:
         """Step time against batch per process for every mode, the all-reduce alone, the crossovers."""
@@ -244,7 +244,7 @@ class DataParallelRun(GroupRun):
         for (how, x), ls in zip(crossovers.items(), ("-", "--"), strict=True):
             if x:
                 ax.axvline(x, color="black", lw=1, ls=ls, label=f"crossover, {how}")
-        ax.set(xscale="log", yscale="log", title=f"DDP, {self.world_size} x {self.backend}")
+        ax.set(xscale="log", yscale="log", title=f"{self.world_size} x {self.backend}")
         ax.set(xlabel="batch per process (samples)", ylabel="time per step (ms)")
         ax.legend(fontsize=8)
         return ax

@@ -83,11 +83,9 @@ class AlphaBeta(_fmt.Table):
             _fmt.binary_bytes(self.half_bandwidth_bytes),
         )
         row += (str(self.plateau_sizes), f"{self.max_relative_error:.0%}")
-        title = (
-            f"AlphaBeta: t = alpha + beta x size, n = {self.world_size}, {len(self.times_s)} sizes"
-        )
+        row += (str(self.world_size), str(len(self.times_s)))
         header = ("alpha", "1/beta", "busbw", "alpha/beta", "plateau_sizes", "max_relative_error")
-        return [title], header, [row], "rrrrrr"
+        return ["AlphaBeta"], (*header, "world_size", "sizes"), [row], "rrrrrrrr"
 
 
 def fit_alpha_beta(

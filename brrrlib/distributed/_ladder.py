@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _fmt, hardware, machine, timing
+from brrrlib import _checks, _fmt, hardware, machine, timing
 from brrrlib.distributed._comm_model import whole
 
 __all__ = ["BandwidthLadder", "DiskRead", "HostDeviceCopies", "Rung", "bandwidth_ladder"]
@@ -56,10 +56,8 @@ class BandwidthLadder(_fmt.Table):
 
     def get(self, name: str) -> Rung:
         """The rung whose name starts with ``name`` (case-insensitive)."""
-        for r in self.rungs:
-            if r.name.lower().startswith(name.lower()):
-                return r
-        raise KeyError(f"no rung named {name!r}; rungs: {', '.join(r.name for r in self.rungs)}")
+        found = [r for r in self.rungs if r.name.lower().startswith(name.lower())]
+        return found[0] if found else _checks.one_of("name", name, [r.name for r in self.rungs])
 
     def plot(self, ax: Any = None) -> Any:
         """Horizontal bars on a log scale: measured solid, spec sheets hatched, levels coloured."""
@@ -130,7 +128,7 @@ def node_ladder(name: str = "DGX H100") -> BandwidthLadder:
     gpu = hardware.spec(box.gpu)
     rungs = [Rung(f"HBM, {gpu.name}", "memory", gpu.mem_bandwidth_bytes_per_s, "spec", gpu.source)]
     host = hardware.host_link(gpu.name).name
-    for link_name in (box.gpu_link, host, box.nic_link, "NVMe SSD (PCIe 4.0 x4)"):
+    for link_name in (box.gpu_link, host, box.nic_link, "nvme"):
         x = hardware.link(link_name)
         rungs.append(Rung(x.name, x.kind, x.bandwidth_bytes_per_s, "spec", x.source))
     share = box.nics_per_node / box.gpus_per_node
@@ -147,8 +145,7 @@ def _cache_rung() -> tuple[str, str, float, str]:
     src = torch.ones(nbytes // 4, device=dev)
     dst = torch.empty_like(src)
     t = timing.benchmark(dst.copy_, src, budget_s=0.2)
-    how = f"bl.benchmark, {_fmt.binary_bytes(nbytes)} copy"
-    return f"cache ({dev.type})", "cache", 2 * nbytes / t.median_s, how
+    return f"cache ({dev.type})", "cache", 2 * nbytes / t.median_s, "bl.benchmark"
 
 
 @dataclass(frozen=True, repr=False)
@@ -175,22 +172,20 @@ class DiskRead(_fmt.Table):
     def _table(self) -> tuple:
         bandwidths = (_fmt.si(b, "B/s") for b in (self.bytes_per_s, *self.quartile_bytes_per_s))
         size, reads = _fmt.binary_bytes(self.nbytes), str(len(self.samples_s))
-        row = (size, reads, *bandwidths, str(self.evicted))  # False: the reads measure memory
-        header = ("size", "reads", "median", "slow", "fast", "evicted")
-        return [f"DiskRead: {self.directory}; {self.method}"], header, [row], "rrrrrl"
+        row = (size, reads, *bandwidths, str(self.evicted), self.method)  # False: memory was read
+        header = ("size", "reads", "median", "slow", "fast", "evicted", "method")
+        return [f"DiskRead: {self.directory}"], header, [row], "rrrrrll"
 
 
 def measure_disk_read(
     nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
 ) -> DiskRead:
     """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times."""
-    whole("nbytes", nbytes, 2**20, 2**32)
     whole("repeats", repeats, 1, 100)
     directory = directory or tempfile.gettempdir()
     if not (os.path.isdir(directory) and os.access(directory, os.W_OK)):
         raise ValueError(f"directory must be a folder this program can write to, got {directory!r}")
-    if nbytes > (free := shutil.disk_usage(directory).free) // 2:
-        raise ValueError(f"nbytes must be at most half of the free {free} bytes, got {nbytes}")
+    whole("nbytes", nbytes, 2**20, min(2**32, shutil.disk_usage(directory).free // 2))  # half free
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
         block = os.urandom(2**20)

@@ -108,7 +108,7 @@ def _failure(failures: dict, folder: Path, timeout_s: float) -> Exception:
         return GroupTimeout(stopped + _tail(folder, 0))
     rank = min(codes, key=lambda r: (codes[r] == -signal.SIGTERM, codes[r] >= 0, r))
     f = failures[rank]
-    how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exit code {f.exitcode}"
+    how = signal.Signals(-f.exitcode).name if f.exitcode < 0 else f"exitcode={f.exitcode}"
     stopped = f"rank {rank} (pid {f.pid}) ended early ({how}); the others were stopped"
     return WorkerDied(stopped + _tail(folder, f.local_rank))
 

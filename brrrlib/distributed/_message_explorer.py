@@ -62,9 +62,9 @@ class MessageSizeExplorer(_Explorer):
             "fit busbw": _fmt.si(fit.bus_bytes_per_s, "B/s"),
             "measured": "-" if measured is None else _fmt.seconds(measured),
         }
-        outside = not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes)
-        regime = "latency-bound" if share > 0.5 else "bandwidth-bound"
-        self._table(cells, regime + ", EXTRAPOLATED" * outside)
+        if not min(sweep.sizes_bytes) <= n <= max(sweep.sizes_bytes):
+            cells["measured"] = "EXTRAPOLATED"  # the model, outside the sizes measured
+        self._table(cells, "latency-bound" if share > 0.5 else "bandwidth-bound")
 
     def _draw(self, fig) -> None:
         self.sweep.plot_time(fig.add_subplot(), [2**k for k in range(_MIN_LOG2, _MAX_LOG2 + 1)])
