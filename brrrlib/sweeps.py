@@ -440,5 +440,7 @@ def _out_of_memory(run: _Run, keys) -> Iterator[None]:
         if not machine.is_out_of_memory(exc):
             raise
         machine.release_cached_memory(run.dev)
-        why = _fmt.error_line(exc)  # torch's own says how much it tried to allocate
-        run._unmeasured(keys[-1], NO_MEMORY, f"{why}; pick a smaller size")
+        needed = sum(run.memory(*k) for k in keys) if run.memory else 0
+        size = f" (needs {_fmt.binary_bytes(needed)})" * bool(needed)
+        why = f"out of memory{size}: {_fmt.error_line(exc)}; pick a smaller size"
+        run._unmeasured(keys[-1], NO_MEMORY, why)
