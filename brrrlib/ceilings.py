@@ -88,6 +88,9 @@ class Ceilings:
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", by_dtype)
+        # older files add the pattern to a form's name, sum (read): the name is its first word
+        forms = {k.split()[0]: v for k, v in self.bandwidth_by_form_bytes_per_s.items()}
+        object.__setattr__(self, "bandwidth_by_form_bytes_per_s", forms)
         for f in dataclasses.fields(self):  # mappings read-only, tuples of floats (JSON: lists)
             value = getattr(self, f.name)
             if f.default_factory is dict:
@@ -216,7 +219,7 @@ class Ceilings:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
         """The inverse of :meth:`to_dict`; unknown keys are an error (``TypeError``)."""
-        return cls(**_checks.kind("ceilings", data, Mapping, "a JSON object"))
+        return cls(**_checks.kind("ceilings", data, Mapping, "Ceilings.to_dict()"))
 
 
 def _spread(value: float) -> str:
@@ -248,21 +251,21 @@ _MEMO: dict[Path, Ceilings] = {}
 def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     """1. each ceiling's kernel, screened; 2. all timed in alternating rounds; 3. the best round."""
     precisions = PRECISIONS if dev.type == "cuda" else ("fp32", "bf16", "fp16")  # TF32: GPUs'
-    say = _fmt.Progress(progress, total=len(precisions) + 2)
-    say.say(f"ceilings of {dev} ({name})")
+    say = _fmt.Progress(progress, total=len(precisions) + 2, prefix="ceilings")
+    say.say(f"{dev} ({name})")
     work, methods, sizes = {}, {}, {}  # key: (call, work per call: FLOPs, bytes, evaluations)
     for p in precisions:  # 1.
         call, sizes[p], methods[p] = _matmul(dev, p)
         work[_spread_key(p)] = (call, 2.0 * sizes[p] ** 3)
         say(f"matmul {p}")
     call, flops, vector_method = _vector(dev)
+    say("vector")
     special, special_method = _special(dev)
     forms, nbytes = _memory(dev)
     a, b = torch.ones(1, device=dev), torch.zeros(1, device=dev)
     work |= {"vector": (call, flops), "overhead": (functools.partial(a.add_, b), 1.0)}
     work |= {f"special {k}": v for k, v in special.items()}
     work |= {f"memory {k}": v for k, v in forms.items()}
-    say("vector, special")
     got, _ = timing.rounds({k: c for k, (c, _) in work.items()}, dev, ROUNDS)  # 2.
     seconds = {k: [s for s, _ in v] for k, v in got.items()}
     rates = {k: [work[k][1] / s for s in v] for k, v in seconds.items()}
@@ -274,8 +277,8 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
     writes = [max(rates[f"memory {f}"][i] for f in _WRITE_FORMS) for i in range(ROUNDS)]
     matmul = {p: best[_spread_key(p)] for p in precisions}
     if dev.type == "cpu" and (cpu := parts.cpu_parts(torch.get_num_threads())):  # not cached:
-        cpu.check("matmul fp32", matmul["fp32"])  # a rate no clock gives is a timing bug
-        cpu.check("vector fp32", best["vector"], flops_per_lane=1)
+        cpu.check("matmul", matmul["fp32"])  # a rate no clock gives is a timing bug
+        cpu.check("vector", best["vector"], flops_per_lane=1)
     ceilings = Ceilings(
         device=dev.type,
         device_name=name,
@@ -294,7 +297,7 @@ def _measure(dev: torch.device, name: str, progress: bool) -> Ceilings:
         num_threads=torch.get_num_threads(),
         matmul_size=sizes["fp32"],
         copy_bytes=nbytes,
-        vector_method=f"{vector_method}; special: {special_method}",
+        vector_method=f"{vector_method}; {special_method}",
         matmul_method="; ".join(f"{p} {m}" for p, m in methods.items()),
         precision_notes=_precision_notes(matmul, dev),
         kernels=_kernels(dev),
@@ -332,7 +335,7 @@ def _matmul(dev: torch.device, precision: str) -> tuple[Callable[[], Any], int, 
         _screen, kernels_at, functools.partial(timing.quick_s, device=dev), *plan
     )
     kernel, n, call, method = _in_precision(mode, screen)
-    return functools.partial(_in_precision, mode, call), n, f"{kernel} at n={n}; screened: {method}"
+    return functools.partial(_in_precision, mode, call), n, f"{kernel}(n={n}); {method}"
 
 
 def _screen(
@@ -408,7 +411,7 @@ def _onednn_linear(a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], A
             layer.weight.copy_(b.t())
         call = functools.partial(mkldnn.to_mkldnn(layer, dtype=a.dtype), a.to_mkldnn())
         call()
-        return {"oneDNN linear": call}
+        return {"MkldnnLinear": call}
     except (RuntimeError, TypeError, ValueError):  # this dtype or build has no such path
         return {}
 
@@ -475,7 +478,7 @@ _SPECIAL_OPS: Mapping[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
     "exp": (("torch.exp", torch.exp), ("torch.sigmoid", torch.sigmoid)),
     "tanh": (
         ("torch.tanh", torch.tanh),
-        ("gelu, tanh form", functools.partial(torch.ops.aten.gelu.out, approximate="tanh")),
+        ("gelu(tanh)", functools.partial(torch.ops.aten.gelu.out, approximate="tanh")),
     ),
     "erf": (("torch.erf", torch.erf), ("gelu", torch.ops.aten.gelu.out)),
     "cos": (("torch.cos", torch.cos), ("torch.sin", torch.sin)),
@@ -499,12 +502,12 @@ def _special(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], floa
 
 
 #: The forms of a memory pass that write (8 bytes per fp32 element).
-_WRITE_FORMS = ("copy_", "add_ (in place)", "add(out=)")
+_WRITE_FORMS = ("copy_", "add_", "add(out=)")
 #: Each access pattern and the forms that measure it (``Ceilings.bandwidth_for``).
 PATTERN_FORMS = {
-    "read": ("sum (read)", "dot (read)"),
+    "read": ("sum", "dot"),
     "copy": ("copy_", "add(out=)"),
-    "update": ("add_ (in place)",),
+    "update": ("add_",),
     "write": _WRITE_FORMS,
 }
 
@@ -521,12 +524,12 @@ def _memory(dev: torch.device) -> tuple[dict[str, tuple[Callable[[], Any], float
     dst, zero = torch.zeros_like(src), torch.zeros(1, device=dev)
     forms = {  # (call, bytes moved): a read moves n bytes, the others read and write
         "copy_": (functools.partial(dst.copy_, src), 2.0 * n),
-        "add_ (in place)": (functools.partial(src.add_, zero), 2.0 * n),
+        "add_": (functools.partial(src.add_, zero), 2.0 * n),
         "add(out=)": (functools.partial(torch.add, src, zero, out=dst), 2.0 * n),
-        "sum (read)": (src.sum, float(n)),
+        "sum": (src.sum, float(n)),
         # the two halves' dot product: every byte read once, through the BLAS kernels a
         # matrix-vector product uses (faster than sum's reduction on some CPUs)
-        "dot (read)": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
+        "dot": (functools.partial(torch.dot, *src.chunk(2)), float(n)),
     }
     deadline = time.perf_counter() + (0.3 if dev.type == "cpu" else 0.05)
     while time.perf_counter() < deadline:  # a VM's memory can burst ~2x its rate for ~0.25 s

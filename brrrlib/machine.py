@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import math
 import os
 import platform
 import re
@@ -66,14 +67,11 @@ def check_available(dev: torch.device, argument: str = "device") -> None:
     """Raise a ``ValueError`` that says what to do when this machine has no ``dev``."""
     if dev.type == "meta":
         _refuse(argument, "meta", "tensors hold shapes but no data: use a real device")
-    if dev.type not in _available_device_types():
-        missing = {"cuda": "no CUDA GPU (or a CPU-only torch build)", "mps": "no Apple GPU"}
+    mps = int(torch.backends.mps.is_available())
+    count = {"cpu": math.inf, "cuda": torch.cuda.device_count(), "mps": mps}.get(dev.type, 0)
+    if (dev.index or 0) >= count:  # the version says it: a CPU-only torch sees no CUDA device
         _refuse(
-            argument, str(dev), f"but this machine has {missing.get(dev.type, f'no {dev.type}')}"
-        )
-    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
-        _refuse(
-            argument, str(dev), f"but this machine has {torch.cuda.device_count()} CUDA devices"
+            argument, str(dev), f"but torch {torch.__version__} sees {count} {dev.type} devices"
         )
 
 
@@ -112,9 +110,7 @@ def device_name(dev: torch.device) -> str:
     """What the device calls itself: the GPU's name, or the CPU's model name."""
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
-    if dev.type == "mps":
-        return f"Apple GPU ({_cpu_name()})"
-    return _cpu_name()
+    return _cpu_name()  # an Apple GPU's name is its chip's, the CPU's
 
 
 def _cpuinfo(*keys: str) -> str | None:
@@ -137,7 +133,7 @@ def _cpu_name() -> str:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             if name := subprocess.run(sysctl, capture_output=True, text=True, timeout=2).stdout:
                 return name.strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def cpu_flags() -> frozenset[str]:

@@ -46,14 +46,6 @@ class CpuParts:
             rate = _fmt.si(flops_per_s, "FLOP/s")
             raise RuntimeError(f"{what} {rate} needs {clock / 1e9:.1f} GHz on {self}: a timing bug")
 
-    def __str__(self) -> str:
-        hz, peak = self.clock_hz, self.peak_flops_per_s
-        clock = f" x {hz / 1e9:.2f} GHz = {peak / 1e9:,.0f} GFLOP/s" if hz else ""
-        return (
-            f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes} fp32 lanes "
-            f"({self.isa}) x 2 FLOPs{clock}"
-        )
-
 
 #: ``(flag, lanes, ISA, FMA units)``, widest vectors first: the first flag the CPU lists wins.
 VECTOR_UNITS = (

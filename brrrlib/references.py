@@ -14,13 +14,8 @@ from brrrlib.timing import Comparison, compare
 
 __all__ = ["Share", "share_of"]
 
-#: Each pattern's reference kernel, as printed.
-PATTERNS = {
-    "read": "x.sum() or torch.dot(*x.chunk(2))",
-    "copy": "out.copy_(x)",
-    "update": "x.mul_(1.0), in place",
-    "matmul": "torch.mm",
-}
+#: The access patterns with a reference kernel (see :func:`_reference`).
+PATTERNS = ("read", "copy", "update", "matmul")
 
 
 @dataclass(frozen=True)
@@ -66,12 +61,10 @@ class Share:
         return self.low > 1
 
     def __str__(self) -> str:
-        within = f"95% interval {self.low:.0%}-{self.high:.0%}"
-        text = (
-            f"{self.label}: {_fmt.si(self.rate, self.unit)} = {self.share:.0%} of a same-run "
-            f"{self.reference} ({_fmt.si(self.reference_rate, self.unit)}; {within})"
-        )
-        return text + ": above the reference" * self.above
+        share, interval = f"{self.share:.0%}", f"{self.low:.0%}-{self.high:.0%}"
+        rows = [(self.label, _fmt.si(self.rate, self.unit), share, interval)]
+        rows.append((self.reference, _fmt.si(self.reference_rate, self.unit), "100%", ""))
+        return _fmt.text_table(("", "rate", "share", "interval"), rows, "lrrr")
 
     __repr__ = __str__
 
@@ -112,7 +105,7 @@ def _reference(
         n = _checks.positive_int("n", n)
         dt = dtype if dtype is not None and dtype.is_floating_point else torch.float32
         a, b = (torch.randn(n, n, device=dev, dtype=dt) for _ in range(2))
-        return f"torch.mm at n = {n}", functools.partial(torch.mm, a, b), 2.0 * n**3
+        return f"torch.mm(n={n})", functools.partial(torch.mm, a, b), 2.0 * n**3
     per_element = 4 if pattern == "read" else 8  # fp32 bytes read, or read and written
     elements = max(int(work) // per_element, 1)
     x = torch.ones(elements, device=dev)
@@ -124,5 +117,5 @@ def _reference(
         best = min(got, key=lambda k: min(s for s, _ in got[k]))
         return best, reads[best], 4.0 * elements
     if pattern == "copy":
-        return PATTERNS[pattern], functools.partial(torch.empty_like(x).copy_, x), 8.0 * elements
-    return PATTERNS[pattern], functools.partial(x.mul_, 1.0), 8.0 * elements
+        return "out.copy_(x)", functools.partial(torch.empty_like(x).copy_, x), 8.0 * elements
+    return "x.mul_(1.0)", functools.partial(x.mul_, 1.0), 8.0 * elements

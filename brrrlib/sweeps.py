@@ -24,7 +24,7 @@ __all__ = ["Sweep", "sweep", "workload_sweep"]
 POINT_WARMUP_S = 0.02
 
 # What became of a point: evidence as data; the words are in Point.reason.
-MEASURED, TOO_SLOW, NO_MEMORY = "measured", "too slow", "no memory"
+MEASURED, TOO_SLOW, NO_MEMORY = "measured", "too_slow", "no_memory"
 _STATUSES = (MEASURED, TOO_SLOW, NO_MEMORY)
 
 

@@ -306,8 +306,8 @@ def settle_threads() -> str:
     torch.set_num_threads(keep)
     if keep == threads:
         return ""
-    took = f"{_fmt.seconds(took[threads])} on {threads} threads, {_fmt.seconds(took[1])} on one"
-    print(said := f"a core is busy (a 2 MiB add took {took}): running on {keep} threads")
+    took = ", ".join(f"{_fmt.seconds(took[k])} on {k}" for k in (threads, 1))
+    print(said := f"a core is busy (a 2 MiB add took {took} threads): running on {keep}")
     return said
 
 

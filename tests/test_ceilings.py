@@ -104,7 +104,7 @@ def test_ceilings_reject_nonsense():
         fake_ceilings(matmul_flops_per_s=True)
     with pytest.raises(TypeError):
         Ceilings.from_dict({**fake_ceilings().to_dict(), "bogus": 1})
-    with pytest.raises(TypeError, match="JSON object"):
+    with pytest.raises(TypeError, match="ceilings"):
         Ceilings.from_dict([1, 2])
 
 
@@ -220,7 +220,7 @@ def test_measure_ceilings_validates_device():
     with pytest.raises(TypeError, match="device must be"):
         bl.measure_ceilings(3)
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="no CUDA GPU"):
+        with pytest.raises(ValueError, match="device="):
             bl.measure_ceilings("cuda")
 
 

@@ -41,9 +41,9 @@ def test_brrr_device_unknown_value_lists_what_is_available(monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
 def test_brrr_device_unavailable_cuda_says_so(monkeypatch):
     monkeypatch.setenv("BRRR_DEVICE", "cuda")
-    with pytest.raises(ValueError, match="BRRR_DEVICE='cuda' but this machine has no CUDA GPU"):
+    with pytest.raises(ValueError, match="BRRR_DEVICE='cuda'"):
         bl.device()
-    with pytest.raises(ValueError, match="device='cuda' but this machine has no CUDA GPU"):
+    with pytest.raises(ValueError, match="device='cuda'"):
         bl.benchmark(torch.neg, torch.ones(1), device="cuda")
     with pytest.raises(ValueError, match="available here: .*cpu"):
         bl.sync("cuda")

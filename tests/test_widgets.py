@@ -242,7 +242,7 @@ def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
 
 def test_point_checks_itself():
     with pytest.raises(ValueError, match="needs a reason"):
-        sweeps.Point(x=1, line="l", device="cpu", status="too slow")
+        sweeps.Point(x=1, line="l", device="cpu", status=sweeps.TOO_SLOW)
     with pytest.raises(ValueError, match="needs a timing"):
         sweeps.Point(x=1, line="l", device="cpu")
     p = sweeps.Point(x=4, line="fused", device="cpu", timing=_timing(2e-6), flops=4000,
