@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
+from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps, timing
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _explorer
@@ -48,7 +48,7 @@ class Doubling:
 
 def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
     """Read one doubling (pure): ``cmp`` is batch ``batch`` against ``batch // 2``."""
-    versus, unsure = cmp.versus(2.0), "can't tell"  # as the comparison says it
+    versus, unsure = cmp.versus(2.0), timing.CANT_TELL  # as the comparison says it
     lo, hi = 2 - cmp.high, 2 - cmp.low  # the fixed cost's share of the smaller call
     if not cmp.decided or cmp.waited:
         reading = unsure

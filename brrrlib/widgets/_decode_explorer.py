@@ -47,11 +47,10 @@ class DecodeExplorer(_Explorer):
         top = max_batch if max_batch is not None else (256 if self.device.type == "cpu" else 1024)
         self.batch_options = up_to("max_batch", top)
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
-        most = f" (the model holds at most {model.shape.max_context} positions)"
         self._build(
             [
                 self._control("batch", self.batch_options, batch),
-                self._control("context", self.context_options, context, note=most),
+                self._control("context", self.context_options, context),
             ]
         )
 
@@ -106,14 +105,13 @@ class DecodeExplorer(_Explorer):
             "tokens/s": f"{p.tokens_per_s:,.0f}",
             MEMORY_FLOOR: _fmt.seconds(memory_s),
             COMPUTE_FLOOR: _fmt.seconds(compute_s),
-            "measured/floor": _fmt.times(p.seconds / floor_s),
+            "measured/floor": _fmt.times(p.seconds / floor_s),  # < 1x: a cache, or a stale roof
+            "bound": "memory" if memory_s >= compute_s else "compute",
             "KV cache/weights": _fmt.percent(p.kv_bytes, p.weight_bytes),
             KNEE: f"{knee:.3g}" if math.isfinite(knee) else "none",
             "note": _explorer.NOISY if p.timing.noisy else "-",
         }
-        bound = "memory" if memory_s >= compute_s else "compute"
-        below = p.seconds < floor_s  # a floor's input does not hold: a cache, or a stale roof
-        self._table(cells, f"{bound}-bound on paper" + ", yet faster than its floor" * below)
+        self._table(cells)
 
     # -- picture --------------------------------------------------------------------
     def _draw(self, fig) -> None:

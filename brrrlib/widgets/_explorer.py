@@ -22,12 +22,6 @@ MEMORY_FLOOR, COMPUTE_FLOOR = "memory floor", "compute floor"
 RING = dict(marker="o", markersize=14, markerfacecolor="none", markeredgecolor="black", mew=2)
 
 
-def _offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
-    """Refuse a ``value`` the control ``name`` does not offer, naming the ones it does."""
-    if value not in options:
-        raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}{note}")
-
-
 def peak(ceilings: Any, precision: str) -> tuple[float, str]:
     """The matmul ceiling of ``precision`` and its precision; fp32's where it was not measured."""
     by_dtype = ceilings.matmul_flops_per_s_by_dtype
@@ -65,7 +59,7 @@ def _png(canvas) -> bytes:
 
 def control_value(name: str) -> property:
     """A read-only property: the value of the control ``name`` (made by ``_control``)."""
-    return property(lambda self: self._menus[name][0].value, doc=f"The {name} under its control.")
+    return property(lambda self: self._menus[name][0].value)
 
 
 def up_to(name: str, top: Any, steps: Sequence[int] = ()) -> tuple[int, ...]:
@@ -111,23 +105,23 @@ class _Explorer:
             w.observe(lambda _change: None if self._suspended else self._update(), names="value")
         self._update()
 
-    def _control(self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw):
+    def _control(self, name: str, options: Sequence, value: Any, /, kind=None, **kw):
         """The control ``name`` over ``options``: by default a slider that measures when let go."""
         import ipywidgets as W
 
-        _offered(name, value, options, note)
+        _checks.one_of(name, value, options)
         if kind is None:
             kind = W.SelectionSlider
             kw = {"options": [(str(o), o) for o in options], "continuous_update": False, **kw}
         widget = kind(**{"options": options, "value": value, "description": name, **kw})
-        self._menus = {**getattr(self, "_menus", {}), name: (widget, options, note)}
+        self._menus = {**getattr(self, "_menus", {}), name: (widget, options)}
         return widget
 
     def _set(self, values: dict[str, Any], **kw: Any) -> Any:
         """Move the named controls from code (None: leave as is), then measure; the current point."""
         for name, value in values.items():
             if value is not None:
-                _offered(name, value, *self._menus[name][1:])
+                _checks.one_of(name, value, self._menus[name][1])
         self._move([(self._menus[name][0], value) for name, value in values.items()])
         return self._update(**kw)
 
@@ -181,7 +175,7 @@ class _Explorer:
             except MemoryError as exc:  # refused as too big, or out of memory: shown, kept
                 self.refused[self._key()] = str(exc)
             except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
-                self.exception, failed = exc, f"failed: {type(exc).__name__}: {exc}"
+                self.exception, failed = exc, f"{type(exc).__name__}: {exc}"
             self._version += 1
         p = self.current
         if p is not None:
