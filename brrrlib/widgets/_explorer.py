@@ -12,7 +12,7 @@ from typing import Any
 from brrrlib import _checks, _fmt, sweeps
 
 __all__ = ["COLOURS", "COMPUTE_FLOOR", "KNEE", "MEMORY_FLOOR", "NOISY", "RING", "_Explorer"]
-__all__ += ["control_value", "legend_below", "note", "peak", "up_to"]
+__all__ += ["control_value", "legend_below", "model_panels", "note", "peak", "up_to"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: Names the explorers' tables and plots share.
@@ -34,11 +34,26 @@ def note(p: Any) -> str:
     return "; ".join(filter(None, (p.reason, sweeps.waited_words(p), noisy))) or "-"
 
 
+def model_panels(fig, xs: Sequence, panels: list[dict], knee: float, marks: dict = {}) -> list:  # noqa: B006
+    """Side by side over ``xs``: each panel's dashed ``{label: (ys, colour)}``; on all, the knee
+    (where in range) and ``marks`` ``{label: (x, colour, style)}`` (x None: not drawn)."""
+    axes = fig.subplots(1, len(panels))
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
+    marks = {KNEE: (knee if xs[0] <= knee <= xs[-1] else None, "black", ":"), **marks}
+    for ax, lines in zip(axes, panels, strict=True):
+        for label, (ys, colour) in lines.items():
+            ax.plot(xs, ys, "--", color=colour, lw=1, alpha=0.7, label=label)
+        for label, (x, colour, style) in marks.items():
+            if x is not None:
+                ax.axvline(x, color=colour, ls=style, lw=1, label=label)
+    return list(axes)
+
+
 def legend_below(fig, *axes) -> None:
-    """One legend under the panels, for the labelled lines of ``axes``."""
+    """One legend under the panels, for the labelled lines of ``axes`` (each label once)."""
     pairs = [ax.get_legend_handles_labels() for ax in axes]
-    handles, labels = [h for hs, _ in pairs for h in hs], [t for _, ts in pairs for t in ts]
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
+    named = {t: h for hs, ts in pairs for h, t in zip(hs, ts, strict=True)}
+    fig.legend(named.values(), named.keys(), fontsize=7, loc="lower center", ncols=3)
 
 
 # Rasterising is the slow step of a redraw: tests that do not look at pixels replace these two.
