@@ -55,7 +55,7 @@ BAD_INPUTS = {
     "check: an unknown question": (lambda: bl.check("00.nope", 1), ValueError, "00.nope"),
     "batch_explorer: input that is a list": (lambda: widgets.batch_explorer(make_input=lambda b: [torch.ones(b, 8)]), TypeError, "make_input"),
     "batch_explorer: input of the wrong width": (lambda: widgets.batch_explorer(make_input=lambda b: torch.ones(b, 7)), ValueError, "make_input must build the input this model takes"),
-    "repeat_explorer: repeat not on the slider": (lambda: widgets.repeat_explorer(repeat=7, size=1024), ValueError, "repeat=7"),
+    "repeat_explorer: repeat not on the slider": (lambda: widgets.repeat_explorer(repeat=7, size=1024), ValueError, "repeat"),
     "profile: runs is 0": (lambda: bl.profile(torch.neg, _X, runs=0), ValueError, "runs"),
     "decode_step: not a decoder": (lambda: bl.decoding.decode_step(torch.nn.Linear(4, 4)), TypeError, "brrrlib.decoding.Decoder"),
     "decode_step: batch is 0": (lambda: bl.decoding.decode_step(_DECODER, batch=0), ValueError, "batch"),

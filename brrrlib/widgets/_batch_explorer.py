@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps
+from brrrlib import _checks, _fmt, counting, hardware, machine, sweeps, timing
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _explorer
@@ -48,7 +48,7 @@ class Doubling:
 
 def read_doubling(batch: int, cmp: Any, weights_share: float) -> Doubling:
     """Read one doubling (pure): ``cmp`` is batch ``batch`` against ``batch // 2``."""
-    versus, unsure = cmp.versus(2.0), "can't tell"  # as the comparison says it
+    versus, unsure = cmp.versus(2.0), timing.CANT_TELL  # as the comparison says it
     lo, hi = 2 - cmp.high, 2 - cmp.low  # the fixed cost's share of the smaller call
     if not cmp.decided or cmp.waited:
         reading = unsure
@@ -188,8 +188,9 @@ class BatchExplorer(_Explorer):
         cells = {
             "batch": str(p.x),
             "time": _fmt.seconds(p.median_s),
-            "per sample": _fmt.seconds(p.per_x_s),
+            "time/sample": _fmt.seconds(p.per_x_s),
             "FLOP/s": _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
+            "ops": str(p.ops),
             "weights": _fmt.binary_bytes(p.weight_bytes),
             "fixed share (2 - ratio)": "-" if d is None else _fmt.percent(d.fixed_share[0], 1),
             "reading": "-" if d is None else d.reading,
@@ -201,31 +202,30 @@ class BatchExplorer(_Explorer):
         self._table(cells, "" if cmp is None else f"batch {p.x // 2} → {p.x}: {cmp.says()}")
 
     # -- the model --------------------------------------------------------------------
-    def _model_lines(self) -> dict[str, Any] | None:
-        """Per-batch costs from the roofline model, scaled from the largest measured point."""
+    def _model_lines(self) -> tuple[dict[str, tuple[Callable, str]], float]:
+        """Per-batch costs ``{label: (seconds(batch), colour)}`` from the roofline model, scaled
+        from the largest measured point (none before), and the knee."""
         if not self.points:
-            return None
+            return {}, math.inf
         ref, c, peak_ = self.points[-1], self.ceilings, self.peak_flops_per_s
         bw = c.mem_bandwidth_bytes_per_s
         flops_per_sample = ref.flops / ref.x
         act_per_sample = max(0, ref.bytes_moved - ref.weight_bytes) / ref.x
         overhead_s, weights_s = ref.ops * c.op_overhead_s, ref.weight_bytes / bw
         per_sample_s = max(flops_per_sample / peak_, act_per_sample / bw)
-        return {
-            f"overhead ({ref.ops} ops)": lambda b: overhead_s,
-            "weights ÷ bandwidth": lambda b: weights_s,
-            f"{_explorer.COMPUTE_FLOOR} ({self.peak_precision})": lambda b: (
-                b * flops_per_sample / peak_
-            ),
-            _explorer.MEMORY_FLOOR: lambda b: weights_s + b * act_per_sample / bw,
-            "knee": max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf,
+        compute = f"{_explorer.COMPUTE_FLOOR} ({self.peak_precision})"
+        lines = {  # named as the readings name the fixed costs
+            "overhead": (lambda b: overhead_s, "tab:red"),
+            "weights": (lambda b: weights_s, "tab:purple"),
+            compute: (lambda b: b * flops_per_sample / peak_, "tab:orange"),
+            _explorer.MEMORY_FLOOR: (lambda b: weights_s + b * act_per_sample / bw, "tab:blue"),
         }
+        return lines, max(overhead_s, weights_s) / per_sample_s if per_sample_s > 0 else math.inf
 
     @property
     def model_knee(self) -> float:
         """The batch where the model's per-sample work overtakes its fixed cost (inf if none)."""
-        model = self._model_lines()
-        return math.inf if model is None else model["knee"]
+        return self._model_lines()[1]
 
     def doubling(self, batch: int | None = None) -> Doubling | None:
         """The reading of ``batch // 2 -> batch`` (default: the slider's), or None if not measured."""
@@ -253,22 +253,19 @@ class BatchExplorer(_Explorer):
 
     # -- picture --------------------------------------------------------------------
     def _draw(self, fig) -> None:
-        ax_b, ax_s = fig.subplots(1, 2)
-        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.25, top=0.92, wspace=0.28)
-        bs, model = self.batch_options, self._model_lines()
-        colours = ("tab:red", "tab:purple", "tab:orange", "tab:blue")
-        costs = list((model or {}).items())[:4]  # the four lines; "knee" is the fifth entry
-        for ax, y in ((ax_b, "time"), (ax_s, "per_x")):
-            for (label, cost), colour in zip(costs, colours, strict=False):
-                ys = [cost(b) / (b if y == "per_x" else 1) for b in bs]
-                dashed = {"color": colour, "linestyle": "--", "linewidth": 1, "alpha": 0.7}
-                ax.plot(bs, ys, label=label if ax is ax_b else None, **dashed)
-            if model is not None and bs[0] <= model["knee"] <= bs[-1]:
-                label = KNEE if ax is ax_b else None
-                ax.axvline(model["knee"], color="black", linestyle=":", linewidth=1, label=label)
+        bs, (lines, knee) = self.batch_options, self._model_lines()
+        panels = [  # time, then time per sample
+            {
+                label: ([cost(b) / b**per for b in bs], colour)
+                for label, (cost, colour) in lines.items()
+            }
+            for per in (0, 1)
+        ]
+        axes = _explorer.model_panels(fig, bs, panels, knee)
+        for ax, y in zip(axes, ("time", "per_x"), strict=True):
             self.sweep.plot(ax, y=y, colours=COLOURS, legend=False)
-        ax_s.set_ylabel("time per sample (s)")
-        legend_below(fig, ax_b)
+        axes[1].set_ylabel("time per sample (s)")
+        legend_below(fig, *axes)
 
     def _rings(self, p: Point) -> list:
         return [(p.x, p.median_s), (p.x, p.per_x_s)]

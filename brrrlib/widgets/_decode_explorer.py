@@ -47,11 +47,10 @@ class DecodeExplorer(_Explorer):
         top = max_batch if max_batch is not None else (256 if self.device.type == "cpu" else 1024)
         self.batch_options = up_to("max_batch", top)
         self.context_options = tuple(2**k for k in range(4, model.shape.max_context.bit_length()))
-        most = f" (the model holds at most {model.shape.max_context} positions)"
         self._build(
             [
                 self._control("batch", self.batch_options, batch),
-                self._control("context", self.context_options, context, note=most),
+                self._control("context", self.context_options, context),
             ]
         )
 
@@ -106,40 +105,32 @@ class DecodeExplorer(_Explorer):
             "tokens/s": f"{p.tokens_per_s:,.0f}",
             MEMORY_FLOOR: _fmt.seconds(memory_s),
             COMPUTE_FLOOR: _fmt.seconds(compute_s),
-            "measured/floor": _fmt.times(p.seconds / floor_s),
+            "measured/floor": _fmt.times(p.seconds / floor_s),  # < 1x: a cache, or a stale roof
+            "bound": "memory" if memory_s >= compute_s else "compute",
             "KV cache/weights": _fmt.percent(p.kv_bytes, p.weight_bytes),
             KNEE: f"{knee:.3g}" if math.isfinite(knee) else "none",
             "note": _explorer.NOISY if p.timing.noisy else "-",
         }
-        bound = "memory" if memory_s >= compute_s else "compute"
-        below = p.seconds < floor_s  # a floor's input does not hold: a cache, or a stale roof
-        self._table(cells, f"{bound}-bound on paper" + ", yet faster than its floor" * below)
+        self._table(cells)
 
     # -- picture --------------------------------------------------------------------
     def _draw(self, fig) -> None:
-        ax_t, ax_r = fig.subplots(1, 2)
-        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
         bs, s = self.batch_options, self.context
         grid = [2 ** (k / 4) for k in range(4 * int(math.log2(bs[-1])) + 1)]
-        memory, compute = zip(*(self.floors(b, s) for b in grid), strict=True)
         measured = sorted((b, p) for (b, ctx), p in self.points.items() if ctx == s)
-        # left: time per step against its two floors; right: tokens/s under the roof they make
-        ax_t.plot(grid, [t * 1e3 for t in memory], "--", color="tab:blue", label=MEMORY_FLOOR)
+        # left: ms per step against its two floors; right: tokens/s under the roof they make
+        memory, compute = zip(*([1e3 * t for t in self.floors(b, s)] for b in grid), strict=True)
+        roof = [1e3 * b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
         compute_label = f"{COMPUTE_FLOOR} ({self._precision})"
-        ax_t.plot(grid, [t * 1e3 for t in compute], "--", color="tab:orange", label=compute_label)
-        roof = [b / max(m, c) for b, m, c in zip(grid, memory, compute, strict=True)]
-        ax_r.plot(grid, roof, "--", color="gray", label="batch ÷ the larger floor")
+        floors = {MEMORY_FLOOR: (memory, "tab:blue"), compute_label: (compute, "tab:orange")}
+        prediction = {"your prediction": (self.prediction, "tab:purple", "-.")}
+        panels = [floors, {"batch ÷ the larger floor": (roof, "gray")}]
+        ax_t, ax_r = _explorer.model_panels(fig, grid, panels, self.knee(s), prediction)
         if measured:
             batches, ms = [b for b, _p in measured], [p.seconds * 1e3 for _b, p in measured]
             ax_t.plot(batches, ms, "o-", color=COLOURS["batch"], label="measured")
             ax_r.plot(batches, [p.tokens_per_s for _b, p in measured], "o-", color=COLOURS["batch"])
-        knee = self.knee(s)
-        marks = {KNEE: (knee if bs[0] <= knee <= bs[-1] else None, "black", ":")}
-        marks["your prediction"] = (self.prediction, "tab:purple", "-.")
-        for ax in (ax_t, ax_r):  # the knee, the learner's prediction, the slider's batches
-            for label, (x, colour, style) in marks.items():
-                if x is not None:
-                    ax.axvline(x, color=colour, ls=style, lw=1, label=label if ax is ax_t else None)
+        for ax in (ax_t, ax_r):  # the slider's batches as ticks
             ax.set(xscale="log", yscale="log", xlabel="batch (sequences per step)")
             ax.set_title(f"context {s}", fontsize=10)
             ax.set_xticks(bs, [str(b) for b in bs], fontsize=7)

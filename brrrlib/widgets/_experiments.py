@@ -87,8 +87,7 @@ def repeat_case(
 ) -> Case:
     """What one point of the repeat experiment runs (see the module docstring)."""
     size, repeat = _checks.positive_int("size", size), _checks.positive_int("repeat", repeat)
-    if mode not in MODES or (fresh_output and mode != "eager"):
-        raise ValueError(f"mode must be 'eager' (or, without fresh_output, 'fused'), got {mode!r}")
+    _checks.one_of("mode", mode, MODES[:1] if fresh_output else MODES)  # fused never allocates
     dev = machine.resolve(device)
     x = torch.randn(size, device=dev)
     flops_per_element, eager_bytes_per_element = _counted_per_element(repeat)

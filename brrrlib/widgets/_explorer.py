@@ -12,7 +12,7 @@ from typing import Any
 from brrrlib import _checks, _fmt, sweeps
 
 __all__ = ["COLOURS", "COMPUTE_FLOOR", "KNEE", "MEMORY_FLOOR", "NOISY", "RING", "_Explorer"]
-__all__ += ["control_value", "legend_below", "note", "peak", "up_to"]
+__all__ += ["control_value", "legend_below", "model_panels", "note", "peak", "up_to"]
 
 COLOURS = {"eager": "tab:blue", "fused": "tab:orange", "batch": "tab:green"}
 #: Names the explorers' tables and plots share.
@@ -20,12 +20,6 @@ KNEE, NOISY = "knee (model)", "noisy timing: re-measure"
 MEMORY_FLOOR, COMPUTE_FLOOR = "memory floor", "compute floor"
 #: How the current point is marked on every panel.
 RING = dict(marker="o", markersize=14, markerfacecolor="none", markeredgecolor="black", mew=2)
-
-
-def _offered(name: str, value: Any, options: Sequence[Any], note: str = "") -> None:
-    """Refuse a ``value`` the control ``name`` does not offer, naming the ones it does."""
-    if value not in options:
-        raise ValueError(f"{name}={value!r} is not offered; use one of {tuple(options)}{note}")
 
 
 def peak(ceilings: Any, precision: str) -> tuple[float, str]:
@@ -40,11 +34,26 @@ def note(p: Any) -> str:
     return "; ".join(filter(None, (p.reason, sweeps.waited_words(p), noisy))) or "-"
 
 
+def model_panels(fig, xs: Sequence, panels: list[dict], knee: float, marks: dict = {}) -> list:  # noqa: B006
+    """Side by side over ``xs``: each panel's dashed ``{label: (ys, colour)}``; on all, the knee
+    (where in range) and ``marks`` ``{label: (x, colour, style)}`` (x None: not drawn)."""
+    axes = fig.subplots(1, len(panels))
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
+    marks = {KNEE: (knee if xs[0] <= knee <= xs[-1] else None, "black", ":"), **marks}
+    for ax, lines in zip(axes, panels, strict=True):
+        for label, (ys, colour) in lines.items():
+            ax.plot(xs, ys, "--", color=colour, lw=1, alpha=0.7, label=label)
+        for label, (x, colour, style) in marks.items():
+            if x is not None:
+                ax.axvline(x, color=colour, ls=style, lw=1, label=label)
+    return list(axes)
+
+
 def legend_below(fig, *axes) -> None:
-    """One legend under the panels, for the labelled lines of ``axes``."""
+    """One legend under the panels, for the labelled lines of ``axes`` (each label once)."""
     pairs = [ax.get_legend_handles_labels() for ax in axes]
-    handles, labels = [h for hs, _ in pairs for h in hs], [t for _, ts in pairs for t in ts]
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncols=3)
+    named = {t: h for hs, ts in pairs for h, t in zip(hs, ts, strict=True)}
+    fig.legend(named.values(), named.keys(), fontsize=7, loc="lower center", ncols=3)
 
 
 # Rasterising is the slow step of a redraw: tests that do not look at pixels replace these two.
@@ -65,7 +74,7 @@ def _png(canvas) -> bytes:
 
 def control_value(name: str) -> property:
     """A read-only property: the value of the control ``name`` (made by ``_control``)."""
-    return property(lambda self: self._menus[name][0].value, doc=f"The {name} under its control.")
+    return property(lambda self: self._menus[name][0].value)
 
 
 def up_to(name: str, top: Any, steps: Sequence[int] = ()) -> tuple[int, ...]:
@@ -111,23 +120,23 @@ class _Explorer:
             w.observe(lambda _change: None if self._suspended else self._update(), names="value")
         self._update()
 
-    def _control(self, name: str, options: Sequence, value: Any, /, kind=None, note="", **kw):
+    def _control(self, name: str, options: Sequence, value: Any, /, kind=None, **kw):
         """The control ``name`` over ``options``: by default a slider that measures when let go."""
         import ipywidgets as W
 
-        _offered(name, value, options, note)
+        _checks.one_of(name, value, options)
         if kind is None:
             kind = W.SelectionSlider
             kw = {"options": [(str(o), o) for o in options], "continuous_update": False, **kw}
         widget = kind(**{"options": options, "value": value, "description": name, **kw})
-        self._menus = {**getattr(self, "_menus", {}), name: (widget, options, note)}
+        self._menus = {**getattr(self, "_menus", {}), name: (widget, options)}
         return widget
 
     def _set(self, values: dict[str, Any], **kw: Any) -> Any:
         """Move the named controls from code (None: leave as is), then measure; the current point."""
         for name, value in values.items():
             if value is not None:
-                _offered(name, value, *self._menus[name][1:])
+                _checks.one_of(name, value, self._menus[name][1])
         self._move([(self._menus[name][0], value) for name, value in values.items()])
         return self._update(**kw)
 
@@ -181,7 +190,7 @@ class _Explorer:
             except MemoryError as exc:  # refused as too big, or out of memory: shown, kept
                 self.refused[self._key()] = str(exc)
             except Exception as exc:  # noqa: BLE001 -- shown to the learner, the kernel stays alive
-                self.exception, failed = exc, f"failed: {type(exc).__name__}: {exc}"
+                self.exception, failed = exc, f"{type(exc).__name__}: {exc}"
             self._version += 1
         p = self.current
         if p is not None:

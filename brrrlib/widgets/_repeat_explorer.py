@@ -20,6 +20,8 @@ __all__ = ["RepeatExplorer", "repeat_explorer"]
 # Repeat counts the slider offers: powers of two and the halfway points
 # (1, 2, 3, 4, 6, 8, 12, ...), even steps on a log axis.
 _REPEATS = tuple(sorted({m * 2**k for k in range(11) for m in (2, 3)} | {1}))
+#: The roofs the panels draw; the table's columns of the same names: each one's share.
+VECTOR_ROOF, BANDWIDTH_ROOF = "vector roof", "bandwidth roof"
 
 
 class RepeatExplorer(_Explorer):
@@ -133,9 +135,9 @@ class RepeatExplorer(_Explorer):
             "model": _fmt.seconds(p.predicted_s) if p.predicted_s else "-",
             "measured/model": _fmt.times(p.model_ratio) if p.model_ratio else "-",
             "B/s": _fmt.si(p.achieved_bytes_per_s, "B/s"),
-            "of bandwidth roof": _fmt.percent(p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s),
+            BANDWIDTH_ROOF: _fmt.percent(p.achieved_bytes_per_s, c.mem_bandwidth_bytes_per_s),
             "FLOP/s": _fmt.si(p.achieved_flops_per_s, "FLOP/s"),
-            "of vector roof": _fmt.percent(p.achieved_flops_per_s, c.vector_flops_per_s),
+            VECTOR_ROOF: _fmt.percent(p.achieved_flops_per_s, c.vector_flops_per_s),
             "FLOP/byte": f"{p.intensity_flops_per_byte:.3g}",
             "compile": _fmt.seconds(p.compile_s) if p.compile_s is not None else "-",
             "note": note(p),
@@ -160,8 +162,8 @@ class RepeatExplorer(_Explorer):
         grey = {"color": "grey", "fontsize": 8, "textcoords": "offset points"}
         for ax, y, roof in (
             (ax_t, "time", None),
-            (ax_f, "flops", ("vector FLOP/s roof", c.vector_flops_per_s)),
-            (ax_b, "bytes", ("bandwidth roof", c.mem_bandwidth_bytes_per_s)),
+            (ax_f, "flops", (VECTOR_ROOF, c.vector_flops_per_s)),
+            (ax_b, "bytes", (BANDWIDTH_ROOF, c.mem_bandwidth_bytes_per_s)),
         ):
             ax.axvline(knee, color="tab:red", ls=":", lw=1, label=f"{KNEE}: {knee:.0f}")
             view.plot(ax, y=y, colours=COLOURS, legend=ax is ax_t)  # its title: the size
