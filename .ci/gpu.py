@@ -520,7 +520,7 @@ def doctor_verdict(status: int, log: str) -> dict:
     A FAIL for a package the bundle leaves out on purpose (``NOT_BUNDLED``) alone does not
     fail the step; any other FAIL does, and the summary names it.
     """
-    # a check's line starts with FAIL; the closing "1 FAIL, 0 WARN" is not one
+    # a check's line starts with "FAIL "; the closing "FAIL=1 WARN=0" is not one
     fails = [ln.strip()[4:].strip() for ln in log.splitlines() if ln.strip().startswith("FAIL ")]
     expected = tuple(f"{n} missing" for n in NOT_BUNDLED)
     if status != 0 and fails and all(f.startswith(expected) for f in fails):

@@ -286,8 +286,8 @@ def test_doctor_reports_a_broken_torch_compile(measured_ceilings, monkeypatch):
     monkeypatch.setattr(platform, "freedesktop_os_release", lambda: {"ID": "ubuntu"})
     code, text = _doctor_run()
     assert code == 1
-    tag, said = _finding(text, "torch.compile")
-    assert tag == "FAIL" and "RuntimeError" in said and "build-essential" in said
+    tag, said = _finding(text, "RuntimeError")
+    assert tag == "FAIL" and "build-essential" in said
     # chapters that use torch.compile are flagged, the others still run
     tag, said = _finding(text, "03_overhead.ipynb")
     assert tag == "FAIL" and "torch.compile" in said
@@ -444,13 +444,13 @@ def test_diagnose_the_readmes_example_target(workspace, capsys):
         ("wl_bad:returns_one", "returns_one must be"),
         ("wl_bad:not_callable", "not_callable must be"),
         ("wl_bad:first_not_callable", "first_not_callable must be"),
-        ("wl_bad:raises", "raises(): ZeroDivisionError: division by zero (at wl_bad.py:10)"),
+        ("wl_bad:raises", "raises(): ZeroDivisionError: division by zero (wl_bad.py:10)"),
         ("wl_bad:needs_args", "needs_args must be"),
         ("wl_bad:model", "model must be"),  # an nn.Module: wrap it
-        ("wl_bad:exits", "calling exits(): it called sys.exit(0)"),
-        ("wl_bad:interrupted", "calling interrupted(): KeyboardInterrupt"),
+        ("wl_bad:exits", "exits(): SystemExit: 0"),
+        ("wl_bad:interrupted", "interrupted(): KeyboardInterrupt"),
         ("wl_broken:fn", "importing 'wl_broken': NameError"),
-        ("wl_exits_at_import.py:fn", "importing 'wl_exits_at_import.py': it called sys.exit(0)"),
+        ("wl_exits_at_import.py:fn", "importing 'wl_exits_at_import.py': SystemExit: 0"),
         ("wl_interrupts:fn", "importing 'wl_interrupts': KeyboardInterrupt"),
         ("nowhere/file.py:fn", "FileNotFoundError"),
     ],
@@ -508,8 +508,8 @@ def test_diagnose_refuses_keywords_that_diagnose_would_take(workspace, capsys):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("raise KeyError('no such layer')", "KeyError: 'no such layer' (at wl_fail.py:4)"),
-        ("sys.exit(3)", "it called sys.exit(3) (at wl_fail.py:4)"),
+        ("raise KeyError('no such layer')", "KeyError: 'no such layer' (wl_fail.py:4)"),
+        ("sys.exit(3)", "SystemExit: 3 (wl_fail.py:4)"),
     ],
 )
 def test_a_workload_that_fails_while_measured_exits_1(workspace, capsys, body, message):

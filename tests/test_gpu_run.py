@@ -248,7 +248,7 @@ def test_unpack_joins_two_runs_and_a_later_step_replaces_an_earlier(tmp_path):
     "status, log, verdict",
     [
         (1, "  FAIL  jupyterlab missing\n", "ok"),
-        (1, "  FAIL  jupyterlab missing\n1 FAIL, 0 WARN; fix the FAIL lines\n", "ok"),
+        (1, "  FAIL  jupyterlab missing\nFAIL=1 WARN=0\n", "ok"),
         (1, "  FAIL  jupyterlab missing\n  FAIL  torch 2.11.0 cannot see the GPU\n", "failed"),
         (1, "Traceback (most recent call last):\n", "failed"),
         (0, "  ok    torch\n", "ok"),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from brrrlib._files import course_folder as course_source
 from brrrlib.cli import _workshop
-from brrrlib.cli._doctor import CHECKS, REINSTALL, package_version, torch_problem
+from brrrlib.cli._doctor import CHECKS, NO_COURSE, package_version, torch_problem
 
 __all__ = ["doctor", "main"]
 
@@ -35,9 +35,8 @@ def doctor(refresh: bool = False, quick: bool = False, out=None) -> int:
                 tags[tag] += 1
                 lines = [*text.splitlines(), *(f"-> {a}" for a in advice)]
                 print(f"  {tag:<5} " + "\n        ".join(lines), file=out)
-    fails = tags["FAIL"]
-    print(f"{fails} FAIL, {tags['WARN']} WARN" + "; next: brrr lab" * (not fails), file=out)
-    return 1 if fails else 0
+    print(*(f"{tag}={tags[tag]}" for tag in ("FAIL", "WARN")), file=out)  # FAIL=0 WARN=1
+    return 1 if tags["FAIL"] else 0
 
 
 #: What ``brrr diagnose MODULE:NAME`` points at: its help and its refusals say it.
@@ -74,7 +73,7 @@ def load_target(target: str) -> tuple[Callable, tuple, dict]:
         raise Refusal(f"{name} must be {_NAME_IS}") from None
     except ValueError:  # a builtin without a signature: call it and see
         pass
-    with _user_code(f"calling {name}()"):
+    with _user_code(f"{name}()"):
         result = factory()
     shaped = isinstance(result, tuple) and len(result) in (2, 3)
     fn, args, kwargs = (*result, {})[:3] if shaped else (None, None, None)
@@ -108,16 +107,14 @@ def _import(module_part: str):
 
 
 def _describe(err: BaseException) -> str:
-    """``KeyError: 'x' (at model.py:12)``: the error and the learner's innermost line."""
-    text = f"{type(err).__name__}: {err}".removesuffix(": ")
-    if isinstance(err, SystemExit):
-        text = f"it called sys.exit({err.code!r})"
+    """``KeyError: 'x' (model.py:12)``: the error and the learner's innermost line."""
+    text = f"{type(err).__name__}: {err}".removesuffix(": ")  # SystemExit: 3 for sys.exit(3)
     paths = sysconfig.get_paths()  # frames in Python, site-packages or brrrlib are not theirs
     folders = (paths["stdlib"], paths["purelib"], paths["platlib"], str(Path(__file__).parents[1]))
     not_theirs = (*(os.path.join(f, "") for f in folders), "<")
     tb = traceback.extract_tb(err.__traceback__)
     theirs = [f for f in tb if not f.filename.startswith(not_theirs)]
-    return text + (f" (at {Path(theirs[-1].filename).name}:{theirs[-1].lineno})" if theirs else "")
+    return text + (f" ({Path(theirs[-1].filename).name}:{theirs[-1].lineno})" if theirs else "")
 
 
 def _diagnose(target: str) -> int:
@@ -135,7 +132,7 @@ def _diagnose(target: str) -> int:
     try:
         result = brrrlib.diagnose(fn, *args, **kwargs)
     except (Exception, SystemExit) as err:  # the workload failed while measured: a real error
-        raise _Failed(f"{target} failed while measured: {_describe(err)}") from None
+        raise _Failed(f"{target}: {_describe(err)}") from None
     print(repr(result))
     return 0
 
@@ -175,7 +172,7 @@ def copy_course(source: Path, dest: Path, *, reset: bool = False) -> CopyReport:
 def _lab(opts) -> int:
     src = course_source()
     if src is None:
-        raise Refusal(f"course notebooks not found: {REINSTALL}")
+        raise Refusal(": ".join(NO_COURSE))
     option, where = ("--copy-only", opts.copy_only) if opts.copy_only else ("--dir", opts.dir)
     try:
         dest = Path(where).expanduser().resolve()
@@ -203,21 +200,13 @@ def _lab(opts) -> int:
     return 0
 
 
-_DIAGNOSE_HELP = f"""\
-NAME is {_NAME_IS}, e.g. in mymodel.py
+_DIAGNOSE_HELP = f"""NAME is {_NAME_IS}, e.g. in mymodel.py
     def workload(): x = torch.randn(4096, 4096); return torch.mm, (x, x)
 Exit status: 0 diagnosed, 1 the workload failed, 2 the target cannot be loaded."""
 
 _LAB = "copy the notebooks a workspace lacks (never over your edits), open JupyterLab there"
-_LAB_EPILOG = """\
-Remote GPU: gpu-box$ brrr lab --no-browser --port 8888
+_LAB_EPILOG = """Remote GPU: gpu-box$ brrr lab --no-browser --port 8888
             laptop$  ssh -N -L 8888:127.0.0.1:8888 you@gpu-box   (then open the URL it printed)"""
-
-
-def _port(text: str) -> int:
-    if not (text.isdigit() and 1 <= int(text) <= 65535):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a number from 1 to 65535")
-    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -239,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     lab = sub.add_parser(
         "lab",
         help=_LAB,
-        description=_LAB + " on 127.0.0.1; Ctrl-C stops it",
+        description=_LAB,
         epilog=_LAB_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -248,9 +237,13 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--copy-only", metavar="DIR", help="only copy into DIR: a hub's start hook")
     lab.add_argument("--reset", action="store_true", help="copy afresh, old to DIR/.brrr-backup-*")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("--port", type=_port, help="the port on 127.0.0.1 (8888 or the next free one)")
+    lab.add_argument(
+        "--port",
+        type=_workshop.whole_number,
+        help="the port on 127.0.0.1 (8888 or the next free one)",
+    )
     lab.set_defaults(run=_lab)
-    _workshop.add_parser(sub, _port)
+    _workshop.add_parser(sub)
     return p
 
 

@@ -23,7 +23,7 @@ START_TIMEOUT_S = 180  # a server's start on a busy machine, before the hub give
 class RosterAuthenticator(Authenticator):
     """Each account's own password, from ``accounts.json``; one window per learner."""
 
-    workshop = Unicode(config=True, help="The workshop's folder (brrr workshop --dir).")
+    workshop = Unicode(config=True, help=Workshop.__doc__)  # brrr workshop --dir
 
     async def authenticate(self, handler, data):
         name = self.normalize_username(data.get("username", ""))
@@ -53,7 +53,7 @@ async def copy_the_course(spawner) -> None:
     )
     said = (await proc.communicate())[0].decode(errors="replace").strip()
     if proc.returncode != 0:
-        raise RuntimeError(f"copying the course for {account.pw_name} failed: {said[-800:]}")
+        raise RuntimeError(f"{account.pw_name}: {said[-800:]}")  # brrr lab's refusal
     spawner.log.info("%s", said)  # brrr lab: /home/NAME/brrr-course: copied=...
 
 

@@ -20,6 +20,7 @@ from functools import partial
 from ipaddress import ip_address
 from pathlib import Path
 
+from brrrlib import _fmt
 from brrrlib._files import write_atomic
 
 __all__ = ["Share", "Workshop", "WorkshopError", "add_parser", "check_password", "run"]
@@ -165,12 +166,17 @@ def _name(text: str) -> str:
     return text
 
 
+def whole_number(text: str, high: int = 65535) -> int:
+    """``--port`` (``brrr lab``'s too) and ``--learners N``: a whole number from 1 to ``high``."""
+    if not (text.strip().isdigit() and 1 <= int(text) <= high):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 to {high}")
+    return int(text)
+
+
 def _names(text: str) -> list[str]:
     """``--learners``: names separated by commas, or a number N (learner01 ... learnerNN)."""
     if text.strip().isdigit():
-        n = int(text)
-        if not 1 <= n <= 500:
-            raise argparse.ArgumentTypeError(f"{n}: give 1 to 500")
+        n = whole_number(text, high=500)
         return [f"learner{i:0{max(2, len(str(n)))}d}" for i in range(1, n + 1)]
     return list(dict.fromkeys(_name(n.strip()) for n in text.split(",") if n.strip()))
 
@@ -178,8 +184,6 @@ def _names(text: str) -> list[str]:
 def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]:
     """Folders, accounts and their passwords; returns the accounts and the new passwords."""
     root, accounts = workshop.root, workshop.accounts()
-    if not accounts and not opts.learners:
-        raise WorkshopError(f"{root} holds no workshop yet: give --learners ada,bob or 20")
     wanted = ([] if accounts else [opts.instructor]) + opts.learners
     if not accounts and opts.instructor in wanted[1:]:
         raise WorkshopError(f"--instructor {opts.instructor} is also among --learners")
@@ -201,7 +205,7 @@ def _prepare(workshop: Workshop, opts) -> tuple[dict[str, dict], dict[str, str]]
     for name in [n for n in accounts if not _account(n)]:  # locked: no system password
         home = root / "home" / name
         useradd = ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash"]
-        _system(*useradd, "--comment", f"brrr workshop {root}", name)
+        _system(*useradd, "--comment", str(root), name)
         _system("chown", "-R", "-h", f"{name}:", str(home))  # a home kept from before --end
         home.chmod(0o700)
     instructor = next(n for n, e in accounts.items() if e["admin"])
@@ -222,13 +226,10 @@ def _system(*cmd: str) -> None:
 
 def _end(workshop: Workshop) -> int:
     """``--end``: remove the workshop's accounts; their homes and the reports stay."""
-    accounts = workshop.accounts()
-    if not accounts:
-        raise WorkshopError(f"{workshop.root} holds no workshop accounts")
-    removed = [n for n in accounts if _account(n)]
+    removed = [n for n in workshop.accounts() if _account(n)]
     for name in removed:
         _system("userdel", name)
-    print(f"brrr workshop: removed {len(removed)} account(s); {workshop.root} stays")
+    print(_fmt.text_table(("workshop", str(workshop.root)), [("removed", str(len(removed)))]))
     return 0
 
 
@@ -248,13 +249,15 @@ def _start(workshop: Workshop, listen: dict, accounts: dict, new: dict) -> None:
         "hub": url + " (open to the network)" * (not listen["loopback"]),
         "accounts": f"{len(accounts)} new={len(new)}",
         "cards": f"{workshop.hub / 'cards.txt'} (print, then delete)",
-        "threads": f"{share.threads} = {share.cores} cores // {learners} learners",
+        "cores": share.cores,
+        "learners": learners,
+        "threads": share.threads,  # cores // learners, at least 1
         "GB each": f"{gb:.1f}" + " (low: 2 advised)" * (gb < 2),
         "chapter": f"{link}/00_the_factory.ipynb",
         "class": f"{link}/instructor/class_results.ipynb",
         "reports": workshop.root / "results",
     }
-    print("\n".join(f"brrr workshop: {k:<8} {v}" for k, v in rows.items()), flush=True)
+    print(_fmt.text_table(("workshop", root), [(k, str(v)) for k, v in rows.items()]), flush=True)
     env = {**os.environ, "PATH": _path()}
     os.chdir(workshop.hub)
     # JupyterHub takes this process over: Ctrl-C (or SIGTERM) reaches it, and it stops
@@ -268,23 +271,20 @@ def run(opts) -> int:
     workshop = Workshop(Path(opts.dir).expanduser().resolve())
     listen = _listen(opts)  # what was asked, before the machine
     _check_machine(end=opts.end)
+    if not workshop.accounts() and (opts.end or not opts.learners):
+        raise WorkshopError(f"--dir {workshop.root} holds no workshop: start one with --learners")
     if opts.end:
         return _end(workshop)
     _start(workshop, listen, *_prepare(workshop, opts))
     return 0  # not reached
 
 
-_EPILOG = f"""\
-sudo .venv/bin/brrr workshop --learners ada,bob,cy   (again without --learners: the same)
-After class: Ctrl-C, then --end. Needs: {INSTALL}"""
-
-
-def add_parser(sub, port_type) -> None:
+def add_parser(sub) -> None:
     """The ``workshop`` subcommand's options."""
     w = sub.add_parser(
         "workshop",
         help="start a JupyterHub on this machine for a class (as root)",
-        epilog=_EPILOG,
+        epilog="sudo .venv/bin/brrr workshop --learners ada,bob,cy   (restart: without --learners)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     w.add_argument("--dir", default=DEFAULT_DIR, help="%(default)s")
@@ -297,9 +297,9 @@ def add_parser(sub, port_type) -> None:
         help="the admin (first start)",
     )
     w.add_argument("--ip", type=ip_address, default="127.0.0.1", help="%(default)s")
-    w.add_argument("--port", type=port_type, default=8000, help="%(default)s")
+    w.add_argument("--port", type=whole_number, default=8000, help="%(default)s")
     w.add_argument("--tls-cert", metavar="PEM", default="")
     w.add_argument("--tls-key", metavar="PEM", default="")
     w.add_argument("--behind-tls-proxy", action="store_true")
-    w.add_argument("--end", action="store_true", help="remove the accounts (homes stay in DIR)")
+    w.add_argument("--end", action="store_true", help="after class: remove the accounts; DIR stays")
     w.set_defaults(run=run)
