@@ -52,8 +52,8 @@ def number(name: str, value: Any, *, positive: bool, finite: bool = False) -> fl
     value = float(value)
     bad = math.isnan(value) or value < 0 or (finite and math.isinf(value))
     if bad or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a {'finite ' * finite}number {bound}, got {value!r}")
+        bound = ">" if positive else ">="
+        raise ValueError(f"{name} must be a {'finite ' * finite}number {bound} 0, got {value!r}")
     return value
 
 
