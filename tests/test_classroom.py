@@ -464,7 +464,7 @@ def test_plot_counts_recorded_machines_and_draws_predictions_apart(tmp_path):
             )
     (a100,) = [r for r in everyone if r.is_prediction and "A100" in r.label]  # no bf16 on a T4
     assert styles[a100.label] == {":"}  # dotted: a prediction
-    recorded = [k for k in styles if "recorded 2026-11-22" in k]
+    recorded = [k for k in styles if "2026-11-22" in k]
     assert len(recorded) == 2 and all(":" not in styles[k] for k in recorded)
     assert ":" not in styles["ada"]
 

@@ -346,10 +346,10 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
 def recorded_reports() -> list[Report]:
     """The measured H100 and H200 shipped with brrrlib, marked as recorded."""
     out = []
-    for rep in load_reports(RECORDINGS / "reports"):
-        c = rep.machine
-        name = f"{c.device_name.removeprefix('NVIDIA ')}, recorded {c.measured_at[:10]}, "
-        out.append(dataclasses.replace(rep, name=name + f"torch {c.torch_version}", recorded=True))
+    for rep in load_reports(RECORDINGS / "reports"):  # labelled "(recorded)"
+        c, device = rep.machine, rep.device_name.removeprefix("NVIDIA ")
+        name = f"{device} {c.measured_at[:10]} torch {c.torch_version}"
+        out.append(dataclasses.replace(rep, name=name, recorded=True))
     return out
 
 
