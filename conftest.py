@@ -34,7 +34,7 @@ _SHARE = re.compile(
 #: cheaper than the overhead ceiling's, a same-run reference that this kernel beat, or
 #: that it is unexplained. Blaming the ceiling itself names no mechanism and fails.
 _EXPLAINED = re.compile(
-    r"\bcache\b|\bL[123]\b|stale ceiling|cheaper ops|same-run|unexplained|this kernel beat it",
+    r"\bcache\b|\bL[123]\b|stale_ceiling|cheaper_ops|same-run|unexplained|this kernel beat it",
     re.I,
 )
 _CANT_TELL = re.compile(r"can't tell: [^\n]*?interval x(?P<lo>[\d.,]+)-x(?P<hi>[\d.,]+)")

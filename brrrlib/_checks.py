@@ -41,22 +41,19 @@ def one_of(name: str, value: Any, choices: Collection) -> Any:
 
 
 def seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:
-    """A number of seconds (any real number type, numpy's included) as a float."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        raise ValueError(f"{name} must be a positive number of seconds, got {value}")
-    return value
+    """A finite number of seconds (any real number type, numpy's included) as a float."""
+    return number(name, value, positive=not zero_ok, finite=True)
 
 
-def number(name: str, value: Any, *, positive: bool) -> float:
-    """A real number, >= 0 (``positive``: > 0), as a float."""
+def number(name: str, value: Any, *, positive: bool, finite: bool = False) -> float:
+    """A real number, >= 0 (``positive``: > 0; ``finite``: not infinite), as a float."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     value = float(value)
-    if math.isnan(value) or (positive and value <= 0) or value < 0:
-        raise ValueError(f"{name} must be a number {'> 0' if positive else '>= 0'}, got {value!r}")
+    bad = math.isnan(value) or value < 0 or (finite and math.isinf(value))
+    if bad or (positive and value == 0):
+        bound = ">" if positive else ">="
+        raise ValueError(f"{name} must be a {'finite ' * finite}number {bound} 0, got {value!r}")
     return value
 
 

@@ -92,7 +92,7 @@ def floors(counts: Any, ceilings: Any) -> Floors:
 
 @dataclass(frozen=True)
 class AboveFloor:
-    """A floor above the measured time and why: cache, stale ceiling, cheaper ops, unexplained."""
+    """A floor above the measured time and why: cache, stale_ceiling, cheaper_ops, unexplained."""
 
     regime: str
     share: float  # the floor over the measured time
@@ -126,10 +126,10 @@ def above_floors(counts: Any, seconds: float, ceilings: Any) -> tuple[AboveFloor
         elif regime == "compute" and max(by_precision, key=by_precision.get) == "fp32":
             now = matmul_now(ceilings)
             if now > ceilings.matmul_flops_per_s:
-                mechanism, ratio = "stale ceiling", now / ceilings.matmul_flops_per_s
+                mechanism, ratio = "stale_ceiling", now / ceilings.matmul_flops_per_s
         elif regime == "overhead":
             ops = max(counts.work_ops, 1)
-            mechanism, ratio = "cheaper ops", ceilings.op_overhead_s / (seconds / ops)
+            mechanism, ratio = "cheaper_ops", ceilings.op_overhead_s / (seconds / ops)
         found.append(AboveFloor(regime, share, mechanism, ratio, level))
     return tuple(found)
 
@@ -187,8 +187,7 @@ class Verdict:
 #: What to do in each regime: the essay's table ("Making Deep Learning Go Brrrr", 2022).
 REMEDIES: Mapping[str, tuple[str, ...]] = {
     "compute": (
-        "Spend fewer FLOPs (a smaller model, less work); near this device's peak, buy a bigger "
-        "one; well below it, bigger matmuls (a larger batch) use this one better.",
+        "Spend fewer FLOPs (a smaller model); near the peak buy a bigger device, else batch more.",
     ),
     "memory": (
         "Fuse ops so intermediates stay in cache: torch.compile or a Triton kernel.",
@@ -196,8 +195,7 @@ REMEDIES: Mapping[str, tuple[str, ...]] = {
     ),
     "overhead": (
         "Launch fewer kernels: torch.compile; on a GPU, mode='reduce-overhead' (CUDA graphs).",
-        "Do the work in fewer, larger ops: vectorise loops, torch._foreach_*, fused=True.",
-        "Give each op more work: a bigger batch costs almost nothing while overhead-bound.",
+        "Fewer, larger ops: batch more (free here), vectorise loops, torch._foreach_*, fused=True.",
     ),
 }
 #: Added for memory-bound work whose bytes do not grow with the batch (weights dominate).

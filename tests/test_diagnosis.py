@@ -735,7 +735,7 @@ def test_a_memory_floor_above_the_time_is_the_cache_only_when_the_bytes_fit():
 def test_a_compute_floor_above_the_time_probes_the_cached_ceiling():
     counts, c = _FakeCounts(flops=10**6), _slow_ceilings()
     (probed,) = bl.diagnosis.above_floors(counts, 1e-3, c)
-    assert probed.mechanism == "stale ceiling" and probed.evidence_ratio > 1
+    assert probed.mechanism == "stale_ceiling" and probed.evidence_ratio > 1
     # a ceiling no torch.mm reaches: the probe does not call it stale
     fast = _slow_ceilings(matmul_flops_per_s=1e18, matmul_flops_per_s_by_dtype={"fp32": 1e18})
     assert bl.diagnosis.above_floors(_FakeCounts(flops=10**6), 1e-15, fast)[0].mechanism == (
@@ -746,6 +746,6 @@ def test_a_compute_floor_above_the_time_probes_the_cached_ceiling():
 def test_an_overhead_floor_above_the_time_means_cheaper_ops_by_how_much():
     c = _slow_ceilings(op_overhead_s=1.0)
     (above,) = bl.diagnosis.above_floors(_FakeCounts(ops=10), 2.0, c)
-    assert above.regime == "overhead" and above.mechanism == "cheaper ops"
+    assert above.regime == "overhead" and above.mechanism == "cheaper_ops"
     assert above.share == pytest.approx(5.0) and above.evidence_ratio == pytest.approx(5.0)
     assert bl.diagnosis.above_floors(_FakeCounts(ops=1), 2.0, c) == ()

@@ -33,7 +33,7 @@ def test_a_share_above_100_percent_is_caught_once():
         ("matmul: 99% of the FLOPs, 52% of the time", False),
         ("relu reads 98% of the bandwidth ceiling", False),
         ("1,521% of the peak: the ceiling was not the true peak here", True),  # no mechanism
-        ("compute floor 130% of the time: stale ceiling (x1.41)", False),  # a measured one
+        ("compute floor 130% of the time: stale_ceiling (x1.41)", False),  # a measured one
         ("memory floor 240% of the time: cache (x12.00)", False),
         ("compute floor 104% of the time: unexplained", False),
     ],

@@ -8,8 +8,6 @@ import dataclasses
 import datetime
 import hashlib
 import json
-import math
-import numbers
 import os
 import re
 import socket
@@ -253,7 +251,7 @@ def write_predictions(
     for device_name in (names,) if isinstance(names, str) else names:  # a name, not its letters
         row = spec(device_name)
         stored = DeviceSpec(**{k: getattr(row, k) for k in _file.SPEC_FIELDS})  # no aliases
-        rep = Report(f"{row.name} (prediction from spec sheet)", stored)
+        rep = Report(row.name, stored)  # labelled "(prediction)"
         written.append(Path(folder) / f"prediction-{_slug(row.name)}-{rep.device}.json")
         _write(written[-1], rep)
     return written
@@ -348,10 +346,10 @@ def load_reports(folder: str | Path, *, strict: bool = True) -> list[Report]:
 def recorded_reports() -> list[Report]:
     """The measured H100 and H200 shipped with brrrlib, marked as recorded."""
     out = []
-    for rep in load_reports(RECORDINGS / "reports"):
-        c = rep.machine
-        name = f"{c.device_name.removeprefix('NVIDIA ')}, recorded {c.measured_at[:10]}, "
-        out.append(dataclasses.replace(rep, name=name + f"torch {c.torch_version}", recorded=True))
+    for rep in load_reports(RECORDINGS / "reports"):  # labelled "(recorded)"
+        c, device = rep.machine, rep.device_name.removeprefix("NVIDIA ")
+        name = f"{device} {c.measured_at[:10]} torch {c.torch_version}"
+        out.append(dataclasses.replace(rep, name=name, recorded=True))
     return out
 
 
@@ -393,9 +391,9 @@ def attainable_table(
 ) -> ClassTable:
     """What a kernel of ``intensity_flops_per_byte`` can reach on each machine, and of its peak."""
     chosen = _check_reports(reports, precision)
-    x = intensity_flops_per_byte
-    if isinstance(x, bool) or not (isinstance(x, numbers.Real) and 0 < x < math.inf):
-        raise ValueError(f"intensity_flops_per_byte must be a positive number, got {x!r}")
+    x = _checks.number(
+        "intensity_flops_per_byte", intensity_flops_per_byte, positive=True, finite=True
+    )
     peaks = [r.matmul_peak(precision) for r in chosen]
     rows = []
     for r, peak in zip(chosen, peaks, strict=True):
@@ -418,7 +416,7 @@ def plot_reports(
         kinds = ", ".join(
             f"{counts[k]} {k}" for k in ("measured", "recorded", "predicted") if counts[k]
         )
-        title = f"the class on one roofline, {dtype} roofs: {kinds}"
+        title = f"{dtype} roofs: {kinds}"
     # roofline.plot labels a device by its name: give each the label the class sees.
     devices = [
         dataclasses.replace(r.machine, **{"name" if r.is_prediction else "device_name": r.label})

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from brrrlib import _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.hardware import DeviceSpec
 
@@ -39,15 +40,13 @@ def read_json(path: Path, root: Path) -> Any:
     try:
         info = os.stat(real)  # a fifo named x.json would block the kernel: never opened
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
-            raise ValueError(f"{path}: not a file within the {MAX_REPORT_BYTES:,}-byte limit")
+            raise ValueError(f"not a file within the {MAX_REPORT_BYTES:,}-byte limit")
         with open(real, "rb") as f:
             raw = f.read(MAX_REPORT_BYTES)  # grown since: cut short, not valid JSON
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    try:  # a 400-digit integer or a NaN becomes a float the field's check refuses by name
+        # a 400-digit integer or a NaN becomes a float the field's check refuses by name
         return json.loads(raw.decode(), parse_int=lambda d: int(d) if len(d) <= 18 else float(d))
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"{path}: {type(exc).__name__}: {_fmt.error_line(exc)}") from None
 
 
 def check(value: Any, hint: Any, where: str) -> Any:
@@ -86,11 +85,10 @@ def record(cls: type, data: Any, where: str, names: tuple[str, ...] = ()) -> Any
 
 def parse(data: Any) -> dict[str, Any]:
     """A decoded report file as the Report's fields."""
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ValueError(f"not a brrr report (field 'schema' is not {SCHEMA!r})")
-    version, kind = data.get("schema_version"), data.get("kind")
-    if version != SCHEMA_VERSION:
-        raise ValueError(f"schema_version {version!r}, not {SCHEMA_VERSION}: re-run bl.report()")
+    head = (data.get("schema"), data.get("schema_version")) if isinstance(data, dict) else None
+    if head != (want := (SCHEMA, SCHEMA_VERSION)):  # not a report, or an older brrrlib's
+        raise ValueError(f"schema, schema_version {head!r:.60}, not {want}: re-run bl.report()")
+    kind = data.get("kind")
     if kind not in ("measurement", "prediction"):
         raise ValueError(f"field 'kind' must be 'measurement' or 'prediction', got {kind!r:.60}")
     try:
