@@ -63,7 +63,7 @@ def solution(question_id: str, *, ceilings: Any = None) -> None:
     """Print the worked answer to a question: its method, the numbers it uses, the answer."""
     q = _get(question_id)
     worked = q.solve(ceilings)
-    here = "" if worked.machine is None else f" (on this machine, {worked.machine})"
+    here = "" if worked.machine is None else f" (machine={worked.machine!r})"
     steps = "".join(f"\n  {i}. {step}" for i, step in enumerate(worked.steps, 1))
     print(f"{q!r}\n  method: {q.hints[-1]}{steps}\n  answer: {answer_text(q, worked.value)}{here}")
     print(f"  {q.explain}")

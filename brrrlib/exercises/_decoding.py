@@ -20,14 +20,14 @@ def _decode_floor_tokens(ctx: Context) -> Worked:
 
 @solves("06.prefill_over_decode")
 def _prefill_over_decode(ctx: Context) -> Worked:
-    prefill = ctx.note("prefill = peak / (2 x 7e9)", ctx.peak("H100", "bf16") / (2 * _PARAMS))
-    decode = ctx.note("decode = bandwidth / bytes", ctx.bandwidth("H100") / weight_bytes(ctx))
+    prefill = ctx.note("prefill_tokens_per_s", ctx.peak("H100", "bf16") / (2 * _PARAMS))
+    decode = ctx.note("decode_tokens_per_s", ctx.bandwidth("H100") / weight_bytes(ctx))
     return Worked(prefill / decode)
 
 
 @solves("06.kv_context")
 def _kv_context(ctx: Context) -> Worked:
-    per_token = ctx.note("2 x 32 x 4096 x 2 bytes", 2 * _LAYERS * _WIDTH * _BF16, "B")
+    per_token = ctx.note("kv_bytes_per_token", 2 * _LAYERS * _WIDTH * _BF16, "B")
     return Worked(weight_bytes(ctx) / per_token, slips={"one_layer": _LAYERS})
 
 
@@ -50,7 +50,7 @@ def _tp_token_s(bandwidth: float, allreduces: int = 2, shard: int = _GPUS) -> fl
 @solves("06.tp8_tokens_per_s")
 def _tp8_tokens_per_s(ctx: Context) -> Worked:
     bw = ctx.bandwidth("H100")
-    token_s = ctx.note("bytes / 8 / bandwidth + 64 x (alpha + 8 KB / link)", _tp_token_s(bw), "s")
+    token_s = ctx.note("token_s", _tp_token_s(bw), "s")
     wrong = {"weights_alone": _tp_token_s(bw, 0), "one_allreduce": _tp_token_s(bw, 1)}
     wrong["all_weights"] = _tp_token_s(bw, shard=1)
     return Worked(1 / token_s, slips={k: token_s / v for k, v in wrong.items()})

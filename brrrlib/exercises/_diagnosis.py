@@ -14,12 +14,12 @@ _DECODER_PARAMS = 8e9  # parameters of 04.decode_token_ms's decoder (a Llama-3-8
 
 # Each mystery workload (workloads.mystery_*) is built to be bound by one regime.
 for _letter, _regime in (("a", "memory"), ("b", "overhead"), ("c", "compute")):
-    solves(f"04.mystery_{_letter}")(lambda ctx, r=_regime: Worked(r, (f"largest floor: {r}",)))
+    solves(f"04.mystery_{_letter}")(lambda ctx, r=_regime: Worked(ctx.note("largest_floor", r)))
 
 
 @solves("04.decode_token_ms")
 def _decode_token_ms(ctx: Context) -> Worked:
-    nbytes = ctx.note("8e9 x 2 bytes", _DECODER_PARAMS * 2, "B")  # bf16
+    nbytes = ctx.note("weight_bytes", _DECODER_PARAMS * 2, "B")  # bf16
     memory_s = ctx.note("memory_s", nbytes / ctx.bandwidth("H100"), "s")
     compute_s = ctx.note("compute_s", 2 * _DECODER_PARAMS / ctx.peak("H100", "bf16"), "s")
     return Worked(memory_s * 1e3, slips={"compute_floor": compute_s / memory_s})

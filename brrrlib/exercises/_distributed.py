@@ -7,13 +7,14 @@ from brrrlib.hardware import link, node
 __all__: list[str] = []  # the solvers register themselves with the bank
 
 
-#: The link inside a DGX H100, as bl.hardware.link names it.
-NVLINK = "NVLink 4"
+#: The node of the chapter's questions, and the link between its GPUs.
+_DGX = node("DGX H100")
+NVLINK = _DGX.gpu_link
 
 
 def weight_bytes(ctx: Context) -> float:
     """A 7-billion-parameter model's bytes in bf16 (a step): its weights, or its gradients."""
-    return ctx.note("7e9 x 2 bytes", 7e9 * 2, "B")
+    return ctx.note("weight_bytes", 7e9 * 2, "B")
 
 
 def _nvlink(ctx: Context) -> float:
@@ -22,7 +23,7 @@ def _nvlink(ctx: Context) -> float:
 
 @solves("05.bus_bandwidth")
 def _bus_bandwidth(ctx: Context) -> Worked:
-    algbw = ctx.note("1 GB / 10 ms", 1e9 / 10e-3, "B/s")
+    algbw = ctx.note("algbw", 1e9 / 10e-3, "B/s")
     factor = ctx.note("ring_factor(8)", ring_factor(8))
     slips = {"algorithm_bandwidth": 1 / factor, "divided_by_factor": 1 / factor**2}
     return Worked(algbw * factor / 1e9, slips=slips)
@@ -37,17 +38,16 @@ def _nvlink_allreduce_ms(ctx: Context) -> Worked:
 
 @solves("05.fsdp_step_ms")
 def _fsdp_step_ms(ctx: Context) -> Worked:
-    one_s = ctx.note("7/8 x bytes / link", 7 / 8 * weight_bytes(ctx) / _nvlink(ctx), "s")
+    one_s = ctx.note("collective_s", 7 / 8 * weight_bytes(ctx) / _nvlink(ctx), "s")
     return Worked(3 * one_s * 1e3, slips={"ddp": 2 / 3, "one_collective": 1 / 3})
 
 
 @solves("05.crossover_tokens")
 def _crossover_tokens(ctx: Context) -> Worked:
-    box = node("DGX H100")
-    nic, nvlink = link(box.nic_link).bandwidth_bytes_per_s, link(box.gpu_link).bandwidth_bytes_per_s
-    n = box.nics_per_node
-    nics = ctx.note(f"{n} x {box.nic_link}", n * nic, "B/s")  # a ring each, at once
-    busbw = ctx.note("busbw = min(NICs, NVLink)", min(nics, nvlink), "B/s")
+    nic, nvlink = link(_DGX.nic_link).bandwidth_bytes_per_s, link(NVLINK).bandwidth_bytes_per_s
+    n = _DGX.nics_per_node
+    nics = ctx.note(f"{n} x {_DGX.nic_link}", n * nic, "B/s")  # a ring each, at once
+    busbw = ctx.note("busbw", min(nics, nvlink), "B/s")
     # per parameter per step: 6 x tokens FLOPs at the peak against 2 (ring) x 2 bytes at busbw
     tokens = 2 * 2 * ctx.peak("H100", "bf16") / (FLOPS_PER_PARAM_PER_SAMPLE * busbw)
     return Worked(tokens, slips={"one_nic": busbw / nic, "nvlink": busbw / nvlink})

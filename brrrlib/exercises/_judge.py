@@ -20,8 +20,8 @@ _PREFIXES = {-15: "peta", -12: "tera", -9: "giga", -6: "mega", -3: "kilo", 3: "m
 #: How far off a wrong answer is, as a ratio: under 1.5x, 1.5x to 3x, ...
 _BANDS = (1.5, 3, 10, 100)
 _BAND_WORDS = ("under 1.5x", "1.5x to 3x", "3x to 10x", "10x to 100x", "over 100x")
-#: Other names of an option: "memory-bound", "Memory bound" and "MEMORY_BOUND" are "memory".
-_SYNONYMS = {"bandwidth": "memory", "memory bandwidth": "memory"}
+#: Other names of an option's words ("memory bandwidth" is "memory"); "bound" is dropped.
+_SYNONYMS = {"bandwidth": "memory", "bound": ""}
 short = reprlib.Repr()
 short.maxstring, short.maxother, short.maxlist = 40, 40, 4
 
@@ -63,8 +63,7 @@ def _read_choice(q: Any, answer: Any) -> tuple[str, str]:
     if not isinstance(answer, str):
         return "", "not_an_option"
     words = answer.lower().replace("_", " ").replace("-", " ").split()
-    option = " ".join(words[:-1] if words[-1:] == ["bound"] else words)
-    option = _SYNONYMS.get(option, option)
+    option = " ".join(filter(None, dict.fromkeys(_SYNONYMS.get(w, w) for w in words)))
     return option, "" if option in q.choices else "not_an_option"
 
 

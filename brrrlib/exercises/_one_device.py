@@ -37,16 +37,17 @@ def _ridge_here(ctx: Context) -> Worked:
 
 @solves("00.growth")
 def _growth(ctx: Context) -> Worked:
-    flops = ctx.note("FLOP/s grew", ctx.peak("H100", "fp16") / ctx.peak("V100", "fp16"), "x")
-    bandwidth = ctx.note("bandwidth grew", ctx.bandwidth("H100") / ctx.bandwidth("V100"), "x")
+    flops = ctx.note("flops_growth", ctx.peak("H100", "fp16") / ctx.peak("V100", "fp16"), "x")
+    bandwidth = ctx.note("bandwidth_growth", ctx.bandwidth("H100") / ctx.bandwidth("V100"), "x")
     return Worked(flops / bandwidth)
 
 
 @solves("00.regime_tiny")
 def _regime_tiny(ctx: Context) -> Worked:
-    flops, nbytes = 10, 10 * 2 * FP32_BYTES  # read 10 floats, write 10
-    ctx.note(f"{flops} FLOPs / peak", flops / ctx.peak("A100", "fp32"), "s")
-    ctx.note(f"{nbytes} bytes / bandwidth", nbytes / ctx.bandwidth("A100"), "s")
+    flops = ctx.note("flops", 10)  # read 10 floats, write 10
+    nbytes = ctx.note("bytes", 10 * 2 * FP32_BYTES, "B")
+    ctx.note("compute_s", flops / ctx.peak("A100", "fp32"), "s")
+    ctx.note("memory_s", nbytes / ctx.bandwidth("A100"), "s")
     return Worked("overhead")
 
 
@@ -65,7 +66,7 @@ def _tensor_core_ratio(ctx: Context) -> Worked:
 
 @solves("01.matmul_time_here")
 def _matmul_time_here(ctx: Context) -> Worked:
-    flops = ctx.note("2 x 2048^3", 2 * 2048**3, "FLOP")
+    flops = ctx.note("flops", 2 * 2048**3, "FLOP")
     return Worked(flops / ctx.measured("matmul_flops_per_s"))
 
 
@@ -80,7 +81,7 @@ def _critical_batch(ctx: Context) -> Worked:
 def _bert_gap(ctx: Context) -> Worked:
     (mm_flops, mm_time), (norm_flops, norm_time) = _ESSAY_BERT.values()
     for name, (flops, time) in _ESSAY_BERT.items():
-        ctx.note(f"{name} {flops}% / {time}%", f"{flops / time:.3g}")
+        ctx.note(f"{name}_rate", f"{flops / time:.3g}")  # % of FLOPs / % of time
     for s in ("V100", "A100"):  # what slower units alone would explain
         fast = ctx.spec(s).fast_precision
         ctx.note(f"{s} {fast}/fp32", _ratio(ctx, s, fast), "x")
@@ -101,28 +102,28 @@ def _ridge(ctx: Context) -> Worked:
 @solves("02.fusion_speedup")
 def _fusion_speedup(ctx: Context) -> Worked:
     ops, per_op = 3, 2 * FP32_BYTES  # y = x.sin().cos().exp(): each kernel reads 4, writes 4 bytes
-    steps = (f"({ops} x {per_op} B) / {per_op} B",)
-    return Worked(ops * per_op / per_op, steps, {"temporaries_once": (ops + 1) / (2 * ops)})
+    eager, fused = ctx.note("eager_bytes", ops * per_op, "B"), ctx.note("fused_bytes", per_op, "B")
+    return Worked(eager / fused, slips={"temporaries_once": (ops + 1) / (2 * ops)})
 
 
 @solves("02.unary_time_here")
 def _unary_time_here(ctx: Context) -> Worked:
-    nbytes = ctx.note("2^24 x (4 + 4)", 2**24 * 2 * FP32_BYTES, "B")
+    nbytes = ctx.note("bytes", 2**24 * 2 * FP32_BYTES, "B")
     return Worked(nbytes / ctx.measured("mem_bandwidth_bytes_per_s"))
 
 
 @solves("02.gelu_vs_relu")
 def _gelu_vs_relu(ctx: Context) -> Worked:
     budget = ctx.note("02.ridge", _flops_per_element(ctx))
-    gelu = ctx.note("gelu FLOPs per element", _GELU_FLOPS_PER_ELEMENT)
+    gelu = ctx.note("gelu_flops_per_element", _GELU_FLOPS_PER_ELEMENT)
     return Worked("same" if gelu < budget else "relu")
 
 
 @solves("02.layernorm_bytes")
 def _layernorm_bytes(ctx: Context) -> Worked:
     n, width = 4096 * 1024, 1024  # elements of x, (4096, 1024)
-    xy = ctx.note("x, y: 2 x 4096 x 1024 x 4", 2 * FP32_BYTES * n, "B")
-    params = ctx.note(f"weight, bias: 2 x {width} x 4", 2 * FP32_BYTES * width, "B")
+    xy = ctx.note("xy_bytes", 2 * FP32_BYTES * n, "B")
+    params = ctx.note("weight_bias_bytes", 2 * FP32_BYTES * width, "B")
     return Worked((xy + params) / n)
 
 
@@ -144,19 +145,19 @@ def _break_even_numel(ctx: Context) -> Worked:
 
 @solves("03.sync_per_op_us")
 def _sync_per_op_us(ctx: Context) -> Worked:
-    host, kernel = 15.0, 15.0  # µs: the host's time to launch one op, the kernel's on the GPU
-    steps = (f"host + kernel = {host:g} + {kernel:g} µs",)
-    return Worked(host + kernel, steps, {"no_sync": max(host, kernel) / (host + kernel)})
+    # µs: the host's time to launch one op, the kernel's on the GPU
+    host, kernel = ctx.note("host_us", 15.0), ctx.note("kernel_us", 15.0)
+    return Worked(host + kernel, slips={"no_sync": max(host, kernel) / (host + kernel)})
 
 
 @solves("03.overhead_fraction")
 def _overhead_fraction(ctx: Context) -> Worked:
     work = 1.1 - 1.0  # T(b) = O + W and T(2b) = O + 2W = 1.1 T(b), so W = 0.1 T(b)
-    steps = ("T(2b) - T(b) = W = 10% of T(b)", "O / T(b) = 1 - W / T(b)")
-    return Worked(1 - work, steps, {"work_share": work / (1 - work), "above_one": 1 / (1 - work)})
+    ctx.note("work_share", f"{work:.0%}")  # W / T(b); O / T(b) is the rest
+    return Worked(1 - work, slips={"work_share": work / (1 - work), "above_one": 1 / (1 - work)})
 
 
 @solves("03.weight_read_us")
 def _weight_read_us(ctx: Context) -> Worked:
-    nbytes = ctx.note("4096 x 4096 x 4", 4096 * 4096 * FP32_BYTES, "B")
+    nbytes = ctx.note("bytes", 4096 * 4096 * FP32_BYTES, "B")
     return Worked(nbytes / ctx.bandwidth("A100") * 1e6)
