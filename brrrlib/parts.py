@@ -46,6 +46,13 @@ class CpuParts:
             rate = _fmt.si(flops_per_s, "FLOP/s")
             raise RuntimeError(f"{what} {rate} needs {clock / 1e9:.1f} GHz on {self}: a timing bug")
 
+    def __str__(self) -> str:
+        """The peak's product, ``cores x FMA x lanes x 2 FLOPs x clock = peak``."""
+        clock = f" x {self.clock_hz / 1e9:.2f} GHz" if self.clock_hz else ""
+        peak = f" = {_fmt.si(self.peak_flops_per_s, 'FLOP/s')}" if self.clock_hz else ""
+        units = f"{self.cores} cores x {self.fma_units} FMA x {self.lanes} lanes ({self.isa})"
+        return f"{units} x 2 FLOPs{clock}{peak}"
+
 
 #: ``(flag, lanes, ISA, FMA units)``, widest vectors first: the first flag the CPU lists wins.
 VECTOR_UNITS = (
