@@ -27,8 +27,9 @@ __all__ = [
 ABOVE_ROOF_TOLERANCE = 0.10
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _TEXT = {"textcoords": "offset points", "fontsize": 8}
-#: The x axis of every roofline.
+#: The x axis of every roofline, and a ridge point's label on it.
 INTENSITY_LABEL = "arithmetic intensity (FLOP/byte)"
+RIDGE_LABEL = "ridge {:.3g} FLOP/byte"
 
 
 def _roof(peak_flops_per_s: Any, mem_bandwidth_bytes_per_s: Any) -> tuple[float, float]:
@@ -104,9 +105,7 @@ def _roofs(device: Any, dtype: str) -> tuple[list[tuple[str, float]], float]:
         peaks = {**by_dtype, "fp32": device.matmul_flops_per_s}
     else:
         peaks = dict(device.peak_flops_per_s)
-    if not peaks.get(dtype):
-        have = sorted(k for k, v in peaks.items() if v)
-        raise ValueError(f"dtype: {_label(device)} has no {dtype!r} roof; use one of {have}")
+    _checks.one_of("dtype", dtype, sorted(k for k, v in peaks.items() if v))
     peak, bandwidth = _roof(peaks[dtype], device.mem_bandwidth_bytes_per_s)
     if measured:
         return [(f"{dtype} matmul", peak), ("fp32 vector", device.vector_flops_per_s)], bandwidth
@@ -161,10 +160,10 @@ class RooflinePoint:
         return cls(label, counts.flops, counts.bytes_moved, seconds, counts.precision)
 
     def __repr__(self) -> str:
-        return (
-            f"RooflinePoint({self.label!r}: {self.intensity_flops_per_byte:.3g} FLOP/byte, "
-            f"{_fmt.si(self.achieved_flops_per_s, 'FLOP/s')}, {_fmt.si(self.achieved_bytes_per_s, 'B/s')})"
-        )
+        x = f"{self.intensity_flops_per_byte:.3g} FLOP/byte"
+        flops = _fmt.si(self.achieved_flops_per_s, "FLOP/s")
+        moved = _fmt.si(self.achieved_bytes_per_s, "B/s")
+        return f"RooflinePoint({', '.join((repr(self.label), x, flops, moved))})"
 
 
 def _as_xy(point: Any) -> tuple[str, float, float]:
@@ -238,21 +237,20 @@ def plot(
     for i, (name, roofs, bandwidth) in enumerate(resolved):
         _draw_device(ax, grid, name, roofs, bandwidth, f"C{i}")
     _draw_points(ax, xy, over, keyed, colours or {})
-    roof = "roofs" if len(dtypes) > 1 else "roof"
-    _dress(ax, f"{title or 'roofline'} ({', '.join(dtypes)} {roof})")
+    _dress(ax, title or "")
     ax.set_xlim(grid[0], grid[-1])
     return ax
 
 
 def _dress(ax: Any, title: str) -> None:
-    """Log axes in FLOP/byte and FLOP/s, a light grid, the legend lower right."""
+    """Log axes in FLOP/byte and FLOP/s, a light grid, the legend beside the axes."""
     from matplotlib.ticker import EngFormatter
 
     ax.set(xscale="log", yscale="log", xlabel=INTENSITY_LABEL)
     ax.set(ylabel="performance (FLOP/s)", title=title)
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:
@@ -265,7 +263,7 @@ def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:
     ridge, top = roofs[0][1] / bandwidth, roofs[0][1]
     ax.plot([ridge], [top], "o", color=colour, ms=6)
     # above and left of the dot: points to its right sit under the roof, not on the label
-    text = f"ridge {ridge:.3g} FLOP/byte"
+    text = RIDGE_LABEL.format(ridge)
     ax.annotate(text, (ridge, top), xytext=(-6, 6), ha="right", color=colour, **_TEXT)
 
 

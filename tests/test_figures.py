@@ -83,9 +83,9 @@ def test_generations_plot_shows_ridge_growth():
     ax = figures.generations_plot([old, new])
     heights = sorted(round(p.get_height(), 6) for p in ax.patches)
     assert heights == [1.0, 1.0, 2.0, 8.0]  # relative to the first device
-    ridges = re.findall(r"ridge (\d+) FLOP/B", _texts(ax))
+    ridges = re.findall(r"ridge (\d+) FLOP/byte", _texts(ax))
     assert ridges == ["100", "400"]  # fp16 peak / bandwidth of each
-    with pytest.raises(ValueError, match="at least two"):
+    with pytest.raises(ValueError, match="specs"):
         figures.generations_plot([old])
 
 
@@ -160,7 +160,7 @@ def test_regimes_roofline_keys_points_in_a_legend_beside_the_axes_without_overla
         assert any(label.startswith(p.label + ":") for label in labels), labels
     assert any("A100" in label for label in labels)
     assert "intensity" in ax.get_xlabel() and "(FLOP/byte)" in ax.get_xlabel()
-    assert "FLOP/s" in ax.get_ylabel() and "fp32" in ax.get_title()
+    assert "FLOP/s" in ax.get_ylabel() and any("fp32" in label for label in labels)
     assert _overlaps(ax) == []
     ax.figure.canvas.draw()
     for text in (t for t in ax.texts if t.get_text().startswith("ridge")):
@@ -232,7 +232,7 @@ def test_timelines_draw_one_row_per_trace_and_name_where_it_ran():
     assert len(fig.axes) >= 2
     titles = [ax.get_title(loc="left") for ax in fig.axes[:2]]
     assert all(tr.device_name in t and "busy" in t for tr, t in zip(recorded, titles, strict=True))
-    with pytest.raises(ValueError, match="traces is empty"):
+    with pytest.raises(ValueError, match="traces"):
         figures.timelines([])
 
 
@@ -255,7 +255,7 @@ def test_remedy_bars_colour_each_interval_and_skip_what_was_not_measured():
     assert colours == named
     assert [p.get_width() for p in ax.patches] == pytest.approx([4.0, 0.5, 1.0])
     assert "measured" in ax.get_xlabel() and "CUDA" in ax.get_xlabel()
-    with pytest.raises(ValueError, match="no measurement"):
+    with pytest.raises(ValueError, match="comparisons"):
         figures.remedy_bars({"needs CUDA": None})
 
 

@@ -227,9 +227,10 @@ def _texts(ax) -> str:
 
 
 def _roof_of(ax) -> str:
-    """The precision a plot's title names as its roof: "roofline (bf16 roof)" -> "bf16"."""
-    found = re.fullmatch(r"roofline \((\w+) roof\)", ax.get_title())
-    assert found, ax.get_title()
+    """The precision of a plot's top roof, its first legend entry: "gpu bf16 matmul: ..." -> "bf16"."""
+    first = ax.get_legend().get_texts()[0].get_text()
+    found = re.search(r"\b(fp32|tf32|bf16|fp16)\b", first)
+    assert found, first
     return found[1]
 
 

@@ -15,7 +15,7 @@ from brrrlib import _fmt
 # Drawn in _timelines (Python's pace, the live and recorded timelines) and _remedies
 # (speed-ups measured, a workload's steps on its roofs), named here.
 from brrrlib.figures._remedies import block_steps, remedy_bars
-from brrrlib.figures._timelines import _new_axes, flops_per_python_add, timelines
+from brrrlib.figures._timelines import _new_axes, _some, flops_per_python_add, timelines
 
 __all__ = [
     "RecordedSweeps",
@@ -76,17 +76,16 @@ def factory_diagram(ceilings: Any = None, *, ax: Any = None) -> Any:
         bw = _fmt.si(ceilings.mem_bandwidth_bytes_per_s, "B/s")
         overhead = _fmt.seconds(ceilings.op_overhead_s)
         ax.set_title(f"measured: {ceilings.device_name}")
-    warehouse = "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)\nholds every tensor"
-    _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", warehouse)
+    _box(ax, 1.4, 1.35, 2.6, 1.9, "#d9e8f5", "Warehouse\n\nmain memory\n(DRAM; HBM on a GPU)")
     _box(ax, 7.43, 1.35, 4.85, 1.9, "#f8dcc4", "")
     ax.text(7.43, 2.03, "Factory", ha="center", va="center", weight="bold")
     _box(ax, 6.08, 1.23, 1.75, 1.25, "#fff6d5", "store\nregisters, caches\n(SRAM): small, fast")
     _box(ax, 8.4, 3.55, 2.9, 1.2, "#e4e4e4", f"Manager\nPython + framework\n{overhead} per op")
-    ax.text(8.4, 1.2, f"compute units\n{flops}", ha="center", va="center", fontsize=9)
+    ax.text(8.4, 1.2, f"compute\n{flops}", ha="center", va="center", fontsize=9)
     for start, end, label, dy in (
         ((2.85, 1.65), (4.95, 1.65), f"trucks: {bw}", 0.22),
-        ((4.95, 1.0), (2.85, 1.0), "results go back", -0.35),
-        ((8.4, 2.9), (8.4, 2.35), "one kernel per op", 0.0),
+        ((4.95, 1.0), (2.85, 1.0), "results", -0.35),
+        ((8.4, 2.9), (8.4, 2.35), "kernels", 0.0),
     ):
         _arrow(ax, start, end, mutation_scale=18, lw=1.6, color="black")
         x, y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + dy
@@ -102,8 +101,7 @@ def regimes_roofline(
     """Chapter 00's roofline: this machine's roofs, devices ``beside`` it, points keyed in a legend."""
     from brrrlib import roofline
 
-    if not points:
-        raise ValueError("points: give at least one RooflinePoint to place under the roof")
+    _some("points", points, "[bl.roofline.RooflinePoint(...)]")
     precisions = list(dict.fromkeys(getattr(p, "precision", "fp32") for p in points))
     keyed = []
     for p in points:
@@ -111,14 +109,14 @@ def regimes_roofline(
         keyed.append((f"{p.label}: {_fmt.si(y, 'FLOP/s')} at {x:.3g} FLOP/byte", x, y))
     ax = _new_axes(ax, (10.5, 4.6))
     roofline.plot(ceilings, keyed, extra=beside, ax=ax, dtype=precisions, keyed=True)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
 
 def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = None) -> Any:
     """Bars: peak FLOP/s and bandwidth of ``specs``, relative to the first (chapter 00)."""
-    if len(specs) < 2:
-        raise ValueError("specs must hold at least two DeviceSpec rows, oldest first")
+    from brrrlib import roofline
+
+    _some("specs", specs, "[bl.spec(...)]", least=2)
     ax = _new_axes(ax, (7, 4))
     xs, first = range(len(specs)), specs[0]
     fl = [s.peak_flops_per_s[dtype] / first.peak_flops_per_s[dtype] for s in specs]
@@ -128,7 +126,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
     top = max(fl + bw)
     for i, s in enumerate(specs):
         ridge = s.peak_flops_per_s[dtype] / s.mem_bandwidth_bytes_per_s
-        ax.text(i, max(fl[i], bw[i]) + 0.03 * top, f"ridge {ridge:.0f} FLOP/B", ha="center")
+        ax.text(i, max(fl[i], bw[i]) + 0.03 * top, roofline.RIDGE_LABEL.format(ridge), ha="center")
     ax.set_xticks(list(xs), [s.name for s in specs])
     ax.set(ylim=(0, top * 1.15), ylabel=f"growth relative to {first.name} (x)")
     ax.legend()
@@ -167,8 +165,7 @@ def sweep_plot(
     ax: Any = None,
 ) -> Any:
     """Measured ``ys`` against ``x``; ``models`` dashed in their colours, ``hlines`` dotted."""
-    if not ys:
-        raise ValueError("ys must hold at least one series, e.g. {'eager': times_s}")
+    _some("ys", ys, "dict(eager=times_s)")
     models = models or {}
     for label, y in {**ys, **models}.items():
         if len(y) != len(x):
@@ -265,42 +262,34 @@ def recorded_repeat_sweep(recording: RecordedSweeps | None = None, *, ax: Any = 
 
 # ------------------------------------------------------------------ chapter 04
 
-# The decision procedure, row by row from the top: (y, colour, box width, box centres x), in axes
-# units. Every box points to every box of the row below.
+# The decision procedure, row by row from the top: (y, colour, box width, {box centre x: text}),
+# in axes units; chapter 04 spells each step out. Every box points to every box of the row below.
 _FLOW = (
-    (0.92, "#dbe9f6", 0.34, [0.5]),
-    (0.76, "#dbe9f6", 0.34, [0.5]),
-    (0.58, "#fff2cc", 0.56, [0.5]),
-    (0.40, "#f8d7d3", 0.28, [0.17, 0.5, 0.83]),
-    (0.23, "#fff2cc", 0.56, [0.5]),
-    (0.05, "#d9ead3", 0.45, [0.23, 0.77]),
-)
-#: The boxes' text, rows top down, boxes left to right.
-_FLOW_TEXT = (
-    "1 · Measure\nbl.benchmark: time per call",
-    "2 · Count\nbl.count: FLOPs, bytes, ops",
-    "3 · Compare with the ceilings\nbl.measure_ceilings: the closest floor",
-    "compute-bound?\nFLOPs / matmul FLOP/s",
-    "memory-bound?\nbytes / bandwidth",
-    "overhead-bound?\nops x overhead per op",
-    "4 · Scale the batch: does the time follow the work?\n5 · Read the trace: is the device idle?",
-    "6 · Act on compute / memory: tensor cores,\nlower precision, fuse, fewer FLOPs or bytes",
-    "6 · Act on overhead: batch, torch.compile,\nCUDA graphs, fewer and larger ops",
+    (0.92, "#dbe9f6", 0.34, {0.5: "1 · Measure\nbl.benchmark"}),
+    (0.76, "#dbe9f6", 0.34, {0.5: "2 · Count\nbl.count"}),
+    (0.58, "#fff2cc", 0.56, {0.5: "3 · Compare with the ceilings\nbl.measure_ceilings"}),
+    (0.4, "#f8d7d3", 0.28, {0.17: "compute-bound?", 0.5: "memory-bound?", 0.83: "overhead-bound?"}),
+    (0.23, "#fff2cc", 0.56, {0.5: "4 · Scale the batch\n5 · Read the trace"}),
+    (
+        0.05,
+        "#d9ead3",
+        0.45,
+        {
+            0.23: "6 · time follows the work, device busy:\nact on compute or memory",
+            0.77: "6 · time flat, device idle:\nact on overhead",
+        },
+    ),
 )
 
 
 def decision_flow(*, ax: Any = None) -> Any:
     """Draw chapter 04's decision procedure as boxes and arrows; returns the Axes."""
     ax = _new_axes(ax, (11, 6.2))
-    texts = iter(_FLOW_TEXT)
-    for (y, colour, w, xs), (y_below, *_, below) in itertools.pairwise((*_FLOW, (0, "", 0, []))):
-        for x in xs:
-            _box(ax, x, y, w, 0.11, colour, next(texts))
+    for (y, colour, w, boxes), (y_below, *_, below) in itertools.pairwise((*_FLOW, (0, "", 0, {}))):
+        for x, text in boxes.items():
+            _box(ax, x, y, w, 0.11, colour, text)
             for x_below in below:
                 _arrow(ax, (x, y - 0.06), (x_below, y_below + 0.06))
-    grey = {"fontsize": 8, "ha": "center", "color": "0.25"}
-    ax.text(0.27, 0.145, "time follows the work, device busy", **grey)
-    ax.text(0.73, 0.145, "time flat, device idle", **grey)
     y, _, w, acts = _FLOW[-1]
     for x, side in zip(acts, (-1, 1), strict=True):  # a remedy can change the regime
         back = {"ls": "--", "color": "0.55", "connectionstyle": f"arc3,rad={0.35 * side}"}

@@ -17,6 +17,12 @@ def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
     return ax if ax is not None else plt.subplots(figsize=figsize, layout="constrained")[1]
 
 
+def _some(name: str, values: Any, like: str, least: int = 1) -> None:
+    """``values`` must hold ``least`` items or more; ``like`` shows what to pass."""
+    if len(values) < least:
+        raise ValueError(f"{name} needs at least {least}, like {like}; got {len(values)}")
+
+
 def _bars(ax, labels, values, colours, says, xlabel, *, ends=(), **kw) -> None:
     """Bars top down on a log x axis, each value ``says(value)`` past its end (or ``ends``)."""
     ends = ends or values
@@ -49,8 +55,7 @@ def timelines(traces: Sequence[Any]) -> Any:
     """One timeline per trace, stacked, each its first steady run; returns the Figure."""
     import matplotlib.pyplot as plt
 
-    if not traces:
-        raise ValueError("traces is empty: pass bl.profile(...) or bl.trace.recorded(...) results")
+    _some("traces", traces, "[bl.profile(...)]")
     fig, axes = plt.subplots(
         len(traces), 1, figsize=(10.0, 2.35 * len(traces)), layout="constrained", squeeze=False
     )
