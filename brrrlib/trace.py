@@ -613,8 +613,7 @@ def time_by_category(
     on_device = torch.cuda.is_available() and all(ran)
     seconds = device_s if on_device else cpu_s
     times_s = tuple((c, _fmt.median([seconds[r, c] for r in range(runs)])) for c in CATEGORIES)
-    source, device = ("device self time", "cuda") if on_device else ("cpu self time", "cpu")
-    return CategoryTimes(times_s, source, device, runs)
+    return CategoryTimes(times_s, "cuda" if on_device else "cpu", runs)
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
