@@ -104,10 +104,7 @@ class ZooEntry(Row):
 
     def prediction(self, gpu: str) -> Prediction:
         """The stored prediction for ``gpu`` (``"A100"`` or ``"H100"``)."""
-        for p in self.predictions:
-            if p.device.lower().startswith(gpu.lower()):
-                return p
-        raise KeyError(f"no prediction for {gpu!r}; the zoo predicts for {', '.join(GPUS)}")
+        return dict(zip(GPUS, self.predictions, strict=True))[_checks.one_of("gpu", gpu, GPUS)]
 
     def __repr__(self) -> str:
         gpus = ", ".join(f"{g} {p.regime}" for g, p in zip(GPUS, self.predictions, strict=True))
@@ -131,7 +128,5 @@ def names() -> tuple[str, ...]:
 def entry(name: str, size: str = "big") -> ZooEntry:
     """The entry for workload ``name`` at ``size`` (``"tiny"`` or ``"big"``)."""
     _checks.one_of("size", size, SIZES)
-    for e in entries():
-        if e.name == name and e.size == size:
-            return e
-    raise KeyError(f"no zoo workload {name!r}; the zoo has {', '.join(names())}")
+    _checks.one_of("name", name, names())
+    return next(e for e in entries() if e.name == name and e.size == size)
