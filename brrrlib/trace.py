@@ -564,7 +564,7 @@ class Trace(_fmt.Table):
 
 def _short(name: str, n: int = 60) -> str:
     """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
-    name = "compiled graph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
+    name = "CompiledFxGraph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
     if len(name) > n and ("<" in name or "(" in name):
         bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
         bare = bare.split("::")[-1] or name

@@ -107,11 +107,10 @@ class ZooEntry(Row):
         return dict(zip(GPUS, self.predictions, strict=True))[_checks.one_of("gpu", gpu, GPUS)]
 
     def __repr__(self) -> str:
-        gpus = ", ".join(f"{g} {p.regime}" for g, p in zip(GPUS, self.predictions, strict=True))
-        return (
-            f"ZooEntry({self.label}: {self.summary}; {_fmt.si(self.hand_flops, 'FLOP')}, "
-            f"{_fmt.si(self.hand_bytes, 'B')}; CPU {self.expected_cpu}; {gpus})"
-        )
+        where = ("CPU", *GPUS), (self.expected_cpu, *(p.regime for p in self.predictions))
+        regimes = ", ".join(f"{w} {r}" for w, r in zip(*where, strict=True))
+        flops, nbytes = _fmt.si(self.hand_flops, "FLOP"), _fmt.si(self.hand_bytes, "B")
+        return f"ZooEntry({self.label}: {self.summary}; {flops}, {nbytes}; {regimes})"
 
 
 @functools.cache
