@@ -634,9 +634,8 @@ def recorded(name: str) -> Trace:
     stem = str(name).removesuffix(".json")
     _checks.one_of("name", stem, recorded_names())
     trace = Trace.from_chrome_trace(_RECORDED / "traces" / f"{stem}.json", label=stem)
-    torch_version = re.search(r"torch (\d[\w.+]*)", (_RECORDED / "README.md").read_text())
-    date = _RECORDED.name.removeprefix("h100-")
-    on = f"{trace.device_name or 'a GPU'}, {date}, torch {torch_version.group(1)}"
+    torch_version = re.search(r"torch \d[\w.+]*", (_RECORDED / "README.md").read_text()).group()
+    on = ", ".join((trace.device_name, _RECORDED.name.removeprefix("h100-"), torch_version))
     return dataclasses.replace(trace, recorded_on=on)
 
 
