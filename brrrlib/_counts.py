@@ -40,8 +40,7 @@ class CategoryTimes:
     """Seconds per call of a function by op category (:func:`brrrlib.trace.time_by_category`)."""
 
     times_s: tuple[tuple[str, float], ...]  # (category, median self seconds over runs)
-    source: str  # "cpu self time" or "device self time"
-    device: str
+    device: str  # "cpu" (the ops' CPU self time) or "cuda" (their kernels' self time)
     runs: int
 
     def as_dict(self) -> dict[str, float]:
@@ -56,8 +55,7 @@ class CategoryTimes:
     def __repr__(self) -> str:
         shares = sorted(self.times_s, key=lambda p: -p[1])
         parts = ", ".join(f"{c} {_fmt.percent(t, self.total_s)}" for c, t in shares)
-        on = f"{_fmt.seconds(self.total_s)} per call on {self.device}, {self.source}"
-        return f"CategoryTimes({on}: {parts})"
+        return f"CategoryTimes({_fmt.seconds(self.total_s)} per call on {self.device}: {parts})"
 
 
 @dataclass(frozen=True, repr=False)
@@ -140,10 +138,12 @@ class Counts(_fmt.Table):
         return out
 
     def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:
-        """Title and notes, header, one row per category, alignment: what both reprs show."""
+        """Title and notes, header, one row per category and a total, alignment: both reprs."""
         times, cats = self.times, self.by_category()
         header = ["category", "calls", "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte"]
         header += ["time", "% time"] if times is not None else []
+        cats["total"] = {"calls": self.ops, "flops": self.flops, "bytes_moved": self.bytes_moved}
+        cats["total"]["time_s"] = times.total_s if times is not None else 0.0
         rows = []
         for c, e in cats.items():
             flops, nbytes = e["flops"], e["bytes_moved"]
@@ -153,15 +153,10 @@ class Counts(_fmt.Table):
             if times is not None:
                 row += [_fmt.seconds(e["time_s"]), _fmt.percent(e["time_s"], times.total_s)]
             rows.append(row)
-        title = (
-            f"Counts: {_fmt.si(self.flops, 'FLOP')}, {_fmt.si(self.bytes_moved, 'B')} moved, "
-            f"{self.intensity_flops_per_byte:.3g} FLOP/byte, {self.ops} op calls"
-        )
         notes = [f"note: {n}" for n in self.notes]
         if times is not None:
-            runs = f"median of {times.runs} runs, {_fmt.seconds(times.total_s)} per call"
-            notes.insert(0, f"time: {times.source} on {times.device}, {runs}")
-        return [title, *notes], header, rows, "lrrrrrrrr"
+            notes.insert(0, f"time: median self time of {times.runs} runs on {times.device}")
+        return ["Counts", *notes], header, rows, "lrrrrrrrr"
 
 
 def _tally(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:

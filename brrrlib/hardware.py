@@ -119,7 +119,6 @@ def _device(name, peaks, bandwidth, mem, _pcie, patterns, aliases, source) -> De
         int(size) * {"GiB": _GiB, "GB": _GB}[unit],
         source,
         aliases=tuple(aliases.split(", ")),
-        kind="gpu (consumer)" if name.startswith("RTX") else "gpu",
         vendor="AMD" if name.startswith("MI") else "NVIDIA",
         _name_patterns=tuple(patterns.split(", ")),
     )

@@ -564,7 +564,7 @@ class Trace(_fmt.Table):
 
 def _short(name: str, n: int = 60) -> str:
     """A label that fits: ``aten::`` dropped; a kernel's C++ signature cut to its bare name."""
-    name = "compiled graph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
+    name = "CompiledFxGraph" if name.startswith(COMPILED_GRAPH) else name.replace("aten::", "")
     if len(name) > n and ("<" in name or "(" in name):
         bare = re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
         bare = bare.split("::")[-1] or name
@@ -613,8 +613,7 @@ def time_by_category(
     on_device = torch.cuda.is_available() and all(ran)
     seconds = device_s if on_device else cpu_s
     times_s = tuple((c, _fmt.median([seconds[r, c] for r in range(runs)])) for c in CATEGORIES)
-    source, device = ("device self time", "cuda") if on_device else ("cpu self time", "cpu")
-    return CategoryTimes(times_s, source, device, runs)
+    return CategoryTimes(times_s, "cuda" if on_device else "cpu", runs)
 
 
 def breakdown(fn: Callable[..., Any], *args: Any, runs: int = 5, **kwargs: Any) -> Counts:
@@ -635,9 +634,8 @@ def recorded(name: str) -> Trace:
     stem = str(name).removesuffix(".json")
     _checks.one_of("name", stem, recorded_names())
     trace = Trace.from_chrome_trace(_RECORDED / "traces" / f"{stem}.json", label=stem)
-    torch_version = re.search(r"torch (\d[\w.+]*)", (_RECORDED / "README.md").read_text())
-    date = _RECORDED.name.removeprefix("h100-")
-    on = f"{trace.device_name or 'a GPU'}, {date}, torch {torch_version.group(1)}"
+    torch_version = re.search(r"torch \d[\w.+]*", (_RECORDED / "README.md").read_text()).group()
+    on = ", ".join((trace.device_name, _RECORDED.name.removeprefix("h100-"), torch_version))
     return dataclasses.replace(trace, recorded_on=on)
 
 

@@ -369,12 +369,13 @@ def test_table_and_reprs():
     assert _columns(text)[-1] == "FLOP/byte"  # no time columns without times
     html = c._repr_html_()
     assert "<table>" in html and "matmul" in html and "FLOPs" in html
-    assert text.startswith("Counts:")
+    total = text.splitlines()[-1].split()  # the last row: the whole run
+    assert total[:2] == ["total", str(c.ops)] and total[-1] == f"{c.intensity_flops_per_byte:.3g}"
 
 
 def test_times_give_percent_of_runtime():
     c = _small_counts()
-    times = CategoryTimes((("matmul", 3e-3), ("pointwise", 1e-3)), "cpu self time", "cpu", 5)
+    times = CategoryTimes((("matmul", 3e-3), ("pointwise", 1e-3)), "cpu", 5)
     timed = dataclasses.replace(c, times=times)
     by = timed.by_category()
     assert by["matmul"]["time_fraction"] == pytest.approx(0.75)

@@ -100,7 +100,7 @@ def test_each_entry_is_frozen_data_with_its_formula_and_regimes():
         assert all(p.regime in ("compute", "memory") for p in e.predictions)
         if e.size == "tiny":
             assert e.expected_cpu == "overhead", e.label
-    with pytest.raises(KeyError, match="no zoo workload"):
+    with pytest.raises(ValueError, match="name"):
         zoo.entry("alexnet")
     with pytest.raises(ValueError, match="size"):
         zoo.entry("vit", "huge")

@@ -88,17 +88,16 @@ class DoesNotFit(MemoryError):
 
 
 @contextlib.contextmanager
-def _out_of_memory(dev: torch.device, batch: int, context: int, doing: str) -> Iterator[None]:
+def _out_of_memory(dev: torch.device, batch: int, context: int, doing: str) -> Iterator[str]:
     """Out of memory inside becomes :class:`DoesNotFit`, once the cached memory is given back."""
+    at = f"batch {batch}, context {context}"
     try:
-        yield
+        yield at
     except Exception as exc:
         if isinstance(exc, DoesNotFit) or not machine.is_out_of_memory(exc):
             raise
         machine.release_cached_memory(dev)
-        raise DoesNotFit(
-            f"batch {batch}, context {context}: out of memory {doing}, given back"
-        ) from None
+        raise DoesNotFit(f"{at}: out of memory {doing}, given back") from None
 
 
 @dataclass(frozen=True)
@@ -125,9 +124,8 @@ def decode_step(
     # what a step allocates besides the weights: its KV cache and its largest activations
     activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
     need = (kv_cache_bytes(shape, batch, context, 1) + activations) * w.element_size()
-    at = f"batch {batch}, context {context}"
-    machine._refuse_over_half(need, w.device, at, "choose a smaller batch", DoesNotFit)
-    with _out_of_memory(w.device, batch, context, f"allocating {_fmt.binary_bytes(need)}"):
+    with _out_of_memory(w.device, batch, context, f"allocating {_fmt.binary_bytes(need)}") as at:
+        machine._refuse_over_half(need, w.device, at, "choose a smaller batch", DoesNotFit)
         cache = new_cache(model, batch, context)
     ids = torch.zeros(batch, 1, dtype=torch.long, device=w.device)  # any token: speed ignores it
     pos = torch.tensor([context - 1], device=w.device)
@@ -206,7 +204,7 @@ class BatchSweep:
         return tuple(p.tokens_per_s for p in self.points)
 
     def _table(self) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-        header, n = ("batch", "per step", "tokens/s", "not measured"), 4 if self.skipped else 3
+        header, n = ("batch", "time/step", "tokens/s", "skipped"), 4 if self.skipped else 3
         rows = [
             (str(p.batch), _fmt.seconds(p.seconds), f"{p.tokens_per_s:,.0f}", "")
             for p in self.points

@@ -104,17 +104,13 @@ class ZooEntry(Row):
 
     def prediction(self, gpu: str) -> Prediction:
         """The stored prediction for ``gpu`` (``"A100"`` or ``"H100"``)."""
-        for p in self.predictions:
-            if p.device.lower().startswith(gpu.lower()):
-                return p
-        raise KeyError(f"no prediction for {gpu!r}; the zoo predicts for {', '.join(GPUS)}")
+        return dict(zip(GPUS, self.predictions, strict=True))[_checks.one_of("gpu", gpu, GPUS)]
 
     def __repr__(self) -> str:
-        gpus = ", ".join(f"{g} {p.regime}" for g, p in zip(GPUS, self.predictions, strict=True))
-        return (
-            f"ZooEntry({self.label}: {self.summary}; {_fmt.si(self.hand_flops, 'FLOP')}, "
-            f"{_fmt.si(self.hand_bytes, 'B')}; CPU {self.expected_cpu}; {gpus})"
-        )
+        where = ("CPU", *GPUS), (self.expected_cpu, *(p.regime for p in self.predictions))
+        regimes = ", ".join(f"{w} {r}" for w, r in zip(*where, strict=True))
+        flops, nbytes = _fmt.si(self.hand_flops, "FLOP"), _fmt.si(self.hand_bytes, "B")
+        return f"ZooEntry({self.label}: {self.summary}; {flops}, {nbytes}; {regimes})"
 
 
 @functools.cache
@@ -131,7 +127,5 @@ def names() -> tuple[str, ...]:
 def entry(name: str, size: str = "big") -> ZooEntry:
     """The entry for workload ``name`` at ``size`` (``"tiny"`` or ``"big"``)."""
     _checks.one_of("size", size, SIZES)
-    for e in entries():
-        if e.name == name and e.size == size:
-            return e
-    raise KeyError(f"no zoo workload {name!r}; the zoo has {', '.join(names())}")
+    _checks.one_of("name", name, names())
+    return next(e for e in entries() if e.name == name and e.size == size)

@@ -33,14 +33,14 @@ class Row:
         """A decoder's row: ``configs[size or phase]``, built by ``workload``, counted by ``count``."""
         cfg, tiny = configs["tiny" if size == "tiny" else phase], size == "tiny"
         if phase == "prefill":
-            tokens, cached, doing = 8 if tiny else 256, 0, "a prompt of {} tokens"
+            tokens, cached = 8 if tiny else 256, 0
         else:
-            tokens, cached, doing = 1, 7 if tiny else cfg.ctx - 1, "1 token after {} cached"
+            tokens, cached = 1, 7 if tiny else cfg.ctx - 1
         shape = f"{cfg.layers} layers x {cfg.d}, {cfg.heads}/{getattr(cfg, 'kv_heads', cfg.heads)}"
         return cls(
             f"{name}_{phase}",
             size,
-            f"{family}, {shape} q/kv heads; {doing.format(cached or tokens)}",
+            f"{family}, {shape} q/kv heads; {tokens} new + {cached} cached tokens",
             partial(workload, cfg, 1, tokens, cached),
             partial(count, cfg, 1, tokens, cached),
             count,
