@@ -104,7 +104,7 @@ def test_each_entry_is_frozen_data_with_its_formula_and_regimes():
         zoo.entry("alexnet")
     with pytest.raises(ValueError, match="size"):
         zoo.entry("vit", "huge")
-    with pytest.raises(KeyError, match="no zoo workload"):
+    with pytest.raises(ValueError, match="name"):
         zoo_more.entry("alexnet")
     assert repr(zoo.entry("vit")).startswith("ZooEntry(vit/big")
     assert repr(_entry("mlp/big")).startswith("ZooEntry(mlp/big")

@@ -49,4 +49,4 @@ def entry(name: str, size: str = "big") -> zoo.ZooEntry:
     if size not in zoo.SIZES:
         raise ValueError(f"size must be one of {zoo.SIZES}, got {size!r}")
     names = ", ".join(dict.fromkeys(e.name for e in every()))
-    raise KeyError(f"no zoo workload {name!r}; the zoo has {names}")
+    raise ValueError(f"name must be one of {names}, got {name!r}")
