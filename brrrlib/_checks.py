@@ -8,7 +8,7 @@ from collections.abc import Collection
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["function", "kind", "number", "one_of", "positive_int", "ran", "seconds"]
+__all__ = ["function", "kind", "number", "one_of", "positive_int", "ran", "seconds", "some"]
 
 
 def function(name: str, fn: Any) -> None:
@@ -62,3 +62,9 @@ def positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
         raise ValueError(f"{name} must be a positive whole number, got {value!r}")
     return int(value)
+
+
+def some(name: str, values: Any, like: str, least: int = 1) -> None:
+    """``values`` must hold ``least`` items or more; ``like`` shows what to pass."""
+    if len(values) < least:
+        raise ValueError(f"{name} needs at least {least}, like {like}; got {len(values)}")

@@ -218,8 +218,7 @@ def plot(
 
     many = isinstance(ceilings, (list, tuple)) and not _is_pair(ceilings)
     devices = [*(ceilings if many else [ceilings]), *extra]
-    if not devices:
-        raise ValueError("ceilings: give at least one device (bl.spec(...) or measured ceilings)")
+    _checks.some("ceilings", devices, "bl.spec('H100')")
     dtypes = _points_precisions(points, devices[0]) if dtype is None else dtype
     dtypes = [dtype_key(t) for t in (dtypes if isinstance(dtypes, (list, tuple)) else [dtypes])]
     resolved = []

@@ -296,8 +296,8 @@ def sweep(
     progress: bool = False,
 ) -> Sweep:
     """Measure every ``line`` at every ``x`` through ``setup(x, line) -> Case``; returns a Sweep."""
-    if not x_values or not lines:
-        raise ValueError("x_values and lines must each hold at least one value")
+    _checks.some("x_values", x_values, "[1, 2, 4]")
+    _checks.some("lines", lines, "['eager']")
     if into is not None and into.x_name != x_name:
         raise ValueError(f"into= holds a sweep over {into.x_name!r}, not {x_name!r}")
     old = into or Sweep(x_name, "", ())
@@ -335,8 +335,7 @@ def workload_sweep(
     x_label: str = "",
 ) -> Sweep:
     """A :func:`sweep` of workload factories ``lines[name](x) -> (fn, args)``, each counted."""
-    if not lines:
-        raise ValueError("lines must map at least one name to a workload factory x -> (fn, args)")
+    _checks.some("lines", lines, "dict(eager=make_workload)")
 
     def setup(x: int, line: str) -> Case:
         fn, args = lines[line](x)[:2]

@@ -173,8 +173,8 @@ def benchmark(
     min_samples = _checks.positive_int("min_samples", min_samples)
     dev = machine.of(args, kwargs) if device is None else machine.resolve(device)
     machine.check_available(dev, "device")
-    if cuda_graph and dev.type != "cuda":
-        raise ValueError(f"cuda_graph=True needs a CUDA device, fn runs on {dev.type!r}: drop it")
+    if cuda_graph:
+        _need_cuda(dev)
     flush = _no_flush
     if flush_cache:  # fill a buffer over the last-level cache (256 MB on CUDA, as triton)
         llc = 2**28 if dev.type == "cuda" else max(4 * machine.last_level_cache_bytes(dev), 2**25)
@@ -361,6 +361,11 @@ def _estimate(
             n *= 2
         best = min(best, max(elapsed / n, 1e-9))
     return best, spent
+
+
+def _need_cuda(dev: torch.device) -> None:
+    if dev.type != "cuda":
+        raise ValueError(f"cuda_graph=True needs a CUDA device, fn runs on {dev.type!r}: drop it")
 
 
 def _capture_cuda_graph(call: Callable[[], None], dev: torch.device) -> Callable[[], None]:

@@ -140,12 +140,11 @@ def _linear_input(model: nn.Module, otherwise: str) -> Callable[[int], torch.Ten
 
 def cuda_graph(fn: Callable, *args) -> Callable[[], None]:
     """``fn(*args)`` captured in a CUDA graph: a zero-argument call that replays it (chapter 03)."""
-    from brrrlib.timing import _capture_cuda_graph
+    from brrrlib.timing import _capture_cuda_graph, _need_cuda
 
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     dev = tensors[0].device if tensors else _device(None)[0]
-    if dev.type != "cuda":
-        raise ValueError(f"CUDA graphs need a CUDA device; these arguments are on {dev.type!r}")
+    _need_cuda(dev)
     return _capture_cuda_graph(functools.partial(fn, *args), dev)
 
 

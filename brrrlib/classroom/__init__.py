@@ -356,8 +356,8 @@ def recorded_reports() -> list[Report]:
 def _check_reports(reports: Any, precision: str = "fp32") -> tuple[Report, ...]:
     """The reports (one or a list) with a matmul roof in ``precision``; an error names the fix."""
     reports = [reports] if isinstance(reports, Report) else reports
-    if not isinstance(reports, Sequence) or not reports:
-        raise ValueError("reports: give a non-empty list of reports, e.g. load_reports(folder)")
+    _checks.kind("reports", reports, Sequence, "list[Report]")
+    _checks.some("reports", reports, "load_reports(folder)")
     for i, r in enumerate(reports):
         _checks.kind(f"reports[{i}]", r, Report, "bl.classroom.Report")
     chosen = tuple(r for r in reports if precision in r.precisions)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "fit_alpha_beta", "ring_factor", "whole"]
 
@@ -94,8 +94,7 @@ def fit_alpha_beta(
     """Fit ``t = alpha + beta S``: alpha from the small-message plateau, beta from large messages."""
     sizes, times = tuple(map(float, sizes_bytes)), tuple(map(float, times_s))
     points = sorted(zip(sizes, times, strict=True))
-    if len(points) < 2:
-        raise ValueError(f"the fit needs at least 2 sizes, got {len(points)}")
+    _checks.some("sizes_bytes", points, "all_reduce_sweep().sizes_bytes", least=2)
     # 1. a first beta from the two largest messages
     (s0, t0), (s1, t1) = points[-2:]
     beta = (t1 - t0) / (s1 - s0) if s1 > s0 and t1 > t0 else (t1 / s1 if s1 > 0 else 0.0)

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 # Drawn in _timelines (Python's pace, the live and recorded timelines) and _remedies
 # (speed-ups measured, a workload's steps on its roofs), named here.
 from brrrlib.figures._remedies import block_steps, remedy_bars
-from brrrlib.figures._timelines import _new_axes, _some, flops_per_python_add, timelines
+from brrrlib.figures._timelines import _new_axes, flops_per_python_add, timelines
 
 __all__ = [
     "RecordedSweeps",
@@ -101,7 +101,7 @@ def regimes_roofline(
     """Chapter 00's roofline: this machine's roofs, devices ``beside`` it, points keyed in a legend."""
     from brrrlib import roofline
 
-    _some("points", points, "[bl.roofline.RooflinePoint(...)]")
+    _checks.some("points", points, "[bl.roofline.RooflinePoint(...)]")
     precisions = list(dict.fromkeys(getattr(p, "precision", "fp32") for p in points))
     keyed = []
     for p in points:
@@ -116,7 +116,7 @@ def generations_plot(specs: Sequence[Any], *, dtype: str = "fp16", ax: Any = Non
     """Bars: peak FLOP/s and bandwidth of ``specs``, relative to the first (chapter 00)."""
     from brrrlib import roofline
 
-    _some("specs", specs, "[bl.spec(...)]", least=2)
+    _checks.some("specs", specs, "[bl.spec(...)]", least=2)
     ax = _new_axes(ax, (7, 4))
     xs, first = range(len(specs)), specs[0]
     fl = [s.peak_flops_per_s[dtype] / first.peak_flops_per_s[dtype] for s in specs]
@@ -165,7 +165,7 @@ def sweep_plot(
     ax: Any = None,
 ) -> Any:
     """Measured ``ys`` against ``x``; ``models`` dashed in their colours, ``hlines`` dotted."""
-    _some("ys", ys, "dict(eager=times_s)")
+    _checks.some("ys", ys, "dict(eager=times_s)")
     models = models or {}
     for label, y in {**ys, **models}.items():
         if len(y) != len(x):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from brrrlib import _fmt
-from brrrlib.figures._timelines import _bars, _new_axes, _some
+from brrrlib import _checks, _fmt
+from brrrlib.figures._timelines import _bars, _new_axes
 
 __all__ = ["block_steps", "remedy_bars"]
 
@@ -14,7 +14,7 @@ __all__ = ["block_steps", "remedy_bars"]
 def remedy_bars(comparisons: Mapping[str, Any], *, title: str = "", ax: Any = None) -> Any:
     """Speed-up bars with their 95% intervals, one per remedy (chapter 03)."""
     rows = {k: c for k, c in comparisons.items() if c is not None}
-    _some("comparisons", rows, "dict(fused=bl.compare(...))")
+    _checks.some("comparisons", rows, "dict(fused=bl.compare(...))")
     ax = _new_axes(ax, (8, 0.9 + 0.7 * len(rows)))
     bars = [(c.speedup, 1 / c.high, 1 / c.low) for c in rows.values()]  # speed-up, interval
     speedups, lows, highs = zip(*bars, strict=True)

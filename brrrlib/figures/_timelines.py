@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 
 __all__ = ["flops_per_python_add", "timelines"]
 
@@ -15,12 +15,6 @@ def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
     import matplotlib.pyplot as plt
 
     return ax if ax is not None else plt.subplots(figsize=figsize, layout="constrained")[1]
-
-
-def _some(name: str, values: Any, like: str, least: int = 1) -> None:
-    """``values`` must hold ``least`` items or more; ``like`` shows what to pass."""
-    if len(values) < least:
-        raise ValueError(f"{name} needs at least {least}, like {like}; got {len(values)}")
 
 
 def _bars(ax, labels, values, colours, says, xlabel, *, ends=(), **kw) -> None:
@@ -55,7 +49,7 @@ def timelines(traces: Sequence[Any]) -> Any:
     """One timeline per trace, stacked, each its first steady run; returns the Figure."""
     import matplotlib.pyplot as plt
 
-    _some("traces", traces, "[bl.profile(...)]")
+    _checks.some("traces", traces, "[bl.profile(...)]")
     fig, axes = plt.subplots(
         len(traces), 1, figsize=(10.0, 2.35 * len(traces)), layout="constrained", squeeze=False
     )
