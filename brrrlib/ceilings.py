@@ -104,10 +104,9 @@ class Ceilings:
     def matmul_peak(self, precision: str = "fp32") -> float:
         """Matmul FLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp16")."""
         key = hardware.dtype_key(precision)
-        if key not in self.matmul_flops_per_s_by_dtype:
-            have = ", ".join(self.matmul_flops_per_s_by_dtype)
-            raise KeyError(f"no {key} matmul ceiling was measured; measured: {have}")
-        return self.matmul_flops_per_s_by_dtype[key]
+        return self.matmul_flops_per_s_by_dtype[
+            _checks.one_of("precision", key, self.matmul_flops_per_s_by_dtype)
+        ]
 
     def bandwidth_for(self, pattern: str) -> float:
         """Bytes per second of ``pattern``'s fastest form: "read", "copy", "update" or "write"."""

@@ -188,7 +188,7 @@ def test_recorded_sweeps_load_what_the_recording_holds():
     eager = rec.repeat_line("fp32", "eager")
     assert max(r for r, _ in eager) == 64  # not recorded past 64: never a NaN
     assert all(math.isfinite(s) for _, s in eager + rec.repeat_line("bf16", "fused"))
-    with pytest.raises(KeyError, match="recorded"):
+    with pytest.raises(ValueError, match="precision"):
         rec.best_flops_per_s("fp8")
 
 

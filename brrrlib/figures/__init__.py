@@ -203,11 +203,8 @@ class RecordedSweeps:
 
     def best_flops_per_s(self, precision: str) -> float:
         """The fastest recorded matmul in ``precision`` (FLOP/s): its roof as measured."""
-        line = self.matmul_line(precision)
-        if not line:
-            have = ", ".join(self.precisions)
-            raise KeyError(f"no {precision} matmul recorded; recorded: {have}")
-        return max(f for _n, f in line)
+        _checks.one_of("precision", precision, self.precisions)
+        return max(f for _n, f in self.matmul_line(precision))
 
     def repeat_line(self, precision: str, mode: str) -> tuple[tuple[int, float], ...]:
         """``(repeat, seconds per call)`` of one line of the recorded repeat sweep."""
