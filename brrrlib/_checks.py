@@ -8,7 +8,23 @@ from collections.abc import Collection
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["function", "kind", "number", "one_of", "positive_int", "ran", "seconds", "some"]
+__all__ = [
+    "divides",
+    "function",
+    "kind",
+    "number",
+    "one_of",
+    "positive_int",
+    "ran",
+    "seconds",
+    "some",
+]
+
+
+def divides(name: str, value: int, whole_name: str, whole: int) -> None:
+    """``value`` must divide ``whole`` (heads split a model's width evenly)."""
+    if whole % value:
+        raise ValueError(f"{whole_name}={whole} must be divisible by {name}={value}")
 
 
 def function(name: str, fn: Any) -> None:

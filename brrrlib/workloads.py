@@ -212,8 +212,7 @@ class TinyBlock(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int) -> None:
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        _checks.divides("n_heads", n_heads, "d_model", d_model)
         self.n_heads, d = n_heads, d_model
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)  # seeded in this order

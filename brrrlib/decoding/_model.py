@@ -45,8 +45,7 @@ class DecoderShape:
     def __post_init__(self) -> None:
         for field in ("layers", "d_model", "heads", "vocab", "max_context"):
             _checks.positive_int(field, getattr(self, field))
-        if self.d_model % self.heads:
-            raise ValueError(f"heads={self.heads} must divide d_model={self.d_model}")
+        _checks.divides("heads", self.heads, "d_model", self.d_model)
 
     @property
     def head_size(self) -> int:
