@@ -179,10 +179,9 @@ class Table:
 
 
 def figure_img(fig: Any, alt: str, max_width: str) -> str:
-    """A matplotlib ``fig`` laid out tight, as an inline PNG ``<img>`` (base64 in the page)."""
-    fig.tight_layout()
+    """A matplotlib ``fig`` as an inline PNG ``<img>`` (base64), cropped to what it draws."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode()
     return (
         f"<img src='data:image/png;base64,{data}' alt='{html.escape(alt)}' "

@@ -246,7 +246,8 @@ def _dress(ax: Any, title: str) -> None:
     from matplotlib.ticker import EngFormatter
 
     ax.set(xscale="log", yscale="log", xlabel=INTENSITY_LABEL)
-    ax.set(ylabel="performance (FLOP/s)", title=title)
+    ax.set_ylabel("performance (FLOP/s)")
+    ax.set_title(title, pad=14)  # above the ridge labels
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
