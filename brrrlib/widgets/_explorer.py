@@ -34,12 +34,14 @@ def note(p: Any) -> str:
     return "; ".join(filter(None, (p.reason, sweeps.waited_words(p), noisy))) or "-"
 
 
-def model_panels(fig, xs: Sequence, panels: list[dict], knee: float, marks: dict = {}) -> list:  # noqa: B006
+def model_panels(
+    fig, xs: Sequence, panels: list[dict], knee: float, marks: dict | None = None
+) -> list:
     """Side by side over ``xs``: each panel's dashed ``{label: (ys, colour)}``; on all, the knee
     (where in range) and ``marks`` ``{label: (x, colour, style)}`` (x None: not drawn)."""
     axes = fig.subplots(1, len(panels))
     fig.subplots_adjust(left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
-    marks = {KNEE: (knee if xs[0] <= knee <= xs[-1] else None, "black", ":"), **marks}
+    marks = {KNEE: (knee if xs[0] <= knee <= xs[-1] else None, "black", ":"), **(marks or {})}
     for ax, lines in zip(axes, panels, strict=True):
         for label, (ys, colour) in lines.items():
             ax.plot(xs, ys, "--", color=colour, lw=1, alpha=0.7, label=label)
