@@ -398,7 +398,7 @@ def _either(regimes: Collection[str]) -> str:
     return " or ".join(r for r in REGIMES if r in regimes)
 
 
-_WORK = _either(("compute", "memory"))  # what a busy device or a time outgrowing the work says
+_WORK = "compute or memory"  # what a busy device or a time outgrowing the work says
 
 
 def diagnose(
