@@ -163,7 +163,7 @@ class RooflinePoint:
         x = f"{self.intensity_flops_per_byte:.3g} FLOP/byte"
         flops = _fmt.si(self.achieved_flops_per_s, "FLOP/s")
         moved = _fmt.si(self.achieved_bytes_per_s, "B/s")
-        return f"RooflinePoint({', '.join((repr(self.label), x, flops, moved))})"
+        return f"RooflinePoint({self.label!r}, {x}, {flops}, {moved})"
 
 
 def _as_xy(point: Any) -> tuple[str, float, float]:
