@@ -52,7 +52,7 @@ def ran(name: str, result: Any) -> Any:
 def one_of(name: str, value: Any, choices: Collection) -> Any:
     """``value``, if it is one of ``choices``."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r:.80}")
     return value
 
 
@@ -73,10 +73,12 @@ def number(name: str, value: Any, *, positive: bool, finite: bool = False) -> fl
     return value
 
 
-def positive_int(name: str, value: Any) -> int:
-    """A whole number >= 1 (numpy's integers too)."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+def positive_int(name: str, value: Any, low: int = 1, high: int | None = None) -> int:
+    """A whole number from ``low`` to ``high`` (None: no top), numpy's integers too."""
+    top = value if high is None else high
+    if isinstance(value, bool) or not isinstance(value, Integral) or not low <= value <= top:
+        span = f">= {low:,}" if high is None else f"from {low:,} to {high:,}"
+        raise ValueError(f"{name} must be a whole number {span}, got {value!r}")
     return int(value)
 
 

@@ -82,10 +82,7 @@ class Ceilings:
 
     def __post_init__(self) -> None:
         for name in [f.name for f in dataclasses.fields(self)][2:6]:  # the four ceilings
-            value = getattr(self, name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not (ok and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+            _checks.number(name, getattr(self, name), positive=True, finite=True)
         by_dtype = {"fp32": self.matmul_flops_per_s, **dict(self.matmul_flops_per_s_by_dtype)}
         object.__setattr__(self, "matmul_flops_per_s_by_dtype", by_dtype)
         # older files add the pattern to a form's name, sum (read): the name is its first word

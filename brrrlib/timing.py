@@ -55,9 +55,8 @@ class Timing:
     cpu_share: float | None = None  # the calling thread's CPU seconds over wall seconds (CPU)
 
     def __post_init__(self) -> None:
-        samples = tuple(map(float, self.samples_s))
-        if not samples or not all(math.isfinite(s) and s >= 0 for s in samples):
-            raise ValueError(f"samples_s must be 1 or more seconds >= 0, got {samples[:5]}")
+        samples = tuple(_checks.seconds("samples_s", s, zero_ok=True) for s in self.samples_s)
+        _checks.some("samples_s", samples, "(1e-3,)")
         _checks.positive_int("calls_per_sample", self.calls_per_sample)
         object.__setattr__(self, "samples_s", samples)
         object.__setattr__(self, "dropped_s", tuple(map(float, self.dropped_s)))
@@ -605,8 +604,7 @@ def compare(
         device = machine.of([v for f in parts for v in (f.func, *f.args, *f.keywords.values())])
     dev = machine.resolve(device)
     labels = labels if labels is not None else ("A", "B")
-    if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
-        raise ValueError(f"min_rounds must be a whole number >= 2, got {min_rounds!r}")
+    _checks.positive_int("min_rounds", min_rounds, low=2)
     on = {"a": a, "b": b}
 
     def measured(got: dict, numbers: Mapping[str, int]) -> Comparison:  # 3.

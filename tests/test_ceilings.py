@@ -100,7 +100,7 @@ def test_ceilings_reject_nonsense():
         fake_ceilings(mem_bandwidth_bytes_per_s=0)
     with pytest.raises(ValueError, match="op_overhead_s"):
         fake_ceilings(op_overhead_s=float("nan"))
-    with pytest.raises(ValueError, match="matmul_flops_per_s"):
+    with pytest.raises(TypeError, match="matmul_flops_per_s"):
         fake_ceilings(matmul_flops_per_s=True)
     with pytest.raises(TypeError):
         Ceilings.from_dict({**fake_ceilings().to_dict(), "bogus": 1})

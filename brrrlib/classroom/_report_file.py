@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from brrrlib import _fmt
+from brrrlib import _checks, _fmt
 from brrrlib.ceilings import Ceilings
 from brrrlib.hardware import DeviceSpec
 
@@ -88,9 +88,7 @@ def parse(data: Any) -> dict[str, Any]:
     head = (data.get("schema"), data.get("schema_version")) if isinstance(data, dict) else None
     if head != (want := (SCHEMA, SCHEMA_VERSION)):  # not a report, or an older brrrlib's
         raise ValueError(f"schema, schema_version {head!r:.60}, not {want}: re-run bl.report()")
-    kind = data.get("kind")
-    if kind not in ("measurement", "prediction"):
-        raise ValueError(f"field 'kind' must be 'measurement' or 'prediction', got {kind!r:.60}")
+    kind = _checks.one_of("field 'kind'", data.get("kind"), ("measurement", "prediction"))
     try:
         if kind == "measurement":
             machine = record(Ceilings, data["ceilings"], "ceilings")

@@ -19,7 +19,6 @@ from brrrlib import _checks, _fmt, machine
 from brrrlib.distributed import _collectives_worker, _launch
 from brrrlib.distributed._collective_results import CollectiveSweep, DataParallelRun
 from brrrlib.distributed._collectives_worker import mlp
-from brrrlib.distributed._comm_model import whole
 from brrrlib.distributed._ladder import (
     BandwidthLadder,
     bandwidth_ladder,
@@ -112,9 +111,9 @@ def load(path: str | os.PathLike) -> CollectiveSweep | DataParallelRun:
 
 def _run_local(kind, what, world_size, backend, budget_s, timeout_s, port) -> Any:
     """``kind`` over ``world_size`` local processes, up to 64 (the arguments checked first)."""
-    whole("world_size", world_size, 2, 64)
+    _checks.positive_int("world_size", world_size, 2, 64)
     if port is not None:  # None: the store binds a free one
-        whole("port", port, 1, 65535)
+        _checks.positive_int("port", port, 1, 65535)
     job = _job(kind, what, world_size, backend, budget_s, timeout_s)
     return _KINDS[kind].from_dict(_launch.run(job, world_size, timeout_s=timeout_s, port=port))
 
@@ -149,8 +148,8 @@ def _numbers(name: str, value: Any, default: Sequence[int], high: int, most: int
     if value is None:
         return list(default)
     _checks.kind(name, value, (list, tuple, range), "list")
-    whole(f"len({name})", len(value), 1, most)
-    return sorted({whole(name, v, 1, high) for v in value})
+    _checks.positive_int(f"len({name})", len(value), 1, most)
+    return sorted({_checks.positive_int(name, v, 1, high) for v in value})
 
 
 def _backend(backend: str | None, world_size: int) -> str:

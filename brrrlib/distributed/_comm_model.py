@@ -6,22 +6,14 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from brrrlib import _checks, _fmt
 
-__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "fit_alpha_beta", "ring_factor", "whole"]
+__all__ = ["FLOPS_PER_PARAM_PER_SAMPLE", "AlphaBeta", "fit_alpha_beta", "ring_factor"]
 
 #: Training FLOPs per parameter per sample (token): 2 forward (a multiply and an add per
 #: weight), 4 backward (input and weight gradients); Kaplan et al. 2020, section 2.1.
 FLOPS_PER_PARAM_PER_SAMPLE = 6
-
-
-def whole(name: str, value: Any, low: int, high: int) -> int:
-    """``value`` if a whole number (``True`` is not one) from ``low`` to ``high``, else refused."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}")
-    return value
 
 
 def ring_factor(world_size: int) -> float:

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from brrrlib import _checks, _fmt, hardware, machine, timing
-from brrrlib.distributed._comm_model import whole
 
 __all__ = ["BandwidthLadder", "DiskRead", "HostDeviceCopies", "Rung", "bandwidth_ladder"]
 __all__ += ["host_device_copies", "measure_disk_read", "node_ladder", "plot_ladders"]
@@ -181,11 +180,12 @@ def measure_disk_read(
     nbytes: int = 64 * 2**20, *, directory: str | None = None, repeats: int = 5
 ) -> DiskRead:
     """Write a file of ``nbytes``, then time reading it back from disk ``repeats`` times."""
-    whole("repeats", repeats, 1, 100)
+    _checks.positive_int("repeats", repeats, 1, 100)
     directory = directory or tempfile.gettempdir()
     if not (os.path.isdir(directory) and os.access(directory, os.W_OK)):
         raise ValueError(f"directory must be a folder this program can write to, got {directory!r}")
-    whole("nbytes", nbytes, 2**20, min(2**32, shutil.disk_usage(directory).free // 2))  # half free
+    half_free = shutil.disk_usage(directory).free // 2
+    _checks.positive_int("nbytes", nbytes, 2**20, min(2**32, half_free))
     fd, path = tempfile.mkstemp(prefix="brrr-disk-", dir=directory)
     try:
         block = os.urandom(2**20)
@@ -251,7 +251,7 @@ class HostDeviceCopies(_fmt.Table):
 
 def host_device_copies(nbytes: int = 64 * 2**20) -> HostDeviceCopies:
     """Pinned vs pageable host-to-device copies and copy/compute overlap, on this machine's GPU."""
-    whole("nbytes", nbytes, 2**10, 2**32)
+    _checks.positive_int("nbytes", nbytes, 2**10, 2**32)
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU: predict the copy from the host link (bl.hardware.link)")
     dev = torch.device("cuda")
