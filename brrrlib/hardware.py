@@ -61,6 +61,10 @@ class DeviceSpec:
         peaks = dict(self.peak_flops_per_s)
         if "fp32" not in peaks or not set(peaks) <= set(_DTYPE_KEYS):
             raise ValueError(f"{self.name}: peak_flops_per_s needs fp32, may add tf32 bf16 fp16")
+        rates = {f"peak_flops_per_s[{k!r}]": v for k, v in peaks.items()}
+        rates["mem_bandwidth_bytes_per_s"] = self.mem_bandwidth_bytes_per_s
+        for name, value in rates.items():
+            _checks.number(name, value, positive=True, finite=True)
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(peaks))
 
     def __hash__(self) -> int:

@@ -277,6 +277,9 @@ def _hostile_files(tmp_path: Path, outside: Path) -> dict[str, str]:
         "nan.json",
         json.dumps(good).replace('"op_overhead_s": 2e-06', '"op_overhead_s": NaN'),
     )
+    spec = json.loads(next(EXAMPLES.glob("prediction-T4-cuda.json")).read_text())
+    spec["spec"]["mem_bandwidth_bytes_per_s"] = 0.0
+    _write(tmp_path, "zero-bandwidth.json", spec)
     _write(outside, "secret.json", good)
     os.symlink(outside / "secret.json", tmp_path / "escape.json")
     return {
@@ -287,6 +290,7 @@ def _hostile_files(tmp_path: Path, outside: Path) -> dict[str, str]:
         "oversized.json": "limit",
         "nan.json": "op_overhead_s",
         "escape.json": "outside the class folder",
+        "zero-bandwidth.json": "mem_bandwidth_bytes_per_s",
     }  # fmt: skip
 
 
