@@ -21,6 +21,7 @@ __all__ = [
     "figure_img",
     "html_table",
     "iqr",
+    "legend_beside",
     "median",
     "median_interval",
     "percent",
@@ -187,6 +188,12 @@ def figure_img(fig: Any, alt: str, max_width: str) -> str:
         f"<img src='data:image/png;base64,{data}' alt='{html.escape(alt)}' "
         f"style='max-width:{max_width}'>"
     )
+
+
+def legend_beside(ax: Any, **options: Any) -> None:
+    """``ax``'s legend right of the axes, never over the data (:func:`figure_img` keeps it)."""
+    where = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+    ax.legend(**{**where, "fontsize": 8, "frameon": False, **options})
 
 
 def plain_x_ticks(ax: Any) -> None:

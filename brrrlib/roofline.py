@@ -250,7 +250,7 @@ def _dress(ax: Any, title: str) -> None:
     ax.set_title(title, pad=14)  # above the ridge labels
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    _fmt.legend_beside(ax)
 
 
 def _draw_device(ax, grid, name: str, roofs, bandwidth: float, colour) -> None:

@@ -536,9 +536,7 @@ class Trace(_fmt.Table):
         used = sorted({i.category for i in self.intervals if i.lane in lanes})
         keys = [Patch(color=COLORS.get(c, "tab:gray"), label=c) for c in used]
         keys.append(Patch(label="idle", **idle))  # the keys right of the lanes: never over a bar
-        ax.legend(
-            handles=keys, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False
-        )
+        _fmt.legend_beside(ax, handles=keys, fontsize=7)
         return ax
 
     def _table(self) -> tuple[list[str], list[str], list[list[str]], str]:

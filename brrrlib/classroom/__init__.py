@@ -432,5 +432,5 @@ def plot_reports(
     for line in ax.get_lines():
         if line.get_label().startswith(predicted):
             line.set_linestyle(":")  # nothing measured: dotted
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    _fmt.legend_beside(ax, fontsize=7)  # again: the keys of the dotted lines dotted too
     return ax
