@@ -632,8 +632,9 @@ def recorded(name: str) -> Trace:
     stem = str(name).removesuffix(".json")
     _checks.one_of("name", stem, recorded_names())
     trace = Trace.from_chrome_trace(_RECORDED / "traces" / f"{stem}.json", label=stem)
-    torch_version = re.search(r"torch \d[\w.+]*", (_RECORDED / "README.md").read_text()).group()
-    on = ", ".join((trace.device_name, _RECORDED.name.removeprefix("h100-"), torch_version))
+    sweeps = json.loads(next((_RECORDED / "sweeps").glob("*.json")).read_text())  # its torch
+    date = _RECORDED.name.removeprefix("h100-")
+    on = ", ".join((trace.device_name, date, "torch " + sweeps["torch"]))
     return dataclasses.replace(trace, recorded_on=on)
 
 
