@@ -198,12 +198,21 @@ def available_memory_bytes(dev: torch.device) -> int:
     return int(psutil.virtual_memory().available)
 
 
-def _refuse_over_half(nbytes: float, dev: torch.device, what: str, remedy: str, error=ValueError):
-    """Raise ``error`` when ``what`` needs over half the memory free on ``dev`` right now."""
+#: A measurement may use at most this fraction of the memory free now (the rest: Python, plots).
+MEMORY_HEADROOM = 0.5
+
+
+def _refuse_over_headroom(
+    nbytes: float, dev: torch.device, what: str, smaller: str, error=ValueError
+):
+    """Raise ``error`` when ``what`` needs over ``MEMORY_HEADROOM`` of ``dev``'s free memory."""
     free = available_memory_bytes(dev)
-    if nbytes > free / 2:
+    if nbytes > MEMORY_HEADROOM * free:
         needs, has = _fmt.binary_bytes(nbytes), _fmt.binary_bytes(free)
-        raise error(f"{what} needs {needs}, over half the {has} free on {dev.type}: {remedy}")
+        fix = f"pick a smaller {smaller}"
+        raise error(
+            f"{what} needs {needs}, over {MEMORY_HEADROOM:.0%} of {has} free on {dev.type}: {fix}"
+        )
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

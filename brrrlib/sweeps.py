@@ -142,8 +142,6 @@ def waited_words(*points: Point | None) -> str:
 POINT_BUDGET_S = 0.15
 #: At most this many seconds of alternating rounds for a pair (bl.compare's budget_s).
 COMPARE_BUDGET_S = 2.0
-#: A point may use at most this fraction of the memory free now (the rest: Python, the plot...).
-MEMORY_HEADROOM = 0.5
 #: More work may measure this much faster unquestioned (two sizes may get different code).
 SLACK = 0.1
 
@@ -351,6 +349,7 @@ class _Run:
 
     def __init__(self, setup, skip, memory, dev, budget_s, old: Sweep) -> None:
         self.setup, self.skip, self.memory, self.dev = setup, skip, memory, dev
+        self.x_name = old.x_name
         self.budget_s = budget_s
         self.points = {(p.x, p.line): p for p in old.points if p.measured}
         self.pairs = {(q.a, q.b): q for q in old.pairs}
@@ -364,13 +363,15 @@ class _Run:
             if reason:
                 self._unmeasured(key, TOO_SLOW, reason)
                 return True
-        needed = sum(self.memory(*key) for key in keys) if self.memory is not None else 0
-        free = machine.available_memory_bytes(self.dev) if needed else 0
-        if needed <= MEMORY_HEADROOM * free or not needed:
+        if self.memory is None:
             return False
-        need, room = _fmt.binary_bytes(needed), _fmt.binary_bytes(MEMORY_HEADROOM * free)
-        self._unmeasured(keys[-1], NO_MEMORY, f"needs {need} of {room}: pick a smaller size")
-        return True
+        needed, where = sum(self.memory(*key) for key in keys), f"{self.x_name}={keys[-1][0]}"
+        try:
+            machine._refuse_over_headroom(needed, self.dev, where, "size")
+        except ValueError as err:
+            self._unmeasured(keys[-1], NO_MEMORY, str(err))
+            return True
+        return False
 
     def _unmeasured(self, key, status: str, reason: str) -> None:
         if key not in self.points or not self.points[key].measured:

@@ -125,7 +125,7 @@ def decode_step(
     activations = 2 * batch * (4 * shape.d_model + shape.vocab + shape.heads * context)
     need = (kv_cache_bytes(shape, batch, context, 1) + activations) * w.element_size()
     with _out_of_memory(w.device, batch, context, f"allocating {_fmt.binary_bytes(need)}") as at:
-        machine._refuse_over_half(need, w.device, at, "choose a smaller batch", DoesNotFit)
+        machine._refuse_over_headroom(need, w.device, at, "batch", DoesNotFit)
         cache = new_cache(model, batch, context)
     ids = torch.zeros(batch, 1, dtype=torch.long, device=w.device)  # any token: speed ignores it
     pos = torch.tensor([context - 1], device=w.device)

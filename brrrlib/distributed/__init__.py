@@ -139,7 +139,7 @@ def _job(
     nccl, biggest = backend == "nccl", f"max(sizes_bytes)={_fmt.binary_bytes(sizes[-1])}"
     needed = (1 if nccl else world_size) * (sum(sizes) + 2 * sizes[-1])
     dev = torch.device("cuda", 0) if nccl else torch.device("cpu")
-    machine._refuse_over_half(needed, dev, biggest, "choose smaller sizes")
+    machine._refuse_over_headroom(needed, dev, biggest, "max(sizes_bytes)")
     return job | {"sizes_bytes": sizes, "min_rounds": 5, "max_rounds": 50}
 
 

@@ -143,7 +143,7 @@ class BatchExplorer(_Explorer):
         self.sweep = Sweep("batch", "batch size (samples per call)", ())
         if max_batch is None:  # 4096 on a CPU, 65536 on a GPU, less if memory is short
             max_batch = 4096 if self.device.type == "cpu" else 65536
-            room = sweeps.MEMORY_HEADROOM * machine.available_memory_bytes(self.device) / 4
+            room = machine.MEMORY_HEADROOM * machine.available_memory_bytes(self.device) / 4
             while max_batch > 1 and max_batch * self._sample_bytes > room:
                 max_batch //= 2
         self.batch_options = _explorer.up_to("max_batch", max_batch)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from brrrlib import _checks, _fmt, machine, roofline, sweeps
+from brrrlib import _checks, _fmt, machine, roofline
 from brrrlib.ceilings import measure_ceilings
 from brrrlib.sweeps import Case, Point, Sweep
 from brrrlib.widgets import _experiments as ex
@@ -49,7 +49,7 @@ class RepeatExplorer(_Explorer):
         self.sweeps: dict[int, Sweep] = {}
         # sizes around the default (smaller ones show the cache), all fitting in memory
         n = ex.repeat_size(self.device, self.ceilings)
-        room = sweeps.MEMORY_HEADROOM * machine.available_memory_bytes(self.device)
+        room = machine.MEMORY_HEADROOM * machine.available_memory_bytes(self.device)
         sizes = [s for s in (n // 64, n // 16, n // 4, n // 2, n, 2 * n, 4 * n) if s >= 2**10]
         fitting = [s for s in sizes if ex.repeat_bytes_needed(s, "eager") <= room] or sizes[:1]
         size = _checks.positive_int("size", size) if size is not None else None
