@@ -363,11 +363,10 @@ class _Run:
             if reason:
                 self._unmeasured(key, TOO_SLOW, reason)
                 return True
-        if self.memory is None:
-            return False
-        needed, where = sum(self.memory(*key) for key in keys), f"{self.x_name}={keys[-1][0]}"
+        if self.memory is None or not (needed := sum(self.memory(*key) for key in keys)):
+            return False  # nothing to allocate: nothing to refuse
         try:
-            machine._refuse_over_headroom(needed, self.dev, where, "size")
+            machine._refuse_over_headroom(needed, self.dev, f"{self.x_name}={keys[-1][0]}", "size")
         except ValueError as err:
             self._unmeasured(keys[-1], NO_MEMORY, str(err))
             return True

@@ -225,6 +225,13 @@ def test_sweep_refuses_what_does_not_fit_before_allocating(clock, monkeypatch):
     assert _fmt.binary_bytes(2**30) in p.reason and "smaller" in p.reason
 
 
+def test_sweep_never_refuses_a_point_that_allocates_nothing(clock, monkeypatch):
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda device: -1)  # MPS can read so
+    setup = lambda x, line: Case(clock.work(1e-3), x, x, CPU)  # noqa: E731
+    result = sweeps.sweep("n", [1, 2], ["l"], setup, memory=lambda x, _line: 0)
+    assert [p.status for p in result.points] == [sweeps.MEASURED] * 2
+
+
 def test_sweep_out_of_memory_releases_cached_blocks(clock, monkeypatch):
     released = []
     monkeypatch.setattr(bl.machine, "release_cached_memory", lambda dev: released.append(dev))
